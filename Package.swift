@@ -1,0 +1,110 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let strictSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let nio: [Target.Dependency] = [
+    .product(name: "NIOCore", package: "swift-nio"),
+    .product(name: "NIOPosix", package: "swift-nio"),
+]
+
+let package = Package(
+    name: "chaos",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "chaos", targets: ["chaos"]),
+        .executable(name: "chaos-bench", targets: ["ChaosBench"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
+    ],
+    targets: [
+        .target(
+            name: "ChaosCore",
+            dependencies: [.product(name: "Yams", package: "Yams")],
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "ChaosProxy",
+            dependencies: ["ChaosCore", .product(name: "Logging", package: "swift-log"),
+                           .product(name: "NIOHTTP1", package: "swift-nio")] + nio,
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "ChaosAudit",
+            dependencies: ["ChaosCore", .product(name: "Histogram", package: "hdrhistogram-swift")],
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "ChaosReport",
+            dependencies: ["ChaosCore", "ChaosAudit"],
+            swiftSettings: strictSettings
+        ),
+        .systemLibrary(
+            name: "CPcap",
+            pkgConfig: "libpcap",
+            providers: [.apt(["libpcap-dev"])]
+        ),
+        .target(
+            name: "ChaosCapture",
+            dependencies: ["ChaosCore", "CPcap"],
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "ChaosDemo",
+            dependencies: ["ChaosCore", .product(name: "Logging", package: "swift-log")] + nio,
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "ChaosRunner",
+            dependencies: ["ChaosCore", "ChaosProxy", "ChaosAudit", "ChaosReport", "ChaosCapture",
+                           .product(name: "Logging", package: "swift-log")] + nio,
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "chaos",
+            dependencies: ["ChaosCore", "ChaosProxy", "ChaosRunner", "ChaosDemo", "ChaosAudit", "ChaosReport",
+                           "ChaosCapture",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                           .product(name: "Logging", package: "swift-log")] + nio,
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "ChaosBench",
+            dependencies: nio,
+            path: "Benchmarks/ChaosBench",
+            swiftSettings: strictSettings
+        ),
+        .testTarget(name: "ChaosCoreTests", dependencies: ["ChaosCore"], swiftSettings: strictSettings),
+        .testTarget(
+            name: "ChaosProxyTests",
+            dependencies: ["ChaosCore", "ChaosProxy", .product(name: "NIOEmbedded", package: "swift-nio")] + nio,
+            swiftSettings: strictSettings
+        ),
+        .testTarget(name: "ChaosAuditTests", dependencies: ["ChaosCore", "ChaosAudit"], swiftSettings: strictSettings),
+        .testTarget(
+            name: "ChaosReportTests",
+            dependencies: ["ChaosCore", "ChaosAudit", "ChaosReport"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "ChaosCaptureTests",
+            dependencies: ["ChaosCore", "ChaosCapture", "ChaosAudit"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(name: "ChaosDemoTests", dependencies: ["ChaosCore", "ChaosDemo"] + nio, swiftSettings: strictSettings),
+        .testTarget(
+            name: "ChaosEndToEndTests",
+            dependencies: ["ChaosCore"] + nio,
+            swiftSettings: strictSettings
+        ),
+    ]
+)

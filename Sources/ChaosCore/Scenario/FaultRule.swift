@@ -1,0 +1,100 @@
+/// One entry of `faults:`: a kind, its parameters and a schedule. The timeline expands a rule
+/// into ``FaultOccurrence``s.
+public struct FaultRule: Sendable, Codable, Equatable {
+    /// What the fault does.
+    public var kind: FaultKind
+    /// When it happens.
+    public var schedule: Schedule
+    /// The parameters; ranges are drawn per occurrence.
+    public var parameters: FaultParameters
+    /// Only this proxy; nil: every proxy.
+    public var proxy: String?
+    /// Where the rule is in its file, for messages.
+    public var line: Int
+}
+
+/// The faults of PRODUCT §3, plus `link` (a link profile for a while).
+public enum FaultKind: String, Sendable, Codable, Equatable, CaseIterable {
+    case disconnect, latency, bandwidth, partition, handoff, refuse, slice, stall, link
+
+    /// Whether the fault acts at one instant (the rest act for a while).
+    public var isInstant: Bool { self == .disconnect }
+}
+
+/// How `disconnect` cuts a connection.
+public enum DisconnectMode: String, Sendable, Codable, Equatable, CaseIterable {
+    /// RST to both sides.
+    case reset
+    /// FIN to both sides.
+    case close
+    /// RST to the client; the server leg is left half-open.
+    case clientOnly = "client-only"
+    /// RST to the server; the client leg is left half-open.
+    case serverOnly = "server-only"
+}
+
+/// A fault's parameters, as written (ranges not yet drawn).
+public enum FaultParameters: Sendable, Codable, Equatable {
+    case disconnect(mode: DisconnectMode, linger: ChaosDuration)
+    case latency(add: DurationRange, jitter: ChaosDuration, direction: DirectionSet)
+    case bandwidth(rate: ByteRate, direction: DirectionSet)
+    case partition(direction: DirectionSet)
+    case handoff(from: LinkProfile, to: LinkProfile, blackout: DurationRange, linger: ChaosDuration)
+    case refuse
+    case slice(maxBytes: Int, delay: DurationRange, direction: DirectionSet)
+    case stall(direction: DirectionSet)
+    case link(LinkProfile)
+}
+
+/// When a rule fires.
+public struct Schedule: Sendable, Codable, Equatable {
+    /// Once, at this time (drawn when a range).
+    public var at: DurationRange?
+    /// Repeating, with the gap between starts drawn from this range.
+    public var every: DurationRange?
+    /// How long each occurrence lasts; nil: until `until` or the end of the run.
+    public var lasts: DurationRange?
+    /// Not before this time.
+    public var after: ChaosDuration
+    /// Not at or after this time; nil: the end of the run.
+    public var until: ChaosDuration?
+    /// The chance that each occurrence happens.
+    public var probability: Double
+    /// Which live connections it hits.
+    public var targets: Targets
+
+    enum CodingKeys: String, CodingKey { case at, every, lasts = "for", after, until, probability, targets }
+}
+
+/// Which live connections an occurrence hits; drawn from the seed when not all.
+public enum Targets: Sendable, Codable, Equatable, CustomStringConvertible {
+    case all
+    case count(Int)
+    case fraction(Double)
+
+    public var description: String {
+        switch self {
+        case .all: "all"
+        case .count(let n): "\(n)"
+        case .fraction(let f): "\(Int((f * 100).rounded()))%"
+        }
+    }
+
+    /// Picks the targets among `candidates` (sorted for determinism) with `generator`.
+    public func pick(from candidates: [ConnectionID], using generator: inout SeededGenerator) -> [ConnectionID] {
+        let sorted = candidates.sorted()
+        let wanted: Int
+        switch self {
+        case .all: return sorted
+        case .count(let n): wanted = min(n, sorted.count)
+        case .fraction(let f): wanted = min(sorted.count, Int((Double(sorted.count) * f).rounded(.up)))
+        }
+        var pool = sorted
+        var chosen: [ConnectionID] = []
+        for _ in 0..<wanted {
+            let index = Int(generator.next(upperBound: UInt64(pool.count)))
+            chosen.append(pool.remove(at: index))
+        }
+        return chosen.sorted()
+    }
+}

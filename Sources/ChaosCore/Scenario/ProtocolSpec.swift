@@ -1,0 +1,108 @@
+/// How the audit finds messages and their sequence numbers in the byte stream (`protocol:`).
+public struct ProtocolSpec: Sendable, Codable, Equatable {
+    /// How messages are delimited.
+    public enum Framing: Sendable, Codable, Equatable {
+        /// Newline-delimited (`lines`).
+        case lines
+        /// A big-endian length prefix of 1, 2 or 4 bytes; `offset` is added to the length read
+        /// (a prefix that counts itself uses a negative offset).
+        case lengthPrefixed(bytes: Int, offset: Int)
+        /// WebSocket frames.
+        case websocket
+        /// gRPC over HTTP/2.
+        case grpc
+    }
+
+    /// How a message's fields are read.
+    public enum Format: String, Sendable, Codable, Equatable, CaseIterable {
+        case json
+        case text
+        case protobuf
+    }
+
+    /// Message framing.
+    public var framing: Framing
+    /// Message format.
+    public var format: Format
+    /// Where the sequence number is: a JSON key or pointer (`/meta/seq`), a regex group name, a protobuf field number.
+    public var seq: String
+    /// Where the logical stream name is; nil: one stream per connection direction.
+    public var stream: String?
+    /// Where a message id is, for cross-stream duplicate checks.
+    public var id: String?
+    /// Where a cumulative acknowledgement is (covers every seq <= it in the other direction).
+    public var ack: String?
+    /// Where the message type is (default `type`), for `ignore`.
+    public var type: String
+    /// Field name → values: messages whose field has one of these values are not audited.
+    public var ignore: [String: [String]]
+    /// For `format: text`: a regular expression with named groups (`seq`, `stream`, …).
+    public var regex: String?
+    /// The first seq of every stream (default 1).
+    public var seqStart: Int64
+
+    /// Creates a protocol spec; defaults match the reference pair's NDJSON.
+    public init(framing: Framing = .lines, format: Format = .json, seq: String = "seq", stream: String? = "stream",
+                id: String? = nil, ack: String? = nil, type: String = "type", ignore: [String: [String]] = [:],
+                regex: String? = nil, seqStart: Int64 = 1) {
+        self.framing = framing
+        self.format = format
+        self.seq = seq
+        self.stream = stream
+        self.id = id
+        self.ack = ack
+        self.type = type
+        self.ignore = ignore
+        self.regex = regex
+        self.seqStart = seqStart
+    }
+}
+
+/// One `expect:` line: a measured figure, a comparison and a bound.
+public struct Expectation: Sendable, Codable, Equatable {
+    /// What is measured: `lost`, `duplicated`, `delivery`, `recovery_p99`, …
+    public var name: String
+    /// The comparison.
+    public var comparison: Comparison
+    /// The bound, as a number in the figure's unit (a count, a ratio 0…1, or seconds).
+    public var bound: Double
+    /// The bound as the user wrote it (`0`, `>= 99.9%`, `< 10s`).
+    public var written: String
+
+    /// A comparison operator.
+    public enum Comparison: String, Sendable, Codable, Equatable, CaseIterable {
+        case lessThan = "<", atMost = "<=", equal = "==", atLeast = ">=", greaterThan = ">"
+
+        /// Whether `actual` satisfies `actual <op> bound`.
+        public func holds(_ actual: Double, _ bound: Double) -> Bool {
+            switch self {
+            case .lessThan: actual < bound
+            case .atMost: actual <= bound
+            case .equal: actual == bound
+            case .atLeast: actual >= bound
+            case .greaterThan: actual > bound
+            }
+        }
+    }
+
+    /// The unit of an expectation's figure.
+    public enum Unit: Sendable { case count, ratio, seconds }
+
+    /// The figures an expectation may name, with their units.
+    public static let known: [(name: String, unit: Unit)] = [
+        ("lost", .count), ("duplicated", .count), ("redelivered", .count), ("reordered", .count),
+        ("gaps", .count), ("unacked", .count), ("recovered", .count), ("delivered", .count), ("sent", .count),
+        ("delivery", .ratio),
+        ("recovery_p50", .seconds), ("recovery_p95", .seconds), ("recovery_p99", .seconds), ("recovery_max", .seconds),
+        ("reconnect_p50", .seconds), ("reconnect_p95", .seconds), ("reconnect_p99", .seconds), ("reconnect_max", .seconds),
+        ("transit_p99", .seconds), ("faults", .count), ("pair_exits", .count),
+    ]
+
+    /// Creates an expectation.
+    public init(name: String, comparison: Comparison, bound: Double, written: String) {
+        self.name = name
+        self.comparison = comparison
+        self.bound = bound
+        self.written = written
+    }
+}

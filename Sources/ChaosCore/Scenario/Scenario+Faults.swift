@@ -1,0 +1,174 @@
+extension ScenarioReader {
+    static let scheduleKeys = ["at", "every", "for", "after", "until", "probability", "targets", "proxy"]
+
+    static func parameterKeys(_ kind: FaultKind) -> [String] {
+        switch kind {
+        case .disconnect: ["mode", "linger"]
+        case .latency: ["add", "jitter", "direction"]
+        case .bandwidth: ["rate", "direction"]
+        case .partition: ["direction"]
+        case .handoff: ["from", "to", "blackout", "linger"]
+        case .refuse: []
+        case .slice: ["size", "delay", "direction"]
+        case .stall: ["direction"]
+        case .link: ["profile"]
+        }
+    }
+
+    func fault(_ value: YAMLValue, proxies: [ProxySpec], duration: ChaosDuration) throws -> FaultRule {
+        let kinds = FaultKind.allCases.map(\.rawValue)
+        guard value.isMapping else {
+            throw value.error("a fault must be a mapping like '- latency: {at: 10s, add: 100ms}', found \(value.shape)")
+        }
+        let outer = try value.mapping("a fault", allowed: kinds)
+        guard outer.entries.count == 1, let entry = outer.entries.first else {
+            throw value.error("a fault names exactly one kind (\(kinds.joined(separator: ", "))), found \(outer.entries.count)")
+        }
+        let kind = FaultKind(rawValue: entry.key)!
+        let what = "\(kind.rawValue) fault"
+        let body = entry.value
+        let map: YAMLMapping
+        if body.isNull {
+            map = YAMLMapping(owner: body, what: what, entries: [])
+        } else {
+            map = try body.mapping(what, allowed: Self.scheduleKeys + Self.parameterKeys(kind))
+        }
+        let schedule = try self.schedule(map, kind: kind, what: what, duration: duration)
+        let parameters = try self.parameters(map, kind: kind, what: what)
+        var proxy: String?
+        if let proxyValue = map["proxy"] {
+            let name = try proxyValue.string("\(what).proxy")
+            guard proxies.contains(where: { $0.name == name }) else {
+                throw proxyValue.error("\(what).proxy names '\(name)', but the proxies are: "
+                    + proxies.map(\.name).joined(separator: ", "))
+            }
+            proxy = name
+        }
+        return FaultRule(kind: kind, schedule: schedule, parameters: parameters, proxy: proxy,
+                         line: entry.keyValue.location.line)
+    }
+
+    func schedule(_ map: YAMLMapping, kind: FaultKind, what: String, duration: ChaosDuration) throws -> Schedule {
+        let at = try map["at"].map { try $0.durationRange("\(what).at") }
+        let everyValue = map["every"]
+        let every = try everyValue.map { try $0.durationRange("\(what).every") }
+        if let every, every.lower.nanoseconds <= 0, let everyValue {
+            throw everyValue.error("\(what).every must be longer than 0s")
+        }
+        if at != nil, every != nil, let everyValue {
+            throw everyValue.error("\(what) has both 'at' and 'every'; use 'at' for once, 'every' to repeat (with 'after' to start later)")
+        }
+        if let at, at.lower > duration, let v = map["at"] {
+            throw v.error("\(what).at \(at) is after the end of the run (duration \(duration))")
+        }
+        let forValue = map["for"]
+        let lasts = try forValue.map { try $0.durationRange("\(what).for") }
+        if let forValue, kind.isInstant || kind == .handoff {
+            let instead = kind == .handoff ? " (a handoff lasts its 'blackout')" : ""
+            throw forValue.error("\(what) happens at an instant and takes no 'for'\(instead)")
+        }
+        if every != nil, lasts == nil, !kind.isInstant, kind != .handoff, let everyValue {
+            throw everyValue.error("a repeating \(what) needs 'for' (how long each occurrence lasts)")
+        }
+        let after = try map["after"].map { try $0.duration("\(what).after") } ?? .zero
+        let until = try map["until"].map { try $0.duration("\(what).until") }
+        if let until, until <= after, let v = map["until"] {
+            throw v.error("\(what).until (\(until)) must be later than after (\(after))")
+        }
+        if at == nil, every == nil, kind.isInstant || kind == .handoff {
+            throw map.owner.error("\(what) needs 'at' (once) or 'every' (repeating)")
+        }
+        let probability = try map["probability"].map { try $0.double("\(what).probability", in: 0...1) } ?? 1
+        let targets = try map["targets"].map { try self.targets($0, what: what) } ?? .all
+        return Schedule(at: at, every: every, lasts: lasts, after: after, until: until,
+                        probability: probability, targets: targets)
+    }
+
+    func targets(_ value: YAMLValue, what: String) throws -> Targets {
+        let text = try value.string("\(what).targets")
+        if text == "all" { return .all }
+        if let n = Int(text) {
+            guard n >= 1 else { throw value.error("\(what).targets must be at least 1, found \(n)") }
+            return .count(n)
+        }
+        let fraction: Double? = text.hasSuffix("%") ? Double(text.dropLast()).map { $0 / 100 } : Double(text)
+        guard let fraction, fraction > 0, fraction <= 1 else {
+            throw value.error("\(what).targets must be 'all', a count like 3 or a fraction like 0.5 or 50%, found '\(text)'")
+        }
+        return .fraction(fraction)
+    }
+
+    func parameters(_ map: YAMLMapping, kind: FaultKind, what: String) throws -> FaultParameters {
+        func direction(default fallback: DirectionSet) throws -> DirectionSet {
+            try map["direction"]?.choice("\(what).direction", of: DirectionSet.self) ?? fallback
+        }
+        func linger() throws -> ChaosDuration {
+            try map["linger"].map { try $0.duration("\(what).linger") } ?? .seconds(Int64(30))
+        }
+        switch kind {
+        case .disconnect:
+            let mode = try map["mode"]?.choice("\(what).mode", of: DisconnectMode.self) ?? .reset
+            return .disconnect(mode: mode, linger: try linger())
+        case .latency:
+            let add = try map.required("add").durationRange("\(what).add")
+            let jitter = try map["jitter"].map { try $0.duration("\(what).jitter") } ?? .zero
+            return .latency(add: add, jitter: jitter, direction: try direction(default: .both))
+        case .bandwidth:
+            let rateValue = try map.required("rate")
+            let text = try rateValue.string("\(what).rate")
+            guard let rate = ByteRate(parsing: text) else {
+                throw rateValue.error("\(what).rate must be a rate like 1MB/s, 500KB/s or 10mbit, found '\(text)'")
+            }
+            return .bandwidth(rate: rate, direction: try direction(default: .both))
+        case .partition:
+            return .partition(direction: try direction(default: .both))
+        case .stall:
+            return .stall(direction: try direction(default: .downstream))
+        case .refuse:
+            return .refuse
+        case .handoff:
+            let from = try map["from"].map { try linkProfile($0, what: "\(what).from") } ?? LinkProfile.named("wifi")!
+            let to = try map["to"].map { try linkProfile($0, what: "\(what).to") } ?? LinkProfile.named("lte")!
+            let blackout = try map["blackout"].map { try $0.durationRange("\(what).blackout") }
+                ?? DurationRange(exactly: .milliseconds(500))
+            return .handoff(from: from, to: to, blackout: blackout, linger: try linger())
+        case .slice:
+            var size = 16
+            if let sizeValue = map["size"] {
+                size = Int(try sizeValue.int("\(what).size (bytes per piece)", in: 1...65536))
+            }
+            let delay = try map["delay"].map { try $0.durationRange("\(what).delay") }
+                ?? DurationRange(.microseconds(500), .milliseconds(2))
+            return .slice(maxBytes: size, delay: delay, direction: try direction(default: .both))
+        case .link:
+            return .link(try linkProfile(try map.required("profile"), what: "\(what).profile"))
+        }
+    }
+
+    func linkProfile(_ value: YAMLValue, what: String) throws -> LinkProfile {
+        if value.isScalar {
+            let name = try value.string(what)
+            guard let profile = LinkProfile.named(name) else {
+                let names = LinkProfile.builtIn.map(\.name)
+                var message = "\(what) must be a link profile (\(names.joined(separator: ", "))) or a mapping "
+                    + "{latency, jitter, bandwidth_up, bandwidth_down}, found '\(name)'"
+                if let near = YAMLValue.nearest(to: name, in: names) { message += " (did you mean '\(near)'?)" }
+                throw value.error(message)
+            }
+            return profile
+        }
+        let map = try value.mapping(what, allowed: ["name", "latency", "jitter", "bandwidth_up", "bandwidth_down"])
+        func rate(_ key: String) throws -> ByteRate? {
+            guard let v = map[key] else { return nil }
+            let text = try v.string("\(what).\(key)")
+            guard let rate = ByteRate(parsing: text) else {
+                throw v.error("\(what).\(key) must be a rate like 1MB/s or 10mbit, found '\(text)'")
+            }
+            return rate
+        }
+        return LinkProfile(name: try map["name"]?.string("\(what).name") ?? "custom",
+                           latency: try map["latency"].map { try $0.duration("\(what).latency") } ?? .zero,
+                           jitter: try map["jitter"].map { try $0.duration("\(what).jitter") } ?? .zero,
+                           bandwidthUp: try rate("bandwidth_up"), bandwidthDown: try rate("bandwidth_down"))
+    }
+}

@@ -1,0 +1,271 @@
+import Foundation
+internal import Yams
+
+extension Scenario {
+    /// Reads and validates the scenario at `path`. Every problem is a ``ChaosError`` with code
+    /// `badInput` naming `path:line:column` and what was expected.
+    public static func load(path: String) throws -> Scenario {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ChaosError.badInput("cannot read scenario file '\(path)': no such file or not readable")
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw ChaosError.badInput("scenario file '\(path)' is not UTF-8 text")
+        }
+        return try parse(yaml: text, file: path)
+    }
+
+    /// Parses and validates scenario text; `file` names it in messages.
+    public static func parse(yaml text: String, file: String) throws -> Scenario {
+        let root: Node
+        do {
+            guard let node = try Yams.compose(yaml: text) else {
+                throw ChaosError.badInput("scenario is empty; expected a mapping with name, duration, proxies and faults",
+                                          at: .init(file: file, line: 1, column: 1))
+            }
+            root = node
+        } catch let error as ChaosError {
+            throw error
+        } catch let error as YamlError {
+            throw yamlSyntaxError(error, file: file)
+        } catch {
+            throw ChaosError.badInput("not valid YAML: \(error)", at: .init(file: file, line: 1, column: 1))
+        }
+        return try ScenarioReader(file: file).scenario(YAMLValue(node: root, file: file))
+    }
+
+    private static func yamlSyntaxError(_ error: YamlError, file: String) -> ChaosError {
+        func at(_ mark: Mark) -> ChaosError.Location { .init(file: file, line: mark.line, column: mark.column) }
+        switch error {
+        case .scanner(let context, let problem, let mark, _), .parser(let context, let problem, let mark, _),
+             .composer(let context, let problem, let mark, _):
+            let prefix = context.map { "\($0.text): " } ?? ""
+            return .badInput("not valid YAML: \(prefix)\(problem)", at: at(mark))
+        case .duplicatedKeysInMapping(let duplicates, let context):
+            return .badInput("duplicate key '\(duplicates.joined(separator: "', '"))'", at: at(context.mark))
+        case .reader(let problem, let offset, _, _):
+            return .badInput("not readable as YAML text: \(problem) at byte \(offset ?? 0)",
+                             at: .init(file: file, line: 1, column: 1))
+        default:
+            return .badInput("not valid YAML: \(error)", at: .init(file: file, line: 1, column: 1))
+        }
+    }
+}
+
+/// Turns the YAML tree into a ``Scenario``, checking every key and value.
+struct ScenarioReader {
+    let file: String
+
+    func scenario(_ root: YAMLValue) throws -> Scenario {
+        let top = try root.mapping("the scenario", allowed: [
+            "name", "duration", "seed", "proxies", "pair", "protocol", "baseline", "faults", "expect", "capture",
+        ])
+        let name = try top.required("name").string("name")
+        guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) }) else {
+            throw try top.required("name").error("name must be letters, digits, '-', '_' or '.', found '\(name)'")
+        }
+        let durationValue = try top.required("duration")
+        let duration = try durationValue.duration("duration")
+        guard duration.nanoseconds > 0 else { throw durationValue.error("duration must be longer than 0s") }
+        let seed = try top["seed"].map { try $0.unsigned("seed") }
+        let proxies = try self.proxies(try top.required("proxies"))
+        let pair = try top["pair"].map(self.pair)
+        let protocolSpec = try top["protocol"].map(self.protocolSpec)
+        let baseline = try top["baseline"].map { try linkProfile($0, what: "baseline") }
+        let faults = try (top["faults"]?.sequence("faults") ?? []).map { try fault($0, proxies: proxies, duration: duration) }
+        let expectations = try top["expect"].map(self.expectations) ?? []
+        let capture = try top["capture"].map(self.capture)
+        return Scenario(name: name, duration: duration, seed: seed, proxies: proxies, pair: pair,
+                        protocolSpec: protocolSpec, baseline: baseline, faults: faults,
+                        expectations: expectations, capture: capture, file: file)
+    }
+
+    // MARK: proxies
+
+    func proxies(_ value: YAMLValue) throws -> [ProxySpec] {
+        let items = try value.sequence("proxies")
+        guard !items.isEmpty else { throw value.error("proxies needs at least one proxy") }
+        var result: [ProxySpec] = []
+        var listens: [HostPort: YAMLValue] = [:]
+        for item in items {
+            let map = try item.mapping("a proxy", allowed: ["name", "listen", "upstream"])
+            let nameValue = try map.required("name")
+            let name = try nameValue.string("proxy name")
+            if result.contains(where: { $0.name == name }) { throw nameValue.error("duplicate proxy name '\(name)'") }
+            let listenValue = try map.required("listen")
+            let listen = try hostPort(listenValue, what: "listen")
+            if listen.port != 0, listens[listen] != nil {
+                throw listenValue.error("listen address \(listen) is already used by another proxy")
+            }
+            listens[listen] = listenValue
+            let upstreamValue = try map.required("upstream")
+            let upstream = try hostPort(upstreamValue, what: "upstream")
+            guard upstream.port != 0 else { throw upstreamValue.error("upstream needs a real port, not 0") }
+            if upstream == listen { throw upstreamValue.error("upstream \(upstream) is the proxy's own listen address") }
+            result.append(ProxySpec(name: name, listen: listen, upstream: upstream))
+        }
+        return result
+    }
+
+    func hostPort(_ value: YAMLValue, what: String) throws -> HostPort {
+        let text = try value.string(what)
+        guard let address = HostPort(parsing: text) else {
+            throw value.error("\(what) must be an address like 127.0.0.1:7000 (port 0-65535), found '\(text)'")
+        }
+        return address
+    }
+
+    // MARK: pair, protocol, capture, expect
+
+    func pair(_ value: YAMLValue) throws -> PairSpec {
+        let map = try value.mapping("pair", allowed: ["server", "client"])
+        let pair = PairSpec(server: try map["server"].map { try process($0, what: "pair.server") },
+                            client: try map["client"].map { try process($0, what: "pair.client") })
+        if pair.server == nil, pair.client == nil { throw value.error("pair needs a server, a client or both") }
+        return pair
+    }
+
+    func process(_ value: YAMLValue, what: String) throws -> ProcessSpec {
+        let map = try value.mapping(what, allowed: ["run", "ready", "count", "stop_grace"])
+        let runValue = try map.required("run")
+        let run = try runValue.string("\(what).run")
+        guard !run.trimmingWhitespace.isEmpty else { throw runValue.error("\(what).run is empty; expected a command") }
+        for placeholder in Self.placeholders(in: run) where !["index", "listen.port", "upstream.port", "listen.host",
+                                                               "upstream.host", "run_dir", "seed"].contains(placeholder) {
+            throw runValue.error("unknown placeholder {\(placeholder)} in \(what).run; expected {index}, {listen.port}, "
+                + "{upstream.port}, {listen.host}, {upstream.host}, {run_dir} or {seed}")
+        }
+        var ready: String?
+        if let readyValue = map["ready"] {
+            let text = try readyValue.string("\(what).ready")
+            let parts = text.split(separator: " ", maxSplits: 1)
+            guard parts.count == 2, parts[0] == "tcp",
+                  HostPort(parsing: String(parts[1]).replacingPlaceholdersForCheck) != nil else {
+                throw readyValue.error("\(what).ready must be 'tcp HOST:PORT', found '\(text)'")
+            }
+            ready = text
+        }
+        let count = try map["count"].map { Int(try $0.int("\(what).count", in: 1...10_000)) } ?? 1
+        let grace = try map["stop_grace"].map { try $0.duration("\(what).stop_grace") } ?? .seconds(Int64(5))
+        return ProcessSpec(run: run, ready: ready, count: count, stopGrace: grace)
+    }
+
+    static func placeholders(in text: String) -> [String] {
+        var result: [String] = []
+        var rest = Substring(text)
+        while let open = rest.firstIndex(of: "{"), let close = rest[open...].firstIndex(of: "}") {
+            result.append(String(rest[rest.index(after: open)..<close]))
+            rest = rest[rest.index(after: close)...]
+        }
+        return result
+    }
+
+    func protocolSpec(_ value: YAMLValue) throws -> ProtocolSpec {
+        let map = try value.mapping("protocol", allowed: [
+            "framing", "length_bytes", "length_offset", "format", "seq", "stream", "id", "ack", "type", "ignore",
+            "regex", "seq_start",
+        ])
+        var spec = ProtocolSpec()
+        let framingName = try map["framing"]?.string("protocol.framing") ?? "lines"
+        switch framingName {
+        case "lines": spec.framing = .lines
+        case "length-prefixed":
+            let bytes = try map["length_bytes"].map { Int(try $0.int("protocol.length_bytes", in: 1...4)) } ?? 4
+            if bytes == 3, let v = map["length_bytes"] { throw v.error("protocol.length_bytes must be 1, 2 or 4, found 3") }
+            let offset = try map["length_offset"].map { Int(try $0.int("protocol.length_offset", in: -8...8)) } ?? 0
+            spec.framing = .lengthPrefixed(bytes: bytes, offset: offset)
+        case "websocket": spec.framing = .websocket
+        case "grpc": spec.framing = .grpc
+        default:
+            throw try map.required("framing").error(
+                "protocol.framing must be one of lines, length-prefixed, websocket, grpc, found '\(framingName)'")
+        }
+        spec.format = try map["format"]?.choice("protocol.format", of: ProtocolSpec.Format.self) ?? .json
+        spec.seq = try map["seq"]?.string("protocol.seq") ?? "seq"
+        spec.stream = try map["stream"].map { try $0.string("protocol.stream") } ?? "stream"
+        spec.id = try map["id"].map { try $0.string("protocol.id") }
+        spec.ack = try map["ack"].map { try $0.string("protocol.ack") }
+        spec.type = try map["type"]?.string("protocol.type") ?? "type"
+        spec.seqStart = try map["seq_start"].map { try $0.int("protocol.seq_start", in: 0...Int64(Int32.max)) } ?? 1
+        if let regexValue = map["regex"] {
+            let pattern = try regexValue.string("protocol.regex")
+            do { _ = try NSRegularExpression(pattern: pattern) } catch {
+                throw regexValue.error("protocol.regex is not a valid regular expression: \(pattern)")
+            }
+            spec.regex = pattern
+        }
+        if spec.format == .text, spec.regex == nil { throw value.error("protocol.format text needs protocol.regex") }
+        if let ignoreValue = map["ignore"] {
+            guard ignoreValue.isMapping else {
+                throw ignoreValue.error("protocol.ignore must be a mapping like {type: [PING, PONG]}")
+            }
+            let fields = try ignoreValue.mapping("protocol.ignore", allowed: [spec.type, spec.stream ?? "stream", "kind"])
+            for entry in fields.entries {
+                let values: [String]
+                if entry.value.isSequence {
+                    values = try entry.value.sequence("protocol.ignore.\(entry.key)").map { try $0.string("an ignored value") }
+                } else {
+                    values = [try entry.value.string("protocol.ignore.\(entry.key)")]
+                }
+                spec.ignore[entry.key] = values
+            }
+        }
+        return spec
+    }
+
+    func capture(_ value: YAMLValue) throws -> CaptureSpec {
+        if value.isScalar { return CaptureSpec(enabled: try value.bool("capture"), ringBytes: nil) }
+        let map = try value.mapping("capture", allowed: ["enabled", "ring"])
+        let enabled = try map["enabled"]?.bool("capture.enabled") ?? true
+        var ring: Int64?
+        if let ringValue = map["ring"] {
+            let text = try ringValue.string("capture.ring")
+            guard let bytes = ByteSize.parse(text), bytes >= 1_048_576 else {
+                throw ringValue.error("capture.ring must be a size of at least 1MB like 256MB, found '\(text)'")
+            }
+            ring = bytes
+        }
+        return CaptureSpec(enabled: enabled, ringBytes: ring)
+    }
+
+    func expectations(_ value: YAMLValue) throws -> [Expectation] {
+        let map = try value.mapping("expect", allowed: Expectation.known.map(\.name))
+        return try map.entries.map { entry in
+            let unit = Expectation.known.first { $0.name == entry.key }!.unit
+            let text = try entry.value.string("expect.\(entry.key)").trimmingWhitespace
+            var comparison = Expectation.Comparison.atMost
+            var rest = Substring(text)
+            for op in ["<=", ">=", "==", "<", ">"] where rest.hasPrefix(op) {
+                comparison = Expectation.Comparison(rawValue: op)!
+                rest = rest.dropFirst(op.count)
+                break
+            }
+            if text == rest, unit == .ratio { comparison = .atLeast }
+            let number = String(rest).trimmingWhitespace
+            let bound: Double?
+            switch unit {
+            case .count: bound = Double(number).flatMap { $0 >= 0 && $0 == $0.rounded() ? $0 : nil }
+            case .ratio:
+                if number.hasSuffix("%") { bound = Double(number.dropLast()).flatMap { (0...100).contains($0) ? $0 / 100 : nil } }
+                else { bound = Double(number).flatMap { (0...1).contains($0) ? $0 : nil } }
+            case .seconds: bound = ChaosDuration(parsing: number)?.seconds
+            }
+            guard let bound else {
+                let example = switch unit { case .count: "0 or '<= 3'"; case .ratio: "'>= 99.9%'"; case .seconds: "'< 10s'" }
+                throw entry.value.error("expect.\(entry.key) must be like \(example), found '\(text)'")
+            }
+            return Expectation(name: entry.key, comparison: comparison, bound: bound, written: text)
+        }
+    }
+}
+
+private extension String {
+    /// `127.0.0.1:{upstream.port}` → `127.0.0.1:1`, only to check the shape of a readiness address.
+    var replacingPlaceholdersForCheck: String {
+        var out = ""
+        var inside = false
+        for c in self {
+            if c == "{" { inside = true; out += "1" } else if c == "}" { inside = false } else if !inside { out.append(c) }
+        }
+        return out
+    }
+}

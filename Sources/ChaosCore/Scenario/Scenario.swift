@@ -1,0 +1,115 @@
+/// A parsed, validated scenario file: which proxies to run, what pair to start, what the traffic
+/// looks like, which faults to inject and what must hold at the end.
+///
+/// Build one with ``Scenario/parse(yaml:file:)`` or ``Scenario/load(path:)``; the fault
+/// timeline comes from ``Timeline/init(scenario:seed:)``.
+public struct Scenario: Sendable, Codable, Equatable {
+    /// The scenario's name, used for the report folder.
+    public var name: String
+    /// How long a run lasts.
+    public var duration: ChaosDuration
+    /// The seed in the file, if it names one.
+    public var seed: UInt64?
+    /// The proxies to run, at least one.
+    public var proxies: [ProxySpec]
+    /// The client/server pair to start, when the scenario names one.
+    public var pair: PairSpec?
+    /// How to read messages out of the byte stream, for the audit.
+    public var protocolSpec: ProtocolSpec?
+    /// The link profile every new connection starts with (none: the loopback as it is).
+    public var baseline: LinkProfile?
+    /// The fault rules, in file order.
+    public var faults: [FaultRule]
+    /// What must hold for the run to pass, in file order.
+    public var expectations: [Expectation]
+    /// Whether and how to capture the proxied traffic.
+    public var capture: CaptureSpec?
+    /// The path the scenario was read from.
+    public var file: String
+
+    enum CodingKeys: String, CodingKey {
+        case name, duration, seed, proxies, pair, protocolSpec = "protocol", baseline, faults
+        case expectations = "expect", capture, file
+    }
+}
+
+/// One TCP proxy: accept on `listen`, connect each client to `upstream`.
+public struct ProxySpec: Sendable, Codable, Equatable {
+    /// The proxy's name (faults may name it in `proxy:`).
+    public var name: String
+    /// Where clients connect.
+    public var listen: HostPort
+    /// Where the proxy connects for each client.
+    public var upstream: HostPort
+
+    /// Creates a proxy spec.
+    public init(name: String, listen: HostPort, upstream: HostPort) {
+        self.name = name
+        self.listen = listen
+        self.upstream = upstream
+    }
+}
+
+/// A numeric IPv4/IPv6 address or host name with a port, written `127.0.0.1:7000` or `[::1]:7000`.
+public struct HostPort: Sendable, Codable, Equatable, Hashable, CustomStringConvertible {
+    /// The host: an IP address or a name.
+    public var host: String
+    /// The TCP port, 0 to 65535 (0: any free port, for listening).
+    public var port: Int
+
+    /// Creates an address.
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    /// Parses `host:port` or `[v6]:port`; nil when it is not of that form.
+    public init?(parsing text: String) {
+        let text = text.trimmingWhitespace
+        let hostPart: Substring, portPart: Substring
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else { return nil }
+            hostPart = text[text.index(after: text.startIndex)..<close]
+            portPart = text[text.index(close, offsetBy: 2)...]
+        } else {
+            guard let colon = text.lastIndex(of: ":"), !text[..<colon].contains(":") else { return nil }
+            hostPart = text[..<colon]
+            portPart = text[text.index(after: colon)...]
+        }
+        guard !hostPart.isEmpty, hostPart.allSatisfy({ $0.isLetter || $0.isNumber || ".-_:".contains($0) }),
+              let port = Int(portPart), (0...65535).contains(port) else { return nil }
+        self.init(host: String(hostPart), port: port)
+    }
+
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}
+
+/// The process pair under test.
+public struct PairSpec: Sendable, Codable, Equatable {
+    /// The server, started first.
+    public var server: ProcessSpec?
+    /// The clients, started once the server is ready.
+    public var client: ProcessSpec?
+}
+
+/// A command to start (and stop) for a run.
+public struct ProcessSpec: Sendable, Codable, Equatable {
+    /// The command line, with `{listen.port}`, `{upstream.port}`, `{index}` placeholders.
+    public var run: String
+    /// A readiness check: `tcp HOST:PORT` waits until it accepts.
+    public var ready: String?
+    /// How many copies to start (clients), 1 by default.
+    public var count: Int
+    /// How long to wait after SIGTERM before SIGKILL.
+    public var stopGrace: ChaosDuration
+
+    enum CodingKeys: String, CodingKey { case run, ready, count, stopGrace = "stop_grace" }
+}
+
+/// Whether to write `capture.pcap` and how big the ring may grow.
+public struct CaptureSpec: Sendable, Codable, Equatable {
+    /// Whether capture is on.
+    public var enabled: Bool
+    /// The size bound of the capture ring in bytes; nil: unbounded single file.
+    public var ringBytes: Int64?
+}

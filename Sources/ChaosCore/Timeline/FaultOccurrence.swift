@@ -1,0 +1,76 @@
+/// One fault, at one time, with its parameters drawn: a line of the timeline.
+public struct FaultOccurrence: Sendable, Codable, Equatable {
+    /// Position in the timeline (0-based, in time order).
+    public var index: Int
+    /// The rule (0-based, file order) it came from.
+    public var rule: Int
+    /// When it starts, from the start of the run.
+    public var at: ChaosDuration
+    /// How long it lasts (0 for instant faults; a handoff lasts its blackout).
+    public var lasts: ChaosDuration
+    /// Only this proxy; nil: every proxy.
+    public var proxy: String?
+    /// Which live connections it hits.
+    public var targets: Targets
+    /// The seed for what is drawn when it is applied (which connections, jitter, slice sizes).
+    public var seed: UInt64
+    /// What it does, with its parameters drawn.
+    public var effect: FaultEffect
+
+    /// The fault kind.
+    public var kind: FaultKind { effect.kind }
+    /// When it ends.
+    public var end: ChaosDuration { at + lasts }
+
+    /// The mark that names this occurrence in the traffic event stream.
+    public var mark: FaultMark { FaultMark(kind: kind.rawValue, occurrence: index, detail: effect.summary) }
+}
+
+/// A fault's effect with every range drawn.
+public enum FaultEffect: Sendable, Codable, Equatable {
+    case disconnect(mode: DisconnectMode, linger: ChaosDuration)
+    case latency(add: ChaosDuration, jitter: ChaosDuration, direction: DirectionSet)
+    case bandwidth(rate: ByteRate, direction: DirectionSet)
+    case partition(direction: DirectionSet)
+    case stall(direction: DirectionSet)
+    case refuse
+    case handoff(from: LinkProfile, to: LinkProfile, blackout: ChaosDuration, linger: ChaosDuration)
+    case slice(maxBytes: Int, delay: DurationRange, direction: DirectionSet)
+    case link(LinkProfile)
+
+    /// The kind of fault.
+    public var kind: FaultKind {
+        switch self {
+        case .disconnect: .disconnect
+        case .latency: .latency
+        case .bandwidth: .bandwidth
+        case .partition: .partition
+        case .stall: .stall
+        case .refuse: .refuse
+        case .handoff: .handoff
+        case .slice: .slice
+        case .link: .link
+        }
+    }
+
+    /// The drawn parameters as `key=value` pairs, for timelines and reports.
+    public var parameters: [(String, String)] {
+        switch self {
+        case .disconnect(let mode, let linger):
+            mode == .reset || mode == .close ? [("mode", mode.rawValue)] : [("mode", mode.rawValue), ("linger", "\(linger)")]
+        case .latency(let add, let jitter, let direction):
+            [("add", "\(add)"), ("jitter", "\(jitter)"), ("direction", direction.rawValue)]
+        case .bandwidth(let rate, let direction): [("rate", "\(rate)"), ("direction", direction.rawValue)]
+        case .partition(let direction), .stall(let direction): [("direction", direction.rawValue)]
+        case .refuse: []
+        case .handoff(let from, let to, let blackout, let linger):
+            [("from", from.name), ("to", to.name), ("blackout", "\(blackout)"), ("linger", "\(linger)")]
+        case .slice(let maxBytes, let delay, let direction):
+            [("size", "\(maxBytes)"), ("delay", "\(delay)"), ("direction", direction.rawValue)]
+        case .link(let profile): [("profile", profile.name)]
+        }
+    }
+
+    /// `key=value key=value`.
+    public var summary: String { parameters.map { "\($0.0)=\($0.1)" }.joined(separator: " ") }
+}

@@ -1,0 +1,96 @@
+/// A number naming one proxied (or captured) TCP connection pair, unique within a run.
+public typealias ConnectionID = UInt64
+
+/// One thing that happened to the traffic: the single seam between where bytes come from (the live
+/// proxy or a capture file) and what they mean (the audit).
+///
+/// Times are monotonic nanoseconds since the start of the run (or of the capture). For a live proxy,
+/// `read` is "sent" (the proxy read it from the producer) and `written` is "delivered" (the proxy
+/// wrote it to the consumer). A capture knows only what crossed the wire, so it reports each payload
+/// as both `read` and `written` at the time it was seen.
+public struct TrafficEvent: Hashable, Sendable {
+    /// Nanoseconds since the run started.
+    public var time: Int64
+    /// The connection this is about; 0 for run-wide events (faults not bound to a connection).
+    public var connection: ConnectionID
+    /// What happened.
+    public var kind: Kind
+
+    /// Creates an event.
+    public init(time: Int64, connection: ConnectionID, kind: Kind) {
+        self.time = time
+        self.connection = connection
+        self.kind = kind
+    }
+
+    /// What happened.
+    public enum Kind: Hashable, Sendable {
+        /// A client connected and the proxy (or the capture) saw both legs established.
+        case opened(ConnectionEndpoints)
+        /// A client connection was refused (a `refuse` fault, or the upstream could not be reached).
+        case refused(proxy: String, reason: String)
+        /// Bytes read from `side` (for the audit: "sent" by that side).
+        case read(Side, [UInt8])
+        /// Bytes written to `side` (for the audit: "delivered" to that side).
+        case written(Side, [UInt8])
+        /// `side` stopped sending: its leg was closed `how`.
+        case closed(Side, CloseKind)
+        /// A fault began; `connection` is 0 when it is run-wide.
+        case faultStarted(FaultMark)
+        /// A fault ended.
+        case faultEnded(FaultMark)
+    }
+
+    /// How one leg of a connection ended.
+    public enum CloseKind: String, Hashable, Sendable, Codable {
+        /// Orderly: FIN (a half-close; the other direction may keep flowing).
+        case fin
+        /// Abortive: RST.
+        case reset
+        /// The proxy closed it because of a fault.
+        case cutByFault = "cut-by-fault"
+        /// A socket error.
+        case error
+    }
+}
+
+/// Names one fault occurrence of the timeline in the event stream.
+public struct FaultMark: Hashable, Sendable, Codable {
+    /// The fault kind, as the scenario spells it (`disconnect`, `latency`, …).
+    public var kind: String
+    /// The index of the occurrence in the timeline.
+    public var occurrence: Int
+    /// A short human summary of the drawn parameters (`mode=reset`, `add=512ms`).
+    public var detail: String
+
+    /// Creates a mark.
+    public init(kind: String, occurrence: Int, detail: String) {
+        self.kind = kind
+        self.occurrence = occurrence
+        self.detail = detail
+    }
+}
+
+/// The four addresses of a proxied connection (`host:port` text). A capture of traffic that did
+/// not go through a proxy has one leg only: then `listen` is the server and `proxyLocal` the client.
+public struct ConnectionEndpoints: Hashable, Sendable, Codable {
+    /// The proxy's name (or `capture`).
+    public var proxy: String
+    /// The client's address (client leg, remote end).
+    public var client: String
+    /// The proxy's listen address (client leg, local end).
+    public var listen: String
+    /// The proxy's own address on the server leg (local end).
+    public var proxyLocal: String
+    /// The server's address (server leg, remote end).
+    public var server: String
+
+    /// Creates the endpoints of a connection.
+    public init(proxy: String, client: String, listen: String, proxyLocal: String, server: String) {
+        self.proxy = proxy
+        self.client = client
+        self.listen = listen
+        self.proxyLocal = proxyLocal
+        self.server = server
+    }
+}

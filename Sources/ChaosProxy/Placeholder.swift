@@ -1,0 +1,1 @@
+// Placeholder: this module is filled in by its own work item.
