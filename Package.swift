@@ -83,6 +83,18 @@ let package = Package(
             path: "Benchmarks/ChaosBench",
             swiftSettings: strictSettings
         ),
+        .executableTarget(
+            name: "AuditBench",
+            dependencies: ["ChaosCore", "ChaosAudit"],
+            path: "Benchmarks/AuditBench",
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "CaptureBench",
+            dependencies: ["ChaosCore", "ChaosCapture", "ChaosAudit"],
+            path: "Benchmarks/CaptureBench",
+            swiftSettings: strictSettings
+        ),
         .testTarget(name: "ChaosCoreTests", dependencies: ["ChaosCore"], swiftSettings: strictSettings),
         .testTarget(
             name: "ChaosProxyTests",

@@ -1,0 +1,1 @@
+print("audit bench: not built yet")

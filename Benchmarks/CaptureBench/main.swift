@@ -1,0 +1,1 @@
+print("capture bench: not built yet")

@@ -1,0 +1,37 @@
+import ArgumentParser
+import ChaosCore
+import Foundation
+
+/// The `chaos` command: a network chaos test harness for real-time client/server pairs.
+@main
+struct Chaos: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "chaos",
+        abstract: "A TCP chaos proxy that injects mobile-network faults and audits message delivery.",
+        version: "0.1.0",
+        subcommands: [Run.self, Validate.self, Proxy.self, Audit.self, Report.self, Replay.self, Demo.self]
+    )
+
+    /// Runs the chosen subcommand; maps ``ChaosError`` to exit codes (bad input 2, other failures 1).
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch let error as ChaosError {
+            FileHandle.standardError.write(Data("chaos: \(error)\n".utf8))
+            Foundation.exit(error.code == .badInput ? 2 : 1)
+        } catch {
+            // Argument-parser errors (bad flags) exit with 2 as well, through its own formatting.
+            let code = exitCode(for: error)
+            if code == .validationFailure || code.rawValue == 64 {
+                FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+                Foundation.exit(2)
+            }
+            exit(withError: error)
+        }
+    }
+}
