@@ -14,7 +14,7 @@ let nio: [Target.Dependency] = [
 
 let package = Package(
     name: "chaos",
-    platforms: [.macOS(.v14)],
+    platforms: [.macOS(.v15)],
     products: [
         .executable(name: "chaos", targets: ["chaos"]),
         .executable(name: "chaos-bench", targets: ["ChaosBench"]),

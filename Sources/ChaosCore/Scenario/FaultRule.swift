@@ -11,6 +11,15 @@ public struct FaultRule: Sendable, Codable, Equatable {
     public var proxy: String?
     /// Where the rule is in its file, for messages.
     public var line: Int
+
+    /// Creates a rule.
+    public init(kind: FaultKind, schedule: Schedule, parameters: FaultParameters, proxy: String?, line: Int) {
+        self.kind = kind
+        self.schedule = schedule
+        self.parameters = parameters
+        self.proxy = proxy
+        self.line = line
+    }
 }
 
 /// The faults of PRODUCT §3, plus `link` (a link profile for a while).
@@ -64,6 +73,18 @@ public struct Schedule: Sendable, Codable, Equatable {
     public var targets: Targets
 
     enum CodingKeys: String, CodingKey { case at, every, lasts = "for", after, until, probability, targets }
+
+    /// Creates a schedule.
+    public init(at: DurationRange?, every: DurationRange?, lasts: DurationRange?, after: ChaosDuration = .zero,
+                until: ChaosDuration? = nil, probability: Double = 1, targets: Targets = .all) {
+        self.at = at
+        self.every = every
+        self.lasts = lasts
+        self.after = after
+        self.until = until
+        self.probability = probability
+        self.targets = targets
+    }
 }
 
 /// Which live connections an occurrence hits; drawn from the seed when not all.

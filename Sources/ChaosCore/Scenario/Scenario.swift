@@ -27,6 +27,23 @@ public struct Scenario: Sendable, Codable, Equatable {
     /// The path the scenario was read from.
     public var file: String
 
+    /// Creates a scenario; prefer ``Scenario/load(path:)``, which validates.
+    public init(name: String, duration: ChaosDuration, seed: UInt64?, proxies: [ProxySpec], pair: PairSpec?,
+                protocolSpec: ProtocolSpec?, baseline: LinkProfile?, faults: [FaultRule], expectations: [Expectation],
+                capture: CaptureSpec?, file: String) {
+        self.name = name
+        self.duration = duration
+        self.seed = seed
+        self.proxies = proxies
+        self.pair = pair
+        self.protocolSpec = protocolSpec
+        self.baseline = baseline
+        self.faults = faults
+        self.expectations = expectations
+        self.capture = capture
+        self.file = file
+    }
+
     enum CodingKeys: String, CodingKey {
         case name, duration, seed, proxies, pair, protocolSpec = "protocol", baseline, faults
         case expectations = "expect", capture, file
@@ -90,6 +107,12 @@ public struct PairSpec: Sendable, Codable, Equatable {
     public var server: ProcessSpec?
     /// The clients, started once the server is ready.
     public var client: ProcessSpec?
+
+    /// Creates a pair spec.
+    public init(server: ProcessSpec?, client: ProcessSpec?) {
+        self.server = server
+        self.client = client
+    }
 }
 
 /// A command to start (and stop) for a run.
@@ -104,6 +127,14 @@ public struct ProcessSpec: Sendable, Codable, Equatable {
     public var stopGrace: ChaosDuration
 
     enum CodingKeys: String, CodingKey { case run, ready, count, stopGrace = "stop_grace" }
+
+    /// Creates a process spec.
+    public init(run: String, ready: String?, count: Int, stopGrace: ChaosDuration) {
+        self.run = run
+        self.ready = ready
+        self.count = count
+        self.stopGrace = stopGrace
+    }
 }
 
 /// Whether to write `capture.pcap` and how big the ring may grow.
@@ -112,4 +143,10 @@ public struct CaptureSpec: Sendable, Codable, Equatable {
     public var enabled: Bool
     /// The size bound of the capture ring in bytes; nil: unbounded single file.
     public var ringBytes: Int64?
+
+    /// Creates a capture spec.
+    public init(enabled: Bool, ringBytes: Int64?) {
+        self.enabled = enabled
+        self.ringBytes = ringBytes
+    }
 }

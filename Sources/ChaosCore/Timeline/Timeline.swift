@@ -77,26 +77,25 @@ public struct Timeline: Sendable, Codable, Equatable {
     /// One line per occurrence: time, kind, how long, parameters, targets, proxy.
     public var lines: [String] {
         occurrences.map { occurrence in
-            var line = Self.pad(Self.clock(occurrence.at), 12) + "  " + Self.pad(occurrence.kind.rawValue, 10)
-            line += occurrence.lasts == .zero ? "  " + Self.pad("", 12) : "  for " + Self.pad("\(occurrence.lasts)", 8)
+            var line = Self.clock(occurrence.at) + "  " + Self.pad(occurrence.kind.rawValue, 10)
+            line += occurrence.lasts == .zero ? "  " + Self.pad("", 14) : "  for " + Self.pad("\(occurrence.lasts)", 10)
             var parameters = occurrence.effect.summary
             if occurrence.kind != .refuse, occurrence.kind != .link {
                 parameters += (parameters.isEmpty ? "" : " ") + "targets=\(occurrence.targets)"
             }
             if let proxy = occurrence.proxy { parameters += " proxy=\(proxy)" }
-            return line + "  " + parameters
+            return (line + "  " + parameters).trimmingWhitespace
         }
     }
 
-    /// `1:02:03.456` style clock for long runs, `12.310s` for short ones.
+    /// `00:01:02.345`: hours, minutes, seconds and milliseconds since the start.
     public static func clock(_ duration: ChaosDuration) -> String {
         let millis = duration.nanoseconds / 1_000_000
         let seconds = millis / 1000, fraction = millis % 1000
-        let fractionText = (fraction < 10 ? "00" : fraction < 100 ? "0" : "") + "\(fraction)"
-        if seconds < 60 { return "\(seconds).\(fractionText)s" }
         let h = seconds / 3600, m = (seconds / 60) % 60, s = seconds % 60
         let two = { (n: Int64) in n < 10 ? "0\(n)" : "\(n)" }
-        return "\(h):\(two(m)):\(two(s)).\(fractionText)"
+        let three = fraction < 10 ? "00\(fraction)" : fraction < 100 ? "0\(fraction)" : "\(fraction)"
+        return "\(two(h)):\(two(m)):\(two(s)).\(three)"
     }
 
     private static func pad(_ text: String, _ width: Int) -> String {

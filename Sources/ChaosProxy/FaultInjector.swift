@@ -1,0 +1,151 @@
+public import ChaosCore
+public import Logging
+import NIOCore
+import Synchronization
+
+/// Applies a ``Timeline`` to running proxies at the times it names, on the run's clock, and
+/// records what each occurrence actually hit. Cancelling ``run()`` lifts every active fault.
+public final class FaultInjector: Sendable {
+    /// What happened when an occurrence was applied.
+    public struct Applied: Sendable, Equatable, Codable {
+        /// The occurrence's index in the timeline.
+        public var occurrence: Int
+        /// When it was really applied, nanoseconds on the run clock.
+        public var appliedAt: Int64
+        /// How many live connections it hit (for run-wide faults: those live when it began).
+        public var connections: Int
+    }
+
+    private let timeline: Timeline
+    private let proxies: [ProxyServer]
+    private let clock: RunClock
+    private let sink: (any TrafficEventSink)?
+    private let logger: Logger
+    private let applied = Mutex<[Applied]>([])
+    private let onApplied: (@Sendable (FaultOccurrence, Applied) -> Void)?
+
+    /// An injector for `timeline` over `proxies`; `onApplied` is told of each occurrence as it begins.
+    public init(timeline: Timeline, proxies: [ProxyServer], clock: RunClock, sink: (any TrafficEventSink)?,
+                logger: Logger = Logger(label: "chaos.faults"),
+                onApplied: (@Sendable (FaultOccurrence, Applied) -> Void)? = nil) {
+        self.timeline = timeline
+        self.proxies = proxies
+        self.clock = clock
+        self.sink = sink
+        self.logger = logger
+        self.onApplied = onApplied
+    }
+
+    /// Every occurrence applied so far.
+    public var appliedSoFar: [Applied] { applied.withLock { $0 } }
+
+    private struct Action: Sendable {
+        var at: ChaosDuration
+        var order: Int
+        var occurrence: FaultOccurrence
+        var isEnd: Bool
+    }
+
+    /// Applies the timeline until its end (or until cancelled, which lifts active faults).
+    public func run() async {
+        var actions: [Action] = []
+        for occurrence in timeline.occurrences {
+            actions.append(Action(at: occurrence.at, order: occurrence.index * 2, occurrence: occurrence, isEnd: false))
+            if occurrence.kind != .disconnect {
+                actions.append(Action(at: occurrence.end, order: occurrence.index * 2 + 1, occurrence: occurrence, isEnd: true))
+            }
+        }
+        actions.sort { ($0.at, $0.isEnd ? 0 : 1, $0.order) < ($1.at, $1.isEnd ? 0 : 1, $1.order) }
+        var active: [Int: FaultOccurrence] = [:]
+        var handoffTargets: [Int: [ObjectIdentifier: [ConnectionID]?]] = [:]
+        for action in actions {
+            let wait = clock.deadline(after: action.at).uptimeNanoseconds.subtractingReportingOverflow(
+                NIODeadline.now().uptimeNanoseconds)
+            if !wait.overflow, wait.partialValue > 0 {
+                do { try await Task.sleep(nanoseconds: wait.partialValue) } catch { break }
+            }
+            if Task.isCancelled { break }
+            let occurrence = action.occurrence
+            if action.isEnd {
+                active.removeValue(forKey: occurrence.index)
+                await end(occurrence, handoffTargets: handoffTargets.removeValue(forKey: occurrence.index) ?? [:])
+            } else {
+                let (count, targets) = await begin(occurrence)
+                if occurrence.kind != .disconnect { active[occurrence.index] = occurrence }
+                if occurrence.kind == .handoff { handoffTargets[occurrence.index] = targets }
+                let record = Applied(occurrence: occurrence.index, appliedAt: clock.now(), connections: count)
+                applied.withLock { $0.append(record) }
+                onApplied?(occurrence, record)
+            }
+        }
+        // Cancelled or finished: lift whatever is still on.
+        for occurrence in active.values.sorted(by: { $0.index < $1.index }) {
+            await end(occurrence, handoffTargets: handoffTargets[occurrence.index] ?? [:], cancelled: true)
+        }
+    }
+
+    private func proxies(for occurrence: FaultOccurrence) -> [ProxyServer] {
+        proxies.filter { occurrence.proxy == nil || $0.spec.name == occurrence.proxy }
+    }
+
+    private func targets(_ occurrence: FaultOccurrence, on proxy: ProxyServer) -> [ConnectionID]? {
+        if case .all = occurrence.targets { return nil }
+        return proxy.pickTargets(occurrence.targets, seed: occurrence.seed)
+    }
+
+    /// Starts an occurrence; returns how many connections it hit and, for a handoff, whom.
+    private func begin(_ occurrence: FaultOccurrence) async -> (Int, [ObjectIdentifier: [ConnectionID]?]) {
+        sink?.record(TrafficEvent(time: clock.now(), connection: 0, kind: .faultStarted(occurrence.mark)))
+        logger.info("fault", metadata: ["fault.kind": "\(occurrence.kind.rawValue)", "fault.index": "\(occurrence.index)",
+                                        "fault.detail": "\(occurrence.effect.summary)"])
+        var hit = 0
+        var handoff: [ObjectIdentifier: [ConnectionID]?] = [:]
+        for proxy in proxies(for: occurrence) {
+            let ids = targets(occurrence, on: proxy)
+            let key = occurrence.index
+            switch occurrence.effect {
+            case .disconnect(let mode, let linger):
+                hit += await proxy.disconnect(ids, mode: mode, linger: linger)
+            case .latency(let add, let jitter, let direction):
+                hit += await proxy.addCondition(.latency(add: add, jitter: jitter), key: key, directions: direction, to: ids)
+            case .bandwidth(let rate, let direction):
+                hit += await proxy.addCondition(.bandwidth(rate), key: key, directions: direction, to: ids)
+            case .partition(let direction), .stall(let direction):
+                hit += await proxy.addCondition(.hold, key: key, directions: direction, to: ids)
+            case .slice(let maxBytes, let delay, let direction):
+                hit += await proxy.addCondition(.slice(maxBytes: maxBytes, delay: delay), key: key, directions: direction, to: ids)
+            case .link(let profile):
+                hit += await proxy.addCondition(.profile(profile), key: key, directions: .both, to: ids)
+            case .refuse:
+                await proxy.beginRefusing()
+            case .handoff:
+                // Blackout: nothing passes on the connections it hits (and on new ones, when it hits all).
+                let reached = await proxy.addCondition(.hold, key: key, directions: .both, to: ids)
+                hit += reached
+                handoff[ObjectIdentifier(proxy)] = ids ?? proxy.liveConnections
+            }
+        }
+        return (hit, handoff)
+    }
+
+    private func end(_ occurrence: FaultOccurrence, handoffTargets: [ObjectIdentifier: [ConnectionID]?],
+                     cancelled: Bool = false) async {
+        for proxy in proxies(for: occurrence) {
+            switch occurrence.effect {
+            case .disconnect: break
+            case .refuse: await proxy.endRefusing()
+            case .handoff(_, let to, _, let linger):
+                await proxy.removeCondition(key: occurrence.index)
+                if !cancelled {
+                    // The address changed: the client side is reset, the server side never hears of it.
+                    let ids = handoffTargets[ObjectIdentifier(proxy)] ?? nil
+                    await proxy.disconnect(ids ?? [], mode: .clientOnly, linger: linger)
+                    proxy.setBaseline(to)
+                }
+            default:
+                await proxy.removeCondition(key: occurrence.index)
+            }
+        }
+        sink?.record(TrafficEvent(time: clock.now(), connection: 0, kind: .faultEnded(occurrence.mark)))
+    }
+}

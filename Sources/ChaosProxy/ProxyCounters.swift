@@ -1,0 +1,35 @@
+import Synchronization
+
+/// Running totals of one proxy, safe to read from any thread.
+public final class ProxyCounters: Sendable {
+    private let upstreamBytes = Atomic<Int64>(0)
+    private let downstreamBytes = Atomic<Int64>(0)
+    private let openedCount = Atomic<Int64>(0)
+    private let cutCount = Atomic<Int64>(0)
+    private let failedUpstreamCount = Atomic<Int64>(0)
+
+    /// Creates zeroed counters.
+    public init() {}
+
+    /// Bytes moved client→server.
+    public var upstream: Int64 { upstreamBytes.load(ordering: .relaxed) }
+    /// Bytes moved server→client.
+    public var downstream: Int64 { downstreamBytes.load(ordering: .relaxed) }
+    /// Connections fully established (both legs).
+    public var opened: Int64 { openedCount.load(ordering: .relaxed) }
+    /// Connections cut by a fault.
+    public var cutByFault: Int64 { cutCount.load(ordering: .relaxed) }
+    /// Client connections closed because the upstream could not be reached.
+    public var upstreamFailures: Int64 { failedUpstreamCount.load(ordering: .relaxed) }
+
+    func add(bytes: Int, producedBy upstream: Bool) {
+        if upstream {
+            upstreamBytes.wrappingAdd(Int64(bytes), ordering: .relaxed)
+        } else {
+            downstreamBytes.wrappingAdd(Int64(bytes), ordering: .relaxed)
+        }
+    }
+    func connectionOpened() { openedCount.wrappingAdd(1, ordering: .relaxed) }
+    func connectionCut() { cutCount.wrappingAdd(1, ordering: .relaxed) }
+    func upstreamFailed() { failedUpstreamCount.wrappingAdd(1, ordering: .relaxed) }
+}

@@ -1,0 +1,102 @@
+public import ChaosCore
+import NIOCore
+import NIOPosix
+import Logging
+import Synchronization
+
+extension ProxyServer {
+    /// Picks the connections an occurrence hits among the live ones, from its seed.
+    public func pickTargets(_ targets: Targets, seed: UInt64) -> [ConnectionID] {
+        var generator = SeededGenerator(seed: seed).fork(spec.name)
+        return targets.pick(from: liveConnections, using: &generator)
+    }
+
+    /// Puts `condition` (named `key`) on `directions` of the given connections, or of every
+    /// connection, now and new, when `ids` is nil. Returns how many live connections it reached.
+    @discardableResult
+    public func addCondition(_ condition: ShapingCondition, key: Int, directions: DirectionSet,
+                             to ids: [ConnectionID]?) async -> Int {
+        let connections = withConnections(ids) { state in
+            if ids == nil { state.conditions[key] = (directions, condition) }
+        }
+        for connection in connections {
+            connection.eventLoop.execute { connection.addCondition(condition, key: key, directions: directions) }
+        }
+        return connections.count
+    }
+
+    /// Lifts the condition named `key` everywhere.
+    public func removeCondition(key: Int) async {
+        let connections = withConnections(nil) { _ = $0.conditions.removeValue(forKey: key) }
+        for connection in connections {
+            connection.eventLoop.execute { connection.removeCondition(key: key) }
+        }
+    }
+
+    /// Cuts the given connections (all when nil) as `mode` says. Returns how many it cut.
+    @discardableResult
+    public func disconnect(_ ids: [ConnectionID]?, mode: DisconnectMode, linger: ChaosDuration) async -> Int {
+        let connections = withConnections(ids) { _ in }
+        for connection in connections {
+            connection.eventLoop.execute {
+                switch mode {
+                case .reset: connection.reset()
+                case .close: connection.closeBoth()
+                case .clientOnly: connection.cut(.client, linger: linger)
+                case .serverOnly: connection.cut(.server, linger: linger)
+                }
+            }
+        }
+        return connections.count
+    }
+
+    /// The link profile new connections start with from now on.
+    public func setBaseline(_ profile: LinkProfile?) {
+        state.withLock { $0.baseline = profile }
+    }
+
+    /// Stops accepting: the listening socket is closed so that clients get ECONNREFUSED.
+    /// Nested calls are counted; the last ``endRefusing()`` listens again.
+    public func beginRefusing() async {
+        let listener = state.withLock { state -> (any Channel)? in
+            state.refusing += 1
+            guard state.refusing == 1 else { return nil }
+            defer { state.listener = nil }
+            return state.listener
+        }
+        try? await listener?.close()
+    }
+
+    /// Listens again on the same address once every refusal has ended.
+    public func endRefusing() async {
+        let address = state.withLock { state -> SocketAddress? in
+            state.refusing = max(0, state.refusing - 1)
+            return state.refusing == 0 && !state.stopped && state.listener == nil ? state.boundAddress : nil
+        }
+        guard let address else { return }
+        for attempt in 0..<50 {
+            do {
+                let channel = try await rebind(address)
+                let keep = state.withLock { state -> Bool in
+                    guard !state.stopped, state.refusing == 0 else { return false }
+                    state.listener = channel
+                    return true
+                }
+                if !keep { try? await channel.close() }
+                return
+            } catch {
+                logger.warning("cannot listen again yet", metadata: ["proxy.name": "\(spec.name)", "attempt": "\(attempt)"])
+                try? await Task.sleep(nanoseconds: 100_000_000)
+            }
+        }
+        logger.error("gave up listening again after a refuse fault", metadata: ["proxy.name": "\(spec.name)"])
+    }
+
+    private func withConnections(_ ids: [ConnectionID]?, _ body: (inout State) -> Void) -> [ProxiedConnection] {
+        state.withLock { state in
+            body(&state)
+            guard let ids else { return state.connections.sorted { $0.key < $1.key }.map(\.value) }
+            return ids.compactMap { state.connections[$0] }
+        }
+    }
+}

@@ -1,0 +1,230 @@
+import ChaosCore
+import NIOCore
+import NIOPosix
+
+/// One client connection and its upstream leg, with both legs' relays and shapers, the faults
+/// active on it, and how each leg ended.
+///
+/// Sendable because every mutable property is touched only on `eventLoop` (each entry point
+/// either runs there, as channel callbacks do, or hops there through `execute`), which
+/// `eventLoop.preconditionInEventLoop()` checks in debug builds.
+final class ProxiedConnection: @unchecked Sendable {
+    let id: ConnectionID
+    let eventLoop: any EventLoop
+    let endpoints: ConnectionEndpoints
+    private let sink: (any TrafficEventSink)?
+    private let clock: RunClock
+    private let counters: ProxyCounters
+    private let onFinished: @Sendable (ConnectionID) -> Void
+
+    private let legs: [Side: Leg]
+    private var conditions: [Int: (DirectionSet, ShapingCondition)] = [:]
+    private var baseline: LinkProfile?
+    private var state = CloseState()
+    private var lingerTask: Scheduled<Void>?
+
+    /// One leg: its channel, relay and the shaper of bytes written to it.
+    struct Leg {
+        let channel: any Channel
+        let relay: RelayHandler
+        let shaper: ShapingHandler
+    }
+
+    /// How far each leg got towards closing.
+    struct CloseState {
+        var eofFrom: Set<Side> = []
+        var recorded: Set<Side> = []
+        var inactive: Set<Side> = []
+        var cut = false
+        var finished = false
+    }
+
+    init(id: ConnectionID, endpoints: ConnectionEndpoints, client: Leg, server: Leg, sink: (any TrafficEventSink)?,
+         clock: RunClock, counters: ProxyCounters, onFinished: @escaping @Sendable (ConnectionID) -> Void) {
+        self.id = id
+        self.eventLoop = client.channel.eventLoop
+        self.endpoints = endpoints
+        self.legs = [.client: client, .server: server]
+        self.sink = sink
+        self.clock = clock
+        self.counters = counters
+        self.onFinished = onFinished
+    }
+
+    /// Wires the relays and starts reading both legs. Call on the event loop.
+    func start(baseline: LinkProfile?, conditions: [Int: (DirectionSet, ShapingCondition)]) {
+        eventLoop.preconditionInEventLoop()
+        let client = legs[.client]!, server = legs[.server]!
+        client.relay.partner = server.relay
+        server.relay.partner = client.relay
+        client.relay.connection = self
+        server.relay.connection = self
+        if let sink {
+            let id = self.id, clock = self.clock
+            client.shaper.onDelivered = { sink.record(TrafficEvent(time: clock.now(), connection: id, kind: .written(.client, Array($0.readableBytesView)))) }
+            server.shaper.onDelivered = { sink.record(TrafficEvent(time: clock.now(), connection: id, kind: .written(.server, Array($0.readableBytesView)))) }
+            sink.record(TrafficEvent(time: clock.now(), connection: id, kind: .opened(endpoints)))
+        }
+        counters.connectionOpened()
+        self.baseline = baseline
+        self.conditions = conditions
+        reshape()
+        for side in Side.allCases {
+            legs[side]!.channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { [weak self] error in
+                self?.legFailed(side, error: error)
+            }
+        }
+    }
+
+    // MARK: shaping
+
+    /// Adds (or replaces) the condition of fault occurrence `key` on `directions`.
+    func addCondition(_ condition: ShapingCondition, key: Int, directions: DirectionSet) {
+        eventLoop.preconditionInEventLoop()
+        conditions[key] = (directions, condition)
+        reshape()
+    }
+
+    /// Removes the condition of fault occurrence `key`.
+    func removeCondition(key: Int) {
+        eventLoop.preconditionInEventLoop()
+        guard conditions.removeValue(forKey: key) != nil else { return }
+        reshape()
+    }
+
+    private func reshape() {
+        guard !state.cut else { return }
+        let ordered = conditions.sorted { $0.key < $1.key }.map(\.value)
+        for direction in Direction.allCases {
+            var active = ordered.filter { $0.0.contains(direction) }.map(\.1)
+            if let baseline { active.insert(.profile(baseline), at: 0) }
+            let settings = ShapingCondition.combine(active, direction: direction)
+            legs[direction.consumer]!.shaper.apply(settings)
+        }
+    }
+
+    // MARK: faults that cut
+
+    /// RST to both sides.
+    func reset() {
+        eventLoop.preconditionInEventLoop()
+        guard beginCut() else { return }
+        abort(.client)
+        abort(.server)
+    }
+
+    /// FIN to both sides; what they still send is read and dropped until they close.
+    func closeBoth() {
+        eventLoop.preconditionInEventLoop()
+        guard beginCut() else { return }
+        for side in Side.allCases {
+            let leg = legs[side]!
+            record(.closed(side, .cutByFault), side: side)
+            leg.shaper.discardHeld()
+            leg.relay.discardsReads = true
+            leg.channel.close(mode: .output, promise: nil)
+        }
+        scheduleLingerAbort(after: .seconds(5), sides: Side.allCases)
+    }
+
+    /// RST to `side`; the other leg stays open (half-open: it never saw a FIN) for `linger`, its
+    /// bytes read and dropped, then it is reset.
+    func cut(_ side: Side, linger: ChaosDuration) {
+        eventLoop.preconditionInEventLoop()
+        guard beginCut() else { return }
+        abort(side)
+        let other = legs[side.other]!
+        other.shaper.discardHeld()
+        other.relay.discardsReads = true
+        scheduleLingerAbort(after: .nanoseconds(linger.nanoseconds), sides: [side.other])
+    }
+
+    private func beginCut() -> Bool {
+        guard !state.cut, !state.finished else { return false }
+        state.cut = true
+        counters.connectionCut()
+        return true
+    }
+
+    private func abort(_ side: Side) {
+        let leg = legs[side]!
+        record(.closed(side, .cutByFault), side: side)
+        leg.shaper.discardHeld()
+        leg.relay.discardsReads = true
+        guard leg.channel.isActive, let provider = leg.channel as? any SocketOptionProvider else {
+            leg.channel.close(promise: nil)
+            return
+        }
+        let channel = leg.channel
+        provider.setSoLinger(linger(l_onoff: 1, l_linger: 0)).whenComplete { _ in channel.close(promise: nil) }
+    }
+
+    private func scheduleLingerAbort(after delay: TimeAmount, sides: [Side]) {
+        lingerTask?.cancel()
+        lingerTask = eventLoop.scheduleTask(in: delay) { [self] in
+            for side in sides where !state.inactive.contains(side) { abort(side) }
+        }
+    }
+
+    // MARK: relay callbacks
+
+    /// Bytes read from `side`; returns false when they must be dropped (the leg is being cut).
+    func didRead(_ buffer: ByteBuffer, from side: Side) -> Bool {
+        if legs[side]!.relay.discardsReads { return false }
+        counters.add(bytes: buffer.readableBytes, producedBy: side == .client)
+        sink?.record(TrafficEvent(time: clock.now(), connection: id, kind: .read(side, Array(buffer.readableBytesView))))
+        return true
+    }
+
+    /// `side` sent FIN: pass the half-close on, behind any held data.
+    func didReceiveEOF(from side: Side) {
+        state.eofFrom.insert(side)
+        record(.closed(side, .fin), side: side)
+        if !state.cut { legs[side.other]!.relay.shutdownOutput() }
+    }
+
+    /// A leg failed: a reset from its peer is passed on as a reset to the other leg.
+    func legFailed(_ side: Side, error: any Error) {
+        let reset = (error as? IOError).map { $0.errnoCode == ECONNRESET || $0.errnoCode == EPIPE } ?? false
+        record(.closed(side, reset ? .reset : .error), side: side)
+        legs[side]!.channel.close(promise: nil)
+        if !state.cut, !state.inactive.contains(side.other) {
+            state.cut = true // nothing more passes either way
+            abortQuietly(side.other)
+        }
+    }
+
+    private func abortQuietly(_ side: Side) {
+        let leg = legs[side]!
+        leg.shaper.discardHeld()
+        if let provider = leg.channel as? any SocketOptionProvider, leg.channel.isActive {
+            let channel = leg.channel
+        provider.setSoLinger(linger(l_onoff: 1, l_linger: 0)).whenComplete { _ in channel.close(promise: nil) }
+        } else {
+            leg.channel.close(promise: nil)
+        }
+    }
+
+    /// A leg's channel closed.
+    func legInactive(_ side: Side) {
+        state.inactive.insert(side)
+        record(.closed(side, state.cut ? .cutByFault : .fin), side: side)
+        if state.inactive.count == 1, !state.cut {
+            // The other leg closes too: a peer that closed fully is passed on as a close.
+            let other = legs[side.other]!
+            if !state.eofFrom.contains(side) { abortQuietly(side.other) } else if !other.channel.isActive {} else {
+                // orderly: the other leg ends by its own FIN (half-close keeps it open until then)
+            }
+        }
+        if state.inactive.count == 2, !state.finished {
+            state.finished = true
+            lingerTask?.cancel()
+            onFinished(id)
+        }
+    }
+
+    private func record(_ kind: TrafficEvent.Kind, side: Side) {
+        guard state.recorded.insert(side).inserted else { return }
+        sink?.record(TrafficEvent(time: clock.now(), connection: id, kind: kind))
+    }
+}

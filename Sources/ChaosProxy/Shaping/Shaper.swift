@@ -1,0 +1,135 @@
+public import ChaosCore
+public import NIOCore
+
+/// The state machine behind one direction of one connection: a bounded, ordered queue of
+/// bytes (and the half-close that follows them) released according to ``ShapingSettings``.
+///
+/// It never touches a channel: the ``ShapingHandler`` asks it what to do next and does it.
+/// Time is plain nanoseconds handed in by the caller, so it is tested without sockets or clocks.
+public struct Shaper {
+    /// What passes through: bytes, or the half-close (FIN) that must follow them.
+    public enum Item: Equatable {
+        case data(ByteBuffer)
+        case shutdownOutput
+    }
+
+    /// What the handler should do next.
+    public enum Next: Equatable {
+        /// Write (and flush) this item now.
+        case emit(Item)
+        /// Nothing can go before this time (nanoseconds); ask again then.
+        case wait(until: Int64)
+        /// Nothing to do until more data arrives or the settings change.
+        case idle
+    }
+
+    private struct Entry {
+        var item: Item
+        var releaseAt: Int64
+    }
+
+    private var queue = CircularBuffer<Entry>(initialCapacity: 4)
+    /// Bytes held right now.
+    public private(set) var heldBytes = 0
+    /// The current settings.
+    public private(set) var settings = ShapingSettings.none
+    /// Whether the producer should stop reading (held bytes passed the high-water mark and
+    /// have not yet fallen to the low-water mark).
+    public private(set) var isPressured = false
+    private var lastRelease: Int64 = .min
+    private var linkFreeAt: Int64 = .min
+    private var generator: SeededGenerator
+    /// Above this many held bytes the producer is paused.
+    public let highWater: Int
+    /// At or below this many held bytes a paused producer resumes.
+    public let lowWater: Int
+
+    /// A shaper holding at most about `highWater` bytes; `generator` draws jitter and slice delays.
+    public init(highWater: Int = 1 << 20, generator: SeededGenerator) {
+        self.highWater = max(highWater, 1)
+        self.lowWater = max(highWater / 2, 1)
+        self.generator = generator
+    }
+
+    /// True when nothing is held and nothing shapes: the handler may write straight through.
+    public var isPassThrough: Bool { queue.isEmpty && settings == .none }
+
+    /// Replaces the settings (a fault began or ended). Held data keeps its place and order.
+    public mutating func update(_ settings: ShapingSettings) {
+        self.settings = settings
+        if settings.bytesPerSecond == nil { linkFreeAt = .min }
+    }
+
+    /// Queues `item`, due after the current latency (plus jitter, never before an earlier item).
+    /// Returns true when this made the shaper pressured.
+    @discardableResult
+    public mutating func enqueue(_ item: Item, now: Int64) -> Bool {
+        var due = now + settings.latency
+        if settings.jitter > 0 {
+            let width = UInt64(settings.jitter) * 2 + 1
+            due += Int64(generator.next(upperBound: width)) - settings.jitter
+        }
+        due = max(due, now, lastRelease)
+        lastRelease = due
+        if case .data(let buffer) = item { heldBytes += buffer.readableBytes }
+        queue.append(Entry(item: item, releaseAt: due))
+        if !isPressured, heldBytes > highWater {
+            isPressured = true
+            return true
+        }
+        return false
+    }
+
+    /// The next thing to do at `now`. Call repeatedly until it is not `.emit`.
+    public mutating func next(now: Int64) -> Next {
+        guard var head = queue.first else { return .idle }
+        if settings.hold { return .idle }
+        if head.releaseAt > now { return .wait(until: head.releaseAt) }
+        guard case .data(var buffer) = head.item else {
+            queue.removeFirst()
+            return .emit(.shutdownOutput)
+        }
+        if let rate = settings.bytesPerSecond, linkFreeAt > now { _ = rate; return .wait(until: linkFreeAt) }
+        var limit = buffer.readableBytes
+        if let slice = settings.sliceBytes { limit = min(limit, slice) }
+        if let rate = settings.bytesPerSecond { limit = min(limit, Int(max(rate / 100, 512))) }
+        let piece: ByteBuffer
+        if limit < buffer.readableBytes {
+            piece = buffer.readSlice(length: limit)!
+            head.item = .data(buffer)
+            if settings.sliceBytes != nil { head.releaseAt = now + draw(settings.sliceDelay) }
+            queue[queue.startIndex] = head
+            lastRelease = max(lastRelease, head.releaseAt)
+        } else {
+            piece = buffer
+            queue.removeFirst()
+        }
+        heldBytes -= piece.readableBytes
+        if let rate = settings.bytesPerSecond {
+            linkFreeAt = max(linkFreeAt, now) + Int64(piece.readableBytes) * 1_000_000_000 / rate
+        }
+        return .emit(.data(piece))
+    }
+
+    /// Checks the low-water mark; returns true when this released the pressure.
+    public mutating func relievePressure() -> Bool {
+        guard isPressured, heldBytes <= lowWater else { return false }
+        isPressured = false
+        return true
+    }
+
+    /// Drops everything held (the connection is gone). Returns the number of bytes dropped.
+    @discardableResult
+    public mutating func discardAll() -> Int {
+        let dropped = heldBytes
+        queue.removeAll()
+        heldBytes = 0
+        isPressured = false
+        return dropped
+    }
+
+    private mutating func draw(_ range: ClosedRange<Int64>) -> Int64 {
+        if range.lowerBound >= range.upperBound { return range.lowerBound }
+        return range.lowerBound + Int64(generator.next(upperBound: UInt64(range.upperBound - range.lowerBound) + 1))
+    }
+}

@@ -1,0 +1,138 @@
+public import ChaosCore
+public import NIOCore
+
+/// Tells the relay on the same channel that the shaper holds too much (stop reading the
+/// producer) or has drained enough (read again). Fired inbound as a user event.
+public enum ShapingPressure: Sendable, Equatable {
+    case paused
+    case resumed
+}
+
+/// An outbound handler that shapes everything written to its channel (one direction of a
+/// proxied connection) with a ``Shaper``: latency with jitter, bandwidth caps, holds (partition,
+/// stall, blackout), slicing. A half-close (`close(mode: .output)`) waits behind the data.
+///
+/// With nothing to shape it passes writes straight through at no cost.
+public final class ShapingHandler: ChannelOutboundHandler, RemovableChannelHandler {
+    public typealias OutboundIn = ByteBuffer
+    public typealias OutboundOut = ByteBuffer
+
+    private var shaper: Shaper
+    private var context: ChannelHandlerContext?
+    private var wakeup: Scheduled<Void>?
+    private var wakeupAt: Int64 = .max
+    /// Called for every write that reached the socket layer (the bytes "delivered"), when set.
+    var onDelivered: ((ByteBuffer) -> Void)?
+
+    /// A handler with its own shaper; `generator` draws jitter and slice delays.
+    public init(highWater: Int = 1 << 20, generator: SeededGenerator) {
+        self.shaper = Shaper(highWater: highWater, generator: generator)
+    }
+
+    /// Bytes held right now.
+    public var heldBytes: Int { shaper.heldBytes }
+
+    /// Applies new settings; call on the channel's event loop.
+    public func apply(_ settings: ShapingSettings) {
+        shaper.update(settings)
+        if let context { pump(context) }
+    }
+
+    /// Drops what is held (the connection is being cut).
+    public func discardHeld() {
+        shaper.discardAll()
+        wakeup?.cancel()
+        wakeup = nil
+        wakeupAt = .max
+    }
+
+    public func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+
+    public func handlerRemoved(context: ChannelHandlerContext) {
+        discardHeld()
+        self.context = nil
+    }
+
+    public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if shaper.isPassThrough {
+            send(unwrapOutboundIn(data), context: context, promise: promise)
+            return
+        }
+        if shaper.enqueue(.data(unwrapOutboundIn(data)), now: now(context)) {
+            context.fireUserInboundEventTriggered(ShapingPressure.paused)
+        }
+        promise?.succeed()
+        pump(context)
+    }
+
+    public func flush(context: ChannelHandlerContext) {
+        if shaper.isPassThrough { context.flush() }
+    }
+
+    public func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        guard mode == .output, !shaper.isPassThrough else {
+            if mode != .output { discardHeld() }
+            context.close(mode: mode, promise: promise)
+            return
+        }
+        shaper.enqueue(.shutdownOutput, now: now(context))
+        promise?.succeed()
+        pump(context)
+    }
+
+    private func send(_ buffer: ByteBuffer, context: ChannelHandlerContext, promise: EventLoopPromise<Void>?) {
+        guard let onDelivered else {
+            context.write(wrapOutboundOut(buffer), promise: promise)
+            return
+        }
+        let written = promise ?? context.eventLoop.makePromise()
+        let callback = NIOLoopBound(onDelivered, eventLoop: context.eventLoop)
+        written.futureResult.whenSuccess { callback.value(buffer) }
+        context.write(wrapOutboundOut(buffer), promise: written)
+    }
+
+    private func now(_ context: ChannelHandlerContext) -> Int64 {
+        Int64(truncatingIfNeeded: context.eventLoop.now.uptimeNanoseconds)
+    }
+
+    private func pump(_ context: ChannelHandlerContext) {
+        var wrote = false
+        loop: while true {
+            switch shaper.next(now: now(context)) {
+            case .emit(.data(let buffer)):
+                send(buffer, context: context, promise: nil)
+                wrote = true
+                if shaper.settings.sliceBytes != nil {
+                    context.flush() // each slice its own segment
+                    wrote = false
+                }
+            case .emit(.shutdownOutput):
+                if wrote { context.flush(); wrote = false }
+                context.close(mode: .output, promise: nil)
+            case .wait(let until):
+                schedule(at: until, context: context)
+                break loop
+            case .idle:
+                break loop
+            }
+        }
+        if wrote { context.flush() }
+        if shaper.relievePressure() { context.fireUserInboundEventTriggered(ShapingPressure.resumed) }
+    }
+
+    private func schedule(at deadline: Int64, context: ChannelHandlerContext) {
+        if wakeup != nil, wakeupAt <= deadline { return }
+        wakeup?.cancel()
+        wakeupAt = deadline
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        wakeup = context.eventLoop.scheduleTask(deadline: NIODeadline.uptimeNanoseconds(UInt64(max(deadline, 0)))) {
+            let (handler, context) = loopBound.value
+            handler.wakeup = nil
+            handler.wakeupAt = .max
+            handler.pump(context)
+        }
+    }
+}
+
+@available(*, unavailable)
+extension ShapingHandler: Sendable {}

@@ -1,0 +1,29 @@
+public import ChaosCore
+public import NIOCore
+
+/// Receives the proxy's ``TrafficEvent``s. Called on the proxy's event loops, inline: keep it
+/// fast; a slow sink slows the proxy (real backpressure, never an unbounded queue).
+public protocol TrafficEventSink: Sendable {
+    /// Records one event.
+    func record(_ event: TrafficEvent)
+}
+
+/// The run's monotonic clock: nanoseconds since the run started.
+public struct RunClock: Sendable {
+    /// The uptime at the start of the run.
+    public let start: NIODeadline
+
+    /// A clock that starts now.
+    public init() { start = .now() }
+
+    /// A clock that started at `start`.
+    public init(start: NIODeadline) { self.start = start }
+
+    /// Nanoseconds since the start.
+    public func now() -> Int64 { Int64(NIODeadline.now().uptimeNanoseconds) - Int64(start.uptimeNanoseconds) }
+
+    /// The deadline `offset` after the start.
+    public func deadline(after offset: ChaosDuration) -> NIODeadline {
+        start + .nanoseconds(offset.nanoseconds)
+    }
+}
