@@ -35,7 +35,10 @@ final class ProxiedConnection: @unchecked Sendable {
         var eofFrom: Set<Side> = []
         var recorded: Set<Side> = []
         var inactive: Set<Side> = []
+        /// Nothing passes any more (a fault cut it, or a reset was passed on).
         var cut = false
+        /// A fault cut it (rather than a peer's reset).
+        var cutByFault = false
         var finished = false
     }
 
@@ -142,6 +145,7 @@ final class ProxiedConnection: @unchecked Sendable {
     private func beginCut() -> Bool {
         guard !state.cut, !state.finished else { return false }
         state.cut = true
+        state.cutByFault = true
         counters.connectionCut()
         return true
     }
@@ -188,9 +192,9 @@ final class ProxiedConnection: @unchecked Sendable {
         let reset = (error as? IOError).map { $0.errnoCode == ECONNRESET || $0.errnoCode == EPIPE } ?? false
         record(.closed(side, reset ? .reset : .error), side: side)
         legs[side]!.channel.close(promise: nil)
-        if !state.cut, !state.inactive.contains(side.other) {
-            state.cut = true // nothing more passes either way
-            abortQuietly(side.other)
+        if !state.cut {
+            state.cut = true // nothing more passes either way: the reset is passed on
+            if !state.inactive.contains(side.other) { abortQuietly(side.other) }
         }
     }
 
@@ -205,17 +209,12 @@ final class ProxiedConnection: @unchecked Sendable {
         }
     }
 
-    /// A leg's channel closed.
+    /// A leg's channel closed. Without an error first, its peer closed in order (NIO folds the
+    /// EOF into the closure when our side had already sent FIN): pass that on as a half-close.
     func legInactive(_ side: Side) {
         state.inactive.insert(side)
-        record(.closed(side, state.cut ? .cutByFault : .fin), side: side)
-        if state.inactive.count == 1, !state.cut {
-            // The other leg closes too: a peer that closed fully is passed on as a close.
-            let other = legs[side.other]!
-            if !state.eofFrom.contains(side) { abortQuietly(side.other) } else if !other.channel.isActive {} else {
-                // orderly: the other leg ends by its own FIN (half-close keeps it open until then)
-            }
-        }
+        if !state.cut, !state.eofFrom.contains(side) { didReceiveEOF(from: side) }
+        record(.closed(side, state.cutByFault ? .cutByFault : state.cut ? .reset : .fin), side: side)
         if state.inactive.count == 2, !state.finished {
             state.finished = true
             lingerTask?.cancel()

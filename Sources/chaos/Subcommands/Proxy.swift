@@ -1,7 +1,36 @@
 import ArgumentParser
+import ChaosCore
+import ChaosRunner
 
-/// Placeholder for `chaos proxy`.
+/// `chaos proxy --listen A --upstream B`: a bare proxy with no scenario.
 struct Proxy: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "proxy", abstract: "Not built yet.")
-    func run() async throws { throw ValidationError("not built yet") }
+    static let configuration = CommandConfiguration(
+        abstract: "Run a bare TCP proxy (no scenario) until Ctrl-C."
+    )
+
+    @Option(help: "Where clients connect (HOST:PORT).")
+    var listen: String
+
+    @Option(help: "Where the proxy connects for each client (HOST:PORT).")
+    var upstream: String
+
+    @Option(help: "How long to run (default: until Ctrl-C).")
+    var duration: String = "8760h"
+
+    func validate() throws {
+        guard HostPort(parsing: listen) != nil else { throw ValidationError("--listen must be HOST:PORT, found '\(listen)'") }
+        guard HostPort(parsing: upstream) != nil else { throw ValidationError("--upstream must be HOST:PORT, found '\(upstream)'") }
+        guard ChaosDuration(parsing: duration) != nil else { throw ValidationError("--duration must be like 90s, found '\(duration)'") }
+    }
+
+    func run() async throws {
+        let spec = ProxySpec(name: "proxy", listen: HostPort(parsing: listen)!, upstream: HostPort(parsing: upstream)!)
+        let length = ChaosDuration(parsing: duration)!
+        let scenario = Scenario(name: "proxy", duration: length, seed: 0, proxies: [spec], pair: nil, protocolSpec: nil,
+                                baseline: nil, faults: [], expectations: [], capture: nil, file: "(command line)")
+        let outcome = try await ScenarioRunner(scenario: scenario, timeline: Timeline(scenario: scenario, seed: 0)).run()
+        for traffic in outcome.traffic {
+            print("\(traffic.connections) connections, \(traffic.upstream) bytes upstream, \(traffic.downstream) bytes downstream")
+        }
+    }
 }
