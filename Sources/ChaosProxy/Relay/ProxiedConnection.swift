@@ -191,11 +191,10 @@ final class ProxiedConnection: @unchecked Sendable {
     func legFailed(_ side: Side, error: any Error) {
         let reset = (error as? IOError).map { $0.errnoCode == ECONNRESET || $0.errnoCode == EPIPE } ?? false
         record(.closed(side, reset ? .reset : .error), side: side)
+        let passOn = !state.cut
+        state.cut = true // nothing more passes either way: the reset is passed on
         legs[side]!.channel.close(promise: nil)
-        if !state.cut {
-            state.cut = true // nothing more passes either way: the reset is passed on
-            if !state.inactive.contains(side.other) { abortQuietly(side.other) }
-        }
+        if passOn, !state.inactive.contains(side.other) { abortQuietly(side.other) }
     }
 
     private func abortQuietly(_ side: Side) {

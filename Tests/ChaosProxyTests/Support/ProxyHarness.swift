@@ -1,0 +1,87 @@
+import ChaosCore
+@testable import ChaosProxy
+import NIOCore
+import NIOPosix
+import Synchronization
+import Foundation
+
+/// A real proxy on 127.0.0.1 (port 0) in front of a real test listener, with its event stream kept.
+final class ProxyHarness: Sendable {
+    let group: MultiThreadedEventLoopGroup
+    let upstream: TestListener
+    let proxy: ProxyServer
+    let events: EventRecorder
+    let clock = RunClock()
+
+    init(baseline: LinkProfile? = nil, maxHeldBytes: Int = 1 << 20) async throws {
+        group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        upstream = try TestListener()
+        events = EventRecorder()
+        var options = ProxyServer.Options()
+        options.maxHeldBytes = maxHeldBytes
+        proxy = ProxyServer(spec: ProxySpec(name: "test", listen: HostPort(host: "127.0.0.1", port: 0),
+                                            upstream: HostPort(host: "127.0.0.1", port: upstream.port)),
+                            group: group, sink: events, clock: clock, ids: ConnectionIDSource(),
+                            seed: SeededGenerator(seed: 7), baseline: baseline, options: options)
+        try await proxy.start()
+    }
+
+    var port: Int { proxy.boundAddress?.port ?? 0 }
+
+    /// Connects a client through the proxy and accepts the server side.
+    func connectPair() throws -> (client: TestSocket, server: TestSocket) {
+        let client = try TestSocket.connect(port: port)
+        let server = try upstream.accept()
+        return (client, server)
+    }
+
+    /// Waits until the proxy has `count` live connections (bounded).
+    func waitForConnections(_ count: Int) async throws {
+        for _ in 0..<500 where proxy.liveConnections.count != count {
+            try await Task.sleep(nanoseconds: 10_000_000)
+        }
+    }
+
+    func shutdown() async {
+        await proxy.stop()
+        upstream.close()
+        try? await group.shutdownGracefully()
+    }
+}
+
+/// Keeps every event the proxy reports.
+final class EventRecorder: TrafficEventSink {
+    private let events = Mutex<[TrafficEvent]>([])
+    func record(_ event: TrafficEvent) { events.withLock { $0.append(event) } }
+    var all: [TrafficEvent] { events.withLock { $0 } }
+
+    /// Every `.closed` event of `side`.
+    func closes(_ side: Side) -> [TrafficEvent.CloseKind] {
+        all.compactMap { if case .closed(side, let kind) = $0.kind { kind } else { nil } }
+    }
+}
+
+/// A deterministic byte pattern: a random 64 KiB block repeated, each copy stamped with its
+/// index, so a lost, duplicated, reordered or changed byte shows.
+func pattern(count: Int, seed: UInt64) -> [UInt8] {
+    var generator = SeededGenerator(seed: seed)
+    let blockSize = 65536
+    var block = [UInt8](repeating: 0, count: blockSize)
+    for index in stride(from: 0, to: blockSize, by: 8) {
+        withUnsafeBytes(of: generator.next()) { block.replaceSubrange(index..<index + 8, with: $0) }
+    }
+    var bytes = [UInt8]()
+    bytes.reserveCapacity(count)
+    var copy: UInt64 = 0
+    while bytes.count < count {
+        withUnsafeBytes(of: copy) { block.replaceSubrange(0..<8, with: $0) }
+        bytes.append(contentsOf: block.prefix(count - bytes.count))
+        copy += 1
+    }
+    return bytes
+}
+
+/// Whether two byte arrays are equal (memcmp: fast even in debug builds).
+func sameBytes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+    a.count == b.count && a.withUnsafeBytes { x in b.withUnsafeBytes { y in memcmp(x.baseAddress!, y.baseAddress!, a.count) == 0 } }
+}

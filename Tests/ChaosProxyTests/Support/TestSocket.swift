@@ -1,0 +1,162 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A blocking TCP socket on 127.0.0.1 for tests: exact control over shutdown, linger and errno,
+/// with every call bounded by a receive/send timeout so a broken proxy fails a test instead of hanging it.
+final class TestSocket: @unchecked Sendable {
+    // Sendable: a test uses each socket from one thread at a time (a reader thread joins before the test reads results).
+    let fd: Int32
+
+    init(fd: Int32) { self.fd = fd }
+
+    /// Connects to 127.0.0.1:`port`; throws the errno on failure.
+    static func connect(port: Int, timeout: Double = 10) throws -> TestSocket {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        if result != 0 {
+            let code = errno
+            Glibc.close(fd)
+            throw POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO)
+        }
+        let socket = TestSocket(fd: fd)
+        socket.setTimeout(timeout)
+        var one: Int32 = 1
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        return socket
+    }
+
+    func setTimeout(_ seconds: Double) {
+        var tv = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - Double(Int(seconds))) * 1e6))
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    /// The local port.
+    var localPort: Int {
+        var address = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    func sendAll(_ bytes: [UInt8]) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes[offset...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n < 0 { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+            offset += n
+        }
+    }
+
+    /// What one recv gave.
+    enum Received: Equatable {
+        case bytes([UInt8])
+        case eof
+        case error(Int32)
+    }
+
+    func receive(max: Int = 65536) -> Received {
+        var buffer = [UInt8](repeating: 0, count: max)
+        let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, max, 0) }
+        if n > 0 { return .bytes(Array(buffer[0..<n])) }
+        if n == 0 { return .eof }
+        return .error(errno)
+    }
+
+    /// Reads exactly `count` bytes (or fewer when the stream ends or fails).
+    func receive(exactly count: Int) -> [UInt8] {
+        var result: [UInt8] = []
+        result.reserveCapacity(count)
+        while result.count < count {
+            guard case .bytes(let chunk) = receive(max: min(65536, count - result.count)) else { break }
+            result += chunk
+        }
+        return result
+    }
+
+    /// Reads until EOF or error; returns the bytes and how it ended.
+    func receiveUntilEnd() -> ([UInt8], Received) {
+        var result: [UInt8] = []
+        while true {
+            let received = receive()
+            guard case .bytes(let chunk) = received else { return (result, received) }
+            result += chunk
+        }
+    }
+
+    func shutdownWrite() { shutdown(fd, Int32(SHUT_WR)) }
+
+    /// Closes with RST instead of FIN.
+    func reset() {
+        var value = linger(l_onoff: 1, l_linger: 0)
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &value, socklen_t(MemoryLayout<linger>.size))
+        Glibc.close(fd)
+    }
+
+    func close() { Glibc.close(fd) }
+}
+
+/// A listening socket on 127.0.0.1 with a free port.
+final class TestListener: @unchecked Sendable {
+    // Sendable: accept() is called from one thread at a time.
+    let fd: Int32
+    let port: Int
+
+    init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        self.fd = fd
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, Glibc.listen(fd, 128) == 0 else { throw POSIXError(.EADDRINUSE) }
+        port = TestSocket(fd: fd).localPort
+        var tv = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    /// Waits (at most 10 s) for the next connection.
+    func accept() throws -> TestSocket {
+        let client = Glibc.accept(fd, nil, nil)
+        guard client >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        let socket = TestSocket(fd: client)
+        socket.setTimeout(10)
+        return socket
+    }
+
+    func close() { Glibc.close(fd) }
+}
+
+/// Runs `body` on a new thread; `join()` waits for its result.
+final class Background<T: Sendable>: @unchecked Sendable {
+    // Sendable: `result` is written once by the thread before the semaphore is signalled, read after.
+    private var result: T?
+    private let done = DispatchSemaphore(value: 0)
+
+    init(_ body: @escaping @Sendable () -> T) {
+        Thread.detachNewThread { [self] in
+            result = body()
+            done.signal()
+        }
+    }
+
+    func join(timeout: Double = 60) -> T? {
+        guard done.wait(timeout: .now() + timeout) == .success else { return nil }
+        return result
+    }
+}
