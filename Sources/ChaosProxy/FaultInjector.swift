@@ -135,13 +135,14 @@ public final class FaultInjector: Sendable {
             case .disconnect: break
             case .refuse: await proxy.endRefusing()
             case .handoff(_, let to, _, let linger):
-                await proxy.removeCondition(key: occurrence.index)
                 if !cancelled {
-                    // The address changed: the client side is reset, the server side never hears of it.
+                    // The address changed: the client side is reset, the server side never hears of it,
+                    // and what was held in the blackout is gone with the old address.
                     let ids = handoffTargets[ObjectIdentifier(proxy)] ?? nil
                     await proxy.disconnect(ids ?? [], mode: .clientOnly, linger: linger)
                     proxy.setBaseline(to)
                 }
+                await proxy.removeCondition(key: occurrence.index)
             default:
                 await proxy.removeCondition(key: occurrence.index)
             }

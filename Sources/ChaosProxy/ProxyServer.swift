@@ -111,16 +111,40 @@ public final class ProxyServer: Sendable {
 
     // MARK: accepting
 
+    /// Handlers go on both legs at once, before any byte can arrive, so nothing a fast client
+    /// sends (data, FIN, RST) before the upstream answers is lost.
+    private func addLegHandlers(_ channel: any Channel, side: Side, generator: SeededGenerator) throws {
+        let shaper = ShapingHandler(highWater: options.maxHeldBytes, generator: generator.fork(side.rawValue))
+        try channel.pipeline.syncOperations.addHandlers([shaper, RelayHandler(side: side)])
+    }
+
+    private func leg(_ channel: any Channel) throws -> ProxiedConnection.Leg {
+        let sync = channel.pipeline.syncOperations
+        return ProxiedConnection.Leg(channel: channel, relay: try sync.handler(type: RelayHandler.self),
+                                     shaper: try sync.handler(type: ShapingHandler.self))
+    }
+
     private func accept(_ client: any Channel) {
+        let id = ids.next()
+        let generator = seed.fork("connection", id)
+        do {
+            try addLegHandlers(client, side: .client, generator: generator)
+        } catch {
+            resetChannel(client)
+            return
+        }
         let upstream = spec.upstream
         let bootstrap = ClientBootstrap(group: client.eventLoop)
             .channelOption(ChannelOptions.autoRead, value: false)
             .channelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
             .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
             .connectTimeout(.seconds(10))
+            .channelInitializer { [self] server in
+                server.eventLoop.makeCompletedFuture { try self.addLegHandlers(server, side: .server, generator: generator) }
+            }
         bootstrap.connect(host: upstream.host, port: upstream.port).whenComplete { [self] result in
             switch result {
-            case .success(let server): wire(client: client, server: server)
+            case .success(let server): wire(id: id, client: client, server: server)
             case .failure(let error):
                 counters.upstreamFailed()
                 sink?.record(TrafficEvent(time: clock.now(), connection: 0,
@@ -131,21 +155,13 @@ public final class ProxyServer: Sendable {
         }
     }
 
-    private func wire(client: any Channel, server: any Channel) {
-        let id = ids.next()
-        let generator = seed.fork("connection", id)
-        func leg(_ channel: any Channel, _ side: Side) throws -> ProxiedConnection.Leg {
-            let shaper = ShapingHandler(highWater: options.maxHeldBytes, generator: generator.fork(side.rawValue))
-            let relay = RelayHandler(side: side)
-            try channel.pipeline.syncOperations.addHandlers([shaper, relay])
-            return ProxiedConnection.Leg(channel: channel, relay: relay, shaper: shaper)
-        }
+    private func wire(id: ConnectionID, client: any Channel, server: any Channel) {
         do {
             let endpoints = ConnectionEndpoints(
                 proxy: spec.name, client: client.remoteAddress?.hostPort ?? "?", listen: client.localAddress?.hostPort ?? "?",
                 proxyLocal: server.localAddress?.hostPort ?? "?", server: server.remoteAddress?.hostPort ?? "?")
             let connection = ProxiedConnection(
-                id: id, endpoints: endpoints, client: try leg(client, .client), server: try leg(server, .server),
+                id: id, endpoints: endpoints, client: try leg(client), server: try leg(server),
                 sink: sink, clock: clock, counters: counters,
                 onFinished: { [weak self] id in self?.state.withLock { _ = $0.connections.removeValue(forKey: id) } })
             let (baseline, conditions, stopped) = state.withLock { state in

@@ -3,7 +3,7 @@ import ChaosCore
 import Foundation
 import Testing
 
-@Suite("Relay over real sockets", .timeLimit(.minutes(2)))
+@Suite("Relay over real sockets", .serialized, .timeLimit(.minutes(2)))
 struct RelayTests {
     @Test("with no fault, 50 MB each way arrive unchanged, both directions at once")
     func bytesOutEqualBytesIn() async throws {

@@ -17,6 +17,19 @@ public struct FaultOccurrence: Sendable, Codable, Equatable {
     /// What it does, with its parameters drawn.
     public var effect: FaultEffect
 
+    /// Creates an occurrence (timelines draw them; tests and replay build them).
+    public init(index: Int, rule: Int, at: ChaosDuration, lasts: ChaosDuration, proxy: String?, targets: Targets,
+                seed: UInt64, effect: FaultEffect) {
+        self.index = index
+        self.rule = rule
+        self.at = at
+        self.lasts = lasts
+        self.proxy = proxy
+        self.targets = targets
+        self.seed = seed
+        self.effect = effect
+    }
+
     /// The fault kind.
     public var kind: FaultKind { effect.kind }
     /// When it ends.

@@ -72,7 +72,8 @@ final class ProxiedConnection: @unchecked Sendable {
         self.baseline = baseline
         self.conditions = conditions
         reshape()
-        for side in Side.allCases {
+        for side in Side.allCases { legs[side]!.relay.drainEarlyArrivals() }
+        for side in Side.allCases where !state.inactive.contains(side) {
             legs[side]!.channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { [weak self] error in
                 self?.legFailed(side, error: error)
             }

@@ -20,6 +20,9 @@ final class RelayHandler: ChannelDuplexHandler {
     private(set) var context: ChannelHandlerContext?
     private var pendingRead = false
     private var shaperPaused = false
+    /// What arrived before the connection was wired (NIO reads a peer's data and FIN as soon as
+    /// the FIN is signalled, even with auto-read off): replayed by ``drainEarlyArrivals()``.
+    private var early: (buffers: [ByteBuffer], eof: Bool, error: (any Error)?, inactive: Bool) = ([], false, nil, false)
     /// Set when what this leg reads goes nowhere (its partner was cut by a fault): it is read
     /// regardless of the partner, so that its peer's FIN or RST is still seen.
     var discardsReads = false {
@@ -41,7 +44,11 @@ final class RelayHandler: ChannelDuplexHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let buffer = unwrapInboundIn(data)
-        guard let connection, connection.didRead(buffer, from: side) else { return }
+        guard let connection else {
+            early.buffers.append(buffer)
+            return
+        }
+        guard connection.didRead(buffer, from: side) else { return }
         partner?.deliver(buffer)
     }
 
@@ -52,7 +59,7 @@ final class RelayHandler: ChannelDuplexHandler {
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         switch event {
         case ChannelEvent.inputClosed:
-            connection?.didReceiveEOF(from: side)
+            if let connection { connection.didReceiveEOF(from: side) } else { early.eof = true }
         case let pressure as ShapingPressure:
             shaperPaused = pressure == .paused
             partner?.partnerCanAcceptChanged()
@@ -67,12 +74,24 @@ final class RelayHandler: ChannelDuplexHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        connection?.legFailed(side, error: error)
+        if let connection { connection.legFailed(side, error: error) } else { early.error = error }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        connection?.legInactive(side)
+        if let connection { connection.legInactive(side) } else { early.inactive = true }
         context.fireChannelInactive()
+    }
+
+    /// Replays what arrived before the connection was wired, in order.
+    func drainEarlyArrivals() {
+        guard let connection else { return }
+        let arrived = early
+        early = ([], false, nil, false)
+        for buffer in arrived.buffers where connection.didRead(buffer, from: side) { partner?.deliver(buffer) }
+        if !arrived.buffers.isEmpty { partner?.context?.flush() }
+        if arrived.eof { connection.didReceiveEOF(from: side) }
+        if let error = arrived.error { connection.legFailed(side, error: error) }
+        if arrived.inactive { connection.legInactive(side) }
     }
 
     // MARK: outbound

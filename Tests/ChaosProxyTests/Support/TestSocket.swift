@@ -96,6 +96,10 @@ final class TestSocket: @unchecked Sendable {
 
     func shutdownWrite() { shutdown(fd, Int32(SHUT_WR)) }
 
+    /// Ends both directions without releasing the descriptor, so that a thread still using it
+    /// fails instead of writing into a descriptor number that was reused.
+    func shutdownBoth() { shutdown(fd, Int32(SHUT_RDWR)) }
+
     /// Closes with RST instead of FIN.
     func reset() {
         var value = linger(l_onoff: 1, l_linger: 0)
