@@ -92,7 +92,7 @@ extension ClientEngine {
         let reason = closingBecause ?? (Self.isReset(error) ? .reset : .closed)
         closingBecause = nil
         status.disconnects[reason, default: 0] += 1
-        log?.event("disconnected", ["stream": stream, "reason": reason.rawValue])
+        log?.event("disconnected", ["stream": stream, "reason": reason.rawValue, "error": error.map { "\($0)" } ?? "none"])
         if reason != .stopped { scheduleReconnect(after: reason) }
     }
 

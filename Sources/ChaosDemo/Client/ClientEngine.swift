@@ -89,6 +89,17 @@ final class ClientEngine: WireConnectionDelegate, @unchecked Sendable {
         }
     }
 
+    /// The status counters completed with the live sequence state.
+    func snapshot() -> DemoClientStatus {
+        var snapshot = status
+        snapshot.lastProcessedDown = downstream.lastProcessed
+        snapshot.lastAssignedUp = upstream.lastAssigned
+        snapshot.acknowledgedUp = upstream.acknowledged
+        snapshot.unacknowledgedUp = upstream.unacknowledgedCount
+        snapshot.established = established
+        return snapshot
+    }
+
     // MARK: Connecting
 
     func connect() {

@@ -38,7 +38,7 @@ public final class DemoClient: Sendable {
 
     /// A snapshot of the client's progress.
     public func status() async -> DemoClientStatus {
-        (try? await engine.loop.submit { self.engine.status }.get()) ?? DemoClientStatus()
+        (try? await engine.loop.submit { self.engine.snapshot() }.get()) ?? DemoClientStatus()
     }
 }
 

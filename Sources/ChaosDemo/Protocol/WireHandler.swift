@@ -12,8 +12,9 @@ protocol WireConnectionDelegate: AnyObject {
 
 /// Decodes each line into a ``WireMessage`` and hands it to the delegate; remembers the error that
 /// ended the connection so the delegate can tell a reset from an orderly close.
-final class WireHandler: ChannelInboundHandler {
+final class WireHandler: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
+    typealias OutboundIn = ByteBuffer
 
     private let delegate: any WireConnectionDelegate
     private var firstError: (any Error)?
@@ -52,6 +53,17 @@ final class WireHandler: ChannelInboundHandler {
         context.close(promise: nil)
     }
 
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        // A write into a reset connection fails only its promise (no errorCaught): watch for it, so that
+        // a reset noticed while writing is still told apart from an orderly close.
+        let promise = promise ?? context.eventLoop.makePromise()
+        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        promise.futureResult.whenFailure { error in
+            if error is IOError, loopBound.value.firstError == nil { loopBound.value.firstError = error }
+        }
+        context.write(data, promise: promise)
+    }
+
     func channelInactive(context: ChannelHandlerContext) {
         delegate.connectionInactive(context.channel, error: firstError)
         context.fireChannelInactive()
@@ -62,7 +74,7 @@ extension Channel {
     /// Writes one protocol line; flushes unless `flush` is false. Must run on the channel's loop.
     func send(_ message: WireMessage, flush: Bool = true) {
         let buffer = allocator.buffer(bytes: message.encodedLine())
-        write(NIOAny(buffer), promise: nil)
+        write(buffer, promise: nil)
         if flush { self.flush() }
     }
 }
