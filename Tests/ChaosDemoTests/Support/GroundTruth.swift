@@ -26,7 +26,7 @@ struct GroundTruth {
     /// True when `stream`'s seqs are exactly 1…n, each once, in order.
     func isExactlyOnceInOrder(_ stream: String) -> Bool {
         let seqs = seqs(stream)
-        return seqs == Array(1...max(seqs.count, 1)).prefix(seqs.count).map { $0 }
+        return seqs.isEmpty || seqs == Array(1...seqs.count)
     }
 
     /// Seqs below the highest processed one that were never processed.
