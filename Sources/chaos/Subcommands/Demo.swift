@@ -1,7 +1,129 @@
 import ArgumentParser
+import ChaosCore
+import ChaosDemo
+import Dispatch
+import Foundation
 
-/// Placeholder for `chaos demo`; replaced by its work item.
+/// `chaos demo`: the built-in reference pair (PRODUCT §6).
 struct Demo: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "demo", abstract: "Not built yet.")
-    func run() async throws { throw ValidationError("chaos demo is not built yet") }
+    static let configuration = CommandConfiguration(
+        commandName: "demo",
+        abstract: "The built-in reference pair: a resilient NDJSON stream server and client (and a naive client).",
+        subcommands: [DemoServerCommand.self, DemoClientCommand.self]
+    )
+}
+
+/// `chaos demo server`.
+struct DemoServerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "server", abstract: "Run the reference stream server.")
+
+    @Option(help: "Address to listen on, HOST:PORT (port 0 picks a free one and prints it).")
+    var listen = "127.0.0.1:7001"
+    @Option(help: "Downstream messages per second on each stream.")
+    var rate: Double = 20
+    @Option(help: "JSONL file of processed upstream messages and connection events.")
+    var log: String?
+    @Option(help: "Heartbeat interval the clients use (e.g. 1s).")
+    var heartbeat = "1s"
+    @Option(help: "Heartbeat timeout the clients use (e.g. 3s).")
+    var heartbeatTimeout = "3s"
+    @Option(help: "Close connections silent this long (default 3 × heartbeat + timeout).")
+    var idleTimeout: String?
+    @Option(help: "Most unacknowledged downstream messages kept per stream.")
+    var queue = 1000
+
+    func run() async throws {
+        let config = DemoServerConfiguration(
+            listen: try DemoAddress(parsing: listen), rate: rate, logPath: log,
+            heartbeatInterval: try DemoDurationFlag.parse(heartbeat, flag: "--heartbeat"),
+            heartbeatTimeout: try DemoDurationFlag.parse(heartbeatTimeout, flag: "--heartbeat-timeout"),
+            idleTimeout: try idleTimeout.map { try DemoDurationFlag.parse($0, flag: "--idle-timeout") },
+            queueCapacity: queue)
+        let server = DemoServer(configuration: config)
+        let bound = try await server.start()
+        // Written straight to the descriptor: the runner reads this line while stdout is a pipe.
+        FileHandle.standardOutput.write(Data("listening on \(bound)\n".utf8))
+        let signals = DemoSignals { await server.stop() }
+        await server.run()
+        signals.cancel()
+    }
+}
+
+/// `chaos demo client`.
+struct DemoClientCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "client", abstract: "Run the reference stream client.")
+
+    @Option(help: "Server (or proxy) address, HOST:PORT.")
+    var connect = "127.0.0.1:7000"
+    @Option(help: "Logical stream name.")
+    var stream = "c1"
+    @Option(help: "Upstream messages per second.")
+    var rate: Double = 20
+    @Option(help: "JSONL file of processed downstream messages and connection events.")
+    var log: String?
+    @Option(help: "File where the resume point is persisted, so a restarted client resumes.")
+    var state: String?
+    @Flag(help: "Do reconnection wrong: reconnect at once, no resume, no retransmission, no heartbeat.")
+    var naive = false
+    @Option(help: "Stop after this long (e.g. 90s).")
+    var duration: String?
+    @Option(help: "Seed of the reconnect jitter (default: derived from the stream name).")
+    var seed: UInt64?
+    @Option(help: "Backoff base (full jitter).")
+    var backoffBase = "500ms"
+    @Option(help: "Backoff cap.")
+    var backoffCap = "32s"
+    @Option(help: "Heartbeat interval.")
+    var heartbeat = "1s"
+    @Option(help: "Heartbeat timeout: an unanswered PING closes the connection.")
+    var heartbeatTimeout = "3s"
+    @Option(help: "Most unacknowledged upstream messages kept.")
+    var queue = 1000
+
+    func run() async throws {
+        let config = DemoClientConfiguration(
+            connect: try DemoAddress(parsing: connect), stream: stream, rate: rate, logPath: log, statePath: state,
+            naive: naive, duration: try duration.map { try DemoDurationFlag.parse($0, flag: "--duration") }, seed: seed,
+            backoff: BackoffPolicy(base: try DemoDurationFlag.parse(backoffBase, flag: "--backoff-base"),
+                                   cap: try DemoDurationFlag.parse(backoffCap, flag: "--backoff-cap")),
+            heartbeatInterval: try DemoDurationFlag.parse(heartbeat, flag: "--heartbeat"),
+            heartbeatTimeout: try DemoDurationFlag.parse(heartbeatTimeout, flag: "--heartbeat-timeout"),
+            queueCapacity: queue)
+        let client = DemoClient(configuration: config)
+        try await client.start()
+        let signals = DemoSignals { await client.stop() }
+        await client.run()
+        signals.cancel()
+    }
+}
+
+/// Duration flags of the demo commands.
+enum DemoDurationFlag {
+    /// Parses `250ms`, `1s`…; bad text is bad input naming the flag.
+    static func parse(_ text: String, flag: String) throws -> ChaosDuration {
+        guard let value = ChaosDuration(parsing: text) else {
+            throw ChaosError.badInput("\(flag) expects a duration like 500ms, 3s or 2m, got '\(text)'")
+        }
+        return value
+    }
+}
+
+/// SIGINT / SIGTERM run `stop` once (which flushes logs and state), instead of killing the process.
+final class DemoSignals {
+    private let sources: [any DispatchSourceSignal]
+
+    init(stop: @escaping @Sendable () async -> Void) {
+        let queue = DispatchQueue(label: "chaos.demo.signals")
+        sources = [SIGINT, SIGTERM].map { signalNumber in
+            signal(signalNumber, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: queue)
+            source.setEventHandler { Task { await stop() } }
+            source.resume()
+            return source
+        }
+    }
+
+    func cancel() {
+        for source in sources { source.cancel() }
+    }
 }

@@ -1,0 +1,188 @@
+import ChaosCore
+import Logging
+import NIOCore
+import NIOPosix
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The client's state and behaviour, confined to one event loop.
+///
+/// `@unchecked Sendable` is safe because every mutable property is read and written only on `loop`:
+/// every channel is bootstrapped onto `loop` (so handler callbacks, future callbacks and timers run
+/// there), and ``DemoClient`` reaches the engine from outside only through `loop.submit` /
+/// `loop.flatSubmit`; `start()` does its file work before hopping onto the loop.
+final class ClientEngine: WireConnectionDelegate, @unchecked Sendable {
+    let configuration: DemoClientConfiguration
+    let loop: any EventLoop
+    let stoppedPromise: EventLoopPromise<Void>
+    var log: ProcessedLog?
+    var stateFile: ClientStateFile?
+    var upstream: OutboundQueue
+    var downstream: InboundSequencer
+    var schedule: ReconnectSchedule
+    var channel: (any Channel)?
+    var established = false
+    var needsAck = false
+    var closingBecause: DisconnectReason?
+    var producer: RepeatedTask?
+    var heartbeat: RepeatedTask?
+    var pingTimeout: Scheduled<Void>?
+    var reconnect: Scheduled<Void>?
+    var deadline: Scheduled<Void>?
+    var stopped = false
+    var status = DemoClientStatus()
+    var stream: String { configuration.stream }
+    var naive: Bool { configuration.naive }
+
+    init(configuration: DemoClientConfiguration, loop: any EventLoop) {
+        self.configuration = configuration
+        self.loop = loop
+        self.stoppedPromise = loop.makePromise()
+        self.upstream = OutboundQueue(capacity: configuration.queueCapacity)
+        self.downstream = InboundSequencer(deduplicates: !configuration.naive)
+        self.schedule = ReconnectSchedule(policy: configuration.backoff,
+                                          generator: SeededGenerator(seed: configuration.effectiveSeed).fork("reconnect"))
+    }
+
+    func start() async throws {
+        let stateFile = configuration.statePath.map(ClientStateFile.init(path:))
+        let restored = try stateFile?.load()
+        if let restored, restored.stream != stream {
+            throw ChaosError.badInput("state file '\(configuration.statePath ?? "")' belongs to stream '\(restored.stream)', not '\(stream)'")
+        }
+        let processedLog = try ProcessedLog(path: configuration.logPath)
+        try await loop.submit {
+            self.log = processedLog
+            self.stateFile = stateFile
+            if let restored {
+                self.upstream = OutboundQueue(capacity: self.configuration.queueCapacity, lastAssigned: restored.lastAssignedUp)
+                self.downstream = InboundSequencer(lastProcessed: restored.lastProcessedDown, deduplicates: !self.naive)
+                processedLog.event("restored", ["stream": self.stream, "last_processed_down": restored.lastProcessedDown,
+                                                "last_assigned_up": restored.lastAssignedUp])
+            }
+            self.startProducer()
+            if let duration = self.configuration.duration {
+                self.deadline = self.loop.scheduleTask(in: .nanoseconds(duration.nanoseconds)) { _ = self.stop() }
+            }
+            self.connect()
+        }.get()
+    }
+
+    func stop() -> EventLoopFuture<Void> {
+        loop.preconditionInEventLoop()
+        guard !stopped else { return stoppedPromise.futureResult }
+        stopped = true
+        for task in [producer, heartbeat] { task?.cancel() }
+        for task in [pingTimeout, reconnect, deadline] { task?.cancel() }
+        persist()
+        let closed = channel.map { channel -> EventLoopFuture<Void> in
+            closingBecause = .stopped
+            return channel.close().recover { _ in }
+        } ?? loop.makeSucceededVoidFuture()
+        return closed.map {
+            self.log?.event("stopped", ["stream": self.stream])
+            self.log?.close()
+            self.stoppedPromise.succeed()
+        }
+    }
+
+    /// The status counters completed with the live sequence state.
+    func snapshot() -> DemoClientStatus {
+        var snapshot = status
+        snapshot.lastProcessedDown = downstream.lastProcessed
+        snapshot.lastAssignedUp = upstream.lastAssigned
+        snapshot.acknowledgedUp = upstream.acknowledged
+        snapshot.unacknowledgedUp = upstream.unacknowledgedCount
+        snapshot.established = established
+        return snapshot
+    }
+
+    // MARK: Connecting
+
+    func connect() {
+        reconnect = nil
+        guard !stopped else { return }
+        let target = configuration.connect
+        ClientBootstrap(group: loop)
+            .connectTimeout(.nanoseconds(configuration.connectTimeout.nanoseconds))
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.allowRemoteHalfClosure, value: true)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandlers([
+                        ByteToMessageHandler(LineFrameDecoder()), WireHandler(delegate: self),
+                    ])
+                }
+            }
+            .connect(host: target.host, port: target.port)
+            .whenComplete { result in
+                switch result {
+                case .success(let channel):
+                    if self.stopped { channel.close(promise: nil) }
+                case .failure(let error):
+                    self.log?.event("connect-failed", ["stream": self.stream, "error": "\(error)"])
+                    self.status.disconnects[.connectFailed, default: 0] += 1
+                    self.scheduleReconnect(after: .connectFailed)
+                }
+            }
+    }
+
+    func scheduleReconnect(after reason: DisconnectReason) {
+        guard !stopped, reconnect == nil else { return }
+        let delay: ChaosDuration
+        if naive {
+            // Naive: straight back in. A short pause only after a refused attempt, so it does not spin a core.
+            delay = reason == .connectFailed ? .milliseconds(100) : .zero
+        } else {
+            delay = schedule.nextDelay(after: reason)
+        }
+        status.reconnectDelays.append(delay)
+        if status.reconnectDelays.count > 256 { status.reconnectDelays.removeFirst(128) }
+        log?.event("reconnect", ["stream": stream, "after": reason.rawValue, "delay_ms": Int(delay.nanoseconds / 1_000_000)])
+        reconnect = loop.scheduleTask(in: .nanoseconds(delay.nanoseconds)) { self.connect() }
+    }
+
+    static func isReset(_ error: (any Error)?) -> Bool {
+        guard let io = error as? IOError else { return false }
+        return io.errnoCode == ECONNRESET || io.errnoCode == EPIPE
+    }
+
+    // MARK: Producing
+
+    func startProducer() {
+        guard configuration.rate > 0 else { return }
+        let period = TimeAmount.nanoseconds(Int64((1e9 / configuration.rate).rounded()))
+        producer = loop.scheduleRepeatedTask(initialDelay: period, delay: period) { _ in self.produce() }
+    }
+
+    /// One upstream message: number it, keep it until acknowledged (naive: don't), send it if connected.
+    func produce() {
+        guard !stopped else { return }
+        let (seq, dropped) = upstream.append()
+        if naive {
+            upstream.discardUnacknowledged()
+        } else if let dropped {
+            log?.event("gap-sent", ["dir": "up", "stream": stream, "from": dropped.lowerBound, "to": dropped.upperBound])
+            if established {
+                channel?.send(WireMessage(.gap, stream: stream, from: dropped.lowerBound, to: dropped.upperBound), flush: false)
+            }
+        }
+        if established, let channel {
+            channel.send(.data(stream: stream, direction: "up", seq: seq))
+        }
+        persist()
+    }
+
+    func persist() {
+        guard let stateFile else { return }
+        let state = ClientState(stream: stream, lastProcessedDown: downstream.lastProcessed, lastAssignedUp: upstream.lastAssigned)
+        do {
+            try stateFile.save(state)
+        } catch {
+            configuration.logger.warning("cannot persist state", metadata: ["error": "\(error)"])
+        }
+    }
+}

@@ -1,0 +1,68 @@
+public import ChaosCore
+import NIOCore
+import NIOPosix
+
+/// The reference client of `chaos demo client`: sends its upstream stream at a steady rate and processes
+/// the server's downstream stream exactly once and in order, through any number of reconnects
+/// (resume handshake, retransmission, deduplication, heartbeat, full-jitter backoff, persisted resume
+/// point). With `naive` it does none of that, so the audit has something to catch.
+///
+/// Use: `try await client.start()`, then `await client.run()` (returns when stopped or the duration ends).
+public final class DemoClient: Sendable {
+    /// The settings the client was made with.
+    public let configuration: DemoClientConfiguration
+    let engine: ClientEngine
+
+    /// A client that does nothing until ``start()``.
+    public init(configuration: DemoClientConfiguration) {
+        self.configuration = configuration
+        self.engine = ClientEngine(configuration: configuration, loop: MultiThreadedEventLoopGroup.singleton.next())
+    }
+
+    /// Validates the configuration, restores the state file, opens the log and starts connecting
+    /// (it does not wait for the connection: a server that is not up yet is retried with backoff).
+    public func start() async throws {
+        try configuration.validate()
+        try await engine.start()
+    }
+
+    /// Waits until the client has stopped (``stop()`` or the configured duration).
+    public func run() async {
+        try? await engine.stoppedPromise.futureResult.get()
+    }
+
+    /// Stops producing and reconnecting, persists the state, closes the connection and the log.
+    public func stop() async {
+        try? await engine.loop.flatSubmit { self.engine.stop() }.get()
+    }
+
+    /// A snapshot of the client's progress.
+    public func status() async -> DemoClientStatus {
+        (try? await engine.loop.submit { self.engine.snapshot() }.get()) ?? DemoClientStatus()
+    }
+}
+
+/// What the client has done so far (for tests and diagnostics).
+public struct DemoClientStatus: Hashable, Sendable {
+    /// TCP connections opened.
+    public var connectionsOpened = 0
+    /// Connections that got as far as WELCOME.
+    public var connectionsResumed = 0
+    /// Disconnects (and failed attempts) by reason.
+    public var disconnects: [DisconnectReason: Int] = [:]
+    /// Last downstream seq processed.
+    public var lastProcessedDown = 0
+    /// Last upstream seq assigned.
+    public var lastAssignedUp = 0
+    /// Highest upstream seq the server acknowledged.
+    public var acknowledgedUp = 0
+    /// Upstream messages waiting for the server's ack.
+    public var unacknowledgedUp = 0
+    /// Reconnect delays chosen so far, in order.
+    public var reconnectDelays: [ChaosDuration] = []
+    /// Whether a resumed connection is up now.
+    public var established = false
+
+    /// An empty status.
+    public init() {}
+}

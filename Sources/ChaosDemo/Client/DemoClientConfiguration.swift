@@ -1,0 +1,82 @@
+public import ChaosCore
+public import Logging
+
+/// Settings of the reference client (`chaos demo client`).
+public struct DemoClientConfiguration: Sendable {
+    /// The server (or the chaos proxy in front of it).
+    public var connect: DemoAddress
+    /// The logical stream name sent in HELLO.
+    public var stream: String
+    /// Upstream data messages per second (0: none).
+    public var rate: Double
+    /// JSONL file of processed downstream messages and events; nil for none.
+    public var logPath: String?
+    /// File where the resume point is persisted atomically, so a restarted client resumes; nil for none.
+    public var statePath: String?
+    /// The wrong way: reconnect at once, no resume, no retransmission, no heartbeat.
+    public var naive: Bool
+    /// Stop by itself after this long; nil runs until stopped.
+    public var duration: ChaosDuration?
+    /// Seed of the reconnect jitter; nil derives one from the stream name.
+    public var seed: UInt64?
+    /// Reconnect backoff (full jitter).
+    public var backoff: BackoffPolicy
+    /// How often a PING is sent.
+    public var heartbeatInterval: ChaosDuration
+    /// How long a PONG may take before the connection is deemed half-open and closed.
+    public var heartbeatTimeout: ChaosDuration
+    /// Most unacknowledged upstream messages kept before the oldest become a gap.
+    public var queueCapacity: Int
+    /// Longest wait for a TCP connect.
+    public var connectTimeout: ChaosDuration
+    /// Where diagnostics go.
+    public var logger: Logger
+
+    /// A configuration with the PRODUCT §6 defaults.
+    public init(connect: DemoAddress, stream: String = "c1", rate: Double = 20, logPath: String? = nil,
+                statePath: String? = nil, naive: Bool = false, duration: ChaosDuration? = nil, seed: UInt64? = nil,
+                backoff: BackoffPolicy = .standard, heartbeatInterval: ChaosDuration = .seconds(Int64(1)),
+                heartbeatTimeout: ChaosDuration = .seconds(Int64(3)), queueCapacity: Int = 1000,
+                connectTimeout: ChaosDuration = .seconds(Int64(3)), logger: Logger = Logger(label: "chaos.demo.client")) {
+        self.connect = connect
+        self.stream = stream
+        self.rate = rate
+        self.logPath = logPath
+        self.statePath = statePath
+        self.naive = naive
+        self.duration = duration
+        self.seed = seed
+        self.backoff = backoff
+        self.heartbeatInterval = heartbeatInterval
+        self.heartbeatTimeout = heartbeatTimeout
+        self.queueCapacity = queueCapacity
+        self.connectTimeout = connectTimeout
+        self.logger = logger
+    }
+
+    /// The jitter seed in force: `seed`, or an FNV-1a hash of the stream name.
+    public var effectiveSeed: UInt64 {
+        if let seed { return seed }
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in stream.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x100_0000_01b3
+        }
+        return hash
+    }
+
+    /// Throws `ChaosError.badInput` for values that cannot work.
+    public func validate() throws {
+        guard !stream.isEmpty else { throw ChaosError.badInput("--stream must not be empty") }
+        guard rate >= 0, rate.isFinite, rate <= 100_000 else { throw ChaosError.badInput("--rate must be between 0 and 100000, got \(rate)") }
+        guard connect.port > 0 else { throw ChaosError.badInput("--connect needs a port above 0, got \(connect)") }
+        guard queueCapacity >= 1 else { throw ChaosError.badInput("--queue must be at least 1, got \(queueCapacity)") }
+        guard heartbeatInterval.nanoseconds > 0, heartbeatTimeout.nanoseconds > 0 else {
+            throw ChaosError.badInput("heartbeat interval and timeout must be positive")
+        }
+        guard backoff.base.nanoseconds >= 0, backoff.cap >= backoff.base else {
+            throw ChaosError.badInput("backoff base must be ≥ 0 and ≤ the cap (base \(backoff.base), cap \(backoff.cap))")
+        }
+        if let duration, duration.nanoseconds <= 0 { throw ChaosError.badInput("--duration must be positive") }
+    }
+}

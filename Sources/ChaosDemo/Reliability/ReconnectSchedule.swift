@@ -1,0 +1,42 @@
+public import ChaosCore
+
+/// Why a connection ended or could not be made; it decides the next reconnect delay.
+public enum DisconnectReason: String, Hashable, Sendable {
+    /// The peer (or a handoff) reset the connection: ECONNRESET / EPIPE.
+    case reset
+    /// The peer closed the connection in order (FIN).
+    case closed
+    /// The heartbeat went unanswered: the connection was half-open.
+    case heartbeatTimeout = "heartbeat-timeout"
+    /// The connection attempt failed (refused, unreachable, timed out).
+    case connectFailed = "connect-failed"
+    /// This side stopped on purpose.
+    case stopped
+}
+
+/// The reconnect delays of the resilient client: full-jitter exponential backoff over consecutive
+/// failures, but no wait at all for the first retry after a reset, the way a WiFi→LTE handoff looks
+/// (the new network is up; waiting only adds to the outage).
+public struct ReconnectSchedule: Sendable {
+    /// The backoff policy used for every retry but the first one after a reset.
+    public let policy: BackoffPolicy
+    /// Consecutive retries since the last successful (resumed) connection.
+    public private(set) var failures = 0
+    private var generator: SeededGenerator
+
+    /// A schedule drawing its jitter from `generator`.
+    public init(policy: BackoffPolicy, generator: SeededGenerator) {
+        self.policy = policy
+        self.generator = generator
+    }
+
+    /// The delay before the next attempt, after the connection (or attempt) ended for `reason`.
+    public mutating func nextDelay(after reason: DisconnectReason) -> ChaosDuration {
+        defer { failures += 1 }
+        if reason == .reset && failures == 0 { return .zero }
+        return policy.delay(afterFailures: failures, using: &generator)
+    }
+
+    /// Call when a connection was established and resumed: the next failure starts from the base again.
+    public mutating func connectionSucceeded() { failures = 0 }
+}

@@ -1,0 +1,58 @@
+import ChaosCore
+import Logging
+import NIOCore
+import NIOPosix
+
+/// The reference server of `chaos demo server`: accepts clients, processes their upstream stream
+/// exactly once and in order (deduplicating resumed resends), and produces a downstream stream per
+/// client at a steady rate, retransmitting what a resuming client has not acknowledged.
+///
+/// Everything runs on one event loop (listener, connections, timers), so the per-stream state needs
+/// no locks. Use: `let address = try await server.start()`, later `await server.stop()`.
+public final class DemoServer: Sendable {
+    /// The settings the server was made with.
+    public let configuration: DemoServerConfiguration
+    let engine: ServerEngine
+
+    /// A server that does nothing until ``start()``.
+    public init(configuration: DemoServerConfiguration) {
+        self.configuration = configuration
+        self.engine = ServerEngine(configuration: configuration, loop: MultiThreadedEventLoopGroup.singleton.next())
+    }
+
+    /// Validates the configuration, opens the log and binds the listener; returns the bound address
+    /// (the real port when the configuration asked for port 0).
+    public func start() async throws -> DemoAddress {
+        try configuration.validate()
+        return try await engine.start()
+    }
+
+    /// Waits until the server has stopped.
+    public func run() async {
+        try? await engine.stoppedPromise.futureResult.get()
+    }
+
+    /// Stops listening, closes every connection and timer and flushes the log.
+    public func stop() async {
+        try? await engine.loop.flatSubmit { self.engine.stop() }.get()
+    }
+
+    /// A snapshot of one stream's state, nil when no client named it yet.
+    public func status(ofStream name: String) async -> DemoStreamStatus? {
+        try? await engine.loop.submit { self.engine.status(of: name) }.get()
+    }
+}
+
+/// What the server knows about one stream (for tests and diagnostics).
+public struct DemoStreamStatus: Hashable, Sendable {
+    /// Last upstream seq processed.
+    public var lastProcessedUp: Int
+    /// Last downstream seq assigned.
+    public var lastAssignedDown: Int
+    /// Downstream messages waiting for the client's ack.
+    public var unacknowledgedDown: Int
+    /// Whether a connection currently carries the stream.
+    public var attached: Bool
+    /// Connections accepted by the server so far (all streams).
+    public var connectionsAccepted: Int
+}

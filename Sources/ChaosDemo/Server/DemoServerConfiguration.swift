@@ -1,0 +1,52 @@
+public import ChaosCore
+public import Logging
+
+/// Settings of the reference server (`chaos demo server`).
+public struct DemoServerConfiguration: Sendable {
+    /// Where to listen; port 0 picks a free port (see ``DemoServer/start()``).
+    public var listen: DemoAddress
+    /// Downstream data messages per second on each attached stream (0: none).
+    public var rate: Double
+    /// JSONL file of processed upstream messages and events; nil for none.
+    public var logPath: String?
+    /// Heartbeat interval the clients use; the server's idle timeout derives from it.
+    public var heartbeatInterval: ChaosDuration
+    /// Heartbeat timeout the clients use.
+    public var heartbeatTimeout: ChaosDuration
+    /// A connection with no inbound bytes for this long is closed (half-open legs); nil: 3 × interval + timeout.
+    public var idleTimeout: ChaosDuration?
+    /// Most unacknowledged downstream messages kept per stream before the oldest become a gap.
+    public var queueCapacity: Int
+    /// Where diagnostics go.
+    public var logger: Logger
+
+    /// A configuration with the PRODUCT §6 defaults: 20 msg/s, heartbeat 1 s / 3 s, queue 1000.
+    public init(listen: DemoAddress, rate: Double = 20, logPath: String? = nil,
+                heartbeatInterval: ChaosDuration = .seconds(Int64(1)), heartbeatTimeout: ChaosDuration = .seconds(Int64(3)),
+                idleTimeout: ChaosDuration? = nil, queueCapacity: Int = 1000,
+                logger: Logger = Logger(label: "chaos.demo.server")) {
+        self.listen = listen
+        self.rate = rate
+        self.logPath = logPath
+        self.heartbeatInterval = heartbeatInterval
+        self.heartbeatTimeout = heartbeatTimeout
+        self.idleTimeout = idleTimeout
+        self.queueCapacity = queueCapacity
+        self.logger = logger
+    }
+
+    /// The idle timeout in force.
+    public var effectiveIdleTimeout: ChaosDuration {
+        idleTimeout ?? ChaosDuration(nanoseconds: 3 * heartbeatInterval.nanoseconds + heartbeatTimeout.nanoseconds)
+    }
+
+    /// Throws `ChaosError.badInput` for values that cannot work.
+    public func validate() throws {
+        guard rate >= 0, rate.isFinite, rate <= 100_000 else { throw ChaosError.badInput("--rate must be between 0 and 100000, got \(rate)") }
+        guard queueCapacity >= 1 else { throw ChaosError.badInput("--queue must be at least 1, got \(queueCapacity)") }
+        guard heartbeatInterval.nanoseconds > 0, heartbeatTimeout.nanoseconds > 0 else {
+            throw ChaosError.badInput("heartbeat interval and timeout must be positive")
+        }
+        if let idleTimeout, idleTimeout.nanoseconds <= 0 { throw ChaosError.badInput("--idle-timeout must be positive") }
+    }
+}

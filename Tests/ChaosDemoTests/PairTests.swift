@@ -1,0 +1,166 @@
+import ChaosCore
+import ChaosDemo
+import Foundation
+import Testing
+
+@Suite("The reference pair over real sockets", .timeLimit(.minutes(1)))
+struct PairTests {
+    @Test("the resilient client and server exchange messages both ways, each processed exactly once in order")
+    func exchange() async throws {
+        let pair = try await PairHarness.start()
+        defer { pair.removeFiles() }
+        let client = pair.client(port: pair.serverPort)
+        try await client.start()
+        #expect(await eventually(within: 10) { await client.status().lastProcessedDown >= 40 })
+        #expect(await eventually(within: 10) { await pair.server.status(ofStream: "c1")?.lastProcessedUp ?? 0 >= 40 })
+        await client.stop()
+        await pair.server.stop()
+
+        let down = try GroundTruth(path: pair.clientLog), up = try GroundTruth(path: pair.serverLog)
+        #expect(down.seqs("c1").count >= 40 && down.isExactlyOnceInOrder("c1"))
+        #expect(up.seqs("c1").count >= 40 && up.isExactlyOnceInOrder("c1"))
+    }
+
+    @Test("after connections are reset mid-stream the client reconnects at once and resumes with no loss and no duplicate")
+    func resetResume() async throws {
+        let pair = try await PairHarness.start(rate: 200)
+        defer { pair.removeFiles() }
+        let relay = TestRelay(upstreamPort: pair.serverPort)
+        let client = pair.client(port: try await relay.start(), rate: 200)
+        try await client.start()
+        for round in 1...3 {
+            let before = await client.status().lastProcessedDown
+            #expect(await eventually(within: 10) { await client.status().lastProcessedDown >= before + 30 })
+            try await relay.cutAll()
+            #expect(await eventually(within: 10) { await client.status().connectionsResumed > round })
+        }
+        let last = await client.status().lastProcessedDown
+        #expect(await eventually(within: 10) { await client.status().lastProcessedDown >= last + 30 })
+        #expect(await eventually(within: 10) { await pair.server.status(ofStream: "c1")?.lastProcessedUp ?? 0 >= 120 })
+        let status = await client.status()
+        await client.stop()
+        await pair.server.stop()
+        await relay.stop()
+
+        #expect(status.disconnects[.reset, default: 0] >= 3)
+        #expect(status.reconnectDelays.allSatisfy { $0 == .zero }) // each was the first retry after a reset
+        let down = try GroundTruth(path: pair.clientLog), up = try GroundTruth(path: pair.serverLog)
+        #expect(down.isExactlyOnceInOrder("c1") && down.seqs("c1").count >= 120)
+        #expect(up.isExactlyOnceInOrder("c1") && up.seqs("c1").count >= 100)
+        #expect(up.events(named: "resumed").count >= 4)
+    }
+
+    @Test("a half-open connection is noticed by the heartbeat within interval + timeout and the stream resumes intact")
+    func halfOpenDetected() async throws {
+        let pair = try await PairHarness.start()
+        defer { pair.removeFiles() }
+        let relay = TestRelay(upstreamPort: pair.serverPort)
+        let client = pair.client(port: try await relay.start())
+        try await client.start()
+        #expect(await eventually(within: 10) { await client.status().lastProcessedDown >= 20 })
+        try await relay.blackhole()
+        let partitioned = ContinuousClock.now
+        let noticed = await eventually(within: 5) { await client.status().disconnects[.heartbeatTimeout, default: 0] >= 1 }
+        let detection = ContinuousClock.now - partitioned
+        #expect(noticed)
+        #expect(detection <= .milliseconds(600 + 300)) // interval 200 ms + timeout 400 ms, plus polling slack
+        let stalledAt = await client.status().lastProcessedDown
+        #expect(await eventually(within: 10) { await client.status().lastProcessedDown >= stalledAt + 30 })
+        await client.stop()
+        await pair.server.stop()
+        await relay.stop()
+
+        let down = try GroundTruth(path: pair.clientLog), up = try GroundTruth(path: pair.serverLog)
+        #expect(down.isExactlyOnceInOrder("c1"))
+        #expect(up.isExactlyOnceInOrder("c1"))
+        #expect(!up.events(named: "takeover").isEmpty || !up.events(named: "idle-timeout").isEmpty)
+    }
+
+    @Test("the naive client loses what was in flight when the connection died: its log and the server's have holes")
+    func naiveLoses() async throws {
+        let pair = try await PairHarness.start()
+        defer { pair.removeFiles() }
+        let relay = TestRelay(upstreamPort: pair.serverPort)
+        let client = pair.client(port: try await relay.start(), naive: true)
+        try await client.start()
+        #expect(await eventually(within: 10) { await client.status().lastProcessedDown >= 20 })
+        try await relay.blackhole() // messages sent now go nowhere…
+        try await Task.sleep(for: .milliseconds(300))
+        try await relay.cutAll()    // …and the naive pair never asks for them again
+        let after = await client.status().lastProcessedDown
+        #expect(await eventually(within: 10) { await client.status().lastProcessedDown >= after + 30 })
+        let status = await client.status()
+        await client.stop()
+        await pair.server.stop()
+        await relay.stop()
+
+        #expect(status.disconnects[.heartbeatTimeout, default: 0] == 0) // no heartbeat at all
+        #expect(status.reconnectDelays.allSatisfy { $0 == .zero })
+        let down = try GroundTruth(path: pair.clientLog), up = try GroundTruth(path: pair.serverLog)
+        #expect(down.holes("c1").count >= 10)
+        #expect(up.holes("c1").count >= 10)
+        #expect(up.events(named: "fresh").count >= 2)
+        #expect(up.events(named: "resumed").isEmpty)
+    }
+
+    @Test("a restarted client resumes from its state file: the downstream continues with no loss and no duplicate")
+    func restartResumes() async throws {
+        let pair = try await PairHarness.start()
+        defer { pair.removeFiles() }
+        let first = pair.client(port: pair.serverPort)
+        try await first.start()
+        #expect(await eventually(within: 10) { await first.status().lastProcessedDown >= 30 })
+        await first.stop()
+        let stoppedAt = try GroundTruth(path: pair.clientLog).seqs("c1").last ?? 0
+
+        let second = pair.client(port: pair.serverPort)
+        try await second.start()
+        #expect(await eventually(within: 10) { await second.status().lastProcessedDown >= stoppedAt + 30 })
+        let secondStatus = await second.status()
+        await second.stop()
+        await pair.server.stop()
+
+        let down = try GroundTruth(path: pair.clientLog)
+        #expect(down.events(named: "restored").count == 1)
+        #expect(down.isExactlyOnceInOrder("c1")) // both runs appended to one log: 1…n, once each
+        #expect(down.seqs("c1").contains(stoppedAt + 1))
+        // Upstream numbering continued instead of restarting at 1 (which the server would drop as duplicates).
+        let up = try GroundTruth(path: pair.serverLog)
+        #expect(secondStatus.lastAssignedUp > 30)
+        #expect(Set(up.seqs("c1")).count == up.seqs("c1").count)
+        #expect((up.seqs("c1").last ?? 0) > 30)
+    }
+
+    @Test("a full send queue drops its oldest messages behind an explicit GAP marker that the server records")
+    func queueOverflowGap() async throws {
+        let pair = try await PairHarness.start(rate: 0)
+        defer { pair.removeFiles() }
+        let relay = TestRelay(upstreamPort: pair.serverPort)
+        let relayPort = try await relay.start()
+        try await relay.blackhole(newConnections: true) // nothing gets through: no WELCOME, no ACK
+        let client = pair.client(port: relayPort, rate: 200, queueCapacity: 5,
+                                 heartbeat: .seconds(Int64(5)), heartbeatTimeout: .seconds(Int64(5)))
+        try await client.start()
+        #expect(await eventually(within: 10) { await client.status().lastAssignedUp >= 30 })
+        try await relay.heal()
+        try await relay.cutAll()
+        #expect(await eventually(within: 10) { await pair.server.status(ofStream: "c1")?.lastProcessedUp ?? 0 >= 40 })
+        await client.stop()
+        await pair.server.stop()
+        await relay.stop()
+
+        let sent = try GroundTruth(path: pair.clientLog).events(named: "gap-sent")
+        #expect(!sent.isEmpty)
+        let up = try GroundTruth(path: pair.serverLog)
+        let received = up.events(named: "gap-received")
+        let firstGap = try #require(received.first)
+        #expect(firstGap["from"] as? Int == 1)
+        // Processed seqs and announced gaps together cover 1…n, each seq once.
+        var covered = up.seqs("c1")
+        for gap in received {
+            if let from = gap["from"] as? Int, let to = gap["to"] as? Int { covered += Array(from...to) }
+        }
+        #expect(covered.sorted() == Array(1...covered.count))
+        #expect(up.seqs("c1").count >= 5)
+    }
+}
