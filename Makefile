@@ -1,0 +1,38 @@
+# chaos: a network chaos test harness. `make demo` and `make test` do all the set-up on a fresh
+# Debian machine with Swift: they install the Debian packages that are missing, then build.
+
+SWIFT ?= swift
+APT_PACKAGES := libpcap-dev tshark tcpdump socat haproxy iperf3 iproute2 jq python3
+CHAOS := .build/debug/chaos
+
+.PHONY: all deps build demo test bench clean
+
+all: build
+
+# Installs only what is missing, non-interactively (tshark's package asks a question otherwise).
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && \
+	  echo "wireshark-common wireshark-common/install-setuid boolean false" | $$SUDO debconf-set-selections && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+build: deps
+	$(SWIFT) build --product chaos
+
+# Runs the quickstart scenario against the built-in reference pair and prints where the report is.
+demo: build
+	$(CHAOS) run Scenarios/quickstart.yaml
+
+test: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build --parallel
+
+bench: deps
+	bash Benchmarks/proxy-bench.sh
+
+clean:
+	rm -rf .build

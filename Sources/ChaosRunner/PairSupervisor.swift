@@ -1,0 +1,192 @@
+public import ChaosCore
+public import Foundation
+import Synchronization
+
+/// Starts the scenario's `pair:` (server first, waits for its readiness check, then the clients),
+/// keeps their output in the run folder, notices unexpected exits, and stops them at the end
+/// (SIGTERM, then SIGKILL after the grace time).
+public final class PairSupervisor: Sendable {
+    /// One started process.
+    public struct Member: Sendable, Equatable {
+        /// `server`, `client-1`, …
+        public var name: String
+        /// The command line as run.
+        public var command: String
+        /// Its process id.
+        public var pid: Int32
+    }
+
+    /// An exit, expected or not.
+    public struct Exit: Sendable, Equatable {
+        /// Which member.
+        public var name: String
+        /// The exit status (or 128 + signal).
+        public var status: Int32
+        /// Nanoseconds on the run clock.
+        public var at: Int64
+        /// Whether it happened before the run asked it to stop.
+        public var unexpected: Bool
+    }
+
+    private struct Running: @unchecked Sendable {
+        // Sendable: Process is only touched under the supervisor's lock or after it exited.
+        var member: Member
+        var process: Process
+    }
+
+    private let pair: PairSpec
+    private let values: [String: String]
+    private let directory: URL
+    private let selfPath: String
+    private let now: @Sendable () -> Int64
+    private let state = Mutex<(running: [Running], exits: [Exit], stopping: Bool)>(([], [], false))
+
+    /// A supervisor for `pair`; `values` fill the placeholders (`listen.port`, …), output goes
+    /// under `directory`, and `chaos` at the start of a command means this executable.
+    public init(pair: PairSpec, values: [String: String], directory: URL, selfPath: String,
+                now: @escaping @Sendable () -> Int64) {
+        self.pair = pair
+        self.values = values
+        self.directory = directory
+        self.selfPath = selfPath
+        self.now = now
+    }
+
+    /// Every exit so far.
+    public var exits: [Exit] { state.withLock { $0.exits } }
+    /// Every member started.
+    public var members: [Member] { state.withLock { $0.running.map(\.member) } }
+
+    /// The command with placeholders filled and a leading `chaos` made absolute.
+    public func command(_ template: String, index: Int) -> String {
+        var text = template
+        var all = values
+        all["index"] = "\(index)"
+        for (key, value) in all { text = text.replacingOccurrences(of: "{\(key)}", with: value) }
+        if text == "chaos" || text.hasPrefix("chaos ") { text = shellQuote(selfPath) + text.dropFirst("chaos".count) }
+        return text
+    }
+
+    /// Starts the server and waits for it, then the clients. A command that is missing, or exits
+    /// at once, or a server that never gets ready, is a `pair` error naming its output file.
+    public func start(readyTimeout: Double = 20) async throws {
+        if let server = pair.server {
+            let member = try launch(name: "server", command: command(server.run, index: 1))
+            if let ready = server.ready {
+                try await waitReady(command(ready, index: 1), member: member, timeout: readyTimeout)
+            } else {
+                try await checkAlive(member, within: 0.3)
+            }
+        }
+        if let client = pair.client {
+            var started: [Member] = []
+            for index in 1...client.count {
+                started.append(try launch(name: "client-\(index)", command: command(client.run, index: index)))
+            }
+            for member in started { try await checkAlive(member, within: 0.3) }
+        }
+    }
+
+    /// Stops every member: SIGTERM to clients, then the server; SIGKILL after `grace`.
+    public func stop() async {
+        let running = state.withLock { state -> [Running] in
+            state.stopping = true
+            return state.running
+        }
+        let clients = running.filter { $0.member.name != "server" }, servers = running.filter { $0.member.name == "server" }
+        for group in [clients, servers] where !group.isEmpty {
+            for item in group where item.process.isRunning { kill(item.process.processIdentifier, SIGTERM) }
+            let grace = (group.first?.member.name == "server" ? pair.server?.stopGrace : pair.client?.stopGrace)
+                ?? .seconds(Int64(5))
+            let deadline = Date().addingTimeInterval(grace.seconds)
+            while group.contains(where: { $0.process.isRunning }), Date() < deadline {
+                try? await Task.sleep(nanoseconds: 20_000_000)
+            }
+            for item in group where item.process.isRunning { kill(item.process.processIdentifier, SIGKILL) }
+            for item in group { item.process.waitUntilExit() }
+        }
+    }
+
+    private func launch(name: String, command: String) throws -> Member {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let out = directory.appendingPathComponent("\(name).out"), err = directory.appendingPathComponent("\(name).err")
+        _ = FileManager.default.createFile(atPath: out.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: err.path, contents: nil)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", "exec " + command]
+        process.standardOutput = try FileHandle(forWritingTo: out)
+        process.standardError = try FileHandle(forWritingTo: err)
+        process.standardInput = FileHandle.nullDevice
+        let now = self.now
+        process.terminationHandler = { [weak self] finished in
+            guard let self else { return }
+            let status = finished.terminationReason == .uncaughtSignal ? 128 + finished.terminationStatus : finished.terminationStatus
+            self.state.withLock { state in
+                state.exits.append(Exit(name: name, status: status, at: now(), unexpected: !state.stopping))
+            }
+        }
+        do {
+            try process.run()
+        } catch {
+            throw ChaosError(.pair, "cannot start \(name) '\(command)': \(error)")
+        }
+        let member = Member(name: name, command: command, pid: process.processIdentifier)
+        state.withLock { $0.running.append(Running(member: member, process: process)) }
+        return member
+    }
+
+    private func exitStatus(of member: Member) -> Int32? {
+        state.withLock { $0.exits.first { $0.name == member.name }?.status }
+    }
+
+    private func failure(_ member: Member, _ what: String) -> ChaosError {
+        let err = directory.appendingPathComponent("\(member.name).err").path
+        let tail = (try? String(contentsOfFile: err, encoding: .utf8))?.split(separator: "\n").suffix(3)
+            .joined(separator: " | ") ?? ""
+        let status = exitStatus(of: member)
+        let missing = status == 127 ? " (command not found)" : ""
+        return ChaosError(.pair, "pair \(member.name) \(what)\(missing): '\(member.command)'; "
+            + "its stderr is in \(err)" + (tail.isEmpty ? "" : ": \(tail)"))
+    }
+
+    private func checkAlive(_ member: Member, within seconds: Double) async throws {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if let status = exitStatus(of: member) { throw failure(member, "exited at once with status \(status)") }
+            try? await Task.sleep(nanoseconds: 20_000_000)
+        }
+        if let status = exitStatus(of: member) { throw failure(member, "exited at once with status \(status)") }
+    }
+
+    private func waitReady(_ check: String, member: Member, timeout: Double) async throws {
+        let target = check.split(separator: " ", maxSplits: 1).last.map(String.init) ?? ""
+        guard let address = HostPort(parsing: target) else {
+            throw ChaosError.badInput("pair.server.ready must be 'tcp HOST:PORT', found '\(check)'")
+        }
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if let status = exitStatus(of: member) { throw failure(member, "exited with status \(status) before it was ready") }
+            if TCPProbe.accepts(address) { return }
+            try? await Task.sleep(nanoseconds: 50_000_000)
+        }
+        throw failure(member, "was not ready (\(check)) after \(Int(timeout)) s")
+    }
+
+    private func shellQuote(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'" }
+}
+
+/// Whether something accepts TCP connections at an address (a readiness check).
+enum TCPProbe {
+    static func accepts(_ address: HostPort) -> Bool {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var result: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(address.host, "\(address.port)", &hints, &result) == 0, let info = result else { return false }
+        defer { freeaddrinfo(result) }
+        let fd = socket(info.pointee.ai_family, info.pointee.ai_socktype, info.pointee.ai_protocol)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        return connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0
+    }
+}
