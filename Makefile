@@ -29,7 +29,7 @@ demo: build
 
 test: deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build --parallel
+	$(SWIFT) test --skip-build
 
 bench: deps
 	bash Benchmarks/proxy-bench.sh
