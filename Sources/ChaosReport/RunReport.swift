@@ -1,5 +1,5 @@
 public import ChaosAudit
-public import ChaosCore
+import ChaosCore
 
 /// The whole result of a run, as written to `report.json` (schema `chaos.report/1`, PRODUCT §5) and read
 /// back by `chaos report`. Field names are stable: tools read them.
