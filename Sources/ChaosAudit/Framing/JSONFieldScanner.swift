@@ -24,9 +24,18 @@ struct JSONFieldScanner {
     /// Each wanted field as path components (unescaped key bytes).
     let paths: [[[UInt8]]]
 
-    /// `names` are keys (`seq`) or JSON pointers (`/meta/seq`, with `~1` for `/` and `~0` for `~`).
+    /// The fields actually wanted (an empty name is a placeholder that is never looked for).
+    let activeMask: UInt64
+    let activeCount: Int
+
+    /// `names` are keys (`seq`) or JSON pointers (`/meta/seq`, with `~1` for `/` and `~0` for `~`); an empty
+    /// name keeps its slot but is not looked for. At most 64 fields.
     init(fields names: [String]) {
         paths = names.map(Self.components)
+        var mask: UInt64 = 0
+        for (index, name) in names.enumerated() where !name.isEmpty && index < 64 { mask |= 1 << UInt64(index) }
+        activeMask = mask
+        activeCount = mask.nonzeroBitCount
     }
 
     static func components(_ name: String) -> [[UInt8]] {
@@ -41,9 +50,8 @@ struct JSONFieldScanner {
         for index in spans.indices { spans[index] = .missing }
         var cursor = Self.skipSpace(frame, 0)
         guard cursor < frame.count, frame[cursor] == UInt8(ascii: "{") else { return false }
-        var remaining = paths.count
-        let all: UInt64 = paths.count >= 64 ? .max : (1 << UInt64(paths.count)) - 1
-        return scanObject(frame, &cursor, level: 0, wanted: all, &spans, &remaining)
+        var remaining = activeCount
+        return scanObject(frame, &cursor, level: 0, wanted: activeMask, &spans, &remaining)
     }
 
     private func scanObject(_ b: UnsafeBufferPointer<UInt8>, _ i: inout Int, level: Int, wanted: UInt64,
