@@ -154,7 +154,8 @@ extension AuditEngine {
     }
 
     /// A leg of a connection closed: no more reads from `side` and no more writes to it.
-    func closed(_ id: ConnectionID, side: Side, how: TrafficEvent.CloseKind, time: Int64, countActivity: Bool = true) {
+    /// `synthetic` closes come from ``finish()`` (the run ended, not the pair): they do not count as recovery events.
+    func closed(_ id: ConnectionID, side: Side, how: TrafficEvent.CloseKind, time: Int64, synthetic: Bool = false) {
         guard let connection = connections[id] else { return }
         let first = !connection.clientClosed && !connection.serverClosed
         if side == .client { connection.clientClosed = true } else { connection.serverClosed = true }
@@ -180,15 +181,13 @@ extension AuditEngine {
             stream.inFlight.removeAll()
             stream.transit = TransitQueue()
         }
-        let carried = connection.streams.flatMap { $0.values.filter(\.carriedTraffic).map(\.ledger) }
+        let carried = synthetic ? [] : connection.streams.flatMap { $0.values.filter(\.carriedTraffic).map(\.ledger) }
             .sorted { $0.index < $1.index }
-        recovery.closed(id, side: side, kind: how, at: time, first: first, streams: first ? carried : [])
-        if first, countActivity {
-            connectionStats.closed += 1
-            activity.count(.closed, at: time)
-        } else if first {
-            connectionStats.closed += 1
+        if !synthetic {
+            recovery.closed(id, side: side, kind: how, at: time, first: first, streams: first ? carried : [])
+            if first { activity.count(.closed, at: time) }
         }
+        if first { connectionStats.closed += 1 }
         if connection.fullyClosed { connections[id] = nil }
     }
 }

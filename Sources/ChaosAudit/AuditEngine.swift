@@ -108,8 +108,8 @@ public final class AuditEngine {
         if let finalResult { return finalResult }
         for id in connections.keys.sorted() {
             guard let connection = connections[id] else { continue }
-            if !connection.clientClosed { closed(id, side: .client, how: .fin, time: now, countActivity: false) }
-            if !connection.serverClosed { closed(id, side: .server, how: .fin, time: now, countActivity: false) }
+            if !connection.clientClosed { closed(id, side: .client, how: .fin, time: now, synthetic: true) }
+            if !connection.serverClosed { closed(id, side: .server, how: .fin, time: now, synthetic: true) }
         }
         recovery.advance(to: now)
         let result = result(final: true)
