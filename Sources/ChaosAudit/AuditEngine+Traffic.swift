@@ -34,7 +34,7 @@ extension AuditEngine {
             return
         }
         if let ack = fields.ack, pipe.role == .delivered {
-            acknowledge(ack, on: stream(fields.stream, pipe: pipe, connection: connection).ledger)
+            acknowledge(ack, on: stream(fields, pipe: pipe, connection: connection).ledger)
         }
         if fields.ignored {
             messageStats.ignored += 1
@@ -44,7 +44,7 @@ extension AuditEngine {
             if fields.ack == nil { messageStats.unsequenced += 1 }
             return
         }
-        let connectionStream = stream(fields.stream, pipe: pipe, connection: connection)
+        let connectionStream = stream(fields, pipe: pipe, connection: connection)
         if pipe.role == .sent {
             sent(seq, connectionStream, time: time)
         } else {
@@ -61,8 +61,17 @@ extension AuditEngine {
                detail: "not a \(spec.format.rawValue) message with an integer '\(spec.seq)': \(String(snippet)) (reported once per connection)")
     }
 
-    /// The state of the stream named `name` (or the connection's default stream) on this connection.
+    /// The state of the stream the message names (or the connection's default stream) on this connection.
     @inline(__always)
+    private func stream(_ fields: MessageFields, pipe: FramePipe, connection: ConnectionState) -> ConnectionStream {
+        if let inPlace = fields.streamInPlace {
+            if let cached = pipe.cached, !pipe.cachedDefault, inPlace.elementsEqual(pipe.cachedName) { return cached }
+            return stream(Array(inPlace)[...], pipe: pipe, connection: connection)
+        }
+        return stream(fields.stream, pipe: pipe, connection: connection)
+    }
+
+    /// The state of the stream named `name` (or the connection's default stream) on this connection.
     private func stream(_ name: ArraySlice<UInt8>?, pipe: FramePipe, connection: ConnectionState) -> ConnectionStream {
         if let cached = pipe.cached {
             if let name {

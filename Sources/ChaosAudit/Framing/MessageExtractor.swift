@@ -7,8 +7,10 @@ struct MessageFields {
     var seq: Int64?
     /// A cumulative acknowledgement of the other direction, when the message carries one.
     var ack: Int64?
-    /// The logical stream name as bytes (nil: the message names none).
+    /// The logical stream name as bytes, when it had to be copied (escapes, text format).
     var stream: ArraySlice<UInt8>?
+    /// The logical stream name in place in the frame (no escapes): valid only while the frame is.
+    var streamInPlace: UnsafeBufferPointer<UInt8>?
     /// The message matched an `ignore` rule.
     var ignored = false
     /// The message could not be read in the declared format.
@@ -95,11 +97,10 @@ struct MessageExtractor {
             let span = spans[1]
             if span.hasEscapes {
                 streamBytes = JSONFieldScanner.unescape(frame, span.start, span.end)
+                fields.stream = streamBytes[...]
             } else {
-                streamBytes.removeAll(keepingCapacity: true)
-                streamBytes.append(contentsOf: UnsafeBufferPointer(rebasing: frame[span.start..<span.end]))
+                fields.streamInPlace = UnsafeBufferPointer(rebasing: frame[span.start..<span.end])
             }
-            fields.stream = streamBytes[...]
         }
         return fields
     }
