@@ -1,0 +1,202 @@
+import ChaosCore
+
+extension AuditEngine {
+    /// Frames `bytes` on the connection's pipe for (`role`, `direction`) and audits every complete message.
+    @inline(__always)
+    func feed(_ bytes: [UInt8], role: FramePipe.Role, direction: Direction, connection id: ConnectionID, time: Int64) {
+        let connection = state(of: id)
+        let pipe = connection.pipe(role, direction)
+        let problem = bytes.withUnsafeBufferPointer { buffer in
+            pipe.splitter.split(buffer) { frame in
+                self.audit(frame, pipe: pipe, connection: connection, time: time)
+            }
+        }
+        if let problem { framingProblem(problem, pipe: pipe, connection: connection, time: time) }
+    }
+
+    private func framingProblem(_ problem: FrameSplitter.Problem, pipe: FramePipe, connection: ConnectionState, time: Int64) {
+        messageStats.framingErrors += 1
+        guard !connection.reportedFraming else { return }
+        connection.reportedFraming = true
+        let what = switch problem {
+        case .lineTooLong(let length): "no newline in \(length) bytes: the stream is not newline-delimited"
+        case .badLength(let length): "length prefix \(length) is not a frame length: the stream is not length-prefixed as declared"
+        }
+        record(.framing, pipe.cached?.ledger, direction: pipe.direction, time: time, connection: connection.id,
+               detail: "\(what) (\(pipe.role == .sent ? "read from" : "written to") the \(pipe.role == .sent ? pipe.direction.producer : pipe.direction.consumer)); the rest of this connection is not audited")
+    }
+
+    @inline(__always)
+    private func audit(_ frame: UnsafeBufferPointer<UInt8>, pipe: FramePipe, connection: ConnectionState, time: Int64) {
+        let fields = extractor.extract(frame)
+        if fields.undecodable {
+            undecodable(frame, pipe: pipe, connection: connection, time: time)
+            return
+        }
+        if let ack = fields.ack, pipe.role == .delivered {
+            acknowledge(ack, on: stream(fields, pipe: pipe, connection: connection).ledger)
+        }
+        if fields.ignored {
+            messageStats.ignored += 1
+            return
+        }
+        guard let seq = fields.seq else {
+            if fields.ack == nil { messageStats.unsequenced += 1 }
+            return
+        }
+        let connectionStream = stream(fields, pipe: pipe, connection: connection)
+        if pipe.role == .sent {
+            sent(seq, connectionStream, time: time)
+        } else {
+            delivered(seq, connectionStream, connection: connection.id, time: time)
+        }
+    }
+
+    private func undecodable(_ frame: UnsafeBufferPointer<UInt8>, pipe: FramePipe, connection: ConnectionState, time: Int64) {
+        messageStats.undecodable += 1
+        guard !connection.reportedUndecodable else { return }
+        connection.reportedUndecodable = true
+        let snippet = String(decoding: frame.prefix(80), as: UTF8.self).map { $0.isASCII && !$0.isNewline ? $0 : "." }
+        record(.undecodable, pipe.cached?.ledger, direction: pipe.direction, time: time, connection: connection.id,
+               detail: "not a \(spec.format.rawValue) message with an integer '\(spec.seq)': \(String(snippet)) (reported once per connection)")
+    }
+
+    /// The state of the stream the message names (or the connection's default stream) on this connection.
+    @inline(__always)
+    private func stream(_ fields: MessageFields, pipe: FramePipe, connection: ConnectionState) -> ConnectionStream {
+        if let inPlace = fields.streamInPlace {
+            if let cached = pipe.cached, !pipe.cachedDefault, inPlace.elementsEqual(pipe.cachedName) { return cached }
+            return stream(Array(inPlace)[...], pipe: pipe, connection: connection)
+        }
+        return stream(fields.stream, pipe: pipe, connection: connection)
+    }
+
+    /// The state of the stream named `name` (or the connection's default stream) on this connection.
+    private func stream(_ name: ArraySlice<UInt8>?, pipe: FramePipe, connection: ConnectionState) -> ConnectionStream {
+        if let cached = pipe.cached {
+            if let name {
+                if !pipe.cachedDefault, name.elementsEqual(pipe.cachedName) { return cached }
+            } else if pipe.cachedDefault {
+                return cached
+            }
+        }
+        let text = name.map { String(decoding: $0, as: UTF8.self) } ?? "#\(connection.id)"
+        let ledger = self.ledger(text, pipe.direction)
+        let slot = pipe.direction == .upstream ? 0 : 1
+        let result: ConnectionStream
+        if let existing = connection.streams[slot][ledger.index] {
+            result = existing
+        } else {
+            result = ConnectionStream(ledger: ledger)
+            connection.streams[slot][ledger.index] = result
+        }
+        pipe.cached = result
+        pipe.cachedName = name.map(Array.init) ?? []
+        pipe.cachedDefault = name == nil
+        return result
+    }
+
+    func ledger(_ name: String, _ direction: Direction) -> StreamLedger {
+        let key = StreamKey(name: name, direction: direction)
+        if let index = ledgerIndex[key] { return ledgers[index] }
+        let ledger = StreamLedger(index: ledgers.count, name: name, direction: direction, seqStart: seqStart)
+        ledgers.append(ledger)
+        ledgerIndex[key] = ledger.index
+        if let partner = ledgerIndex[StreamKey(name: name, direction: direction.reversed)] {
+            ledger.partnerIndex = partner
+            ledgers[partner].partnerIndex = ledger.index
+        }
+        return ledger
+    }
+
+    /// A cumulative ack delivered with stream `ledger`'s messages covers the other direction's seqs.
+    private func acknowledge(_ ack: Int64, on ledger: StreamLedger) {
+        let partner = ledger.partnerIndex.map { ledgers[$0] } ?? self.ledger(ledger.name, ledger.direction.reversed)
+        if ack > (partner.ackedUpTo ?? .min) { partner.ackedUpTo = ack }
+    }
+
+    @inline(__always)
+    private func sent(_ seq: Int64, _ stream: ConnectionStream, time: Int64) {
+        let ledger = stream.ledger
+        guard seq >= ledger.seqStart else { messageStats.belowStart += 1; return }
+        ledger.counts.sent += 1
+        if seq > ledger.highestSent { ledger.highestSent = seq }
+        stream.inFlight.insert(seq)
+        stream.transit.push(seq, at: time)
+    }
+
+    @inline(__always)
+    private func delivered(_ seq: Int64, _ stream: ConnectionStream, connection: ConnectionID, time: Int64) {
+        let ledger = stream.ledger
+        guard seq >= ledger.seqStart else { messageStats.belowStart += 1; return }
+        ledger.counts.delivered += 1
+        activity.count(.delivered, at: time)
+        if !stream.inFlight.isEmpty {
+            stream.inFlight.remove(seq)
+            if let readAt = stream.transit.pop(seq) { transit.record(nanoseconds: time - readAt) }
+        }
+        guard stream.deliveredHere.insert(seq) else {
+            ledger.counts.duplicated += 1
+            record(.duplicated, ledger, direction: ledger.direction, from: seq, to: seq, time: time, connection: connection)
+            return
+        }
+        guard ledger.deliveredSeqs.insert(seq) else {
+            ledger.counts.redelivered += 1
+            record(.redelivered, ledger, direction: ledger.direction, from: seq, to: seq, time: time, connection: connection)
+            return
+        }
+        if !ledger.cutInFlight.isEmpty, ledger.cutInFlight.remove(seq) { ledger.counts.recovered += 1 }
+        let highest = ledger.highestDelivered
+        if seq < highest {
+            ledger.counts.reordered += 1
+            record(.reordered, ledger, direction: ledger.direction, from: seq, to: seq, time: time, connection: connection,
+                   detail: "after \(highest)")
+        } else {
+            if seq > highest + 1 {
+                ledger.counts.gaps += 1
+                record(.gap, ledger, direction: ledger.direction, from: highest + 1, to: seq - 1, time: time,
+                       connection: connection)
+            }
+            ledger.highestDelivered = seq
+        }
+        if !ledger.resumeWaits.isEmpty { recovery.delivered(seq, on: ledger, at: time) }
+    }
+
+    /// A leg of a connection closed: no more reads from `side` and no more writes to it.
+    /// `synthetic` closes come from ``finish()`` (the run ended, not the pair): they do not count as recovery events.
+    func closed(_ id: ConnectionID, side: Side, how: TrafficEvent.CloseKind, time: Int64, synthetic: Bool = false) {
+        guard let connection = connections[id] else { return }
+        let first = !connection.clientClosed && !connection.serverClosed
+        if side == .client { connection.clientClosed = true } else { connection.serverClosed = true }
+        if how == .cutByFault, !connection.cutByFault {
+            connection.cutByFault = true
+            connectionStats.cutByFault += 1
+        }
+        // Writes to `side` are over: a partial frame there was cut, and what is still in flight was not delivered.
+        let consumed = side.other.producing
+        let writePipe = connection.pipe(.delivered, consumed)
+        if writePipe.splitter.hasPartialFrame {
+            writePipe.splitter.dropPartial()
+            let ledger = writePipe.cached?.ledger
+            ledger?.counts.truncated += 1
+            if ledger == nil { messageStats.undecodable += 1 }
+            record(.truncated, ledger, direction: consumed, from: (ledger?.highestDelivered).map { $0 + 1 }, time: time,
+                   connection: id, detail: "a frame cut in half when the \(side) leg closed (\(how.rawValue))")
+        }
+        connection.pipe(.sent, side.producing).splitter.dropPartial()
+        let slot = consumed == .upstream ? 0 : 1
+        for stream in connection.streams[slot].values where !stream.inFlight.isEmpty {
+            stream.ledger.cutInFlight.formUnion(stream.inFlight)
+            stream.inFlight.removeAll()
+            stream.transit = TransitQueue()
+        }
+        let carried = synthetic ? [] : connection.streams.flatMap { $0.values.filter(\.carriedTraffic).map(\.ledger) }
+            .sorted { $0.index < $1.index }
+        if !synthetic {
+            recovery.closed(id, side: side, kind: how, at: time, first: first, streams: first ? carried : [])
+            if first { activity.count(.closed, at: time) }
+        }
+        if first { connectionStats.closed += 1 }
+        if connection.fullyClosed { connections[id] = nil }
+    }
+}

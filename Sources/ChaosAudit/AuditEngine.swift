@@ -1,0 +1,145 @@
+public import ChaosCore
+
+/// The audit: reads the ``TrafficEvent`` stream of a run (live from the proxy, or from a capture), frames the
+/// bytes, reads each message's stream and seq, and classifies every delivery as PRODUCT §4 defines.
+///
+/// Feed it every event in time order with ``ingest(_:)`` (the hot path: no allocation per message for
+/// NDJSON on one stream per connection), take a ``snapshot()`` whenever a checkpoint is due, and call
+/// ``finish()`` once at the end. Not thread-safe: one owner feeds it (an actor, a lock, or one event loop).
+///
+/// Memory stays bounded on long runs: per stream it keeps range sets (growing with holes, not messages),
+/// per connection only while the connection lives, and at most ``anomalyLimit`` anomalies in detail.
+public final class AuditEngine {
+    /// Anomalies kept in detail; every anomaly is counted regardless.
+    public static let anomalyLimit = 1000
+
+    /// The protocol being audited.
+    public let spec: ProtocolSpec
+    /// Every stream's first seq.
+    public let seqStart: Int64
+    var extractor: MessageExtractor
+    let splitMode: FrameSplitter.Mode
+    var ledgers: [StreamLedger] = []
+    var ledgerIndex: [StreamKey: Int] = [:]
+    var connections: [ConnectionID: ConnectionState] = [:]
+    var faults = FaultContext()
+    var recovery = RecoveryTracker()
+    var anomalies = AnomalyLog(limit: AuditEngine.anomalyLimit)
+    var activity = ActivitySeries()
+    var transit = LatencyRecorder()
+    var connectionStats = ConnectionStats()
+    var messageStats = MessageStats()
+    /// The time of the latest event.
+    public private(set) var now: Int64 = 0
+    /// Set by ``finish()``: later events are ignored.
+    public private(set) var isFinished = false
+    private var finalResult: AuditResult?
+
+    struct StreamKey: Hashable {
+        var name: String
+        var direction: Direction
+    }
+
+    /// Creates an engine for `spec`; `seqStart` overrides `spec.seqStart`. Throws `ChaosError.badInput` for a
+    /// framing or format the audit cannot read (websocket, grpc, protobuf) or a bad regex.
+    public init(spec: ProtocolSpec, seqStart: Int64? = nil) throws {
+        self.spec = spec
+        self.seqStart = seqStart ?? spec.seqStart
+        switch spec.framing {
+        case .lines:
+            splitMode = .lines
+        case .lengthPrefixed(let bytes, let offset):
+            guard [1, 2, 4].contains(bytes) else {
+                throw ChaosError.badInput("protocol.framing length-prefixed needs a 1, 2 or 4 byte length, found \(bytes)")
+            }
+            splitMode = .lengthPrefixed(bytes: bytes, offset: offset)
+        case .websocket, .grpc:
+            throw ChaosError.badInput("protocol.framing \(spec.framing) is not supported by the audit yet; use lines or length-prefixed")
+        }
+        extractor = try MessageExtractor(spec: spec)
+    }
+
+    /// Feeds one event. Events must come in time order.
+    public func ingest(_ event: TrafficEvent) {
+        guard !isFinished else { return }
+        if event.time > now { now = event.time }
+        switch event.kind {
+        case .read(let side, let bytes):
+            feed(bytes, role: .sent, direction: side.producing, connection: event.connection, time: event.time)
+        case .written(let side, let bytes):
+            feed(bytes, role: .delivered, direction: side.other.producing, connection: event.connection, time: event.time)
+        case .opened:
+            connectionStats.opened += 1
+            activity.count(.opened, at: event.time)
+            _ = state(of: event.connection)
+            recovery.opened(at: event.time)
+        case .refused:
+            connectionStats.refused += 1
+            activity.count(.refused, at: event.time)
+            recovery.refused(at: event.time)
+        case .closed(let side, let how):
+            closed(event.connection, side: side, how: how, time: event.time)
+        case .faultStarted(let mark):
+            faults.started(mark)
+            if event.connection == 0 { recovery.faultStarted(mark, at: event.time, live: connections.keys) }
+        case .faultEnded(let mark):
+            faults.ended(mark)
+            if event.connection == 0 { recovery.faultEnded(mark, at: event.time) }
+        }
+    }
+
+    /// Feeds several events.
+    public func ingest(_ events: some Sequence<TrafficEvent>) {
+        for event in events { ingest(event) }
+    }
+
+    /// The result so far, without changing any state (for the minute checkpoint). Seqs still in flight on live
+    /// connections are not counted as lost yet.
+    public func snapshot() -> AuditResult {
+        if let finalResult { return finalResult }
+        return result(final: false)
+    }
+
+    /// Ends the audit: every live connection is closed (a partial frame counts as truncated, seqs in flight
+    /// count as lost), every open recovery measurement is closed, and the final result is returned.
+    /// Calling it again returns the same result.
+    @discardableResult
+    public func finish() -> AuditResult {
+        if let finalResult { return finalResult }
+        for id in connections.keys.sorted() {
+            guard let connection = connections[id] else { continue }
+            if !connection.clientClosed { closed(id, side: .client, how: .fin, time: now, synthetic: true) }
+            if !connection.serverClosed { closed(id, side: .server, how: .fin, time: now, synthetic: true) }
+        }
+        recovery.advance(to: now)
+        let result = result(final: true)
+        for ledger in ledgers { ledger.resumeWaits = [] }
+        isFinished = true
+        finalResult = result
+        return result
+    }
+
+    func state(of id: ConnectionID) -> ConnectionState {
+        if let existing = connections[id] { return existing }
+        let created = ConnectionState(id: id, mode: splitMode)
+        connections[id] = created
+        return created
+    }
+
+    func label(_ anomaly: inout Anomaly) {
+        guard let fault = faults.label else { return }
+        anomaly.fault = fault.kind
+        anomaly.faultOccurrence = fault.occurrence
+        anomaly.faultActive = fault.active
+    }
+
+    func record(_ kind: Anomaly.Class, _ ledger: StreamLedger?, direction: Direction, from: Int64? = nil,
+                to: Int64? = nil, time: Int64, connection: ConnectionID, detail: String? = nil) {
+        anomalies.add({
+            var anomaly = Anomaly(kind: kind, stream: ledger?.name ?? "", direction: ledger?.direction ?? direction,
+                                  fromSeq: from, toSeq: to, atS: Double(time) / 1e9, connection: connection, detail: detail)
+            label(&anomaly)
+            return anomaly
+        }(), kind: kind)
+    }
+}

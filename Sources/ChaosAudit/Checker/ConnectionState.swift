@@ -1,0 +1,59 @@
+import ChaosCore
+
+/// The audit's view of one live connection: a frame splitter per direction and role, and the streams it carries.
+/// Dropped when both legs have closed.
+final class ConnectionState {
+    let id: ConnectionID
+    /// Indexed by ``pipeIndex(_:_:)``: sent/delivered × upstream/downstream.
+    let pipes: [FramePipe]
+    /// Per direction (upstream 0, downstream 1): ledger index → the stream's state on this connection.
+    var streams: [[Int: ConnectionStream]] = [[:], [:]]
+    /// Legs closed so far.
+    var clientClosed = false
+    var serverClosed = false
+    var cutByFault = false
+    /// A framing or decoding problem was already reported for this connection.
+    var reportedFraming = false
+    var reportedUndecodable = false
+
+    init(id: ConnectionID, mode: FrameSplitter.Mode) {
+        self.id = id
+        var pipes: [FramePipe] = []
+        for role in [FramePipe.Role.sent, .delivered] {
+            for direction in [Direction.upstream, .downstream] {
+                pipes.append(FramePipe(role: role, direction: direction, splitter: FrameSplitter(mode: mode)))
+            }
+        }
+        self.pipes = pipes
+    }
+
+    @inline(__always)
+    static func pipeIndex(_ role: FramePipe.Role, _ direction: Direction) -> Int {
+        (role == .sent ? 0 : 2) + (direction == .upstream ? 0 : 1)
+    }
+
+    @inline(__always)
+    func pipe(_ role: FramePipe.Role, _ direction: Direction) -> FramePipe { pipes[Self.pipeIndex(role, direction)] }
+
+    var fullyClosed: Bool { clientClosed && serverClosed }
+}
+
+/// One byte stream of a connection: the bytes read from a producer (`sent`) or written to a consumer
+/// (`delivered`) in one direction, with its own splitter (reads and writes are cut at different places).
+final class FramePipe {
+    enum Role { case sent, delivered }
+
+    let role: Role
+    let direction: Direction
+    var splitter: FrameSplitter
+    /// The last stream name seen on this pipe and its state: most connections carry one stream.
+    var cachedName: [UInt8] = []
+    var cachedDefault = false
+    var cached: ConnectionStream?
+
+    init(role: Role, direction: Direction, splitter: FrameSplitter) {
+        self.role = role
+        self.direction = direction
+        self.splitter = splitter
+    }
+}

@@ -1,0 +1,119 @@
+import ChaosCore
+
+/// Everything known about one logical stream in one direction, across all the connections that carried it.
+///
+/// Memory is bounded by the number of anomalies: delivered seqs and seqs cut in flight are range sets.
+final class StreamLedger {
+    let index: Int
+    let name: String
+    let direction: Direction
+    let seqStart: Int64
+    /// sent, delivered, recovered, duplicated, redelivered, reordered, gaps, truncated are counted as they happen;
+    /// ok, lost and unacked are derived in ``result(final:)``.
+    var counts = DeliveryCounts()
+    /// Seqs delivered at least once.
+    var deliveredSeqs = SeqRangeSet()
+    /// Seqs that were read from the producer on a connection that ended before writing them.
+    var cutInFlight = SeqRangeSet()
+    /// The highest seq delivered (seqStart - 1 before the first).
+    var highestDelivered: Int64
+    /// The highest seq read from the producer (seqStart - 1 before the first).
+    var highestSent: Int64
+    /// The highest cumulative ack from the other direction.
+    var ackedUpTo: Int64?
+    /// The ledger of the same stream in the other direction (where acks for this one travel).
+    var partnerIndex: Int?
+    /// Faults waiting for this stream's first new message (see ``RecoveryTracker``).
+    var resumeWaits: [(watch: FaultWatch, baseline: Int64)] = []
+
+    init(index: Int, name: String, direction: Direction, seqStart: Int64) {
+        self.index = index
+        self.name = name
+        self.direction = direction
+        self.seqStart = seqStart
+        highestDelivered = seqStart - 1
+        highestSent = seqStart - 1
+    }
+
+    /// The stream's result; a checkpoint (`final` false) does not yet count seqs still in flight as lost.
+    func result(final: Bool) -> StreamResult {
+        var result = counts
+        result.ok = deliveredSeqs.count
+        var upper = highestDelivered
+        if final { upper = max(upper, highestSent) }
+        if let cut = cutInFlight.max { upper = max(upper, cut) }
+        let expected = max(0, upper - seqStart + 1)
+        result.lost = expected - deliveredSeqs.count(from: seqStart, through: upper)
+        if let ackedUpTo { result.unacked = deliveredSeqs.count(above: ackedUpTo) }
+        result.updateRatio()
+        return StreamResult(stream: name, direction: direction, counts: result, firstSeq: deliveredSeqs.min,
+                            highestSeq: deliveredSeqs.max, ackedUpTo: ackedUpTo)
+    }
+
+    /// The seq ranges counted as lost (for the anomaly list), at most `limit`.
+    func lostRanges(final: Bool, limit: Int) -> [SeqRangeSet.Interval] {
+        var upper = highestDelivered
+        if final { upper = max(upper, highestSent) }
+        if let cut = cutInFlight.max { upper = max(upper, cut) }
+        return deliveredSeqs.holes(from: seqStart, through: upper, limit: limit)
+    }
+}
+
+/// One stream in one direction on one connection: what this connection delivered and what it holds in flight.
+final class ConnectionStream {
+    let ledger: StreamLedger
+    /// Seqs delivered on this connection (for duplicates within a connection).
+    var deliveredHere = SeqRangeSet()
+    /// Seqs read from the producer on this connection and not yet written to the consumer.
+    var inFlight = SeqRangeSet()
+    /// Read times of in-flight messages, oldest first, for transit latency.
+    var transit = TransitQueue()
+
+    init(ledger: StreamLedger) { self.ledger = ledger }
+
+    /// Whether this connection carried any message of the stream.
+    var carriedTraffic: Bool { !deliveredHere.isEmpty || !inFlight.isEmpty }
+}
+
+/// A bounded FIFO of (seq, read time) pairs: the proxy keeps order, so a write matches the oldest read.
+struct TransitQueue {
+    static let capacity = 1 << 16
+    private var seqs: [Int64] = []
+    private var times: [Int64] = []
+    private var head = 0
+
+    var isEmpty: Bool { head == seqs.count }
+
+    @inline(__always)
+    mutating func push(_ seq: Int64, at time: Int64) {
+        if head > 0, head == seqs.count {
+            seqs.removeAll(keepingCapacity: true)
+            times.removeAll(keepingCapacity: true)
+            head = 0
+        }
+        guard seqs.count - head < Self.capacity else { return }
+        if head >= 4096, head * 2 >= seqs.count {
+            seqs.removeFirst(head)
+            times.removeFirst(head)
+            head = 0
+        }
+        seqs.append(seq)
+        times.append(time)
+    }
+
+    /// The read time of `seq`, when it is among the oldest few queued (dropping older unmatched entries).
+    @inline(__always)
+    mutating func pop(_ seq: Int64) -> Int64? {
+        var index = head
+        let limit = min(seqs.count, head + 16)
+        while index < limit {
+            if seqs[index] == seq {
+                let time = times[index]
+                head = index + 1
+                return time
+            }
+            index += 1
+        }
+        return nil
+    }
+}

@@ -1,0 +1,252 @@
+import Foundation
+
+/// Where one field's value lies inside a frame.
+struct FieldSpan: Equatable {
+    /// First byte of the value (inside the quotes for a string); -1 when the field is absent.
+    var start: Int
+    /// One past the last byte of the value.
+    var end: Int
+    /// The value was a JSON string.
+    var isString: Bool
+    /// The string contains backslash escapes (its bytes are not its text).
+    var hasEscapes: Bool
+
+    static let missing = FieldSpan(start: -1, end: -1, isString: false, hasEscapes: false)
+    var isPresent: Bool { start >= 0 }
+}
+
+/// Finds a few fields (top-level keys or JSON pointers like `/meta/seq`) in a JSON object by scanning
+/// its bytes once, without building any objects: the per-message hot path of the audit.
+///
+/// It is not a validator: it stops as soon as every wanted field was found, and skips values it does not
+/// need by matching brackets and strings (with escapes).
+struct JSONFieldScanner {
+    /// Each wanted field as path components (unescaped key bytes).
+    let paths: [[[UInt8]]]
+
+    /// The fields actually wanted (an empty name is a placeholder that is never looked for).
+    let activeMask: UInt64
+    let activeCount: Int
+
+    /// `names` are keys (`seq`) or JSON pointers (`/meta/seq`, with `~1` for `/` and `~0` for `~`); an empty
+    /// name keeps its slot but is not looked for. At most 64 fields.
+    init(fields names: [String]) {
+        paths = names.map(Self.components)
+        var mask: UInt64 = 0
+        for (index, name) in names.enumerated() where !name.isEmpty && index < 64 { mask |= 1 << UInt64(index) }
+        activeMask = mask
+        activeCount = mask.nonzeroBitCount
+    }
+
+    static func components(_ name: String) -> [[UInt8]] {
+        guard name.hasPrefix("/") else { return [Array(name.utf8)] }
+        return name.dropFirst().split(separator: "/", omittingEmptySubsequences: false).map {
+            Array($0.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~").utf8)
+        }
+    }
+
+    /// Fills `spans` (one per wanted field, in order). Returns false when `frame` is not a JSON object.
+    func scan(_ frame: UnsafeBufferPointer<UInt8>, into spans: inout [FieldSpan]) -> Bool {
+        for index in spans.indices { spans[index] = .missing }
+        var cursor = Self.skipSpace(frame, 0)
+        guard cursor < frame.count, frame[cursor] == UInt8(ascii: "{") else { return false }
+        var remaining = activeCount
+        return scanObject(frame, &cursor, level: 0, wanted: activeMask, &spans, &remaining)
+    }
+
+    private func scanObject(_ b: UnsafeBufferPointer<UInt8>, _ i: inout Int, level: Int, wanted: UInt64,
+                            _ spans: inout [FieldSpan], _ remaining: inout Int) -> Bool {
+        i += 1 // '{'
+        i = Self.skipSpace(b, i)
+        if i < b.count, b[i] == UInt8(ascii: "}") { i += 1; return true }
+        while true {
+            guard i < b.count, b[i] == UInt8(ascii: "\"") else { return false }
+            let keyStart = i + 1
+            guard let (keyEnd, keyEscaped) = Self.skipString(b, &i) else { return false }
+            i = Self.skipSpace(b, i)
+            guard i < b.count, b[i] == UInt8(ascii: ":") else { return false }
+            i = Self.skipSpace(b, i + 1)
+            guard i < b.count else { return false }
+            var leaf: UInt64 = 0, deeper: UInt64 = 0
+            var bits = wanted
+            while bits != 0 {
+                let field = bits.trailingZeroBitCount
+                bits &= bits - 1
+                let path = paths[field]
+                if level < path.count, Self.keyEquals(b, keyStart, keyEnd, keyEscaped, path[level]) {
+                    if path.count == level + 1 { leaf |= 1 << UInt64(field) } else { deeper |= 1 << UInt64(field) }
+                }
+            }
+            if leaf != 0 {
+                let isString = b[i] == UInt8(ascii: "\"")
+                let valueStart = isString ? i + 1 : i
+                var escaped = false
+                if isString {
+                    guard let (end, hasEscapes) = Self.skipString(b, &i) else { return false }
+                    escaped = hasEscapes
+                    assign(FieldSpan(start: valueStart, end: end, isString: true, hasEscapes: escaped), leaf, &spans, &remaining)
+                } else {
+                    guard Self.skipValue(b, &i) else { return false }
+                    assign(FieldSpan(start: valueStart, end: i, isString: false, hasEscapes: false), leaf, &spans, &remaining)
+                }
+            } else if deeper != 0, b[i] == UInt8(ascii: "{") {
+                guard scanObject(b, &i, level: level + 1, wanted: deeper, &spans, &remaining) else { return false }
+            } else {
+                guard Self.skipValue(b, &i) else { return false }
+            }
+            if remaining == 0 { return true }
+            i = Self.skipSpace(b, i)
+            guard i < b.count else { return false }
+            if b[i] == UInt8(ascii: ",") { i = Self.skipSpace(b, i + 1); continue }
+            if b[i] == UInt8(ascii: "}") { i += 1; return true }
+            return false
+        }
+    }
+
+    @inline(__always)
+    private func assign(_ span: FieldSpan, _ fields: UInt64, _ spans: inout [FieldSpan], _ remaining: inout Int) {
+        var bits = fields
+        while bits != 0 {
+            let field = bits.trailingZeroBitCount
+            bits &= bits - 1
+            if !spans[field].isPresent { remaining -= 1 }
+            spans[field] = span
+        }
+    }
+
+    @inline(__always)
+    static func skipSpace(_ b: UnsafeBufferPointer<UInt8>, _ start: Int) -> Int {
+        var i = start
+        while i < b.count {
+            let c = b[i]
+            guard c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 else { break }
+            i += 1
+        }
+        return i
+    }
+
+    /// `i` at the opening quote; leaves `i` after the closing quote; returns the end of the contents.
+    @inline(__always)
+    static func skipString(_ b: UnsafeBufferPointer<UInt8>, _ i: inout Int) -> (end: Int, escaped: Bool)? {
+        var j = i + 1
+        var escaped = false
+        let count = b.count
+        while j < count {
+            let c = b[j]
+            if c == UInt8(ascii: "\"") { i = j + 1; return (j, escaped) }
+            if c == UInt8(ascii: "\\") { escaped = true; j += 2; continue }
+            j += 1
+        }
+        return nil
+    }
+
+    /// Skips any value (string, number, literal, object, array) starting at `i`.
+    static func skipValue(_ b: UnsafeBufferPointer<UInt8>, _ i: inout Int) -> Bool {
+        guard i < b.count else { return false }
+        let first = b[i]
+        if first == UInt8(ascii: "\"") { return skipString(b, &i) != nil }
+        if first == UInt8(ascii: "{") || first == UInt8(ascii: "[") {
+            var depth = 0
+            while i < b.count {
+                let c = b[i]
+                if c == UInt8(ascii: "\"") {
+                    guard skipString(b, &i) != nil else { return false }
+                    continue
+                }
+                if c == UInt8(ascii: "{") || c == UInt8(ascii: "[") { depth += 1 }
+                else if c == UInt8(ascii: "}") || c == UInt8(ascii: "]") {
+                    depth -= 1
+                    if depth == 0 { i += 1; return true }
+                }
+                i += 1
+            }
+            return false
+        }
+        let start = i
+        while i < b.count {
+            let c = b[i]
+            if c == UInt8(ascii: ",") || c == UInt8(ascii: "}") || c == UInt8(ascii: "]") || c == 0x20 || c == 0x0A
+                || c == 0x0D || c == 0x09 { break }
+            i += 1
+        }
+        return i > start
+    }
+
+    @inline(__always)
+    private static func keyEquals(_ b: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int, _ escaped: Bool,
+                                  _ key: [UInt8]) -> Bool {
+        if escaped { return unescape(b, start, end) == key }
+        guard end - start == key.count else { return false }
+        var index = 0
+        while index < key.count {
+            if b[start + index] != key[index] { return false }
+            index += 1
+        }
+        return true
+    }
+
+    /// The text of a JSON string's contents (`\n`, `\"`, `\u00e9`, surrogate pairs) as UTF-8 bytes.
+    static func unescape(_ b: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(end - start)
+        var i = start
+        func hex(_ at: Int) -> UInt32? {
+            guard at + 4 <= end else { return nil }
+            var value: UInt32 = 0
+            for k in at..<(at + 4) {
+                let c = b[k]
+                let digit: UInt8
+                switch c {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = c - UInt8(ascii: "0")
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = c - UInt8(ascii: "a") + 10
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = c - UInt8(ascii: "A") + 10
+                default: return nil
+                }
+                value = value << 4 | UInt32(digit)
+            }
+            return value
+        }
+        while i < end {
+            let c = b[i]
+            guard c == UInt8(ascii: "\\"), i + 1 < end else { out.append(c); i += 1; continue }
+            let e = b[i + 1]
+            i += 2
+            switch e {
+            case UInt8(ascii: "n"): out.append(0x0A)
+            case UInt8(ascii: "t"): out.append(0x09)
+            case UInt8(ascii: "r"): out.append(0x0D)
+            case UInt8(ascii: "b"): out.append(0x08)
+            case UInt8(ascii: "f"): out.append(0x0C)
+            case UInt8(ascii: "u"):
+                guard var scalar = hex(i) else { out.append(e); continue }
+                i += 4
+                if (0xD800..<0xDC00).contains(scalar), i + 6 <= end, b[i] == UInt8(ascii: "\\"),
+                   b[i + 1] == UInt8(ascii: "u"), let low = hex(i + 2), (0xDC00..<0xE000).contains(low) {
+                    scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                    i += 6
+                }
+                out.append(contentsOf: Array(String(Unicode.Scalar(scalar).map(Character.init) ?? "\u{FFFD}").utf8))
+            default: out.append(e)
+            }
+        }
+        return out
+    }
+
+    /// The integer in a span (`42`, `-3`, or a string of digits `"42"`); nil for anything else.
+    @inline(__always)
+    static func integer(_ b: UnsafeBufferPointer<UInt8>, _ span: FieldSpan) -> Int64? {
+        guard span.isPresent, span.end > span.start, !span.hasEscapes else { return nil }
+        var i = span.start
+        var negative = false
+        if b[i] == UInt8(ascii: "-") { negative = true; i += 1 }
+        guard i < span.end, span.end - i <= 18 else { return nil }
+        var value: Int64 = 0
+        while i < span.end {
+            let digit = b[i] &- UInt8(ascii: "0")
+            guard digit < 10 else { return nil }
+            value = value * 10 + Int64(digit)
+            i += 1
+        }
+        return negative ? -value : value
+    }
+}

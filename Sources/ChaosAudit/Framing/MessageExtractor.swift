@@ -1,0 +1,137 @@
+import ChaosCore
+import Foundation
+
+/// What the audit needs from one message.
+struct MessageFields {
+    /// The sequence number, when the message has one.
+    var seq: Int64?
+    /// A cumulative acknowledgement of the other direction, when the message carries one.
+    var ack: Int64?
+    /// The logical stream name as bytes, when it had to be copied (escapes, text format).
+    var stream: ArraySlice<UInt8>?
+    /// The logical stream name in place in the frame (no escapes): valid only while the frame is.
+    var streamInPlace: UnsafeBufferPointer<UInt8>?
+    /// The message matched an `ignore` rule.
+    var ignored = false
+    /// The message could not be read in the declared format.
+    var undecodable = false
+}
+
+/// Reads seq, stream, ack and the `ignore` fields from one frame, for `format: json` (a byte scanner) or
+/// `format: text` (a regular expression with named groups).
+struct MessageExtractor {
+    private enum Reader {
+        case json(JSONFieldScanner)
+        case text(NSRegularExpression)
+    }
+
+    private let reader: Reader
+    private let hasStream: Bool
+    private let hasAck: Bool
+    /// For each ignore rule: the field's index among the scanned fields and the values that exclude a message.
+    private let ignoreRules: [(field: Int, values: [[UInt8]])]
+    /// Field names in scanning order: seq, stream, ack, then the ignore fields.
+    private let fieldNames: [String]
+    /// Reused for every message (no allocation on the hot path).
+    private var spans: [FieldSpan]
+    private var streamBytes: [UInt8] = []
+
+    /// Builds the extractor for `spec`; throws `ChaosError.badInput` for formats it cannot read.
+    init(spec: ProtocolSpec) throws {
+        var names = [spec.seq, spec.stream ?? "", spec.ack ?? ""]
+        hasStream = spec.stream != nil
+        hasAck = spec.ack != nil
+        var rules: [(Int, [[UInt8]])] = []
+        for (field, values) in spec.ignore.sorted(by: { $0.key < $1.key }) {
+            let name = field == "type" ? spec.type : field
+            rules.append((names.count, values.map { Array($0.utf8) }))
+            names.append(name)
+        }
+        ignoreRules = rules
+        fieldNames = names
+        spans = Array(repeating: .missing, count: names.count)
+        switch spec.format {
+        case .json:
+            reader = .json(JSONFieldScanner(fields: names))
+        case .text:
+            guard let pattern = spec.regex, !pattern.isEmpty else {
+                throw ChaosError.badInput("protocol.format text needs protocol.regex: a regular expression with a named group (?<\(spec.seq)>...)")
+            }
+            let expression: NSRegularExpression
+            do { expression = try NSRegularExpression(pattern: pattern) } catch {
+                throw ChaosError.badInput("protocol.regex is not a valid regular expression: \(pattern)")
+            }
+            guard pattern.contains("(?<\(spec.seq)>") else {
+                throw ChaosError.badInput("protocol.regex must have a named group (?<\(spec.seq)>...) for the sequence number")
+            }
+            reader = .text(expression)
+        case .protobuf:
+            throw ChaosError.badInput("protocol.format protobuf is not supported by the audit yet; use json or text")
+        }
+    }
+
+    /// Reads the fields of one frame.
+    @inline(__always)
+    mutating func extract(_ frame: UnsafeBufferPointer<UInt8>) -> MessageFields {
+        switch reader {
+        case .json(let scanner): return extractJSON(frame, scanner)
+        case .text(let expression): return extractText(frame, expression)
+        }
+    }
+
+    private mutating func extractJSON(_ frame: UnsafeBufferPointer<UInt8>, _ scanner: JSONFieldScanner) -> MessageFields {
+        var fields = MessageFields()
+        guard scanner.scan(frame, into: &spans) else { fields.undecodable = true; return fields }
+        for rule in ignoreRules {
+            let span = spans[rule.field]
+            guard span.isPresent else { continue }
+            for value in rule.values where Self.equals(frame, span, value) { fields.ignored = true }
+        }
+        let seqSpan = spans[0]
+        if seqSpan.isPresent {
+            fields.seq = JSONFieldScanner.integer(frame, seqSpan)
+            if fields.seq == nil, !fields.ignored { fields.undecodable = true }
+        }
+        if hasAck { fields.ack = JSONFieldScanner.integer(frame, spans[2]) }
+        if hasStream, spans[1].isPresent {
+            let span = spans[1]
+            if span.hasEscapes {
+                streamBytes = JSONFieldScanner.unescape(frame, span.start, span.end)
+                fields.stream = streamBytes[...]
+            } else {
+                fields.streamInPlace = UnsafeBufferPointer(rebasing: frame[span.start..<span.end])
+            }
+        }
+        return fields
+    }
+
+    @inline(__always)
+    private static func equals(_ frame: UnsafeBufferPointer<UInt8>, _ span: FieldSpan, _ value: [UInt8]) -> Bool {
+        guard span.end - span.start == value.count else { return false }
+        for index in 0..<value.count where frame[span.start + index] != value[index] { return false }
+        return true
+    }
+
+    private func extractText(_ frame: UnsafeBufferPointer<UInt8>, _ expression: NSRegularExpression) -> MessageFields {
+        var fields = MessageFields()
+        let text = String(decoding: frame, as: UTF8.self)
+        let whole = NSRange(text.startIndex..., in: text)
+        guard let match = expression.firstMatch(in: text, range: whole) else { fields.undecodable = true; return fields }
+        func group(_ name: String) -> Substring? {
+            guard !name.isEmpty else { return nil }
+            let range = match.range(withName: name)
+            guard range.location != NSNotFound, let swiftRange = Range(range, in: text) else { return nil }
+            return text[swiftRange]
+        }
+        for rule in ignoreRules {
+            if let value = group(fieldNames[rule.field]), rule.values.contains(Array(value.utf8)) { fields.ignored = true }
+        }
+        if let seqText = group(fieldNames[0]) {
+            fields.seq = Int64(seqText)
+            if fields.seq == nil, !fields.ignored { fields.undecodable = true }
+        }
+        if hasAck, let ackText = group(fieldNames[2]) { fields.ack = Int64(ackText) }
+        if hasStream, let stream = group(fieldNames[1]) { fields.stream = Array(stream.utf8)[...] }
+        return fields
+    }
+}

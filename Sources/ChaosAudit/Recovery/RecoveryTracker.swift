@@ -1,0 +1,200 @@
+import ChaosCore
+
+/// Measures recovery from run-wide faults: time to the next accepted connection and to the first new message
+/// on each interrupted stream, how long half-open partitions lasted before the pair noticed, and how reconnect
+/// attempts spread out after a mass disconnect.
+struct RecoveryTracker {
+    /// A close or refusal up to this long after a fault ended is still blamed on it (a pair notices late).
+    static let attributionGrace: Int64 = 30_000_000_000
+    /// Reconnect attempts are collected this long after a disruption.
+    static let spreadWindow: Int64 = 30_000_000_000
+    /// The short window of a thundering herd.
+    static let herdWindow: Int64 = 50_000_000
+    /// Watches kept open at most (the oldest is closed beyond this).
+    static let openLimit = 64
+    static let attemptLimit = 4096
+
+    private(set) var reconnect = LatencyRecorder()
+    private(set) var resume = LatencyRecorder()
+    private(set) var halfOpenDurations = LatencyRecorder()
+    /// Watches still measuring something, oldest first.
+    private var open: [FaultWatch] = []
+    /// Impacts of settled watches.
+    private var settled: [FaultImpact] = []
+    private var halfOpenRecords: [HalfOpenRecord] = []
+    private var spreads: [ReconnectSpread] = []
+    private var neverResumed = 0
+
+    mutating func faultStarted(_ mark: FaultMark, at time: Int64, live: some Sequence<ConnectionID>) {
+        advance(to: time)
+        let watch = FaultWatch(mark: mark, start: time)
+        if FaultWatch.halfOpenKinds.contains(mark.kind) {
+            watch.halfOpen = Set(live)
+            watch.halfOpenTotal = watch.halfOpen.count
+        }
+        open.append(watch)
+        if open.count > Self.openLimit { close(open.removeFirst(), at: time, final: true) }
+    }
+
+    mutating func faultEnded(_ mark: FaultMark, at time: Int64) {
+        advance(to: time)
+        for watch in open.reversed() where watch.mark.occurrence == mark.occurrence && watch.end == nil {
+            watch.end = time
+            break
+        }
+    }
+
+    /// The latest disruptive fault a close or refusal at `time` is blamed on.
+    private func blamed(at time: Int64) -> FaultWatch? {
+        open.last { $0.attributes(time) }
+    }
+
+    mutating func opened(at time: Int64) {
+        advance(to: time)
+        for watch in open where watch.reconnect == nil {
+            guard let disruption = watch.disruption, time >= disruption else { continue }
+            watch.reconnect = time - disruption
+            reconnect.record(nanoseconds: time - disruption)
+        }
+        attempt(at: time)
+    }
+
+    mutating func refused(at time: Int64) {
+        advance(to: time)
+        if let watch = blamed(at: time), watch.disruption == nil { watch.disruption = time }
+        attempt(at: time)
+    }
+
+    private func attempt(at time: Int64) {
+        let watch = open.last { watch in
+            guard let disruption = watch.disruption, !watch.spreadDone else { return false }
+            return time >= disruption && time - disruption <= Self.spreadWindow
+        }
+        if let watch, watch.attempts.count < Self.attemptLimit { watch.attempts.append(time) }
+    }
+
+    /// A leg of connection `id` closed. `first` when it is the connection's first leg to close; `streams`
+    /// are the stream ledgers the connection carried traffic for.
+    mutating func closed(_ id: ConnectionID, side: Side, kind: TrafficEvent.CloseKind, at time: Int64, first: Bool,
+                         streams: [StreamLedger]) {
+        advance(to: time)
+        for watch in open where watch.halfOpen.contains(id) {
+            let proxyCut = kind == .cutByFault
+            if watch.mark.kind == "handoff", proxyCut, side == .client { continue }
+            watch.halfOpen.remove(id)
+            let from = watch.mark.kind == "handoff" ? (watch.end ?? watch.start) : watch.start
+            let lasted = max(0, time - from)
+            if proxyCut {
+                watch.halfOpenUnnoticed += 1
+            } else {
+                watch.halfOpenNoticed += 1
+                halfOpenDurations.record(nanoseconds: lasted)
+            }
+            watch.halfOpenLongest = max(watch.halfOpenLongest, lasted)
+        }
+        guard first, let watch = blamed(at: time) else { return }
+        watch.connectionsClosed += 1
+        if watch.disruption == nil { watch.disruption = time }
+        for ledger in streams where !ledger.resumeWaits.contains(where: { $0.watch === watch }) {
+            ledger.resumeWaits.append((watch, ledger.highestDelivered))
+            watch.streamsAffected += 1
+            watch.waitingStreams += 1
+        }
+    }
+
+    /// `seq` was delivered for the first time on `ledger`, which has faults waiting for it to resume.
+    mutating func delivered(_ seq: Int64, on ledger: StreamLedger, at time: Int64) {
+        ledger.resumeWaits.removeAll { wait in
+            guard seq > wait.baseline, let disruption = wait.watch.disruption, time >= disruption else { return false }
+            let took = time - disruption
+            resume.record(nanoseconds: took)
+            wait.watch.slowestResume = max(wait.watch.slowestResume ?? 0, took)
+            wait.watch.waitingStreams -= 1
+            return true
+        }
+    }
+
+    /// Closes herd windows that have passed and settled watches.
+    mutating func advance(to time: Int64) {
+        guard !open.isEmpty else { return }
+        for watch in open where !watch.spreadDone {
+            if let disruption = watch.disruption, time - disruption > Self.spreadWindow { finishSpread(watch) }
+        }
+        while let first = open.first, first.settled {
+            close(open.removeFirst(), at: time, final: false)
+        }
+    }
+
+    private mutating func finishSpread(_ watch: FaultWatch) {
+        watch.spreadDone = true
+        if let spread = Self.spread(of: watch) { spreads.append(spread) }
+        watch.attempts = []
+    }
+
+    private mutating func close(_ watch: FaultWatch, at time: Int64, final: Bool) {
+        if !watch.spreadDone { finishSpread(watch) }
+        if watch.halfOpenTotal > 0 {
+            if !watch.halfOpen.isEmpty {
+                watch.halfOpenUnnoticed += watch.halfOpen.count
+                watch.halfOpenLongest = max(watch.halfOpenLongest, time - watch.start)
+                watch.halfOpen = []
+            }
+            halfOpenRecords.append(HalfOpenRecord(occurrence: watch.mark.occurrence, kind: watch.mark.kind,
+                                                  connections: watch.halfOpenTotal, noticed: watch.halfOpenNoticed,
+                                                  unnoticed: watch.halfOpenUnnoticed,
+                                                  longestS: Double(watch.halfOpenLongest) / 1e9))
+        }
+        if final { neverResumed += watch.waitingStreams }
+        settled.append(watch.impact)
+    }
+
+    /// The summary so far; `final` closes every open measurement (streams still waiting never resumed).
+    func summary(at time: Int64, final: Bool) -> (RecoverySummary, [FaultImpact]) {
+        // Only reads the open watches, so a checkpoint does not disturb the live state.
+        var impacts = settled
+        var halfOpen = halfOpenRecords
+        var spreads = spreads
+        var never = neverResumed
+        for watch in open {
+            impacts.append(watch.impact)
+            if final {
+                never += watch.waitingStreams
+                if watch.halfOpenTotal > 0 {
+                    let unnoticed = watch.halfOpenUnnoticed + watch.halfOpen.count
+                    let longest = watch.halfOpen.isEmpty ? watch.halfOpenLongest : max(watch.halfOpenLongest, time - watch.start)
+                    halfOpen.append(HalfOpenRecord(occurrence: watch.mark.occurrence, kind: watch.mark.kind,
+                                                   connections: watch.halfOpenTotal, noticed: watch.halfOpenNoticed,
+                                                   unnoticed: unnoticed, longestS: Double(longest) / 1e9))
+                }
+                if !watch.spreadDone, let spread = Self.spread(of: watch) { spreads.append(spread) }
+            }
+        }
+        impacts.sort { $0.occurrence < $1.occurrence }
+        halfOpen.sort { $0.occurrence < $1.occurrence }
+        spreads.sort { $0.occurrence < $1.occurrence }
+        var summary = RecoverySummary()
+        summary.reconnectS = reconnect.summary
+        summary.resumeS = resume.summary
+        summary.halfOpenS = halfOpenDurations.summary
+        summary.neverResumed = never
+        summary.halfOpen = halfOpen
+        summary.reconnectSpread = spreads
+        return (summary, impacts)
+    }
+
+    private static func spread(of watch: FaultWatch) -> ReconnectSpread? {
+        guard watch.connectionsClosed >= 2, let disruption = watch.disruption, let first = watch.attempts.first,
+              let last = watch.attempts.last else { return nil }
+        var densest = 0, low = 0
+        for high in watch.attempts.indices {
+            while watch.attempts[high] - watch.attempts[low] > herdWindow { low += 1 }
+            densest = max(densest, high - low + 1)
+        }
+        let attempts = watch.attempts.count
+        return ReconnectSpread(occurrence: watch.mark.occurrence, kind: watch.mark.kind,
+                               connectionsClosed: watch.connectionsClosed, attempts: attempts,
+                               firstS: Double(first - disruption) / 1e9, spreadS: Double(last - first) / 1e9,
+                               densest: densest, windowS: Double(herdWindow) / 1e9,
+                               herd: densest >= 3 && Double(densest) >= 0.8 * Double(attempts))
+    }
+}

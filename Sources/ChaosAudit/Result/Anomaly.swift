@@ -1,0 +1,68 @@
+public import ChaosCore
+
+/// One thing that went wrong, with when, where and which fault was active.
+public struct Anomaly: Sendable, Codable, Equatable {
+    /// What kind of anomaly.
+    public enum Class: String, Sendable, Codable, CaseIterable {
+        /// A jump in the delivered sequence (`fromSeq...toSeq` were skipped).
+        case gap
+        /// Seqs never delivered by the end of the run.
+        case lost
+        /// A seq delivered again on the same connection.
+        case duplicated
+        /// A seq delivered again on a later connection.
+        case redelivered
+        /// A seq first delivered after a higher one.
+        case reordered
+        /// A frame cut in half when its connection ended.
+        case truncated
+        /// The bytes do not fit the declared framing (reported once per connection).
+        case framing
+        /// A frame that could not be read in the declared format (reported once per connection).
+        case undecodable
+    }
+
+    /// What kind of anomaly (`class` in JSON).
+    public var kind: Class
+    /// The logical stream ("" when unknown).
+    public var stream: String
+    /// Which way the messages travel.
+    public var direction: Direction
+    /// The first seq concerned.
+    public var fromSeq: Int64?
+    /// The last seq concerned.
+    public var toSeq: Int64?
+    /// When, in seconds since the start of the run.
+    public var atS: Double
+    /// The connection it was seen on (0 when not bound to one).
+    public var connection: UInt64
+    /// The kind of the fault active then, or of the last fault before it when none was active.
+    public var fault: String?
+    /// That fault's occurrence index in the timeline.
+    public var faultOccurrence: Int?
+    /// Whether that fault was still active (false: the anomaly came after it).
+    public var faultActive: Bool?
+    /// A human detail (a byte snippet for undecodable frames, the framing problem…).
+    public var detail: String?
+
+    /// Creates an anomaly.
+    public init(kind: Class, stream: String, direction: Direction, fromSeq: Int64? = nil, toSeq: Int64? = nil, atS: Double,
+                connection: UInt64, fault: String? = nil, faultOccurrence: Int? = nil, faultActive: Bool? = nil,
+                detail: String? = nil) {
+        self.kind = kind
+        self.stream = stream
+        self.direction = direction
+        self.fromSeq = fromSeq
+        self.toSeq = toSeq
+        self.atS = atS
+        self.connection = connection
+        self.fault = fault
+        self.faultOccurrence = faultOccurrence
+        self.faultActive = faultActive
+        self.detail = detail
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case kind = "class", stream, direction, fromSeq, toSeq, atS, connection, fault, faultOccurrence, faultActive, detail
+    }
+}

@@ -1,0 +1,120 @@
+/// How fast the pair recovered from faults (PRODUCT §4 "also measured").
+public struct RecoverySummary: Sendable, Codable, Equatable {
+    /// Per disruptive fault: from the disruption (the first connection it closed, or the first refused
+    /// attempt) to the next accepted connection.
+    public var reconnectS = LatencySummary()
+    /// Per fault and affected stream: from the disruption to the first new message delivered on that stream.
+    public var resumeS = LatencySummary()
+    /// Per message: from the proxy reading it to the proxy writing it.
+    public var transitS = LatencySummary()
+    /// Per connection caught in a half-open partition (or a handoff's half-open server leg): how long until
+    /// the pair itself closed it.
+    public var halfOpenS = LatencySummary()
+    /// Streams that a fault interrupted and that never delivered a new message afterwards.
+    public var neverResumed = 0
+    /// Per partition / handoff / stall: how many connections it caught and how many the pair noticed.
+    public var halfOpen: [HalfOpenRecord] = []
+    /// Per mass disconnect (two or more connections closed): how reconnect attempts spread out.
+    public var reconnectSpread: [ReconnectSpread] = []
+
+    /// Empty.
+    public init() {}
+}
+
+/// How one half-open partition (or handoff) was noticed by the pair.
+public struct HalfOpenRecord: Sendable, Codable, Equatable {
+    /// The fault occurrence index.
+    public var occurrence: Int
+    /// The fault kind.
+    public var kind: String
+    /// Connections alive when it started.
+    public var connections: Int
+    /// Connections the pair closed by itself (a heartbeat noticed).
+    public var noticed: Int
+    /// Connections still open when the record was closed: the pair never noticed.
+    public var unnoticed: Int
+    /// The longest time until the pair noticed, in seconds (or until the record was closed, when unnoticed).
+    public var longestS: Double
+
+    /// Creates a record.
+    public init(occurrence: Int, kind: String, connections: Int, noticed: Int, unnoticed: Int, longestS: Double) {
+        self.occurrence = occurrence
+        self.kind = kind
+        self.connections = connections
+        self.noticed = noticed
+        self.unnoticed = unnoticed
+        self.longestS = longestS
+    }
+}
+
+/// How the reconnect attempts after one mass disconnect spread out in time.
+public struct ReconnectSpread: Sendable, Codable, Equatable {
+    /// The fault occurrence index.
+    public var occurrence: Int
+    /// The fault kind.
+    public var kind: String
+    /// Connections it closed.
+    public var connectionsClosed: Int
+    /// Connection attempts (accepted + refused) in the window after it.
+    public var attempts: Int
+    /// From the disruption to the first attempt, in seconds.
+    public var firstS: Double
+    /// From the first to the last attempt, in seconds.
+    public var spreadS: Double
+    /// The most attempts inside any one ``window`` of time.
+    public var densest: Int
+    /// The window used for ``densest``, in seconds.
+    public var windowS: Double
+    /// A thundering herd: most attempts fell inside one short window.
+    public var herd: Bool
+
+    /// Creates a record.
+    public init(occurrence: Int, kind: String, connectionsClosed: Int, attempts: Int, firstS: Double, spreadS: Double,
+                densest: Int, windowS: Double, herd: Bool) {
+        self.occurrence = occurrence
+        self.kind = kind
+        self.connectionsClosed = connectionsClosed
+        self.attempts = attempts
+        self.firstS = firstS
+        self.spreadS = spreadS
+        self.densest = densest
+        self.windowS = windowS
+        self.herd = herd
+    }
+}
+
+/// What one fault did to the connections and streams.
+public struct FaultImpact: Sendable, Codable, Equatable {
+    /// The occurrence index in the timeline.
+    public var occurrence: Int
+    /// The fault kind.
+    public var kind: String
+    /// When it started, in seconds.
+    public var atS: Double
+    /// How long it lasted, in seconds (0 while still active).
+    public var forS: Double
+    /// Connections closed because of it (by the proxy or by the pair reacting to it).
+    public var connectionsClosed: Int
+    /// Time to the next accepted connection, in seconds.
+    public var reconnectS: Double?
+    /// The slowest stream's time to its first new message, in seconds.
+    public var resumeS: Double?
+    /// Streams it interrupted.
+    public var streamsAffected: Int
+    /// Streams it interrupted that never resumed.
+    public var neverResumed: Int
+
+    /// Creates an impact record.
+    public init(occurrence: Int, kind: String, atS: Double, forS: Double = 0, connectionsClosed: Int = 0,
+                reconnectS: Double? = nil, resumeS: Double? = nil, streamsAffected: Int = 0, neverResumed: Int = 0) {
+        self.occurrence = occurrence
+        self.kind = kind
+        self.atS = atS
+        self.forS = forS
+        self.connectionsClosed = connectionsClosed
+        self.reconnectS = reconnectS
+        self.resumeS = resumeS
+        self.streamsAffected = streamsAffected
+        self.neverResumed = neverResumed
+    }
+}

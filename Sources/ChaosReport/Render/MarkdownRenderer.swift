@@ -1,0 +1,119 @@
+import Foundation
+import ChaosCore
+import ChaosAudit
+
+/// Renders a report as the pull-request summary: verdict line first, then expectations, delivery per stream,
+/// faults, recovery percentiles, the first anomalies and the command to reproduce.
+public struct MarkdownRenderer: Sendable {
+    /// Plain Markdown, or GitHub's (emoji verdict, long sections folded in `<details>`).
+    public enum Flavor: Sendable { case plain, github }
+
+    /// The flavor.
+    public var flavor: Flavor
+    /// Rows shown at most in the fault and anomaly tables.
+    public var rowLimit = 20
+
+    /// Creates a renderer.
+    public init(flavor: Flavor = .plain) { self.flavor = flavor }
+
+    /// The Markdown text.
+    public func render(_ report: RunReport, comparison: ReportComparison? = nil) -> String {
+        var out: [String] = [verdictLine(report), ""]
+        if let reason = report.verdictReason { out += ["> \(reason)", ""] }
+        let t = report.totals
+        out.append("Scenario `\(report.scenario)`, seed \(report.seed), started \(report.startedAt), ran "
+            + ReportText.seconds(report.elapsedS) + (report.complete ? "" : " (checkpoint: the run is still going or was killed)")
+            + ". \(report.faults.count) faults, \(report.connections.opened) connections opened, "
+            + "\(report.connections.cutByFault) cut by faults, \(report.connections.refused) refused.")
+        out.append("")
+        if !report.expectations.isEmpty {
+            out += ["### Expectations", "", "| expectation | expected | actual | result |", "|---|---|---|---|"]
+            for e in report.expectations {
+                out.append("| `\(e.name)` | \(e.expected) | \(e.actual) | \(e.ok ? mark(true) + " pass" : mark(false) + " **fail**") |")
+            }
+            out.append("")
+        }
+        out += ["### Delivery", "",
+                "| stream | direction | sent | delivered | ok | lost | recovered | duplicated | redelivered | reordered | gaps | unacked | delivery |",
+                "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+        for s in report.streams.prefix(rowLimit * 5) { out.append(row(s.stream, s.direction.rawValue, s.counts)) }
+        if report.streams.count > rowLimit * 5 { out.append("| … \(report.streams.count - rowLimit * 5) more streams | | | | | | | | | | | | |") }
+        out.append(row("**total**", "", t))
+        out.append("")
+        out += section("Faults injected (\(report.faults.count))", faults(report))
+        out += section("Recovery", recovery(report))
+        let anomalyTotal = report.anomalyCounts.values.reduce(0, +)
+        out += section("First anomalies (\(anomalyTotal) in all)", anomalies(report), open: report.verdict != .pass)
+        if let comparison { out += ["### Compared with the baseline", ""] + comparison.markdownLines() + [""] }
+        out += ["### Reproduce", "", "```sh", report.replay, "```", ""]
+        return out.joined(separator: "\n")
+    }
+
+    private func mark(_ ok: Bool) -> String {
+        flavor == .github ? (ok ? "✅" : "❌") : (ok ? "✓" : "✗")
+    }
+
+    private func verdictLine(_ report: RunReport) -> String {
+        let t = report.totals
+        let word = report.verdict.rawValue.uppercased()
+        let icon = flavor == .github ? (report.verdict == .pass ? "✅ " : report.verdict == .fail ? "❌ " : "⚠️ ") : ""
+        return "## \(icon)chaos \(word): \(report.scenario) (seed \(report.seed)): \(ReportText.count(t.ok)) ok, "
+            + "\(ReportText.count(t.lost)) lost, \(ReportText.count(t.duplicated)) duplicated, delivery \(ReportText.percent(t.deliveryRatio))"
+    }
+
+    private func row(_ stream: String, _ direction: String, _ c: DeliveryCounts) -> String {
+        let cells = [c.sent, c.delivered, c.ok, c.lost, c.recovered, c.duplicated, c.redelivered, c.reordered, c.gaps, c.unacked]
+        return "| \(stream) | \(direction) | " + cells.map(ReportText.count).joined(separator: " | ")
+            + " | \(ReportText.percent(c.deliveryRatio)) |"
+    }
+
+    private func section(_ title: String, _ body: [String], open: Bool = true) -> [String] {
+        guard !body.isEmpty else { return [] }
+        if flavor == .github, !open || body.count > 15 {
+            return ["<details><summary><b>\(title)</b></summary>", ""] + body + ["", "</details>", ""]
+        }
+        return ["### \(title)", ""] + body + [""]
+    }
+
+    private func faults(_ report: RunReport) -> [String] {
+        guard !report.faults.isEmpty else { return [] }
+        var lines = ["| # | at | fault | for | connections | parameters | reconnect | resume |", "|--:|--:|---|--:|--:|---|--:|--:|"]
+        for f in report.faults.prefix(rowLimit) {
+            lines.append("| \(f.occurrence) | \(ReportText.clock(f.atS)) | \(f.kind) | \(f.forS > 0 ? ReportText.seconds(f.forS) : "") | "
+                + "\(f.connections) | \(ReportText.detail(f.detail)) | \(f.reconnectS.map(ReportText.seconds) ?? "") | "
+                + "\(f.resumeS.map(ReportText.seconds) ?? "") |")
+        }
+        if report.faults.count > rowLimit { lines.append("| … | | \(report.faults.count - rowLimit) more | | | | | |") }
+        return lines
+    }
+
+    private func recovery(_ report: RunReport) -> [String] {
+        let r = report.recovery
+        var lines = ["| measure | count | p50 | p95 | p99 | max |", "|---|--:|--:|--:|--:|--:|"]
+        for (name, summary) in [("reconnect (fault → next connection)", r.reconnectS), ("resume (fault → first new message)", r.resumeS),
+                                ("half-open until the pair noticed", r.halfOpenS), ("transit through the proxy", r.transitS)] {
+            lines.append("| \(name) | \(summary.count) | \(ReportText.seconds(summary.p50)) | \(ReportText.seconds(summary.p95)) | "
+                + "\(ReportText.seconds(summary.p99)) | \(ReportText.seconds(summary.max)) |")
+        }
+        if r.neverResumed > 0 { lines += ["", "\(mark(false)) \(r.neverResumed) interrupted stream(s) never delivered a new message afterwards."] }
+        for h in r.halfOpen where h.unnoticed > 0 {
+            lines.append("\(mark(false)) \(h.kind) #\(h.occurrence): the pair never noticed \(h.unnoticed) of \(h.connections) half-open connection(s) (longest \(ReportText.seconds(h.longestS))).")
+        }
+        for s in r.reconnectSpread where s.herd {
+            lines.append("\(mark(false)) thundering herd after \(s.kind) #\(s.occurrence): \(s.densest) of \(s.attempts) reconnect attempts within \(ReportText.seconds(s.windowS)).")
+        }
+        return lines
+    }
+
+    private func anomalies(_ report: RunReport) -> [String] {
+        guard !report.anomalies.isEmpty else { return [] }
+        var lines = ["| at | class | stream | direction | seqs | fault | detail |", "|--:|---|---|---|---|---|---|"]
+        for a in report.anomalies.prefix(rowLimit) {
+            let detail = (a.detail ?? "").replacingOccurrences(of: "|", with: "\\|")
+            lines.append("| \(ReportText.clock(a.atS)) | \(a.kind.rawValue) | \(a.stream) | \(a.direction.rawValue) | \(ReportText.seqs(a)) | "
+                + "\(ReportText.fault(a)) | \(detail) |")
+        }
+        if report.anomalies.count > rowLimit { lines += ["", "… and \(report.anomalies.count - rowLimit) more in report.json."] }
+        return lines
+    }
+}

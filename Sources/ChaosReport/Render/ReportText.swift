@@ -1,0 +1,53 @@
+import ChaosCore
+import ChaosAudit
+import Foundation
+
+/// Small formatting helpers shared by the renderers.
+enum ReportText {
+    static func seconds(_ value: Double) -> String {
+        if value >= 3600 { return String(format: "%dh%02dm%02ds", Int(value) / 3600, Int(value) / 60 % 60, Int(value) % 60) }
+        if value >= 60 { return String(format: "%dm%02.0fs", Int(value) / 60, value.truncatingRemainder(dividingBy: 60)) }
+        if value >= 10 { return String(format: "%.1fs", value) }
+        if value >= 1 { return String(format: "%.2fs", value) }
+        if value > 0 { return String(format: "%.1fms", value * 1000) }
+        return "0s"
+    }
+
+    static func clock(_ value: Double) -> String {
+        value < 60 ? String(format: "%.2fs", value)
+            : String(format: "%d:%02d:%05.2f", Int(value) / 3600, Int(value) / 60 % 60, value.truncatingRemainder(dividingBy: 60))
+    }
+
+    static func count(_ value: Int64) -> String {
+        let digits = String(value.magnitude)
+        var out = ""
+        for (index, character) in digits.enumerated() {
+            if index > 0, (digits.count - index) % 3 == 0 { out.append(",") }
+            out.append(character)
+        }
+        return (value < 0 ? "-" : "") + out
+    }
+
+    static func percent(_ ratio: Double) -> String {
+        ratio >= 1 ? "100%" : String(format: "%.3f%%", ratio * 100)
+    }
+
+    static func seqs(_ anomaly: Anomaly) -> String {
+        switch (anomaly.fromSeq, anomaly.toSeq) {
+        case let (from?, to?) where from == to: "\(from)"
+        case let (from?, to?): "\(from)–\(to)"
+        case let (from?, nil): "\(from)"
+        default: ""
+        }
+    }
+
+    static func fault(_ anomaly: Anomaly) -> String {
+        guard let fault = anomaly.fault else { return "none" }
+        let occurrence = anomaly.faultOccurrence.map { " #\($0)" } ?? ""
+        return (anomaly.faultActive == true ? "during " : "after ") + fault + occurrence
+    }
+
+    static func detail(_ detail: [String: String]) -> String {
+        detail.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+    }
+}

@@ -1,0 +1,89 @@
+public import ChaosAudit
+public import ChaosCore
+public import Foundation
+
+/// Everything a run knows at its end (or at a checkpoint), from which ``RunReport`` is built.
+public struct ReportInputs: Sendable {
+    /// The scenario's name.
+    public var scenario: String
+    /// The seed.
+    public var seed: UInt64
+    /// When the run started.
+    public var startedAt: Date
+    /// How long it ran (so far).
+    public var elapsed: ChaosDuration
+    /// How long it was planned to run.
+    public var planned: ChaosDuration?
+    /// False for a checkpoint.
+    public var complete: Bool
+    /// The fault timeline.
+    public var timeline: Timeline
+    /// The audit's result.
+    public var audit: AuditResult
+    /// Connection counts, when the runner counts them itself (else the audit's are used).
+    public var connections: ConnectionCounts?
+    /// Occurrence index → connections that occurrence hit, as the runner counted them.
+    public var faultConnections: [Int: Int]
+    /// The `expect:` lines.
+    public var expectations: [Expectation]
+    /// The command that reproduces the run.
+    public var replay: String
+    /// Exit codes of the pair's processes.
+    public var pairExits: [String: Int32]?
+    /// Set when the run could not be judged: the verdict is then `error` with this reason.
+    public var errorReason: String?
+    /// Free-form extra facts.
+    public var extra: [String: String]?
+
+    /// Creates the inputs; only the first few are required.
+    public init(scenario: String, seed: UInt64, startedAt: Date, elapsed: ChaosDuration, complete: Bool, timeline: Timeline,
+                audit: AuditResult, expectations: [Expectation], replay: String, planned: ChaosDuration? = nil,
+                connections: ConnectionCounts? = nil, faultConnections: [Int: Int] = [:], pairExits: [String: Int32]? = nil,
+                errorReason: String? = nil, extra: [String: String]? = nil) {
+        self.scenario = scenario
+        self.seed = seed
+        self.startedAt = startedAt
+        self.elapsed = elapsed
+        self.planned = planned
+        self.complete = complete
+        self.timeline = timeline
+        self.audit = audit
+        self.connections = connections
+        self.faultConnections = faultConnections
+        self.expectations = expectations
+        self.replay = replay
+        self.pairExits = pairExits
+        self.errorReason = errorReason
+        self.extra = extra
+    }
+}
+
+extension RunReport {
+    /// Builds the report: faults from the timeline (those that started by the end), the audit's figures, and
+    /// every expectation judged into the verdict.
+    public init(_ inputs: ReportInputs) {
+        let audit = inputs.audit
+        let impacts = Dictionary(audit.faults.map { ($0.occurrence, $0) }, uniquingKeysWith: { first, _ in first })
+        let faults = inputs.timeline.occurrences.filter { $0.at <= inputs.elapsed }.map { occurrence in
+            let impact = impacts[occurrence.index]
+            return FaultRecord(kind: occurrence.kind.rawValue, occurrence: occurrence.index, atS: occurrence.at.seconds,
+                               forS: occurrence.lasts.seconds,
+                               connections: inputs.faultConnections[occurrence.index] ?? impact?.connectionsClosed ?? 0,
+                               detail: Dictionary(occurrence.effect.parameters, uniquingKeysWith: { first, _ in first }),
+                               proxy: occurrence.proxy, reconnectS: impact?.reconnectS, resumeS: impact?.resumeS)
+        }
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime]
+        self.init(schema: Self.schemaVersion, scenario: inputs.scenario, seed: inputs.seed,
+                  startedAt: formatter.string(from: inputs.startedAt), elapsedS: inputs.elapsed.seconds,
+                  plannedS: inputs.planned?.seconds, complete: inputs.complete, verdict: .pass, verdictReason: nil,
+                  replay: inputs.replay, faults: faults, totals: audit.totals, streams: audit.streams,
+                  anomalies: audit.anomalies, anomalyCounts: audit.anomalyCounts, recovery: audit.recovery,
+                  connections: inputs.connections ?? ConnectionCounts(opened: audit.connections.opened,
+                                                                      cutByFault: audit.connections.cutByFault,
+                                                                      refused: audit.connections.refused),
+                  expectations: [], messages: audit.messages, activity: audit.activity, pairExits: inputs.pairExits,
+                  extra: inputs.extra)
+        judge(inputs.expectations, errorReason: inputs.errorReason)
+    }
+}

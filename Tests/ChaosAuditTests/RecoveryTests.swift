@@ -1,0 +1,57 @@
+import ChaosAudit
+import ChaosCore
+import Testing
+
+@Suite("Recovery analysis")
+struct RecoveryTests {
+    @Test("time to reconnect and to the first new message after a disconnect, and transit time")
+    func reconnectAndResume() throws {
+        var s = TrafficScript()
+        s.open(1)
+        s.send(1, Array(1...5)); s.at(0.002); s.deliver(1, Array(1...5))
+        s.at(10); s.fault("disconnect", 0, started: true); s.close(1, .cutByFault); s.fault("disconnect", 0, started: false)
+        s.at(10.5); s.open(2)
+        s.at(11); s.relay(2, [5]) // a redelivery is not new
+        s.at(11.25); s.relay(2, [6])
+        let engine = try AuditEngine(spec: ProtocolSpec())
+        engine.ingest(s.events)
+        let result = engine.finish()
+        #expect(result.recovery.reconnectS.count == 1 && abs(result.recovery.reconnectS.max - 0.5) < 0.001)
+        #expect(result.recovery.resumeS.count == 1 && abs(result.recovery.resumeS.max - 1.25) < 0.002)
+        #expect(abs(result.recovery.transitS.p50 - 0.002) < 0.0001)
+        let impact = try #require(result.faults.first)
+        #expect(impact.kind == "disconnect" && impact.connectionsClosed == 1 && impact.streamsAffected == 1)
+        #expect(result.connections.cutByFault == 1 && result.connections.opened == 2)
+    }
+
+    @Test("reconnects all inside one short window are flagged as a thundering herd; spread out they are not",
+          arguments: [(0.001, true), (0.5, false)])
+    func herd(spacing: Double, herd: Bool) throws {
+        var s = TrafficScript()
+        for id in 1...6 as ClosedRange<UInt64> { s.open(id); s.relay(id, [1], stream: "s\(id)") }
+        s.at(5); s.fault("disconnect", 0, started: true)
+        for id in 1...6 as ClosedRange<UInt64> { s.close(id, .cutByFault) }
+        s.fault("disconnect", 0, started: false)
+        for index in 0..<6 { s.at(5.1 + Double(index) * spacing); s.open(UInt64(10 + index)) }
+        let engine = try AuditEngine(spec: ProtocolSpec())
+        engine.ingest(s.events)
+        let spread = try #require(engine.finish().recovery.reconnectSpread.first)
+        #expect(spread.attempts == 6 && spread.connectionsClosed == 6 && spread.herd == herd)
+    }
+
+    @Test("a half-open partition lasts until the pair closes the connection; one never noticed is reported")
+    func halfOpen() throws {
+        var s = TrafficScript()
+        s.open(1); s.open(2)
+        s.at(20); s.fault("partition", 1, started: true)
+        s.at(35); s.add(1, .closed(.client, .fin)); s.add(1, .closed(.server, .fin))
+        s.at(40); s.fault("partition", 1, started: false)
+        s.at(50)
+        let engine = try AuditEngine(spec: ProtocolSpec())
+        engine.ingest(s.events)
+        let result = engine.finish()
+        #expect(result.recovery.halfOpenS.count == 1 && abs(result.recovery.halfOpenS.max - 15) < 0.02)
+        let record = try #require(result.recovery.halfOpen.first)
+        #expect(record.connections == 2 && record.noticed == 1 && record.unnoticed == 1)
+    }
+}
