@@ -85,6 +85,8 @@ public final class AuditEngine {
         case .faultEnded(let mark):
             faults.ended(mark)
             if event.connection == 0 { recovery.faultEnded(mark, at: event.time) }
+        case .stopping:
+            recovery.stopping(at: event.time)
         }
     }
 

@@ -39,6 +39,9 @@ public struct TrafficEvent: Hashable, Sendable {
         case faultStarted(FaultMark)
         /// A fault ended.
         case faultEnded(FaultMark)
+        /// The run is ending and the pair is being stopped: closes after this are the run's own
+        /// doing, not a fault's (run-wide, connection 0).
+        case stopping
     }
 
     /// How one leg of a connection ended.

@@ -73,6 +73,10 @@ public final class FaultInjector: Sendable {
                 let (count, targets) = await begin(occurrence)
                 if occurrence.kind != .disconnect { active[occurrence.index] = occurrence }
                 if occurrence.kind == .handoff { handoffTargets[occurrence.index] = targets }
+                if occurrence.kind == .disconnect {
+                    // An instant fault ends as it begins: every started mark has its end.
+                    sink?.record(TrafficEvent(time: clock.now(), connection: 0, kind: .faultEnded(occurrence.mark)))
+                }
                 let record = Applied(occurrence: occurrence.index, appliedAt: clock.now(), connections: count)
                 applied.withLock { $0.append(record) }
                 onApplied?(occurrence, record)

@@ -19,8 +19,9 @@ extension ProxyServer {
         let connections = withConnections(ids) { state in
             if ids == nil { state.conditions[key] = (directions, condition) }
         }
+        // Applied (not just queued) when this returns.
         for connection in connections {
-            connection.eventLoop.execute { connection.addCondition(condition, key: key, directions: directions) }
+            try? await connection.eventLoop.submit { connection.addCondition(condition, key: key, directions: directions) }.get()
         }
         return connections.count
     }
@@ -29,7 +30,7 @@ extension ProxyServer {
     public func removeCondition(key: Int) async {
         let connections = withConnections(nil) { _ = $0.conditions.removeValue(forKey: key) }
         for connection in connections {
-            connection.eventLoop.execute { connection.removeCondition(key: key) }
+            try? await connection.eventLoop.submit { connection.removeCondition(key: key) }.get()
         }
     }
 
@@ -38,14 +39,14 @@ extension ProxyServer {
     public func disconnect(_ ids: [ConnectionID]?, mode: DisconnectMode, linger: ChaosDuration) async -> Int {
         let connections = withConnections(ids) { _ in }
         for connection in connections {
-            connection.eventLoop.execute {
+            try? await connection.eventLoop.submit {
                 switch mode {
                 case .reset: connection.reset()
                 case .close: connection.closeBoth()
                 case .clientOnly: connection.cut(.client, linger: linger)
                 case .serverOnly: connection.cut(.server, linger: linger)
                 }
-            }
+            }.get()
         }
         return connections.count
     }

@@ -34,7 +34,10 @@ public final class ProxyServer: Sendable {
         var listener: (any Channel)?
         var boundAddress: SocketAddress?
         var refusing = 0
+        /// Live connections: what faults can hit.
         var connections: [ConnectionID: ProxiedConnection] = [:]
+        /// Connections a fault cut that still have a leg open (half-open, lingering).
+        var lingering: [ConnectionID: ProxiedConnection] = [:]
         var conditions: [Int: (DirectionSet, ShapingCondition)] = [:]
         var baseline: LinkProfile?
         var stopped = false
@@ -98,11 +101,11 @@ public final class ProxyServer: Sendable {
         let (listener, connections) = state.withLock { state -> ((any Channel)?, [ProxiedConnection]) in
             state.stopped = true
             defer { state.listener = nil }
-            return (state.listener, Array(state.connections.values))
+            return (state.listener, Array(state.connections.values) + Array(state.lingering.values))
         }
         try? await listener?.close()
         for connection in connections {
-            try? await connection.eventLoop.submit { connection.reset() }.get()
+            try? await connection.eventLoop.submit { connection.terminate() }.get()
         }
     }
 
@@ -163,7 +166,17 @@ public final class ProxyServer: Sendable {
             let connection = ProxiedConnection(
                 id: id, endpoints: endpoints, client: try leg(client), server: try leg(server),
                 sink: sink, clock: clock, counters: counters,
-                onFinished: { [weak self] id in self?.state.withLock { _ = $0.connections.removeValue(forKey: id) } })
+                onCut: { [weak self] id in
+                    self?.state.withLock { state in
+                        if let cut = state.connections.removeValue(forKey: id) { state.lingering[id] = cut }
+                    }
+                },
+                onFinished: { [weak self] id in
+                    self?.state.withLock { state in
+                        state.connections.removeValue(forKey: id)
+                        state.lingering.removeValue(forKey: id)
+                    }
+                })
             let (baseline, conditions, stopped) = state.withLock { state in
                 if !state.stopped { state.connections[id] = connection }
                 return (state.baseline, state.conditions, state.stopped)

@@ -1,13 +1,45 @@
+import ChaosAudit
 public import ChaosCore
 public import ChaosProxy
-import Foundation
+import ChaosReport
+public import Foundation
 public import Logging
 import NIOCore
 import NIOPosix
 
-/// `chaos run`: starts the scenario's proxies, applies the fault timeline for the run's duration,
-/// stops cleanly on SIGINT/SIGTERM, and reports what it applied and moved.
+/// `chaos run`: starts the scenario's proxies and pair, applies the fault timeline for the run's
+/// duration while the audit watches every byte, checkpoints the report every minute, stops cleanly
+/// on SIGINT/SIGTERM, and writes the final report.
 public final class ScenarioRunner: Sendable {
+    /// How to run.
+    public struct Configuration: Sendable {
+        /// The scenario (with overrides applied).
+        public var scenario: Scenario
+        /// The timeline to apply (drawn from the seed, or an earlier run's for replay).
+        public var timeline: Timeline
+        /// `--out`: the run folder; nil: `Reports/<scenario>-<UTC time>/`.
+        public var out: String?
+        /// The command that reproduces this run, for the report.
+        public var replayCommand: String
+        /// This executable, for pair commands that start with `chaos`.
+        public var selfPath: String
+        /// Whether to write a run folder and reports (false for the bare `chaos proxy`).
+        public var writesReports = true
+        /// How long, after the last fault is lifted, in-flight messages get to arrive before the pair stops.
+        public var drain: ChaosDuration = .seconds(Int64(3))
+        /// How often report.json is checkpointed.
+        public var checkpointEvery: ChaosDuration = .seconds(Int64(60))
+
+        /// Creates a configuration.
+        public init(scenario: Scenario, timeline: Timeline, out: String? = nil, replayCommand: String, selfPath: String) {
+            self.scenario = scenario
+            self.timeline = timeline
+            self.out = out
+            self.replayCommand = replayCommand
+            self.selfPath = selfPath
+        }
+    }
+
     /// What a finished run did.
     public struct Outcome: Sendable {
         /// Whether it ended early on a signal.
@@ -16,56 +48,158 @@ public final class ScenarioRunner: Sendable {
         public var elapsed: Int64
         /// The occurrences applied, in order.
         public var applied: [FaultInjector.Applied]
-        /// Bytes moved per proxy: (name, upstream, downstream, connections).
+        /// Bytes moved per proxy.
         public var traffic: [(proxy: String, upstream: Int64, downstream: Int64, connections: Int64, cut: Int64)]
+        /// The run folder, when reports were written.
+        public var folder: URL?
+        /// The verdict: `pass`, `fail` or `error`.
+        public var verdict: String
+        /// The process exit code for the verdict: 0 pass, 1 fail, 2 error.
+        public var exitCode: Int32
     }
 
-    private let scenario: Scenario
-    private let timeline: Timeline
+    private let configuration: Configuration
     private let logger: Logger
     private let output: @Sendable (String) -> Void
 
-    /// A runner for `scenario` applying `timeline`; `output` receives human-readable lines.
-    public init(scenario: Scenario, timeline: Timeline, logger: Logger = Logger(label: "chaos.run"),
+    /// A runner; `output` receives human-readable lines.
+    public init(configuration: Configuration, logger: Logger = Logger(label: "chaos.run"),
                 output: @escaping @Sendable (String) -> Void = { print($0) }) {
-        self.scenario = scenario
-        self.timeline = timeline
+        self.configuration = configuration
         self.logger = logger
         self.output = output
     }
 
     /// Runs to the end of the timeline or the first SIGINT/SIGTERM.
     public func run() async throws -> Outcome {
+        let scenario = configuration.scenario, timeline = configuration.timeline
+        let folder = configuration.writesReports ? try RunFolder(scenario: scenario.name, out: configuration.out) : nil
+        try folder?.saveReplayInputs(scenario: scenario, timeline: timeline)
+        let startedAt = Date()
+        let engine = try AuditEngine(spec: scenario.protocolSpec ?? ProtocolSpec())
+        let sink = RunSink(engine: scenario.protocolSpec == nil ? nil : engine)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, System.coreCount))
         let clock = RunClock()
-        let ids = ConnectionIDSource()
-        let root = SeededGenerator(seed: timeline.seed)
-        var proxies: [ProxyServer] = []
-        for spec in scenario.proxies {
-            let proxy = ProxyServer(spec: spec, group: group, sink: nil, clock: clock, ids: ids,
-                                    seed: root.fork("proxy:" + spec.name), baseline: scenario.baseline, logger: logger)
-            do {
-                try await proxy.start()
-            } catch let error as ChaosError {
-                for started in proxies { await started.stop() }
-                try? await group.shutdownGracefully()
-                throw ChaosError(.badInput, error.message + " (is the port in use?)")
-            }
-            proxies.append(proxy)
-            output("proxy \(spec.name): listening on \(proxy.boundAddress.map { "\($0)" } ?? "\(spec.listen)") -> \(spec.upstream)")
+        let proxies: [ProxyServer]
+        do {
+            proxies = try await startProxies(group: group, clock: clock, sink: sink)
+        } catch {
+            try? await group.shutdownGracefully()
+            throw error
         }
+        let pair = try await startPair(proxies: proxies, folder: folder, clock: clock, group: group)
+
         let output = self.output
-        let injector = FaultInjector(timeline: timeline, proxies: proxies, clock: clock, sink: nil, logger: logger) { occurrence, applied in
+        let injector = FaultInjector(timeline: timeline, proxies: proxies, clock: clock, sink: sink, logger: logger) { occurrence, applied in
             output("\(Timeline.clock(.nanoseconds(applied.appliedAt)))  \(occurrence.kind.rawValue) "
                 + "\(occurrence.effect.summary) -> \(applied.connections) connection(s)")
         }
         output("running \(scenario.name) for \(timeline.duration) with seed \(timeline.seed) "
             + "(\(timeline.occurrences.count) fault occurrences); Ctrl-C stops")
+        if let folder { output("run folder: \(folder.url.path)") }
         let signals = SignalWatcher()
         let faults = Task { await injector.run() }
-        let interrupted = await withTaskGroup(of: Bool.self) { group in
+        let progress = ProgressReporter(planned: timeline.duration, output: output)
+        let checkpoints = Task { [self] in
+            var lastCheckpoint = clock.now(), lastProgress = clock.now()
+            while !Task.isCancelled {
+                try? await Task.sleep(nanoseconds: 250_000_000)
+                let now = clock.now()
+                if Double(now - lastProgress) / 1e9 >= progress.interval {
+                    lastProgress = now
+                    progress.update(progress.line(elapsed: now, faults: injector.appliedSoFar.count, audit: sink.snapshot()))
+                }
+                if let folder, now - lastCheckpoint >= configuration.checkpointEvery.nanoseconds {
+                    lastCheckpoint = now
+                    let report = makeReport(audit: sink.snapshot(), complete: false, elapsed: now, startedAt: startedAt,
+                                            injector: injector, proxies: proxies, pair: pair)
+                    do { try report.writeCheckpoint(toDirectory: folder.url.path) } catch {
+                        logger.warning("checkpoint failed", metadata: ["error": "\(error)"])
+                    }
+                }
+            }
+        }
+        let interrupted = await waitForEnd(signals: signals)
+        faults.cancel()
+        await faults.value
+        if !interrupted {
+            // Faults are lifted: give messages still in flight a moment to arrive before the pair stops.
+            try? await Task.sleep(nanoseconds: UInt64(configuration.drain.nanoseconds))
+        }
+        checkpoints.cancel()
+        await checkpoints.value
+        progress.finish()
+        signals.cancel()
+        sink.record(TrafficEvent(time: clock.now(), connection: 0, kind: .stopping))
+        await pair?.stop()
+        for proxy in proxies { await proxy.stop() }
+        let elapsed = clock.now()
+        try? await group.shutdownGracefully()
+
+        let traffic = proxies.map {
+            (proxy: $0.spec.name, upstream: $0.counters.upstream, downstream: $0.counters.downstream,
+             connections: $0.counters.opened, cut: $0.counters.cutByFault)
+        }
+        var verdict = "pass", exitCode: Int32 = 0
+        if let folder {
+            let report = makeReport(audit: sink.finish(), complete: true, elapsed: elapsed, startedAt: startedAt,
+                                    injector: injector, proxies: proxies, pair: pair, interrupted: interrupted)
+            try report.write(toDirectory: folder.url.path)
+            verdict = report.verdict.rawValue
+            exitCode = verdict == "pass" ? 0 : verdict == "fail" ? 1 : 2
+        }
+        return Outcome(interrupted: interrupted, elapsed: elapsed, applied: injector.appliedSoFar, traffic: traffic,
+                       folder: folder?.url, verdict: verdict, exitCode: exitCode)
+    }
+
+    private func startProxies(group: any EventLoopGroup, clock: RunClock, sink: RunSink) async throws -> [ProxyServer] {
+        let scenario = configuration.scenario
+        let ids = ConnectionIDSource()
+        let root = SeededGenerator(seed: configuration.timeline.seed)
+        var proxies: [ProxyServer] = []
+        for spec in scenario.proxies {
+            let proxy = ProxyServer(spec: spec, group: group, sink: sink, clock: clock, ids: ids,
+                                    seed: root.fork("proxy:" + spec.name), baseline: scenario.baseline, logger: logger)
+            do {
+                try await proxy.start()
+            } catch let error as ChaosError {
+                for started in proxies { await started.stop() }
+                throw ChaosError(.badInput, error.message + " (is the port in use?)")
+            }
+            proxies.append(proxy)
+            output("proxy \(spec.name): listening on \(proxy.boundAddress.map(\.hostPortText) ?? "\(spec.listen)") -> \(spec.upstream)")
+        }
+        return proxies
+    }
+
+    private func startPair(proxies: [ProxyServer], folder: RunFolder?, clock: RunClock,
+                           group: any EventLoopGroup) async throws -> PairSupervisor? {
+        guard let pairSpec = configuration.scenario.pair, let first = proxies.first else { return nil }
+        let directory = folder?.url ?? FileManager.default.temporaryDirectory.appendingPathComponent("chaos-pair-\(getpid())")
+        let values = [
+            "listen.port": "\(first.boundAddress?.port ?? first.spec.listen.port)", "listen.host": first.spec.listen.host,
+            "upstream.port": "\(first.spec.upstream.port)", "upstream.host": first.spec.upstream.host,
+            "run_dir": directory.path, "seed": "\(configuration.timeline.seed)",
+        ]
+        let pair = PairSupervisor(pair: pairSpec, values: values, directory: directory, selfPath: configuration.selfPath,
+                                  now: { clock.now() })
+        do {
+            try await pair.start()
+        } catch {
+            await pair.stop()
+            for proxy in proxies { await proxy.stop() }
+            try? await group.shutdownGracefully()
+            throw error
+        }
+        for member in pair.members { output("started \(member.name) (pid \(member.pid)): \(member.command)") }
+        return pair
+    }
+
+    private func waitForEnd(signals: SignalWatcher) async -> Bool {
+        let duration = configuration.timeline.duration
+        return await withTaskGroup(of: Bool.self) { group in
             group.addTask {
-                try? await Task.sleep(nanoseconds: UInt64(max(0, self.timeline.duration.nanoseconds)))
+                try? await Task.sleep(nanoseconds: UInt64(max(0, duration.nanoseconds)))
                 return false
             }
             group.addTask { await signals.next() != nil }
@@ -73,15 +207,50 @@ public final class ScenarioRunner: Sendable {
             group.cancelAll()
             return first
         }
-        signals.cancel()
-        faults.cancel()
-        await faults.value
-        for proxy in proxies { await proxy.stop() }
-        try? await group.shutdownGracefully()
-        let traffic = proxies.map {
-            (proxy: $0.spec.name, upstream: $0.counters.upstream, downstream: $0.counters.downstream,
-             connections: $0.counters.opened, cut: $0.counters.cutByFault)
+    }
+
+    private func makeReport(audit: AuditResult?, complete: Bool, elapsed: Int64, startedAt: Date, injector: FaultInjector,
+                            proxies: [ProxyServer], pair: PairSupervisor?, interrupted: Bool = false) -> RunReport {
+        let scenario = configuration.scenario
+        let audit = audit ?? ((try? AuditEngine(spec: ProtocolSpec()))?.finish())!
+        var faultConnections: [Int: Int] = [:]
+        for applied in injector.appliedSoFar { faultConnections[applied.occurrence] = applied.connections }
+        let connections = ConnectionCounts(
+            opened: proxies.map(\.counters.opened).reduce(0, +), cutByFault: proxies.map(\.counters.cutByFault).reduce(0, +),
+            refused: proxies.map(\.counters.upstreamFailures).reduce(0, +))
+        var pairExits: [String: Int32]?
+        var errorReason: String?
+        if let pair {
+            pairExits = Dictionary(pair.exits.map { ($0.name, $0.status) }, uniquingKeysWith: { first, _ in first })
+            let unexpected = pair.exits.filter(\.unexpected)
+            if !unexpected.isEmpty {
+                errorReason = "pair process(es) exited during the run: "
+                    + unexpected.map { "\($0.name) with status \($0.status) at \(Timeline.clock(.nanoseconds($0.at)))" }
+                    .joined(separator: ", ")
+            }
         }
-        return Outcome(interrupted: interrupted, elapsed: clock.now(), applied: injector.appliedSoFar, traffic: traffic)
+        var extra: [String: String] = [:]
+        if interrupted { extra["interrupted"] = "stopped by SIGINT/SIGTERM before the planned end" }
+        for proxy in proxies {
+            extra["proxy.\(proxy.spec.name).bytes_upstream"] = "\(proxy.counters.upstream)"
+            extra["proxy.\(proxy.spec.name).bytes_downstream"] = "\(proxy.counters.downstream)"
+        }
+        if scenario.protocolSpec == nil, errorReason == nil, !scenario.expectations.isEmpty {
+            errorReason = "the scenario has expectations but no protocol: section, so messages could not be audited"
+        }
+        return RunReport(ReportInputs(
+            scenario: scenario.name, seed: configuration.timeline.seed, startedAt: startedAt,
+            elapsed: .nanoseconds(elapsed), complete: complete, timeline: configuration.timeline, audit: audit,
+            expectations: scenario.expectations, replay: configuration.replayCommand, planned: configuration.timeline.duration,
+            connections: connections, faultConnections: faultConnections, pairExits: pairExits,
+            errorReason: errorReason, extra: extra))
+    }
+}
+
+extension SocketAddress {
+    /// `host:port` for messages.
+    var hostPortText: String {
+        let host = ipAddress ?? "?"
+        return host.contains(":") ? "[\(host)]:\(port ?? 0)" : "\(host):\(port ?? 0)"
     }
 }

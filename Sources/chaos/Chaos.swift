@@ -1,6 +1,7 @@
 import ArgumentParser
 import ChaosCore
 import Foundation
+import Logging
 
 /// The `chaos` command: a network chaos test harness for real-time client/server pairs.
 @main
@@ -14,6 +15,14 @@ struct Chaos: AsyncParsableCommand {
 
     /// Runs the chosen subcommand; maps ``ChaosError`` to exit codes (bad input 2, other failures 1).
     static func main() async {
+        // Line-buffered stdout so progress and fault lines reach CI logs as they happen.
+        setvbuf(fdopen(STDOUT_FILENO, "w"), nil, _IOLBF, 0)
+        let level = ProcessInfo.processInfo.environment["CHAOS_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
         do {
             var command = try parseAsRoot()
             if var asyncCommand = command as? any AsyncParsableCommand {
@@ -23,7 +32,7 @@ struct Chaos: AsyncParsableCommand {
             }
         } catch let error as ChaosError {
             FileHandle.standardError.write(Data("chaos: \(error)\n".utf8))
-            Foundation.exit(error.code == .badInput ? 2 : 1)
+            Foundation.exit(error.code == .badInput || error.code == .pair ? 2 : 1)
         } catch {
             // Argument-parser errors (bad flags) exit with 2 as well, through its own formatting.
             let code = exitCode(for: error)

@@ -6,14 +6,27 @@ struct ChaosCLI {
         .deletingLastPathComponent()
     static let executable = packageRoot.appendingPathComponent(".build/debug/chaos").path
 
-    struct Result {
+    struct Result: Sendable {
         var status: Int32
         var stdout: String
         var stderr: String
     }
 
-    /// Runs `chaos arguments…` to completion (killed after `timeout` seconds).
+    /// Runs `chaos arguments…` to completion on its own thread (never blocking the cooperative pool).
     static func run(_ arguments: [String], timeout: Double = 60, environment: [String: String]? = nil,
+                    signal: (after: Double, number: Int32)? = nil) async throws -> Result {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                do {
+                    continuation.resume(returning: try runBlocking(arguments, timeout: timeout, environment: environment,
+                                                                   signal: signal))
+                } catch { continuation.resume(throwing: error) }
+            }
+        }
+    }
+
+    /// Runs `chaos arguments…` to completion (killed after `timeout` seconds), blocking this thread.
+    static func runBlocking(_ arguments: [String], timeout: Double = 60, environment: [String: String]? = nil,
                     signal: (after: Double, number: Int32)? = nil) throws -> Result {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)

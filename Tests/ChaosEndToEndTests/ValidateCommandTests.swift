@@ -10,20 +10,20 @@ struct ValidateCommandTests {
     }
 
     @Test("every bad scenario exits 2 with file:line:column and never crashes", arguments: badFiles)
-    func badScenarioExitsTwo(name: String) throws {
+    func badScenarioExitsTwo(name: String) async throws {
         let path = "Tests/Fixtures/bad-scenarios/\(name)"
         let header = try String(contentsOfFile: ChaosCLI.packageRoot.appendingPathComponent(path).path, encoding: .utf8)
             .split(separator: "\n")[0].dropFirst("# expect: ".count)
         let location = header.split(separator: " ")[0]
-        let result = try ChaosCLI.run(["validate", path])
+        let result = try await ChaosCLI.run(["validate", path])
         #expect(result.status == 2, "exit \(result.status): \(result.stderr)")
         #expect(result.stderr.contains("\(path):\(location): error:"), "stderr: \(result.stderr)")
         #expect(result.stdout.isEmpty)
     }
 
     @Test("chaos run refuses a bad scenario the same way, starting nothing")
-    func runRefusesBadScenario() throws {
-        let result = try ChaosCLI.run(["run", "Tests/Fixtures/bad-scenarios/typo-key.yaml"])
+    func runRefusesBadScenario() async throws {
+        let result = try await ChaosCLI.run(["run", "Tests/Fixtures/bad-scenarios/typo-key.yaml"])
         #expect(result.status == 2)
         #expect(result.stderr.contains("typo-key.yaml:10:18: error: unknown key 'evry'"))
         #expect(!result.stdout.contains("listening"))
@@ -37,17 +37,17 @@ struct ValidateCommandTests {
         (["proxy", "--listen", "nowhere", "--upstream", "127.0.0.1:1"], "--listen must be HOST:PORT"),
         (["frobnicate"], "Unexpected argument"),
     ])
-    func badFlags(arguments: [String], fragment: String) throws {
-        let result = try ChaosCLI.run(arguments)
+    func badFlags(arguments: [String], fragment: String) async throws {
+        let result = try await ChaosCLI.run(arguments)
         #expect(result.status == 2, "exit \(result.status): \(result.stderr)")
         #expect(result.stderr.contains(fragment), "stderr: \(result.stderr)")
     }
 
     @Test("validate prints the same timeline for the same seed and another for another seed")
-    func timelineIsAFunctionOfTheSeed() throws {
-        let a = try ChaosCLI.run(["validate", "Scenarios/quickstart.yaml", "--seed", "7"])
-        let b = try ChaosCLI.run(["validate", "Scenarios/quickstart.yaml", "--seed", "7"])
-        let c = try ChaosCLI.run(["validate", "Scenarios/quickstart.yaml", "--seed", "8"])
+    func timelineIsAFunctionOfTheSeed() async throws {
+        let a = try await ChaosCLI.run(["validate", "Scenarios/quickstart.yaml", "--seed", "7"])
+        let b = try await ChaosCLI.run(["validate", "Scenarios/quickstart.yaml", "--seed", "7"])
+        let c = try await ChaosCLI.run(["validate", "Scenarios/quickstart.yaml", "--seed", "8"])
         #expect(a.status == 0, "\(a.stderr)")
         #expect(a.stdout == b.stdout)
         #expect(a.stdout != c.stdout)

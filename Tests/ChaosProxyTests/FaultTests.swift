@@ -30,188 +30,204 @@ struct FaultTests {
     @Test("a 100 ms downstream latency adds 100 ms (±2 ms, median) to a round trip")
     func latencyAddsDelay() async throws {
         let harness = try await ProxyHarness()
-        let (client, server) = try harness.connectPair()
-        let direct = try medianRoundTrip(client: client, server: server, count: 20)
-        await harness.proxy.addCondition(.latency(add: .milliseconds(100), jitter: .zero), key: 1,
-                                         directions: .downstream, to: nil)
-        let delayed = try medianRoundTrip(client: client, server: server, count: 20)
-        #expect(abs(delayed - direct - 100) <= 2, "added \(delayed - direct) ms")
-        await harness.proxy.removeCondition(key: 1)
-        let after = try medianRoundTrip(client: client, server: server, count: 10)
-        #expect(after < direct + 20)
-        client.close(); server.close()
+        try await offPool {
+            let (client, server) = try harness.connectPair()
+            let direct = try medianRoundTrip(client: client, server: server, count: 20)
+            try blockingAwait { await harness.proxy.addCondition(.latency(add: .milliseconds(100), jitter: .zero), key: 1, directions: .downstream, to: nil) }
+            let delayed = try medianRoundTrip(client: client, server: server, count: 20)
+            #expect(abs(delayed - direct - 100) <= 2, "added \(delayed - direct) ms")
+            try blockingAwait { await harness.proxy.removeCondition(key: 1) }
+            let after = try medianRoundTrip(client: client, server: server, count: 10)
+            #expect(after < direct + 20)
+            client.close(); server.close()
+        }
         await harness.shutdown()
     }
 
     @Test("latency with jitter keeps byte order")
     func jitterKeepsOrder() async throws {
         let harness = try await ProxyHarness()
-        let (client, server) = try harness.connectPair()
-        await harness.proxy.addCondition(.latency(add: .milliseconds(20), jitter: .milliseconds(15)), key: 1,
-                                         directions: .both, to: nil)
-        let data = pattern(count: 2_000_000, seed: 9)
-        let reader = Background { server.receive(exactly: 2_000_000) }
-        for start in stride(from: 0, to: data.count, by: 1000) {
-            try client.sendAll(Array(data[start..<min(start + 1000, data.count)]))
+        try await offPool {
+            let (client, server) = try harness.connectPair()
+            try blockingAwait { await harness.proxy.addCondition(.latency(add: .milliseconds(20), jitter: .milliseconds(15)), key: 1, directions: .both, to: nil) }
+            let data = pattern(count: 2_000_000, seed: 9)
+            let reader = Background { server.receive(exactly: 2_000_000) }
+            for start in stride(from: 0, to: data.count, by: 1000) {
+                try client.sendAll(Array(data[start..<min(start + 1000, data.count)]))
+            }
+            let got = try #require(reader.join())
+            #expect(sameBytes(got, data))
+            client.close(); server.close()
         }
-        let got = try #require(reader.join())
-        #expect(sameBytes(got, data))
-        client.close(); server.close()
         await harness.shutdown()
     }
 
     @Test("a 1 MB/s bandwidth cap delivers within 5 % of 1 MB/s over 5 s")
     func bandwidthCap() async throws {
         let harness = try await ProxyHarness()
-        let (client, server) = try harness.connectPair()
-        await harness.proxy.addCondition(.bandwidth(ByteRate(bytesPerSecond: 1_000_000)), key: 1,
-                                         directions: .upstream, to: nil)
-        let writer = Background { () -> Void in
-            let chunk = [UInt8](repeating: 1, count: 65536)
-            while (try? client.sendAll(chunk)) != nil {}
+        try await offPool {
+            let (client, server) = try harness.connectPair()
+            try blockingAwait { await harness.proxy.addCondition(.bandwidth(ByteRate(bytesPerSecond: 1_000_000)), key: 1, directions: .upstream, to: nil) }
+            let writer = Background { () -> Void in
+                let chunk = [UInt8](repeating: 1, count: 65536)
+                while (try? client.sendAll(chunk)) != nil {}
+            }
+            _ = server.receive(exactly: 100_000) // let the pipe fill
+            let start = DispatchTime.now().uptimeNanoseconds
+            var received = 0
+            while DispatchTime.now().uptimeNanoseconds - start < 5_000_000_000 {
+                if case .bytes(let chunk) = server.receive() { received += chunk.count } else { break }
+            }
+            let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+            let rate = Double(received) / seconds
+            #expect(abs(rate - 1_000_000) / 1_000_000 <= 0.05, "measured \(Int(rate)) B/s")
+            client.shutdownBoth() // stops the writer thread before its descriptor is closed
+            _ = writer.join(timeout: 15)
+            client.close(); server.close()
         }
-        _ = server.receive(exactly: 100_000) // let the pipe fill
-        let start = DispatchTime.now().uptimeNanoseconds
-        var received = 0
-        while DispatchTime.now().uptimeNanoseconds - start < 5_000_000_000 {
-            if case .bytes(let chunk) = server.receive() { received += chunk.count } else { break }
-        }
-        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-        let rate = Double(received) / seconds
-        #expect(abs(rate - 1_000_000) / 1_000_000 <= 0.05, "measured \(Int(rate)) B/s")
-        client.shutdownBoth() // stops the writer thread before its descriptor is closed
-        _ = writer.join(timeout: 15)
-        client.close(); server.close()
         await harness.shutdown()
     }
 
     @Test("during a partition both legs stay ESTABLISHED and nothing crosses; afterwards nothing is lost")
     func partitionHoldsThenReleases() async throws {
         let harness = try await ProxyHarness()
-        let (client, server) = try harness.connectPair()
-        await harness.proxy.addCondition(.hold, key: 1, directions: .both, to: nil)
-        let message = pattern(count: 100_000, seed: 3)
-        try client.sendAll(message)
-        try server.sendAll(Array("downstream during partition".utf8))
-        server.setTimeout(0.5)
-        client.setTimeout(0.5)
-        #expect(server.receive() == .error(EAGAIN), "a byte crossed the partition upstream")
-        #expect(client.receive() == .error(EAGAIN), "a byte crossed the partition downstream")
-        let legs = try establishedLegs(ports: [harness.port, harness.upstream.port])
-        #expect(legs[harness.port] == 2, "client leg not ESTABLISHED both ends: \(legs)")
-        #expect(legs[harness.upstream.port] == 2, "server leg not ESTABLISHED both ends: \(legs)")
-        await harness.proxy.removeCondition(key: 1)
-        server.setTimeout(10)
-        client.setTimeout(10)
-        #expect(sameBytes(server.receive(exactly: message.count), message))
-        #expect(String(decoding: client.receive(exactly: 27), as: UTF8.self) == "downstream during partition")
-        client.close(); server.close()
+        try await offPool {
+            let (client, server) = try harness.connectPair()
+            try blockingAwait { await harness.proxy.addCondition(.hold, key: 1, directions: .both, to: nil) }
+            let message = pattern(count: 100_000, seed: 3)
+            try client.sendAll(message)
+            try server.sendAll(Array("downstream during partition".utf8))
+            server.setTimeout(0.5)
+            client.setTimeout(0.5)
+            #expect(server.receive() == .error(EAGAIN), "a byte crossed the partition upstream")
+            #expect(client.receive() == .error(EAGAIN), "a byte crossed the partition downstream")
+            let legs = try establishedLegs(ports: [harness.port, harness.upstream.port])
+            #expect(legs[harness.port] == 2, "client leg not ESTABLISHED both ends: \(legs)")
+            #expect(legs[harness.upstream.port] == 2, "server leg not ESTABLISHED both ends: \(legs)")
+            try blockingAwait { await harness.proxy.removeCondition(key: 1) }
+            server.setTimeout(10)
+            client.setTimeout(10)
+            #expect(sameBytes(server.receive(exactly: message.count), message))
+            #expect(String(decoding: client.receive(exactly: 27), as: UTF8.self) == "downstream during partition")
+            client.close(); server.close()
+        }
         await harness.shutdown()
     }
 
     @Test("refuse gives new clients ECONNREFUSED, and the proxy listens again after")
     func refuseRefuses() async throws {
         let harness = try await ProxyHarness()
-        await harness.proxy.beginRefusing()
-        #expect(throws: POSIXError(.ECONNREFUSED)) { _ = try TestSocket.connect(port: harness.port) }
-        await harness.proxy.endRefusing()
-        let (client, server) = try harness.connectPair()
-        try client.sendAll([9])
-        #expect(server.receive(exactly: 1) == [9])
-        client.close(); server.close()
+        try await offPool {
+            try blockingAwait { await harness.proxy.beginRefusing() }
+            #expect(throws: POSIXError(.ECONNREFUSED)) { _ = try TestSocket.connect(port: harness.port) }
+            try blockingAwait { await harness.proxy.endRefusing() }
+            let (client, server) = try harness.connectPair()
+            try client.sendAll([9])
+            #expect(server.receive(exactly: 1) == [9])
+            client.close(); server.close()
+        }
         await harness.shutdown()
     }
 
     @Test("disconnect mode close sends FIN to both sides")
     func disconnectCloseSendsFIN() async throws {
         let harness = try await ProxyHarness()
-        let (client, server) = try harness.connectPair()
-        try await harness.waitForConnections(1)
-        await harness.proxy.disconnect(nil, mode: .close, linger: .seconds(Int64(1)))
-        #expect(client.receiveUntilEnd().1 == .eof)
-        #expect(server.receiveUntilEnd().1 == .eof)
-        client.close(); server.close()
+        try await offPool {
+            let (client, server) = try harness.connectPair()
+            try blockingAwait { try await harness.waitForConnections(1) }
+            try blockingAwait { await harness.proxy.disconnect(nil, mode: .close, linger: .seconds(Int64(1))) }
+            #expect(client.receiveUntilEnd().1 == .eof)
+            #expect(server.receiveUntilEnd().1 == .eof)
+            client.close(); server.close()
+        }
         await harness.shutdown()
     }
 
     @Test("disconnect mode reset sends RST to both sides")
     func disconnectResetSendsRST() async throws {
         let harness = try await ProxyHarness()
-        let (client, server) = try harness.connectPair()
-        try await harness.waitForConnections(1)
-        await harness.proxy.disconnect(nil, mode: .reset, linger: .zero)
-        #expect(client.receiveUntilEnd().1 == .error(ECONNRESET))
-        #expect(server.receiveUntilEnd().1 == .error(ECONNRESET))
-        #expect(harness.proxy.counters.cutByFault == 1)
-        client.close(); server.close()
+        try await offPool {
+            let (client, server) = try harness.connectPair()
+            try blockingAwait { try await harness.waitForConnections(1) }
+            try blockingAwait { await harness.proxy.disconnect(nil, mode: .reset, linger: .zero) }
+            #expect(client.receiveUntilEnd().1 == .error(ECONNRESET))
+            #expect(server.receiveUntilEnd().1 == .error(ECONNRESET))
+            #expect(harness.proxy.counters.cutByFault == 1)
+            client.close(); server.close()
+        }
         await harness.shutdown()
     }
 
     @Test("client-only resets the client and leaves the server leg open, silent, for the linger time")
     func clientOnlyLeavesServerHalfOpen() async throws {
         let harness = try await ProxyHarness()
-        let (client, server) = try harness.connectPair()
-        try await harness.waitForConnections(1)
-        await harness.proxy.disconnect(nil, mode: .clientOnly, linger: .milliseconds(1500))
-        #expect(client.receiveUntilEnd().1 == .error(ECONNRESET))
-        server.setTimeout(0.7)
-        #expect(server.receive() == .error(EAGAIN), "the server leg heard something before the linger ended")
-        server.setTimeout(5)
-        #expect(server.receiveUntilEnd().1 == .error(ECONNRESET))
-        client.close(); server.close()
+        try await offPool {
+            let (client, server) = try harness.connectPair()
+            try blockingAwait { try await harness.waitForConnections(1) }
+            try blockingAwait { await harness.proxy.disconnect(nil, mode: .clientOnly, linger: .milliseconds(1500)) }
+            #expect(client.receiveUntilEnd().1 == .error(ECONNRESET))
+            server.setTimeout(0.7)
+            #expect(server.receive() == .error(EAGAIN), "the server leg heard something before the linger ended")
+            server.setTimeout(5)
+            #expect(server.receiveUntilEnd().1 == .error(ECONNRESET))
+            client.close(); server.close()
+        }
         await harness.shutdown()
     }
 
     @Test("handoff: blackout, then the client side is reset and the server side lingers, new connections get the new link")
     func handoff() async throws {
         let harness = try await ProxyHarness()
-        let (client, server) = try harness.connectPair()
-        try await harness.waitForConnections(1)
-        let occurrence = FaultOccurrence(
-            index: 0, rule: 0, at: .zero, lasts: .milliseconds(300), proxy: nil, targets: .all, seed: 1,
-            effect: .handoff(from: LinkProfile.named("wifi")!, to: LinkProfile.named("3g")!,
-                             blackout: .milliseconds(300), linger: .seconds(Int64(1))))
-        let timeline = Timeline(seed: 1, duration: .seconds(Int64(1)), occurrences: [occurrence])
-        let injector = FaultInjector(timeline: timeline, proxies: [harness.proxy], clock: RunClock(), sink: harness.events)
-        let run = Task { await injector.run() }
-        for _ in 0..<200 where injector.appliedSoFar.isEmpty { try await Task.sleep(nanoseconds: 5_000_000) }
-        try client.sendAll(Array("lost in the blackout".utf8))
-        server.setTimeout(0.1)
-        #expect(server.receive() == .error(EAGAIN))
-        await run.value
-        #expect(client.receiveUntilEnd().1 == .error(ECONNRESET))
-        server.setTimeout(0.5)
-        #expect(server.receive() == .error(EAGAIN), "the server side was told before the linger ended")
-        server.setTimeout(5)
-        #expect(server.receiveUntilEnd().1 == .error(ECONNRESET))
-        #expect(injector.appliedSoFar.first?.connections == 1)
-        // The next connection runs on the 3g profile: 100 ms each way at least.
-        let (client2, server2) = try harness.connectPair()
-        let start = DispatchTime.now().uptimeNanoseconds
-        try client2.sendAll([1])
-        #expect(server2.receive(exactly: 1) == [1])
-        #expect(DispatchTime.now().uptimeNanoseconds - start >= 80_000_000)
-        client.close(); server.close(); client2.close(); server2.close()
+        try await offPool {
+            let (client, server) = try harness.connectPair()
+            try blockingAwait { try await harness.waitForConnections(1) }
+            let occurrence = FaultOccurrence(
+                index: 0, rule: 0, at: .zero, lasts: .milliseconds(300), proxy: nil, targets: .all, seed: 1,
+                effect: .handoff(from: LinkProfile.named("wifi")!, to: LinkProfile.named("3g")!,
+                                 blackout: .milliseconds(300), linger: .seconds(Int64(1))))
+            let timeline = Timeline(seed: 1, duration: .seconds(Int64(1)), occurrences: [occurrence])
+            let injector = FaultInjector(timeline: timeline, proxies: [harness.proxy], clock: RunClock(), sink: harness.events)
+            let run = Task { await injector.run() }
+            for _ in 0..<200 where injector.appliedSoFar.isEmpty { Thread.sleep(forTimeInterval: 0.005) }
+            try client.sendAll(Array("lost in the blackout".utf8))
+            server.setTimeout(0.1)
+            #expect(server.receive() == .error(EAGAIN))
+            try blockingAwait { await run.value }
+            #expect(client.receiveUntilEnd().1 == .error(ECONNRESET))
+            server.setTimeout(0.5)
+            #expect(server.receive() == .error(EAGAIN), "the server side was told before the linger ended")
+            server.setTimeout(5)
+            #expect(server.receiveUntilEnd().1 == .error(ECONNRESET))
+            #expect(injector.appliedSoFar.first?.connections == 1)
+            // The next connection runs on the 3g profile: 100 ms each way at least.
+            let (client2, server2) = try harness.connectPair()
+            let start = DispatchTime.now().uptimeNanoseconds
+            try client2.sendAll([1])
+            #expect(server2.receive(exactly: 1) == [1])
+            #expect(DispatchTime.now().uptimeNanoseconds - start >= 80_000_000)
+            client.close(); server.close(); client2.close(); server2.close()
+        }
         await harness.shutdown()
     }
 
     @Test("slice cuts writes into pieces of at most the given size, in order")
     func sliceCutsWrites() async throws {
         let harness = try await ProxyHarness()
-        let (client, server) = try harness.connectPair()
-        await harness.proxy.addCondition(.slice(maxBytes: 10, delay: DurationRange(.milliseconds(2), .milliseconds(3))),
-                                         key: 1, directions: .upstream, to: nil)
-        let message = pattern(count: 200, seed: 5)
-        let start = DispatchTime.now().uptimeNanoseconds
-        try client.sendAll(message)
-        #expect(sameBytes(server.receive(exactly: 200), message))
-        let elapsed = DispatchTime.now().uptimeNanoseconds - start
-        try await Task.sleep(nanoseconds: 50_000_000) // the last write's completion is recorded just after it lands
-        let writes = harness.events.all.compactMap { if case .written(.server, let bytes) = $0.kind { bytes } else { nil } }
-        #expect(writes.count == 20, "200 bytes were written in \(writes.count) pieces")
-        #expect(writes.allSatisfy { $0.count <= 10 })
-        #expect(elapsed >= 19 * 2_000_000, "19 gaps of at least 2 ms took only \(elapsed) ns")
-        client.close(); server.close()
+        try await offPool {
+            let (client, server) = try harness.connectPair()
+            try blockingAwait { await harness.proxy.addCondition(.slice(maxBytes: 10, delay: DurationRange(.milliseconds(2), .milliseconds(3))), key: 1, directions: .upstream, to: nil) }
+            let message = pattern(count: 200, seed: 5)
+            let start = DispatchTime.now().uptimeNanoseconds
+            try client.sendAll(message)
+            #expect(sameBytes(server.receive(exactly: 200), message))
+            let elapsed = DispatchTime.now().uptimeNanoseconds - start
+            Thread.sleep(forTimeInterval: 0.05) // the last write's completion is recorded just after it lands
+            let writes = harness.events.all.compactMap { if case .written(.server, let bytes) = $0.kind { bytes } else { nil } }
+            #expect(writes.count == 20, "200 bytes were written in \(writes.count) pieces")
+            #expect(writes.allSatisfy { $0.count <= 10 })
+            #expect(elapsed >= 19 * 2_000_000, "19 gaps of at least 2 ms took only \(elapsed) ns")
+            client.close(); server.close()
+        }
         await harness.shutdown()
     }
 

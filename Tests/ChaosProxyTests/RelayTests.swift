@@ -8,96 +8,106 @@ struct RelayTests {
     @Test("with no fault, 50 MB each way arrive unchanged, both directions at once")
     func bytesOutEqualBytesIn() async throws {
         let harness = try await ProxyHarness()
-        let (client, server) = try harness.connectPair()
-        let size = 50 * 1024 * 1024
-        let up = pattern(count: size, seed: 1), down = pattern(count: size, seed: 2)
-        let serverSide = Background { () -> [UInt8] in
-            let writer = Background { (try? server.sendAll(down)) != nil }
-            let got = server.receive(exactly: size)
-            _ = writer.join()
-            return got
+        try await offPool {
+            let (client, server) = try harness.connectPair()
+            let size = 50 * 1024 * 1024
+            let up = pattern(count: size, seed: 1), down = pattern(count: size, seed: 2)
+            let serverSide = Background { () -> [UInt8] in
+                let writer = Background { (try? server.sendAll(down)) != nil }
+                let got = server.receive(exactly: size)
+                _ = writer.join()
+                return got
+            }
+            let clientWriter = Background { (try? client.sendAll(up)) != nil }
+            let clientGot = client.receive(exactly: size)
+            #expect(clientWriter.join() == true)
+            let serverGot = try #require(serverSide.join())
+            #expect(serverGot.count == size)
+            #expect(clientGot.count == size)
+            #expect(sameBytes(serverGot, up))
+            #expect(sameBytes(clientGot, down))
+            #expect(harness.proxy.counters.upstream == Int64(size))
+            #expect(harness.proxy.counters.downstream == Int64(size))
+            client.close(); server.close()
         }
-        let clientWriter = Background { (try? client.sendAll(up)) != nil }
-        let clientGot = client.receive(exactly: size)
-        #expect(clientWriter.join() == true)
-        let serverGot = try #require(serverSide.join())
-        #expect(serverGot.count == size)
-        #expect(clientGot.count == size)
-        #expect(sameBytes(serverGot, up))
-        #expect(sameBytes(clientGot, down))
-        #expect(harness.proxy.counters.upstream == Int64(size))
-        #expect(harness.proxy.counters.downstream == Int64(size))
-        client.close(); server.close()
         await harness.shutdown()
     }
 
     @Test("a client's FIN reaches the server, and the server's reply still reaches the client")
     func halfClosePropagates() async throws {
         let harness = try await ProxyHarness()
-        let (client, server) = try harness.connectPair()
-        try client.sendAll(Array("request".utf8))
-        client.shutdownWrite()
-        let (request, serverEnd) = server.receiveUntilEnd()
-        #expect(request == Array("request".utf8))
-        #expect(serverEnd == .eof)
-        try server.sendAll(Array("reply after your FIN".utf8))
-        server.shutdownWrite()
-        let (reply, clientEnd) = client.receiveUntilEnd()
-        #expect(String(decoding: reply, as: UTF8.self) == "reply after your FIN")
-        #expect(clientEnd == .eof)
-        #expect(harness.events.closes(.client).first == .fin)
-        client.close(); server.close()
+        try await offPool {
+            let (client, server) = try harness.connectPair()
+            try client.sendAll(Array("request".utf8))
+            client.shutdownWrite()
+            let (request, serverEnd) = server.receiveUntilEnd()
+            #expect(request == Array("request".utf8))
+            #expect(serverEnd == .eof)
+            try server.sendAll(Array("reply after your FIN".utf8))
+            server.shutdownWrite()
+            let (reply, clientEnd) = client.receiveUntilEnd()
+            #expect(String(decoding: reply, as: UTF8.self) == "reply after your FIN")
+            #expect(clientEnd == .eof)
+            #expect(harness.events.closes(.client).first == .fin)
+            client.close(); server.close()
+        }
         await harness.shutdown()
     }
 
     @Test("a server's FIN reaches the client while the client can still send")
     func serverHalfClose() async throws {
         let harness = try await ProxyHarness()
-        let (client, server) = try harness.connectPair()
-        try server.sendAll(Array("bye".utf8))
-        server.shutdownWrite()
-        let (got, end) = client.receiveUntilEnd()
-        #expect(got == Array("bye".utf8))
-        #expect(end == .eof)
-        try client.sendAll(Array("last words".utf8))
-        client.shutdownWrite()
-        let (last, serverEnd) = server.receiveUntilEnd()
-        #expect(String(decoding: last, as: UTF8.self) == "last words")
-        #expect(serverEnd == .eof)
-        client.close(); server.close()
+        try await offPool {
+            let (client, server) = try harness.connectPair()
+            try server.sendAll(Array("bye".utf8))
+            server.shutdownWrite()
+            let (got, end) = client.receiveUntilEnd()
+            #expect(got == Array("bye".utf8))
+            #expect(end == .eof)
+            try client.sendAll(Array("last words".utf8))
+            client.shutdownWrite()
+            let (last, serverEnd) = server.receiveUntilEnd()
+            #expect(String(decoding: last, as: UTF8.self) == "last words")
+            #expect(serverEnd == .eof)
+            client.close(); server.close()
+        }
         await harness.shutdown()
     }
 
     @Test("a reset from one side is passed on as a reset to the other")
     func resetPropagates() async throws {
         let harness = try await ProxyHarness()
-        let (client, server) = try harness.connectPair()
-        try client.sendAll([1, 2, 3])
-        #expect(server.receive(exactly: 3) == [1, 2, 3])
-        client.reset()
-        let (_, end) = server.receiveUntilEnd()
-        #expect(end == .error(ECONNRESET))
-        server.close()
+        try await offPool {
+            let (client, server) = try harness.connectPair()
+            try client.sendAll([1, 2, 3])
+            #expect(server.receive(exactly: 3) == [1, 2, 3])
+            client.reset()
+            let (_, end) = server.receiveUntilEnd()
+            #expect(end == .error(ECONNRESET))
+            server.close()
+        }
         await harness.shutdown()
     }
 
     @Test("a slow reader slows the writer: the proxy holds a bounded amount")
     func backpressureBoundsMemory() async throws {
         let harness = try await ProxyHarness(baseline: nil, maxHeldBytes: 256 * 1024)
-        let (client, server) = try harness.connectPair()
-        client.setTimeout(2)
-        // The server never reads: the client's writes must block once the buffers are full.
-        let chunk = [UInt8](repeating: 7, count: 64 * 1024)
-        var written = 0
-        while written < 200 * 1024 * 1024 {
-            do { try client.sendAll(chunk) } catch { break }
-            written += chunk.count
+        try await offPool {
+            let (client, server) = try harness.connectPair()
+            client.setTimeout(2)
+            // The server never reads: the client's writes must block once the buffers are full.
+            let chunk = [UInt8](repeating: 7, count: 64 * 1024)
+            var written = 0
+            while written < 200 * 1024 * 1024 {
+                do { try client.sendAll(chunk) } catch { break }
+                written += chunk.count
+            }
+            #expect(written < 64 * 1024 * 1024, "the writer was not slowed: \(written) bytes accepted")
+            let moved = harness.proxy.counters.upstream
+            // What crossed the proxy is what the kernel buffers of the server leg hold, not the whole stream.
+            #expect(moved < 48 * 1024 * 1024, "proxy read \(moved) bytes for a reader that reads nothing")
+            client.reset(); server.close()
         }
-        #expect(written < 64 * 1024 * 1024, "the writer was not slowed: \(written) bytes accepted")
-        let moved = harness.proxy.counters.upstream
-        // What crossed the proxy is what the kernel buffers of the server leg hold, not the whole stream.
-        #expect(moved < 48 * 1024 * 1024, "proxy read \(moved) bytes for a reader that reads nothing")
-        client.reset(); server.close()
         await harness.shutdown()
     }
 }

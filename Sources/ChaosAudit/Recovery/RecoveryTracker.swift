@@ -24,6 +24,15 @@ struct RecoveryTracker {
     private var halfOpenRecords: [HalfOpenRecord] = []
     private var spreads: [ReconnectSpread] = []
     private var neverResumed = 0
+    /// Set once the run began stopping the pair: nothing after that is blamed on a fault.
+    private var stoppedAt: Int64?
+
+    /// The run is stopping the pair: closes from now on are not a fault's, and streams still
+    /// waiting for a fault's recovery are settled as never resumed only if the fault left them so.
+    mutating func stopping(at time: Int64) {
+        advance(to: time)
+        stoppedAt = time
+    }
 
     mutating func faultStarted(_ mark: FaultMark, at time: Int64, live: some Sequence<ConnectionID>) {
         advance(to: time)
@@ -46,7 +55,8 @@ struct RecoveryTracker {
 
     /// The latest disruptive fault a close or refusal at `time` is blamed on.
     private func blamed(at time: Int64) -> FaultWatch? {
-        open.last { $0.attributes(time) }
+        if let stoppedAt, time >= stoppedAt { return nil }
+        return open.last { $0.attributes(time) }
     }
 
     mutating func opened(at time: Int64) {

@@ -16,6 +16,7 @@ final class ProxiedConnection: @unchecked Sendable {
     private let clock: RunClock
     private let counters: ProxyCounters
     private let onFinished: @Sendable (ConnectionID) -> Void
+    private let onCut: @Sendable (ConnectionID) -> Void
 
     private let legs: [Side: Leg]
     private var conditions: [Int: (DirectionSet, ShapingCondition)] = [:]
@@ -43,7 +44,8 @@ final class ProxiedConnection: @unchecked Sendable {
     }
 
     init(id: ConnectionID, endpoints: ConnectionEndpoints, client: Leg, server: Leg, sink: (any TrafficEventSink)?,
-         clock: RunClock, counters: ProxyCounters, onFinished: @escaping @Sendable (ConnectionID) -> Void) {
+         clock: RunClock, counters: ProxyCounters, onCut: @escaping @Sendable (ConnectionID) -> Void,
+         onFinished: @escaping @Sendable (ConnectionID) -> Void) {
         self.id = id
         self.eventLoop = client.channel.eventLoop
         self.endpoints = endpoints
@@ -52,6 +54,7 @@ final class ProxiedConnection: @unchecked Sendable {
         self.clock = clock
         self.counters = counters
         self.onFinished = onFinished
+        self.onCut = onCut
     }
 
     /// Wires the relays and starts reading both legs. Call on the event loop.
@@ -117,6 +120,14 @@ final class ProxiedConnection: @unchecked Sendable {
         abort(.server)
     }
 
+    /// Ends whatever is still open with RST (the proxy is stopping), whether or not a fault cut it.
+    func terminate() {
+        eventLoop.preconditionInEventLoop()
+        state.cut = true
+        lingerTask?.cancel()
+        for side in Side.allCases where !state.inactive.contains(side) { abortQuietly(side) }
+    }
+
     /// FIN to both sides; what they still send is read and dropped until they close.
     func closeBoth() {
         eventLoop.preconditionInEventLoop()
@@ -148,6 +159,7 @@ final class ProxiedConnection: @unchecked Sendable {
         state.cut = true
         state.cutByFault = true
         counters.connectionCut()
+        onCut(id)
         return true
     }
 

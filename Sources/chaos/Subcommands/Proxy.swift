@@ -28,7 +28,12 @@ struct Proxy: AsyncParsableCommand {
         let length = ChaosDuration(parsing: duration)!
         let scenario = Scenario(name: "proxy", duration: length, seed: 0, proxies: [spec], pair: nil, protocolSpec: nil,
                                 baseline: nil, faults: [], expectations: [], capture: nil, file: "(command line)")
-        let outcome = try await ScenarioRunner(scenario: scenario, timeline: Timeline(scenario: scenario, seed: 0)).run()
+        var configuration = ScenarioRunner.Configuration(
+            scenario: scenario, timeline: Timeline(scenario: scenario, seed: 0), replayCommand: "",
+            selfPath: ExecutablePath.current)
+        configuration.writesReports = false
+        configuration.drain = .zero
+        let outcome = try await ScenarioRunner(configuration: configuration).run()
         for traffic in outcome.traffic {
             print("\(traffic.connections) connections, \(traffic.upstream) bytes upstream, \(traffic.downstream) bytes downstream")
         }

@@ -1,7 +1,31 @@
 import ArgumentParser
+import ChaosCore
+import ChaosRunner
 
-/// Placeholder for `chaos replay`.
+/// `chaos replay DIR`: re-run the exact fault timeline of an earlier run.
 struct Replay: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "replay", abstract: "Not built yet.")
-    func run() async throws { throw ValidationError("not built yet") }
+    static let configuration = CommandConfiguration(
+        abstract: "Re-run the exact fault timeline (same seed, same schedule) of an earlier run folder."
+    )
+
+    @Argument(help: "The earlier run's folder (it holds scenario.json and timeline.json).")
+    var directory: String
+
+    @Option(help: "The new run folder (default: Reports/<scenario>-<UTC time>/).")
+    var out: String?
+
+    func run() async throws {
+        let (scenario, timeline) = try RunFolderReplay.load(directory)
+        print("replaying \(scenario.name) from \(directory): seed \(timeline.seed), \(timeline.occurrences.count) fault occurrences")
+        let configuration = ScenarioRunner.Configuration(
+            scenario: scenario, timeline: timeline, out: out, replayCommand: "chaos replay \(directory)",
+            selfPath: ExecutablePath.current)
+        try await RunSummary.run(configuration)
+    }
+}
+
+enum RunFolderReplay {
+    static func load(_ directory: String) throws -> (Scenario, Timeline) {
+        try RunFolder.loadReplayInputs(from: directory)
+    }
 }

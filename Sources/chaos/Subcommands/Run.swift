@@ -1,26 +1,57 @@
 import ArgumentParser
 import ChaosCore
 import ChaosRunner
+import Foundation
 
-/// `chaos run SCENARIO`: run the proxies and the fault timeline for the scenario's duration.
+/// `chaos run SCENARIO`: proxies, pair, fault timeline, live audit, report.
 struct Run: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run a scenario: proxies, fault timeline, audit and report.",
-        discussion: "Exit 0 when every expectation holds, 1 when one fails, 2 on bad input."
+        abstract: "Run a scenario: proxies, pair, fault timeline, audit and report.",
+        discussion: "Exit 0 when every expectation holds, 1 when one fails, 2 on bad input or when the run cannot be judged."
     )
 
     @OptionGroup var options: ScenarioOptions
 
+    @Option(help: "The run folder (default: Reports/<scenario>-<UTC time>/).")
+    var out: String?
+
     func run() async throws {
         let (scenario, seed, drawn) = try options.load()
         if drawn { print("seed \(seed) (drawn; pass --seed \(seed) to repeat this run)") }
-        let timeline = Timeline(scenario: scenario, seed: seed)
-        let outcome = try await ScenarioRunner(scenario: scenario, timeline: timeline).run()
+        var replay = "chaos run \(options.scenario) --seed \(seed)"
+        if let duration = options.duration { replay += " --duration \(duration)" }
+        for setting in options.settings { replay += " --set \(setting)" }
+        var configuration = ScenarioRunner.Configuration(
+            scenario: scenario, timeline: Timeline(scenario: scenario, seed: seed), out: out,
+            replayCommand: replay, selfPath: ExecutablePath.current)
+        configuration.writesReports = true
+        try await RunSummary.run(configuration)
+    }
+}
+
+/// Runs a configuration and prints what a user wants to know at the end; exits with the verdict's code.
+enum RunSummary {
+    static func run(_ configuration: ScenarioRunner.Configuration) async throws {
+        let outcome = try await ScenarioRunner(configuration: configuration).run()
         print(outcome.interrupted ? "stopped by signal" : "finished")
-        print("faults applied: \(outcome.applied.count) of \(timeline.occurrences.count)")
+        print("faults applied: \(outcome.applied.count) of \(configuration.timeline.occurrences.count)")
         for traffic in outcome.traffic {
             print("proxy \(traffic.proxy): \(traffic.connections) connections (\(traffic.cut) cut by faults), "
                 + "\(traffic.upstream) bytes upstream, \(traffic.downstream) bytes downstream")
         }
+        if let folder = outcome.folder {
+            print("verdict: \(outcome.verdict.uppercased())")
+            print("report: \(folder.appendingPathComponent("report.md").path)")
+            print("        (chaos report \(folder.path) --format markdown|github|json|junit|html)")
+        }
+        if outcome.exitCode != 0 { throw ExitCode(outcome.exitCode) }
+    }
+}
+
+/// The path of this executable, so that pair commands starting with `chaos` run this very build.
+enum ExecutablePath {
+    static var current: String {
+        (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+            ?? URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL.path
     }
 }

@@ -164,3 +164,31 @@ final class Background<T: Sendable>: @unchecked Sendable {
         return result
     }
 }
+
+/// Runs blocking socket work on its own thread and awaits it, so that a test never blocks one of
+/// the few threads of Swift's cooperative pool (other suites, and the proxy's own tasks, need them).
+func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread {
+            do { continuation.resume(returning: try body()) } catch { continuation.resume(throwing: error) }
+        }
+    }
+}
+
+/// Waits, on a plain thread (never a pool thread), for async work: lets blocking test code call the proxy's async API.
+@discardableResult
+func blockingAwait<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
+    let box = ResultBox<T>()
+    let done = DispatchSemaphore(value: 0)
+    Task {
+        do { box.result = .success(try await body()) } catch { box.result = .failure(error) }
+        done.signal()
+    }
+    done.wait()
+    return try box.result!.get()
+}
+
+/// Holds one result across threads. Sendable: written once before a semaphore is signalled, read after.
+final class ResultBox<T>: @unchecked Sendable {
+    var result: Result<T, any Error>?
+}

@@ -1,0 +1,51 @@
+public import ChaosCore
+public import Foundation
+
+/// The folder of one run: `Reports/<scenario>-<UTC time>/` unless `--out` names one. Holds the
+/// scenario as run, the timeline, the pair's output and the reports.
+public struct RunFolder: Sendable {
+    /// The folder.
+    public let url: URL
+
+    /// Creates (or reuses) the folder.
+    public init(scenario: String, out: String?, now: Date = Date()) throws {
+        if let out {
+            url = URL(fileURLWithPath: out)
+        } else {
+            let formatter = DateFormatter()
+            formatter.locale = Locale(identifier: "en_US_POSIX")
+            formatter.timeZone = TimeZone(identifier: "UTC")
+            formatter.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
+            url = URL(fileURLWithPath: "Reports").appendingPathComponent("\(scenario)-\(formatter.string(from: now))")
+        }
+        do {
+            try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        } catch {
+            throw ChaosError(.badInput, "cannot create the run folder \(url.path): \(error.localizedDescription)")
+        }
+    }
+
+    /// Saves what `chaos replay` needs: the scenario as run and its drawn timeline.
+    public func saveReplayInputs(scenario: Scenario, timeline: Timeline) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        try encoder.encode(scenario).write(to: url.appendingPathComponent("scenario.json"), options: .atomic)
+        try encoder.encode(timeline).write(to: url.appendingPathComponent("timeline.json"), options: .atomic)
+    }
+
+    /// Loads what an earlier run saved for replay.
+    public static func loadReplayInputs(from directory: String) throws -> (Scenario, Timeline) {
+        let base = URL(fileURLWithPath: directory)
+        let decoder = JSONDecoder()
+        func load<T: Decodable>(_ name: String, as type: T.Type) throws -> T {
+            let path = base.appendingPathComponent(name).path
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw ChaosError.badInput("\(directory) is not a run folder: \(name) is missing")
+            }
+            do { return try decoder.decode(T.self, from: data) } catch {
+                throw ChaosError.badInput("\(path) is not readable: \(error)")
+            }
+        }
+        return (try load("scenario.json", as: Scenario.self), try load("timeline.json", as: Timeline.self))
+    }
+}

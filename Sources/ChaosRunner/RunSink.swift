@@ -1,0 +1,44 @@
+import ChaosAudit
+import ChaosCore
+import ChaosProxy
+import Synchronization
+
+/// The proxies' one event sink during a run: feeds the audit engine (and any extra consumers, such
+/// as the capture writer) inline under one lock, so events reach them in time order and a slow
+/// consumer slows the proxy instead of filling a queue.
+final class RunSink: TrafficEventSink {
+    private struct State {
+        var engine: AuditEngine?
+        var consumers: [@Sendable (TrafficEvent) -> Void] = []
+        var lastTime: Int64 = 0
+        var messages: Int64 = 0
+    }
+
+    // Sendable: the non-Sendable engine lives inside the Mutex and is only reached through it.
+    private let state: Mutex<State>
+
+    init(engine: sending AuditEngine?) {
+        state = Mutex(State(engine: engine))
+    }
+
+    /// Adds a consumer that gets every event after the audit.
+    func add(_ consumer: @escaping @Sendable (TrafficEvent) -> Void) {
+        state.withLock { $0.consumers.append(consumer) }
+    }
+
+    func record(_ event: TrafficEvent) {
+        state.withLock { state in
+            var event = event
+            // Events from several event loops race to the lock by microseconds; keep time monotonic.
+            if event.time < state.lastTime { event.time = state.lastTime } else { state.lastTime = event.time }
+            state.engine?.ingest(event)
+            for consumer in state.consumers { consumer(event) }
+        }
+    }
+
+    /// The audit so far (for progress lines and checkpoints).
+    func snapshot() -> AuditResult? { state.withLock { $0.engine?.snapshot() } }
+
+    /// Ends the audit: in-flight messages count as lost, partial frames as truncated.
+    func finish() -> AuditResult? { state.withLock { $0.engine?.finish() } }
+}
