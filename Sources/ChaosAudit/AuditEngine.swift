@@ -33,6 +33,8 @@ public final class AuditEngine {
     public private(set) var now: Int64 = 0
     /// Set by ``finish()``: later events are ignored.
     public private(set) var isFinished = false
+    /// When the run began stopping the pair (a `.stopping` event), if it has.
+    public private(set) var stoppedAt: Int64?
     private var finalResult: AuditResult?
 
     struct StreamKey: Hashable {
@@ -65,6 +67,9 @@ public final class AuditEngine {
         if event.time > now { now = event.time }
         switch event.kind {
         case .read(let side, let bytes):
+            // Once the run stops the pair, what producers still send may never reach a consumer that is
+            // shutting down: it is not counted as sent (deliveries still count).
+            guard stoppedAt == nil else { return }
             feed(bytes, role: .sent, direction: side.producing, connection: event.connection, time: event.time)
         case .written(let side, let bytes):
             feed(bytes, role: .delivered, direction: side.other.producing, connection: event.connection, time: event.time)
@@ -86,6 +91,7 @@ public final class AuditEngine {
             faults.ended(mark)
             if event.connection == 0 { recovery.faultEnded(mark, at: event.time) }
         case .stopping:
+            stoppedAt = event.time
             recovery.stopping(at: event.time)
         }
     }

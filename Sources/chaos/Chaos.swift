@@ -15,8 +15,6 @@ struct Chaos: AsyncParsableCommand {
 
     /// Runs the chosen subcommand; maps ``ChaosError`` to exit codes (bad input 2, other failures 1).
     static func main() async {
-        // Line-buffered stdout so progress and fault lines reach CI logs as they happen.
-        setvbuf(fdopen(STDOUT_FILENO, "w"), nil, _IOLBF, 0)
         let level = ProcessInfo.processInfo.environment["CHAOS_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)

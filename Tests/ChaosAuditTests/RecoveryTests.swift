@@ -24,6 +24,22 @@ struct RecoveryTests {
         #expect(result.connections.cutByFault == 1 && result.connections.opened == 2)
     }
 
+    @Test("connections the run itself closes while stopping are not blamed on the last fault")
+    func stoppingIsNotAFault() throws {
+        var s = TrafficScript()
+        s.open(1)
+        s.relay(1, Array(1...3))
+        s.at(5); s.fault("disconnect", 0, started: true); s.close(1, .cutByFault); s.fault("disconnect", 0, started: false)
+        s.at(5.1); s.open(2); s.relay(2, [4])
+        s.at(9); s.add(0, .stopping); s.close(2, .fin)
+        let engine = try AuditEngine(spec: ProtocolSpec())
+        engine.ingest(s.events)
+        let result = engine.finish()
+        #expect(result.recovery.neverResumed == 0)
+        #expect(result.faults.first?.connectionsClosed == 1)
+        #expect(result.recovery.resumeS.count == 1)
+    }
+
     @Test("reconnects all inside one short window are flagged as a thundering herd; spread out they are not",
           arguments: [(0.001, true), (0.5, false)])
     func herd(spacing: Double, herd: Bool) throws {

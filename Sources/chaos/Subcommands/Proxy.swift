@@ -33,9 +33,9 @@ struct Proxy: AsyncParsableCommand {
             selfPath: ExecutablePath.current)
         configuration.writesReports = false
         configuration.drain = .zero
-        let outcome = try await ScenarioRunner(configuration: configuration).run()
+        let outcome = try await ScenarioRunner(configuration: configuration, output: { Console.line($0) }).run()
         for traffic in outcome.traffic {
-            print("\(traffic.connections) connections, \(traffic.upstream) bytes upstream, \(traffic.downstream) bytes downstream")
+            Console.line("\(traffic.connections) connections, \(traffic.upstream) bytes upstream, \(traffic.downstream) bytes downstream")
         }
     }
 }

@@ -16,7 +16,7 @@ struct Replay: AsyncParsableCommand {
 
     func run() async throws {
         let (scenario, timeline) = try RunFolderReplay.load(directory)
-        print("replaying \(scenario.name) from \(directory): seed \(timeline.seed), \(timeline.occurrences.count) fault occurrences")
+        Console.line("replaying \(scenario.name) from \(directory): seed \(timeline.seed), \(timeline.occurrences.count) fault occurrences")
         let configuration = ScenarioRunner.Configuration(
             scenario: scenario, timeline: timeline, out: out, replayCommand: "chaos replay \(directory)",
             selfPath: ExecutablePath.current)

@@ -17,7 +17,7 @@ struct Run: AsyncParsableCommand {
 
     func run() async throws {
         let (scenario, seed, drawn) = try options.load()
-        if drawn { print("seed \(seed) (drawn; pass --seed \(seed) to repeat this run)") }
+        if drawn { Console.line("seed \(seed) (drawn; pass --seed \(seed) to repeat this run)") }
         var replay = "chaos run \(options.scenario) --seed \(seed)"
         if let duration = options.duration { replay += " --duration \(duration)" }
         for setting in options.settings { replay += " --set \(setting)" }
@@ -32,17 +32,17 @@ struct Run: AsyncParsableCommand {
 /// Runs a configuration and prints what a user wants to know at the end; exits with the verdict's code.
 enum RunSummary {
     static func run(_ configuration: ScenarioRunner.Configuration) async throws {
-        let outcome = try await ScenarioRunner(configuration: configuration).run()
-        print(outcome.interrupted ? "stopped by signal" : "finished")
-        print("faults applied: \(outcome.applied.count) of \(configuration.timeline.occurrences.count)")
+        let outcome = try await ScenarioRunner(configuration: configuration, output: { Console.line($0) }).run()
+        Console.line(outcome.interrupted ? "stopped by signal" : "finished")
+        Console.line("faults applied: \(outcome.applied.count) of \(configuration.timeline.occurrences.count)")
         for traffic in outcome.traffic {
-            print("proxy \(traffic.proxy): \(traffic.connections) connections (\(traffic.cut) cut by faults), "
+            Console.line("proxy \(traffic.proxy): \(traffic.connections) connections (\(traffic.cut) cut by faults), "
                 + "\(traffic.upstream) bytes upstream, \(traffic.downstream) bytes downstream")
         }
         if let folder = outcome.folder {
-            print("verdict: \(outcome.verdict.uppercased())")
-            print("report: \(folder.appendingPathComponent("report.md").path)")
-            print("        (chaos report \(folder.path) --format markdown|github|json|junit|html)")
+            Console.line("verdict: \(outcome.verdict.uppercased())")
+            Console.line("report: \(folder.appendingPathComponent("report.md").path)")
+            Console.line("        (chaos report \(folder.path) --format markdown|github|json|junit|html)")
         }
         if outcome.exitCode != 0 { throw ExitCode(outcome.exitCode) }
     }
