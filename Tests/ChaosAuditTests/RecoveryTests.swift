@@ -70,4 +70,18 @@ struct RecoveryTests {
         let record = try #require(result.recovery.halfOpen.first)
         #expect(record.connections == 2 && record.noticed == 1 && record.unnoticed == 1)
     }
+
+    @Test("a connection that rides out a short stall is half-open for exactly the stall, not until it later closes")
+    func rodeOutStall() throws {
+        var s = TrafficScript()
+        s.open(1)
+        s.at(10); s.fault("stall", 0, started: true)
+        s.at(11.5); s.fault("stall", 0, started: false)
+        s.at(30); s.add(1, .closed(.client, .fin)); s.add(1, .closed(.server, .fin))
+        let engine = try AuditEngine(spec: ProtocolSpec())
+        engine.ingest(s.events)
+        let record = try #require(engine.finish().recovery.halfOpen.first)
+        #expect(record.noticed == 0 && record.unnoticed == 1)
+        #expect(abs(record.longestS - 1.5) < 0.001)
+    }
 }

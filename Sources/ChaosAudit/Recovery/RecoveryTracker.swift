@@ -49,6 +49,13 @@ struct RecoveryTracker {
         advance(to: time)
         for watch in open.reversed() where watch.mark.occurrence == mark.occurrence && watch.end == nil {
             watch.end = time
+            // A partition or stall that ends before the pair noticed it was ridden out: those
+            // connections were half-open for exactly as long as it lasted, and are settled now.
+            if mark.kind == "partition" || mark.kind == "stall", !watch.halfOpen.isEmpty {
+                watch.halfOpenUnnoticed += watch.halfOpen.count
+                watch.halfOpenLongest = max(watch.halfOpenLongest, time - watch.start)
+                watch.halfOpen = []
+            }
             break
         }
     }

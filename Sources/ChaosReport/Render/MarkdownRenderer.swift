@@ -53,6 +53,11 @@ public struct MarkdownRenderer: Sendable {
         flavor == .github ? (ok ? "✅" : "❌") : (ok ? "✓" : "✗")
     }
 
+    /// A finding worth a look that does not fail the run by itself.
+    private var warning: String {
+        flavor == .github ? "⚠️" : "⚠"
+    }
+
     private func verdictLine(_ report: RunReport) -> String {
         let t = report.totals
         let word = report.verdict.rawValue.uppercased()
@@ -97,10 +102,10 @@ public struct MarkdownRenderer: Sendable {
         }
         if r.neverResumed > 0 { lines += ["", "\(mark(false)) \(r.neverResumed) interrupted stream(s) never delivered a new message afterwards."] }
         for h in r.halfOpen where h.unnoticed > 0 {
-            lines.append("\(mark(false)) \(h.kind) #\(h.occurrence): the pair never noticed \(h.unnoticed) of \(h.connections) half-open connection(s) (longest \(ReportText.seconds(h.longestS))).")
+            lines.append("\(warning) \(h.kind) #\(h.occurrence): the pair never noticed \(h.unnoticed) of \(h.connections) half-open connection(s) (longest \(ReportText.seconds(h.longestS))).")
         }
         for s in r.reconnectSpread where s.herd {
-            lines.append("\(mark(false)) thundering herd after \(s.kind) #\(s.occurrence): \(s.densest) of \(s.attempts) reconnect attempts within \(ReportText.seconds(s.windowS)).")
+            lines.append("\(warning) thundering herd after \(s.kind) #\(s.occurrence): \(s.densest) of \(s.attempts) reconnect attempts within \(ReportText.seconds(s.windowS)).")
         }
         return lines
     }
