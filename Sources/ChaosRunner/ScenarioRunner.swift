@@ -27,6 +27,8 @@ public final class ScenarioRunner: Sendable {
         public var writesReports = true
         /// How long, after the last fault is lifted, in-flight messages get to arrive before the pair stops.
         public var drain: ChaosDuration = .seconds(Int64(3))
+        /// Where to serve the HTTP control API (`chaos proxy --api`); nil: none.
+        public var controlAPI: HostPort?
         /// How often report.json is checkpointed.
         public var checkpointEvery: ChaosDuration = .seconds(Int64(60))
 
@@ -88,6 +90,18 @@ public final class ScenarioRunner: Sendable {
             throw error
         }
         let pair = try await startPair(proxies: proxies, folder: folder, clock: clock, group: group)
+        var api: ControlAPI?
+        if let address = configuration.controlAPI {
+            let control = ControlAPI(proxies: proxies, group: group, seed: timeline.seed)
+            do {
+                output("control API: http://\(try await control.start(host: address.host, port: address.port))")
+            } catch {
+                for proxy in proxies { await proxy.stop() }
+                try? await group.shutdownGracefully()
+                throw error
+            }
+            api = control
+        }
 
         let output = self.output
         let injector = FaultInjector(timeline: timeline, proxies: proxies, clock: clock, sink: sink, logger: logger) { occurrence, applied in
@@ -131,6 +145,7 @@ public final class ScenarioRunner: Sendable {
         progress.finish()
         signals.cancel()
         sink.record(TrafficEvent(time: clock.now(), connection: 0, kind: .stopping))
+        await api?.stop()
         await pair?.stop()
         for proxy in proxies { await proxy.stop() }
         let elapsed = clock.now()

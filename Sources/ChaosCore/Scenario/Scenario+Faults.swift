@@ -1,3 +1,5 @@
+internal import Yams
+
 extension ScenarioReader {
     static let scheduleKeys = ["at", "every", "for", "after", "until", "probability", "targets", "proxy"]
 
@@ -170,5 +172,26 @@ extension ScenarioReader {
                            latency: try map["latency"].map { try $0.duration("\(what).latency") } ?? .zero,
                            jitter: try map["jitter"].map { try $0.duration("\(what).jitter") } ?? .zero,
                            bandwidthUp: try rate("bandwidth_up"), bandwidthDown: try rate("bandwidth_down"))
+    }
+}
+
+extension FaultRule {
+    /// Parses one fault written as in a scenario's `faults:` list, e.g. `{"latency": {"add": "100ms"}}`
+    /// (JSON is YAML too), for the control API. `source` names it in messages.
+    public static func parse(_ text: String, proxies: [ProxySpec], duration: ChaosDuration,
+                             source: String = "request") throws -> FaultRule {
+        let root: Node
+        do {
+            guard let node = try Yams.compose(yaml: text) else {
+                throw ChaosError.badInput("empty fault; expected e.g. {\"latency\": {\"add\": \"100ms\"}}",
+                                          at: .init(file: source, line: 1, column: 1))
+            }
+            root = node
+        } catch let error as ChaosError {
+            throw error
+        } catch {
+            throw ChaosError.badInput("not valid JSON or YAML: \(error)", at: .init(file: source, line: 1, column: 1))
+        }
+        return try ScenarioReader(file: source).fault(YAMLValue(node: root, file: source), proxies: proxies, duration: duration)
     }
 }

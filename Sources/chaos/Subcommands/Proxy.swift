@@ -5,7 +5,11 @@ import ChaosRunner
 /// `chaos proxy --listen A --upstream B`: a bare proxy with no scenario.
 struct Proxy: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run a bare TCP proxy (no scenario) until Ctrl-C."
+        abstract: "Run a bare TCP proxy (no scenario) until Ctrl-C, optionally driven by an HTTP control API.",
+        discussion: """
+        With --api: GET /proxies, GET /faults, POST /faults with one fault as a scenario writes it \
+        ({"latency": {"add": "100ms", "direction": "downstream"}}), DELETE /faults/ID, DELETE /faults.
+        """
     )
 
     @Option(help: "Where clients connect (HOST:PORT).")
@@ -14,12 +18,16 @@ struct Proxy: AsyncParsableCommand {
     @Option(help: "Where the proxy connects for each client (HOST:PORT).")
     var upstream: String
 
+    @Option(help: "Serve the HTTP control API here (HOST:PORT), e.g. 127.0.0.1:8474.")
+    var api: String?
+
     @Option(help: "How long to run (default: until Ctrl-C).")
     var duration: String = "8760h"
 
     func validate() throws {
         guard HostPort(parsing: listen) != nil else { throw ValidationError("--listen must be HOST:PORT, found '\(listen)'") }
         guard HostPort(parsing: upstream) != nil else { throw ValidationError("--upstream must be HOST:PORT, found '\(upstream)'") }
+        if let api, HostPort(parsing: api) == nil { throw ValidationError("--api must be HOST:PORT, found '\(api)'") }
         guard ChaosDuration(parsing: duration) != nil else { throw ValidationError("--duration must be like 90s, found '\(duration)'") }
     }
 
@@ -33,6 +41,7 @@ struct Proxy: AsyncParsableCommand {
             selfPath: ExecutablePath.current)
         configuration.writesReports = false
         configuration.drain = .zero
+        configuration.controlAPI = api.flatMap(HostPort.init(parsing:))
         let outcome = try await ScenarioRunner(configuration: configuration, output: { Console.line($0) }).run()
         for traffic in outcome.traffic {
             Console.line("\(traffic.connections) connections, \(traffic.upstream) bytes upstream, \(traffic.downstream) bytes downstream")

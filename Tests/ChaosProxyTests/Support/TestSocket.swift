@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(CNIOLinux)
+import CNIOLinux
+#endif
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,0 +1,185 @@
+import ChaosCore
+import Foundation
+public import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Synchronization
+
+/// The HTTP control API of `chaos proxy --api HOST:PORT`, for driving faults from test code
+/// (Toxiproxy-style). JSON in and out:
+///
+/// - `GET /proxies`: the proxies, their live connections and bytes moved.
+/// - `GET /faults`: the faults applied through the API and still active.
+/// - `POST /faults` with one fault as a scenario writes it, e.g. `{"latency": {"add": "100ms", "direction": "downstream"}}`
+///   or `{"disconnect": {"at": "0s", "mode": "reset"}}`: applies it now (a fault with no `for` lasts until deleted).
+///   Answers `201 {"id": N, "timeline": [...]}`.
+/// - `DELETE /faults/N`: lifts one; `DELETE /faults`: lifts all.
+///
+/// Bad requests get `400 {"error": "…"}` naming what is wrong and where.
+public final class ControlAPI: Sendable {
+    private let proxies: [ProxyServer]
+    private let group: any EventLoopGroup
+    private let seed: UInt64
+    private let state = Mutex<(next: Int, active: [Int: (rule: String, task: Task<Void, Never>)], channel: (any Channel)?)>(
+        (1, [:], nil))
+
+    /// An API over `proxies`; faults draw their parameters from `seed`.
+    public init(proxies: [ProxyServer], group: any EventLoopGroup, seed: UInt64 = 0) {
+        self.proxies = proxies
+        self.group = group
+        self.seed = seed
+    }
+
+    /// Listens on `address`; returns the bound address (`host:port`).
+    public func start(host: String, port: Int) async throws -> String {
+        let channel: any Channel
+        do {
+            channel = try await ServerBootstrap(group: group)
+                .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+                .childChannelInitializer { [self] child in
+                    child.eventLoop.makeCompletedFuture {
+                        try child.pipeline.syncOperations.configureHTTPServerPipeline()
+                        try child.pipeline.syncOperations.addHandler(ControlAPIHandler(api: self))
+                    }
+                }
+                .bind(host: host, port: port).get()
+        } catch {
+            throw ChaosError(.badInput, "control API: cannot listen on \(host):\(port): \(error) (is the port in use?)")
+        }
+        state.withLock { $0.channel = channel }
+        return channel.localAddress?.hostPort ?? "\(host):\(port)"
+    }
+
+    /// Lifts every API fault and stops listening.
+    public func stop() async {
+        let (channel, tasks) = state.withLock { state in
+            defer { state.active = [:]; state.channel = nil }
+            return (state.channel, state.active.values.map(\.task))
+        }
+        for task in tasks { task.cancel(); await task.value }
+        try? await channel?.close()
+    }
+
+    /// Answers one request: (status, JSON body).
+    func handle(method: HTTPMethod, path: String, body: String) async -> (HTTPResponseStatus, String) {
+        let parts = path.split(separator: "/").map(String.init)
+        switch (method, parts.first, parts.count) {
+        case (.GET, "proxies", 1):
+            let list = proxies.map { proxy -> [String: Any] in
+                ["name": proxy.spec.name, "listen": proxy.boundAddress?.hostPort ?? "\(proxy.spec.listen)",
+                 "upstream": "\(proxy.spec.upstream)", "connections": proxy.liveConnections.count,
+                 "bytes_upstream": proxy.counters.upstream, "bytes_downstream": proxy.counters.downstream]
+            }
+            return (.ok, Self.json(["proxies": list]))
+        case (.GET, "faults", 1):
+            let active = state.withLock { $0.active.map { ["id": $0.key, "fault": $0.value.rule] as [String: Any] } }
+            return (.ok, Self.json(["faults": active.sorted { ($0["id"] as? Int ?? 0) < ($1["id"] as? Int ?? 0) }]))
+        case (.POST, "faults", 1):
+            return await addFault(body)
+        case (.DELETE, "faults", 1):
+            let tasks = state.withLock { state in defer { state.active = [:] }; return state.active.values.map(\.task) }
+            for task in tasks { task.cancel(); await task.value }
+            return (.ok, Self.json(["lifted": tasks.count]))
+        case (.DELETE, "faults", 2):
+            guard let id = Int(parts[1]) else { return (.badRequest, Self.error("fault id must be a number, found '\(parts[1])'")) }
+            guard let task = state.withLock({ $0.active.removeValue(forKey: id)?.task }) else {
+                return (.notFound, Self.error("no active fault \(id)"))
+            }
+            task.cancel()
+            await task.value
+            return (.ok, Self.json(["lifted": 1]))
+        default:
+            return (.notFound, Self.error("no route \(method) \(path); routes: GET /proxies, GET /faults, POST /faults, "
+                + "DELETE /faults, DELETE /faults/ID"))
+        }
+    }
+
+    private func addFault(_ body: String) async -> (HTTPResponseStatus, String) {
+        let forever = ChaosDuration.seconds(Int64(10 * 365 * 86_400))
+        let specs = proxies.map(\.spec)
+        let rule: FaultRule
+        do {
+            rule = try FaultRule.parse(body, proxies: specs, duration: forever, source: "request body")
+        } catch let error as ChaosError {
+            return (.badRequest, Self.error(error.description))
+        } catch {
+            return (.badRequest, Self.error("\(error)"))
+        }
+        let id = state.withLock { state -> Int in defer { state.next += 1 }; return state.next }
+        let scenario = Scenario(name: "api", duration: forever, seed: seed, proxies: specs, pair: nil, protocolSpec: nil,
+                                baseline: nil, faults: [rule], expectations: [], capture: nil, file: "request body")
+        var generator = SeededGenerator(seed: seed).fork("api", UInt64(id))
+        var timeline = Timeline(scenario: scenario, seed: generator.next())
+        // Keys of API faults never meet a scenario's (which count from 0).
+        for index in timeline.occurrences.indices { timeline.occurrences[index].index += id * 1_000_000 }
+        let lines = Array(timeline.lines.prefix(20))
+        let injector = FaultInjector(timeline: timeline, proxies: proxies, clock: RunClock(), sink: nil)
+        let task = Task { await injector.run() }
+        state.withLock { $0.active[id] = (body.trimmingCharacters(in: .whitespacesAndNewlines), task) }
+        // Answer once what starts now has been applied.
+        for _ in 0..<200 where timeline.occurrences.first.map({ $0.at == .zero }) ?? false && injector.appliedSoFar.isEmpty {
+            try? await Task.sleep(nanoseconds: 5_000_000)
+        }
+        return (.created, Self.json(["id": id, "timeline": lines]))
+    }
+
+    static func json(_ object: [String: Any]) -> String {
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    static func error(_ message: String) -> String { json(["error": message]) }
+}
+
+/// One HTTP connection of the control API: collects a request, lets ``ControlAPI`` answer it.
+final class ControlAPIHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let api: ControlAPI
+    private var head: HTTPRequestHead?
+    private var body = ByteBuffer()
+    private static let maxBody = 64 * 1024
+
+    init(api: ControlAPI) { self.api = api }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            self.head = head
+            body.clear()
+        case .body(var chunk):
+            if body.readableBytes + chunk.readableBytes <= Self.maxBody { body.writeBuffer(&chunk) }
+        case .end:
+            guard let head else { return }
+            let text = body.readableBytes > Self.maxBody - 1 ? "" : String(buffer: body)
+            let path = String(head.uri.split(separator: "?").first ?? "")
+            let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            let api = self.api
+            let keepAlive = head.isKeepAlive
+            Task {
+                let (status, json) = await api.handle(method: head.method, path: path, body: text)
+                loopBound.eventLoop.execute {
+                    let (handler, context) = loopBound.value
+                    handler.respond(context: context, status: status, json: json, keepAlive: keepAlive)
+                }
+            }
+        }
+    }
+
+    private func respond(context: ChannelHandlerContext, status: HTTPResponseStatus, json: String, keepAlive: Bool) {
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: "application/json")
+        headers.add(name: "Content-Length", value: "\(json.utf8.count + 1)")
+        if !keepAlive { headers.add(name: "Connection", value: "close") }
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
+        context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: json + "\n")))), promise: nil)
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
+            if !keepAlive { channel.close(promise: nil) }
+        }
+    }
+}
+
+@available(*, unavailable)
+extension ControlAPIHandler: Sendable {}
