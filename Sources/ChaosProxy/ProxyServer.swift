@@ -197,7 +197,7 @@ public final class ProxyServer: Sendable {
 
 extension SocketAddress {
     /// `host:port` (IPv6 in brackets).
-    var hostPort: String {
+    public var hostPort: String {
         let host = ipAddress ?? "?"
         return host.contains(":") ? "[\(host)]:\(port ?? 0)" : "\(host):\(port ?? 0)"
     }

@@ -182,7 +182,7 @@ public final class ScenarioRunner: Sendable {
                 throw ChaosError(.badInput, error.message + " (is the port in use?)")
             }
             proxies.append(proxy)
-            output("proxy \(spec.name): listening on \(proxy.boundAddress.map(\.hostPortText) ?? "\(spec.listen)") -> \(spec.upstream)")
+            output("proxy \(spec.name): listening on \(proxy.boundAddress.map(\.hostPort) ?? "\(spec.listen)") -> \(spec.upstream)")
         }
         return proxies
     }
@@ -259,13 +259,5 @@ public final class ScenarioRunner: Sendable {
             expectations: scenario.expectations, replay: configuration.replayCommand, planned: configuration.timeline.duration,
             connections: connections, faultConnections: faultConnections, pairExits: pairExits,
             errorReason: errorReason, extra: extra))
-    }
-}
-
-extension SocketAddress {
-    /// `host:port` for messages.
-    var hostPortText: String {
-        let host = ipAddress ?? "?"
-        return host.contains(":") ? "[\(host)]:\(port ?? 0)" : "\(host):\(port ?? 0)"
     }
 }
