@@ -15,7 +15,7 @@ struct CaptureWriterTests {
         let endpoints1 = ConnectionEndpoints(proxy: "stream", client: "127.0.0.1:40001", listen: "127.0.0.1:7000",
                                              proxyLocal: "127.0.0.1:50001", server: "127.0.0.1:7001")
         let endpoints2 = ConnectionEndpoints(proxy: "stream", client: "[::1]:40002", listen: "[::1]:7000",
-                                             proxyLocal: "127.0.0.1:50002", server: "127.0.0.1:7001")
+                                             proxyLocal: "[::1]:50002", server: "[::1]:7001")
         let ms: Int64 = 1_000_000
         let events: [TrafficEvent] = [
             TrafficEvent(time: 0, connection: 1, kind: .opened(endpoints1)),
