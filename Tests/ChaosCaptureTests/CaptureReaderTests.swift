@@ -46,13 +46,13 @@ struct CaptureReaderTests {
         let traffic = ConnectionTraffic.collect(events)
         let first = try #require(traffic[1])
         let second = try #require(traffic[2])
-        #expect(first.readFromClient == run.upstream[0])
-        #expect(first.writtenToServer == run.upstream[0])
-        #expect(first.readFromServer == run.downstream[0])
-        #expect(first.writtenToClient == run.downstream[0])
+        #expect(TestSupport.same(first.readFromClient, run.upstream[0]))
+        #expect(TestSupport.same(first.writtenToServer, run.upstream[0]))
+        #expect(TestSupport.same(first.readFromServer, run.downstream[0]))
+        #expect(TestSupport.same(first.writtenToClient, run.downstream[0]))
         #expect(first.closes == ["client:fin", "server:fin"])
-        #expect(second.readFromClient == run.upstream[1])
-        #expect(second.writtenToServer == run.upstream[1])
+        #expect(TestSupport.same(second.readFromClient, run.upstream[1]))
+        #expect(TestSupport.same(second.writtenToServer, run.upstream[1]))
         #expect(second.readFromServer.isEmpty)
         #expect(second.closes == ["client:reset", "server:reset"])
 
@@ -79,10 +79,10 @@ struct CaptureReaderTests {
         #expect(traffic.count == 4)
         for (id, index) in [(ConnectionID(1), 0), (2, 0), (3, 1), (4, 1)] {
             let leg = try #require(traffic[id])
-            #expect(leg.readFromClient == run.upstream[index])
-            #expect(leg.writtenToServer == run.upstream[index])
-            #expect(leg.readFromServer == run.downstream[index])
-            #expect(leg.writtenToClient == run.downstream[index])
+            #expect(TestSupport.same(leg.readFromClient, run.upstream[index]))
+            #expect(TestSupport.same(leg.writtenToServer, run.upstream[index]))
+            #expect(TestSupport.same(leg.readFromServer, run.downstream[index]))
+            #expect(TestSupport.same(leg.writtenToClient, run.downstream[index]))
         }
     }
 
@@ -124,8 +124,8 @@ struct CaptureReaderTests {
         var events: [TrafficEvent] = []
         let statistics = try CaptureReader.read(paths: writer.paths) { events.append($0) }
         let traffic = try #require(ConnectionTraffic.collect(events)[1])
-        #expect(traffic.readFromClient == sent)
-        #expect(traffic.writtenToServer == sent)
+        #expect(TestSupport.same(traffic.readFromClient, sent))
+        #expect(TestSupport.same(traffic.writtenToServer, sent))
         #expect(statistics.captureLossBytes == 0)
     }
 }

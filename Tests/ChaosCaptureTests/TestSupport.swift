@@ -53,6 +53,9 @@ enum TestSupport {
                              stderr: String(decoding: stderrData.get(), as: UTF8.self))
     }
 
+    /// Whether two byte strings are equal (a plain Bool, so a failure does not print megabytes).
+    static func same(_ one: [UInt8], _ other: [UInt8]) -> Bool { one == other }
+
     /// Deterministic pseudo-random bytes.
     static func bytes(count: Int, seed: UInt64) -> [UInt8] {
         var state = seed &+ 0x9E37_79B9_7F4A_7C15
