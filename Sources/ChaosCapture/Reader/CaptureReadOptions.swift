@@ -4,8 +4,9 @@ public struct CaptureReadOptions: Hashable, Sendable {
     public enum Pairing: Hashable, Sendable {
         /// Every TCP flow is its own connection; each payload is both read and written.
         case off
-        /// A flow to this port is a client leg (client → proxy listen port); the next flow the proxy
-        /// host dials toward another port within the pairing window is its server leg (FIFO).
+        /// A flow to this port is a client leg (client → proxy listen port); the next flow opened
+        /// toward another port within the pairing window is its server leg (FIFO). A client leg
+        /// closed with no payload and no server leg is reported as `.refused`.
         case proxyPort(UInt16)
         /// Like `proxyPort`, guessing the listen port: a flow whose SYN comes from the host a pending
         /// flow's SYN went to, toward a different port, within the pairing window, is that flow's
