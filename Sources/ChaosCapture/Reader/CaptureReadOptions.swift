@@ -21,18 +21,25 @@ public struct CaptureReadOptions: Hashable, Sendable {
     public var serverPort: UInt16?
     /// How proxy legs are paired.
     public var pairing: Pairing
-    /// How long after a client leg's SYN its server leg's SYN may come, in nanoseconds.
+    /// With `.automatic` pairing: how long after a client leg's SYN its server leg's SYN may come,
+    /// in nanoseconds.
     public var pairingWindow: Int64
+    /// With `.proxyPort` pairing: how long a client leg waits for its server leg, in nanoseconds
+    /// (a loaded proxy may dial late; the leg's events are held meanwhile).
+    public var proxyPairingWindow: Int64
     /// The proxy name put into `ConnectionEndpoints.proxy`.
     public var proxyName: String
 
-    /// Creates options; the defaults read every packet and pair legs automatically within 1 s.
+    /// Creates options; the defaults read every packet and pair legs automatically within 1 s
+    /// (30 s with an explicit proxy port).
     public init(filter: String? = nil, serverPort: UInt16? = nil, pairing: Pairing = .automatic,
-                pairingWindow: Int64 = 1_000_000_000, proxyName: String = "capture") {
+                pairingWindow: Int64 = 1_000_000_000, proxyPairingWindow: Int64 = 30_000_000_000,
+                proxyName: String = "capture") {
         self.filter = filter
         self.serverPort = serverPort
         self.pairing = pairing
         self.pairingWindow = pairingWindow
+        self.proxyPairingWindow = proxyPairingWindow
         self.proxyName = proxyName
     }
 }

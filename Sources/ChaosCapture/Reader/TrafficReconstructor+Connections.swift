@@ -31,14 +31,20 @@ extension TrafficReconstructor {
         guard let index = pendingClientLegs.firstIndex(where: { leg in
             (!requireOtherPort || leg.server.sameHost(as: flow.client)) && !leg.finished
                 && (!requireOtherPort || leg.server.port != flow.server.port)
-                && time - leg.firstTime <= options.pairingWindow
+                && time - leg.firstTime <= activeWindow
         }) else { return nil }
         return pendingClientLegs.remove(at: index)
     }
 
+    /// How long a client leg waits for its server leg.
+    private var activeWindow: Int64 {
+        if case .proxyPort = options.pairing { return options.proxyPairingWindow }
+        return options.pairingWindow
+    }
+
     /// Waiting client legs whose window has passed become connections of their own.
     func expirePendingLegs(at time: Int64) throws {
-        while let first = pendingClientLegs.first, time - first.firstTime > options.pairingWindow {
+        while let first = pendingClientLegs.first, time - first.firstTime > activeWindow {
             pendingClientLegs.removeFirst()
             try resolveUnpaired(first, time: time)
         }
