@@ -1,1 +1,0 @@
-// Placeholder: this module is filled in by its own work item.

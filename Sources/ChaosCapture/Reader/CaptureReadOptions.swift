@@ -1,0 +1,45 @@
+/// How ``CaptureReader`` reads a capture.
+public struct CaptureReadOptions: Hashable, Sendable {
+    /// How the two legs of a connection through a proxy are recognised.
+    public enum Pairing: Hashable, Sendable {
+        /// Every TCP flow is its own connection; each payload is both read and written.
+        case off
+        /// A flow to this port is a client leg (client → proxy listen port); the next flow opened
+        /// toward another port within the pairing window is its server leg (FIFO). A client leg
+        /// closed with no payload and no server leg is reported as `.refused`.
+        case proxyPort(UInt16)
+        /// Like `proxyPort`, guessing the listen port: a flow whose SYN comes from the host a pending
+        /// flow's SYN went to, toward a different port, within the pairing window, is that flow's
+        /// server leg (FIFO). Flows that stay unpaired are their own connections.
+        case automatic
+    }
+
+    /// A BPF filter expression (as for tcpdump) applied before decoding, or nil for every packet.
+    public var filter: String?
+    /// The server's port: of a flow whose opening SYN is not in the capture, the end with this port
+    /// is the server. Without it (and without a SYN) the lower port is taken as the server.
+    public var serverPort: UInt16?
+    /// How proxy legs are paired.
+    public var pairing: Pairing
+    /// With `.automatic` pairing: how long after a client leg's SYN its server leg's SYN may come,
+    /// in nanoseconds.
+    public var pairingWindow: Int64
+    /// With `.proxyPort` pairing: how long a client leg waits for its server leg, in nanoseconds
+    /// (a loaded proxy may dial late; the leg's events are held meanwhile).
+    public var proxyPairingWindow: Int64
+    /// The proxy name put into `ConnectionEndpoints.proxy`.
+    public var proxyName: String
+
+    /// Creates options; the defaults read every packet and pair legs automatically within 1 s
+    /// (30 s with an explicit proxy port).
+    public init(filter: String? = nil, serverPort: UInt16? = nil, pairing: Pairing = .automatic,
+                pairingWindow: Int64 = 1_000_000_000, proxyPairingWindow: Int64 = 30_000_000_000,
+                proxyName: String = "capture") {
+        self.filter = filter
+        self.serverPort = serverPort
+        self.pairing = pairing
+        self.pairingWindow = pairingWindow
+        self.proxyPairingWindow = proxyPairingWindow
+        self.proxyName = proxyName
+    }
+}

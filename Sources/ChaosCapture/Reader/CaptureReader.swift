@@ -1,0 +1,74 @@
+public import ChaosCore
+
+/// Reads a capture taken anywhere (tcpdump, Wireshark, a phone's tether, or ``CaptureWriter``) and
+/// turns it into the same `TrafficEvent` stream the live proxy produces, so one audit serves both.
+///
+/// Files are pcap or pcapng, read through libpcap; link types Ethernet (including Linux loopback
+/// from `tcpdump -i lo`), Linux cooked (SLL, SLL2), raw IPv4/IPv6 and BSD loopback (NULL/LOOP).
+/// TCP is reassembled per direction (out-of-order, retransmitted and overlapping segments); holes
+/// that never fill are counted as capture loss and nothing is made up for them.
+///
+/// Each flow (or each pair of proxy legs, see ``CaptureReadOptions/Pairing``) yields `.opened`,
+/// then its payload in order: a standalone flow reports each payload as `.read(producer)` followed
+/// by `.written(consumer)`; a paired connection reports the client leg's client→proxy bytes as
+/// `.read(.client)`, proxy→client as `.written(.client)`, the server leg's proxy→server bytes as
+/// `.written(.server)` and server→proxy as `.read(.server)`. A FIN from a client or server is
+/// `.closed(side, .fin)`; an RST on a leg is `.closed(side, .reset)`. Times are nanoseconds since
+/// the first packet. Events of a leg waiting to be paired are held up to the pairing window, so
+/// events of different connections may be up to that far out of time order.
+public enum CaptureReader {
+    /// Reads `path`, calling `handler` with each event in order.
+    /// - Returns: what the reader counted (packets, flows, capture loss, retransmissions…).
+    /// - Throws: `ChaosError.badInput` for an unreadable, truncated or garbage file (the message
+    ///   names the file and byte offset), an unsupported link type or a bad filter; any error
+    ///   `handler` throws.
+    public static func read(path: String, options: CaptureReadOptions = CaptureReadOptions(),
+                            _ handler: (TrafficEvent) throws -> Void) throws -> CaptureStatistics {
+        try read(paths: [path], options: options, handler)
+    }
+
+    /// Reads several files as one capture, in the order given (the files of a capture ring,
+    /// oldest first).
+    public static func read(paths: [String], options: CaptureReadOptions = CaptureReadOptions(),
+                            _ handler: (TrafficEvent) throws -> Void) throws -> CaptureStatistics {
+        let reconstructor = TrafficReconstructor(options: options)
+        var firstTimestamp: Int64?
+        for path in paths {
+            let capture = try OfflineCapture(path: path)
+            guard let decoder = PacketDecoder(dataLinkType: capture.dataLinkType) else {
+                throw ChaosError.badInput("capture \(path): link type \(capture.dataLinkType) is not supported "
+                    + "(expected Ethernet, Linux cooked, raw IP or BSD loopback) at byte offset 0")
+            }
+            if let filter = options.filter { try capture.setFilter(filter) }
+            try capture.forEachPacket { packet, wireLength, timestamp in
+                reconstructor.statistics.packets += 1
+                reconstructor.statistics.capturedBytes += packet.count
+                let start = firstTimestamp ?? timestamp
+                firstTimestamp = start
+                guard let segment = decoder.decode(packet, wireLength: wireLength) else {
+                    reconstructor.statistics.skippedPackets += 1
+                    return
+                }
+                try reconstructor.consume(segment, time: timestamp - start)
+                if !reconstructor.outbox.isEmpty { try drain(reconstructor, handler) }
+            }
+        }
+        try reconstructor.finish()
+        try drain(reconstructor, handler)
+        return reconstructor.statistics
+    }
+
+    /// Reads `path` into memory: every event and the statistics (for tests and small captures).
+    public static func readAll(path: String, options: CaptureReadOptions = CaptureReadOptions()) throws
+        -> (events: [TrafficEvent], statistics: CaptureStatistics)
+    {
+        var events: [TrafficEvent] = []
+        let statistics = try read(path: path, options: options) { events.append($0) }
+        return (events, statistics)
+    }
+
+    private static func drain(_ reconstructor: TrafficReconstructor, _ handler: (TrafficEvent) throws -> Void) throws {
+        for event in reconstructor.outbox { try handler(event) }
+        reconstructor.outbox.removeAll(keepingCapacity: true)
+    }
+}

@@ -1,0 +1,80 @@
+import ChaosCore
+
+/// What one TCP flow reports before it is known which connection (and which leg) it is.
+enum FlowEvent {
+    case data(towardServer: Bool, bytes: [UInt8], time: Int64)
+    case fin(fromClient: Bool, time: Int64)
+    case reset(fromClient: Bool, time: Int64)
+}
+
+/// Which connection a flow belongs to, and as what.
+enum FlowRole {
+    /// A possible client leg waiting for its server leg: its events are held.
+    case pending
+    /// A connection of its own: each payload is both read and written.
+    case standalone(ConnectionID)
+    /// The client ↔ proxy leg of a paired connection.
+    case clientLeg(ConnectionID)
+    /// The proxy ↔ server leg of a paired connection.
+    case serverLeg(ConnectionID)
+}
+
+/// One TCP flow (one 4-tuple, from one SYN): who is client and server, and a reassembler per
+/// direction.
+final class TCPFlow {
+    /// The order in which flows were first seen.
+    let serial: Int
+    /// The end that opened the flow (or is taken to have).
+    let client: WireEndpoint
+    /// The end that accepted it.
+    let server: WireEndpoint
+    /// Whether the client's SYN was seen (only such flows can be paired).
+    let openedWithSYN: Bool
+    /// The client's initial sequence number, when its SYN was seen.
+    let synSequence: UInt32?
+    /// The time of the first packet.
+    let firstTime: Int64
+    /// The time of the latest packet.
+    var lastTime: Int64
+    /// Client → server bytes.
+    var towardServer = StreamReassembler()
+    /// Server → client bytes.
+    var towardClient = StreamReassembler()
+    var role: FlowRole = .pending
+    /// Events held while the role is `.pending`.
+    var held: [FlowEvent] = []
+    /// Whether any payload was reported.
+    var carriedPayload = false
+    /// RST seen, or both FINs reached: later packets (but a new SYN) are leftovers.
+    var finished = false
+    /// Whether the flow's counters went into the statistics.
+    var counted = false
+
+    init(serial: Int, client: WireEndpoint, server: WireEndpoint, openedWithSYN: Bool, synSequence: UInt32?, time: Int64) {
+        self.serial = serial
+        self.client = client
+        self.server = server
+        self.openedWithSYN = openedWithSYN
+        self.synSequence = synSequence
+        self.firstTime = time
+        self.lastTime = time
+    }
+
+    /// Whether the role is still undecided.
+    var isPending: Bool {
+        if case .pending = role { return true }
+        return false
+    }
+
+    /// Adds this flow's reassembly counters to `statistics`, once.
+    func count(into statistics: inout CaptureStatistics) {
+        guard !counted else { return }
+        counted = true
+        for stream in [towardServer, towardClient] {
+            statistics.retransmittedBytes += stream.retransmittedBytes
+            statistics.outOfOrderSegments += stream.outOfOrderSegments
+            statistics.captureLossBytes += stream.lossBytes
+            statistics.captureLossHoles += stream.lossHoles
+        }
+    }
+}

@@ -1,0 +1,141 @@
+import ChaosCore
+
+extension TrafficReconstructor {
+    /// Decides what a new flow is: a connection of its own, a server leg of a waiting client leg,
+    /// or a client leg that waits.
+    func assignRole(_ flow: TCPFlow, time: Int64) throws {
+        guard flow.openedWithSYN else { return try makeStandalone(flow, time: time) }
+        switch options.pairing {
+        case .off:
+            try makeStandalone(flow, time: time)
+        case .proxyPort(let port):
+            if flow.server.port == port {
+                pendingClientLegs.append(flow)
+            } else if let leg = takeClientLeg(for: flow, time: time, requireOtherPort: false) {
+                try pair(leg, with: flow, time: time)
+            } else {
+                try makeStandalone(flow, time: time)
+            }
+        case .automatic:
+            if let leg = takeClientLeg(for: flow, time: time, requireOtherPort: true) {
+                try pair(leg, with: flow, time: time)
+            } else {
+                pendingClientLegs.append(flow)
+            }
+        }
+    }
+
+    /// The oldest waiting client leg that `flow` can be the server leg of: the proxy host (where the
+    /// client leg went) dialled it, within the window.
+    private func takeClientLeg(for flow: TCPFlow, time: Int64, requireOtherPort: Bool) -> TCPFlow? {
+        guard let index = pendingClientLegs.firstIndex(where: { leg in
+            (!requireOtherPort || leg.server.sameHost(as: flow.client)) && !leg.finished
+                && (!requireOtherPort || leg.server.port != flow.server.port)
+                && time - leg.firstTime <= activeWindow
+        }) else { return nil }
+        return pendingClientLegs.remove(at: index)
+    }
+
+    /// How long a client leg waits for its server leg.
+    private var activeWindow: Int64 {
+        if case .proxyPort = options.pairing { return options.proxyPairingWindow }
+        return options.pairingWindow
+    }
+
+    /// Waiting client legs whose window has passed become connections of their own.
+    func expirePendingLegs(at time: Int64) throws {
+        while let first = pendingClientLegs.first, time - first.firstTime > activeWindow {
+            pendingClientLegs.removeFirst()
+            try resolveUnpaired(first, time: time)
+        }
+    }
+
+    /// A client leg that found no server leg. With an explicit proxy port, one the proxy closed
+    /// without any payload is a refused connection; anything else is a connection of its own.
+    func resolveUnpaired(_ flow: TCPFlow, time: Int64) throws {
+        guard flow.isPending else { return }
+        pendingClientLegs.removeAll { $0 === flow }
+        if case .proxyPort = options.pairing, flow.finished, !flow.carriedPayload {
+            let id = nextConnection
+            nextConnection += 1
+            flow.role = .standalone(id)
+            flow.held.removeAll()
+            outbox.append(TrafficEvent(time: flow.firstTime, connection: id, kind: .refused(
+                proxy: options.proxyName, reason: "closed before the proxy dialled the server")))
+            return
+        }
+        try makeStandalone(flow, time: flow.firstTime)
+    }
+
+    private func makeStandalone(_ flow: TCPFlow, time: Int64) throws {
+        let id = nextConnection
+        nextConnection += 1
+        flow.role = .standalone(id)
+        statistics.connections += 1
+        let client = flow.client.text
+        let server = flow.server.text
+        outbox.append(TrafficEvent(time: flow.firstTime, connection: id, kind: .opened(ConnectionEndpoints(
+            proxy: options.proxyName, client: client, listen: server, proxyLocal: client, server: server))))
+        try replayHeld(flow)
+    }
+
+    private func pair(_ clientLeg: TCPFlow, with serverLeg: TCPFlow, time: Int64) throws {
+        let id = nextConnection
+        nextConnection += 1
+        clientLeg.role = .clientLeg(id)
+        serverLeg.role = .serverLeg(id)
+        statistics.connections += 1
+        statistics.pairedConnections += 1
+        outbox.append(TrafficEvent(time: time, connection: id, kind: .opened(ConnectionEndpoints(
+            proxy: options.proxyName, client: clientLeg.client.text, listen: clientLeg.server.text,
+            proxyLocal: serverLeg.client.text, server: serverLeg.server.text))))
+        try replayHeld(clientLeg)
+        try replayHeld(serverLeg)
+    }
+
+    private func replayHeld(_ flow: TCPFlow) throws {
+        let held = flow.held
+        flow.held.removeAll()
+        for event in held { try report(event, of: flow) }
+    }
+
+    /// Maps a flow event to traffic events by the flow's role (held while it is pending).
+    func report(_ event: FlowEvent, of flow: TCPFlow) throws {
+        if case .data(_, let bytes, _) = event, !bytes.isEmpty, !flow.carriedPayload { flow.carriedPayload = true }
+        switch flow.role {
+        case .pending:
+            flow.held.append(event)
+        case .standalone(let id):
+            switch event {
+            case .data(let towardServer, let bytes, let time):
+                statistics.payloadBytes += bytes.count
+                let producer: Side = towardServer ? .client : .server
+                outbox.append(TrafficEvent(time: time, connection: id, kind: .read(producer, bytes)))
+                outbox.append(TrafficEvent(time: time, connection: id, kind: .written(producer.other, bytes)))
+            case .fin(let fromClient, let time):
+                outbox.append(TrafficEvent(time: time, connection: id, kind: .closed(fromClient ? .client : .server, .fin)))
+            case .reset(let fromClient, let time):
+                outbox.append(TrafficEvent(time: time, connection: id, kind: .closed(fromClient ? .client : .server, .reset)))
+            }
+        case .clientLeg(let id), .serverLeg(let id):
+            let leg: Side
+            if case .clientLeg = flow.role { leg = .client } else { leg = .server }
+            // On the client leg the flow's client is the peer; on the server leg it is the proxy.
+            let peerIsFlowClient = leg == .client
+            switch event {
+            case .data(let towardServer, let bytes, let time):
+                statistics.payloadBytes += bytes.count
+                let fromPeer = towardServer == peerIsFlowClient
+                outbox.append(TrafficEvent(time: time, connection: id,
+                                           kind: fromPeer ? .read(leg, bytes) : .written(leg, bytes)))
+            case .fin(let fromClient, let time):
+                // A FIN from the proxy is the relay passing the other side's half-close on.
+                if fromClient == peerIsFlowClient {
+                    outbox.append(TrafficEvent(time: time, connection: id, kind: .closed(leg, .fin)))
+                }
+            case .reset(_, let time):
+                outbox.append(TrafficEvent(time: time, connection: id, kind: .closed(leg, .reset)))
+            }
+        }
+    }
+}

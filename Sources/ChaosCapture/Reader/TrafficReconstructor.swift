@@ -1,0 +1,171 @@
+import ChaosCore
+
+/// Turns decoded TCP segments into the `TrafficEvent` stream: finds flows, decides client and
+/// server, reassembles each direction, pairs proxy legs, and queues events in `outbox`.
+final class TrafficReconstructor {
+    let options: CaptureReadOptions
+    var statistics = CaptureStatistics()
+    /// Events ready for the consumer, in order.
+    var outbox: [TrafficEvent] = []
+    var flows: [FlowKey: TCPFlow] = [:]
+    /// Possible client legs waiting for a server leg, oldest first.
+    var pendingClientLegs: [TCPFlow] = []
+    var nextConnection: ConnectionID = 1
+    private var nextSerial = 0
+    private var packetsSincePrune = 0
+
+    init(options: CaptureReadOptions) {
+        self.options = options
+    }
+
+    /// Handles one segment seen at `time` (nanoseconds since the first packet).
+    func consume(_ segment: DecodedSegment, time: Int64) throws {
+        statistics.tcpSegments += 1
+        if segment.missingPayload > 0 { statistics.truncatedPackets += 1 }
+        try expirePendingLegs(at: time)
+        let flags = segment.flags
+        let isOpeningSYN = flags.contains(.syn) && !flags.contains(.ack)
+        let key = FlowKey(segment.source, segment.destination)
+        var flow = flows[key]
+        if let existing = flow, isOpeningSYN, existing.finished || existing.synSequence != segment.sequence {
+            try end(existing)
+            flows[key] = nil
+            existing.count(into: &statistics)
+            flow = nil
+        }
+        if flow == nil {
+            guard let created = try startFlow(segment, key: key, time: time) else { return }
+            flow = created
+        }
+        guard let flow else { return }
+        flow.lastTime = time
+        if flow.finished {
+            statistics.retransmittedBytes += segment.payload.count
+            return
+        }
+        try apply(segment, to: flow, time: time)
+        if flow.finished, flow.isPending { try resolveUnpaired(flow, time: time) }
+        packetsSincePrune += 1
+        if packetsSincePrune >= 65_536 { prune(at: time) }
+    }
+
+    /// The end of the capture: every flow is flushed and every waiting leg resolved.
+    func finish() throws {
+        let remaining = flows.values.sorted { $0.serial < $1.serial }
+        for flow in remaining where !flow.finished {
+            try end(flow)
+        }
+        for flow in pendingClientLegs {
+            try resolveUnpaired(flow, time: flow.lastTime)
+        }
+        pendingClientLegs.removeAll()
+        for flow in remaining { flow.count(into: &statistics) }
+        flows.removeAll()
+    }
+
+    private func startFlow(_ segment: DecodedSegment, key: FlowKey, time: Int64) throws -> TCPFlow? {
+        let flags = segment.flags
+        let client: WireEndpoint
+        let server: WireEndpoint
+        var opened = false
+        var synSequence: UInt32?
+        if flags.contains(.syn), !flags.contains(.ack) {
+            (client, server, opened, synSequence) = (segment.source, segment.destination, true, segment.sequence)
+        } else if flags.contains(.syn) {
+            (client, server) = (segment.destination, segment.source)
+            synSequence = segment.acknowledgement &- 1
+        } else if !segment.payload.isEmpty {
+            (client, server) = guessRoles(segment.source, segment.destination)
+        } else {
+            return nil  // a bare ACK, FIN or RST of a flow the capture did not see begin
+        }
+        let flow = TCPFlow(serial: nextSerial, client: client, server: server, openedWithSYN: opened,
+                           synSequence: synSequence, time: time)
+        nextSerial += 1
+        flows[key] = flow
+        statistics.flows += 1
+        if flags.contains(.syn), flags.contains(.ack) { flow.towardServer.startAtSYN(segment.acknowledgement &- 1) }
+        try assignRole(flow, time: time)
+        return flow
+    }
+
+    /// Client and server of a flow whose SYN is not in the capture: the configured server or proxy
+    /// port, else the lower port.
+    private func guessRoles(_ source: WireEndpoint, _ destination: WireEndpoint) -> (WireEndpoint, WireEndpoint) {
+        var known: Set<UInt16> = []
+        if let port = options.serverPort { known.insert(port) }
+        if case .proxyPort(let port) = options.pairing { known.insert(port) }
+        if known.contains(source.port), !known.contains(destination.port) { return (destination, source) }
+        if known.contains(destination.port) { return (source, destination) }
+        return source.port < destination.port ? (destination, source) : (source, destination)
+    }
+
+    private func apply(_ segment: DecodedSegment, to flow: TCPFlow, time: Int64) throws {
+        let flags = segment.flags
+        let fromClient = segment.source == flow.client
+        var sequence = segment.sequence
+        if flags.contains(.syn) {
+            if fromClient { flow.towardServer.startAtSYN(sequence) } else { flow.towardClient.startAtSYN(sequence) }
+            sequence &+= 1
+        } else if !segment.payload.isEmpty || flags.contains(.fin) {
+            if fromClient { flow.towardServer.startMidStream(sequence) } else { flow.towardClient.startMidStream(sequence) }
+        }
+        let fin = flags.contains(.fin)
+        if fromClient {
+            let sent = try flow.towardServer.add(sequence: sequence, payload: segment.payload, fin: fin) { bytes in
+                try self.report(.data(towardServer: true, bytes: bytes, time: time), of: flow)
+            }
+            if sent { try report(.fin(fromClient: true, time: time), of: flow) }
+            if flags.contains(.ack) {
+                let acked = try flow.towardClient.acknowledge(segment.acknowledgement) { bytes in
+                    try self.report(.data(towardServer: false, bytes: bytes, time: time), of: flow)
+                }
+                if acked { try report(.fin(fromClient: false, time: time), of: flow) }
+            }
+        } else {
+            let sent = try flow.towardClient.add(sequence: sequence, payload: segment.payload, fin: fin) { bytes in
+                try self.report(.data(towardServer: false, bytes: bytes, time: time), of: flow)
+            }
+            if sent { try report(.fin(fromClient: false, time: time), of: flow) }
+            if flags.contains(.ack) {
+                let acked = try flow.towardServer.acknowledge(segment.acknowledgement) { bytes in
+                    try self.report(.data(towardServer: true, bytes: bytes, time: time), of: flow)
+                }
+                if acked { try report(.fin(fromClient: true, time: time), of: flow) }
+            }
+        }
+        if flags.contains(.rst) {
+            try flush(flow, time: time)
+            flow.finished = true
+            try report(.reset(fromClient: fromClient, time: time), of: flow)
+        } else if flow.towardServer.finReported, flow.towardClient.finReported {
+            flow.finished = true
+        }
+    }
+
+    /// Ends a flow whose last packet has been seen: holes become capture loss.
+    private func end(_ flow: TCPFlow) throws {
+        try flush(flow, time: flow.lastTime)
+        flow.finished = true
+    }
+
+    private func flush(_ flow: TCPFlow, time: Int64) throws {
+        let clientDone = try flow.towardServer.finish { bytes in
+            try self.report(.data(towardServer: true, bytes: bytes, time: time), of: flow)
+        }
+        if clientDone { try report(.fin(fromClient: true, time: time), of: flow) }
+        let serverDone = try flow.towardClient.finish { bytes in
+            try self.report(.data(towardServer: false, bytes: bytes, time: time), of: flow)
+        }
+        if serverDone { try report(.fin(fromClient: false, time: time), of: flow) }
+    }
+
+    /// Forgets finished flows idle for a minute, so a long capture's table stays small.
+    private func prune(at time: Int64) {
+        packetsSincePrune = 0
+        for (key, flow) in flows where flow.finished && !flow.isPending && time - flow.lastTime > 60_000_000_000 {
+            flow.count(into: &statistics)
+            flows[key] = nil
+        }
+    }
+}

@@ -1,0 +1,88 @@
+import ChaosCore
+
+extension CaptureWriter {
+    /// Turns one event into packets. Called with the lock held.
+    func apply(_ event: TrafficEvent) throws {
+        let id = event.connection
+        switch event.kind {
+        case .opened(let endpoints):
+            var connection = SynthesizedConnection(
+                clientLeg: SynthesizedLeg(peer: IPEndpoint.parse(endpoints.client),
+                                          proxyEnd: IPEndpoint.parse(endpoints.listen),
+                                          peerDialled: true, seed: id &* 2 &+ 1),
+                serverLeg: SynthesizedLeg(peer: IPEndpoint.parse(endpoints.server),
+                                          proxyEnd: IPEndpoint.parse(endpoints.proxyLocal),
+                                          peerDialled: false, seed: id &* 2 &+ 2))
+            let clientHandshake = connection.clientLeg.handshake()
+            let serverHandshake = connection.serverLeg.handshake()
+            try emit(clientHandshake, on: connection.clientLeg, payload: [], time: event.time)
+            try emit(serverHandshake, on: connection.serverLeg, payload: [], time: event.time)
+            storeOrForget(connection, id: id)
+        case .read(let side, let bytes):
+            try transfer(bytes, on: side, fromPeer: true, id: id, time: event.time)
+        case .written(let side, let bytes):
+            try transfer(bytes, on: side, fromPeer: false, id: id, time: event.time)
+        case .closed(let side, let how):
+            try close(side, how, id: id, time: event.time)
+        case .refused, .faultStarted, .faultEnded:
+            break
+        }
+    }
+
+    private func transfer(_ bytes: [UInt8], on side: Side, fromPeer: Bool, id: ConnectionID, time: Int64) throws {
+        guard var connection = connections[id] else {
+            ignoredEvents += 1
+            return
+        }
+        let planned = connection[side].data(fromPeer: fromPeer, count: bytes.count)
+        if planned.isEmpty, !bytes.isEmpty { ignoredEvents += 1 }
+        try emit(planned, on: connection[side], payload: bytes, time: time)
+        connections[id] = connection
+    }
+
+    private func close(_ side: Side, _ how: TrafficEvent.CloseKind, id: ConnectionID, time: Int64) throws {
+        guard var connection = connections[id] else {
+            ignoredEvents += 1
+            return
+        }
+        switch how {
+        case .fin:
+            let peerFin = connection[side].finish(fromPeer: true)
+            try emit(peerFin, on: connection[side], payload: [], time: time)
+            let relayed = connection[side.other].finish(fromPeer: false)
+            try emit(relayed, on: connection[side.other], payload: [], time: time)
+        case .reset, .error:
+            let rst = connection[side].abort(fromPeer: true)
+            try emit(rst, on: connection[side], payload: [], time: time)
+        case .cutByFault:
+            let rst = connection[side].abort(fromPeer: false)
+            try emit(rst, on: connection[side], payload: [], time: time)
+        }
+        storeOrForget(connection, id: id)
+    }
+
+    private func storeOrForget(_ connection: SynthesizedConnection, id: ConnectionID) {
+        if connection.clientLeg.isOver, connection.serverLeg.isOver {
+            connections[id] = nil
+        } else {
+            connections[id] = connection
+        }
+    }
+
+    private func emit(_ segments: [PlannedSegment], on leg: SynthesizedLeg, payload: [UInt8], time: Int64) throws {
+        guard !segments.isEmpty else { return }
+        let stamp = startedAtNanoseconds &+ time
+        try payload.withUnsafeBytes { bytes in
+            for segment in segments {
+                let source = segment.fromPeer ? leg.peer : leg.proxyEnd
+                let destination = segment.fromPeer ? leg.proxyEnd : leg.peer
+                let slice = UnsafeRawBufferPointer(rebasing: bytes[segment.payload])
+                try builder.withSegment(from: source, to: destination, sequence: segment.sequence,
+                                        acknowledgement: segment.acknowledgement, flags: segment.flags,
+                                        payload: slice) { packet in
+                    try files.write(packet, epochNanoseconds: stamp)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,114 @@
+/// One TCP connection as the capture writer invents it: who dialled whom and the next sequence
+/// number of each direction. The "peer" is the party outside the proxy (the client on the client
+/// leg, the server on the server leg); the "proxy end" is the proxy's socket on that leg.
+struct SynthesizedLeg {
+    /// The outside party's address.
+    let peer: IPEndpoint
+    /// The proxy's address on this leg.
+    let proxyEnd: IPEndpoint
+    /// Whether the peer sent the SYN (true on the client leg).
+    let peerDialled: Bool
+    /// Next sequence number the peer will send.
+    var peerNext: UInt32
+    /// Next sequence number the proxy end will send.
+    var proxyNext: UInt32
+    /// The peer sent its FIN.
+    var peerFinished = false
+    /// The proxy end sent its FIN.
+    var proxyFinished = false
+    /// The leg was reset: nothing more is written for it.
+    var reset = false
+
+    /// Whether nothing more can happen on this leg.
+    var isOver: Bool { reset || (peerFinished && proxyFinished) }
+
+    init(peer: IPEndpoint, proxyEnd: IPEndpoint, peerDialled: Bool, seed: UInt64) {
+        let isIPv6 = peer.isIPv6 || proxyEnd.isIPv6
+        self.peer = peer.widened(toIPv6: isIPv6)
+        self.proxyEnd = proxyEnd.widened(toIPv6: isIPv6)
+        self.peerDialled = peerDialled
+        // Initial sequence numbers: a stable mix of the connection id, not a random draw.
+        var mixed = seed &* 0x9E37_79B9_7F4A_7C15
+        mixed ^= mixed >> 29
+        peerNext = UInt32(truncatingIfNeeded: mixed)
+        proxyNext = UInt32(truncatingIfNeeded: mixed >> 32)
+    }
+}
+
+/// A segment to write: who sends it and what it carries.
+struct PlannedSegment {
+    var fromPeer: Bool
+    var flags: TCPFlags
+    var sequence: UInt32
+    var acknowledgement: UInt32
+    /// Range of the event's payload this segment carries.
+    var payload: Range<Int>
+}
+
+extension SynthesizedLeg {
+    /// The three packets of the handshake; sequence numbers advance past the SYNs.
+    mutating func handshake() -> [PlannedSegment] {
+        let dialler = peerDialled
+        let diallerISN = dialler ? peerNext : proxyNext
+        let acceptorISN = dialler ? proxyNext : peerNext
+        peerNext &+= 1
+        proxyNext &+= 1
+        return [
+            PlannedSegment(fromPeer: dialler, flags: .syn, sequence: diallerISN, acknowledgement: 0, payload: 0..<0),
+            PlannedSegment(fromPeer: !dialler, flags: [.syn, .ack], sequence: acceptorISN,
+                           acknowledgement: diallerISN &+ 1, payload: 0..<0),
+            PlannedSegment(fromPeer: dialler, flags: .ack, sequence: diallerISN &+ 1,
+                           acknowledgement: acceptorISN &+ 1, payload: 0..<0),
+        ]
+    }
+
+    /// Data segments of at most `PacketBuilder.maximumPayload` bytes each, then the receiver's ACK.
+    mutating func data(fromPeer: Bool, count: Int) -> [PlannedSegment] {
+        guard !reset, count > 0, !(fromPeer ? peerFinished : proxyFinished) else { return [] }
+        var segments: [PlannedSegment] = []
+        segments.reserveCapacity(count / PacketBuilder.maximumPayload + 2)
+        var start = 0
+        while start < count {
+            let end = min(count, start + PacketBuilder.maximumPayload)
+            let sequence = fromPeer ? peerNext : proxyNext
+            let acknowledgement = fromPeer ? proxyNext : peerNext
+            segments.append(PlannedSegment(fromPeer: fromPeer, flags: end == count ? [.ack, .psh] : .ack,
+                                           sequence: sequence, acknowledgement: acknowledgement,
+                                           payload: start..<end))
+            if fromPeer { peerNext &+= UInt32(end - start) } else { proxyNext &+= UInt32(end - start) }
+            start = end
+        }
+        segments.append(acknowledgement(toPeer: fromPeer))
+        return segments
+    }
+
+    /// FIN from one end (and the other end's ACK of it).
+    mutating func finish(fromPeer: Bool) -> [PlannedSegment] {
+        guard !reset, !(fromPeer ? peerFinished : proxyFinished) else { return [] }
+        let fin = PlannedSegment(fromPeer: fromPeer, flags: [.fin, .ack],
+                                 sequence: fromPeer ? peerNext : proxyNext,
+                                 acknowledgement: fromPeer ? proxyNext : peerNext, payload: 0..<0)
+        if fromPeer {
+            peerNext &+= 1
+            peerFinished = true
+        } else {
+            proxyNext &+= 1
+            proxyFinished = true
+        }
+        return [fin, acknowledgement(toPeer: fromPeer)]
+    }
+
+    /// RST from one end; the leg is over.
+    mutating func abort(fromPeer: Bool) -> [PlannedSegment] {
+        guard !reset else { return [] }
+        reset = true
+        return [PlannedSegment(fromPeer: fromPeer, flags: [.rst, .ack],
+                               sequence: fromPeer ? peerNext : proxyNext,
+                               acknowledgement: fromPeer ? proxyNext : peerNext, payload: 0..<0)]
+    }
+
+    private func acknowledgement(toPeer sender: Bool) -> PlannedSegment {
+        PlannedSegment(fromPeer: !sender, flags: .ack, sequence: sender ? proxyNext : peerNext,
+                       acknowledgement: sender ? peerNext : proxyNext, payload: 0..<0)
+    }
+}
