@@ -67,9 +67,6 @@ public final class AuditEngine {
         if event.time > now { now = event.time }
         switch event.kind {
         case .read(let side, let bytes):
-            // Once the run stops the pair, what producers still send may never reach a consumer that is
-            // shutting down: it is not counted as sent (deliveries still count).
-            guard stoppedAt == nil else { return }
             feed(bytes, role: .sent, direction: side.producing, connection: event.connection, time: event.time)
         case .written(let side, let bytes):
             feed(bytes, role: .delivered, direction: side.other.producing, connection: event.connection, time: event.time)

@@ -1,4 +1,5 @@
 import ChaosAudit
+import ChaosCapture
 public import ChaosCore
 public import ChaosProxy
 import ChaosReport
@@ -27,6 +28,8 @@ public final class ScenarioRunner: Sendable {
         public var writesReports = true
         /// How long, after the last fault is lifted, in-flight messages get to arrive before the pair stops.
         public var drain: ChaosDuration = .seconds(Int64(3))
+        /// `--capture`: write capture.pcap whatever the scenario says (nil: as the scenario says).
+        public var capture: Bool?
         /// Where to serve the HTTP control API (`chaos proxy --api`); nil: none.
         public var controlAPI: HostPort?
         /// How often report.json is checkpointed.
@@ -80,6 +83,7 @@ public final class ScenarioRunner: Sendable {
         let startedAt = Date()
         let engine = try AuditEngine(spec: scenario.protocolSpec ?? ProtocolSpec())
         let sink = RunSink(engine: scenario.protocolSpec == nil ? nil : engine)
+        let capture = try startCapture(folder: folder, startedAt: startedAt, sink: sink)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, System.coreCount))
         let clock = RunClock()
         let proxies: [ProxyServer]
@@ -121,7 +125,10 @@ public final class ScenarioRunner: Sendable {
                 let now = clock.now()
                 if Double(now - lastProgress) / 1e9 >= progress.interval {
                     lastProgress = now
-                    progress.update(progress.line(elapsed: now, faults: injector.appliedSoFar.count, audit: sink.snapshot()))
+                    let audit = sink.snapshot()
+                    progress.update(progress.line(elapsed: now, faults: injector.appliedSoFar.count, audit: audit))
+                    // Keep the capture ring around the first loss: later traffic must not push it out.
+                    if let capture, let totals = audit?.totals, totals.lost > 0 || totals.gaps > 0 { capture.freeze() }
                 }
                 if let folder, now - lastCheckpoint >= configuration.checkpointEvery.nanoseconds {
                     lastCheckpoint = now
@@ -150,6 +157,10 @@ public final class ScenarioRunner: Sendable {
         for proxy in proxies { await proxy.stop() }
         let elapsed = clock.now()
         try? await group.shutdownGracefully()
+        if let capture {
+            do { try capture.close() } catch { output("capture: \(error)") }
+            output("capture: \(capture.paths.joined(separator: ", ")) (\(capture.statistics.packets) packets)")
+        }
 
         let traffic = proxies.map {
             (proxy: $0.spec.name, upstream: $0.counters.upstream, downstream: $0.counters.downstream,
@@ -165,6 +176,15 @@ public final class ScenarioRunner: Sendable {
         }
         return Outcome(interrupted: interrupted, elapsed: elapsed, applied: injector.appliedSoFar, traffic: traffic,
                        folder: folder?.url, verdict: verdict, exitCode: exitCode)
+    }
+
+    private func startCapture(folder: RunFolder?, startedAt: Date, sink: RunSink) throws -> CaptureWriter? {
+        let scenario = configuration.scenario
+        guard let folder, configuration.capture ?? scenario.capture?.enabled ?? false else { return nil }
+        let writer = try CaptureWriter(directory: folder.url.path, ringBytes: scenario.capture?.ringBytes.map { Int($0) },
+                                       startedAt: startedAt.timeIntervalSince1970)
+        sink.add { writer.record($0) }
+        return writer
     }
 
     private func startProxies(group: any EventLoopGroup, clock: RunClock, sink: RunSink) async throws -> [ProxyServer] {

@@ -24,7 +24,7 @@ extension CaptureWriter {
             try transfer(bytes, on: side, fromPeer: false, id: id, time: event.time)
         case .closed(let side, let how):
             try close(side, how, id: id, time: event.time)
-        case .refused, .faultStarted, .faultEnded:
+        case .refused, .faultStarted, .faultEnded, .stopping:
             break
         }
     }

@@ -80,9 +80,14 @@ final class ClientEngine: WireConnectionDelegate, @unchecked Sendable {
         persist()
         let closed = channel.map { channel -> EventLoopFuture<Void> in
             closingBecause = .stopped
-            return channel.close().recover { _ in }
+            // Graceful: FIN first, and keep reading what the server had already sent until it closes
+            // too (at most 2 s), so that nothing in flight is dropped by our own shutdown.
+            channel.close(mode: .output, promise: nil)
+            let deadline = loop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
+            return channel.closeFuture.always { _ in deadline.cancel() }
         } ?? loop.makeSucceededVoidFuture()
         return closed.map {
+            self.persist()
             self.log?.event("stopped", ["stream": self.stream])
             self.log?.close()
             self.stoppedPromise.succeed()

@@ -1,7 +1,122 @@
 import ArgumentParser
+import ChaosAudit
+import ChaosCapture
+import ChaosCore
+import ChaosReport
+import ChaosRunner
+import Foundation
 
-/// Placeholder for `chaos audit`; replaced by its work item.
+/// `chaos audit CAPTURE…`: audit a capture taken anywhere with the same engine, into the same report.
 struct Audit: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "audit", abstract: "Not built yet.")
-    func run() async throws { throw ValidationError("chaos audit is not built yet") }
+    static let configuration = CommandConfiguration(
+        abstract: "Audit a pcap/pcapng capture (taken anywhere) with the same engine; writes the same report.",
+        discussion: """
+        The protocol comes from a scenario (--protocol-from) or from flags. A capture taken on loopback \
+        through a chaos proxy shows both legs: they are paired (automatically, or by --proxy-port) so that \
+        bytes read from a producer count as sent and bytes written to the consumer as delivered. \
+        Exit 0 when every expectation holds, 1 when one fails, 2 on a bad or unreadable capture.
+        """
+    )
+
+    @Argument(help: "The capture file(s); several are read as one capture (a ring's files, oldest first).")
+    var captures: [String]
+
+    @Option(help: "Take protocol: and expect: from this scenario.")
+    var protocolFrom: String?
+
+    @Option(help: "lines | length-prefixed (when no scenario is given).")
+    var framing: String = "lines"
+
+    @Option(help: "Length prefix size in bytes for length-prefixed framing: 1, 2 or 4.")
+    var lengthBytes: Int = 4
+
+    @Option(help: "json | text.")
+    var format: String = "json"
+
+    @Option(help: "Where the sequence number is (JSON key or pointer, or regex group).")
+    var seq: String = "seq"
+
+    @Option(help: "Where the logical stream name is.")
+    var stream: String = "stream"
+
+    @Option(help: "Where a cumulative acknowledgement is.")
+    var ack: String?
+
+    @Option(help: "Message types not audited (repeatable).")
+    var ignoreType: [String] = []
+
+    @Option(help: "For --format text: a regular expression with named groups (seq, stream, type).")
+    var regex: String?
+
+    @Option(help: "A BPF filter expression (as tcpdump takes).")
+    var filter: String?
+
+    @Option(help: "The server's port, when the capture missed the SYNs.")
+    var serverPort: UInt16?
+
+    @Option(help: "The chaos proxy's listen port: pair the client and server legs through it.")
+    var proxyPort: UInt16?
+
+    @Flag(help: "Do not pair proxy legs: each TCP flow is its own connection.")
+    var noPairing = false
+
+    @Option(help: "The report folder (default: Reports/<name>-<UTC time>/).")
+    var out: String?
+
+    func run() async throws {
+        let scenario = try protocolFrom.map { try Scenario.load(path: $0) }
+        let spec = try scenario?.protocolSpec ?? flagsSpec()
+        let engine = try AuditEngine(spec: spec)
+        var options = CaptureReadOptions(filter: filter, serverPort: serverPort)
+        if noPairing { options.pairing = .off } else if let proxyPort { options.pairing = .proxyPort(proxyPort) }
+        let statistics = try CaptureReader.read(paths: captures, options: options) { engine.ingest($0) }
+        let audit = engine.finish()
+        let name = scenario?.name ?? "capture"
+        let folder = try RunFolder(scenario: name + "-audit", out: out)
+        var extra = ["capture.files": captures.joined(separator: ", "), "capture.packets": "\(statistics.packets)",
+                     "capture.connections": "\(statistics.connections)",
+                     "capture.loss_bytes": "\(statistics.captureLossBytes)",
+                     "capture.loss_holes": "\(statistics.captureLossHoles)",
+                     "capture.retransmitted_bytes": "\(statistics.retransmittedBytes)"]
+        if statistics.skippedPackets > 0 { extra["capture.skipped_packets"] = "\(statistics.skippedPackets)" }
+        let report = RunReport(ReportInputs(
+            scenario: name, seed: scenario?.seed ?? 0, startedAt: Date(), elapsed: .seconds(audit.elapsedS), complete: true,
+            timeline: Timeline(seed: scenario?.seed ?? 0, duration: .seconds(audit.elapsedS), occurrences: []), audit: audit,
+            expectations: scenario?.expectations ?? [], replay: "chaos audit " + CommandLine.arguments.dropFirst(2).joined(separator: " "),
+            extra: extra))
+        try report.write(toDirectory: folder.url.path)
+        let totals = audit.totals
+        Console.line("read \(statistics.packets) packets, \(statistics.connections) connection(s) "
+            + "(\(statistics.pairedConnections) paired through a proxy), capture loss \(statistics.captureLossBytes) bytes "
+            + "in \(statistics.captureLossHoles) hole(s)")
+        Console.line("messages: \(totals.sent) sent, \(totals.delivered) delivered, \(totals.ok) ok, \(totals.lost) lost, "
+            + "\(totals.duplicated) duplicated, \(totals.redelivered) redelivered, \(totals.reordered) reordered, \(totals.gaps) gaps")
+        Console.line("verdict: \(report.verdict.rawValue.uppercased())")
+        Console.line("report: \(folder.url.appendingPathComponent("report.md").path)")
+        switch report.verdict.rawValue {
+        case "pass": return
+        case "fail": throw ExitCode(1)
+        default: throw ExitCode(2)
+        }
+    }
+
+    private func flagsSpec() throws -> ProtocolSpec {
+        var spec = ProtocolSpec(seq: seq, stream: stream, ack: ack, ignore: ignoreType.isEmpty ? [:] : ["type": ignoreType],
+                                regex: regex)
+        switch framing {
+        case "lines": spec.framing = .lines
+        case "length-prefixed":
+            guard [1, 2, 4].contains(lengthBytes) else {
+                throw ChaosError.badInput("--length-bytes must be 1, 2 or 4, found \(lengthBytes)")
+            }
+            spec.framing = .lengthPrefixed(bytes: lengthBytes, offset: 0)
+        default: throw ChaosError.badInput("--framing must be lines or length-prefixed, found '\(framing)'")
+        }
+        guard let parsed = ProtocolSpec.Format(rawValue: format) else {
+            throw ChaosError.badInput("--format must be json or text, found '\(format)'")
+        }
+        spec.format = parsed
+        if parsed == .text, regex == nil { throw ChaosError.badInput("--format text needs --regex") }
+        return spec
+    }
 }

@@ -15,16 +15,21 @@ struct Run: AsyncParsableCommand {
     @Option(help: "The run folder (default: Reports/<scenario>-<UTC time>/).")
     var out: String?
 
+    @Flag(help: "Write the proxied traffic of both legs to capture.pcap in the run folder.")
+    var capture = false
+
     func run() async throws {
         let (scenario, seed, drawn) = try options.load()
         if drawn { Console.line("seed \(seed) (drawn; pass --seed \(seed) to repeat this run)") }
         var replay = "chaos run \(options.scenario) --seed \(seed)"
         if let duration = options.duration { replay += " --duration \(duration)" }
         for setting in options.settings { replay += " --set \(setting)" }
+        if capture { replay += " --capture" }
         var configuration = ScenarioRunner.Configuration(
             scenario: scenario, timeline: Timeline(scenario: scenario, seed: seed), out: out,
             replayCommand: replay, selfPath: ExecutablePath.current)
         configuration.writesReports = true
+        if capture { configuration.capture = true }
         try await RunSummary.run(configuration)
     }
 }

@@ -1,0 +1,111 @@
+import Foundation
+import Testing
+
+@Suite("Capture: chaos run --capture, tcpdump, and chaos audit give the live audit's counts", .serialized,
+       .timeLimit(.minutes(3)))
+struct CaptureAuditTests {
+    static func scenario(listen: Int, upstream: Int) -> String {
+        """
+        name: capture-check
+        duration: 10s
+        seed: 3
+        proxies:
+          - {name: stream, listen: "127.0.0.1:\(listen)", upstream: "127.0.0.1:\(upstream)"}
+        pair:
+          server:
+            run: chaos demo server --listen 127.0.0.1:{upstream.port} --rate 40
+            ready: tcp 127.0.0.1:{upstream.port}
+          client:
+            run: chaos demo client --connect 127.0.0.1:{listen.port} --stream c{index} --rate 40
+            count: 2
+        protocol:
+          framing: lines
+          seq: seq
+          stream: stream
+          ack: ack
+          ignore: {type: [PING, PONG, HELLO, WELCOME, ACK, GAP]}
+        faults:
+          - disconnect: {at: 3s, mode: reset}
+          - latency: {at: 5s, for: 1s, add: 200ms}
+          - disconnect: {at: 7s, mode: close}
+        expect:
+          lost: 0
+        """
+    }
+
+    static func totals(_ directory: String) throws -> [String: Double] {
+        let data = try Data(contentsOf: URL(fileURLWithPath: directory).appendingPathComponent("report.json"))
+        let json = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let totals = try #require(json["totals"] as? [String: Any])
+        return totals.compactMapValues { ($0 as? NSNumber)?.doubleValue }
+    }
+
+    @Test("the offline audit of our capture and of a tcpdump -i lo capture count exactly what the live audit counted")
+    func offlineEqualsLive() async throws {
+        let listen = ChaosCLI.freePort(), upstream = ChaosCLI.freePort()
+        let file = try ChaosCLI.scenarioFile(Self.scenario(listen: listen, upstream: upstream))
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("capture-e2e-\(UUID().uuidString)")
+        let runDir = base.appendingPathComponent("run").path, tcpdumpFile = base.appendingPathComponent("lo.pcap").path
+        try FileManager.default.createDirectory(at: base, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: base) }
+
+        let tcpdump = Process()
+        tcpdump.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        tcpdump.arguments = ["tcpdump", "-i", "lo", "-U", "-s", "0", "-w", tcpdumpFile,
+                             "tcp port \(listen) or tcp port \(upstream)"]
+        tcpdump.standardError = FileHandle.nullDevice
+        tcpdump.standardOutput = FileHandle.nullDevice
+        try tcpdump.run()
+        defer { if tcpdump.isRunning { kill(tcpdump.processIdentifier, SIGKILL) } }
+        try await Task.sleep(nanoseconds: 1_000_000_000) // tcpdump attaches
+
+        let run = try await ChaosCLI.run(["run", file, "--capture", "--out", runDir], timeout: 90)
+        #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
+        try await Task.sleep(nanoseconds: 500_000_000)
+        kill(tcpdump.processIdentifier, SIGKILL) // -U: every packet is already written
+        tcpdump.waitUntilExit()
+
+        let live = try Self.totals(runDir)
+        #expect((live["ok"] ?? 0) > 300)
+        let ours = try await ChaosCLI.run(["audit", "\(runDir)/capture.pcap", "--protocol-from", file, "--out", "\(runDir)-ours"])
+        #expect(ours.status == 0, "\(ours.stdout)\n\(ours.stderr)")
+        let fromOurs = try Self.totals("\(runDir)-ours")
+        let theirs = try await ChaosCLI.run(["audit", tcpdumpFile, "--protocol-from", file, "--proxy-port", "\(listen)",
+                                             "--out", "\(runDir)-tcpdump"])
+        #expect(theirs.status == 0, "\(theirs.stdout)\n\(theirs.stderr)")
+        let fromTcpdump = try Self.totals("\(runDir)-tcpdump")
+        for key in ["sent", "delivered", "ok", "lost", "recovered", "duplicated", "redelivered", "reordered", "gaps"] {
+            #expect(fromOurs[key] == live[key], "\(key): our capture \(fromOurs[key] ?? -1), live \(live[key] ?? -1)")
+            #expect(fromTcpdump[key] == live[key], "\(key): tcpdump \(fromTcpdump[key] ?? -1), live \(live[key] ?? -1)")
+        }
+        #expect(theirs.stdout.contains("capture loss 0 bytes"), "\(theirs.stdout)")
+
+        // tshark reads our capture with nothing malformed.
+        let tshark = Process()
+        tshark.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        tshark.arguments = ["tshark", "-r", "\(runDir)/capture.pcap", "-Y", "_ws.malformed || _ws.expert.severity == error"]
+        let pipe = Pipe()
+        tshark.standardOutput = pipe
+        tshark.standardError = FileHandle.nullDevice
+        try tshark.run()
+        let malformed = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        tshark.waitUntilExit()
+        #expect(tshark.terminationStatus == 0)
+        #expect(malformed.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, "tshark: \(malformed.prefix(500))")
+    }
+
+    @Test("a garbage capture, a truncated one and a missing one exit 2 with the file and offset", arguments: [
+        ("garbage", Array("this is not a capture at all, just text".utf8)),
+        ("truncated", [0xd4, 0xc3, 0xb2, 0xa1, 0x02, 0x00, 0x04, 0x00] + [UInt8](repeating: 0, count: 16)
+            + [0x65, 0, 0, 0] + [0, 0, 0, 0, 0, 0, 0, 0, 100, 0, 0, 0, 100, 0, 0, 0, 1, 2, 3]),
+    ])
+    func badCaptures(name: String, bytes: [UInt8]) async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("bad-\(name)-\(UUID().uuidString).pcap").path
+        _ = FileManager.default.createFile(atPath: path, contents: Data(bytes))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let result = try await ChaosCLI.run(["audit", path, "--out", path + "-report"])
+        #expect(result.status == 2, "\(result.stdout) \(result.stderr)")
+        #expect(result.stderr.contains("capture \(path)"), "\(result.stderr)")
+        #expect(result.stderr.contains("offset"), "\(result.stderr)")
+    }
+}
