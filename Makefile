@@ -19,6 +19,7 @@ deps:
 	  echo "wireshark-common wireshark-common/install-setuid boolean false" | $$SUDO debconf-set-selections && \
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
 	fi
+	@python3 -c 'import scapy' 2>/dev/null || python3 -m pip install -q scapy
 
 build: deps
 	$(SWIFT) build --product chaos
