@@ -1,0 +1,50 @@
+@testable import ChaosCore
+import Foundation
+import Testing
+
+let scenariosDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent().appendingPathComponent("Scenarios")
+
+@Suite("The scenarios in Scenarios/")
+struct ShippedScenariosTests {
+    static var files: [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: scenariosDirectory.path)) ?? [])
+            .filter { $0.hasSuffix(".yaml") }.sorted()
+    }
+
+    @Test("there are the six scenarios the README promises")
+    func allThere() {
+        #expect(Set(Self.files).isSuperset(of: ["quickstart.yaml", "naive.yaml", "half-open.yaml", "handoff.yaml",
+                                                "herd.yaml", "soak-72h.yaml"]))
+    }
+
+    @Test("every scenario file parses, validates and draws a timeline", arguments: files)
+    func validates(name: String) throws {
+        let scenario = try Scenario.load(path: scenariosDirectory.appendingPathComponent(name).path)
+        #expect(scenario.name == String(name.dropLast(".yaml".count)))
+        let timeline = Timeline(scenario: scenario, seed: scenario.seed ?? 1)
+        #expect(!timeline.occurrences.isEmpty)
+        #expect(scenario.protocolSpec != nil)
+        #expect(!scenario.expectations.isEmpty)
+    }
+
+    @Test("the quickstart applies at least 10 faults of at least 5 kinds in about 90 s")
+    func quickstartCoversEveryKind() throws {
+        let scenario = try Scenario.load(path: scenariosDirectory.appendingPathComponent("quickstart.yaml").path)
+        let timeline = Timeline(scenario: scenario, seed: scenario.seed ?? 1)
+        #expect(timeline.occurrences.count >= 10)
+        #expect(Set(timeline.occurrences.map(\.kind)).count >= 5)
+        #expect(Set(FaultKind.allCases).subtracting(timeline.occurrences.map(\.kind)).isEmpty,
+                "quickstart misses \(Set(FaultKind.allCases).subtracting(timeline.occurrences.map(\.kind)))")
+        #expect(scenario.duration <= .seconds(Int64(120)))
+    }
+
+    @Test("the 72-hour soak keeps faulting through the whole run")
+    func soakSpansSeventyTwoHours() throws {
+        let scenario = try Scenario.load(path: scenariosDirectory.appendingPathComponent("soak-72h.yaml").path)
+        #expect(scenario.duration == .seconds(Int64(72 * 3600)))
+        let timeline = Timeline(scenario: scenario, seed: 1)
+        #expect(timeline.occurrences.last!.at > .seconds(Int64(71 * 3600)))
+        #expect(Set(timeline.occurrences.map(\.kind)).isSuperset(of: [.disconnect, .latency, .partition, .handoff]))
+    }
+}
