@@ -39,6 +39,8 @@ public struct Shaper {
     private var lastRelease: Int64 = .min
     private var linkFreeAt: Int64 = .min
     private var generator: SeededGenerator
+    /// How far behind a bandwidth cap may fall and then catch up, nanoseconds.
+    static let burst: Int64 = 50_000_000
     /// Above this many held bytes the producer is paused.
     public let highWater: Int
     /// At or below this many held bytes a paused producer resumes.
@@ -106,7 +108,9 @@ public struct Shaper {
         }
         heldBytes -= piece.readableBytes
         if let rate = settings.bytesPerSecond {
-            linkFreeAt = max(linkFreeAt, now) + Int64(piece.readableBytes) * 1_000_000_000 / rate
+            // A token bucket holding `burst` worth of time: a timer that fires late is made up for,
+            // so the long-run rate stays exact on a loaded machine.
+            linkFreeAt = max(linkFreeAt, now - Self.burst) + Int64(piece.readableBytes) * 1_000_000_000 / rate
         }
         return .emit(.data(piece))
     }
