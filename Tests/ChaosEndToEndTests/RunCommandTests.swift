@@ -110,7 +110,8 @@ struct RunCommandTests {
         #expect(took < 20, "it stopped promptly (\(took) s)")
         let report = try run.report()
         #expect(report.schema == "chaos.report/1")
-        #expect(report.elapsedS > 5 && report.elapsedS < 15, "elapsed \(report.elapsedS)")
+        // Signalled about 6 s after launch (start-up of the debug build under load takes part of that): well before 60 s.
+        #expect(report.elapsedS > 1 && report.elapsedS < 20, "elapsed \(report.elapsedS)")
         #expect(report.extra?["interrupted"] != nil)
         #expect(report.faults.allSatisfy { $0.atS <= report.elapsedS })
         report.checkConsistentCounts()
@@ -131,9 +132,12 @@ struct RunCommandTests {
     }
 
     @Test("a pair command that is missing or exits at once is a clear error, exit 2, nothing left running", arguments: [
-        ("pair.server.run=no-such-chaos-server-command --port {upstream.port}", "pair server", "command not found"),
+        ("pair.server.run=no-such-chaos-server-command --port {upstream.port}",
+         "pair server exited with status 127 before it was ready (command not found)", "no-such-chaos-server-command: not found"),
         ("pair.server.run=sh -c 'exit 3' {upstream.port}", "pair server exited with status 3", "before it was ready"),
-        ("pair.client.run=chaos demo client --connect nowhere --stream x{index}", "pair client-1 exited at once", "--connect"),
+        // Any of the three clients may be the first one seen dead.
+        ("pair.client.run=chaos demo client --connect nowhere --stream x{index}", "exited at once with status 2",
+         ".err: chaos: error: expected HOST:PORT, got 'nowhere'"),
     ])
     func brokenPairIsExitTwo(setting: String, fragment: String, detail: String) async throws {
         let run = try await RunFolderUnderTest.run([Self.resilient, "--set", setting], timeout: 30)
