@@ -87,9 +87,12 @@ public struct ChaosDuration: Hashable, Comparable, Sendable, Codable, CustomStri
         self = value
     }
 
+    /// Encodes the short form when it is exact, else whole nanoseconds (`1641341627ns`), so that a
+    /// timeline written to disk and read back (for `chaos replay`) is the same to the nanosecond.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
-        try container.encode(description)
+        let text = description
+        try container.encode(ChaosDuration(parsing: text) == self ? text : "\(nanoseconds)ns")
     }
 }
 

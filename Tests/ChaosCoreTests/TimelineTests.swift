@@ -28,6 +28,15 @@ struct TimelineTests {
         #expect(Timeline(scenario: s, seed: 42).lines == Timeline(scenario: s, seed: 42).lines)
     }
 
+    @Test("a timeline written as JSON and read back is the same to the nanosecond (what replay needs)")
+    func roundTrip() throws {
+        let s = try Scenario.parse(yaml: ScenarioParsingTests.quickstart, file: "q.yaml")
+        let timeline = Timeline(scenario: s, seed: 42)
+        let decoded = try JSONDecoder().decode(Timeline.self, from: JSONEncoder().encode(timeline))
+        #expect(decoded == timeline)
+        #expect(try JSONDecoder().decode(Scenario.self, from: JSONEncoder().encode(s)) == s)
+    }
+
     @Test("a 72-hour timeline is drawn fast and its gaps stay in range with the expected mean")
     func seventyTwoHours() throws {
         let s = try scenario("  - disconnect: {every: 5s..30s}", duration: "72h")

@@ -15,6 +15,9 @@ import Darwin
 /// there), and ``DemoClient`` reaches the engine from outside only through `loop.submit` /
 /// `loop.flatSubmit`; `start()` does its file work before hopping onto the loop.
 final class ClientEngine: WireConnectionDelegate, @unchecked Sendable {
+    /// How long ``stop()`` waits for the server to close its side before cutting the connection.
+    static let stopDrain = TimeAmount.seconds(2)
+
     let configuration: DemoClientConfiguration
     let loop: any EventLoop
     let stoppedPromise: EventLoopPromise<Void>
@@ -80,11 +83,7 @@ final class ClientEngine: WireConnectionDelegate, @unchecked Sendable {
         persist()
         let closed = channel.map { channel -> EventLoopFuture<Void> in
             closingBecause = .stopped
-            // Graceful: FIN first, and keep reading what the server had already sent until it closes
-            // too (at most 2 s), so that nothing in flight is dropped by our own shutdown.
-            channel.close(mode: .output, promise: nil)
-            let deadline = loop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
-            return channel.closeFuture.always { _ in deadline.cancel() }
+            return drainAndClose(channel)
         } ?? loop.makeSucceededVoidFuture()
         return closed.map {
             self.persist()
@@ -92,6 +91,19 @@ final class ClientEngine: WireConnectionDelegate, @unchecked Sendable {
             self.log?.close()
             self.stoppedPromise.succeed()
         }
+    }
+
+    /// Ends the connection without leaving anything the server wrote unprocessed: sends FIN after
+    /// everything this client sent, keeps reading (and processing) until the server closes its side,
+    /// then closes. A full close instead would discard whatever already sits unread in this socket,
+    /// messages the proxy and the server count as delivered. A peer that does not close within
+    /// ``stopDrain`` is cut.
+    private func drainAndClose(_ channel: any Channel) -> EventLoopFuture<Void> {
+        let cutoff = loop.scheduleTask(in: Self.stopDrain) {
+            channel.close(promise: nil)
+        }
+        channel.close(mode: .output, promise: nil)
+        return channel.closeFuture.always { _ in cutoff.cancel() }.recover { _ in }
     }
 
     /// The status counters completed with the live sequence state.
