@@ -40,6 +40,11 @@ public final class PairSupervisor: Sendable {
     private let selfPath: String
     private let now: @Sendable () -> Int64
     private let state = Mutex<(running: [Running], exits: [Exit], stopping: Bool)>(([], [], false))
+    private let interrupted = Mutex<@Sendable () -> Bool>({ false })
+
+    private func checkInterrupted() throws {
+        if interrupted.withLock({ $0 })() { throw ChaosError(.pair, "stopped by a signal while the pair was starting") }
+    }
 
     /// A supervisor for `pair`; `values` fill the placeholders (`listen.port`, …), output goes
     /// under `directory`, and `chaos` at the start of a command means this executable.
@@ -69,7 +74,9 @@ public final class PairSupervisor: Sendable {
 
     /// Starts the server and waits for it, then the clients. A command that is missing, or exits
     /// at once, or a server that never gets ready, is a `pair` error naming its output file.
-    public func start(readyTimeout: Double = 20) async throws {
+    /// `interrupted` is polled while waiting: when it turns true (a signal), start-up stops with an error.
+    public func start(readyTimeout: Double = 20, interrupted: @escaping @Sendable () -> Bool = { false }) async throws {
+        self.interrupted.withLock { $0 = interrupted }
         if let server = pair.server {
             let member = try launch(name: "server", command: command(server.run, index: 1))
             if let ready = server.ready {
@@ -153,6 +160,7 @@ public final class PairSupervisor: Sendable {
     private func checkAlive(_ member: Member, within seconds: Double) async throws {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
+            try checkInterrupted()
             if let status = exitStatus(of: member) { throw failure(member, "exited at once with status \(status)") }
             try? await Task.sleep(nanoseconds: 20_000_000)
         }
@@ -166,6 +174,7 @@ public final class PairSupervisor: Sendable {
         }
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
+            try checkInterrupted()
             if let status = exitStatus(of: member) { throw failure(member, "exited with status \(status) before it was ready") }
             if TCPProbe.accepts(address) { return }
             try? await Task.sleep(nanoseconds: 50_000_000)

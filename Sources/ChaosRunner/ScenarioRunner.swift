@@ -93,7 +93,20 @@ public final class ScenarioRunner: Sendable {
             try? await group.shutdownGracefully()
             throw error
         }
-        let pair = try await startPair(proxies: proxies, folder: folder, clock: clock, group: group)
+        let signals = SignalWatcher()
+        let pair: PairSupervisor?
+        do {
+            pair = try await startPair(proxies: proxies, folder: folder, clock: clock, group: group, signals: signals)
+        } catch {
+            // The run cannot be judged: leave a report that says why (verdict error), then fail with exit 2.
+            signals.cancel()
+            if let folder {
+                let report = makeReport(audit: sink.finish(), complete: true, elapsed: clock.now(), startedAt: startedAt,
+                                        injector: nil, proxies: proxies, pair: nil, startupError: "\(error)")
+                try? report.write(toDirectory: folder.url.path)
+            }
+            throw error
+        }
         var api: ControlAPI?
         if let address = configuration.controlAPI {
             let control = ControlAPI(proxies: proxies, group: group, seed: timeline.seed)
@@ -115,7 +128,11 @@ public final class ScenarioRunner: Sendable {
         output("running \(scenario.name) for \(timeline.duration) with seed \(timeline.seed) "
             + "(\(timeline.occurrences.count) fault occurrences); Ctrl-C stops")
         if let folder { output("run folder: \(folder.url.path)") }
-        let signals = SignalWatcher()
+        if let folder {
+            // A first checkpoint at once: even a run killed in its first minute leaves a report.json.
+            try? makeReport(audit: sink.snapshot(), complete: false, elapsed: clock.now(), startedAt: startedAt,
+                            injector: injector, proxies: proxies, pair: pair).writeCheckpoint(toDirectory: folder.url.path)
+        }
         let faults = Task { await injector.run() }
         let progress = ProgressReporter(planned: timeline.duration, output: output)
         let checkpoints = Task { [self] in
@@ -207,8 +224,8 @@ public final class ScenarioRunner: Sendable {
         return proxies
     }
 
-    private func startPair(proxies: [ProxyServer], folder: RunFolder?, clock: RunClock,
-                           group: any EventLoopGroup) async throws -> PairSupervisor? {
+    private func startPair(proxies: [ProxyServer], folder: RunFolder?, clock: RunClock, group: any EventLoopGroup,
+                           signals: SignalWatcher) async throws -> PairSupervisor? {
         guard let pairSpec = configuration.scenario.pair, let first = proxies.first else { return nil }
         let directory = folder?.url ?? FileManager.default.temporaryDirectory.appendingPathComponent("chaos-pair-\(getpid())")
         let values = [
@@ -219,7 +236,7 @@ public final class ScenarioRunner: Sendable {
         let pair = PairSupervisor(pair: pairSpec, values: values, directory: directory, selfPath: configuration.selfPath,
                                   now: { clock.now() })
         do {
-            try await pair.start()
+            try await pair.start(interrupted: { signals.received })
         } catch {
             await pair.stop()
             for proxy in proxies { await proxy.stop() }
@@ -244,17 +261,18 @@ public final class ScenarioRunner: Sendable {
         }
     }
 
-    private func makeReport(audit: AuditResult?, complete: Bool, elapsed: Int64, startedAt: Date, injector: FaultInjector,
-                            proxies: [ProxyServer], pair: PairSupervisor?, interrupted: Bool = false) -> RunReport {
+    private func makeReport(audit: AuditResult?, complete: Bool, elapsed: Int64, startedAt: Date, injector: FaultInjector?,
+                            proxies: [ProxyServer], pair: PairSupervisor?, interrupted: Bool = false,
+                            startupError: String? = nil) -> RunReport {
         let scenario = configuration.scenario
         let audit = audit ?? ((try? AuditEngine(spec: ProtocolSpec()))?.finish())!
         var faultConnections: [Int: Int] = [:]
-        for applied in injector.appliedSoFar { faultConnections[applied.occurrence] = applied.connections }
+        for applied in injector?.appliedSoFar ?? [] { faultConnections[applied.occurrence] = applied.connections }
         let connections = ConnectionCounts(
             opened: proxies.map(\.counters.opened).reduce(0, +), cutByFault: proxies.map(\.counters.cutByFault).reduce(0, +),
             refused: proxies.map(\.counters.upstreamFailures).reduce(0, +))
         var pairExits: [String: Int32]?
-        var errorReason: String?
+        var errorReason = startupError.map { "the run could not start: \($0)" }
         if let pair {
             pairExits = Dictionary(pair.exits.map { ($0.name, $0.status) }, uniquingKeysWith: { first, _ in first })
             let unexpected = pair.exits.filter(\.unexpected)

@@ -8,14 +8,24 @@ final class SignalWatcher: Sendable {
     private let sources: Mutex<[any DispatchSourceSignal]>
     private let stream: AsyncStream<Int32>
     private let continuation: AsyncStream<Int32>.Continuation
+    private let signalled = Flag()
+
+    /// Whether a signal has arrived (for loops that cannot wait on ``next()``).
+    var received: Bool { signalled.value.load(ordering: .relaxed) }
+
+    private final class Flag: Sendable {
+        let value = Atomic<Bool>(false)
+    }
 
     init(signals: [Int32] = [SIGINT, SIGTERM]) {
         (stream, continuation) = AsyncStream.makeStream(of: Int32.self, bufferingPolicy: .bufferingNewest(1))
         let continuation = self.continuation
+        let flag = signalled
         sources = Mutex(signals.map { number in
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler {
+                flag.value.store(true, ordering: .relaxed)
                 continuation.yield(number)
                 signal(number, SIG_DFL)
             }

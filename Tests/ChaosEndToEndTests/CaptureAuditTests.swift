@@ -51,7 +51,7 @@ struct CaptureAuditTests {
 
         let tcpdump = Process()
         tcpdump.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        tcpdump.arguments = ["tcpdump", "-i", "lo", "-U", "-s", "0", "-w", tcpdumpFile,
+        tcpdump.arguments = ["tcpdump", "-i", "lo", "-U", "-B", "32768", "-s", "0", "-w", tcpdumpFile,
                              "tcp port \(listen) or tcp port \(upstream)"]
         tcpdump.standardError = FileHandle.nullDevice
         tcpdump.standardOutput = FileHandle.nullDevice
@@ -61,8 +61,16 @@ struct CaptureAuditTests {
 
         let run = try await ChaosCLI.run(["run", file, "--capture", "--out", runDir], timeout: 90)
         #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
-        try await Task.sleep(nanoseconds: 500_000_000)
-        kill(tcpdump.processIdentifier, SIGKILL) // -U: every packet is already written
+        // tcpdump writes each packet as it handles it (-U), but on a loaded machine it lags behind the
+        // kernel: wait until its file has stopped growing before stopping it.
+        var lastSize = -1
+        for _ in 0..<40 {
+            try await Task.sleep(nanoseconds: 500_000_000)
+            let size = ((try? FileManager.default.attributesOfItem(atPath: tcpdumpFile))?[.size] as? NSNumber)?.intValue ?? 0
+            if size == lastSize { break }
+            lastSize = size
+        }
+        kill(tcpdump.processIdentifier, SIGKILL)
         tcpdump.waitUntilExit()
 
         let live = try Self.totals(runDir)
@@ -76,8 +84,18 @@ struct CaptureAuditTests {
         let fromTcpdump = try Self.totals("\(runDir)-tcpdump")
         for key in ["sent", "delivered", "ok", "lost", "recovered", "duplicated", "redelivered", "reordered", "gaps"] {
             #expect(fromOurs[key] == live[key], "\(key): our capture \(fromOurs[key] ?? -1), live \(live[key] ?? -1)")
+        }
+        for key in ["delivered", "ok", "lost", "duplicated", "redelivered", "reordered", "gaps"] {
             #expect(fromTcpdump[key] == live[key], "\(key): tcpdump \(fromTcpdump[key] ?? -1), live \(live[key] ?? -1)")
         }
+        // The wire can carry a message the proxy never read: a producer wrote it just before a fault reset that
+        // leg, the proxy's kernel acknowledged it, and the reset discarded it unread. tcpdump sees it sent (and,
+        // once the resilient pair retransmits it, recovered unless it was itself a retransmission); the live audit,
+        // which counts what the proxy read, does not. Only those may differ, and by no more than one per cut.
+        let extraSent = (fromTcpdump["sent"] ?? 0) - (live["sent"] ?? 0)
+        let extraRecovered = (fromTcpdump["recovered"] ?? 0) - (live["recovered"] ?? 0)
+        #expect(extraRecovered >= 0 && extraRecovered <= extraSent, "sent +\(extraSent), recovered +\(extraRecovered)")
+        #expect(extraSent >= 0 && extraSent <= 4, "sent +\(extraSent)")
         #expect(theirs.stdout.contains("capture loss 0 bytes"), "\(theirs.stdout)")
 
         // tshark reads our capture with nothing malformed.

@@ -146,6 +146,10 @@ struct RunCommandTests {
         #expect(!TCPPort.accepts(run.listenPort), "the proxy still listens on \(run.listenPort)")
         #expect(PairProcesses.alive(mentioning: "127.0.0.1:\(run.upstreamPort)").isEmpty)
         #expect(PairProcesses.alive(mentioning: "127.0.0.1:\(run.listenPort)").isEmpty)
+        // The run folder says why it could not be judged.
+        let report = try run.report()
+        #expect(report.verdict == "error")
+        #expect(report.complete)
         run.remove()
     }
 }
