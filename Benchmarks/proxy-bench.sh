@@ -8,6 +8,7 @@
 # Figures: iperf3 bulk throughput over 1 and 8 connections, client->server and server->client;
 # 64-byte ping-pong round trips p50/p99; connections opened-echoed-closed per second by 50 workers;
 # memory per idle connection; and a 1 GiB (64 MiB with --quick) byte-for-byte echo check.
+# Throughput, latency and churn are medians of 3 interleaved rounds (1 round with --quick).
 # Needs: swift, socat, haproxy, iperf3, jq, ss. Listens on 127.0.0.1 ports base+1 .. base+32.
 set -euo pipefail
 
@@ -23,16 +24,16 @@ while [[ $# -gt 0 ]]; do
         --port-base) BASE="$2"; shift ;;
         --idle) IDLE="$2"; shift ;;
         --no-build) BUILD=0 ;;
-        -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "proxy-bench: unknown option '$1'" >&2; exit 2 ;;
     esac
     shift
 done
 
 if [[ $QUICK == 1 ]]; then
-    SECONDS_IPERF=2; PINGS=5000; CHURN_SECONDS=2; IDLE_DEFAULT=2000; INTEGRITY_BYTES=$((64 << 20))
+    SECONDS_IPERF=2; PINGS=5000; CHURN_SECONDS=2; IDLE_DEFAULT=2000; INTEGRITY_BYTES=$((64 << 20)); ROUNDS=1
 else
-    SECONDS_IPERF=5; PINGS=20000; CHURN_SECONDS=5; IDLE_DEFAULT=9900; INTEGRITY_BYTES=$((1 << 30))
+    SECONDS_IPERF=3; PINGS=10000; CHURN_SECONDS=3; IDLE_DEFAULT=9900; INTEGRITY_BYTES=$((1 << 30)); ROUNDS=3
 fi
 # 9,900 rather than 10,000: a proxied connection costs the proxy two descriptors and the hard
 # open-file limit here is 20,000, which the proxy's listeners and event loops also draw on.
@@ -165,7 +166,7 @@ run_bench() { # run_bench LABEL PATH ARGS...: chaos-bench output, or "" on failu
     fi
 }
 
-echo "measuring (idle=$IDLE, iperf ${SECONDS_IPERF}s, churn ${CHURN_SECONDS}s, $PINGS pings)..." >&2
+echo "measuring (idle=$IDLE; $ROUNDS round(s) of iperf ${SECONDS_IPERF}s, churn ${CHURN_SECONDS}s, $PINGS pings)..." >&2
 
 # Idle memory first, while every process is fresh (freed memory from earlier figures would be
 # reused by the allocator and hide the cost).
@@ -177,38 +178,52 @@ for path in "${PATHS[@]}"; do
     sleep 1
 done
 
+# Throughput, latency and churn: ROUNDS rounds, each measuring every path in turn, and the median
+# of the rounds is kept, so a burst of load from elsewhere on the machine hits one round of one
+# path rather than a whole column.
+record() { VALUES[$1,$2]="${VALUES[$1,$2]:-} ${3:-}"; }
+declare -A VALUES=()
 for streams in 1 8; do
     for reverse in "" "-R"; do
         direction=$([[ -z $reverse ]] && echo "client->server" || echo "server->client")
-        key="tput${streams}${reverse}"
-        figure "$key" "Gbit/s, $streams conn$([[ $streams == 8 ]] && echo s), $direction" higher
-        for path in "${PATHS[@]}"; do
-            if json=$(iperf3 -c 127.0.0.1 -p "${IPERF_AT[$path]}" -t "$SECONDS_IPERF" -P "$streams" $reverse -J 2>"$WORK/last.err"); then
-                bps=$(jq -r '.end.sum_received.bits_per_second // empty' <<<"$json")
-                RESULT[$key,$path]=$(awk -v b="$bps" 'BEGIN { printf "%.2f", b / 1e9 }')
-            else
-                RESULT[$key,$path]=""
-            fi
-            note "$path" "$key" "${RESULT[$key,$path]:-FAILED} Gbit/s"
-        done
+        figure "tput${streams}${reverse}" "Gbit/s, $streams conn$([[ $streams == 8 ]] && echo s), $direction" higher
     done
 done
-
 figure p50 "ping-pong p50 (µs, 64 B)" lower
 figure p99 "ping-pong p99 (µs, 64 B)" lower
-for path in "${PATHS[@]}"; do
-    out=$(run_bench pingpong "$path" pingpong --port "${ECHO_AT[$path]}" --count "$PINGS")
-    RESULT[p50,$path]=$(field p50_us "$out")
-    RESULT[p99,$path]=$(field p99_us "$out")
-    note "$path" "pingpong" "$out"
-done
-
 figure churn "connections/s (50 workers)" higher
-for path in "${PATHS[@]}"; do
-    out=$(run_bench churn "$path" churn --port "${ECHO_AT[$path]}" --workers 50 --seconds "$CHURN_SECONDS")
-    RESULT[churn,$path]=$(field conns_per_s "$out")
-    note "$path" "churn" "$out"
-    sleep 1
+for round in $(seq 1 "$ROUNDS"); do
+    for streams in 1 8; do
+        for reverse in "" "-R"; do
+            key="tput${streams}${reverse}"
+            for path in "${PATHS[@]}"; do
+                gbps=""
+                if json=$(iperf3 -c 127.0.0.1 -p "${IPERF_AT[$path]}" -t "$SECONDS_IPERF" -P "$streams" $reverse -J 2>"$WORK/last.err"); then
+                    bps=$(jq -r '.end.sum_received.bits_per_second // empty' <<<"$json")
+                    [[ -n $bps ]] && gbps=$(awk -v b="$bps" 'BEGIN { printf "%.2f", b / 1e9 }')
+                fi
+                record "$key" "$path" "$gbps"
+                note "$path" "$key (round $round)" "${gbps:-FAILED} Gbit/s"
+            done
+        done
+    done
+    for path in "${PATHS[@]}"; do
+        out=$(run_bench pingpong "$path" pingpong --port "${ECHO_AT[$path]}" --count "$PINGS")
+        record p50 "$path" "$(field p50_us "$out")"
+        record p99 "$path" "$(field p99_us "$out")"
+        note "$path" "pingpong (round $round)" "$out"
+    done
+    for path in "${PATHS[@]}"; do
+        out=$(run_bench churn "$path" churn --port "${ECHO_AT[$path]}" --workers 50 --seconds "$CHURN_SECONDS")
+        record churn "$path" "$(field conns_per_s "$out")"
+        note "$path" "churn (round $round)" "$out"
+        sleep 1
+    done
+done
+for key in tput1 tput1-R tput8 tput8-R p50 p99 churn; do
+    for path in "${PATHS[@]}"; do
+        RESULT[$key,$path]=$(tr ' ' '\n' <<<"${VALUES[$key,$path]:-}" | grep . | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }')
+    done
 done
 
 figure integrity "MB/s echoing $((INTEGRITY_BYTES >> 20)) MiB, every byte checked" higher
