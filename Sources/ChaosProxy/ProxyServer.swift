@@ -17,6 +17,9 @@ public final class ProxyServer: Sendable {
     private let ids: ConnectionIDSource
     private let seed: SeededGenerator
     private let options: Options
+    /// The upstream's address when `spec.upstream` names an IP literal: dialled directly, skipping
+    /// NIO's resolver (a getaddrinfo hop to another thread per connection, and Happy Eyeballs).
+    private let upstreamAddress: SocketAddress?
     let logger: Logger
     let state = Mutex(State())
 
@@ -54,6 +57,7 @@ public final class ProxyServer: Sendable {
         self.ids = ids
         self.seed = seed
         self.options = options
+        self.upstreamAddress = try? SocketAddress(ipAddress: spec.upstream.host, port: spec.upstream.port)
         self.logger = logger
         state.withLock { $0.baseline = baseline }
     }
@@ -85,7 +89,7 @@ public final class ProxyServer: Sendable {
                 .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
                 .childChannelOption(ChannelOptions.autoRead, value: false)
                 .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
-                .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+                .childChannelOption(ChannelOptions.tcpOption(.tcp_nodelay), value: 1)
                 .childChannelInitializer { [self] child in
                     child.eventLoop.makeCompletedFuture { self.accept(child) }
                 }
@@ -140,12 +144,14 @@ public final class ProxyServer: Sendable {
         let bootstrap = ClientBootstrap(group: client.eventLoop)
             .channelOption(ChannelOptions.autoRead, value: false)
             .channelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
-            .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(ChannelOptions.tcpOption(.tcp_nodelay), value: 1)
             .connectTimeout(.seconds(10))
             .channelInitializer { [self] server in
                 server.eventLoop.makeCompletedFuture { try self.addLegHandlers(server, side: .server, generator: generator) }
             }
-        bootstrap.connect(host: upstream.host, port: upstream.port).whenComplete { [self] result in
+        let connecting = upstreamAddress.map { bootstrap.connect(to: $0) }
+            ?? bootstrap.connect(host: upstream.host, port: upstream.port)
+        connecting.whenComplete { [self] result in
             switch result {
             case .success(let server): wire(id: id, client: client, server: server)
             case .failure(let error):

@@ -70,9 +70,13 @@ public final class ShapingHandler: ChannelOutboundHandler, RemovableChannelHandl
     }
 
     public func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
-        guard mode == .output, !shaper.isPassThrough else {
-            if mode != .output { discardHeld() }
+        guard mode == .output else {
+            discardHeld()
             context.close(mode: mode, promise: promise)
+            return
+        }
+        guard !shaper.isPassThrough else {
+            shutdownOutput(context: context, promise: promise)
             return
         }
         shaper.enqueue(.shutdownOutput, now: now(context))
@@ -91,6 +95,16 @@ public final class ShapingHandler: ChannelOutboundHandler, RemovableChannelHandl
         context.write(wrapOutboundOut(buffer), promise: written)
     }
 
+    /// Sends FIN once every byte written before it has reached the socket. When the channel's
+    /// input is already closed (its peer sent FIN first), NIO turns a half-close into a full
+    /// close that fails the writes still pending, losing their bytes: so the FIN waits for them.
+    private func shutdownOutput(context: ChannelHandlerContext, promise: EventLoopPromise<Void>?) {
+        let drained = context.eventLoop.makePromise(of: Void.self)
+        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(capacity: 0)), promise: drained)
+        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        drained.futureResult.whenComplete { _ in loopBound.value.close(mode: .output, promise: promise) }
+    }
+
     private func now(_ context: ChannelHandlerContext) -> Int64 {
         Int64(truncatingIfNeeded: context.eventLoop.now.uptimeNanoseconds)
     }
@@ -107,8 +121,8 @@ public final class ShapingHandler: ChannelOutboundHandler, RemovableChannelHandl
                     wrote = false
                 }
             case .emit(.shutdownOutput):
-                if wrote { context.flush(); wrote = false }
-                context.close(mode: .output, promise: nil)
+                wrote = false
+                shutdownOutput(context: context, promise: nil)
             case .wait(let until):
                 schedule(at: until, context: context)
                 break loop

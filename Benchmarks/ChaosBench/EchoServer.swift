@@ -1,0 +1,24 @@
+import NIOCore
+import NIOPosix
+
+/// `echo-server --port P [--threads N]`: a multi-threaded NIO echo server, the upstream of every
+/// path the benchmark measures. Runs until killed.
+enum EchoServer {
+    static func run(_ arguments: BenchArguments) throws {
+        let port = try arguments.port()
+        let threads = try arguments.integer("threads", default: System.coreCount)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, threads))
+        let channel = try ServerBootstrap(group: group)
+            .serverChannelOption(ChannelOptions.backlog, value: 4096)
+            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(ChannelOptions.tcpOption(.tcp_nodelay), value: 1)
+            .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(EchoHandler()) }
+            }
+            .bind(host: arguments.string("host", default: "127.0.0.1"), port: Int(port))
+            .wait()
+        print("echo-server listening on \(channel.localAddress.map { "\($0)" } ?? "?")")
+        try channel.closeFuture.wait()
+    }
+}
