@@ -125,7 +125,7 @@ final class ClientEngine: WireConnectionDelegate, @unchecked Sendable {
         let target = configuration.connect
         ClientBootstrap(group: loop)
             .connectTimeout(.nanoseconds(configuration.connectTimeout.nanoseconds))
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelOption(.allowRemoteHalfClosure, value: true)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
