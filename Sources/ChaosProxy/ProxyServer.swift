@@ -87,7 +87,6 @@ public final class ProxyServer: Sendable {
             return try await ServerBootstrap(group: group)
                 .serverChannelOption(ChannelOptions.backlog, value: options.backlog)
                 .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
-                .childChannelOption(ChannelOptions.autoRead, value: false)
                 .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
                 .childChannelOption(ChannelOptions.tcpOption(.tcp_nodelay), value: 1)
                 .childChannelInitializer { [self] child in
@@ -142,7 +141,6 @@ public final class ProxyServer: Sendable {
         }
         let upstream = spec.upstream
         let bootstrap = ClientBootstrap(group: client.eventLoop)
-            .channelOption(ChannelOptions.autoRead, value: false)
             .channelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
             .channelOption(ChannelOptions.tcpOption(.tcp_nodelay), value: 1)
             .connectTimeout(.seconds(10))
@@ -166,9 +164,11 @@ public final class ProxyServer: Sendable {
 
     private func wire(id: ConnectionID, client: any Channel, server: any Channel) {
         do {
-            let endpoints = ConnectionEndpoints(
-                proxy: spec.name, client: client.remoteAddress?.hostPort ?? "?", listen: client.localAddress?.hostPort ?? "?",
-                proxyLocal: server.localAddress?.hostPort ?? "?", server: server.remoteAddress?.hostPort ?? "?")
+            // Addresses are looked up only when someone records events (each lookup is a system call).
+            let endpoints = sink == nil ? ConnectionEndpoints(proxy: spec.name, client: "", listen: "", proxyLocal: "", server: "")
+                : ConnectionEndpoints(
+                    proxy: spec.name, client: client.remoteAddress?.hostPort ?? "?", listen: client.localAddress?.hostPort ?? "?",
+                    proxyLocal: server.localAddress?.hostPort ?? "?", server: server.remoteAddress?.hostPort ?? "?")
             let connection = ProxiedConnection(
                 id: id, endpoints: endpoints, client: try leg(client), server: try leg(server),
                 sink: sink, clock: clock, counters: counters,

@@ -76,11 +76,7 @@ final class ProxiedConnection: @unchecked Sendable {
         self.conditions = conditions
         reshape()
         for side in Side.allCases { legs[side]!.relay.drainEarlyArrivals() }
-        for side in Side.allCases where !state.inactive.contains(side) {
-            legs[side]!.channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { [weak self] error in
-                self?.legFailed(side, error: error)
-            }
-        }
+        for side in Side.allCases where !state.inactive.contains(side) { legs[side]!.relay.startReading() }
     }
 
     // MARK: shaping

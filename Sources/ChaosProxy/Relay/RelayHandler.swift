@@ -82,6 +82,13 @@ final class RelayHandler: ChannelDuplexHandler {
         context.fireChannelInactive()
     }
 
+    /// Starts reading once the connection is wired (a read held back since the channel became active).
+    func startReading() {
+        guard pendingRead, let context, discardsReads || partner?.canAccept ?? false else { return }
+        pendingRead = false
+        context.read()
+    }
+
     /// Replays what arrived before the connection was wired, in order.
     func drainEarlyArrivals() {
         guard let connection else { return }
@@ -97,6 +104,12 @@ final class RelayHandler: ChannelDuplexHandler {
     // MARK: outbound
 
     func read(context: ChannelHandlerContext) {
+        // Until the connection is wired (its upstream answered), reads wait: auto-read stays on, so
+        // starting needs no option change, only ``startReading()``.
+        guard connection != nil else {
+            pendingRead = true
+            return
+        }
         if discardsReads || partner?.canAccept ?? false {
             context.read()
         } else {
