@@ -59,6 +59,14 @@ public struct ReportInputs: Sendable {
 }
 
 extension RunReport {
+    /// One formatter for every report: a checkpoint every minute of a 72-hour soak must not build a new one.
+    nonisolated(unsafe) static let timestampFormatter: ISO8601DateFormatter = {
+        // Safe to share: it is configured once here and only read (string(from:)) afterwards.
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime]
+        return formatter
+    }()
+
     /// Builds the report: faults from the timeline (those that started by the end), the audit's figures, and
     /// every expectation judged into the verdict.
     public init(_ inputs: ReportInputs) {
@@ -72,8 +80,7 @@ extension RunReport {
                                detail: Dictionary(occurrence.effect.parameters, uniquingKeysWith: { first, _ in first }),
                                proxy: occurrence.proxy, reconnectS: impact?.reconnectS, resumeS: impact?.resumeS)
         }
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime]
+        let formatter = RunReport.timestampFormatter
         self.init(schema: Self.schemaVersion, scenario: inputs.scenario, seed: inputs.seed,
                   startedAt: formatter.string(from: inputs.startedAt), elapsedS: inputs.elapsed.seconds,
                   plannedS: inputs.planned?.seconds, complete: inputs.complete, verdict: .pass, verdictReason: nil,

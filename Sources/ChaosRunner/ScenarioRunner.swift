@@ -154,6 +154,9 @@ public final class ScenarioRunner: Sendable {
                     do { try report.writeCheckpoint(toDirectory: folder.url.path) } catch {
                         logger.warning("checkpoint failed", metadata: ["error": "\(error)"])
                     }
+                    // Building and encoding a report churns the heap; hand the freed pages back so that a
+                    // 72-hour soak's RSS shows what it holds, not what malloc kept from checkpoints.
+                    ReleaseFreedMemory.now()
                 }
             }
         }
