@@ -136,7 +136,7 @@ public final class ProxyServer: Sendable {
         do {
             try addLegHandlers(client, side: .client, generator: generator)
         } catch {
-            resetChannel(client)
+            client.closeWithReset()
             return
         }
         let upstream = spec.upstream
@@ -157,7 +157,7 @@ public final class ProxyServer: Sendable {
                 sink?.record(TrafficEvent(time: clock.now(), connection: 0,
                                           kind: .refused(proxy: spec.name, reason: "upstream \(upstream): \(error)")))
                 logger.debug("upstream unreachable", metadata: ["proxy.name": "\(spec.name)", "error": "\(error)"])
-                resetChannel(client)
+                client.closeWithReset()
             }
         }
     }
@@ -190,15 +190,11 @@ public final class ProxyServer: Sendable {
             guard !stopped else { throw ChannelError.ioOnClosedChannel }
             connection.start(baseline: baseline, conditions: conditions)
         } catch {
-            resetChannel(client)
-            resetChannel(server)
+            client.closeWithReset()
+            server.closeWithReset()
         }
     }
 
-    private func resetChannel(_ channel: any Channel) {
-        guard let provider = channel as? any SocketOptionProvider else { channel.close(promise: nil); return }
-        provider.setSoLinger(linger(l_onoff: 1, l_linger: 0)).whenComplete { _ in channel.close(promise: nil) }
-    }
 }
 
 extension SocketAddress {

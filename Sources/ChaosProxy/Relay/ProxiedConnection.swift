@@ -164,12 +164,7 @@ final class ProxiedConnection: @unchecked Sendable {
         record(.closed(side, .cutByFault), side: side)
         leg.shaper.discardHeld()
         leg.relay.discardsReads = true
-        guard leg.channel.isActive, let provider = leg.channel as? any SocketOptionProvider else {
-            leg.channel.close(promise: nil)
-            return
-        }
-        let channel = leg.channel
-        provider.setSoLinger(linger(l_onoff: 1, l_linger: 0)).whenComplete { _ in channel.close(promise: nil) }
+        leg.channel.closeWithReset()
     }
 
     private func scheduleLingerAbort(after delay: TimeAmount, sides: [Side]) {
@@ -209,12 +204,7 @@ final class ProxiedConnection: @unchecked Sendable {
     private func abortQuietly(_ side: Side) {
         let leg = legs[side]!
         leg.shaper.discardHeld()
-        if let provider = leg.channel as? any SocketOptionProvider, leg.channel.isActive {
-            let channel = leg.channel
-        provider.setSoLinger(linger(l_onoff: 1, l_linger: 0)).whenComplete { _ in channel.close(promise: nil) }
-        } else {
-            leg.channel.close(promise: nil)
-        }
+        leg.channel.closeWithReset()
     }
 
     /// A leg's channel closed. Without an error first, its peer closed in order (NIO folds the
@@ -233,5 +223,16 @@ final class ProxiedConnection: @unchecked Sendable {
     private func record(_ kind: TrafficEvent.Kind, side: Side) {
         guard state.recorded.insert(side).inserted else { return }
         sink?.record(TrafficEvent(time: clock.now(), connection: id, kind: kind))
+    }
+}
+
+extension Channel {
+    /// Closes with RST rather than FIN (SO_LINGER 0), as a cut connection or a passed-on reset must.
+    func closeWithReset() {
+        guard isActive, let provider = self as? any SocketOptionProvider else {
+            close(promise: nil)
+            return
+        }
+        provider.setSoLinger(linger(l_onoff: 1, l_linger: 0)).whenComplete { _ in self.close(promise: nil) }
     }
 }

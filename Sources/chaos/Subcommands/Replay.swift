@@ -15,17 +15,11 @@ struct Replay: AsyncParsableCommand {
     var out: String?
 
     func run() async throws {
-        let (scenario, timeline) = try RunFolderReplay.load(directory)
+        let (scenario, timeline) = try RunFolder.loadReplayInputs(from: directory)
         Console.line("replaying \(scenario.name) from \(directory): seed \(timeline.seed), \(timeline.occurrences.count) fault occurrences")
         let configuration = ScenarioRunner.Configuration(
             scenario: scenario, timeline: timeline, out: out, replayCommand: "chaos replay \(directory)",
             selfPath: ExecutablePath.current)
         try await RunSummary.run(configuration)
-    }
-}
-
-enum RunFolderReplay {
-    static func load(_ directory: String) throws -> (Scenario, Timeline) {
-        try RunFolder.loadReplayInputs(from: directory)
     }
 }
