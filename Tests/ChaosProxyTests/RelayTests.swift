@@ -54,6 +54,37 @@ struct RelayTests {
         await harness.shutdown()
     }
 
+    @Test("after the client's FIN, a reply larger than the socket buffers arrives whole before the server's FIN")
+    func replyAfterClientFINArrivesWhole() async throws {
+        let harness = try await ProxyHarness()
+        try await offPool {
+            let (client, server) = try harness.connectPair()
+            try client.sendAll(Array("send me everything".utf8))
+            client.shutdownWrite()
+            #expect(server.receiveUntilEnd().1 == .eof)
+            let reply = pattern(count: 4 * 1024 * 1024, seed: 11)
+            // The client reads only later: the proxy holds queued writes toward a leg whose input is already
+            // closed when the server's FIN arrives; none of them may be dropped.
+            let writer = Background { () -> Bool in
+                defer { server.shutdownWrite() }
+                return (try? server.sendAll(reply)) != nil
+            }
+            // A slow reader keeps the client's socket full, so writes wait in the proxy when the server's FIN comes.
+            var got: [UInt8] = [], end = TestSocket.Received.eof
+            reading: while true {
+                switch client.receive(max: 16384) {
+                case .bytes(let chunk): got += chunk; usleep(1000)
+                case let other: end = other; break reading
+                }
+            }
+            #expect(writer.join() == true)
+            #expect(end == .eof)
+            #expect(sameBytes(got, reply), "got \(got.count) of \(reply.count) bytes")
+            client.close(); server.close()
+        }
+        await harness.shutdown()
+    }
+
     @Test("a server's FIN reaches the client while the client can still send")
     func serverHalfClose() async throws {
         let harness = try await ProxyHarness()
