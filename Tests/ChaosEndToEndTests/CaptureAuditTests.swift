@@ -88,14 +88,16 @@ struct CaptureAuditTests {
         for key in ["delivered", "ok", "lost", "duplicated", "redelivered", "reordered", "gaps"] {
             #expect(fromTcpdump[key] == live[key], "\(key): tcpdump \(fromTcpdump[key] ?? -1), live \(live[key] ?? -1)")
         }
-        // The wire can carry a message the proxy never read: a producer wrote it just before a fault reset that
-        // leg, the proxy's kernel acknowledged it, and the reset discarded it unread. tcpdump sees it sent (and,
-        // once the resilient pair retransmits it, recovered unless it was itself a retransmission); the live audit,
-        // which counts what the proxy read, does not. Only those may differ, and by no more than one per cut.
-        let extraSent = (fromTcpdump["sent"] ?? 0) - (live["sent"] ?? 0)
-        let extraRecovered = (fromTcpdump["recovered"] ?? 0) - (live["recovered"] ?? 0)
-        #expect(extraRecovered >= 0 && extraRecovered <= extraSent, "sent +\(extraSent), recovered +\(extraRecovered)")
-        #expect(extraSent >= 0 && extraSent <= 4, "sent +\(extraSent)")
+        // `sent` and `recovered` may differ by a few. The wire carries messages the proxy never read: a producer
+        // wrote them just before a fault reset that leg, the proxy's kernel acknowledged them, and the reset discarded
+        // them unread. tcpdump counts them sent; the live audit counts what the proxy read. And a capture orders
+        // events of different connections by packet time, so a message cut on one connection and delivered on the
+        // next may be classed recovered there and not live, or the other way round. What was delivered, and so
+        // every verdict-bearing count above, is exact.
+        for key in ["sent", "recovered"] {
+            let difference = abs((fromTcpdump[key] ?? 0) - (live[key] ?? 0))
+            #expect(difference <= 4, "\(key): tcpdump \(fromTcpdump[key] ?? -1), live \(live[key] ?? -1)")
+        }
         #expect(theirs.stdout.contains("capture loss 0 bytes"), "\(theirs.stdout)")
 
         // tshark reads our capture with nothing malformed.
