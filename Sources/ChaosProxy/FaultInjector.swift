@@ -57,7 +57,7 @@ public final class FaultInjector: Sendable {
         }
         actions.sort { ($0.at, $0.isEnd ? 0 : 1, $0.order) < ($1.at, $1.isEnd ? 0 : 1, $1.order) }
         var active: [Int: FaultOccurrence] = [:]
-        var handoffTargets: [Int: [ObjectIdentifier: [ConnectionID]?]] = [:]
+        var handoffTargets: [Int: [ObjectIdentifier: [ConnectionID]]] = [:]
         for action in actions {
             let wait = clock.deadline(after: action.at).uptimeNanoseconds.subtractingReportingOverflow(
                 NIODeadline.now().uptimeNanoseconds)
@@ -98,12 +98,12 @@ public final class FaultInjector: Sendable {
     }
 
     /// Starts an occurrence; returns how many connections it hit and, for a handoff, whom.
-    private func begin(_ occurrence: FaultOccurrence) async -> (Int, [ObjectIdentifier: [ConnectionID]?]) {
+    private func begin(_ occurrence: FaultOccurrence) async -> (Int, [ObjectIdentifier: [ConnectionID]]) {
         sink?.record(TrafficEvent(time: clock.now(), connection: 0, kind: .faultStarted(occurrence.mark)))
         logger.info("fault", metadata: ["fault.kind": "\(occurrence.kind.rawValue)", "fault.index": "\(occurrence.index)",
                                         "fault.detail": "\(occurrence.effect.summary)"])
         var hit = 0
-        var handoff: [ObjectIdentifier: [ConnectionID]?] = [:]
+        var handoff: [ObjectIdentifier: [ConnectionID]] = [:]
         for proxy in proxies(for: occurrence) {
             let ids = targets(occurrence, on: proxy)
             let key = occurrence.index
@@ -132,7 +132,7 @@ public final class FaultInjector: Sendable {
         return (hit, handoff)
     }
 
-    private func end(_ occurrence: FaultOccurrence, handoffTargets: [ObjectIdentifier: [ConnectionID]?],
+    private func end(_ occurrence: FaultOccurrence, handoffTargets: [ObjectIdentifier: [ConnectionID]],
                      cancelled: Bool = false) async {
         for proxy in proxies(for: occurrence) {
             switch occurrence.effect {
@@ -142,8 +142,7 @@ public final class FaultInjector: Sendable {
                 if !cancelled {
                     // The address changed: the client side is reset, the server side never hears of it,
                     // and what was held in the blackout is gone with the old address.
-                    let ids = handoffTargets[ObjectIdentifier(proxy)] ?? nil
-                    await proxy.disconnect(ids ?? [], mode: .clientOnly, linger: linger)
+                    await proxy.disconnect(handoffTargets[ObjectIdentifier(proxy)] ?? [], mode: .clientOnly, linger: linger)
                     proxy.setBaseline(to)
                 }
                 await proxy.removeCondition(key: occurrence.index)

@@ -91,7 +91,7 @@ public struct Shaper {
             queue.removeFirst()
             return .emit(.shutdownOutput)
         }
-        if let rate = settings.bytesPerSecond, linkFreeAt > now { _ = rate; return .wait(until: linkFreeAt) }
+        if settings.bytesPerSecond != nil, linkFreeAt > now { return .wait(until: linkFreeAt) }
         var limit = buffer.readableBytes
         if let slice = settings.sliceBytes { limit = min(limit, slice) }
         if let rate = settings.bytesPerSecond { limit = min(limit, Int(max(rate / 100, 512))) }
