@@ -162,7 +162,9 @@ extension AuditEngine {
         if !ledger.resumeWaits.isEmpty { recovery.delivered(seq, on: ledger, at: time) }
     }
 
-    /// A leg of a connection closed: no more reads from `side` and no more writes to it.
+    /// A leg of a connection closed. A FIN means `side` stopped sending (a half-close): writes to it may still
+    /// come. A reset, a cut or an error means it is gone both ways. Once both legs are closed, nothing more is
+    /// delivered on the connection either way.
     /// `synthetic` closes come from ``finish()`` (the run ended, not the pair): they do not count as recovery events.
     func closed(_ id: ConnectionID, side: Side, how: TrafficEvent.CloseKind, time: Int64, synthetic: Bool = false) {
         guard let connection = connections[id] else { return }
@@ -172,7 +174,36 @@ extension AuditEngine {
             connection.cutByFault = true
             connectionStats.cutByFault += 1
         }
-        // Writes to `side` are over: a partial frame there was cut, and what is still in flight was not delivered.
+        connection.pipe(.sent, side.producing).splitter.dropPartial()
+        if how != .fin { endDeliveries(toward: side, of: connection, how: how, time: time) }
+        let carried = synthetic ? [] : connection.streams.flatMap { $0.values.filter(\.carriedTraffic).map(\.ledger) }
+            .sorted { $0.index < $1.index }
+        if !synthetic {
+            recovery.closed(id, side: side, kind: how, at: time, first: first, streams: first ? carried : [])
+            if first { activity.count(.closed, at: time) }
+        }
+        if first { connectionStats.closed += 1 }
+        if connection.fullyClosed {
+            // Both sides have stopped sending, but what the proxy still held for them (a partition's backlog,
+            // a latency queue) may be written after their FINs: the connection retires a grace later.
+            retiring.append(id, closedAt: time)
+        }
+    }
+
+    /// Retires connections closed on both sides more than ``retireGrace`` ago: whatever was still in
+    /// flight to them was not delivered, and their state is dropped (memory stays bounded).
+    func retireClosedConnections(before time: Int64) {
+        while let (id, closedAt) = retiring.first, time - closedAt > Self.retireGrace {
+            retiring.removeFirst()
+            guard let connection = connections[id], connection.fullyClosed else { continue }
+            for end in Side.allCases { endDeliveries(toward: end, of: connection, how: .fin, time: time) }
+            connections[id] = nil
+        }
+    }
+
+    /// Writes to `side` are over: a partial frame there was cut, and what is still in flight was not delivered.
+    func endDeliveries(toward side: Side, of connection: ConnectionState, how: TrafficEvent.CloseKind, time: Int64) {
+        guard connection.deliveriesEnded.insert(side).inserted else { return }
         let consumed = side.other.producing
         let writePipe = connection.pipe(.delivered, consumed)
         if writePipe.splitter.hasPartialFrame {
@@ -181,22 +212,13 @@ extension AuditEngine {
             ledger?.counts.truncated += 1
             if ledger == nil { messageStats.undecodable += 1 }
             record(.truncated, ledger, direction: consumed, from: (ledger?.highestDelivered).map { $0 + 1 }, time: time,
-                   connection: id, detail: "a frame cut in half when the \(side) leg closed (\(how.rawValue))")
+                   connection: connection.id, detail: "a frame cut in half when the \(side) leg closed (\(how.rawValue))")
         }
-        connection.pipe(.sent, side.producing).splitter.dropPartial()
         let slot = consumed == .upstream ? 0 : 1
         for stream in connection.streams[slot].values where !stream.inFlight.isEmpty {
             stream.ledger.cutInFlight.formUnion(stream.inFlight)
             stream.inFlight.removeAll()
             stream.transit = TransitQueue()
         }
-        let carried = synthetic ? [] : connection.streams.flatMap { $0.values.filter(\.carriedTraffic).map(\.ledger) }
-            .sorted { $0.index < $1.index }
-        if !synthetic {
-            recovery.closed(id, side: side, kind: how, at: time, first: first, streams: first ? carried : [])
-            if first { activity.count(.closed, at: time) }
-        }
-        if first { connectionStats.closed += 1 }
-        if connection.fullyClosed { connections[id] = nil }
     }
 }

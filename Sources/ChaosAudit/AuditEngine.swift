@@ -22,6 +22,10 @@ public final class AuditEngine {
     var ledgers: [StreamLedger] = []
     var ledgerIndex: [StreamKey: Int] = [:]
     var connections: [ConnectionID: ConnectionState] = [:]
+    /// Connections closed on both sides, oldest first, waiting out ``retireGrace`` before they are dropped.
+    var retiring = RetiringQueue()
+    /// How long a connection closed on both sides stays, for writes still under way to it (nanoseconds).
+    static let retireGrace: Int64 = 60_000_000_000
     var faults = FaultContext()
     var recovery = RecoveryTracker()
     var anomalies = AnomalyLog(limit: AuditEngine.anomalyLimit)
@@ -65,6 +69,7 @@ public final class AuditEngine {
     public func ingest(_ event: TrafficEvent) {
         guard !isFinished else { return }
         if event.time > now { now = event.time }
+        if let oldest = retiring.first, now - oldest.closedAt > Self.retireGrace { retireClosedConnections(before: now) }
         switch event.kind {
         case .read(let side, let bytes):
             feed(bytes, role: .sent, direction: side.producing, connection: event.connection, time: event.time)
@@ -83,7 +88,10 @@ public final class AuditEngine {
             closed(event.connection, side: side, how: how, time: event.time)
         case .faultStarted(let mark):
             faults.started(mark)
-            if event.connection == 0 { recovery.faultStarted(mark, at: event.time, live: connections.keys) }
+            if event.connection == 0 {
+                let live = connections.lazy.filter { !$0.value.fullyClosed }.map(\.key)
+                recovery.faultStarted(mark, at: event.time, live: live)
+            }
         case .faultEnded(let mark):
             faults.ended(mark)
             if event.connection == 0 { recovery.faultEnded(mark, at: event.time) }
@@ -115,7 +123,9 @@ public final class AuditEngine {
             guard let connection = connections[id] else { continue }
             if !connection.clientClosed { closed(id, side: .client, how: .fin, time: now, synthetic: true) }
             if !connection.serverClosed { closed(id, side: .server, how: .fin, time: now, synthetic: true) }
+            for end in Side.allCases { endDeliveries(toward: end, of: connection, how: .fin, time: now) }
         }
+        retiring.removeAll()
         recovery.advance(to: now)
         let result = result(final: true)
         for ledger in ledgers { ledger.resumeWaits = [] }

@@ -84,4 +84,34 @@ struct RecoveryTests {
         #expect(record.noticed == 0 && record.unnoticed == 1)
         #expect(abs(record.longestS - 1.5) < 0.001)
     }
+
+    @Test("after both sides' FINs, what the proxy still held is delivered on the same connection, and it is not live")
+    func deliveriesAfterBothFINs() throws {
+        var s = TrafficScript()
+        s.open(1)
+        s.send(1, [1, 2, 3])                                 // read from the server, held by a partition
+        s.at(1); s.add(1, .closed(.client, .fin)); s.add(1, .closed(.server, .fin))
+        s.at(2); s.deliver(1, [1, 2, 3])                     // the backlog reaches the half-closed client
+        s.at(3); s.fault("partition", 0, started: true)
+        s.at(4); s.fault("partition", 0, started: false)
+        let engine = try AuditEngine(spec: ProtocolSpec())
+        engine.ingest(s.events)
+        let result = engine.finish()
+        #expect(result.totals.ok == 3 && result.totals.lost == 0 && result.totals.recovered == 0)
+        #expect((result.recovery.halfOpen.first?.connections ?? 0) == 0, "a closed connection counted as live")
+    }
+
+    @Test("a connection closed on both sides retires after the grace: what never arrived by then is lost")
+    func retiresAfterGrace() throws {
+        var s = TrafficScript()
+        s.open(1)
+        s.send(1, [1, 2]); s.deliver(1, [1])
+        s.at(1); s.close(1, .fin)
+        s.at(100); s.open(2); s.relay(2, [3])                 // long after: connection 1 has retired
+        let engine = try AuditEngine(spec: ProtocolSpec())
+        engine.ingest(s.events)
+        let snapshot = engine.snapshot()
+        #expect(snapshot.totals.lost == 1, "seq 2, cut in flight, should be lost once connection 1 retired")
+        #expect(engine.finish().totals.lost == 1)
+    }
 }

@@ -12,6 +12,8 @@ final class ConnectionState {
     var clientClosed = false
     var serverClosed = false
     var cutByFault = false
+    /// The sides to which nothing more can be delivered.
+    var deliveriesEnded: Set<Side> = []
     /// A framing or decoding problem was already reported for this connection.
     var reportedFraming = false
     var reportedUndecodable = false
