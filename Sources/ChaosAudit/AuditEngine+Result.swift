@@ -2,6 +2,14 @@ import ChaosCore
 
 extension AuditEngine {
     /// Builds the result; `final` counts seqs still in flight as lost and lists lost ranges as anomalies.
+    /// The delivery totals so far, without building the whole result (for a progress line every second).
+    public func totalsSoFar() -> DeliveryCounts {
+        var totals = DeliveryCounts()
+        for ledger in ledgers { totals.add(ledger.result(final: false).counts) }
+        totals.updateRatio()
+        return totals
+    }
+
     func result(final: Bool) -> AuditResult {
         var totals = DeliveryCounts()
         var streams: [StreamResult] = []

@@ -18,8 +18,7 @@ struct ProgressReporter: Sendable {
     /// Seconds between two updates.
     var interval: Double { isTerminal ? 1 : 60 }
 
-    func line(elapsed: Int64, faults: Int, audit: AuditResult?) -> String {
-        let totals = audit?.totals
+    func line(elapsed: Int64, faults: Int, totals: DeliveryCounts?) -> String {
         var text = "\(Timeline.clock(.nanoseconds(elapsed))) / \(Timeline.clock(planned))"
             + "  faults \(faults)"
         if let totals {

@@ -36,7 +36,10 @@ final class RunSink: TrafficEventSink {
         }
     }
 
-    /// The audit so far (for progress lines and checkpoints).
+    /// The delivery totals so far (cheap: for progress lines).
+    func totals() -> DeliveryCounts? { state.withLock { $0.engine?.totalsSoFar() } }
+
+    /// The audit so far (for checkpoints).
     func snapshot() -> AuditResult? { state.withLock { $0.engine?.snapshot() } }
 
     /// Ends the audit: in-flight messages count as lost, partial frames as truncated.

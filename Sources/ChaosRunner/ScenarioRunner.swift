@@ -142,10 +142,10 @@ public final class ScenarioRunner: Sendable {
                 let now = clock.now()
                 if Double(now - lastProgress) / 1e9 >= progress.interval {
                     lastProgress = now
-                    let audit = sink.snapshot()
-                    progress.update(progress.line(elapsed: now, faults: injector.appliedSoFar.count, audit: audit))
+                    let totals = sink.totals()
+                    progress.update(progress.line(elapsed: now, faults: injector.appliedSoFar.count, totals: totals))
                     // Keep the capture ring around the first loss: later traffic must not push it out.
-                    if let capture, let totals = audit?.totals, totals.lost > 0 || totals.gaps > 0 { capture.freeze() }
+                    if let capture, let totals, totals.lost > 0 || totals.gaps > 0 { capture.freeze() }
                 }
                 if let folder, now - lastCheckpoint >= configuration.checkpointEvery.nanoseconds {
                     lastCheckpoint = now
