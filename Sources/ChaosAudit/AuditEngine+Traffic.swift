@@ -187,6 +187,7 @@ extension AuditEngine {
             // Both sides have stopped sending, but what the proxy still held for them (a partition's backlog,
             // a latency queue) may be written after their FINs: the connection retires a grace later.
             retiring.append(id, closedAt: time)
+            nextRetirement = min(nextRetirement, time + Self.retireGrace)
         }
     }
 
@@ -199,6 +200,7 @@ extension AuditEngine {
             for end in Side.allCases { endDeliveries(toward: end, of: connection, how: .fin, time: time) }
             connections[id] = nil
         }
+        nextRetirement = retiring.first.map { $0.closedAt + Self.retireGrace } ?? .max
     }
 
     /// Writes to `side` are over: a partial frame there was cut, and what is still in flight was not delivered.

@@ -24,6 +24,8 @@ public final class AuditEngine {
     var connections: [ConnectionID: ConnectionState] = [:]
     /// Connections closed on both sides, oldest first, waiting out ``retireGrace`` before they are dropped.
     var retiring = RetiringQueue()
+    /// When the oldest retiring connection is due (kept apart so that the hot path reads one integer).
+    var nextRetirement: Int64 = .max
     /// How long a connection closed on both sides stays, for writes still under way to it (nanoseconds).
     static let retireGrace: Int64 = 60_000_000_000
     var faults = FaultContext()
@@ -69,7 +71,7 @@ public final class AuditEngine {
     public func ingest(_ event: TrafficEvent) {
         guard !isFinished else { return }
         if event.time > now { now = event.time }
-        if let oldest = retiring.first, now - oldest.closedAt > Self.retireGrace { retireClosedConnections(before: now) }
+        if now > nextRetirement { retireClosedConnections(before: now) }
         switch event.kind {
         case .read(let side, let bytes):
             feed(bytes, role: .sent, direction: side.producing, connection: event.connection, time: event.time)
@@ -126,6 +128,7 @@ public final class AuditEngine {
             for end in Side.allCases { endDeliveries(toward: end, of: connection, how: .fin, time: now) }
         }
         retiring.removeAll()
+        nextRetirement = .max
         recovery.advance(to: now)
         let result = result(final: true)
         for ledger in ledgers { ledger.resumeWaits = [] }
