@@ -39,8 +39,6 @@ public final class AuditEngine {
     public private(set) var now: Int64 = 0
     /// Set by ``finish()``: later events are ignored.
     public private(set) var isFinished = false
-    /// When the run began stopping the pair (a `.stopping` event), if it has.
-    public private(set) var stoppedAt: Int64?
     private var finalResult: AuditResult?
 
     struct StreamKey: Hashable {
@@ -98,7 +96,6 @@ public final class AuditEngine {
             faults.ended(mark)
             if event.connection == 0 { recovery.faultEnded(mark, at: event.time) }
         case .stopping:
-            stoppedAt = event.time
             recovery.stopping(at: event.time)
         }
     }

@@ -40,10 +40,8 @@ public final class PairSupervisor: Sendable {
     private let selfPath: String
     private let now: @Sendable () -> Int64
     private let state = Mutex<(running: [Running], exits: [Exit], stopping: Bool)>(([], [], false))
-    private let interrupted = Mutex<@Sendable () -> Bool>({ false })
-
-    private func checkInterrupted() throws {
-        if interrupted.withLock({ $0 })() { throw ChaosError(.pair, "stopped by a signal while the pair was starting") }
+    private static func check(_ interrupted: @Sendable () -> Bool) throws {
+        if interrupted() { throw ChaosError(.pair, "stopped by a signal while the pair was starting") }
     }
 
     /// A supervisor for `pair`; `values` fill the placeholders (`listen.port`, …), output goes
@@ -76,13 +74,12 @@ public final class PairSupervisor: Sendable {
     /// at once, or a server that never gets ready, is a `pair` error naming its output file.
     /// `interrupted` is polled while waiting: when it turns true (a signal), start-up stops with an error.
     public func start(readyTimeout: Double = 20, interrupted: @escaping @Sendable () -> Bool = { false }) async throws {
-        self.interrupted.withLock { $0 = interrupted }
         if let server = pair.server {
             let member = try launch(name: "server", command: command(server.run, index: 1))
             if let ready = server.ready {
-                try await waitReady(command(ready, index: 1), member: member, timeout: readyTimeout)
+                try await waitReady(command(ready, index: 1), member: member, timeout: readyTimeout, interrupted: interrupted)
             } else {
-                try await checkAlive(member, within: 0.3)
+                try await checkAlive(member, within: 0.3, interrupted: interrupted)
             }
         }
         if let client = pair.client {
@@ -90,7 +87,7 @@ public final class PairSupervisor: Sendable {
             for index in 1...client.count {
                 started.append(try launch(name: "client-\(index)", command: command(client.run, index: index)))
             }
-            for member in started { try await checkAlive(member, within: 0.3) }
+            for member in started { try await checkAlive(member, within: 0.3, interrupted: interrupted) }
         }
     }
 
@@ -157,24 +154,24 @@ public final class PairSupervisor: Sendable {
             + "its stderr is in \(err)" + (tail.isEmpty ? "" : ": \(tail)"))
     }
 
-    private func checkAlive(_ member: Member, within seconds: Double) async throws {
+    private func checkAlive(_ member: Member, within seconds: Double, interrupted: @Sendable () -> Bool) async throws {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
-            try checkInterrupted()
+            try Self.check(interrupted)
             if let status = exitStatus(of: member) { throw failure(member, "exited at once with status \(status)") }
             try? await Task.sleep(nanoseconds: 20_000_000)
         }
         if let status = exitStatus(of: member) { throw failure(member, "exited at once with status \(status)") }
     }
 
-    private func waitReady(_ check: String, member: Member, timeout: Double) async throws {
+    private func waitReady(_ check: String, member: Member, timeout: Double, interrupted: @Sendable () -> Bool) async throws {
         let target = check.split(separator: " ", maxSplits: 1).last.map(String.init) ?? ""
         guard let address = HostPort(parsing: target) else {
             throw ChaosError.badInput("pair.server.ready must be 'tcp HOST:PORT', found '\(check)'")
         }
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
-            try checkInterrupted()
+            try Self.check(interrupted)
             if let status = exitStatus(of: member) { throw failure(member, "exited with status \(status) before it was ready") }
             if TCPProbe.accepts(address) { return }
             try? await Task.sleep(nanoseconds: 50_000_000)

@@ -8,7 +8,7 @@ import Synchronization
 /// consumer slows the proxy instead of filling a queue.
 final class RunSink: TrafficEventSink {
     private struct State {
-        var engine: AuditEngine?
+        var engine: AuditEngine
         var consumers: [@Sendable (TrafficEvent) -> Void] = []
         var lastTime: Int64 = 0
         var messages: Int64 = 0
@@ -17,8 +17,12 @@ final class RunSink: TrafficEventSink {
     // Sendable: the non-Sendable engine lives inside the Mutex and is only reached through it.
     private let state: Mutex<State>
 
-    init(engine: sending AuditEngine?) {
+    private let audits: Bool
+
+    /// A sink feeding `engine`; with `audits` false (no protocol), bytes are not framed, only connections seen.
+    init(engine: sending AuditEngine, audits: Bool) {
         state = Mutex(State(engine: engine))
+        self.audits = audits
     }
 
     /// Adds a consumer that gets every event after the audit.
@@ -31,17 +35,20 @@ final class RunSink: TrafficEventSink {
             var event = event
             // Events from several event loops race to the lock by microseconds; keep time monotonic.
             if event.time < state.lastTime { event.time = state.lastTime } else { state.lastTime = event.time }
-            state.engine?.ingest(event)
+            switch event.kind {
+            case .read where !audits, .written where !audits: break
+            default: state.engine.ingest(event)
+            }
             for consumer in state.consumers { consumer(event) }
         }
     }
 
     /// The delivery totals so far (cheap: for progress lines).
-    func totals() -> DeliveryCounts? { state.withLock { $0.engine?.totalsSoFar() } }
+    func totals() -> DeliveryCounts? { audits ? state.withLock { $0.engine.totalsSoFar() } : nil }
 
     /// The audit so far (for checkpoints).
-    func snapshot() -> AuditResult? { state.withLock { $0.engine?.snapshot() } }
+    func snapshot() -> AuditResult { state.withLock { $0.engine.snapshot() } }
 
     /// Ends the audit: in-flight messages count as lost, partial frames as truncated.
-    func finish() -> AuditResult? { state.withLock { $0.engine?.finish() } }
+    func finish() -> AuditResult { state.withLock { $0.engine.finish() } }
 }

@@ -81,8 +81,9 @@ public final class ScenarioRunner: Sendable {
         let folder = configuration.writesReports ? try RunFolder(scenario: scenario.name, out: configuration.out) : nil
         try folder?.saveReplayInputs(scenario: scenario, timeline: timeline)
         let startedAt = Date()
-        let engine = try AuditEngine(spec: scenario.protocolSpec ?? ProtocolSpec())
-        let sink = RunSink(engine: scenario.protocolSpec == nil ? nil : engine)
+        // Without a protocol there is nothing to audit: the engine then only counts connections.
+        let sink = RunSink(engine: try AuditEngine(spec: scenario.protocolSpec ?? ProtocolSpec()),
+                           audits: scenario.protocolSpec != nil)
         let capture = try startCapture(folder: folder, startedAt: startedAt, sink: sink)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, System.coreCount))
         let clock = RunClock()
@@ -264,11 +265,10 @@ public final class ScenarioRunner: Sendable {
         }
     }
 
-    private func makeReport(audit: AuditResult?, complete: Bool, elapsed: Int64, startedAt: Date, injector: FaultInjector?,
+    private func makeReport(audit: AuditResult, complete: Bool, elapsed: Int64, startedAt: Date, injector: FaultInjector?,
                             proxies: [ProxyServer], pair: PairSupervisor?, interrupted: Bool = false,
                             startupError: String? = nil) -> RunReport {
         let scenario = configuration.scenario
-        let audit = audit ?? ((try? AuditEngine(spec: ProtocolSpec()))?.finish())!
         var faultConnections: [Int: Int] = [:]
         for applied in injector?.appliedSoFar ?? [] { faultConnections[applied.occurrence] = applied.connections }
         let connections = ConnectionCounts(

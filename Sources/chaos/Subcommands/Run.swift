@@ -28,7 +28,6 @@ struct Run: AsyncParsableCommand {
         var configuration = ScenarioRunner.Configuration(
             scenario: scenario, timeline: Timeline(scenario: scenario, seed: seed), out: out,
             replayCommand: replay, selfPath: ExecutablePath.current)
-        configuration.writesReports = true
         if capture { configuration.capture = true }
         try await RunSummary.run(configuration)
     }
