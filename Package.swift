@@ -91,7 +91,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "CaptureBench",
-            dependencies: ["ChaosCore", "ChaosCapture", "ChaosAudit"],
+            dependencies: ["ChaosCore", "ChaosCapture", "ChaosAudit", "CPcap"],
             path: "Benchmarks/CaptureBench",
             swiftSettings: strictSettings
         ),
