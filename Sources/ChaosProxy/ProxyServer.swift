@@ -29,6 +29,8 @@ public final class ProxyServer: Sendable {
         public var maxHeldBytes = 1 << 20
         /// The listen backlog.
         public var backlog: Int32 = 4096
+        /// Busy polling for the proxy's event loops (nil: loops sleep between events).
+        public var busyPolling: BusyPolling?
         /// Creates default options.
         public init() {}
     }
@@ -121,7 +123,7 @@ public final class ProxyServer: Sendable {
     /// sends (data, FIN, RST) before the upstream answers is lost.
     private func addLegHandlers(_ channel: any Channel, side: Side, generator: SeededGenerator) throws {
         let shaper = ShapingHandler(highWater: options.maxHeldBytes, generator: generator.fork(side.rawValue))
-        try channel.pipeline.syncOperations.addHandlers([shaper, RelayHandler(side: side)])
+        try channel.pipeline.syncOperations.addHandlers([shaper, RelayHandler(side: side, busyPoller: options.busyPolling?.poller(for: channel.eventLoop))])
     }
 
     private func leg(_ channel: any Channel) throws -> ProxiedConnection.Leg {

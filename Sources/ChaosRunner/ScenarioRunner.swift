@@ -32,6 +32,8 @@ public final class ScenarioRunner: Sendable {
         public var capture: Bool?
         /// Where to serve the HTTP control API (`chaos proxy --api`); nil: none.
         public var controlAPI: HostPort?
+        /// How long the proxy's event loops keep polling after relaying bytes (zero: off); see ``BusyPolling``.
+        public var busyPoll: ChaosDuration = .microseconds(100)
         /// How often report.json is checkpointed.
         public var checkpointEvery: ChaosDuration = .seconds(Int64(60))
 
@@ -86,12 +88,17 @@ public final class ScenarioRunner: Sendable {
                            audits: scenario.protocolSpec != nil)
         let capture = try startCapture(folder: folder, startedAt: startedAt, sink: sink)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, System.coreCount))
+        let busyPolling = await BusyPolling.start(on: group, window: .nanoseconds(configuration.busyPoll.nanoseconds))
+        @Sendable func stopLoops() async {
+            try? await group.shutdownGracefully()
+            busyPolling?.close()
+        }
         let clock = RunClock()
         let proxies: [ProxyServer]
         do {
-            proxies = try await startProxies(group: group, clock: clock, sink: sink)
+            proxies = try await startProxies(group: group, busyPolling: busyPolling, clock: clock, sink: sink)
         } catch {
-            try? await group.shutdownGracefully()
+            await stopLoops()
             throw error
         }
         let signals = SignalWatcher()
@@ -101,6 +108,7 @@ public final class ScenarioRunner: Sendable {
         } catch {
             // The run cannot be judged: leave a report that says why (verdict error), then fail with exit 2.
             signals.cancel()
+            await stopLoops()
             if let folder {
                 let report = makeReport(audit: sink.finish(), complete: true, elapsed: clock.now(), startedAt: startedAt,
                                         injector: nil, proxies: proxies, pair: nil, startupError: "\(error)")
@@ -115,7 +123,7 @@ public final class ScenarioRunner: Sendable {
                 output("control API: http://\(try await control.start(host: address.host, port: address.port))")
             } catch {
                 for proxy in proxies { await proxy.stop() }
-                try? await group.shutdownGracefully()
+                await stopLoops()
                 throw error
             }
             api = control
@@ -177,7 +185,7 @@ public final class ScenarioRunner: Sendable {
         await pair?.stop()
         for proxy in proxies { await proxy.stop() }
         let elapsed = clock.now()
-        try? await group.shutdownGracefully()
+        await stopLoops()
         if let capture {
             do { try capture.close() } catch { output("capture: \(error)") }
             output("capture: \(capture.paths.joined(separator: ", ")) (\(capture.statistics.packets) packets)")
@@ -208,14 +216,18 @@ public final class ScenarioRunner: Sendable {
         return writer
     }
 
-    private func startProxies(group: any EventLoopGroup, clock: RunClock, sink: RunSink) async throws -> [ProxyServer] {
+    private func startProxies(group: any EventLoopGroup, busyPolling: BusyPolling?, clock: RunClock,
+                              sink: RunSink) async throws -> [ProxyServer] {
         let scenario = configuration.scenario
         let ids = ConnectionIDSource()
         let root = SeededGenerator(seed: configuration.timeline.seed)
         var proxies: [ProxyServer] = []
+        var options = ProxyServer.Options()
+        options.busyPolling = busyPolling
         for spec in scenario.proxies {
             let proxy = ProxyServer(spec: spec, group: group, sink: sink, clock: clock, ids: ids,
-                                    seed: root.fork("proxy:" + spec.name), baseline: scenario.baseline, logger: logger)
+                                    seed: root.fork("proxy:" + spec.name), baseline: scenario.baseline,
+                                    options: options, logger: logger)
             do {
                 try await proxy.start()
             } catch let error as ChaosError {
@@ -244,7 +256,6 @@ public final class ScenarioRunner: Sendable {
         } catch {
             await pair.stop()
             for proxy in proxies { await proxy.stop() }
-            try? await group.shutdownGracefully()
             throw error
         }
         for member in pair.members { output("started \(member.name) (pid \(member.pid)): \(member.command)") }

@@ -1,13 +1,16 @@
 import ChaosCore
 @testable import ChaosProxy
 import Foundation
+import NIOCore
 import Testing
 
 @Suite("Relay over real sockets", .serialized, .timeLimit(.minutes(2)))
 struct RelayTests {
-    @Test("with no fault, 50 MB each way arrive unchanged, both directions at once")
-    func bytesOutEqualBytesIn() async throws {
-        let harness = try await ProxyHarness()
+    @Test("with no fault, 50 MB each way arrive unchanged, both directions at once (loops sleeping or busy polling)",
+          arguments: [TimeAmount.zero, .microseconds(100)])
+    func bytesOutEqualBytesIn(busyPoll: TimeAmount) async throws {
+        let harness = try await ProxyHarness(busyPoll: busyPoll)
+        #expect((harness.busyPolling != nil) == (busyPoll > .zero))
         try await offPool {
             let (client, server) = try harness.connectPair()
             let size = 50 * 1024 * 1024

@@ -29,7 +29,13 @@ final class RelayHandler: ChannelDuplexHandler {
         didSet { if discardsReads { partnerCanAcceptChanged() } }
     }
 
-    init(side: Side) { self.side = side }
+    /// Told when this leg relayed bytes, to keep the loop polling briefly (nil: no busy polling).
+    private let busyPoller: LoopBusyPoller?
+
+    init(side: Side, busyPoller: LoopBusyPoller? = nil) {
+        self.side = side
+        self.busyPoller = busyPoller
+    }
 
     /// Whether bytes may be handed to this leg for writing.
     var canAccept: Bool { (context?.channel.isWritable ?? false) && !shaperPaused }
@@ -54,6 +60,7 @@ final class RelayHandler: ChannelDuplexHandler {
 
     func channelReadComplete(context: ChannelHandlerContext) {
         partner?.context?.flush()
+        busyPoller?.noteActivity()
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {

@@ -24,6 +24,8 @@ struct Proxy: AsyncParsableCommand {
     @Option(help: "How long to run (default: until Ctrl-C).")
     var duration: String = "8760h"
 
+    @OptionGroup var relay: RelayOptions
+
     func validate() throws {
         guard HostPort(parsing: listen) != nil else { throw ValidationError("--listen must be HOST:PORT, found '\(listen)'") }
         guard HostPort(parsing: upstream) != nil else { throw ValidationError("--upstream must be HOST:PORT, found '\(upstream)'") }
@@ -41,6 +43,7 @@ struct Proxy: AsyncParsableCommand {
             selfPath: ExecutablePath.current)
         configuration.writesReports = false
         configuration.drain = .zero
+        relay.apply(to: &configuration)
         configuration.controlAPI = api.flatMap(HostPort.init(parsing:))
         let outcome = try await ScenarioRunner(configuration: configuration, output: { Console.line($0) }).run()
         for traffic in outcome.traffic {

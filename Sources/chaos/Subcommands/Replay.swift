@@ -14,12 +14,15 @@ struct Replay: AsyncParsableCommand {
     @Option(help: "The new run folder (default: Reports/<scenario>-<UTC time>/).")
     var out: String?
 
+    @OptionGroup var relay: RelayOptions
+
     func run() async throws {
         let (scenario, timeline) = try RunFolder.loadReplayInputs(from: directory)
         Console.line("replaying \(scenario.name) from \(directory): seed \(timeline.seed), \(timeline.occurrences.count) fault occurrences")
-        let configuration = ScenarioRunner.Configuration(
+        var configuration = ScenarioRunner.Configuration(
             scenario: scenario, timeline: timeline, out: out, replayCommand: "chaos replay \(directory)",
             selfPath: ExecutablePath.current)
+        relay.apply(to: &configuration)
         try await RunSummary.run(configuration)
     }
 }

@@ -18,6 +18,8 @@ struct Run: AsyncParsableCommand {
     @Flag(help: "Write the proxied traffic of both legs to capture.pcap in the run folder.")
     var capture = false
 
+    @OptionGroup var relay: RelayOptions
+
     func run() async throws {
         let (scenario, seed, drawn) = try options.load()
         if drawn { Console.line("seed \(seed) (drawn; pass --seed \(seed) to repeat this run)") }
@@ -29,6 +31,7 @@ struct Run: AsyncParsableCommand {
             scenario: scenario, timeline: Timeline(scenario: scenario, seed: seed), out: out,
             replayCommand: replay, selfPath: ExecutablePath.current)
         if capture { configuration.capture = true }
+        relay.apply(to: &configuration)
         try await RunSummary.run(configuration)
     }
 }

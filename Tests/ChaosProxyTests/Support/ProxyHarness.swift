@@ -13,12 +13,16 @@ final class ProxyHarness: Sendable {
     let events: EventRecorder
     let clock = RunClock()
 
-    init(baseline: LinkProfile? = nil, maxHeldBytes: Int = 1 << 20) async throws {
+    let busyPolling: BusyPolling?
+
+    init(baseline: LinkProfile? = nil, maxHeldBytes: Int = 1 << 20, busyPoll: TimeAmount = .zero) async throws {
         group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
         upstream = try TestListener()
         events = EventRecorder()
+        busyPolling = await BusyPolling.start(on: group, window: busyPoll)
         var options = ProxyServer.Options()
         options.maxHeldBytes = maxHeldBytes
+        options.busyPolling = busyPolling
         proxy = ProxyServer(spec: ProxySpec(name: "test", listen: HostPort(host: "127.0.0.1", port: 0),
                                             upstream: HostPort(host: "127.0.0.1", port: upstream.port)),
                             group: group, sink: events, clock: clock, ids: ConnectionIDSource(),
@@ -46,6 +50,7 @@ final class ProxyHarness: Sendable {
         await proxy.stop()
         upstream.close()
         try? await group.shutdownGracefully()
+        busyPolling?.close()
     }
 }
 
