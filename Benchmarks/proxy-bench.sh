@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Proxy benchmark: the direct loopback path, socat, haproxy (mode tcp) and `chaos proxy`, each in
-# front of the same upstreams, measured in turn in one run; every figure is printed with its ratio
+# Proxy benchmark: the direct loopback path, socat, haproxy (mode tcp), a bare SwiftNIO glue proxy
+# (the floor for any NIO proxy: `chaos-bench glue-proxy`) and `chaos proxy`, each in front of the same upstreams, measured in turn in one run; every figure is printed with its ratio
 # to the direct path (absolute numbers mean little on a shared 2-core machine; ratios do).
 #
 #   Benchmarks/proxy-bench.sh [--quick] [--markdown FILE] [--port-base N] [--idle N] [--no-build]
@@ -9,7 +9,7 @@
 # 64-byte ping-pong round trips p50/p99; connections opened-echoed-closed per second by 50 workers;
 # memory per idle connection; and a 1 GiB (64 MiB with --quick) byte-for-byte echo check.
 # Throughput, latency and churn are medians of 3 interleaved rounds (1 round with --quick).
-# Needs: swift, socat, haproxy, iperf3, jq, ss. Listens on 127.0.0.1 ports base+1 .. base+32.
+# Needs: swift, socat, haproxy, iperf3, jq, ss. Listens on 127.0.0.1 ports base+1 .. base+42.
 set -euo pipefail
 
 QUICK=0
@@ -74,10 +74,10 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 ECHO_PORT=$((BASE + 1));  IPERF_PORT=$((BASE + 2))
-declare -A ECHO_AT=([direct]=$ECHO_PORT [socat]=$((BASE + 11)) [haproxy]=$((BASE + 21)) [chaos]=$((BASE + 31)))
-declare -A IPERF_AT=([direct]=$IPERF_PORT [socat]=$((BASE + 12)) [haproxy]=$((BASE + 22)) [chaos]=$((BASE + 32)))
+declare -A ECHO_AT=([direct]=$ECHO_PORT [socat]=$((BASE + 11)) [haproxy]=$((BASE + 21)) [nio-glue]=$((BASE + 41)) [chaos]=$((BASE + 31)))
+declare -A IPERF_AT=([direct]=$IPERF_PORT [socat]=$((BASE + 12)) [haproxy]=$((BASE + 22)) [nio-glue]=$((BASE + 42)) [chaos]=$((BASE + 32)))
 declare -A MEMORY_PID=()
-PATHS=(direct socat haproxy chaos)
+PATHS=(direct socat haproxy nio-glue chaos)
 
 # start NAME LOGFILE COMMAND...: runs COMMAND in the background and remembers its pid in STARTED.
 start() {
@@ -138,6 +138,10 @@ backend iperf
 EOF
 start haproxy haproxy -db -f "$WORK/haproxy.cfg"
 MEMORY_PID[haproxy]=$STARTED
+
+start glue-echo "$BENCH" glue-proxy --port "${ECHO_AT[nio-glue]}" --upstream-port "$ECHO_PORT"
+MEMORY_PID[nio-glue]=$STARTED
+start glue-iperf "$BENCH" glue-proxy --port "${IPERF_AT[nio-glue]}" --upstream-port "$IPERF_PORT"
 
 start chaos-echo "$CHAOS" proxy --listen "127.0.0.1:${ECHO_AT[chaos]}" --upstream "127.0.0.1:$ECHO_PORT"
 MEMORY_PID[chaos]=$STARTED
@@ -246,18 +250,18 @@ cell() { # cell FIGURE PATH: "value (ratio x)"
 print_table() { # print_table text|markdown
     local format=$1
     if [[ $format == markdown ]]; then
-        echo "| figure | direct | socat | haproxy | chaos |"
-        echo "|---|---:|---:|---:|---:|"
+        echo "| figure | direct | socat | haproxy | nio-glue | chaos |"
+        echo "|---|---:|---:|---:|---:|---:|"
     else
-        printf '%-48s %12s %18s %18s %18s\n' figure direct socat haproxy chaos
+        printf '%-48s %12s %18s %18s %18s %18s\n' figure direct socat haproxy nio-glue chaos
     fi
     for key in "${FIGURES[@]}"; do
         local row=("${UNIT[$key]}")
         for path in "${PATHS[@]}"; do row+=("$(cell "$key" "$path")"); done
         if [[ $format == markdown ]]; then
-            printf '| %s | %s | %s | %s | %s |\n' "${row[@]}"
+            printf '| %s | %s | %s | %s | %s | %s |\n' "${row[@]}"
         else
-            printf '%-48s %12s %18s %18s %18s\n' "${row[@]}"
+            printf '%-48s %12s %18s %18s %18s %18s\n' "${row[@]}"
         fi
     done
 }

@@ -6,6 +6,7 @@ import Glibc
 let usage = """
     usage: chaos-bench SUBCOMMAND --option value ...
       echo-server --port P [--threads N]          NIO echo server (runs until killed)
+      glue-proxy  --port P --upstream-port U [--threads N]   bare NIO proxy (runs until killed)
       pingpong    --port P [--count N]            64-byte round trips: p50/p99 in µs
       churn       --port P [--workers 50] [--seconds S]   open/echo/close per second
       idle        --port P --count N --pid PID    memory growth of PID's tree per idle connection
@@ -27,6 +28,7 @@ do {
     let arguments = try BenchArguments(commandLine.dropFirst())
     switch subcommand {
     case "echo-server": try EchoServer.run(arguments)
+    case "glue-proxy": try GlueProxy.run(arguments)
     case "pingpong": try PingPong.run(arguments)
     case "churn": try Churn.run(arguments)
     case "idle": try IdleConnections.run(arguments)

@@ -166,8 +166,8 @@ public final class ProxyServer: Sendable {
 
     private func wire(id: ConnectionID, client: any Channel, server: any Channel) {
         do {
-            // Addresses are looked up only when someone records events (each lookup is a system call).
-            let endpoints = sink == nil ? ConnectionEndpoints(proxy: spec.name, client: "", listen: "", proxyLocal: "", server: "")
+            // Addresses are looked up only when the sink wants them (each lookup is a system call).
+            let endpoints = sink?.recordsTraffic != true ? ConnectionEndpoints(proxy: spec.name, client: "", listen: "", proxyLocal: "", server: "")
                 : ConnectionEndpoints(
                     proxy: spec.name, client: client.remoteAddress?.hostPort ?? "?", listen: client.localAddress?.hostPort ?? "?",
                     proxyLocal: server.localAddress?.hostPort ?? "?", server: server.remoteAddress?.hostPort ?? "?")

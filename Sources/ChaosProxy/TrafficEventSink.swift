@@ -6,6 +6,16 @@ public import NIOCore
 public protocol TrafficEventSink: Sendable {
     /// Records one event.
     func record(_ event: TrafficEvent)
+
+    /// Whether the sink wants the bytes (`read` and `written` events) and each connection's
+    /// addresses; when false only connection and fault events are sent, which spares the relay a
+    /// copy per read and write and the address lookups per connection. Read once per connection.
+    var recordsTraffic: Bool { get }
+}
+
+extension TrafficEventSink {
+    /// By default a sink gets everything.
+    public var recordsTraffic: Bool { true }
 }
 
 /// The run's monotonic clock: nanoseconds since the run started.

@@ -43,6 +43,9 @@ final class RunSink: TrafficEventSink {
         }
     }
 
+    /// Bytes matter to the audit (with a protocol) and to consumers such as the capture writer.
+    var recordsTraffic: Bool { audits || state.withLock { !$0.consumers.isEmpty } }
+
     /// The delivery totals so far (cheap: for progress lines).
     func totals() -> DeliveryCounts? { audits ? state.withLock { $0.engine.totalsSoFar() } : nil }
 

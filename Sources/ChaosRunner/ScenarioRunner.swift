@@ -87,6 +87,9 @@ public final class ScenarioRunner: Sendable {
         let sink = RunSink(engine: try AuditEngine(spec: scenario.protocolSpec ?? ProtocolSpec()),
                            audits: scenario.protocolSpec != nil)
         let capture = try startCapture(folder: folder, startedAt: startedAt, sink: sink)
+        // With neither a report nor a capture (the bare `chaos proxy`), nothing reads the events:
+        // the proxies then send none, and spend nothing per connection on them.
+        let eventSink = folder != nil || capture != nil ? sink : nil
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, System.coreCount))
         let busyPolling = await BusyPolling.start(on: group, window: .nanoseconds(configuration.busyPoll.nanoseconds))
         @Sendable func stopLoops() async {
@@ -96,7 +99,7 @@ public final class ScenarioRunner: Sendable {
         let clock = RunClock()
         let proxies: [ProxyServer]
         do {
-            proxies = try await startProxies(group: group, busyPolling: busyPolling, clock: clock, sink: sink)
+            proxies = try await startProxies(group: group, busyPolling: busyPolling, clock: clock, sink: eventSink)
         } catch {
             await stopLoops()
             throw error
@@ -130,7 +133,7 @@ public final class ScenarioRunner: Sendable {
         }
 
         let output = self.output
-        let injector = FaultInjector(timeline: timeline, proxies: proxies, clock: clock, sink: sink, logger: logger) { occurrence, applied in
+        let injector = FaultInjector(timeline: timeline, proxies: proxies, clock: clock, sink: eventSink, logger: logger) { occurrence, applied in
             output("\(Timeline.clock(.nanoseconds(applied.appliedAt)))  \(occurrence.kind.rawValue) "
                 + "\(occurrence.effect.summary) -> \(applied.connections) connection(s)")
         }
@@ -217,7 +220,7 @@ public final class ScenarioRunner: Sendable {
     }
 
     private func startProxies(group: any EventLoopGroup, busyPolling: BusyPolling?, clock: RunClock,
-                              sink: RunSink) async throws -> [ProxyServer] {
+                              sink: RunSink?) async throws -> [ProxyServer] {
         let scenario = configuration.scenario
         let ids = ConnectionIDSource()
         let root = SeededGenerator(seed: configuration.timeline.seed)

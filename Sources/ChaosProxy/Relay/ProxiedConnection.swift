@@ -13,6 +13,8 @@ final class ProxiedConnection: @unchecked Sendable {
     let eventLoop: any EventLoop
     let endpoints: ConnectionEndpoints
     private let sink: (any TrafficEventSink)?
+    /// The sink, when it wants byte events.
+    private let trafficSink: (any TrafficEventSink)?
     private let clock: RunClock
     private let counters: ProxyCounters
     private let onFinished: @Sendable (ConnectionID) -> Void
@@ -51,6 +53,7 @@ final class ProxiedConnection: @unchecked Sendable {
         self.endpoints = endpoints
         self.legs = [.client: client, .server: server]
         self.sink = sink
+        self.trafficSink = sink?.recordsTraffic == true ? sink : nil
         self.clock = clock
         self.counters = counters
         self.onFinished = onFinished
@@ -65,12 +68,12 @@ final class ProxiedConnection: @unchecked Sendable {
         server.relay.partner = client.relay
         client.relay.connection = self
         server.relay.connection = self
-        if let sink {
+        if let sink = trafficSink {
             let id = self.id, clock = self.clock
             client.shaper.onDelivered = { sink.record(TrafficEvent(time: clock.now(), connection: id, kind: .written(.client, Array($0.readableBytesView)))) }
             server.shaper.onDelivered = { sink.record(TrafficEvent(time: clock.now(), connection: id, kind: .written(.server, Array($0.readableBytesView)))) }
-            sink.record(TrafficEvent(time: clock.now(), connection: id, kind: .opened(endpoints)))
         }
+        sink?.record(TrafficEvent(time: clock.now(), connection: id, kind: .opened(endpoints)))
         counters.connectionOpened()
         self.baseline = baseline
         self.conditions = conditions
@@ -180,7 +183,7 @@ final class ProxiedConnection: @unchecked Sendable {
     func didRead(_ buffer: ByteBuffer, from side: Side) -> Bool {
         if legs[side]!.relay.discardsReads { return false }
         counters.add(bytes: buffer.readableBytes, producedBy: side == .client)
-        sink?.record(TrafficEvent(time: clock.now(), connection: id, kind: .read(side, Array(buffer.readableBytesView))))
+        trafficSink?.record(TrafficEvent(time: clock.now(), connection: id, kind: .read(side, Array(buffer.readableBytesView))))
         return true
     }
 
