@@ -12,13 +12,7 @@ enum GlueProxy {
         let upstreamPort = try arguments.integer("upstream-port", default: 0)
         guard (1...65535).contains(upstreamPort) else { throw BenchError("--upstream-port must be 1...65535") }
         let upstream = try SocketAddress(ipAddress: "127.0.0.1", port: upstreamPort)
-        let threads = try arguments.integer("threads", default: System.coreCount)
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, threads))
-        let channel = try ServerBootstrap(group: group)
-            .serverChannelOption(ChannelOptions.backlog, value: 4096)
-            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(ChannelOptions.tcpOption(.tcp_nodelay), value: 1)
-            .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+        let channel = try EchoServer.listener(arguments)
             // The accepted channel is registered (and starts reading) only once this future completes.
             .childChannelInitializer { client in
                 ClientBootstrap(group: client.eventLoop)
