@@ -2,6 +2,7 @@
 import Glibc
 #endif
 public import NIOCore
+import Synchronization
 
 /// Adaptive busy polling for the proxy's event loops: for a short window after a relay moved
 /// bytes, the loop's thread stays on its CPU checking for new I/O instead of going to sleep in
@@ -54,6 +55,17 @@ final class LoopBusyPoller: @unchecked Sendable {
     /// Loop-confined.
     private var lastActivity: UInt64 = 0
     private var spinScheduled = false
+    /// What the last finished spin did (readable from any thread, for tests and diagnostics).
+    let lastSpin = Mutex<Spin?>(nil)
+
+    /// One spin: how many polls, how long it lasted, how long after the last activity it ended,
+    /// and whether I/O (rather than the window) ended it.
+    struct Spin: Sendable {
+        var polls = 0
+        var nanoseconds: UInt64 = 0
+        var sinceActivity: UInt64 = 0
+        var endedByIO = false
+    }
 
     init(loop: any EventLoop, selector: CInt, window: TimeAmount) {
         self.loop = loop
@@ -71,13 +83,24 @@ final class LoopBusyPoller: @unchecked Sendable {
         loop.execute { [self] in spin() }
     }
 
+    /// Tasks queued behind the spin wait for it: at most the window.
     private func spin() {
-        defer { spinScheduled = false }
+        let start = NIODeadline.now().uptimeNanoseconds
+        var spin = Spin()
         var descriptor = pollfd(fd: selector, events: Int16(POLLIN), revents: 0)
         while NIODeadline.now().uptimeNanoseconds &- lastActivity < window {
-            if poll(&descriptor, 1, 0) != 0 { return }
+            spin.polls += 1
+            if poll(&descriptor, 1, 0) != 0 {
+                spin.endedByIO = true
+                break
+            }
             sched_yield()
         }
+        let end = NIODeadline.now().uptimeNanoseconds
+        spin.nanoseconds = end &- start
+        spin.sinceActivity = end &- lastActivity
+        lastSpin.withLock { $0 = spin }
+        spinScheduled = false
     }
 
     func closeDescriptor() { close(selector) }

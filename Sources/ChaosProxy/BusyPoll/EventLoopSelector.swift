@@ -31,7 +31,9 @@ enum EventLoopSelector {
             return nil
         }
         defer { marker.close(promise: nil) }
-        guard let selector = epollDescriptor(watching: ends[0]) else { return nil }
+        var status = stat()
+        guard fstat(ends[0], &status) == 0,
+              let selector = epollDescriptor(watching: ends[0], inode: UInt64(status.st_ino)) else { return nil }
         let duplicate = dup(selector)
         return duplicate >= 0 ? duplicate : nil
         #else
@@ -39,13 +41,14 @@ enum EventLoopSelector {
         #endif
     }
 
-    /// The epoll descriptor of this process that has `target` registered.
-    static func epollDescriptor(watching target: CInt) -> CInt? {
+    /// The epoll descriptor of this process that has `target` (whose file has `inode`) registered.
+    /// The inode matters: an epoll instance can list a descriptor number that was closed and reused.
+    static func epollDescriptor(watching target: CInt, inode: UInt64) -> CInt? {
         guard let directory = opendir("/proc/self/fd") else { return nil }
         defer { closedir(directory) }
         while let entry = readdir(directory) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            guard let fd = CInt(name), isEpoll(fd), watches(fd, target: target) else { continue }
+            guard let fd = CInt(name), isEpoll(fd), watches(fd, target: target, inode: inode) else { continue }
             return fd
         }
         return nil
@@ -58,15 +61,16 @@ enum EventLoopSelector {
         return String(decoding: link[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) == "anon_inode:[eventpoll]"
     }
 
-    /// Whether `/proc/self/fdinfo/<epoll>` has a `tfd: <target>` line.
-    private static func watches(_ epoll: CInt, target: CInt) -> Bool {
+    /// Whether `/proc/self/fdinfo/<epoll>` has a `tfd: <target> … ino:<inode in hex>` line.
+    private static func watches(_ epoll: CInt, target: CInt, inode: UInt64) -> Bool {
         guard let file = fopen("/proc/self/fdinfo/\(epoll)", "r") else { return false }
         defer { fclose(file) }
         var line = [CChar](repeating: 0, count: 256)
         while fgets(&line, CInt(line.count), file) != nil {
             let text = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             let fields = text.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" })
-            if fields.count >= 2, fields[0] == "tfd:", CInt(fields[1]) == target { return true }
+            guard fields.count >= 2, fields[0] == "tfd:", CInt(fields[1]) == target else { continue }
+            if fields.contains(where: { $0.hasPrefix("ino:") && UInt64($0.dropFirst(4), radix: 16) == inode }) { return true }
         }
         return false
     }
