@@ -35,6 +35,8 @@ struct ValidateCommandTests {
         (["validate", "Scenarios/quickstart.yaml", "--duration", "forever"], "--duration must be a duration"),
         (["validate", "Scenarios/quickstart.yaml", "--set", "proxies.nope.listen=1.2.3.4:5"], "no proxy named 'nope'"),
         (["proxy", "--listen", "nowhere", "--upstream", "127.0.0.1:1"], "--listen must be HOST:PORT"),
+        (["proxy", "--listen", "127.0.0.1:1", "--upstream", "127.0.0.1:2", "--busy-poll", "5s"], "--busy-poll must be a duration up to 10ms"),
+        (["run", "Scenarios/quickstart.yaml", "--busy-poll", "banana"], "--busy-poll must be a duration up to 10ms"),
         (["frobnicate"], "Unexpected argument"),
     ])
     func badFlags(arguments: [String], fragment: String) async throws {

@@ -14,14 +14,9 @@ import Synchronization
 /// wants, and it stops as soon as I/O is ready or the window has passed since the last activity:
 /// an idle proxy sleeps as before. This is haproxy's `busy-polling`, bounded in time.
 public final class BusyPolling: Sendable {
-    /// How long a loop keeps polling after the last relayed bytes.
-    public let window: TimeAmount
     private let pollers: [ObjectIdentifier: LoopBusyPoller]
 
-    private init(window: TimeAmount, pollers: [ObjectIdentifier: LoopBusyPoller]) {
-        self.window = window
-        self.pollers = pollers
-    }
+    private init(pollers: [ObjectIdentifier: LoopBusyPoller]) { self.pollers = pollers }
 
     /// Busy polling on every loop of `group`, or nil when `window` is not positive or no loop's
     /// epoll descriptor can be found (not Linux): the proxy then sleeps between events as usual.
@@ -35,7 +30,7 @@ public final class BusyPolling: Sendable {
             }
             pollers[ObjectIdentifier(loop)] = LoopBusyPoller(loop: loop, selector: selector, window: window)
         }
-        return BusyPolling(window: window, pollers: pollers)
+        return BusyPolling(pollers: pollers)
     }
 
     /// The poller of `loop` (nil for a loop of another group).
