@@ -36,6 +36,9 @@ public final class BusyPolling: Sendable {
     /// The poller of `loop` (nil for a loop of another group).
     func poller(for loop: any EventLoop) -> LoopBusyPoller? { pollers[ObjectIdentifier(loop)] }
 
+    /// The last finished spin of each loop that has spun (for tests and diagnostics).
+    var lastSpins: [LoopBusyPoller.Spin] { pollers.values.compactMap { $0.lastSpin.withLock { $0 } } }
+
     /// Releases the descriptors. Call after the event loops have stopped.
     public func close() {
         for poller in pollers.values { poller.closeDescriptor() }
