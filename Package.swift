@@ -32,9 +32,10 @@ let package = Package(
             dependencies: [.product(name: "Yams", package: "Yams")],
             swiftSettings: strictSettings
         ),
+        .target(name: "CChaosEpoll"),
         .target(
             name: "ChaosProxy",
-            dependencies: ["ChaosCore", .product(name: "Logging", package: "swift-log"),
+            dependencies: ["ChaosCore", "CChaosEpoll", .product(name: "Logging", package: "swift-log"),
                            .product(name: "NIOHTTP1", package: "swift-nio")] + nio,
             swiftSettings: strictSettings
         ),

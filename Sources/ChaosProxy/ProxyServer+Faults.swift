@@ -16,7 +16,7 @@ extension ProxyServer {
     @discardableResult
     public func addCondition(_ condition: ShapingCondition, key: Int, directions: DirectionSet,
                              to ids: [ConnectionID]?) async -> Int {
-        let connections = withConnections(ids) { state in
+        let connections = await targetConnections(ids) { state in
             if ids == nil { state.conditions[key] = (directions, condition) }
         }
         // Applied (not just queued) when this returns.
@@ -28,7 +28,11 @@ extension ProxyServer {
 
     /// Lifts the condition named `key` everywhere.
     public func removeCondition(key: Int) async {
-        let connections = withConnections(nil) { _ = $0.conditions.removeValue(forKey: key) }
+        // Only NIO connections carry conditions: passthrough ones stay where they are.
+        let connections = state.withLock { state in
+            state.conditions.removeValue(forKey: key)
+            return Array(state.connections.values)
+        }
         for connection in connections {
             try? await connection.eventLoop.submit { connection.removeCondition(key: key) }.get()
         }
@@ -37,7 +41,7 @@ extension ProxyServer {
     /// Cuts the given connections (all when nil) as `mode` says. Returns how many it cut.
     @discardableResult
     public func disconnect(_ ids: [ConnectionID]?, mode: DisconnectMode, linger: ChaosDuration) async -> Int {
-        let connections = withConnections(ids) { _ in }
+        let connections = await targetConnections(ids) { _ in }
         for connection in connections {
             try? await connection.eventLoop.submit {
                 switch mode {
@@ -59,13 +63,13 @@ extension ProxyServer {
     /// Stops accepting: the listening socket is closed so that clients get ECONNREFUSED.
     /// Nested calls are counted; the last ``endRefusing()`` listens again.
     public func beginRefusing() async {
-        let listener = state.withLock { state -> (any Channel)? in
+        let listener = state.withLock { state -> Listener? in
             state.refusing += 1
             guard state.refusing == 1 else { return nil }
             defer { state.listener = nil }
             return state.listener
         }
-        try? await listener?.close()
+        await listener?.close()
     }
 
     /// Listens again on the same address once every refusal has ended.
@@ -77,13 +81,13 @@ extension ProxyServer {
         guard let address else { return }
         for attempt in 0..<50 {
             do {
-                let channel = try await rebind(address)
+                let listener = try await rebind(address)
                 let keep = state.withLock { state -> Bool in
                     guard !state.stopped, state.refusing == 0 else { return false }
-                    state.listener = channel
+                    state.listener = listener
                     return true
                 }
-                if !keep { try? await channel.close() }
+                if !keep { await listener.close() }
                 return
             } catch {
                 logger.warning("cannot listen again yet", metadata: ["proxy.name": "\(spec.name)", "attempt": "\(attempt)"])
@@ -91,13 +95,5 @@ extension ProxyServer {
             }
         }
         logger.error("gave up listening again after a refuse fault", metadata: ["proxy.name": "\(spec.name)"])
-    }
-
-    private func withConnections(_ ids: [ConnectionID]?, _ body: (inout State) -> Void) -> [ProxiedConnection] {
-        state.withLock { state in
-            body(&state)
-            guard let ids else { return state.connections.sorted { $0.key < $1.key }.map(\.value) }
-            return ids.compactMap { state.connections[$0] }
-        }
     }
 }

@@ -11,15 +11,15 @@ public final class ProxyServer: Sendable {
     public let spec: ProxySpec
     /// Running totals.
     public let counters = ProxyCounters()
-    private let group: any EventLoopGroup
-    private let sink: (any TrafficEventSink)?
-    private let clock: RunClock
-    private let ids: ConnectionIDSource
-    private let seed: SeededGenerator
-    private let options: Options
+    let group: any EventLoopGroup
+    let sink: (any TrafficEventSink)?
+    let clock: RunClock
+    let ids: ConnectionIDSource
+    let seed: SeededGenerator
+    let options: Options
     /// The upstream's address when `spec.upstream` names an IP literal: dialled directly, skipping
     /// NIO's resolver (a getaddrinfo hop to another thread per connection, and Happy Eyeballs).
-    private let upstreamAddress: SocketAddress?
+    let upstreamAddress: SocketAddress?
     let logger: Logger
     let state = Mutex(State())
 
@@ -31,16 +31,24 @@ public final class ProxyServer: Sendable {
         public var backlog: Int32 = 4096
         /// Busy polling for the proxy's event loops (nil: loops sleep between events).
         public var busyPolling: BusyPolling?
+        /// Relay threads for connections that nothing shapes (nil: NIO relays every connection).
+        /// With them, the proxy accepts on these threads; a connection goes to NIO when it starts
+        /// under a link profile or a fault on all connections, or when a fault reaches it later.
+        public var passthrough: PassthroughLoopGroup?
         /// Creates default options.
         public init() {}
     }
 
     struct State {
-        var listener: (any Channel)?
+        var listener: Listener?
         var boundAddress: SocketAddress?
         var refusing = 0
         /// Live connections: what faults can hit.
         var connections: [ConnectionID: ProxiedConnection] = [:]
+        /// Live connections relayed outside NIO (none of them shaped or cut).
+        var passthrough: [ConnectionID: PassthroughConnection] = [:]
+        /// Passthrough connections on their way to NIO.
+        var moving: [ConnectionID: Task<ProxiedConnection?, Never>] = [:]
         /// Connections a fault cut that still have a leg open (half-open, lingering).
         var lingering: [ConnectionID: ProxiedConnection] = [:]
         var conditions: [Int: (DirectionSet, ShapingCondition)] = [:]
@@ -75,27 +83,36 @@ public final class ProxyServer: Sendable {
         } catch {
             throw ChaosError(.badInput, "proxy '\(spec.name)': cannot resolve listen address \(spec.listen)")
         }
-        let channel = try await bind(address)
+        let listener = try await bind(address)
         state.withLock {
-            $0.listener = channel
-            $0.boundAddress = channel.localAddress
+            $0.listener = listener
+            $0.boundAddress = listener.address
         }
     }
 
-    func rebind(_ address: SocketAddress) async throws -> any Channel { try await bind(address) }
+    func rebind(_ address: SocketAddress) async throws -> Listener { try await bind(address) }
 
-    private func bind(_ address: SocketAddress) async throws -> any Channel {
+    private func bind(_ address: SocketAddress) async throws -> Listener {
+        if let loops = options.passthrough {
+            do {
+                return .passthrough(try await PassthroughListener(address: address, backlog: options.backlog, group: loops) {
+                    [self] client, loop in admit(client, on: loop)
+                })
+            } catch {
+                throw ChaosError(.network, "proxy '\(spec.name)': cannot listen on \(spec.listen): \(error)")
+            }
+        }
         do {
-            return try await ServerBootstrap(group: group)
+            return .nio(try await ServerBootstrap(group: group)
                 .serverChannelOption(ChannelOptions.backlog, value: options.backlog)
                 .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
                 .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
                 .childChannelOption(ChannelOptions.tcpOption(.tcp_nodelay), value: 1)
                 .childChannelInitializer { [self] child in
-                    child.eventLoop.makeCompletedFuture { self.accept(child) }
+                    child.eventLoop.makeCompletedFuture { self.accept(child, id: ids.next()) }
                 }
                 .bind(to: address)
-                .get()
+                .get())
         } catch {
             throw ChaosError(.network, "proxy '\(spec.name)': cannot listen on \(spec.listen): \(error)")
         }
@@ -103,21 +120,38 @@ public final class ProxyServer: Sendable {
 
     /// Stops listening and resets every live connection.
     public func stop() async {
-        let (listener, connections) = state.withLock { state -> ((any Channel)?, [ProxiedConnection]) in
+        let (listener, moving) = state.withLock { state -> (Listener?, [Task<ProxiedConnection?, Never>]) in
             state.stopped = true
             defer { state.listener = nil }
-            return (state.listener, Array(state.connections.values) + Array(state.lingering.values))
+            return (state.listener, Array(state.moving.values))
         }
-        try? await listener?.close()
+        await listener?.close()
+        for task in moving { _ = await task.value }
+        let (connections, passthrough) = state.withLock { state in
+            (Array(state.connections.values) + Array(state.lingering.values), Array(state.passthrough.values))
+        }
+        for connection in passthrough {
+            await connection.loop.submit { connection.terminate() }
+        }
         for connection in connections {
             try? await connection.eventLoop.submit { connection.terminate() }.get()
         }
     }
 
+    /// The ids of live connections relayed by passthrough threads (the rest are NIO's).
+    public var passthroughConnections: [ConnectionID] { state.withLock { Array($0.passthrough.keys) } }
+
     /// The live connections' ids.
-    public var liveConnections: [ConnectionID] { state.withLock { Array($0.connections.keys) } }
+    public var liveConnections: [ConnectionID] {
+        state.withLock { Array($0.connections.keys) + Array($0.passthrough.keys) }
+    }
 
     // MARK: accepting
+
+    /// Leg handlers for a connection numbered `id` (its shapers draw from the connection's seed).
+    func addLegHandlers(_ channel: any Channel, side: Side, id: ConnectionID) throws {
+        try addLegHandlers(channel, side: side, generator: seed.fork("connection", id))
+    }
 
     /// Handlers go on both legs at once, before any byte can arrive, so nothing a fast client
     /// sends (data, FIN, RST) before the upstream answers is lost.
@@ -132,8 +166,7 @@ public final class ProxyServer: Sendable {
                                      shaper: try sync.handler(type: ShapingHandler.self))
     }
 
-    private func accept(_ client: any Channel) {
-        let id = ids.next()
+    func accept(_ client: any Channel, id: ConnectionID) {
         let generator = seed.fork("connection", id)
         do {
             try addLegHandlers(client, side: .client, generator: generator)
@@ -153,7 +186,7 @@ public final class ProxyServer: Sendable {
             ?? bootstrap.connect(host: upstream.host, port: upstream.port)
         connecting.whenComplete { [self] result in
             switch result {
-            case .success(let server): wire(id: id, client: client, server: server)
+            case .success(let server): _ = wire(id: id, client: client, server: server)
             case .failure(let error):
                 counters.upstreamFailed()
                 sink?.record(TrafficEvent(time: clock.now(), connection: 0,
@@ -164,7 +197,10 @@ public final class ProxyServer: Sendable {
         }
     }
 
-    private func wire(id: ConnectionID, client: any Channel, server: any Channel) {
+    /// Joins both legs into a live connection; `adopted` carries what a passthrough relay had
+    /// already done for it. Returns nil (both legs reset) when it cannot.
+    func wire(id: ConnectionID, client: any Channel, server: any Channel,
+              adopted: ProxiedConnection.Adoption? = nil) -> ProxiedConnection? {
         do {
             // Addresses are looked up only when the sink wants them (each lookup is a system call).
             let endpoints = sink?.recordsTraffic != true ? ConnectionEndpoints(proxy: spec.name, client: "", listen: "", proxyLocal: "", server: "")
@@ -190,10 +226,13 @@ public final class ProxyServer: Sendable {
                 return (state.baseline, state.conditions, state.stopped)
             }
             guard !stopped else { throw ChannelError.ioOnClosedChannel }
-            connection.start(baseline: baseline, conditions: conditions)
+            // A connection that started in passthrough started with no link profile.
+            connection.start(baseline: adopted == nil ? baseline : nil, conditions: conditions, adopted: adopted)
+            return connection
         } catch {
             client.closeWithReset()
             server.closeWithReset()
+            return nil
         }
     }
 

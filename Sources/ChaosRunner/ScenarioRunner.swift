@@ -34,6 +34,9 @@ public final class ScenarioRunner: Sendable {
         public var controlAPI: HostPort?
         /// How long the proxy's event loops keep polling after relaying bytes (zero: off); see ``BusyPolling``.
         public var busyPoll: ChaosDuration = .microseconds(100)
+        /// Whether connections that nothing shapes are relayed by passthrough threads rather than
+        /// NIO (see ``PassthroughLoopGroup``); a fault moves a connection to NIO when it reaches it.
+        public var passthrough = true
         /// How often report.json is checkpointed.
         public var checkpointEvery: ChaosDuration = .seconds(Int64(60))
 
@@ -92,14 +95,26 @@ public final class ScenarioRunner: Sendable {
         let eventSink = folder != nil || capture != nil ? sink : nil
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, System.coreCount))
         let busyPolling = await BusyPolling.start(on: group, window: .nanoseconds(configuration.busyPoll.nanoseconds))
+        let passthrough: PassthroughLoopGroup?
+        do {
+            passthrough = configuration.passthrough
+                ? try PassthroughLoopGroup(threads: System.coreCount, busyPoll: .nanoseconds(configuration.busyPoll.nanoseconds))
+                : nil
+        } catch {
+            try? await group.shutdownGracefully()
+            busyPolling?.close()
+            throw ChaosError(.network, "cannot start the relay threads: \(error)")
+        }
         @Sendable func stopLoops() async {
+            passthrough?.shutdown()
             try? await group.shutdownGracefully()
             busyPolling?.close()
         }
         let clock = RunClock()
         let proxies: [ProxyServer]
         do {
-            proxies = try await startProxies(group: group, busyPolling: busyPolling, clock: clock, sink: eventSink)
+            proxies = try await startProxies(group: group, busyPolling: busyPolling, passthrough: passthrough,
+                                             clock: clock, sink: eventSink)
         } catch {
             await stopLoops()
             throw error
@@ -219,7 +234,7 @@ public final class ScenarioRunner: Sendable {
         return writer
     }
 
-    private func startProxies(group: any EventLoopGroup, busyPolling: BusyPolling?, clock: RunClock,
+    private func startProxies(group: any EventLoopGroup, busyPolling: BusyPolling?, passthrough: PassthroughLoopGroup?, clock: RunClock,
                               sink: RunSink?) async throws -> [ProxyServer] {
         let scenario = configuration.scenario
         let ids = ConnectionIDSource()
@@ -227,6 +242,7 @@ public final class ScenarioRunner: Sendable {
         var proxies: [ProxyServer] = []
         var options = ProxyServer.Options()
         options.busyPolling = busyPolling
+        options.passthrough = passthrough
         for spec in scenario.proxies {
             let proxy = ProxyServer(spec: spec, group: group, sink: sink, clock: clock, ids: ids,
                                     seed: root.fork("proxy:" + spec.name), baseline: scenario.baseline,

@@ -6,41 +6,34 @@ import Testing
 
 @Suite("Relay over real sockets", .serialized, .timeLimit(.minutes(2)))
 struct RelayTests {
-    @Test("with no fault, 50 MB each way arrive unchanged, both directions at once (loops sleeping or busy polling)",
-          arguments: [TimeAmount.zero, .microseconds(100)])
-    func bytesOutEqualBytesIn(busyPoll: TimeAmount) async throws {
-        let harness = try await ProxyHarness(busyPoll: busyPoll)
+    @Test("with no fault, 50 MB each way arrive unchanged, both directions at once (passthrough or NIO, sleeping or busy polling)",
+          arguments: [true, false], [TimeAmount.zero, .microseconds(100)])
+    func bytesOutEqualBytesIn(passthrough: Bool, busyPoll: TimeAmount) async throws {
+        let harness = try await ProxyHarness(busyPoll: busyPoll, passthrough: passthrough)
         #expect((harness.busyPolling != nil) == (busyPoll > .zero))
         try await offPool {
             let (client, server) = try harness.connectPair()
             let size = 50 * 1024 * 1024
             let up = pattern(count: size, seed: 1), down = pattern(count: size, seed: 2)
-            let serverSide = Background { () -> [UInt8] in
-                let writer = Background { (try? server.sendAll(down)) != nil }
-                let got = server.receive(exactly: size)
-                _ = writer.join()
-                return got
-            }
-            let clientWriter = Background { (try? client.sendAll(up)) != nil }
-            let clientGot = client.receive(exactly: size)
-            #expect(clientWriter.join() == true)
-            let serverGot = try #require(serverSide.join())
+            let (serverGot, clientGot) = TwoWayTransfer(client: client, server: server, up: up, down: down).join()
             #expect(serverGot.count == size)
             #expect(clientGot.count == size)
             #expect(sameBytes(serverGot, up))
             #expect(sameBytes(clientGot, down))
             #expect(harness.proxy.counters.upstream == Int64(size))
             #expect(harness.proxy.counters.downstream == Int64(size))
+            // Nothing shaped it: it stayed where it started.
+            #expect(harness.proxy.passthroughConnections.count == (passthrough ? 1 : 0))
             client.close(); server.close()
         }
-        // With busy polling on, the relay kept its loops polling after moving bytes.
-        #expect(harness.busyPolling.map { !$0.lastSpins.isEmpty } ?? true)
+        // With busy polling on, the NIO relay kept its loops polling after moving bytes.
+        if !passthrough { #expect(harness.busyPolling.map { !$0.lastSpins.isEmpty } ?? true) }
         await harness.shutdown()
     }
 
-    @Test("a client's FIN reaches the server, and the server's reply still reaches the client")
-    func halfClosePropagates() async throws {
-        let harness = try await ProxyHarness()
+    @Test("a client's FIN reaches the server, and the server's reply still reaches the client (passthrough or NIO)", arguments: [true, false])
+    func halfClosePropagates(passthrough: Bool) async throws {
+        let harness = try await ProxyHarness(passthrough: passthrough)
         try await offPool {
             let (client, server) = try harness.connectPair()
             try client.sendAll(Array("request".utf8))
@@ -59,9 +52,9 @@ struct RelayTests {
         await harness.shutdown()
     }
 
-    @Test("after the client's FIN, a reply larger than the socket buffers arrives whole before the server's FIN")
-    func replyAfterClientFINArrivesWhole() async throws {
-        let harness = try await ProxyHarness()
+    @Test("after the client's FIN, a reply larger than the socket buffers arrives whole before the server's FIN (passthrough or NIO)", arguments: [true, false])
+    func replyAfterClientFINArrivesWhole(passthrough: Bool) async throws {
+        let harness = try await ProxyHarness(passthrough: passthrough)
         try await offPool {
             let (client, server) = try harness.connectPair()
             try client.sendAll(Array("send me everything".utf8))
@@ -90,9 +83,9 @@ struct RelayTests {
         await harness.shutdown()
     }
 
-    @Test("a server's FIN reaches the client while the client can still send")
-    func serverHalfClose() async throws {
-        let harness = try await ProxyHarness()
+    @Test("a server's FIN reaches the client while the client can still send (passthrough or NIO)", arguments: [true, false])
+    func serverHalfClose(passthrough: Bool) async throws {
+        let harness = try await ProxyHarness(passthrough: passthrough)
         try await offPool {
             let (client, server) = try harness.connectPair()
             try server.sendAll(Array("bye".utf8))
@@ -110,9 +103,9 @@ struct RelayTests {
         await harness.shutdown()
     }
 
-    @Test("a reset from one side is passed on as a reset to the other")
-    func resetPropagates() async throws {
-        let harness = try await ProxyHarness()
+    @Test("a reset from one side is passed on as a reset to the other (passthrough or NIO)", arguments: [true, false])
+    func resetPropagates(passthrough: Bool) async throws {
+        let harness = try await ProxyHarness(passthrough: passthrough)
         try await offPool {
             let (client, server) = try harness.connectPair()
             try client.sendAll([1, 2, 3])
@@ -125,9 +118,9 @@ struct RelayTests {
         await harness.shutdown()
     }
 
-    @Test("a slow reader slows the writer: the proxy holds a bounded amount")
-    func backpressureBoundsMemory() async throws {
-        let harness = try await ProxyHarness(baseline: nil, maxHeldBytes: 256 * 1024)
+    @Test("a slow reader slows the writer: the proxy holds a bounded amount (passthrough or NIO)", arguments: [true, false])
+    func backpressureBoundsMemory(passthrough: Bool) async throws {
+        let harness = try await ProxyHarness(baseline: nil, maxHeldBytes: 256 * 1024, passthrough: passthrough)
         try await offPool {
             let (client, server) = try harness.connectPair()
             client.setTimeout(2)

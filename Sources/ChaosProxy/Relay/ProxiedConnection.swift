@@ -33,6 +33,16 @@ final class ProxiedConnection: @unchecked Sendable {
         let shaper: ShapingHandler
     }
 
+    /// What a passthrough relay had already done for a connection that moved to NIO.
+    struct Adoption: Sendable {
+        /// Bytes read from the server (and recorded) but not yet written to the client.
+        let toClient: [UInt8]
+        /// Bytes read from the client (and recorded) but not yet written to the server.
+        let toServer: [UInt8]
+        /// The legs whose `closed` event was already recorded.
+        let closeRecorded: Set<Side>
+    }
+
     /// How far each leg got towards closing.
     struct CloseState {
         var eofFrom: Set<Side> = []
@@ -60,8 +70,9 @@ final class ProxiedConnection: @unchecked Sendable {
         self.onCut = onCut
     }
 
-    /// Wires the relays and starts reading both legs. Call on the event loop.
-    func start(baseline: LinkProfile?, conditions: [Int: (DirectionSet, ShapingCondition)]) {
+    /// Wires the relays and starts reading both legs. Call on the event loop. An `adopted`
+    /// connection was opened (and counted) by a passthrough relay; its pending bytes go first.
+    func start(baseline: LinkProfile?, conditions: [Int: (DirectionSet, ShapingCondition)], adopted: Adoption? = nil) {
         eventLoop.preconditionInEventLoop()
         let client = legs[.client]!, server = legs[.server]!
         client.relay.partner = server.relay
@@ -73,11 +84,21 @@ final class ProxiedConnection: @unchecked Sendable {
             client.shaper.onDelivered = { sink.record(TrafficEvent(time: clock.now(), connection: id, kind: .written(.client, Array($0.readableBytesView)))) }
             server.shaper.onDelivered = { sink.record(TrafficEvent(time: clock.now(), connection: id, kind: .written(.server, Array($0.readableBytesView)))) }
         }
-        sink?.record(TrafficEvent(time: clock.now(), connection: id, kind: .opened(endpoints)))
-        counters.connectionOpened()
+        if let adopted {
+            state.recorded = adopted.closeRecorded
+        } else {
+            sink?.record(TrafficEvent(time: clock.now(), connection: id, kind: .opened(endpoints)))
+            counters.connectionOpened()
+        }
         self.baseline = baseline
         self.conditions = conditions
         reshape()
+        if let adopted {
+            for (side, bytes) in [(Side.client, adopted.toClient), (.server, adopted.toServer)] where !bytes.isEmpty {
+                legs[side]!.relay.deliver(ByteBuffer(bytes: bytes))
+                legs[side]!.channel.flush()
+            }
+        }
         for side in Side.allCases { legs[side]!.relay.drainEarlyArrivals() }
         for side in Side.allCases where !state.inactive.contains(side) { legs[side]!.relay.startReading() }
     }

@@ -9,6 +9,11 @@ struct RelayOptions: ParsableArguments {
         discussion: "Spares each hop a thread wake-up (tens of microseconds on a virtual machine); costs CPU only while traffic flows."))
     var busyPoll: String = "100us"
 
+    @Flag(inversion: .prefixedNo, help: ArgumentHelp(
+        "Relay connections that no fault or link profile touches on plain epoll threads (--no-passthrough: NIO relays all).",
+        discussion: "A connection moves to NIO, bytes in flight included, as soon as a fault reaches it."))
+    var passthrough = true
+
     func validate() throws {
         guard let window = ChaosDuration(parsing: busyPoll), window.nanoseconds <= 10_000_000 else {
             throw ValidationError("--busy-poll must be a duration up to 10ms, like 100us, or 0; found '\(busyPoll)'")
@@ -18,5 +23,6 @@ struct RelayOptions: ParsableArguments {
     /// Applies the options to `configuration`.
     func apply(to configuration: inout ScenarioRunner.Configuration) {
         configuration.busyPoll = ChaosDuration(parsing: busyPoll) ?? configuration.busyPoll
+        configuration.passthrough = passthrough
     }
 }

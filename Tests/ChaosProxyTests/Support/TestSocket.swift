@@ -195,3 +195,27 @@ func blockingAwait<T: Sendable>(_ body: @escaping @Sendable () async throws -> T
 final class ResultBox<T>: @unchecked Sendable {
     var result: Result<T, any Error>?
 }
+
+/// `up` sent by the client and `down` by the server at once, each side reading what the other
+/// sends, all on threads of their own.
+final class TwoWayTransfer: Sendable {
+    private let serverSide: Background<[UInt8]>
+    private let clientSide: Background<[UInt8]>
+    private let clientWriter: Background<Bool>
+
+    init(client: TestSocket, server: TestSocket, up: [UInt8], down: [UInt8]) {
+        serverSide = Background {
+            let writer = Background { (try? server.sendAll(down)) != nil }
+            let got = server.receive(exactly: up.count)
+            return writer.join() == true ? got : []
+        }
+        clientWriter = Background { (try? client.sendAll(up)) != nil }
+        clientSide = Background { client.receive(exactly: down.count) }
+    }
+
+    /// What the server and the client received (empty when a side could not send all of its bytes).
+    func join() -> (server: [UInt8], client: [UInt8]) {
+        let wrote = clientWriter.join() == true
+        return (wrote ? serverSide.join() ?? [] : [], clientSide.join() ?? [])
+    }
+}

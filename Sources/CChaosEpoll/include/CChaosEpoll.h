@@ -1,0 +1,36 @@
+#ifndef CCHAOS_EPOLL_H
+#define CCHAOS_EPOLL_H
+
+#include <stdint.h>
+
+/// Readiness bits, as epoll reports them.
+enum {
+    CHAOS_EPOLL_IN = 0x001,
+    CHAOS_EPOLL_OUT = 0x004,
+    CHAOS_EPOLL_ERR = 0x008,
+    CHAOS_EPOLL_HUP = 0x010,
+    CHAOS_EPOLL_RDHUP = 0x2000,
+};
+
+/// A new epoll instance (close-on-exec), or -errno.
+int chaos_epoll_create(void);
+/// Registers `fd` edge-triggered for input, output and peer half-close, tagged with `token`.
+int chaos_epoll_add_stream(int epfd, int fd, uint64_t token);
+/// Registers `fd` level-triggered for input, waking one waiter of all the instances it is in.
+int chaos_epoll_add_exclusive(int epfd, int fd, uint64_t token);
+/// Removes `fd`.
+int chaos_epoll_remove(int epfd, int fd);
+/// Waits up to `timeout_ms` (-1: forever, 0: poll) for at most `max` events; fills `tokens` and
+/// `events`. Returns the count, or -errno.
+int chaos_epoll_wait(int epfd, uint64_t *tokens, uint32_t *events, int max, int timeout_ms);
+/// A non-blocking, close-on-exec eventfd, or -errno.
+int chaos_eventfd(void);
+/// Accepts one connection as a non-blocking, close-on-exec socket, or -errno.
+int chaos_accept(int fd);
+/// A non-blocking, close-on-exec TCP socket of `family`, or -errno.
+int chaos_tcp_socket(int family);
+
+/// Names the calling thread (at most 15 characters are kept).
+void chaos_name_thread(const char *name);
+
+#endif

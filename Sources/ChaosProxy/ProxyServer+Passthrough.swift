@@ -1,0 +1,127 @@
+import ChaosCore
+import Glibc
+import Logging
+import NIOCore
+import NIOPosix
+import Synchronization
+
+extension ProxyServer {
+    /// Where the proxy listens: a NIO server channel, or a socket its passthrough threads accept on.
+    enum Listener: Sendable {
+        case nio(any Channel)
+        case passthrough(PassthroughListener)
+
+        var address: SocketAddress? {
+            switch self {
+            case .nio(let channel): channel.localAddress
+            case .passthrough(let listener): listener.address
+            }
+        }
+
+        func close() async {
+            switch self {
+            case .nio(let channel): try? await channel.close()
+            case .passthrough(let listener): await listener.close()
+            }
+        }
+    }
+
+    // MARK: accepting on a passthrough thread
+
+    /// A client accepted on `loop`: relayed there when nothing shapes new connections, else handed to NIO.
+    func admit(_ client: Int32, on loop: PassthroughLoop) {
+        let id = ids.next()
+        guard let route = passthroughRoute else { return handOver(client, id: id) }
+        let connection = PassthroughConnection(id: id, client: client, loop: loop, route: route)
+        let relayed = state.withLock { state in
+            guard !state.stopped, state.baseline == nil, state.conditions.isEmpty else { return false }
+            state.passthrough[id] = connection
+            return true
+        }
+        if relayed { connection.start() } else { handOver(client, id: id) }
+    }
+
+    /// What passthrough connections of this proxy share (nil when the upstream is a host name,
+    /// which NIO resolves per connection).
+    private var passthroughRoute: PassthroughRoute? {
+        guard let upstream = upstreamAddress else { return nil }
+        return PassthroughRoute(
+            proxyName: spec.name, upstream: upstream, sink: sink, clock: clock, counters: counters,
+            connectTimeoutNanoseconds: 10_000_000_000,
+            finished: { [weak self] id in self?.state.withLock { _ = $0.passthrough.removeValue(forKey: id) } })
+    }
+
+    /// Gives an accepted client socket to NIO, which then dials the upstream as for any connection.
+    private func handOver(_ client: Int32, id: ConnectionID) {
+        ClientBootstrap(group: group)
+            .channelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+            .channelOption(ChannelOptions.tcpOption(.tcp_nodelay), value: 1)
+            .channelInitializer { [self] channel in
+                channel.eventLoop.makeCompletedFuture { accept(channel, id: id) }
+            }
+            .withConnectedSocket(client)
+            .whenFailure { [self] error in
+                logger.warning("cannot hand a client to NIO", metadata: ["proxy.name": "\(spec.name)", "error": "\(error)"])
+                RawSocket.closeWithReset(client)
+            }
+    }
+
+    // MARK: moving a connection to NIO
+
+    /// The connections `ids` names (all when nil), after running `body` on the state; those still
+    /// in passthrough are moved to NIO first, so that faults can act on them.
+    func targetConnections(_ ids: [ConnectionID]?, _ body: (inout State) -> Void) async -> [ProxiedConnection] {
+        let (ready, moving) = state.withLock { state -> ([ProxiedConnection], [Task<ProxiedConnection?, Never>]) in
+            body(&state)
+            let wanted = ids ?? (Array(state.connections.keys) + Array(state.passthrough.keys) + Array(state.moving.keys))
+            var ready: [ProxiedConnection] = [], moving: [Task<ProxiedConnection?, Never>] = []
+            for id in Set(wanted).sorted() {
+                if let connection = state.connections[id] {
+                    ready.append(connection)
+                } else if let task = state.moving[id] {
+                    moving.append(task)
+                } else if let connection = state.passthrough.removeValue(forKey: id) {
+                    let task = Task { await self.move(connection) }
+                    state.moving[id] = task
+                    moving.append(task)
+                }
+            }
+            return (ready, moving)
+        }
+        var connections = ready
+        for task in moving {
+            if let connection = await task.value { connections.append(connection) }
+        }
+        return connections.sorted { $0.id < $1.id }
+    }
+
+    /// Takes `connection` off its passthrough thread and carries it on in NIO, pending bytes first.
+    private func move(_ connection: PassthroughConnection) async -> ProxiedConnection? {
+        let id = connection.id
+        defer { state.withLock { _ = $0.moving.removeValue(forKey: id) } }
+        let detached = await withCheckedContinuation { continuation in
+            connection.loop.execute { connection.detach { continuation.resume(returning: $0) } }
+        }
+        guard let detached else { return nil }
+        let loop = group.next()
+        func leg(_ fd: Int32, _ side: Side) -> EventLoopFuture<any Channel> {
+            ClientBootstrap(group: loop)
+                .channelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+                .channelInitializer { [self] channel in
+                    channel.eventLoop.makeCompletedFuture { try addLegHandlers(channel, side: side, id: id) }
+                }
+                .withConnectedSocket(fd)
+        }
+        let client = leg(detached.client, .client), server = leg(detached.server, .server)
+        let adoption = ProxiedConnection.Adoption(toClient: detached.toClient, toServer: detached.toServer,
+                                                  closeRecorded: detached.closeRecorded)
+        do {
+            let (clientChannel, serverChannel) = try await (client.get(), server.get())
+            return try await loop.submit { self.wire(id: id, client: clientChannel, server: serverChannel, adopted: adoption) }.get()
+        } catch {
+            logger.warning("cannot move a connection to NIO", metadata: ["proxy.name": "\(spec.name)", "error": "\(error)"])
+            for leg in [client, server] { leg.whenSuccess { $0.closeWithReset() } }
+            return nil
+        }
+    }
+}

@@ -1,0 +1,202 @@
+import ChaosCore
+@testable import ChaosProxy
+import Foundation
+import Glibc
+import NIOCore
+import Testing
+
+@Suite("Passthrough relay and the move to NIO", .serialized, .timeLimit(.minutes(2)))
+struct PassthroughTests {
+    /// Waits (bounded) until `condition` holds.
+    func eventually(_ condition: () -> Bool) async throws {
+        for _ in 0..<500 where !condition() { try await Task.sleep(nanoseconds: 10_000_000) }
+    }
+
+    @Test("a fault reaching a connection mid-stream moves it to NIO, and 20 MB each way still arrive unchanged")
+    func movesMidStream() async throws {
+        let harness = try await ProxyHarness()
+        let size = 20 * 1024 * 1024
+        let up = pattern(count: size, seed: 3), down = pattern(count: size, seed: 4)
+        let (client, server) = try await offPool { try harness.connectPair() }
+        try await eventually { harness.proxy.passthroughConnections.count == 1 }
+        let id = try #require(harness.proxy.passthroughConnections.first)
+        let transfer = TwoWayTransfer(client: client, server: server, up: up, down: down)
+        try await eventually { harness.proxy.counters.upstream > Int64(size / 4) }
+        let reached = await harness.proxy.addCondition(.latency(add: .milliseconds(1), jitter: .zero), key: 1,
+                                                       directions: .both, to: [id])
+        #expect(reached == 1)
+        #expect(harness.proxy.passthroughConnections.isEmpty)
+        #expect(harness.proxy.liveConnections == [id])
+        #expect(harness.proxy.counters.upstream < Int64(size), "the fault came after the transfer ended")
+        let (serverGot, clientGot) = try await offPool { transfer.join() }
+        #expect(sameBytes(serverGot, up))
+        #expect(sameBytes(clientGot, down))
+        #expect(harness.proxy.counters.upstream == Int64(size))
+        #expect(harness.proxy.counters.downstream == Int64(size))
+        #expect(harness.proxy.counters.opened == 1)
+        let opened = harness.events.all.filter { if case .opened = $0.kind { true } else { false } }
+        #expect(opened.count == 1)
+        client.close(); server.close()
+        await harness.shutdown()
+    }
+
+    @Test("bytes a slow server left with the passthrough relay move with the connection, in order")
+    func heldBytesMove() async throws {
+        let harness = try await ProxyHarness()
+        let size = 16 * 1024 * 1024
+        let up = pattern(count: size, seed: 5)
+        let (client, server) = try await offPool { try harness.connectPair() }
+        let clientWriter = Background { (try? client.sendAll(up)) != nil }
+        // The server reads nothing yet: the client's writes stall once every buffer on the way is full.
+        var last: Int64 = -1
+        try await eventually {
+            defer { last = harness.proxy.counters.upstream }
+            return last == harness.proxy.counters.upstream && last > 0
+        }
+        #expect(harness.proxy.counters.upstream < Int64(size))
+        let id = try #require(harness.proxy.liveConnections.first)
+        let reached = await harness.proxy.addCondition(.latency(add: .milliseconds(1), jitter: .zero), key: 1,
+                                                       directions: .upstream, to: [id])
+        #expect(reached == 1)
+        #expect(harness.proxy.passthroughConnections.isEmpty)
+        let got = try await offPool { server.receive(exactly: size) }
+        #expect(clientWriter.join() == true)
+        #expect(sameBytes(got, up))
+        // What the relay wrote, as its events say, is exactly what the client sent.
+        let written = harness.events.all.flatMap { event -> [UInt8] in
+            if case .written(.server, let bytes) = event.kind { bytes } else { [] }
+        }
+        #expect(sameBytes(written, up))
+        client.close(); server.close()
+        await harness.shutdown()
+    }
+
+    @Test("a connection half-closed in passthrough keeps its state in NIO: the reply and FIN still reach the client")
+    func halfCloseMoves() async throws {
+        let harness = try await ProxyHarness()
+        try await offPool {
+            let (client, server) = try harness.connectPair()
+            try client.sendAll(Array("request".utf8))
+            client.shutdownWrite()
+            let (request, end) = server.receiveUntilEnd()
+            #expect(request == Array("request".utf8))
+            #expect(end == .eof)
+            let id = try #require(harness.proxy.passthroughConnections.first)
+            let reached = try blockingAwait {
+                await harness.proxy.addCondition(.latency(add: .milliseconds(5), jitter: .zero), key: 1, directions: .downstream, to: [id])
+            }
+            #expect(reached == 1)
+            #expect(harness.proxy.passthroughConnections.isEmpty)
+            try server.sendAll(Array("reply after your FIN".utf8))
+            server.shutdownWrite()
+            let (reply, clientEnd) = client.receiveUntilEnd()
+            #expect(String(decoding: reply, as: UTF8.self) == "reply after your FIN")
+            #expect(clientEnd == .eof)
+            client.close(); server.close()
+        }
+        try await eventually { harness.proxy.liveConnections.isEmpty }
+        #expect(harness.events.closes(.client) == [.fin])
+        #expect(harness.events.closes(.server) == [.fin])
+        await harness.shutdown()
+    }
+
+    @Test("connections that start under a link profile or a fault on every connection go to NIO from the start")
+    func shapedConnectionsStartInNIO() async throws {
+        let profiled = try await ProxyHarness(baseline: LinkProfile.named("wifi"))
+        try await offPool {
+            let (client, server) = try profiled.connectPair()
+            try blockingAwait { try await profiled.waitForConnections(1) }
+            #expect(profiled.proxy.passthroughConnections.isEmpty)
+            #expect(profiled.proxy.liveConnections.count == 1)
+            client.close(); server.close()
+        }
+        await profiled.shutdown()
+
+        let harness = try await ProxyHarness()
+        await harness.proxy.addCondition(.latency(add: .milliseconds(1), jitter: .zero), key: 1, directions: .both, to: nil)
+        try await offPool {
+            let (client, server) = try harness.connectPair()
+            try blockingAwait { try await harness.waitForConnections(1) }
+            #expect(harness.proxy.passthroughConnections.isEmpty)
+            try client.sendAll(Array("ping".utf8))
+            #expect(server.receive(exactly: 4) == Array("ping".utf8))
+            client.close(); server.close()
+        }
+        await harness.shutdown()
+    }
+
+    @Test("the same exchange gives the same events in passthrough and in NIO")
+    func eventsMatchNIO() async throws {
+        func exchange(passthrough: Bool) async throws -> [String] {
+            let harness = try await ProxyHarness(passthrough: passthrough)
+            try await offPool {
+                let (client, server) = try harness.connectPair()
+                try client.sendAll(Array("hello".utf8))
+                #expect(server.receive(exactly: 5) == Array("hello".utf8))
+                try server.sendAll(Array("world!".utf8))
+                #expect(client.receive(exactly: 6) == Array("world!".utf8))
+                client.shutdownWrite()
+                _ = server.receiveUntilEnd()
+                server.shutdownWrite()
+                _ = client.receiveUntilEnd()
+                client.close(); server.close()
+            }
+            try await eventually { harness.proxy.liveConnections.isEmpty }
+            await harness.shutdown()
+            return harness.events.all.map { event in
+                switch event.kind {
+                case .opened(let endpoints):
+                    "opened \(endpoints.proxy) client \(endpoints.client.hasPrefix("127.0.0.1:")) server \(endpoints.server == "127.0.0.1:\(harness.upstream.port)")"
+                case .read(let side, let bytes): "read \(side) \(String(decoding: bytes, as: UTF8.self))"
+                case .written(let side, let bytes): "written \(side) \(String(decoding: bytes, as: UTF8.self))"
+                default: "\(event.kind)"
+                }
+            }
+        }
+        let nio = try await exchange(passthrough: false)
+        let passthrough = try await exchange(passthrough: true)
+        #expect(nio.first == "opened test client true server true")
+        #expect(passthrough == nio)
+    }
+
+    @Test("an unreachable upstream resets the client and is counted, as in NIO")
+    func unreachableUpstream() async throws {
+        let harness = try await ProxyHarness()
+        harness.upstream.close()
+        let outcome = try await offPool { () -> TestSocket.Received in
+            let client = try TestSocket.connect(port: harness.port)
+            defer { client.close() }
+            return client.receive()
+        }
+        #expect(outcome == .error(ECONNRESET))
+        try await eventually { harness.proxy.counters.upstreamFailures == 1 && harness.proxy.liveConnections.isEmpty }
+        #expect(harness.proxy.counters.upstreamFailures == 1)
+        #expect(harness.proxy.liveConnections.isEmpty)
+        #expect(harness.events.all.contains { if case .refused = $0.kind { true } else { false } })
+        await harness.shutdown()
+    }
+
+    @Test("stopping the proxy resets passthrough connections")
+    func stopResets() async throws {
+        let harness = try await ProxyHarness()
+        let (client, server) = try await offPool { try harness.connectPair() }
+        try await eventually { harness.proxy.passthroughConnections.count == 1 }
+        await harness.proxy.stop()
+        let (clientEnd, serverEnd) = try await offPool { (client.receive(), server.receive()) }
+        #expect(clientEnd == .error(ECONNRESET))
+        #expect(serverEnd == .error(ECONNRESET))
+        #expect(harness.proxy.liveConnections.isEmpty)
+        client.close(); server.close()
+        await harness.shutdown()
+    }
+
+    @Test("a task handed to a stopped relay thread runs at once on the caller's thread, so nobody waits forever")
+    func stoppedLoopRunsTasksInline() async throws {
+        let group = try PassthroughLoopGroup(threads: 1, busyPoll: .zero)
+        let loop = try #require(group.loops.first)
+        #expect(await loop.submit { 1 } == 1)
+        group.shutdown()
+        #expect(await loop.submit { 2 } == 2)
+        group.shutdown()
+    }
+}
