@@ -35,9 +35,10 @@ struct RunCommandTests {
         run.remove()
     }
 
-    @Test("the resilient pair passes and the audit's per-stream counts equal the pair's own logs exactly")
-    func resilientPairMatchesItsLogs() async throws {
-        let run = try await RunFolderUnderTest.run([Self.resilient])
+    @Test("the resilient pair passes and the audit's per-stream counts equal the pair's own logs exactly (passthrough relay, then NIO only)",
+          arguments: [[], ["--no-passthrough"]])
+    func resilientPairMatchesItsLogs(relay: [String]) async throws {
+        let run = try await RunFolderUnderTest.run([Self.resilient] + relay)
         #expect(run.result.status == 0, "exit \(run.result.status): \(run.result.stdout)\n\(run.result.stderr)")
         let report = try run.report()
         let truth = try GroundTruthLog(folder: run.folder)
