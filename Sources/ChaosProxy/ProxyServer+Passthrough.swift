@@ -47,7 +47,7 @@ extension ProxyServer {
         guard let upstream = upstreamAddress else { return nil }
         return PassthroughRoute(
             proxyName: spec.name, upstream: upstream, sink: sink, clock: clock, counters: counters,
-            connectTimeoutNanoseconds: 10_000_000_000,
+            connectTimeoutNanoseconds: 10_000_000_000, logger: logger,
             finished: { [weak self] id in self?.state.withLock { _ = $0.passthrough.removeValue(forKey: id) } })
     }
 
@@ -61,8 +61,9 @@ extension ProxyServer {
             }
             .withConnectedSocket(client)
             .whenFailure { [self] error in
+                // Not closed here: NIO may have closed it already, and closing a number twice can
+                // close someone else's socket.
                 logger.warning("cannot hand a client to NIO", metadata: ["proxy.name": "\(spec.name)", "error": "\(error)"])
-                RawSocket.closeWithReset(client)
             }
     }
 

@@ -95,7 +95,8 @@ public final class ProxyServer: Sendable {
     private func bind(_ address: SocketAddress) async throws -> Listener {
         if let loops = options.passthrough {
             do {
-                return .passthrough(try await PassthroughListener(address: address, backlog: options.backlog, group: loops) {
+                return .passthrough(try await PassthroughListener(address: address, backlog: options.backlog, group: loops,
+                                                                logger: logger) {
                     [self] client, loop in admit(client, on: loop)
                 })
             } catch {

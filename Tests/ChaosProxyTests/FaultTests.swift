@@ -56,7 +56,7 @@ struct FaultTests {
                 try client.sendAll(Array(data[start..<min(start + 1000, data.count)]))
             }
             let got = try #require(reader.join())
-            #expect(sameBytes(got, data))
+            expectSameBytes(got, data)
             client.close(); server.close()
         }
         await harness.shutdown()
@@ -107,7 +107,7 @@ struct FaultTests {
             try blockingAwait { await harness.proxy.removeCondition(key: 1) }
             server.setTimeout(10)
             client.setTimeout(10)
-            #expect(sameBytes(server.receive(exactly: message.count), message))
+            expectSameBytes(server.receive(exactly: message.count), message)
             #expect(String(decoding: client.receive(exactly: 27), as: UTF8.self) == "downstream during partition")
             client.close(); server.close()
         }
@@ -219,7 +219,7 @@ struct FaultTests {
             let message = pattern(count: 200, seed: 5)
             let start = DispatchTime.now().uptimeNanoseconds
             try client.sendAll(message)
-            #expect(sameBytes(server.receive(exactly: 200), message))
+            expectSameBytes(server.receive(exactly: 200), message)
             let elapsed = DispatchTime.now().uptimeNanoseconds - start
             Thread.sleep(forTimeInterval: 0.05) // the last write's completion is recorded just after it lands
             let writes = harness.events.all.compactMap { if case .written(.server, let bytes) = $0.kind { bytes } else { nil } }

@@ -18,8 +18,8 @@ struct RelayTests {
             let (serverGot, clientGot) = TwoWayTransfer(client: client, server: server, up: up, down: down).join()
             #expect(serverGot.count == size)
             #expect(clientGot.count == size)
-            #expect(sameBytes(serverGot, up))
-            #expect(sameBytes(clientGot, down))
+            expectSameBytes(serverGot, up)
+            expectSameBytes(clientGot, down)
             #expect(harness.proxy.counters.upstream == Int64(size))
             #expect(harness.proxy.counters.downstream == Int64(size))
             // Nothing shaped it: it stayed where it started.
@@ -77,7 +77,7 @@ struct RelayTests {
             }
             #expect(writer.join() == true)
             #expect(end == .eof)
-            #expect(sameBytes(got, reply), "got \(got.count) of \(reply.count) bytes")
+            expectSameBytes(got, reply)
             client.close(); server.close()
         }
         await harness.shutdown()

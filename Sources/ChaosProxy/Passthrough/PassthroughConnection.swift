@@ -1,6 +1,7 @@
 import ChaosCore
 import CChaosEpoll
 import Glibc
+import Logging
 import NIOCore
 
 /// A proxied connection that no fault or shaping touches, relayed by a ``PassthroughLoop``
@@ -59,6 +60,10 @@ final class PassthroughConnection: PassthroughSelectable, @unchecked Sendable {
     func start() {
         let server = chaos_tcp_socket(Int32(route.upstream.protocol.rawValue))
         guard server >= 0 else { return failConnect(-server) }
+        guard server < RawSocket.descriptorCeiling else {
+            close(server)
+            return failConnect(EMFILE)
+        }
         legs[1].fd = server
         // The client socket inherited TCP_NODELAY from the listener.
         RawSocket.setNoDelay(server)
@@ -100,6 +105,7 @@ final class PassthroughConnection: PassthroughSelectable, @unchecked Sendable {
     /// The upstream could not be reached: the client is reset, as the NIO relay does.
     private func failConnect(_ code: Int32) {
         route.counters.upstreamFailed()
+        route.logger.debug("upstream unreachable", metadata: ["proxy.name": "\(route.proxyName)", "error": "\(String(cString: strerror(code)))"])
         route.sink?.record(TrafficEvent(time: route.clock.now(), connection: 0, kind: .refused(
             proxy: route.proxyName, reason: "upstream \(route.upstream.hostPort): \(String(cString: strerror(code)))")))
         if legs[1].fd >= 0 { close(legs[1].fd) }

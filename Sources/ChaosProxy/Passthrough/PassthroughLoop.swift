@@ -27,6 +27,8 @@ final class PassthroughLoop: @unchecked Sendable {
     /// Connect deadlines, in the order they were set (all have the same length, so this is sorted).
     private var deadlines: [(at: UInt64, key: UInt64)] = []
     private var deadlineHead = 0
+    /// Other timed actions (rare: an accept pause), in no order.
+    private var timers: [(at: UInt64, action: () -> Void)] = []
     private var running = true
     /// Set once the thread has ended: registering is refused from then on.
     private var closed = false
@@ -149,6 +151,18 @@ final class PassthroughLoop: @unchecked Sendable {
         deadlines.append((Self.now() &+ nanoseconds, key))
     }
 
+    /// Runs `action` on the loop's thread after `nanoseconds`.
+    func schedule(after nanoseconds: UInt64, _ action: @escaping () -> Void) {
+        timers.append((Self.now() &+ nanoseconds, action))
+    }
+
+    /// The earliest time a deadline or timer is due, if any.
+    private var nextDue: UInt64? {
+        let connect = deadlineHead < deadlines.count ? deadlines[deadlineHead].at : nil
+        let timer = timers.map(\.at).min()
+        return [connect, timer].compactMap { $0 }.min()
+    }
+
     private func run() {
         var tokens = [UInt64](repeating: 0, count: 256)
         var events = [UInt32](repeating: 0, count: 256)
@@ -158,8 +172,8 @@ final class PassthroughLoop: @unchecked Sendable {
             let now = Self.now()
             if !yielded.isEmpty || now &- lastEvent < busyPollNanoseconds {
                 timeout = 0
-            } else if deadlineHead < deadlines.count {
-                let wait = deadlines[deadlineHead].at > now ? deadlines[deadlineHead].at - now : 0
+            } else if let due = nextDue {
+                let wait = due > now ? due - now : 0
                 timeout = Int32(min(wait / 1_000_000 + 1, 60_000))
             } else {
                 timeout = -1
@@ -203,6 +217,12 @@ final class PassthroughLoop: @unchecked Sendable {
     }
 
     private func expireDeadlines() {
+        if !timers.isEmpty {
+            let now = Self.now()
+            let due = timers.filter { $0.at <= now }
+            timers.removeAll { $0.at <= now }
+            for timer in due { timer.action() }
+        }
         guard deadlineHead < deadlines.count else { return }
         let now = Self.now()
         while deadlineHead < deadlines.count, deadlines[deadlineHead].at <= now {

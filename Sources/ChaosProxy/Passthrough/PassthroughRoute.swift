@@ -1,4 +1,5 @@
 import ChaosCore
+import Logging
 import NIOCore
 
 /// What the passthrough connections of one proxy share: where they dial, where their events
@@ -10,6 +11,7 @@ struct PassthroughRoute: Sendable {
     let clock: RunClock
     let counters: ProxyCounters
     let connectTimeoutNanoseconds: UInt64
+    let logger: Logger
     /// Called once a connection has ended (not when it was handed over to NIO).
     let finished: @Sendable (ConnectionID) -> Void
     /// The sink, when it wants byte events.

@@ -17,6 +17,17 @@ enum RawSocket {
         _ = close(fd)
     }
 
+    /// The lowest descriptor number that means "too close to the open-file limit": the kernel
+    /// hands out the lowest free number, so a new descriptor numbered `n` means `n` others are
+    /// open. The last quarter of the limit (at most 64) stays free for the rest of the process:
+    /// Dispatch, for one, crashes the process when it cannot open a file.
+    static let descriptorCeiling: Int32 = {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < UInt(Int32.max) else { return .max }
+        let soft = Int64(clamping: limit.rlim_cur)
+        return Int32(clamping: soft - min(64, soft / 4))
+    }()
+
     /// The pending error of `fd` (0 when none): how a non-blocking connect ended.
     static func pendingError(_ fd: Int32) -> Int32 {
         var error: Int32 = 0

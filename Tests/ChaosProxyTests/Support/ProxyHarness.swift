@@ -4,6 +4,7 @@ import NIOCore
 import NIOPosix
 import Synchronization
 import Foundation
+import Testing
 
 /// A real proxy on 127.0.0.1 (port 0) in front of a real test listener, with its event stream kept.
 final class ProxyHarness: Sendable {
@@ -96,4 +97,14 @@ func pattern(count: Int, seed: UInt64) -> [UInt8] {
 /// Whether two byte arrays are equal (memcmp: fast even in debug builds).
 func sameBytes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
     a.count == b.count && a.withUnsafeBytes { x in b.withUnsafeBytes { y in memcmp(x.baseAddress!, y.baseAddress!, a.count) == 0 } }
+}
+
+/// Expects `got` to be `expected`; a failure names the sizes and the first difference rather
+/// than printing megabytes of both.
+func expectSameBytes(_ got: [UInt8], _ expected: [UInt8], _ what: String = "bytes",
+                     sourceLocation: SourceLocation = #_sourceLocation) {
+    let same = sameBytes(got, expected)
+    let difference = same ? -1 : (0..<min(got.count, expected.count)).first { got[$0] != expected[$0] } ?? min(got.count, expected.count)
+    #expect(same, "\(what): got \(got.count) bytes, expected \(expected.count); first difference at \(difference)",
+            sourceLocation: sourceLocation)
 }
