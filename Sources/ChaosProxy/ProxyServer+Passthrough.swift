@@ -26,12 +26,20 @@ extension ProxyServer {
         }
     }
 
+    /// A bootstrap for a relay leg: half-closure allowed (a FIN is passed on, not a close), no Nagle.
+    func relayBootstrap(_ group: any EventLoopGroup) -> ClientBootstrap {
+        ClientBootstrap(group: group)
+            .channelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+            .channelOption(ChannelOptions.tcpOption(.tcp_nodelay), value: 1)
+    }
+
     // MARK: accepting on a passthrough thread
 
-    /// A client accepted on `loop`: relayed there when nothing shapes new connections, else handed to NIO.
-    func admit(_ client: Int32, on loop: PassthroughLoop) {
+    /// A client accepted on `loop`: relayed there along `route` when nothing shapes new
+    /// connections, else handed to NIO.
+    func admit(_ client: Int32, on loop: PassthroughLoop, route: PassthroughRoute?) {
         let id = ids.next()
-        guard let route = passthroughRoute else { return handOver(client, id: id) }
+        guard let route else { return handOver(client, id: id) }
         let connection = PassthroughConnection(id: id, client: client, loop: loop, route: route)
         let relayed = state.withLock { state in
             guard !state.stopped, state.baseline == nil, state.conditions.isEmpty else { return false }
@@ -43,7 +51,7 @@ extension ProxyServer {
 
     /// What passthrough connections of this proxy share (nil when the upstream is a host name,
     /// which NIO resolves per connection).
-    private var passthroughRoute: PassthroughRoute? {
+    var passthroughRoute: PassthroughRoute? {
         guard let upstream = upstreamAddress else { return nil }
         return PassthroughRoute(
             proxyName: spec.name, upstream: upstream, sink: sink, clock: clock, counters: counters,
@@ -53,9 +61,7 @@ extension ProxyServer {
 
     /// Gives an accepted client socket to NIO, which then dials the upstream as for any connection.
     private func handOver(_ client: Int32, id: ConnectionID) {
-        ClientBootstrap(group: group)
-            .channelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
-            .channelOption(ChannelOptions.tcpOption(.tcp_nodelay), value: 1)
+        relayBootstrap(group)
             .channelInitializer { [self] channel in
                 channel.eventLoop.makeCompletedFuture { accept(channel, id: id) }
             }
@@ -106,19 +112,18 @@ extension ProxyServer {
         guard let detached else { return nil }
         let loop = group.next()
         func leg(_ fd: Int32, _ side: Side) -> EventLoopFuture<any Channel> {
-            ClientBootstrap(group: loop)
-                .channelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+            relayBootstrap(loop)
                 .channelInitializer { [self] channel in
                     channel.eventLoop.makeCompletedFuture { try addLegHandlers(channel, side: side, id: id) }
                 }
                 .withConnectedSocket(fd)
         }
         let client = leg(detached.client, .client), server = leg(detached.server, .server)
-        let adoption = ProxiedConnection.Adoption(toClient: detached.toClient, toServer: detached.toServer,
-                                                  closeRecorded: detached.closeRecorded)
         do {
             let (clientChannel, serverChannel) = try await (client.get(), server.get())
-            return try await loop.submit { self.wire(id: id, client: clientChannel, server: serverChannel, adopted: adoption) }.get()
+            return try await loop.submit {
+                self.wire(id: id, client: clientChannel, server: serverChannel, adopted: detached.adoption)
+            }.get()
         } catch {
             logger.warning("cannot move a connection to NIO", metadata: ["proxy.name": "\(spec.name)", "error": "\(error)"])
             for leg in [client, server] { leg.whenSuccess { $0.closeWithReset() } }

@@ -95,9 +95,10 @@ public final class ProxyServer: Sendable {
     private func bind(_ address: SocketAddress) async throws -> Listener {
         if let loops = options.passthrough {
             do {
+                let route = passthroughRoute
                 return .passthrough(try await PassthroughListener(address: address, backlog: options.backlog, group: loops,
                                                                 logger: logger) {
-                    [self] client, loop in admit(client, on: loop)
+                    [self] client, loop in admit(client, on: loop, route: route)
                 })
             } catch {
                 throw ChaosError(.network, "proxy '\(spec.name)': cannot listen on \(spec.listen): \(error)")
@@ -176,9 +177,7 @@ public final class ProxyServer: Sendable {
             return
         }
         let upstream = spec.upstream
-        let bootstrap = ClientBootstrap(group: client.eventLoop)
-            .channelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
-            .channelOption(ChannelOptions.tcpOption(.tcp_nodelay), value: 1)
+        let bootstrap = relayBootstrap(client.eventLoop)
             .connectTimeout(.seconds(10))
             .channelInitializer { [self] server in
                 server.eventLoop.makeCompletedFuture { try self.addLegHandlers(server, side: .server, generator: generator) }

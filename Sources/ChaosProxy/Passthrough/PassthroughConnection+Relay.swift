@@ -15,8 +15,7 @@ extension PassthroughConnection {
             if count > 0 {
                 route.counters.add(bytes: count, producedBy: source == 0)
                 let bytes = UnsafeRawBufferPointer(rebasing: loop.scratch[0..<count])
-                route.trafficSink?.record(TrafficEvent(time: route.clock.now(), connection: id,
-                                                       kind: .read(Self.side(source), Array(bytes))))
+                recordTraffic(.read(Self.side(source), Array(bytes)))
                 guard forward(bytes, to: target) else { return }
                 // A short read emptied the socket: the next byte or FIN raises a new edge.
                 if count < loop.scratch.count, !legs[source].peerClosing { legs[source].readable = false }
@@ -51,8 +50,7 @@ extension PassthroughConnection {
             return false
         }
         if sent > 0 {
-            route.trafficSink?.record(TrafficEvent(time: route.clock.now(), connection: id, kind: .written(
-                Self.side(target), Array(UnsafeRawBufferPointer(rebasing: bytes[0..<sent])))))
+            recordTraffic(.written(Self.side(target), Array(UnsafeRawBufferPointer(rebasing: bytes[0..<sent]))))
         }
         guard sent < bytes.count else { return true }
         legs[target].pending = Array(bytes[sent...])
@@ -74,8 +72,7 @@ extension PassthroughConnection {
                 if code == EAGAIN || code == EWOULDBLOCK { return }
                 return fail(target, code)
             }
-            route.trafficSink?.record(TrafficEvent(time: route.clock.now(), connection: id, kind: .written(
-                Self.side(target), Array(legs[target].pending[start..<start + count]))))
+            recordTraffic(.written(Self.side(target), Array(legs[target].pending[start..<start + count])))
             legs[target].pendingStart += count
             if legs[target].hasPending { return }
         }
@@ -108,5 +105,11 @@ extension PassthroughConnection {
         close(legs[slot].fd)
         if legs[other].eof, legs[other].finSent { close(legs[other].fd) } else { RawSocket.closeWithReset(legs[other].fd) }
         finish()
+    }
+
+    /// Records a byte event when the sink wants them; only then are the bytes copied.
+    private func recordTraffic(_ kind: @autoclosure () -> TrafficEvent.Kind) {
+        guard let sink = route.trafficSink else { return }
+        sink.record(TrafficEvent(time: route.clock.now(), connection: id, kind: kind()))
     }
 }

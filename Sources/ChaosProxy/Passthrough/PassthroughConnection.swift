@@ -168,10 +168,10 @@ final class PassthroughConnection: PassthroughSelectable, @unchecked Sendable {
             loop.unregister(key: key, descriptors: [legs[0].fd, legs[1].fd])
             phase = .done
             let recorded = Set((0..<2).filter { legs[$0].closeRecorded }.map(Self.side))
-            reply(DetachedConnection(id: id, client: legs[0].fd, server: legs[1].fd,
-                                     toClient: Array(legs[0].pending[legs[0].pendingStart...]),
-                                     toServer: Array(legs[1].pending[legs[1].pendingStart...]),
-                                     closeRecorded: recorded))
+            reply(DetachedConnection(client: legs[0].fd, server: legs[1].fd, adoption: ProxiedConnection.Adoption(
+                toClient: Array(legs[0].pending[legs[0].pendingStart...]),
+                toServer: Array(legs[1].pending[legs[1].pendingStart...]),
+                closeRecorded: recorded)))
         }
     }
 

@@ -63,7 +63,7 @@ final class PassthroughListener: Sendable {
          onAccept: @escaping @Sendable (Int32, PassthroughLoop) -> Void) async throws(RawSocketError) {
         let fd = try RawSocket.listen(on: address, backlog: backlog)
         self.fd = fd
-        self.address = RawSocket.boundAddress(fd) ?? address
+        self.address = RawSocket.address(fd, peer: false) ?? address
         acceptors = group.loops.map { Acceptor(loop: $0, fd: fd, logger: logger, onAccept: onAccept) }
         for acceptor in acceptors {
             let failure = await acceptor.loop.submit { () -> Int32 in

@@ -14,20 +14,28 @@ struct PassthroughRoute: Sendable {
     let logger: Logger
     /// Called once a connection has ended (not when it was handed over to NIO).
     let finished: @Sendable (ConnectionID) -> Void
-    /// The sink, when it wants byte events.
-    var trafficSink: (any TrafficEventSink)? { sink?.recordsTraffic == true ? sink : nil }
+    /// The sink, when it wants byte events (asked once, not per read).
+    let trafficSink: (any TrafficEventSink)?
+
+    init(proxyName: String, upstream: SocketAddress, sink: (any TrafficEventSink)?, clock: RunClock,
+         counters: ProxyCounters, connectTimeoutNanoseconds: UInt64, logger: Logger,
+         finished: @escaping @Sendable (ConnectionID) -> Void) {
+        self.proxyName = proxyName
+        self.upstream = upstream
+        self.sink = sink
+        self.clock = clock
+        self.counters = counters
+        self.connectTimeoutNanoseconds = connectTimeoutNanoseconds
+        self.logger = logger
+        self.finished = finished
+        trafficSink = sink?.recordsTraffic == true ? sink : nil
+    }
 }
 
 /// A connection taken out of its passthrough loop, for NIO to carry on: both sockets (still
-/// open, out of epoll) and the bytes read from one leg but not yet written to the other.
+/// open, out of epoll) and what the relay had done (pending bytes, recorded closes).
 struct DetachedConnection: Sendable {
-    let id: ConnectionID
     let client: Int32
     let server: Int32
-    /// Read from the server, still to be written to the client.
-    let toClient: [UInt8]
-    /// Read from the client, still to be written to the server.
-    let toServer: [UInt8]
-    /// The legs whose `closed` event was already recorded.
-    let closeRecorded: Set<Side>
+    let adoption: ProxiedConnection.Adoption
 }

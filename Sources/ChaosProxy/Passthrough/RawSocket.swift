@@ -38,6 +38,11 @@ enum RawSocket {
 
     /// `host:port` of the socket's local (`peer` false) or remote end, "?" when unknown.
     static func name(_ fd: Int32, peer: Bool) -> String {
+        address(fd, peer: peer)?.hostPort ?? "?"
+    }
+
+    /// The socket's local (`peer` false) or remote address.
+    static func address(_ fd: Int32, peer: Bool) -> SocketAddress? {
         var storage = sockaddr_storage()
         var size = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let found = withUnsafeMutablePointer(to: &storage) { pointer in
@@ -45,8 +50,7 @@ enum RawSocket {
                 (peer ? getpeername(fd, $0, &size) : getsockname(fd, $0, &size)) == 0
             }
         }
-        guard found, let address = try? SocketAddress(storage) else { return "?" }
-        return address.hostPort
+        return found ? try? SocketAddress(storage) : nil
     }
 
     /// A non-blocking listening socket bound to `address`, with TCP_NODELAY for the sockets it
@@ -69,16 +73,6 @@ enum RawSocket {
             throw RawSocketError(call: "listen", code: code)
         }
         return fd
-    }
-
-    /// The address `fd` is bound to.
-    static func boundAddress(_ fd: Int32) -> SocketAddress? {
-        var storage = sockaddr_storage()
-        var size = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        let found = withUnsafeMutablePointer(to: &storage) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &size) == 0 }
-        }
-        return found ? try? SocketAddress(storage) : nil
     }
 }
 
