@@ -56,9 +56,12 @@ let engine = try AuditEngine(spec: spec)
 let auditTime = seconds {
     engine.ingest(TrafficEvent(time: 0, connection: 1, kind: .opened(endpoints)))
     var time: Int64 = 1
+    var written: Int64 = 0
     for chunk in chunks {
         engine.ingest(TrafficEvent(time: time, connection: 1, kind: .read(.server, chunk)))
         engine.ingest(TrafficEvent(time: time + 1000, connection: 1, kind: .written(.client, chunk)))
+        written += Int64(chunk.count)
+        engine.ingest(TrafficEvent(time: time + 2000, connection: 1, kind: .acknowledged(.client, upTo: written)))
         time += 1_000_000
     }
 }
@@ -109,6 +112,7 @@ var connection: ConnectionID = 1
 var nextSeq = [Int](repeating: 1, count: streams.count)
 var fed = 0
 var time: Int64 = 0
+var writtenOnConnection: Int64 = 0
 var reportEvery = max(totalMessages / 10, perBlock * streams.count)
 var nextReport = reportEvery
 memoryEngine.ingest(TrafficEvent(time: 0, connection: connection, kind: .opened(endpoints)))
@@ -120,6 +124,9 @@ let memoryTime = seconds {
             let chunk = prebuilt[stream]!
             memoryEngine.ingest(TrafficEvent(time: time, connection: connection, kind: .read(.server, chunk)))
             memoryEngine.ingest(TrafficEvent(time: time + 500_000, connection: connection, kind: .written(.client, chunk)))
+            writtenOnConnection += Int64(chunk.count)
+            memoryEngine.ingest(TrafficEvent(time: time + 600_000, connection: connection,
+                                             kind: .acknowledged(.client, upTo: writtenOnConnection)))
             nextSeq[index] += perBlock
             fed += perBlock
             time += 1_000_000
@@ -128,6 +135,7 @@ let memoryTime = seconds {
             memoryEngine.ingest(TrafficEvent(time: time, connection: connection, kind: .closed(.client, .cutByFault)))
             memoryEngine.ingest(TrafficEvent(time: time, connection: connection, kind: .closed(.server, .cutByFault)))
             connection += 1
+            writtenOnConnection = 0
             memoryEngine.ingest(TrafficEvent(time: time + 1_000_000, connection: connection, kind: .opened(endpoints)))
             for index in nextSeq.indices { nextSeq[index] += 1 } // resume one past: one lost seq per stream
         }

@@ -4,11 +4,42 @@
 #include <errno.h>
 #include <stddef.h>
 #include <netinet/in.h>
+#include <linux/tcp.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <pthread.h>
 #include <string.h>
+
+_Static_assert(offsetof(struct tcp_info, tcpi_notsent_bytes) + sizeof(__u32) == CHAOS_TCP_INFO_SIZE,
+               "CHAOS_TCP_INFO_SIZE must end at tcpi_notsent_bytes");
+
+uint32_t chaos_tcp_info_notsent_bytes(const chaos_tcp_info *info) {
+    uint32_t notsent;
+    memcpy(&notsent, info->bytes + offsetof(struct tcp_info, tcpi_notsent_bytes), sizeof notsent);
+    return notsent;
+}
+
+uint64_t chaos_tcp_info_bytes_acked(const chaos_tcp_info *info) {
+    uint64_t acked;
+    memcpy(&acked, info->bytes + offsetof(struct tcp_info, tcpi_bytes_acked), sizeof acked);
+    return acked;
+}
+
+int chaos_tcp_info_is_closed(const chaos_tcp_info *info) {
+    return info->bytes[offsetof(struct tcp_info, tcpi_state)] == 7; /* TCP_CLOSE in the kernel's tcp_states.h */
+}
+
+int chaos_tcp_bytes_acked(int fd, uint64_t *acked, uint32_t *notsent) {
+    chaos_tcp_info info;
+    socklen_t size = sizeof info;
+    memset(&info, 0, sizeof info);
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &size) < 0) return -errno;
+    if (size < CHAOS_TCP_INFO_SIZE) return -ENOPROTOOPT;
+    *acked = chaos_tcp_info_bytes_acked(&info);
+    *notsent = chaos_tcp_info_notsent_bytes(&info);
+    return chaos_tcp_info_is_closed(&info);
+}
 
 int chaos_epoll_create(void) {
     int fd = epoll_create1(EPOLL_CLOEXEC);

@@ -6,9 +6,11 @@ extension AuditEngine {
     func feed(_ bytes: [UInt8], role: FramePipe.Role, direction: Direction, connection id: ConnectionID, time: Int64) {
         let connection = state(of: id)
         let pipe = connection.pipe(role, direction)
+        let start = pipe.offset
+        pipe.offset += Int64(bytes.count)
         let problem = bytes.withUnsafeBufferPointer { buffer in
-            pipe.splitter.split(buffer) { frame in
-                self.audit(frame, pipe: pipe, connection: connection, time: time)
+            pipe.splitter.split(buffer) { frame, end in
+                self.audit(frame, endingAt: start + Int64(end), pipe: pipe, connection: connection, time: time)
             }
         }
         if let problem { framingProblem(problem, pipe: pipe, connection: connection, time: time) }
@@ -27,29 +29,75 @@ extension AuditEngine {
     }
 
     @inline(__always)
-    private func audit(_ frame: UnsafeBufferPointer<UInt8>, pipe: FramePipe, connection: ConnectionState, time: Int64) {
+    private func audit(_ frame: UnsafeBufferPointer<UInt8>, endingAt end: Int64, pipe: FramePipe, connection: ConnectionState,
+                       time: Int64) {
         let fields = extractor.extract(frame)
         if fields.undecodable {
             undecodable(frame, pipe: pipe, connection: connection, time: time)
             return
         }
-        if let ack = fields.ack, pipe.role == .delivered {
-            acknowledge(ack, on: stream(fields, pipe: pipe, connection: connection).ledger)
-        }
+        let seq = fields.ignored ? nil : fields.seq
         if fields.ignored {
             messageStats.ignored += 1
-            return
+        } else if seq == nil, fields.ack == nil {
+            messageStats.unsequenced += 1
         }
-        guard let seq = fields.seq else {
-            if fields.ack == nil { messageStats.unsequenced += 1 }
+        guard let seq else {
+            if let ack = fields.ack, pipe.role == .delivered {
+                written(seq: nil, ack: ack, stream(fields, pipe: pipe, connection: connection), endingAt: end, pipe: pipe,
+                        connection: connection, time: time)
+            }
             return
         }
         let connectionStream = stream(fields, pipe: pipe, connection: connection)
         if pipe.role == .sent {
             sent(seq, connectionStream, time: time)
         } else {
-            delivered(seq, connectionStream, connection: connection.id, time: time)
+            written(seq: seq, ack: fields.ack, connectionStream, endingAt: end, pipe: pipe, connection: connection, time: time)
         }
+    }
+
+    /// A message was written to its consumer: delivered now, or once the consumer's TCP acknowledged its last byte.
+    @inline(__always)
+    private func written(seq: Int64?, ack: Int64?, _ stream: ConnectionStream, endingAt end: Int64, pipe: FramePipe,
+                         connection: ConnectionState, time: Int64) {
+        guard deliveryPoint == .acknowledged, end > pipe.acknowledged else {
+            return delivered(seq: seq, ack: ack, stream, connection: connection.id, time: time)
+        }
+        if pipe.pending.count >= PendingDeliveries.capacity, let oldest = pipe.pending.popFirst() {
+            unconfirmed(pipe: pipe, connection: connection, time: time)
+            delivered(seq: oldest.seq, ack: oldest.ack, oldest.stream, connection: connection.id, time: time)
+        }
+        pipe.pending.append(PendingDelivery(end: end, seq: seq, ack: ack, stream: stream))
+    }
+
+    /// The consumer on `side` acknowledged the first `offset` bytes written to it: the messages they complete are
+    /// delivered. An acknowledgement may come after the leg was cut (a FIN's, read as the socket closes): its
+    /// messages were taken after all.
+    func acknowledged(_ offset: Int64, by side: Side, connection id: ConnectionID, time: Int64) {
+        guard let connection = connections[id] else { return }
+        let pipe = connection.pipe(.delivered, side.other.producing)
+        guard offset > pipe.acknowledged else { return }
+        pipe.acknowledged = offset
+        let late = connection.deliveriesEnded.contains(side)
+        while let message = pipe.pending.popFirst(endingBy: offset) {
+            delivered(seq: message.seq, ack: message.ack, message.stream, connection: id, time: time, late: late)
+        }
+    }
+
+    @inline(__always)
+    private func delivered(seq: Int64?, ack: Int64?, _ stream: ConnectionStream, connection: ConnectionID, time: Int64,
+                           late: Bool = false) {
+        if let ack { acknowledge(ack, on: stream.ledger) }
+        if let seq { delivered(seq, stream, connection: connection, time: time, late: late) }
+    }
+
+    private func unconfirmed(pipe: FramePipe, connection: ConnectionState, time: Int64) {
+        messageStats.unconfirmed += 1
+        guard !connection.reportedUnconfirmed else { return }
+        connection.reportedUnconfirmed = true
+        record(.unconfirmed, pipe.cached?.ledger, direction: pipe.direction, time: time, connection: connection.id,
+               detail: "more than \(PendingDeliveries.capacity) messages written to the \(pipe.direction.consumer) and never acknowledged by its TCP (a capture without its ACK segments?): the oldest are counted as delivered when written (reported once per connection)")
     }
 
     private func undecodable(_ frame: UnsafeBufferPointer<UInt8>, pipe: FramePipe, connection: ConnectionState, time: Int64) {
@@ -125,8 +173,9 @@ extension AuditEngine {
         stream.transit.push(seq, at: time)
     }
 
+    /// `late`: acknowledged after its connection's deliveries had ended (it is not a recovery: it arrived where it was sent).
     @inline(__always)
-    private func delivered(_ seq: Int64, _ stream: ConnectionStream, connection: ConnectionID, time: Int64) {
+    private func delivered(_ seq: Int64, _ stream: ConnectionStream, connection: ConnectionID, time: Int64, late: Bool = false) {
         let ledger = stream.ledger
         guard seq >= ledger.seqStart else { messageStats.belowStart += 1; return }
         ledger.counts.delivered += 1
@@ -145,7 +194,7 @@ extension AuditEngine {
             record(.redelivered, ledger, direction: ledger.direction, from: seq, to: seq, time: time, connection: connection)
             return
         }
-        if !ledger.cutInFlight.isEmpty, ledger.cutInFlight.remove(seq) { ledger.counts.recovered += 1 }
+        if !ledger.cutInFlight.isEmpty, ledger.cutInFlight.remove(seq), !late { ledger.counts.recovered += 1 }
         let highest = ledger.highestDelivered
         if seq < highest {
             ledger.counts.reordered += 1
@@ -216,6 +265,7 @@ extension AuditEngine {
             record(.truncated, ledger, direction: consumed, from: (ledger?.highestDelivered).map { $0 + 1 }, time: time,
                    connection: connection.id, detail: "a frame cut in half when the \(side) leg closed (\(how.rawValue))")
         }
+        // Written and not acknowledged (yet: a late acknowledgement still delivers them): their seqs are cut in flight.
         let slot = consumed == .upstream ? 0 : 1
         for stream in connection.streams[slot].values where !stream.inFlight.isEmpty {
             stream.ledger.cutInFlight.formUnion(stream.inFlight)

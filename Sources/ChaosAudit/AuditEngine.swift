@@ -13,8 +13,20 @@ public final class AuditEngine {
     /// Anomalies kept in detail; every anomaly is counted regardless.
     public static let anomalyLimit = 1000
 
+    /// When a message written to its consumer counts as delivered.
+    public enum DeliveryPoint: Sendable {
+        /// Once the consumer's TCP acknowledged its last byte (`acknowledged` events): what a live
+        /// proxy and a capture report. Bytes written into a connection the consumer had already
+        /// abandoned are never acknowledged, so they are not delivered.
+        case acknowledged
+        /// As soon as the proxy wrote it (an event stream without acknowledgements).
+        case written
+    }
+
     /// The protocol being audited.
     public let spec: ProtocolSpec
+    /// When a written message counts as delivered.
+    public let deliveryPoint: DeliveryPoint
     /// Every stream's first seq.
     public let seqStart: Int64
     var extractor: MessageExtractor
@@ -46,10 +58,12 @@ public final class AuditEngine {
         var direction: Direction
     }
 
-    /// Creates an engine for `spec`; `seqStart` overrides `spec.seqStart`. Throws `ChaosError.badInput` for a
-    /// framing or format the audit cannot read (websocket, grpc, protobuf) or a bad regex.
-    public init(spec: ProtocolSpec, seqStart: Int64? = nil) throws {
+    /// Creates an engine for `spec`; `seqStart` overrides `spec.seqStart`; `deliveryPoint` says when a written
+    /// message is delivered. Throws `ChaosError.badInput` for a framing or format the audit cannot read
+    /// (websocket, grpc, protobuf) or a bad regex.
+    public init(spec: ProtocolSpec, seqStart: Int64? = nil, deliveryPoint: DeliveryPoint = .acknowledged) throws {
         self.spec = spec
+        self.deliveryPoint = deliveryPoint
         self.seqStart = seqStart ?? spec.seqStart
         switch spec.framing {
         case .lines:
@@ -75,6 +89,8 @@ public final class AuditEngine {
             feed(bytes, role: .sent, direction: side.producing, connection: event.connection, time: event.time)
         case .written(let side, let bytes):
             feed(bytes, role: .delivered, direction: side.other.producing, connection: event.connection, time: event.time)
+        case .acknowledged(let side, let offset):
+            acknowledged(offset, by: side, connection: event.connection, time: event.time)
         case .opened:
             connectionStats.opened += 1
             activity.count(.opened, at: event.time)

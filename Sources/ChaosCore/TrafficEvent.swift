@@ -5,9 +5,11 @@ public typealias ConnectionID = UInt64
 /// proxy or a capture file) and what they mean (the audit).
 ///
 /// Times are monotonic nanoseconds since the start of the run (or of the capture). For a live proxy,
-/// `read` is "sent" (the proxy read it from the producer) and `written` is "delivered" (the proxy
-/// wrote it to the consumer). A capture knows only what crossed the wire, so it reports each payload
-/// as both `read` and `written` at the time it was seen.
+/// `read` is "sent" (the proxy read it from the producer), `written` is what the proxy wrote to the
+/// consumer's socket, and `acknowledged` is how much of that the consumer's TCP has acknowledged: a
+/// message is "delivered" once its last byte is acknowledged. A capture knows only what crossed the
+/// wire, so it reports each payload as both `read` and `written` at the time it was seen, and the
+/// receiver's ACK segments as `acknowledged`.
 public struct TrafficEvent: Hashable, Sendable {
     /// Nanoseconds since the run started.
     public var time: Int64
@@ -31,8 +33,11 @@ public struct TrafficEvent: Hashable, Sendable {
         case refused(proxy: String, reason: String)
         /// Bytes read from `side` (for the audit: "sent" by that side).
         case read(Side, [UInt8])
-        /// Bytes written to `side` (for the audit: "delivered" to that side).
+        /// Bytes written to `side` (handed to its socket; delivered once `acknowledged`).
         case written(Side, [UInt8])
+        /// `side`'s TCP has acknowledged the first `upTo` bytes written to it on this connection
+        /// (cumulative: it only grows). Bytes written and never acknowledged were not delivered.
+        case acknowledged(Side, upTo: Int64)
         /// `side` stopped sending: its leg was closed `how`.
         case closed(Side, CloseKind)
         /// A fault began; `connection` is 0 when it is run-wide.

@@ -171,12 +171,12 @@ struct SequenceCheckerTests {
         s.open(1)
         engine.ingest(s.events)
         var seq = 1
+        _ = s.takeEvents()
         for round in 0..<200 {
             let seqs = Array(seq..<(seq + 500))
-            var chunk = TrafficScript()
-            chunk.at(Double(round))
-            chunk.relay(1, seqs)
-            engine.ingest(chunk.events)
+            s.at(Double(round))
+            s.relay(1, seqs)
+            engine.ingest(s.takeEvents())
             seq += 500
         }
         let result = engine.finish()

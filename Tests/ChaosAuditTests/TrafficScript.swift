@@ -13,6 +13,12 @@ struct TrafficScript {
 
     mutating func at(_ seconds: Double) { time = Int64((seconds * 1e9).rounded()) }
 
+    /// The events so far, leaving none (the byte counts carry on).
+    mutating func takeEvents() -> [TrafficEvent] {
+        defer { events = [] }
+        return events
+    }
+
     mutating func add(_ connection: ConnectionID, _ kind: TrafficEvent.Kind) {
         events.append(TrafficEvent(time: time, connection: connection, kind: kind))
     }
@@ -26,9 +32,30 @@ struct TrafficScript {
         add(connection, .read(direction.producer, bytes))
     }
 
-    /// The proxy wrote `bytes` to the consumer of `direction`.
+    /// Bytes written to each consumer so far, per connection and side.
+    private var writtenBytes: [String: Int64] = [:]
+
+    /// The proxy wrote `bytes` to the consumer of `direction` and the consumer's TCP acknowledged them.
     mutating func deliverBytes(_ connection: ConnectionID, _ direction: Direction, _ bytes: [UInt8]) {
+        writeBytes(connection, direction, bytes)
+        acknowledge(connection, direction)
+    }
+
+    /// The proxy wrote `bytes` to the consumer of `direction` (not acknowledged yet).
+    mutating func writeBytes(_ connection: ConnectionID, _ direction: Direction, _ bytes: [UInt8]) {
         add(connection, .written(direction.consumer, bytes))
+        writtenBytes["\(connection)/\(direction.consumer)", default: 0] += Int64(bytes.count)
+    }
+
+    /// The consumer of `direction` acknowledged everything written to it (or its first `bytes` bytes).
+    mutating func acknowledge(_ connection: ConnectionID, _ direction: Direction, upTo bytes: Int64? = nil) {
+        let offset = bytes ?? writtenBytes["\(connection)/\(direction.consumer)", default: 0]
+        add(connection, .acknowledged(direction.consumer, upTo: offset))
+    }
+
+    /// Writes messages `seqs` to the consumer of `direction` without their acknowledgement.
+    mutating func write(_ connection: ConnectionID, _ seqs: [Int], _ direction: Direction = .downstream, stream: String = "s") {
+        writeBytes(connection, direction, Self.messages(seqs, stream: stream))
     }
 
     mutating func send(_ connection: ConnectionID, _ seqs: [Int], _ direction: Direction = .downstream, stream: String = "s") {

@@ -36,7 +36,7 @@ enum ReportFixtures {
     static func report(skip: Set<Int> = [], error: String? = nil) throws -> RunReport {
         let scenario = try Scenario.parse(yaml: yaml, file: "fixture.yaml")
         let timeline = Timeline(scenario: scenario, seed: 7)
-        let engine = try AuditEngine(spec: scenario.protocolSpec ?? ProtocolSpec())
+        let engine = try AuditEngine(spec: scenario.protocolSpec ?? ProtocolSpec(), deliveryPoint: .written)
         let endpoints = ConnectionEndpoints(proxy: "stream", client: "c", listen: "l", proxyLocal: "pl", server: "s")
         var connection: ConnectionID = 1
         var events: [TrafficEvent] = [TrafficEvent(time: 0, connection: 1, kind: .opened(endpoints))]

@@ -38,7 +38,7 @@ struct SampleRunTests {
     static func run() throws -> RunReport {
         let scenario = try Scenario.parse(yaml: yaml, file: "quickstart.yaml")
         let timeline = Timeline(scenario: scenario, seed: 42)
-        let engine = try AuditEngine(spec: scenario.protocolSpec ?? ProtocolSpec())
+        let engine = try AuditEngine(spec: scenario.protocolSpec ?? ProtocolSpec(), deliveryPoint: .written)
         let endpoints = ConnectionEndpoints(proxy: "stream", client: "c", listen: "l", proxyLocal: "pl", server: "s")
         var random = SeededGenerator(seed: 42)
         var events: [TrafficEvent] = []

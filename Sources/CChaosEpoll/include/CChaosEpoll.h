@@ -30,6 +30,25 @@ int chaos_accept(int fd);
 /// A non-blocking, close-on-exec TCP socket of `family`, or -errno.
 int chaos_tcp_socket(int family);
 
+/// How much of Linux's `struct tcp_info` the relays read: up to and including `tcpi_notsent_bytes`.
+enum { CHAOS_TCP_INFO_SIZE = 148 };
+
+/// The first ``CHAOS_TCP_INFO_SIZE`` bytes of `TCP_INFO`, as `getsockopt` fills them (glibc's
+/// `struct tcp_info` stops before `tcpi_bytes_acked`).
+typedef struct {
+    uint8_t bytes[CHAOS_TCP_INFO_SIZE];
+} chaos_tcp_info;
+
+/// `tcpi_bytes_acked` of `info`: the bytes (plus a SYN sent, plus a FIN sent) the peer acknowledged.
+uint64_t chaos_tcp_info_bytes_acked(const chaos_tcp_info *info);
+/// `tcpi_notsent_bytes` of `info`: bytes written to the socket that TCP has not sent yet.
+uint32_t chaos_tcp_info_notsent_bytes(const chaos_tcp_info *info);
+/// Whether `info` describes a connection that is over (`TCP_CLOSE`: reset, or closed both ways).
+int chaos_tcp_info_is_closed(const chaos_tcp_info *info);
+/// Reads `tcpi_bytes_acked` and `tcpi_notsent_bytes` of socket `fd`; 0 while the connection lives,
+/// 1 once it is over (nothing more will be acknowledged), or -errno.
+int chaos_tcp_bytes_acked(int fd, uint64_t *acked, uint32_t *notsent);
+
 /// Names the calling thread (at most 15 characters are kept).
 void chaos_name_thread(const char *name);
 

@@ -17,6 +17,7 @@ final class ConnectionState {
     /// A framing or decoding problem was already reported for this connection.
     var reportedFraming = false
     var reportedUndecodable = false
+    var reportedUnconfirmed = false
 
     init(id: ConnectionID, mode: FrameSplitter.Mode) {
         self.id = id
@@ -42,6 +43,7 @@ final class ConnectionState {
 
 /// One byte stream of a connection: the bytes read from a producer (`sent`) or written to a consumer
 /// (`delivered`) in one direction, with its own splitter (reads and writes are cut at different places).
+/// A `delivered` pipe also holds the messages written but not yet acknowledged by the consumer's TCP.
 final class FramePipe {
     enum Role { case sent, delivered }
 
@@ -52,6 +54,12 @@ final class FramePipe {
     var cachedName: [UInt8] = []
     var cachedDefault = false
     var cached: ConnectionStream?
+    /// Bytes that went through this pipe so far.
+    var offset: Int64 = 0
+    /// How many of them the consumer's TCP acknowledged (`delivered` pipes).
+    var acknowledged: Int64 = 0
+    /// Messages written and not yet acknowledged, oldest first (`delivered` pipes).
+    var pending = PendingDeliveries()
 
     init(role: Role, direction: Direction, splitter: FrameSplitter) {
         self.role = role

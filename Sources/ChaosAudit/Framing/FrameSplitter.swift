@@ -21,6 +21,10 @@ struct FrameSplitter {
         case lengthPrefixed(bytes: Int, offset: Int)
     }
 
+    /// Called with the body of each complete frame and the position in the input just past its last
+    /// byte (delimiter included): where the frame ends in the byte stream.
+    typealias Frame = (_ body: UnsafeBufferPointer<UInt8>, _ end: Int) -> Void
+
     let mode: Mode
     let maximumFrame: Int
     /// The start of a frame that has not fully arrived.
@@ -42,7 +46,7 @@ struct FrameSplitter {
     /// Feeds `input`; calls `frame` with the body of every complete frame. Returns a problem the first time
     /// the stream is found not to fit the framing.
     @inline(__always)
-    mutating func split(_ input: UnsafeBufferPointer<UInt8>, _ frame: (UnsafeBufferPointer<UInt8>) -> Void) -> Problem? {
+    mutating func split(_ input: UnsafeBufferPointer<UInt8>, _ frame: Frame) -> Problem? {
         if desynchronised { return nil }
         switch mode {
         case .lines: return splitLines(input, frame)
@@ -50,7 +54,7 @@ struct FrameSplitter {
         }
     }
 
-    private mutating func splitLines(_ input: UnsafeBufferPointer<UInt8>, _ frame: (UnsafeBufferPointer<UInt8>) -> Void) -> Problem? {
+    private mutating func splitLines(_ input: UnsafeBufferPointer<UInt8>, _ frame: Frame) -> Problem? {
         var position = 0
         let count = input.count
         if !partial.isEmpty {
@@ -59,7 +63,7 @@ struct FrameSplitter {
                 return checkLineLength()
             }
             partial.append(contentsOf: UnsafeBufferPointer(rebasing: input[0..<newline]))
-            partial.withUnsafeBufferPointer { Self.emitLine($0, 0, $0.count, frame) }
+            partial.withUnsafeBufferPointer { Self.emitLine($0, 0, $0.count, endingAt: newline + 1, frame) }
             partial.removeAll(keepingCapacity: true)
             position = newline + 1
         }
@@ -68,7 +72,7 @@ struct FrameSplitter {
                 partial.append(contentsOf: UnsafeBufferPointer(rebasing: input[position..<count]))
                 return checkLineLength()
             }
-            Self.emitLine(input, position, newline, frame)
+            Self.emitLine(input, position, newline, endingAt: newline + 1, frame)
             position = newline + 1
         }
         return nil
@@ -84,11 +88,11 @@ struct FrameSplitter {
 
     @inline(__always)
     private static func emitLine(_ buffer: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int,
-                                 _ frame: (UnsafeBufferPointer<UInt8>) -> Void) {
+                                 endingAt inputEnd: Int, _ frame: Frame) {
         var end = end
         if end > start, buffer[end - 1] == UInt8(ascii: "\r") { end -= 1 }
         guard end > start else { return }
-        frame(UnsafeBufferPointer(rebasing: buffer[start..<end]))
+        frame(UnsafeBufferPointer(rebasing: buffer[start..<end]), inputEnd)
     }
 
     @inline(__always)
@@ -103,7 +107,7 @@ struct FrameSplitter {
     }
 
     private mutating func splitPrefixed(_ input: UnsafeBufferPointer<UInt8>, width: Int, offset: Int,
-                                        _ frame: (UnsafeBufferPointer<UInt8>) -> Void) -> Problem? {
+                                        _ frame: Frame) -> Problem? {
         var position = 0
         let count = input.count
         // Finish a buffered frame first, taking only the bytes it still needs.
@@ -123,7 +127,7 @@ struct FrameSplitter {
                 let length = partial.withUnsafeBufferPointer { Self.length(in: $0, at: 0, width: width) } + offset
                 if let problem = check(length) { return problem }
                 if partial.count == width + length {
-                    partial.withUnsafeBufferPointer { frame(UnsafeBufferPointer(rebasing: $0[width...])) }
+                    partial.withUnsafeBufferPointer { frame(UnsafeBufferPointer(rebasing: $0[width...]), position) }
                     partial.removeAll(keepingCapacity: true)
                 }
             }
@@ -134,7 +138,7 @@ struct FrameSplitter {
             if let problem = check(length) { return problem }
             guard count - position - width >= length else { break }
             let body = position + width
-            frame(UnsafeBufferPointer(rebasing: input[body..<(body + length)]))
+            frame(UnsafeBufferPointer(rebasing: input[body..<(body + length)]), body + length)
             position = body + length
         }
         if position < count { partial.append(contentsOf: UnsafeBufferPointer(rebasing: input[position..<count])) }

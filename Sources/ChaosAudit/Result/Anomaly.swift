@@ -20,6 +20,8 @@ public struct Anomaly: Sendable, Codable, Equatable {
         case framing
         /// A frame that could not be read in the declared format (reported once per connection).
         case undecodable
+        /// Messages counted as delivered without their consumer's TCP acknowledgement (reported once per connection).
+        case unconfirmed
     }
 
     /// What kind of anomaly (`class` in JSON).

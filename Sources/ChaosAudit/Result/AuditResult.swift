@@ -68,7 +68,25 @@ public struct MessageStats: Sendable, Codable, Equatable {
     public var framingErrors: Int64 = 0
     /// Seqs below the stream's first seq (`seq_start`), not audited.
     public var belowStart: Int64 = 0
+    /// Messages counted as delivered when written, because their consumer's TCP acknowledgements never
+    /// came (more than ``PendingDeliveries`` holds on one connection: an event stream without them).
+    public var unconfirmed: Int64 = 0
 
     /// All zero.
     public init() {}
+
+    private enum CodingKeys: String, CodingKey {
+        case ignored, unsequenced, undecodable, framingErrors, belowStart, unconfirmed
+    }
+
+    /// Decodes the counts; `unconfirmed` is absent from reports written before it existed.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        ignored = try container.decode(Int64.self, forKey: .ignored)
+        unsequenced = try container.decode(Int64.self, forKey: .unsequenced)
+        undecodable = try container.decode(Int64.self, forKey: .undecodable)
+        framingErrors = try container.decode(Int64.self, forKey: .framingErrors)
+        belowStart = try container.decode(Int64.self, forKey: .belowStart)
+        unconfirmed = try container.decodeIfPresent(Int64.self, forKey: .unconfirmed) ?? 0
+    }
 }

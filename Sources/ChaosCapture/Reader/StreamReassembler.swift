@@ -27,6 +27,8 @@ struct StreamReassembler {
     private(set) var finReported = false
     /// The highest offset the other side acknowledged.
     private var acknowledged: Int64 = 0
+    /// The acknowledged count of reported bytes last handed out by ``takeAcknowledgedBytes()``.
+    private var acknowledgedReported: Int64 = 0
 
     var retransmittedBytes = 0
     var outOfOrderSegments = 0
@@ -86,6 +88,25 @@ struct StreamReassembler {
         acknowledged = offset
         try releaseAcknowledged(deliver)
         return try reachedFIN()
+    }
+
+    /// How many of the reported bytes the receiver has acknowledged, when that moved since the last call:
+    /// what the receiver's TCP took, in the coordinates of the bytes reported (capture loss left out).
+    mutating func takeAcknowledgedBytes() -> Int64? {
+        let unacknowledged = max(0, next - acknowledged)
+        let covered = max(0, Int64(deliveredBytes) - unacknowledged)
+        guard covered > acknowledgedReported else { return nil }
+        acknowledgedReported = covered
+        return covered
+    }
+
+    /// Every reported byte, when not all were handed out as acknowledged yet: the sender reset the
+    /// flow, and what it sent travelled ahead of its RST (the receiver's kernel keeps it readable).
+    mutating func takeAllAsAcknowledged() -> Int64? {
+        let covered = Int64(deliveredBytes)
+        guard covered > acknowledgedReported else { return nil }
+        acknowledgedReported = covered
+        return covered
     }
 
     /// Holes the receiver acknowledged were carried by the network but not captured.

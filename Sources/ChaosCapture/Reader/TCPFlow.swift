@@ -5,6 +5,8 @@ enum FlowEvent {
     case data(towardServer: Bool, bytes: [UInt8], time: Int64)
     case fin(fromClient: Bool, time: Int64)
     case reset(fromClient: Bool, time: Int64)
+    /// The receiver of the bytes travelling `towardServer` acknowledged the first `bytes` of them.
+    case acknowledged(towardServer: Bool, bytes: Int64, time: Int64)
 }
 
 /// Which connection a flow belongs to, and as what.

@@ -116,6 +116,8 @@ extension TrafficReconstructor {
                 outbox.append(TrafficEvent(time: time, connection: id, kind: .closed(fromClient ? .client : .server, .fin)))
             case .reset(let fromClient, let time):
                 outbox.append(TrafficEvent(time: time, connection: id, kind: .closed(fromClient ? .client : .server, .reset)))
+            case .acknowledged(let towardServer, let bytes, let time):
+                outbox.append(TrafficEvent(time: time, connection: id, kind: .acknowledged(towardServer ? .server : .client, upTo: bytes)))
             }
         case .clientLeg(let id), .serverLeg(let id):
             let leg: Side
@@ -135,6 +137,11 @@ extension TrafficReconstructor {
                 }
             case .reset(_, let time):
                 outbox.append(TrafficEvent(time: time, connection: id, kind: .closed(leg, .reset)))
+            case .acknowledged(let towardServer, let bytes, let time):
+                // Only the peer's acknowledgements of what the proxy wrote to it matter to the audit.
+                if towardServer != peerIsFlowClient {
+                    outbox.append(TrafficEvent(time: time, connection: id, kind: .acknowledged(leg, upTo: bytes)))
+                }
             }
         }
     }

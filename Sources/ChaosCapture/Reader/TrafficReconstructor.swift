@@ -121,6 +121,9 @@ final class TrafficReconstructor {
                     try self.report(.data(towardServer: false, bytes: bytes, time: time), of: flow)
                 }
                 if acked { try report(.fin(fromClient: false, time: time), of: flow) }
+                if let bytes = flow.towardClient.takeAcknowledgedBytes() {
+                    try report(.acknowledged(towardServer: false, bytes: bytes, time: time), of: flow)
+                }
             }
         } else {
             let sent = try flow.towardClient.add(sequence: sequence, payload: segment.payload, fin: fin) { bytes in
@@ -132,10 +135,16 @@ final class TrafficReconstructor {
                     try self.report(.data(towardServer: true, bytes: bytes, time: time), of: flow)
                 }
                 if acked { try report(.fin(fromClient: true, time: time), of: flow) }
+                if let bytes = flow.towardServer.takeAcknowledgedBytes() {
+                    try report(.acknowledged(towardServer: true, bytes: bytes, time: time), of: flow)
+                }
             }
         }
         if flags.contains(.rst) {
             try flush(flow, time: time)
+            // What the RST's sender sent went ahead of it: its receiver has those bytes.
+            let sent = fromClient ? flow.towardServer.takeAllAsAcknowledged() : flow.towardClient.takeAllAsAcknowledged()
+            if let sent { try report(.acknowledged(towardServer: fromClient, bytes: sent, time: time), of: flow) }
             flow.finished = true
             try report(.reset(fromClient: fromClient, time: time), of: flow)
         } else if flow.towardServer.finReported, flow.towardClient.finReported {

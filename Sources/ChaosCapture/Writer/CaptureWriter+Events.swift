@@ -22,6 +22,11 @@ extension CaptureWriter {
             try transfer(bytes, on: side, fromPeer: true, id: id, time: event.time)
         case .written(let side, let bytes):
             try transfer(bytes, on: side, fromPeer: false, id: id, time: event.time)
+        case .acknowledged(let side, let bytes):
+            guard var connection = connections[id] else { break }
+            let ack = connection[side].acknowledge(upTo: bytes)
+            try emit(ack, on: connection[side], payload: [], time: event.time)
+            connections[id] = connection
         case .closed(let side, let how):
             try close(side, how, id: id, time: event.time)
         case .refused, .faultStarted, .faultEnded, .stopping:

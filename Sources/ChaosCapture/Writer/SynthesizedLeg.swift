@@ -12,6 +12,12 @@ struct SynthesizedLeg {
     var peerNext: UInt32
     /// Next sequence number the proxy end will send.
     var proxyNext: UInt32
+    /// What the peer has acknowledged of the proxy end's bytes: the ACK number of every segment the
+    /// peer sends. It moves only with the relay's `acknowledged` events, so a reader of the file sees
+    /// what the peer's TCP really took (the proxy end acknowledges what it reads at once).
+    var peerAcknowledges: UInt32 = 0
+    /// The sequence number of the proxy end's first data byte.
+    var proxyDataStart: UInt32 = 0
     /// The peer sent its FIN.
     var peerFinished = false
     /// The proxy end sent its FIN.
@@ -53,6 +59,8 @@ extension SynthesizedLeg {
         let acceptorISN = dialler ? proxyNext : peerNext
         peerNext &+= 1
         proxyNext &+= 1
+        proxyDataStart = proxyNext
+        peerAcknowledges = proxyNext
         return [
             PlannedSegment(fromPeer: dialler, flags: .syn, sequence: diallerISN, acknowledgement: 0, payload: 0..<0),
             PlannedSegment(fromPeer: !dialler, flags: [.syn, .ack], sequence: acceptorISN,
@@ -62,7 +70,8 @@ extension SynthesizedLeg {
         ]
     }
 
-    /// Data segments of at most `PacketBuilder.maximumPayload` bytes each, then the receiver's ACK.
+    /// Data segments of at most `PacketBuilder.maximumPayload` bytes each; for the peer's bytes, then
+    /// the proxy end's ACK (the peer's ACK of the proxy end's bytes comes with ``acknowledge(upTo:)``).
     mutating func data(fromPeer: Bool, count: Int) -> [PlannedSegment] {
         guard !reset, count > 0, !(fromPeer ? peerFinished : proxyFinished) else { return [] }
         var segments: [PlannedSegment] = []
@@ -71,31 +80,40 @@ extension SynthesizedLeg {
         while start < count {
             let end = min(count, start + PacketBuilder.maximumPayload)
             let sequence = fromPeer ? peerNext : proxyNext
-            let acknowledgement = fromPeer ? proxyNext : peerNext
+            let acknowledgement = fromPeer ? peerAcknowledges : peerNext
             segments.append(PlannedSegment(fromPeer: fromPeer, flags: end == count ? [.ack, .psh] : .ack,
                                            sequence: sequence, acknowledgement: acknowledgement,
                                            payload: start..<end))
             if fromPeer { peerNext &+= UInt32(end - start) } else { proxyNext &+= UInt32(end - start) }
             start = end
         }
-        segments.append(acknowledgement(toPeer: fromPeer))
+        if fromPeer { segments.append(proxyAcknowledgement()) }
         return segments
     }
 
-    /// FIN from one end (and the other end's ACK of it).
+    /// The peer's ACK of the proxy end's first `bytes` bytes, when that moves what it acknowledged.
+    mutating func acknowledge(upTo bytes: Int64) -> [PlannedSegment] {
+        let number = proxyDataStart &+ UInt32(truncatingIfNeeded: bytes)
+        guard !reset, Int32(bitPattern: number &- peerAcknowledges) > 0 else { return [] }
+        peerAcknowledges = number
+        return [PlannedSegment(fromPeer: true, flags: .ack, sequence: peerNext, acknowledgement: number, payload: 0..<0)]
+    }
+
+    /// FIN from one end (and, for the peer's, the proxy end's ACK of it).
     mutating func finish(fromPeer: Bool) -> [PlannedSegment] {
         guard !reset, !(fromPeer ? peerFinished : proxyFinished) else { return [] }
         let fin = PlannedSegment(fromPeer: fromPeer, flags: [.fin, .ack],
                                  sequence: fromPeer ? peerNext : proxyNext,
-                                 acknowledgement: fromPeer ? proxyNext : peerNext, payload: 0..<0)
+                                 acknowledgement: fromPeer ? peerAcknowledges : peerNext, payload: 0..<0)
         if fromPeer {
             peerNext &+= 1
             peerFinished = true
         } else {
             proxyNext &+= 1
             proxyFinished = true
+            return [fin]
         }
-        return [fin, acknowledgement(toPeer: fromPeer)]
+        return [fin, proxyAcknowledgement()]
     }
 
     /// RST from one end; the leg is over.
@@ -104,11 +122,11 @@ extension SynthesizedLeg {
         reset = true
         return [PlannedSegment(fromPeer: fromPeer, flags: [.rst, .ack],
                                sequence: fromPeer ? peerNext : proxyNext,
-                               acknowledgement: fromPeer ? proxyNext : peerNext, payload: 0..<0)]
+                               acknowledgement: fromPeer ? peerAcknowledges : peerNext, payload: 0..<0)]
     }
 
-    private func acknowledgement(toPeer sender: Bool) -> PlannedSegment {
-        PlannedSegment(fromPeer: !sender, flags: .ack, sequence: sender ? proxyNext : peerNext,
-                       acknowledgement: sender ? peerNext : proxyNext, payload: 0..<0)
+    /// The proxy end's ACK of everything the peer sent.
+    private func proxyAcknowledgement() -> PlannedSegment {
+        PlannedSegment(fromPeer: false, flags: .ack, sequence: proxyNext, acknowledgement: peerNext, payload: 0..<0)
     }
 }

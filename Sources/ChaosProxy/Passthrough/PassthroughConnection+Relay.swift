@@ -51,6 +51,7 @@ extension PassthroughConnection {
         }
         if sent > 0 {
             recordTraffic(.written(Self.side(target), Array(UnsafeRawBufferPointer(rebasing: bytes[0..<sent]))))
+            wrote(sent, to: target)
         }
         guard sent < bytes.count else { return true }
         legs[target].pending = Array(bytes[sent...])
@@ -73,6 +74,7 @@ extension PassthroughConnection {
                 return fail(target, code)
             }
             recordTraffic(.written(Self.side(target), Array(legs[target].pending[start..<start + count])))
+            wrote(count, to: target)
             legs[target].pendingStart += count
             if legs[target].hasPending { return }
         }
@@ -84,7 +86,9 @@ extension PassthroughConnection {
 
     /// Passes a FIN on to `target` once nothing is pending for it. The last FIN of the two
     /// ends the connection: `close` sends it (both legs were read to the end, so it is a FIN,
-    /// not a reset), saving the `shutdown`.
+    /// not a reset), saving the `shutdown`, unless a peer has not acknowledged its last bytes
+    /// yet: then the FIN goes out with `shutdown` and the sockets stay open until it has (or
+    /// ``AcknowledgementTracker/closeWait`` passed), so the audit sees them delivered.
     func sendFIN(to target: Int) {
         guard !legs[target].hasPending, !legs[target].finSent else { return }
         legs[target].finSent = true
@@ -92,23 +96,82 @@ extension PassthroughConnection {
             _ = shutdown(legs[target].fd, Int32(SHUT_WR))
             return
         }
+        let waiting = [pollAcknowledgements(0), pollAcknowledgements(1)].contains(true)
+        guard waiting else { return closeBoth() }
+        _ = shutdown(legs[target].fd, Int32(SHUT_WR))
+        phase = .closing
+        closeDeadline = PassthroughLoop.now() &+ UInt64(AcknowledgementTracker.closeWait)
+        watchAcknowledgements()
+    }
+
+    /// Closes both sockets with FIN and forgets the connection.
+    private func closeBoth() {
         close(legs[0].fd)
         close(legs[1].fd)
         finish()
     }
 
+    /// The loop's poll came due: reads what both peers acknowledged and polls again while bytes
+    /// are outstanding; a `closing` connection closes once nothing is (or its deadline passed).
+    func acknowledgementPollDue() {
+        watchingAcknowledgements = false
+        switch phase {
+        case .closing:
+            if !checkClosing() { watchAcknowledgements() }
+        case .relaying:
+            if [pollAcknowledgements(0), pollAcknowledgements(1)].contains(true) { watchAcknowledgements() }
+        case .connecting, .done:
+            break
+        }
+    }
+
+    /// For a `closing` connection (on its poll or any event): closes it once neither peer has bytes
+    /// outstanding or its deadline passed. Returns whether it closed.
+    func checkClosing() -> Bool {
+        guard phase == .closing else { return false }
+        let more = [pollAcknowledgements(0), pollAcknowledgements(1)].contains(true)
+        guard !more || PassthroughLoop.now() >= closeDeadline else { return false }
+        closeBoth()
+        return true
+    }
+
+    /// Reads what `slot`'s peer acknowledged and records it when it moved; returns whether bytes
+    /// are still outstanding there (and may yet be acknowledged).
+    func pollAcknowledgements(_ slot: Int, beforeReset: Bool = false) -> Bool {
+        guard route.trafficSink != nil else { return false }
+        let (moved, more) = legs[slot].acknowledgements.poll(fd: legs[slot].fd, beforeReset: beforeReset)
+        if let moved { recordTraffic(.acknowledged(Self.side(slot), upTo: moved)) }
+        return more
+    }
+
+    /// `count` bytes went into `target`'s socket: its acknowledgements are polled soon.
+    private func wrote(_ count: Int, to target: Int) {
+        guard route.trafficSink != nil else { return }
+        legs[target].acknowledgements.wrote(count)
+        watchAcknowledgements()
+    }
+
+    private func watchAcknowledgements() {
+        guard !watchingAcknowledgements else { return }
+        watchingAcknowledgements = true
+        loop.watchAcknowledgements(self)
+    }
+
     /// A leg failed: a reset (or error) is passed on as a reset of the other leg.
     func fail(_ slot: Int, _ code: Int32) {
+        _ = pollAcknowledgements(slot)
         recordClose(slot, code == ECONNRESET || code == EPIPE ? .reset : .error)
         let other = 1 - slot
+        let resetsOther = !(legs[other].eof && legs[other].finSent)
+        _ = pollAcknowledgements(other, beforeReset: resetsOther)
         recordClose(other, .reset)
         close(legs[slot].fd)
-        if legs[other].eof, legs[other].finSent { close(legs[other].fd) } else { RawSocket.closeWithReset(legs[other].fd) }
+        if resetsOther { RawSocket.closeWithReset(legs[other].fd) } else { close(legs[other].fd) }
         finish()
     }
 
     /// Records a byte event when the sink wants them; only then are the bytes copied.
-    private func recordTraffic(_ kind: @autoclosure () -> TrafficEvent.Kind) {
+    func recordTraffic(_ kind: @autoclosure () -> TrafficEvent.Kind) {
         guard let sink = route.trafficSink else { return }
         sink.record(TrafficEvent(time: route.clock.now(), connection: id, kind: kind()))
     }

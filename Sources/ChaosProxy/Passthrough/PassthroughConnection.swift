@@ -25,7 +25,13 @@ final class PassthroughConnection: PassthroughSelectable, @unchecked Sendable {
     /// Asked to detach while the upstream connect was under way.
     private var detachWaiters: [(DetachedConnection?) -> Void] = []
 
-    enum Phase { case connecting, relaying, done }
+    /// `closing`: both FINs passed on, waiting (at most ``AcknowledgementTracker/closeWait``) for
+    /// the peers to acknowledge the last bytes before the sockets are closed.
+    enum Phase { case connecting, relaying, closing, done }
+    /// When a `closing` connection closes whatever the peers acknowledged (loop clock).
+    var closeDeadline: UInt64 = 0
+    /// Registered with the loop for an acknowledgement poll.
+    var watchingAcknowledgements = false
 
     struct Leg {
         var fd: Int32
@@ -41,7 +47,14 @@ final class PassthroughConnection: PassthroughSelectable, @unchecked Sendable {
         var pending: [UInt8] = []
         var pendingStart = 0
         var closeRecorded = false
+        /// What the peer acknowledged of the bytes written to this leg.
+        var acknowledgements: AcknowledgementTracker
         var hasPending: Bool { pendingStart < pending.count }
+
+        init(fd: Int32, dialled: Bool) {
+            self.fd = fd
+            acknowledgements = AcknowledgementTracker(dialled: dialled)
+        }
     }
 
     /// A connection for the accepted `client` socket; ``start()`` dials the upstream.
@@ -49,7 +62,7 @@ final class PassthroughConnection: PassthroughSelectable, @unchecked Sendable {
         self.id = id
         self.loop = loop
         self.route = route
-        legs = [Leg(fd: client), Leg(fd: -1)]
+        legs = [Leg(fd: client, dialled: false), Leg(fd: -1, dialled: true)]
     }
 
     static func side(_ slot: Int) -> Side { slot == 0 ? .client : .server }
@@ -124,8 +137,11 @@ final class PassthroughConnection: PassthroughSelectable, @unchecked Sendable {
         case .connecting:
             if slot == 1, writable { finishConnect(failed: events & UInt32(CHAOS_EPOLL_ERR | CHAOS_EPOLL_HUP) != 0) }
         case .relaying:
+            if legs[slot].acknowledgements.isOutstanding { _ = pollAcknowledgements(slot) }
             if writable, legs[slot].hasPending { flush(to: slot) }
             if phase == .relaying { pump(from: slot) }
+        case .closing:
+            _ = checkClosing()
         case .done:
             break
         }
@@ -145,8 +161,9 @@ final class PassthroughConnection: PassthroughSelectable, @unchecked Sendable {
         case .connecting:
             if legs[1].fd >= 0 { close(legs[1].fd) }
             RawSocket.closeWithReset(legs[0].fd)
-        case .relaying:
+        case .relaying, .closing:
             for slot in 0..<2 {
+                _ = pollAcknowledgements(slot, beforeReset: true)
                 recordClose(slot, .reset)
                 RawSocket.closeWithReset(legs[slot].fd)
             }
@@ -162,7 +179,7 @@ final class PassthroughConnection: PassthroughSelectable, @unchecked Sendable {
         switch phase {
         case .connecting:
             detachWaiters.append(reply)
-        case .done:
+        case .done, .closing:
             reply(nil)
         case .relaying:
             loop.unregister(key: key, descriptors: [legs[0].fd, legs[1].fd])
@@ -171,7 +188,7 @@ final class PassthroughConnection: PassthroughSelectable, @unchecked Sendable {
             reply(DetachedConnection(client: legs[0].fd, server: legs[1].fd, adoption: ProxiedConnection.Adoption(
                 toClient: Array(legs[0].pending[legs[0].pendingStart...]),
                 toServer: Array(legs[1].pending[legs[1].pendingStart...]),
-                closeRecorded: recorded)))
+                closeRecorded: recorded, acknowledgements: legs.map(\.acknowledgements))))
         }
     }
 

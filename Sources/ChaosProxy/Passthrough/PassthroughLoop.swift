@@ -27,6 +27,10 @@ final class PassthroughLoop: @unchecked Sendable {
     /// Connect deadlines, in the order they were set (all have the same length, so this is sorted).
     private var deadlines: [(at: UInt64, key: UInt64)] = []
     private var deadlineHead = 0
+    /// Connections waiting for their peers to acknowledge bytes, polled every
+    /// ``AcknowledgementTracker/pollInterval`` (all together: one timer for the loop).
+    private var acknowledgementWatch: [PassthroughConnection] = []
+    private var acknowledgementPollAt: UInt64?
     /// Other timed actions (rare: an accept pause), in no order.
     private var timers: [(at: UInt64, action: () -> Void)] = []
     private var running = true
@@ -151,6 +155,12 @@ final class PassthroughLoop: @unchecked Sendable {
         deadlines.append((Self.now() &+ nanoseconds, key))
     }
 
+    /// Polls `connection`'s acknowledgements on the next round (it re-registers while bytes are outstanding).
+    func watchAcknowledgements(_ connection: PassthroughConnection) {
+        acknowledgementWatch.append(connection)
+        if acknowledgementPollAt == nil { acknowledgementPollAt = Self.now() &+ UInt64(AcknowledgementTracker.pollInterval) }
+    }
+
     /// Runs `action` on the loop's thread after `nanoseconds`.
     func schedule(after nanoseconds: UInt64, _ action: @escaping () -> Void) {
         timers.append((Self.now() &+ nanoseconds, action))
@@ -160,7 +170,7 @@ final class PassthroughLoop: @unchecked Sendable {
     private var nextDue: UInt64? {
         let connect = deadlineHead < deadlines.count ? deadlines[deadlineHead].at : nil
         let timer = timers.map(\.at).min()
-        return [connect, timer].compactMap { $0 }.min()
+        return [connect, timer, acknowledgementPollAt].compactMap { $0 }.min()
     }
 
     private func run() {
@@ -217,6 +227,12 @@ final class PassthroughLoop: @unchecked Sendable {
     }
 
     private func expireDeadlines() {
+        if let due = acknowledgementPollAt, due <= Self.now() {
+            let watched = acknowledgementWatch
+            acknowledgementWatch = []
+            acknowledgementPollAt = nil
+            for connection in watched { connection.acknowledgementPollDue() }
+        }
         if !timers.isEmpty {
             let now = Self.now()
             let due = timers.filter { $0.at <= now }

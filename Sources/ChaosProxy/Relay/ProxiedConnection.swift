@@ -13,17 +13,22 @@ final class ProxiedConnection: @unchecked Sendable {
     let eventLoop: any EventLoop
     let endpoints: ConnectionEndpoints
     private let sink: (any TrafficEventSink)?
-    /// The sink, when it wants byte events.
-    private let trafficSink: (any TrafficEventSink)?
-    private let clock: RunClock
+    /// The sink, when it wants byte events (and acknowledgements).
+    let trafficSink: (any TrafficEventSink)?
+    let clock: RunClock
     private let counters: ProxyCounters
     private let onFinished: @Sendable (ConnectionID) -> Void
     private let onCut: @Sendable (ConnectionID) -> Void
 
-    private let legs: [Side: Leg]
+    let legs: [Side: Leg]
     private var conditions: [Int: (DirectionSet, ShapingCondition)] = [:]
     private var baseline: LinkProfile?
-    private var state = CloseState()
+    var state = CloseState()
+    /// What each leg's peer acknowledged of what was written to it (by ``Side/slot``); kept only
+    /// when the sink wants bytes.
+    var acknowledgements = [AcknowledgementTracker(dialled: false), AcknowledgementTracker(dialled: true)]
+    /// Each leg's next acknowledgement poll, while bytes are outstanding.
+    var acknowledgementPolls: [Scheduled<Void>?] = [nil, nil]
     private var lingerTask: Scheduled<Void>?
 
     /// One leg: its channel, relay and the shaper of bytes written to it.
@@ -41,6 +46,8 @@ final class ProxiedConnection: @unchecked Sendable {
         let toServer: [UInt8]
         /// The legs whose `closed` event was already recorded.
         let closeRecorded: Set<Side>
+        /// What each leg's peer acknowledged so far (by ``Side/slot``).
+        let acknowledgements: [AcknowledgementTracker]
     }
 
     /// How far each leg got towards closing.
@@ -81,11 +88,21 @@ final class ProxiedConnection: @unchecked Sendable {
         server.relay.connection = self
         if let sink = trafficSink {
             let id = self.id, clock = self.clock
-            client.shaper.onDelivered = { sink.record(TrafficEvent(time: clock.now(), connection: id, kind: .written(.client, Array($0.readableBytesView)))) }
-            server.shaper.onDelivered = { sink.record(TrafficEvent(time: clock.now(), connection: id, kind: .written(.server, Array($0.readableBytesView)))) }
+            for side in Side.allCases {
+                let shaper = legs[side]!.shaper
+                shaper.onDelivered = { [weak self] buffer in
+                    sink.record(TrafficEvent(time: clock.now(), connection: id, kind: .written(side, Array(buffer.readableBytesView))))
+                    self?.wrote(buffer.readableBytes, to: side)
+                }
+                shaper.holdShutdown = { [weak self] proceed in
+                    guard let self else { return proceed() }
+                    self.whenAcknowledged(side, then: proceed)
+                }
+            }
         }
         if let adopted {
             state.recorded = adopted.closeRecorded
+            acknowledgements = adopted.acknowledgements
         } else {
             sink?.record(TrafficEvent(time: clock.now(), connection: id, kind: .opened(endpoints)))
             counters.connectionOpened()
@@ -146,6 +163,7 @@ final class ProxiedConnection: @unchecked Sendable {
         state.cut = true
         lingerTask?.cancel()
         for side in Side.allCases where !state.inactive.contains(side) { abortQuietly(side) }
+        stopAcknowledgementPolls()
     }
 
     /// FIN to both sides; what they still send is read and dropped until they close.
@@ -154,6 +172,7 @@ final class ProxiedConnection: @unchecked Sendable {
         guard beginCut() else { return }
         for side in Side.allCases {
             let leg = legs[side]!
+            pollAcknowledgements(side)
             record(.closed(side, .cutByFault), side: side)
             leg.shaper.discardHeld()
             leg.relay.discardsReads = true
@@ -185,6 +204,7 @@ final class ProxiedConnection: @unchecked Sendable {
 
     private func abort(_ side: Side) {
         let leg = legs[side]!
+        pollAcknowledgements(side, beforeReset: true)
         record(.closed(side, .cutByFault), side: side)
         leg.shaper.discardHeld()
         leg.relay.discardsReads = true
@@ -210,6 +230,7 @@ final class ProxiedConnection: @unchecked Sendable {
 
     /// `side` sent FIN: pass the half-close on, behind any held data.
     func didReceiveEOF(from side: Side) {
+        pollAcknowledgements(side)
         state.eofFrom.insert(side)
         record(.closed(side, .fin), side: side)
         if !state.cut { legs[side.other]!.relay.shutdownOutput() }
@@ -218,6 +239,7 @@ final class ProxiedConnection: @unchecked Sendable {
     /// A leg failed: a reset from its peer is passed on as a reset to the other leg.
     func legFailed(_ side: Side, error: any Error) {
         let reset = (error as? IOError).map { $0.errnoCode == ECONNRESET || $0.errnoCode == EPIPE } ?? false
+        pollAcknowledgements(side)
         record(.closed(side, reset ? .reset : .error), side: side)
         let passOn = !state.cut
         state.cut = true // nothing more passes either way: the reset is passed on
@@ -227,6 +249,7 @@ final class ProxiedConnection: @unchecked Sendable {
 
     private func abortQuietly(_ side: Side) {
         let leg = legs[side]!
+        pollAcknowledgements(side, beforeReset: true)
         leg.shaper.discardHeld()
         leg.channel.closeWithReset()
     }
@@ -240,11 +263,12 @@ final class ProxiedConnection: @unchecked Sendable {
         if state.inactive.count == 2, !state.finished {
             state.finished = true
             lingerTask?.cancel()
+            stopAcknowledgementPolls()
             onFinished(id)
         }
     }
 
-    private func record(_ kind: TrafficEvent.Kind, side: Side) {
+    func record(_ kind: TrafficEvent.Kind, side: Side) {
         guard state.recorded.insert(side).inserted else { return }
         sink?.record(TrafficEvent(time: clock.now(), connection: id, kind: kind))
     }

@@ -61,6 +61,9 @@ final class RelayHandler: ChannelDuplexHandler {
     func channelReadComplete(context: ChannelHandlerContext) {
         partner?.context?.flush()
         busyPoller?.noteActivity()
+        // The leg's own event is a cheap moment to read its acknowledgements, and the last one: NIO
+        // reports an EOF here before it closes a socket whose output was already shut.
+        connection?.legHadEvent(side)
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {

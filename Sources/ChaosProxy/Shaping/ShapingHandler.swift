@@ -21,8 +21,11 @@ public final class ShapingHandler: ChannelOutboundHandler, RemovableChannelHandl
     private var context: ChannelHandlerContext?
     private var wakeup: Scheduled<Void>?
     private var wakeupAt: Int64 = .max
-    /// Called for every write that reached the socket layer (the bytes "delivered"), when set.
+    /// Called for every write that reached the socket (the bytes `written`), when set.
     var onDelivered: ((ByteBuffer) -> Void)?
+    /// Called before a FIN goes out, with what sends it: it may hold the FIN a while (for the peer
+    /// to acknowledge what came before it), when set.
+    var holdShutdown: ((_ proceed: @escaping () -> Void) -> Void)?
 
     /// A handler with its own shaper; `generator` draws jitter and slice delays.
     public init(highWater: Int = 1 << 20, generator: SeededGenerator) {
@@ -101,8 +104,12 @@ public final class ShapingHandler: ChannelOutboundHandler, RemovableChannelHandl
     private func shutdownOutput(context: ChannelHandlerContext, promise: EventLoopPromise<Void>?) {
         let drained = context.eventLoop.makePromise(of: Void.self)
         context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(capacity: 0)), promise: drained)
-        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
-        drained.futureResult.whenComplete { _ in loopBound.value.close(mode: .output, promise: promise) }
+        let loopBound = NIOLoopBound((context: context, hold: holdShutdown), eventLoop: context.eventLoop)
+        drained.futureResult.whenComplete { _ in
+            let (context, hold) = loopBound.value
+            guard let hold else { return context.close(mode: .output, promise: promise) }
+            hold { context.close(mode: .output, promise: promise) }
+        }
     }
 
     private func now(_ context: ChannelHandlerContext) -> Int64 {

@@ -1,0 +1,80 @@
+import ChaosCore
+import NIOCore
+
+/// Reading what each leg's peer acknowledged, for the audit's "delivered": after writes (a poll
+/// ``AcknowledgementTracker/pollInterval`` later, one per leg however many writes), on the leg's
+/// own events, and before the proxy closes or resets it. Nothing here runs when the sink does not
+/// want bytes.
+extension ProxiedConnection {
+    /// `count` bytes written to `side` reached its socket.
+    func wrote(_ count: Int, to side: Side) {
+        acknowledgements[side.slot].wrote(count)
+        scheduleAcknowledgementPoll(side)
+    }
+
+    /// Something happened on `side`'s channel: its acknowledgements are read when bytes are outstanding.
+    @inline(__always)
+    func legHadEvent(_ side: Side) {
+        if acknowledgements[side.slot].isOutstanding { pollAcknowledgements(side) }
+    }
+
+    /// Reads `side`'s acknowledgements now and records them when they moved; polls again later
+    /// while bytes are outstanding. `beforeReset`: the proxy is about to reset the leg, so what its
+    /// TCP already sent counts as taken (see ``AcknowledgementTracker``).
+    func pollAcknowledgements(_ side: Side, beforeReset: Bool = false) {
+        guard trafficSink != nil, acknowledgements[side.slot].isOutstanding,
+              let kernel = legs[side]!.channel.kernelAcknowledgements() else { return }
+        let notSent = beforeReset && !kernel.over ? kernel.notSent : nil
+        if let offset = acknowledgements[side.slot].update(kernelBytesAcked: kernel.bytesAcked, notSentBeforeReset: notSent) {
+            trafficSink?.record(TrafficEvent(time: clock.now(), connection: id, kind: .acknowledged(side, upTo: offset)))
+        }
+        if !kernel.over, acknowledgements[side.slot].isOutstanding { scheduleAcknowledgementPoll(side) }
+    }
+
+    /// Runs `proceed` (the FIN about to go to `side`) once `side`'s peer acknowledged what was written
+    /// to it, or at most ``AcknowledgementTracker/closeWait`` later. Only a leg whose peer already sent
+    /// its FIN waits: NIO closes such a socket with our FIN, and what it acknowledged after that could
+    /// no longer be read.
+    func whenAcknowledged(_ side: Side, then proceed: @escaping () -> Void) {
+        pollAcknowledgements(side)
+        guard state.eofFrom.contains(side), !state.cut, acknowledgements[side.slot].isOutstanding,
+              legs[side]!.channel.isActive else { return proceed() }
+        let deadline = NIODeadline.now() + .nanoseconds(AcknowledgementTracker.closeWait)
+        waitForAcknowledgement(side, until: deadline, then: NIOLoopBound(proceed, eventLoop: eventLoop))
+    }
+
+    private func waitForAcknowledgement(_ side: Side, until deadline: NIODeadline, then proceed: NIOLoopBound<() -> Void>) {
+        eventLoop.scheduleTask(in: .nanoseconds(AcknowledgementTracker.pollInterval)) { [self] in
+            pollAcknowledgements(side)
+            let waiting = acknowledgements[side.slot].isOutstanding && legs[side]!.channel.isActive
+                && !state.cut && NIODeadline.now() < deadline
+            if waiting {
+                waitForAcknowledgement(side, until: deadline, then: proceed)
+            } else {
+                proceed.value()
+            }
+        }
+    }
+
+    /// Cancels the polls (the connection is over).
+    func stopAcknowledgementPolls() {
+        for slot in 0..<2 {
+            acknowledgementPolls[slot]?.cancel()
+            acknowledgementPolls[slot] = nil
+        }
+    }
+
+    private func scheduleAcknowledgementPoll(_ side: Side) {
+        guard acknowledgementPolls[side.slot] == nil, !state.finished else { return }
+        acknowledgementPolls[side.slot] = eventLoop.scheduleTask(in: .nanoseconds(AcknowledgementTracker.pollInterval)) { [weak self] in
+            guard let self else { return }
+            acknowledgementPolls[side.slot] = nil
+            pollAcknowledgements(side)
+        }
+    }
+}
+
+extension Side {
+    /// 0 for the client leg, 1 for the server leg: an index into per-leg arrays.
+    var slot: Int { self == .client ? 0 : 1 }
+}

@@ -1,0 +1,136 @@
+import ChaosAudit
+import ChaosCore
+import Testing
+
+/// "Delivered" means the consumer's TCP acknowledged the message's last byte, not that the proxy wrote it.
+@Suite("Delivered = acknowledged by the consumer's TCP")
+struct AcknowledgementTests {
+    private func audit(_ script: TrafficScript, _ point: AuditEngine.DeliveryPoint = .acknowledged) throws -> AuditResult {
+        let engine = try AuditEngine(spec: ProtocolSpec(ack: "ack"), deliveryPoint: point)
+        engine.ingest(script.events)
+        return engine.finish()
+    }
+
+    @Test("bytes flushed into a connection the consumer abandoned, answered with a reset, are not delivered")
+    func flushedIntoDeadConnection() throws {
+        var s = TrafficScript()
+        s.open(1); s.relay(1, [1, 2, 3])
+        s.at(1); s.send(1, [4, 5, 6]); s.write(1, [4, 5, 6])
+        s.at(2); s.add(1, .closed(.client, .reset)); s.add(1, .closed(.server, .reset))
+        let result = try audit(s)
+        #expect(result.totals.ok == 3)
+        #expect(result.totals.lost == 3)
+        // Before: counted delivered at the write, so a false "lost 0".
+        let written = try audit(s, .written)
+        #expect(written.totals.lost == 0 && written.totals.ok == 6)
+    }
+
+    @Test("what was written but never acknowledged and then resent on a new connection is recovered, not redelivered")
+    func resentAfterReconnect() throws {
+        var s = TrafficScript()
+        s.open(1); s.relay(1, [1, 2, 3])
+        s.at(1); s.send(1, [4, 5]); s.write(1, [4, 5])
+        s.at(2); s.add(1, .closed(.client, .reset)); s.add(1, .closed(.server, .cutByFault))
+        s.at(3); s.open(2); s.relay(2, [4, 5, 6])
+        let result = try audit(s)
+        #expect(result.totals.ok == 6 && result.totals.lost == 0)
+        #expect(result.totals.recovered == 2)
+        #expect(result.totals.redelivered == 0)
+        let written = try audit(s, .written)
+        #expect(written.totals.redelivered == 2 && written.totals.recovered == 0)
+    }
+
+    @Test("an acknowledgement that ends inside a message delivers only the messages before it")
+    func partialAcknowledgement() throws {
+        var s = TrafficScript()
+        s.open(1); s.send(1, [1, 2, 3, 4]); s.write(1, [1, 2, 3, 4])
+        let three = Int64(TrafficScript.messages([1, 2, 3]).count)
+        s.at(0.5); s.acknowledge(1, .downstream, upTo: three + 5)
+        s.at(1); s.add(1, .closed(.client, .reset)); s.add(1, .closed(.server, .reset))
+        let result = try audit(s)
+        #expect(result.totals.ok == 3)
+        #expect(result.totals.lost == 1)
+    }
+
+    @Test("a message split across writes is delivered once its last byte is acknowledged")
+    func splitAcrossWrites() throws {
+        var s = TrafficScript()
+        let bytes = TrafficScript.messages([1])
+        s.open(1); s.send(1, [1])
+        s.writeBytes(1, .downstream, Array(bytes[..<10]))
+        s.acknowledge(1, .downstream)
+        let engine = try AuditEngine(spec: ProtocolSpec())
+        engine.ingest(s.events)
+        #expect(engine.snapshot().totals.delivered == 0)
+        var rest = TrafficScript()
+        rest.writeBytes(1, .downstream, Array(bytes[10...]))
+        rest.acknowledge(1, .downstream, upTo: Int64(bytes.count))
+        engine.ingest(rest.events)
+        #expect(engine.finish().totals.ok == 1)
+    }
+
+    @Test("the consumer's half-close does not end deliveries: acknowledgements after its FIN still count")
+    func acknowledgedAfterFIN() throws {
+        var s = TrafficScript()
+        s.open(1); s.send(1, [1, 2]); s.write(1, [1, 2])
+        s.at(0.1); s.add(1, .closed(.client, .fin))
+        s.at(0.2); s.acknowledge(1, .downstream)
+        s.at(0.3); s.add(1, .closed(.server, .fin))
+        let result = try audit(s)
+        #expect(result.totals.ok == 2 && result.totals.lost == 0)
+    }
+
+    @Test("an acknowledgement that comes after the proxy cut the leg with a FIN still delivers, and is no recovery")
+    func lateAcknowledgement() throws {
+        var s = TrafficScript()
+        s.open(1); s.send(1, [1, 2]); s.write(1, [1, 2])
+        s.at(0.1); s.add(1, .closed(.client, .cutByFault)); s.add(1, .closed(.server, .cutByFault))
+        s.at(0.12); s.acknowledge(1, .downstream)
+        let result = try audit(s)
+        #expect(result.totals.ok == 2 && result.totals.lost == 0)
+        #expect(result.totals.recovered == 0)
+    }
+
+    @Test("transit time is measured to the acknowledgement, not to the write")
+    func transitToAcknowledgement() throws {
+        var s = TrafficScript()
+        s.open(1); s.send(1, [1])
+        s.at(0.001); s.write(1, [1])
+        s.at(0.250); s.acknowledge(1, .downstream)
+        let transit = try audit(s).recovery.transitS
+        #expect(transit.count == 1)
+        #expect(abs(transit.max - 0.250) < 0.001)
+    }
+
+    @Test("a cumulative ack inside a message the consumer never took does not count")
+    func unacknowledgedAckField() throws {
+        func script(acknowledged: Bool) -> TrafficScript {
+            var s = TrafficScript()
+            s.open(1); s.relay(1, [1, 2, 3], .upstream)
+            let first = Array("{\"type\":\"ACK\",\"stream\":\"s\",\"ack\":1}\n".utf8)
+            s.sendBytes(1, .downstream, first); s.deliverBytes(1, .downstream, first)
+            let ack = Array("{\"type\":\"ACK\",\"stream\":\"s\",\"ack\":3}\n".utf8)
+            s.sendBytes(1, .downstream, ack); s.writeBytes(1, .downstream, ack)
+            if acknowledged { s.acknowledge(1, .downstream) }
+            s.at(1); s.add(1, .closed(.client, .reset)); s.add(1, .closed(.server, .reset))
+            return s
+        }
+        #expect(try audit(script(acknowledged: false)).totals.unacked == 2)
+        #expect(try audit(script(acknowledged: true)).totals.unacked == 0)
+    }
+
+    @Test("acknowledgements from a capture release messages in write order, across many connections")
+    func manyConnections() throws {
+        var s = TrafficScript()
+        for connection in ConnectionID(1)...20 {
+            let first = Int(connection - 1) * 10 + 1
+            s.open(connection); s.send(connection, Array(first..<(first + 10))); s.write(connection, Array(first..<(first + 10)))
+        }
+        for connection in ConnectionID(1)...20 where connection % 2 == 0 { s.acknowledge(connection, .downstream) }
+        for connection in ConnectionID(1)...20 { s.close(connection, .reset) }
+        let result = try audit(s)
+        #expect(result.totals.ok == 100)
+        #expect(result.totals.lost == 100)
+        #expect(result.totals.gaps == 10)
+    }
+}

@@ -1,0 +1,75 @@
+import ChaosCore
+@testable import ChaosProxy
+import Foundation
+import Glibc
+import Testing
+
+/// Both relays report what each peer's TCP acknowledged, so that the audit's "delivered" means taken by the
+/// consumer, not written by the proxy.
+@Suite("Relays report the consumer's TCP acknowledgements", .timeLimit(.minutes(2)))
+struct AcknowledgementRelayTests {
+    func eventually(_ what: String, _ condition: () -> Bool) async throws {
+        for _ in 0..<500 where !condition() { try await Task.sleep(nanoseconds: 10_000_000) }
+        #expect(condition(), "never: \(what)")
+    }
+
+    static func written(_ events: [TrafficEvent], to side: Side) -> Int64 {
+        events.reduce(0) { total, event in
+            if case .written(side, let bytes) = event.kind { total + Int64(bytes.count) } else { total }
+        }
+    }
+
+    static func acknowledged(_ events: [TrafficEvent], by side: Side) -> Int64 {
+        events.reduce(0) { last, event in
+            if case .acknowledged(side, let offset) = event.kind {
+                #expect(offset >= last, "acknowledgements only grow")
+                return offset
+            }
+            return last
+        }
+    }
+
+    @Test("bytes written to a peer that already closed its socket are never acknowledged", arguments: [true, false])
+    func closedPeerNeverAcknowledges(passthrough: Bool) async throws {
+        let harness = try await ProxyHarness(passthrough: passthrough)
+        let (client, server) = try await offPool { try harness.connectPair() }
+        try await offPool {
+            try server.sendAll(Array("world!".utf8))
+            #expect(client.receive(exactly: 6) == Array("world!".utf8))
+        }
+        try await eventually("the client's acknowledgement of 6 bytes") { Self.acknowledged(harness.events.all, by: .client) == 6 }
+        client.close() // the client is gone: its kernel answers what comes next with a reset
+        try await eventually("the client's FIN reached the server") { harness.events.closes(.client).contains(.fin) }
+        try await offPool {
+            for _ in 0..<20 {
+                guard (try? server.sendAll(Array(repeating: UInt8(ascii: "x"), count: 1000))) != nil else { break }
+                usleep(2000)
+            }
+        }
+        try await eventually("the proxy wrote late bytes to the client") { Self.written(harness.events.all, to: .client) > 6 }
+        try await Task.sleep(nanoseconds: 100_000_000) // many acknowledgement polls
+        let events = harness.events.all
+        #expect(Self.written(events, to: .client) > 6, "the proxy wrote the late bytes")
+        #expect(Self.acknowledged(events, by: .client) == 6, "only what the client read before closing was acknowledged")
+        server.close()
+        await harness.shutdown()
+    }
+
+    @Test("a reader that does not read holds the acknowledgements back until it does", arguments: [true, false])
+    func slowReader(passthrough: Bool) async throws {
+        let harness = try await ProxyHarness(passthrough: passthrough)
+        let (client, server) = try await offPool { try harness.connectPair() }
+        let size = 8 << 20
+        let payload = pattern(count: size, seed: 9)
+        Thread.detachNewThread { try? server.sendAll(payload) }
+        try await eventually("the proxy wrote what the client's buffers take") { Self.written(harness.events.all, to: .client) > 64 << 10 }
+        try await Task.sleep(nanoseconds: 200_000_000)
+        let before = harness.events.all
+        #expect(Self.acknowledged(before, by: .client) < Int64(size), "the client has not read: not everything is acknowledged")
+        let received = try await offPool { client.receive(exactly: size) }
+        #expect(received.count == size)
+        try await eventually("every byte acknowledged once read") { Self.acknowledged(harness.events.all, by: .client) == Int64(size) }
+        client.close(); server.close()
+        await harness.shutdown()
+    }
+}
