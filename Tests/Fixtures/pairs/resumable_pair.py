@@ -153,6 +153,8 @@ class Connection(asyncio.Protocol):
             self.send({"type": "PONG"})
 
     def close(self):
+        for task in self.tasks:
+            task.cancel()
         if self.transport is not None:
             self.transport.close()
 
@@ -168,10 +170,17 @@ async def run_server(args):
     streams = {}
     connections = 0
 
+    active = {}
+
     def hello(connection, message):
         name = message["stream"]
         if name not in streams:
             streams[name] = (Producer(name, args), Consumer(name, "up", log))
+        # One live session per stream: an older one (its client gave up on it) stops producing now, or
+        # what it still produced would go into a dead connection after the resume and never be resent.
+        if name in active:
+            active[name].close()
+        active[name] = connection
         connection.producer, connection.consumer = streams[name]
         connection.on_hello = None
         log.write(event="connected", stream=name, conn=connection.conn)
