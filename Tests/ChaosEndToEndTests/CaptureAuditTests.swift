@@ -49,29 +49,12 @@ struct CaptureAuditTests {
         try FileManager.default.createDirectory(at: base, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: base) }
 
-        let tcpdump = Process()
-        tcpdump.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        tcpdump.arguments = ["tcpdump", "-i", "lo", "-U", "-B", "32768", "-s", "0", "-w", tcpdumpFile,
-                             "tcp port \(listen) or tcp port \(upstream)"]
-        tcpdump.standardError = FileHandle.nullDevice
-        tcpdump.standardOutput = FileHandle.nullDevice
-        try tcpdump.run()
-        defer { if tcpdump.isRunning { kill(tcpdump.processIdentifier, SIGKILL) } }
-        try await Task.sleep(nanoseconds: 1_000_000_000) // tcpdump attaches
+        let tcpdump = try await LoopbackTcpdump.start(ports: [listen, upstream], file: tcpdumpFile)
+        defer { tcpdump.kill() }
 
         let run = try await ChaosCLI.run(["run", file, "--capture", "--out", runDir], timeout: 90)
         #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
-        // tcpdump writes each packet as it handles it (-U), but on a loaded machine it lags behind the
-        // kernel: wait until its file has stopped growing before stopping it.
-        var lastSize = -1
-        for _ in 0..<40 {
-            try await Task.sleep(nanoseconds: 500_000_000)
-            let size = ((try? FileManager.default.attributesOfItem(atPath: tcpdumpFile))?[.size] as? NSNumber)?.intValue ?? 0
-            if size == lastSize { break }
-            lastSize = size
-        }
-        kill(tcpdump.processIdentifier, SIGKILL)
-        tcpdump.waitUntilExit()
+        try await tcpdump.stop()
 
         let live = try Self.totals(runDir)
         #expect((live["ok"] ?? 0) > 300)

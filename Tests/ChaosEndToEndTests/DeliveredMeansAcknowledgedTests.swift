@@ -80,32 +80,11 @@ struct DeliveredMeansAcknowledgedTests {
         let base = FileManager.default.temporaryDirectory.appendingPathComponent("acked-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
         let dumpFile = "\(base)/lo.pcap"
-        var dump: Process?
-        if tcpdump {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["tcpdump", "-i", "lo", "-U", "-B", "32768", "-s", "0", "-w", dumpFile,
-                                 "tcp port \(listen) or tcp port \(upstream)"]
-            process.standardError = FileHandle.nullDevice
-            process.standardOutput = FileHandle.nullDevice
-            try process.run()
-            dump = process
-            try await Task.sleep(nanoseconds: 1_000_000_000) // tcpdump attaches
-        }
-        defer { if let dump, dump.isRunning { kill(dump.processIdentifier, SIGKILL) } }
+        let dump = tcpdump ? try await LoopbackTcpdump.start(ports: [listen, upstream], file: dumpFile) : nil
+        defer { dump?.kill() }
         let result = try await ChaosCLI.run(["run", file, "--capture", "--out", "\(base)/run"], timeout: 90)
         #expect(result.status != 2, "\(result.stdout)\n\(result.stderr)")
-        if let dump {
-            var lastSize = -1
-            for _ in 0..<40 {
-                try await Task.sleep(nanoseconds: 500_000_000)
-                let size = ((try? FileManager.default.attributesOfItem(atPath: dumpFile))?[.size] as? NSNumber)?.intValue ?? 0
-                if size == lastSize { break }
-                lastSize = size
-            }
-            kill(dump.processIdentifier, SIGKILL)
-            dump.waitUntilExit()
-        }
+        try await dump?.stop()
         return ("\(base)/run", file, dumpFile, result.status)
     }
 

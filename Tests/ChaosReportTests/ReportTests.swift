@@ -159,6 +159,7 @@ struct ReportTests {
         #expect(text.contains("| c1 | downstream | 199 | 199 | 199 | 1 |"))
         #expect(text.contains("| 0 | 2.00s | disconnect |"))
         #expect(text.contains("after disconnect #0"))
+        #expect(text.contains("*Delivered* = the consumer's TCP acknowledged the message's last byte"), "report.md says what delivered means")
         #expect(text.contains("```sh\nchaos run Scenarios/fixture.yaml --seed 7\n```"))
         let github = MarkdownRenderer(flavor: .github).render(report)
         #expect(github.hasPrefix("## ❌ chaos FAIL"))

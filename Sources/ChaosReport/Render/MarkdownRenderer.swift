@@ -40,6 +40,7 @@ public struct MarkdownRenderer: Sendable {
         if report.streams.count > rowLimit * 5 { out.append("| … \(report.streams.count - rowLimit * 5) more streams | | | | | | | | | | | | |") }
         out.append(row("**total**", "", t))
         out.append("")
+        out += [Self.deliveredMeaning, ""]
         out += section("Faults injected (\(report.faults.count))", faults(report))
         out += section("Recovery", recovery(report))
         let anomalyTotal = report.anomalyCounts.values.reduce(0, +)
@@ -65,6 +66,11 @@ public struct MarkdownRenderer: Sendable {
         return "## \(icon)chaos \(word): \(report.scenario) (seed \(report.seed)): \(ReportText.count(t.ok)) ok, "
             + "\(ReportText.count(t.lost)) lost, \(ReportText.count(t.duplicated)) duplicated, delivery \(ReportText.percent(t.deliveryRatio))"
     }
+
+    /// What "delivered" means, under the delivery table (readers of a pull request should not have to guess).
+    static let deliveredMeaning = "*Delivered* = the consumer's TCP acknowledged the message's last byte (or had it when the "
+        + "proxy itself reset the connection), not merely written by the proxy; *sent* = read by the proxy from the producer. "
+        + "Limit: a consumer that closes its socket with unread data its kernel already acknowledged counts as having received it."
 
     private func row(_ stream: String, _ direction: String, _ c: DeliveryCounts) -> String {
         let cells = [c.sent, c.delivered, c.ok, c.lost, c.recovered, c.duplicated, c.redelivered, c.reordered, c.gaps, c.unacked]
