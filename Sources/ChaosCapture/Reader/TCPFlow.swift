@@ -47,8 +47,10 @@ final class TCPFlow {
     var held: [FlowEvent] = []
     /// Whether any payload was reported.
     var carriedPayload = false
-    /// RST seen, or both FINs reached: later packets (but a new SYN) are leftovers.
+    /// RST seen, or both FINs reached: later packets (but a new SYN, or an ACK after the FINs) are leftovers.
     var finished = false
+    /// It ended with a RST.
+    var wasReset = false
     /// Whether the flow's counters went into the statistics.
     var counted = false
 

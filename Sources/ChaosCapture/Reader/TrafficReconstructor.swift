@@ -41,6 +41,8 @@ final class TrafficReconstructor {
         flow.lastTime = time
         if flow.finished {
             statistics.retransmittedBytes += segment.payload.count
+            // Closed both ways, a receiver still acknowledges the last bytes (its ACK can follow the FINs).
+            if !flow.wasReset, segment.flags.contains(.ack) { try acknowledge(segment, on: flow, time: time) }
             return
         }
         try apply(segment, to: flow, time: time)
@@ -116,40 +118,39 @@ final class TrafficReconstructor {
                 try self.report(.data(towardServer: true, bytes: bytes, time: time), of: flow)
             }
             if sent { try report(.fin(fromClient: true, time: time), of: flow) }
-            if flags.contains(.ack) {
-                let acked = try flow.towardClient.acknowledge(segment.acknowledgement) { bytes in
-                    try self.report(.data(towardServer: false, bytes: bytes, time: time), of: flow)
-                }
-                if acked { try report(.fin(fromClient: false, time: time), of: flow) }
-                if let bytes = flow.towardClient.takeAcknowledgedBytes() {
-                    try report(.acknowledged(towardServer: false, bytes: bytes, time: time), of: flow)
-                }
-            }
         } else {
             let sent = try flow.towardClient.add(sequence: sequence, payload: segment.payload, fin: fin) { bytes in
                 try self.report(.data(towardServer: false, bytes: bytes, time: time), of: flow)
             }
             if sent { try report(.fin(fromClient: false, time: time), of: flow) }
-            if flags.contains(.ack) {
-                let acked = try flow.towardServer.acknowledge(segment.acknowledgement) { bytes in
-                    try self.report(.data(towardServer: true, bytes: bytes, time: time), of: flow)
-                }
-                if acked { try report(.fin(fromClient: true, time: time), of: flow) }
-                if let bytes = flow.towardServer.takeAcknowledgedBytes() {
-                    try report(.acknowledged(towardServer: true, bytes: bytes, time: time), of: flow)
-                }
-            }
         }
+        if flags.contains(.ack) { try acknowledge(segment, on: flow, time: time) }
         if flags.contains(.rst) {
             try flush(flow, time: time)
             // What the RST's sender sent went ahead of it: its receiver has those bytes.
             let sent = fromClient ? flow.towardServer.takeAllAsAcknowledged() : flow.towardClient.takeAllAsAcknowledged()
             if let sent { try report(.acknowledged(towardServer: fromClient, bytes: sent, time: time), of: flow) }
             flow.finished = true
+            flow.wasReset = true
             try report(.reset(fromClient: fromClient, time: time), of: flow)
         } else if flow.towardServer.finReported, flow.towardClient.finReported {
             flow.finished = true
         }
+    }
+
+    /// The segment's ACK: the other direction's receiver took bytes (holes below it were capture loss).
+    private func acknowledge(_ segment: DecodedSegment, on flow: TCPFlow, time: Int64) throws {
+        let towardServer = segment.source != flow.client
+        let reached = towardServer
+            ? try flow.towardServer.acknowledge(segment.acknowledgement) { bytes in
+                try self.report(.data(towardServer: true, bytes: bytes, time: time), of: flow)
+            }
+            : try flow.towardClient.acknowledge(segment.acknowledgement) { bytes in
+                try self.report(.data(towardServer: false, bytes: bytes, time: time), of: flow)
+            }
+        if reached { try report(.fin(fromClient: towardServer, time: time), of: flow) }
+        let taken = towardServer ? flow.towardServer.takeAcknowledgedBytes() : flow.towardClient.takeAcknowledgedBytes()
+        if let taken { try report(.acknowledged(towardServer: towardServer, bytes: taken, time: time), of: flow) }
     }
 
     /// Ends a flow whose last packet has been seen: holes become capture loss.

@@ -26,7 +26,7 @@ extension CaptureWriter {
             guard var connection = connections[id] else { break }
             let ack = connection[side].acknowledge(upTo: bytes)
             try emit(ack, on: connection[side], payload: [], time: event.time)
-            connections[id] = connection
+            storeOrForget(connection, id: id)
         case .closed(let side, let how):
             try close(side, how, id: id, time: event.time)
         case .refused, .faultStarted, .faultEnded, .stopping:
@@ -66,12 +66,18 @@ extension CaptureWriter {
         storeOrForget(connection, id: id)
     }
 
+    /// Keeps a connection while anything can still happen on it. One closed both ways whose peer never
+    /// acknowledged the last bytes waits among at most ``lingeringLimit`` others, oldest dropped first.
     private func storeOrForget(_ connection: SynthesizedConnection, id: ConnectionID) {
         if connection.clientLeg.isOver, connection.serverLeg.isOver {
             connections[id] = nil
-        } else {
-            connections[id] = connection
+            return
         }
+        let wasClosed = connections[id]?.isClosed ?? false
+        connections[id] = connection
+        guard connection.isClosed, !wasClosed else { return }
+        lingeringOrder.append(id)
+        while lingeringOrder.count > Self.lingeringLimit { connections[lingeringOrder.removeFirst()] = nil }
     }
 
     private func emit(_ segments: [PlannedSegment], on leg: SynthesizedLeg, payload: [UInt8], time: Int64) throws {

@@ -25,6 +25,10 @@ public final class CaptureWriter: @unchecked Sendable {
     let startedAtNanoseconds: Int64
     var builder = PacketBuilder()
     var connections: [ConnectionID: SynthesizedConnection] = [:]
+    /// Connections closed both ways that still wait for their peers' last acknowledgements, oldest first.
+    var lingeringOrder: [ConnectionID] = []
+    /// The most such connections kept.
+    static let lingeringLimit = 4096
     private var lastFlushTime: Int64 = 0
     var ignoredEvents = 0
     private var firstError: (any Error)?
@@ -123,6 +127,9 @@ public final class CaptureWriter: @unchecked Sendable {
 struct SynthesizedConnection {
     var clientLeg: SynthesizedLeg
     var serverLeg: SynthesizedLeg
+
+    /// Both legs reset or closed both ways (acknowledgements may still come).
+    var isClosed: Bool { [clientLeg, serverLeg].allSatisfy { $0.reset || $0.isFinished } }
 
     subscript(side: Side) -> SynthesizedLeg {
         get { side == .client ? clientLeg : serverLeg }

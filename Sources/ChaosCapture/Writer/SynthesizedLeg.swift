@@ -25,8 +25,11 @@ struct SynthesizedLeg {
     /// The leg was reset: nothing more is written for it.
     var reset = false
 
-    /// Whether nothing more can happen on this leg.
-    var isOver: Bool { reset || (peerFinished && proxyFinished) }
+    /// Whether nothing more can happen on this leg: reset, or both FINs sent and the peer has
+    /// acknowledged every byte the proxy end sent (its ACKs can follow the FINs).
+    var isOver: Bool { reset || (isFinished && peerAcknowledges == proxyNext &- 1) }
+    /// Both ends sent their FIN.
+    var isFinished: Bool { peerFinished && proxyFinished }
 
     init(peer: IPEndpoint, proxyEnd: IPEndpoint, peerDialled: Bool, seed: UInt64) {
         let isIPv6 = peer.isIPv6 || proxyEnd.isIPv6

@@ -47,7 +47,8 @@ struct AcknowledgementTracker: Sendable {
         var notSent: UInt32 = 0
         let state = chaos_tcp_bytes_acked(fd, &kernel, &notSent)
         guard state >= 0 else { return (nil, false) }
-        let moved = update(kernelBytesAcked: kernel, notSentBeforeReset: beforeReset ? notSent : nil)
+        // A connection already over was reset by the peer: what it did not acknowledge, it refused.
+        let moved = update(kernelBytesAcked: kernel, notSentBeforeReset: beforeReset && state == 0 ? notSent : nil)
         return (moved, state == 0 && isOutstanding)
     }
 
