@@ -28,15 +28,17 @@ build: deps
 demo: build
 	$(CHAOS) run Scenarios/quickstart.yaml
 
-# Timing-sensitive suites (latency within 2 ms, bandwidth within 5 %, heartbeat detection) run on
+# Timing-sensitive suites (latency within 2 ms, bandwidth within 5 %, heartbeat detection) and the
+# capture comparisons (a live audit against tcpdump of the same run, with third-party pairs) run on
 # their own after the rest, so that the parallel suites do not load the two cores under them.
-TIMING_SUITES := FaultTests|PairTests
+TIMING_SUITES := FaultTests|PairTests|CaptureAuditTests|DeliveredMeansAcknowledgedTests
 
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --skip "$(TIMING_SUITES)"
 	$(SWIFT) test --skip-build --filter "FaultTests"
 	$(SWIFT) test --skip-build --filter "PairTests"
+	$(SWIFT) test --skip-build --filter "CaptureAuditTests|DeliveredMeansAcknowledgedTests"
 
 bench: deps
 	bash Benchmarks/proxy-bench.sh

@@ -50,11 +50,29 @@ extension AuditEngine {
             return
         }
         let connectionStream = stream(fields, pipe: pipe, connection: connection)
+        guard isPlausible(seq, connectionStream.ledger, pipe: pipe, connection: connection, time: time) else { return }
         if pipe.role == .sent {
             sent(seq, connectionStream, time: time)
         } else {
             written(seq: seq, ack: fields.ack, connectionStream, endingAt: end, pipe: pipe, connection: connection, time: time)
         }
+    }
+
+    /// Whether `seq` can be audited: a seq more than ``seqJumpLimit`` past the highest of its stream so far is a
+    /// `seq jump` anomaly (counted, reported once per stream, not audited), never billions of lost messages.
+    @inline(__always)
+    private func isPlausible(_ seq: Int64, _ ledger: StreamLedger, pipe: FramePipe, connection: ConnectionState,
+                             time: Int64) -> Bool {
+        let (limit, overflow) = max(ledger.highestSent, ledger.highestDelivered).addingReportingOverflow(Self.seqJumpLimit)
+        guard seq > limit, !overflow else { return true }
+        messageStats.seqJumps += 1
+        if !ledger.reportedSeqJump {
+            ledger.reportedSeqJump = true
+            record(.seqJump, ledger, direction: pipe.direction, from: max(ledger.highestSent, ledger.highestDelivered), to: seq,
+                   time: time, connection: connection.id,
+                   detail: "seq \(seq) is more than \(Self.seqJumpLimit) past the highest so far: not audited (reported once per stream)")
+        }
+        return false
     }
 
     /// A message was written to its consumer: delivered now, or once the consumer's TCP acknowledged its last byte.

@@ -38,6 +38,8 @@ public final class AuditEngine {
     var retiring = RetiringQueue()
     /// When the oldest retiring connection is due (kept apart so that the hot path reads one integer).
     var nextRetirement: Int64 = .max
+    /// How far past the highest seq of its stream so far a message's seq may be and still be audited.
+    public static let seqJumpLimit: Int64 = 1 << 32
     /// How long a connection closed on both sides stays, for writes still under way to it (nanoseconds).
     static let retireGrace: Int64 = 60_000_000_000
     var faults = FaultContext()

@@ -138,15 +138,18 @@ struct DeliveredMeansAcknowledgedTests {
         #expect(ours.status == 1, "\(ours.stdout)\n\(ours.stderr)")
         let theirs = try await ChaosCLI.run(["audit", run.tcpdump, "--protocol-from", run.scenario, "--out", "\(run.folder)-tcpdump"])
         #expect(theirs.status == 1, "\(theirs.stdout)\n\(theirs.stderr)")
+        var offlineMatches = true
         for (name, folder) in [("our capture", "\(run.folder)-ours"), ("tcpdump -i lo", "\(run.folder)-tcpdump")] {
             let offline = try Self.streams(folder)
             for (key, stream) in live {
                 for count in ["delivered", "ok", "lost", "duplicated", "redelivered", "reordered", "gaps"] {
-                    #expect(offline[key]?[count] == stream[count], "\(name) \(key) \(count): \(offline[key]?[count] ?? -1), live \(stream[count] ?? -1)")
+                    #expect(offline[key]?[count] == stream[count], "\(name) \(key) \(count): \(offline[key]?[count] ?? -1), live \(stream[count] ?? -1) (\(run.folder))")
+                    if offline[key]?[count] != stream[count] { offlineMatches = false }
                 }
             }
         }
-        if !live.isEmpty, logs.allSatisfy({ live[$0.key]?["lost"] == Int64($0.value.holes.count) }) {
+        // A failed run's folder stays for a look.
+        if offlineMatches, !live.isEmpty, logs.allSatisfy({ live[$0.key]?["lost"] == Int64($0.value.holes.count) }) {
             try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: run.folder).deletingLastPathComponent().path)
         }
     }

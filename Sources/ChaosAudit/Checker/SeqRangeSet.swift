@@ -10,7 +10,10 @@ public struct SeqRangeSet: Sendable, Equatable, Codable {
         /// The highest member.
         public var upper: Int64
         /// How many members.
-        public var count: Int64 { upper - lower + 1 }
+        public var count: Int64 {
+            let (span, overflow) = upper.subtractingReportingOverflow(lower)
+            return overflow || span == .max ? .max : span + 1
+        }
     }
 
     /// The intervals, ascending.
@@ -61,8 +64,8 @@ public struct SeqRangeSet: Sendable, Equatable, Codable {
         }
         let index = firstIndex(reaching: value)
         if index < intervals.count, intervals[index].lower <= value { return false }
-        let joinsLeft = index > 0 && intervals[index - 1].upper == value - 1
-        let joinsRight = index < intervals.count && intervals[index].lower == value + 1
+        let joinsLeft = index > 0 && intervals[index - 1].upper == value &- 1
+        let joinsRight = index < intervals.count && intervals[index].lower == value &+ 1
         switch (joinsLeft, joinsRight) {
         case (true, true):
             intervals[index - 1].upper = intervals[index].upper
@@ -108,18 +111,21 @@ public struct SeqRangeSet: Sendable, Equatable, Codable {
     public mutating func remove(_ value: Int64) -> Bool {
         guard let first = intervals.first else { return false }
         if value == first.lower {
-            if first.lower == first.upper { intervals.removeFirst() } else { intervals[0].lower += 1 }
+            if first.lower == first.upper { intervals.removeFirst() } else { intervals[0].lower = value &+ 1 }
             count -= 1
             return true
         }
         let index = firstIndex(reaching: value)
         guard index < intervals.count, intervals[index].lower <= value else { return false }
         let interval = intervals[index]
-        if interval.lower == value {
-            intervals[index].lower += 1
+        if interval.lower == interval.upper {
+            intervals.remove(at: index)
+        } else if interval.lower == value {
+            intervals[index].lower = value &+ 1
         } else if interval.upper == value {
-            intervals[index].upper -= 1
+            intervals[index].upper = value &- 1
         } else {
+            // value is strictly inside, so value ± 1 cannot overflow.
             intervals[index].upper = value - 1
             intervals.insert(Interval(lower: value + 1, upper: interval.upper), at: index + 1)
         }

@@ -23,6 +23,8 @@ final class StreamLedger {
     var ackedUpTo: Int64?
     /// The ledger of the same stream in the other direction (where acks for this one travel).
     var partnerIndex: Int?
+    /// A `seq jump` was already reported for this stream.
+    var reportedSeqJump = false
     /// Faults waiting for this stream's first new message (see ``RecoveryTracker``).
     var resumeWaits: [(watch: FaultWatch, baseline: Int64)] = []
 

@@ -22,6 +22,8 @@ public struct Anomaly: Sendable, Codable, Equatable {
         case undecodable
         /// Messages counted as delivered without their consumer's TCP acknowledgement (reported once per connection).
         case unconfirmed
+        /// A seq absurdly far past the highest of its stream (reported once per stream; such messages are not audited).
+        case seqJump = "seq jump"
     }
 
     /// What kind of anomaly (`class` in JSON).

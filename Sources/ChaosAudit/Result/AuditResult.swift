@@ -71,12 +71,14 @@ public struct MessageStats: Sendable, Codable, Equatable {
     /// Messages counted as delivered when written, because their consumer's TCP acknowledgements never
     /// came (more than ``PendingDeliveries`` holds on one connection: an event stream without them).
     public var unconfirmed: Int64 = 0
+    /// Messages whose seq jumped more than ``AuditEngine/seqJumpLimit`` past the highest of their stream (not audited).
+    public var seqJumps: Int64 = 0
 
     /// All zero.
     public init() {}
 
     private enum CodingKeys: String, CodingKey {
-        case ignored, unsequenced, undecodable, framingErrors, belowStart, unconfirmed
+        case ignored, unsequenced, undecodable, framingErrors, belowStart, unconfirmed, seqJumps
     }
 
     /// Decodes the counts; `unconfirmed` is absent from reports written before it existed.
@@ -88,5 +90,6 @@ public struct MessageStats: Sendable, Codable, Equatable {
         framingErrors = try container.decode(Int64.self, forKey: .framingErrors)
         belowStart = try container.decode(Int64.self, forKey: .belowStart)
         unconfirmed = try container.decodeIfPresent(Int64.self, forKey: .unconfirmed) ?? 0
+        seqJumps = try container.decodeIfPresent(Int64.self, forKey: .seqJumps) ?? 0
     }
 }

@@ -32,14 +32,19 @@ public struct DeliveryCounts: Sendable, Codable, Equatable {
 
     /// Recomputes ``deliveryRatio`` from ``ok`` and ``lost``.
     public mutating func updateRatio() {
-        deliveryRatio = ok + lost == 0 ? 1 : Double(ok) / Double(ok + lost)
+        deliveryRatio = ok == 0 && lost == 0 ? 1 : Double(ok) / (Double(ok) + Double(lost))
     }
 
     /// Adds `other`'s counts (the ratio is recomputed).
+    /// Sums saturate at `Int64.max` rather than trap.
     public mutating func add(_ other: DeliveryCounts) {
-        sent += other.sent; delivered += other.delivered; ok += other.ok; lost += other.lost
-        recovered += other.recovered; duplicated += other.duplicated; redelivered += other.redelivered
-        reordered += other.reordered; gaps += other.gaps; unacked += other.unacked; truncated += other.truncated
+        func sum(_ a: inout Int64, _ b: Int64) {
+            let (total, overflow) = a.addingReportingOverflow(b)
+            a = overflow ? (b > 0 ? .max : .min) : total
+        }
+        sum(&sent, other.sent); sum(&delivered, other.delivered); sum(&ok, other.ok); sum(&lost, other.lost)
+        sum(&recovered, other.recovered); sum(&duplicated, other.duplicated); sum(&redelivered, other.redelivered)
+        sum(&reordered, other.reordered); sum(&gaps, other.gaps); sum(&unacked, other.unacked); sum(&truncated, other.truncated)
         updateRatio()
     }
 
