@@ -66,10 +66,12 @@ public struct Shaper {
     /// Returns true when this made the shaper pressured.
     @discardableResult
     public mutating func enqueue(_ item: Item, now: Int64) -> Bool {
-        var due = now + settings.latency
+        var due = now.saturatingAdding(settings.latency)
         if settings.jitter > 0 {
-            let width = UInt64(settings.jitter) * 2 + 1
-            due += Int64(generator.next(upperBound: width)) - settings.jitter
+            // A jitter past 2^61 ns (73 years) means "any delay": held there, the draw cannot overflow.
+            let jitter = min(settings.jitter, 1 << 61)
+            let width = UInt64(jitter) * 2 + 1
+            due = due.saturatingAdding(Int64(generator.next(upperBound: width)) - jitter)
         }
         due = max(due, now, lastRelease)
         lastRelease = due
@@ -94,12 +96,12 @@ public struct Shaper {
         if settings.bytesPerSecond != nil, linkFreeAt > now { return .wait(until: linkFreeAt) }
         var limit = buffer.readableBytes
         if let slice = settings.sliceBytes { limit = min(limit, slice) }
-        if let rate = settings.bytesPerSecond { limit = min(limit, Int(max(rate / 100, 512))) }
+        if let rate = settings.bytesPerSecond { limit = min(limit, Int(clamping: max(rate / 100, 512))) }
         let piece: ByteBuffer
         if limit < buffer.readableBytes {
             piece = buffer.readSlice(length: limit)!
             head.item = .data(buffer)
-            if settings.sliceBytes != nil { head.releaseAt = now + draw(settings.sliceDelay) }
+            if settings.sliceBytes != nil { head.releaseAt = now.saturatingAdding(draw(settings.sliceDelay)) }
             queue[queue.startIndex] = head
             lastRelease = max(lastRelease, head.releaseAt)
         } else {
@@ -110,7 +112,8 @@ public struct Shaper {
         if let rate = settings.bytesPerSecond {
             // A token bucket holding `burst` worth of time: a timer that fires late is made up for,
             // so the long-run rate stays exact on a loaded machine.
-            linkFreeAt = max(linkFreeAt, now - Self.burst) + Int64(piece.readableBytes) * 1_000_000_000 / rate
+            linkFreeAt = max(linkFreeAt, now - Self.burst)
+                .saturatingAdding(Int64(piece.readableBytes) * 1_000_000_000 / max(rate, 1))
         }
         return .emit(.data(piece))
     }
@@ -134,6 +137,8 @@ public struct Shaper {
 
     private mutating func draw(_ range: ClosedRange<Int64>) -> Int64 {
         if range.lowerBound >= range.upperBound { return range.lowerBound }
-        return range.lowerBound + Int64(generator.next(upperBound: UInt64(range.upperBound - range.lowerBound) + 1))
+        let (span, overflow) = range.upperBound.subtractingReportingOverflow(range.lowerBound)
+        let width = overflow || span == .max ? UInt64(Int64.max) : UInt64(span) + 1
+        return range.lowerBound.saturatingAdding(Int64(generator.next(upperBound: width)))
     }
 }

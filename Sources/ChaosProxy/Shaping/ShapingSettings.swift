@@ -39,7 +39,7 @@ public enum ShapingCondition: Equatable, Sendable {
     case slice(maxBytes: Int, delay: DurationRange)
     case profile(LinkProfile)
 
-    /// Combines conditions: latencies add up, the tightest cap wins, any hold holds, the first slice applies.
+    /// Combines conditions: latencies add up (held at `Int64.max` ns rather than overflowing), the tightest cap wins, any hold holds, the first slice applies.
     public static func combine(_ conditions: some Sequence<ShapingCondition>, direction: Direction) -> ShapingSettings {
         var settings = ShapingSettings.none
         func cap(_ rate: ByteRate?) {
@@ -49,7 +49,7 @@ public enum ShapingCondition: Equatable, Sendable {
         for condition in conditions {
             switch condition {
             case .latency(let add, let jitter):
-                settings.latency += add.nanoseconds
+                settings.latency = settings.latency.saturatingAdding(add.nanoseconds)
                 settings.jitter = max(settings.jitter, jitter.nanoseconds)
             case .bandwidth(let rate): cap(rate)
             case .hold: settings.hold = true
@@ -60,7 +60,7 @@ public enum ShapingCondition: Equatable, Sendable {
                 }
             case .profile(let profile):
                 if profile.offline { settings.hold = true }
-                settings.latency += profile.latency.nanoseconds
+                settings.latency = settings.latency.saturatingAdding(profile.latency.nanoseconds)
                 settings.jitter = max(settings.jitter, profile.jitter.nanoseconds)
                 cap(profile.bandwidth(direction))
             }
