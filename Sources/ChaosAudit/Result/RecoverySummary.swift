@@ -5,7 +5,7 @@ public struct RecoverySummary: Sendable, Codable, Equatable {
     public var reconnectS = LatencySummary()
     /// Per fault and affected stream: from the disruption to the first new message delivered on that stream.
     public var resumeS = LatencySummary()
-    /// Per message: from the proxy reading it to the proxy writing it.
+    /// Per message: from the proxy reading it to the consumer's TCP acknowledging it.
     public var transitS = LatencySummary()
     /// Per connection caught in a half-open partition (or a handoff's half-open server leg): how long until
     /// the pair itself closed it.

@@ -58,7 +58,7 @@ public struct HTMLRenderer: Sendable {
     private func timeline(_ report: RunReport) -> String {
         let activity = report.activity
         let faultEnd = report.faults.map { $0.atS + $0.forS }.max() ?? 0
-        let span = max(1, report.elapsedS, faultEnd, Double(activity.delivered.count) * activity.bucketS)
+        let span = ReportText.bounded(max(1, report.elapsedS, faultEnd, Double(activity.delivered.count) * activity.bucketS))
         let left = 70.0, width = 1000.0
         let kinds = Array(Set(report.faults.map(\.kind))).sorted()
         let laneHeight = 16.0
@@ -136,7 +136,8 @@ public struct HTMLRenderer: Sendable {
 
     static func niceStep(_ raw: Double) -> Double {
         let candidates: [Double] = [0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 21600, 43200, 86400]
-        return candidates.first { $0 >= raw } ?? 86400
+        // Past a day: whole days, by powers of ten, so that there are never more than about ten ticks.
+        return candidates.first { $0 >= raw } ?? 86400 * pow(10, (log10(raw / 86400)).rounded(.up))
     }
 
     static func short(_ value: Double) -> String {

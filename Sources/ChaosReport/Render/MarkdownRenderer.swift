@@ -43,7 +43,7 @@ public struct MarkdownRenderer: Sendable {
         out += [Self.deliveredMeaning, ""]
         out += section("Faults injected (\(report.faults.count))", faults(report))
         out += section("Recovery", recovery(report))
-        let anomalyTotal = report.anomalyCounts.values.reduce(0, +)
+        let anomalyTotal = report.anomalyCounts.values.reduce(Int64(0)) { $0.addingReportingOverflow($1).overflow ? .max : $0 + $1 }
         out += section("First anomalies (\(anomalyTotal) in all)", anomalies(report), open: report.verdict != .pass)
         if let comparison { out += ["### Compared with the baseline", ""] + comparison.markdownLines() + [""] }
         out += ["### Reproduce", "", "```sh", report.replay, "```", ""]

@@ -4,7 +4,14 @@ import Foundation
 
 /// Small formatting helpers shared by the renderers.
 enum ReportText {
+    /// The longest time shown as a time (about 31,700 years); a report read from a damaged folder may say more.
+    static let longest = 1e12
+
+    /// `value` as a time to draw with: non-finite and absurd values held to 0...``longest``.
+    static func bounded(_ value: Double) -> Double { value.isFinite ? min(max(value, 0), longest) : (value > 0 ? longest : 0) }
+
     static func seconds(_ value: Double) -> String {
+        guard value.isFinite, value < longest else { return value.isNaN ? "?" : "∞" }
         if value >= 3600 { return String(format: "%dh%02dm%02ds", Int(value) / 3600, Int(value) / 60 % 60, Int(value) % 60) }
         if value >= 60 { return String(format: "%dm%02.0fs", Int(value) / 60, value.truncatingRemainder(dividingBy: 60)) }
         if value >= 10 { return String(format: "%.1fs", value) }
@@ -14,7 +21,8 @@ enum ReportText {
     }
 
     static func clock(_ value: Double) -> String {
-        value < 60 ? String(format: "%.2fs", value)
+        guard value.isFinite, abs(value) < longest else { return value.isNaN ? "?" : "∞" }
+        return value < 60 ? String(format: "%.2fs", value)
             : String(format: "%d:%02d:%05.2f", Int(value) / 3600, Int(value) / 60 % 60, value.truncatingRemainder(dividingBy: 60))
     }
 
@@ -29,7 +37,8 @@ enum ReportText {
     }
 
     static func percent(_ ratio: Double) -> String {
-        ratio >= 1 ? "100%" : String(format: "%.3f%%", ratio * 100)
+        guard ratio.isFinite else { return "?" }
+        return ratio >= 1 ? "100%" : String(format: "%.3f%%", ratio * 100)
     }
 
     static func seqs(_ anomaly: Anomaly) -> String {
