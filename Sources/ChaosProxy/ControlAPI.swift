@@ -15,8 +15,17 @@ import Synchronization
 ///   Answers `201 {"id": N, "timeline": [...]}`.
 /// - `DELETE /faults/N`: lifts one; `DELETE /faults`: lifts all.
 ///
-/// Bad requests get `400 {"error": "…"}` naming what is wrong and where.
+/// Bad requests get `400 {"error": "…"}` naming what is wrong and where. A body over 1 MiB gets 413 and the
+/// connection is closed without reading on; at most ``maxConnections`` API connections are served at once
+/// (more are closed at once); a request not complete within ``requestTimeout`` gets 408 and is closed.
 public final class ControlAPI: Sendable {
+    /// The largest request body read.
+    public static let maxBody = 1 << 20
+    /// The most API connections served at once.
+    public static let maxConnections = 64
+    /// How long a request may take to arrive, from its first byte (or the connection's start) to its end.
+    public static let requestTimeout = TimeAmount.seconds(10)
+    private let connections = Atomic<Int>(0)
     private let proxies: [ProxyServer]
     private let group: any EventLoopGroup
     private let seed: UInt64
@@ -37,7 +46,12 @@ public final class ControlAPI: Sendable {
             channel = try await ServerBootstrap(group: group)
                 .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
                 .childChannelInitializer { [self] child in
-                    child.eventLoop.makeCompletedFuture {
+                    guard connections.wrappingAdd(1, ordering: .relaxed).newValue <= Self.maxConnections else {
+                        connections.wrappingSubtract(1, ordering: .relaxed)
+                        return child.close()
+                    }
+                    child.closeFuture.whenComplete { [self] _ in connections.wrappingSubtract(1, ordering: .relaxed) }
+                    return child.eventLoop.makeCompletedFuture {
                         try child.pipeline.syncOperations.configureHTTPServerPipeline()
                         try child.pipeline.syncOperations.addHandler(ControlAPIHandler(api: self))
                     }
@@ -128,7 +142,10 @@ public final class ControlAPI: Sendable {
         return String(decoding: data, as: UTF8.self)
     }
 
-    static func error(_ message: String) -> String { json(["error": message]) }
+    /// An error body; a message quoting a huge request is cut (the client sent the rest, it needs no echo).
+    static func error(_ message: String) -> String {
+        json(["error": message.count > 500 ? String(message.prefix(500)) + "… (cut)" : message])
+    }
 }
 
 /// One HTTP connection of the control API: collects a request, lets ``ControlAPI`` answer it.
@@ -139,20 +156,54 @@ final class ControlAPIHandler: ChannelInboundHandler {
     private let api: ControlAPI
     private var head: HTTPRequestHead?
     private var body = ByteBuffer()
-    private static let maxBody = 64 * 1024
+    /// Set once the connection is being answered with an error and closed: nothing more is read.
+    private var refusing = false
+    /// Closes the connection when a request has not arrived whole in time.
+    private var deadline: Scheduled<Void>?
 
     init(api: ControlAPI) { self.api = api }
 
+    func handlerAdded(context: ChannelHandlerContext) { armDeadline(context: context) }
+    func handlerRemoved(context: ChannelHandlerContext) { deadline?.cancel() }
+
+    private func armDeadline(context: ChannelHandlerContext) {
+        deadline?.cancel()
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        deadline = context.eventLoop.scheduleTask(in: ControlAPI.requestTimeout) {
+            let (handler, context) = loopBound.value
+            handler.refuse(context: context, status: .requestTimeout,
+                           message: "the request did not arrive whole within \(ControlAPI.requestTimeout.nanoseconds / 1_000_000_000) s")
+        }
+    }
+
+    /// Answers with an error and closes, reading nothing more.
+    private func refuse(context: ChannelHandlerContext, status: HTTPResponseStatus, message: String) {
+        guard !refusing else { return }
+        refusing = true
+        deadline?.cancel()
+        respond(context: context, status: status, json: ControlAPI.error(message), keepAlive: false)
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !refusing else { return }
         switch unwrapInboundIn(data) {
         case .head(let head):
             self.head = head
             body.clear()
+            if let length = head.headers.first(name: "Content-Length").flatMap(Int.init), length > ControlAPI.maxBody {
+                refuse(context: context, status: .payloadTooLarge,
+                       message: "the request body is \(length) bytes; the most the API reads is \(ControlAPI.maxBody)")
+            }
         case .body(var chunk):
-            if body.readableBytes + chunk.readableBytes <= Self.maxBody { body.writeBuffer(&chunk) }
+            guard body.readableBytes + chunk.readableBytes <= ControlAPI.maxBody else {
+                return refuse(context: context, status: .payloadTooLarge,
+                              message: "the request body is over \(ControlAPI.maxBody) bytes, the most the API reads")
+            }
+            body.writeBuffer(&chunk)
         case .end:
             guard let head else { return }
-            let text = body.readableBytes > Self.maxBody - 1 ? "" : String(buffer: body)
+            deadline?.cancel()
+            let text = String(buffer: body)
             let path = String(head.uri.split(separator: "?").first ?? "")
             let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
             let api = self.api
@@ -162,6 +213,7 @@ final class ControlAPIHandler: ChannelInboundHandler {
                 loopBound.eventLoop.execute {
                     let (handler, context) = loopBound.value
                     handler.respond(context: context, status: status, json: json, keepAlive: keepAlive)
+                    if keepAlive { handler.armDeadline(context: context) }
                 }
             }
         }

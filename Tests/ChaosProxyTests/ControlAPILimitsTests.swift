@@ -1,0 +1,89 @@
+import ChaosCore
+@testable import ChaosProxy
+import Foundation
+import Glibc
+import Testing
+
+/// The control API reads bounded requests, in bounded time, from a bounded number of clients.
+@Suite("HTTP control API limits", .serialized, .timeLimit(.minutes(1)))
+struct ControlAPILimitsTests {
+    /// Sends `head` and `body` bytes; returns the status code and the whole response.
+    func exchange(_ port: Int, head: String, body: [UInt8]) throws -> (Int, String) {
+        let socket = try TestSocket.connect(port: port)
+        defer { socket.close() }
+        try? socket.sendAll(Array(head.utf8) + body)
+        let (bytes, _) = socket.receiveUntilEnd()
+        let response = String(decoding: bytes, as: UTF8.self)
+        return (Int(response.split(separator: " ").dropFirst().first ?? "") ?? 0, response)
+    }
+
+    func post(_ length: Int) -> String {
+        "POST /faults HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: \(length)\r\n\r\n"
+    }
+
+    func withAPI(_ body: @escaping @Sendable (ProxyHarness, Int) throws -> Void) async throws {
+        let harness = try await ProxyHarness()
+        let api = ControlAPI(proxies: [harness.proxy], group: harness.group)
+        let address = try await api.start(host: "127.0.0.1", port: 0)
+        let port = try #require(Int(address.split(separator: ":").last ?? ""))
+        try await offPool { try body(harness, port) }
+        await api.stop()
+        await harness.shutdown()
+    }
+
+    @Test("a 70 KB body that is a valid fault followed by garbage is refused whole (400), not cut and installed")
+    func noSilentTruncation() async throws {
+        try await withAPI { harness, port in
+            let body = Array(#"{"latency": {"add": "100ms"}}"#.utf8) + [UInt8](repeating: UInt8(ascii: " "), count: 70_000)
+                + Array("garbage".utf8)
+            let (status, response) = try exchange(port, head: post(body.count), body: body)
+            #expect(status == 400, "\(response.prefix(300))")
+            let (_, faults) = try exchange(port, head: "GET /faults HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", body: [])
+            #expect(faults.contains(#""faults":[]"#), "nothing was installed: \(faults)")
+        }
+    }
+
+    @Test("a body over 1 MiB gets 413 from its Content-Length, without being read or echoed")
+    func tooLarge() async throws {
+        try await withAPI { _, port in
+            let body = [UInt8](repeating: UInt8(ascii: "x"), count: 2 << 20)
+            let (status, response) = try exchange(port, head: post(body.count), body: body)
+            #expect(status == 413)
+            #expect(response.count < 2_000, "the error does not echo the body (\(response.count) bytes)")
+            // Chunked: no length up front, the limit is met while reading.
+            let chunked = "POST /faults HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+            let chunk = Array(String(format: "%x\r\n", 1 << 16).utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: 1 << 16) + Array("\r\n".utf8)
+            let (status2, _) = try exchange(port, head: chunked, body: Array((0..<20).map { _ in chunk }.joined()))
+            #expect(status2 == 413)
+        }
+    }
+
+    @Test("a request that never completes gets 408 and is closed")
+    func slowRequest() async throws {
+        try await withAPI { _, port in
+            let socket = try TestSocket.connect(port: port)
+            defer { socket.close() }
+            try socket.sendAll(Array("POST /faults HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{".utf8))
+            let started = Date()
+            let (bytes, _) = socket.receiveUntilEnd()
+            #expect(String(decoding: bytes, as: UTF8.self).hasPrefix("HTTP/1.1 408"))
+            #expect(Date().timeIntervalSince(started) < 20)
+        }
+    }
+
+    @Test("more than the allowed concurrent API connections are closed at once; the rest are served")
+    func boundedConnections() async throws {
+        try await withAPI { _, port in
+            var held: [TestSocket] = []
+            for _ in 0..<ControlAPI.maxConnections { held.append(try TestSocket.connect(port: port)) }
+            usleep(200_000)
+            let extra = try TestSocket.connect(port: port)
+            let (bytes, _) = extra.receiveUntilEnd()
+            #expect(bytes.isEmpty, "closed without an answer")
+            extra.close()
+            try held[0].sendAll(Array("GET /faults HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+            #expect(String(decoding: held[0].receiveUntilEnd().0, as: UTF8.self).hasPrefix("HTTP/1.1 200"))
+            for socket in held { socket.close() }
+        }
+    }
+}
