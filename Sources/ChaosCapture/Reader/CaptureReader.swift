@@ -49,13 +49,22 @@ public enum CaptureReader {
                     reconstructor.statistics.skippedPackets += 1
                     return
                 }
-                try reconstructor.consume(segment, time: timestamp - start)
+                try reconstructor.consume(segment, time: Self.relativeTime(timestamp, since: start))
                 if !reconstructor.outbox.isEmpty { try drain(reconstructor, handler) }
             }
         }
         try reconstructor.finish()
         try drain(reconstructor, handler)
         return reconstructor.statistics
+    }
+
+    /// Nanoseconds from the first packet to `timestamp`, held to 0...2^62 (146 years): a capture's clock may
+    /// jump back or sit near the ends of Int64 (pcapng timestamps are 64-bit), and what the audit adds to a
+    /// time must not overflow.
+    static func relativeTime(_ timestamp: Int64, since start: Int64) -> Int64 {
+        let (difference, overflow) = timestamp.subtractingReportingOverflow(start)
+        if overflow { return timestamp < start ? 0 : 1 << 62 }
+        return Swift.min(Swift.max(difference, 0), 1 << 62)
     }
 
     /// Reads `path` into memory: every event and the statistics (for tests and small captures).
