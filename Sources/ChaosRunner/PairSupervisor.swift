@@ -65,7 +65,8 @@ public final class PairSupervisor: Sendable {
         var text = template
         var all = values
         all["index"] = "\(index)"
-        for (key, value) in all { text = text.replacingOccurrences(of: "{\(key)}", with: value) }
+        // A value the shell would read as more than one word (or as syntax) is filled in quoted.
+        for (key, value) in all { text = text.replacingOccurrences(of: "{\(key)}", with: Self.shellWord(value)) }
         if text == "chaos" || text.hasPrefix("chaos ") { text = shellQuote(selfPath) + text.dropFirst("chaos".count) }
         return text
     }
@@ -177,6 +178,14 @@ public final class PairSupervisor: Sendable {
             try? await Task.sleep(nanoseconds: 50_000_000)
         }
         throw failure(member, "was not ready (\(check)) after \(Int(timeout)) s")
+    }
+
+    /// `text` as one shell word: as is when it holds only characters the shell reads literally, else quoted.
+    static func shellWord(_ text: String) -> String {
+        let plain = !text.isEmpty && text.unicodeScalars.allSatisfy {
+            ($0.isASCII && (CharacterSet.alphanumerics.contains($0) || "._-/:,@%+=".unicodeScalars.contains($0)))
+        }
+        return plain ? text : "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
     }
 
     private func shellQuote(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'" }

@@ -46,7 +46,9 @@ public struct ScenarioOverrides: Sendable {
         let parts = key.split(separator: ".").map(String.init)
         func bad(_ expected: String) -> ChaosError { .badInput("--set \(key): expected \(expected), found '\(value)'") }
         switch parts.count {
-        case 1 where key == "name": scenario.name = value
+        case 1 where key == "name":
+            guard Scenario.isValidName(value) else { throw bad("a name of letters, digits, '-', '_' or '.'") }
+            scenario.name = value
         case 1 where key == "duration":
             guard let d = ChaosDuration(parsing: value), d.nanoseconds > 0 else { throw bad("a duration like 90s") }
             scenario.duration = d

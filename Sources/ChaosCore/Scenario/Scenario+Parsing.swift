@@ -60,7 +60,7 @@ struct ScenarioReader {
             "name", "duration", "seed", "proxies", "pair", "protocol", "baseline", "faults", "expect", "capture",
         ])
         let name = try top.required("name").string("name")
-        guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) }) else {
+        guard Scenario.isValidName(name) else {
             throw try top.required("name").error("name must be letters, digits, '-', '_' or '.', found '\(name)'")
         }
         let durationValue = try top.required("duration")
@@ -173,13 +173,18 @@ struct ScenarioReader {
             if bytes == 3, let v = map["length_bytes"] { throw v.error("protocol.length_bytes must be 1, 2 or 4, found 3") }
             let offset = try map["length_offset"].map { Int(try $0.int("protocol.length_offset", in: -8...8)) } ?? 0
             spec.framing = .lengthPrefixed(bytes: bytes, offset: offset)
-        case "websocket": spec.framing = .websocket
-        case "grpc": spec.framing = .grpc
+        case "websocket", "grpc":
+            // `run` could only refuse them later; say so here, where the file is read.
+            throw try map.required("framing").error("protocol.framing \(framingName) is not supported by the audit yet; "
+                + "use lines or length-prefixed (or leave protocol out to proxy without auditing)")
         default:
             throw try map.required("framing").error(
                 "protocol.framing must be one of lines, length-prefixed, websocket, grpc, found '\(framingName)'")
         }
         spec.format = try map["format"]?.choice("protocol.format", of: ProtocolSpec.Format.self) ?? .json
+        if spec.format == .protobuf, let format = map["format"] {
+            throw format.error("protocol.format protobuf is not supported by the audit yet; use json or text")
+        }
         spec.seq = try map["seq"]?.string("protocol.seq") ?? "seq"
         spec.stream = try map["stream"].map { try $0.string("protocol.stream") } ?? "stream"
         spec.id = try map["id"].map { try $0.string("protocol.id") }

@@ -4,6 +4,12 @@
 /// Build one with ``Scenario/parse(yaml:file:)`` or ``Scenario/load(path:)``; the fault
 /// timeline comes from ``Timeline/init(scenario:seed:)``.
 public struct Scenario: Sendable, Codable, Equatable {
+    /// Whether `name` can name a scenario (and its run folder): letters, digits, '-', '_' or '.', not empty,
+    /// not `.` or `..`.
+    public static func isValidName(_ name: String) -> Bool {
+        !name.isEmpty && name != "." && name != ".." && name.allSatisfy { $0.isLetter || $0.isNumber || "-_.".contains($0) }
+    }
+
     /// The scenario's name, used for the report folder.
     public var name: String
     /// How long a run lasts.

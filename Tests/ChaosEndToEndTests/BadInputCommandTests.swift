@@ -1,0 +1,40 @@
+import Foundation
+import Testing
+
+/// Bad or hostile input on the command line: exit 2 with a clear message and nothing created, or, where the
+/// input is legal, the right thing done.
+@Suite("chaos run with bad or hostile command-line input", .timeLimit(.minutes(2)))
+struct BadInputCommandTests {
+    @Test("--set name= (empty) is exit 2 naming the key, and no run folder is created")
+    func emptyName() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("empty-name-\(UUID().uuidString)").path
+        let result = try await ChaosCLI.run(["run", "Scenarios/quickstart.yaml", "--set", "name=", "--out", folder])
+        #expect(result.status == 2)
+        #expect(result.stderr.contains("--set name"), "\(result.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: folder))
+    }
+
+    @Test("a run folder whose path holds spaces, quotes and $(…) is passed to the pair as one word, never run by the shell")
+    func placeholdersAreQuoted() async throws {
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("quoting-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: base, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: base) }
+        let marker = base.appendingPathComponent("pwned").path
+        let folder = base.appendingPathComponent("run it's $(touch \(marker))").path
+        let listen = ChaosCLI.freePort(), upstream = ChaosCLI.freePort()
+        let scenario = try ChaosCLI.scenarioFile("""
+        name: quoting
+        duration: 2s
+        proxies:
+          - {name: stream, listen: "127.0.0.1:\(listen)", upstream: "127.0.0.1:\(upstream)"}
+        pair:
+          server:
+            run: chaos demo server --listen 127.0.0.1:{upstream.port} --log {run_dir}/server.jsonl
+            ready: tcp 127.0.0.1:{upstream.port}
+        """)
+        let result = try await ChaosCLI.run(["run", scenario, "--out", folder], timeout: 60)
+        #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
+        #expect(FileManager.default.fileExists(atPath: folder + "/server.jsonl"), "the log went into the run folder")
+        #expect(!FileManager.default.fileExists(atPath: marker), "the shell ran a command from a path")
+    }
+}
