@@ -108,20 +108,34 @@ public final class ControlAPI: Sendable {
         }
     }
 
+    /// The most occurrences one API fault repeats (its timeline is built whole): `every: 1s` repeats for 27 hours.
+    static let mostRepeats: Int64 = 100_000
+
     private func addFault(_ body: String) async -> (HTTPResponseStatus, String) {
-        let forever = ChaosDuration.seconds(Int64(10 * 365 * 86_400))
+        var forever = ChaosDuration.seconds(Int64(10 * 365 * 86_400))
         let specs = proxies.map(\.spec)
-        let rule: FaultRule
+        var rule: FaultRule
         do {
             rule = try FaultRule.parse(body, proxies: specs, duration: forever, source: "request body")
+            if let every = rule.schedule.every {
+                // A repeating fault lasts until deleted, or until it has repeated mostRepeats times.
+                let (horizon, overflow) = every.lower.nanoseconds.multipliedReportingOverflow(by: Self.mostRepeats)
+                if !overflow, horizon > 0, horizon < forever.nanoseconds {
+                    forever = .nanoseconds(horizon)
+                    rule = try FaultRule.parse(body, proxies: specs, duration: forever, source: "request body")
+                }
+            }
         } catch let error as ChaosError {
             return (.badRequest, Self.error(error.description))
         } catch {
             return (.badRequest, Self.error("\(error)"))
         }
-        let id = state.withLock { state -> Int in defer { state.next += 1 }; return state.next }
         let scenario = Scenario(name: "api", duration: forever, seed: seed, proxies: specs, pair: nil, protocolSpec: nil,
                                 baseline: nil, faults: [rule], expectations: [], capture: nil, file: "request body")
+        do { try scenario.checkInvariants(source: "request body") } catch {
+            return (.badRequest, Self.error("\(error)"))
+        }
+        let id = state.withLock { state -> Int in defer { state.next += 1 }; return state.next }
         var generator = SeededGenerator(seed: seed).fork("api", UInt64(id))
         var timeline = Timeline(scenario: scenario, seed: generator.next())
         // Keys of API faults never meet a scenario's (which count from 0).

@@ -46,6 +46,11 @@ public struct RunFolder: Sendable {
                 throw ChaosError.badInput("\(path) is not readable: \(error)")
             }
         }
-        return (try load("scenario.json", as: Scenario.self), try load("timeline.json", as: Timeline.self))
+        let scenario = try load("scenario.json", as: Scenario.self)
+        let timeline = try load("timeline.json", as: Timeline.self)
+        // The same rules as a scenario file: a damaged folder is bad input, not a trap mid-run.
+        try scenario.checkInvariants(source: base.appendingPathComponent("scenario.json").path)
+        try timeline.checkInvariants(against: scenario, source: base.appendingPathComponent("timeline.json").path)
+        return (scenario, timeline)
     }
 }

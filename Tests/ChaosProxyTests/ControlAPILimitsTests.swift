@@ -58,6 +58,21 @@ struct ControlAPILimitsTests {
         }
     }
 
+    @Test("a repeating API fault answers at once with a bounded timeline; one faster than 1 ms is refused")
+    func repeatingFault() async throws {
+        try await withAPI { _, port in
+            let body = Array(#"{"disconnect": {"every": "1s"}}"#.utf8)
+            let started = Date()
+            let (status, response) = try exchange(port, head: post(body.count), body: body)
+            #expect(status == 201, "\(response.prefix(300))")
+            #expect(Date().timeIntervalSince(started) < 5)
+            let fast = Array(#"{"disconnect": {"every": "1ns"}}"#.utf8)
+            let (refused, reason) = try exchange(port, head: post(fast.count), body: fast)
+            #expect(refused == 400)
+            #expect(reason.contains("at least 1ms"), "\(reason.suffix(300))")
+        }
+    }
+
     @Test("a request that never completes gets 408 and is closed")
     func slowRequest() async throws {
         try await withAPI { _, port in

@@ -30,7 +30,10 @@ extension Scenario {
         } catch {
             throw ChaosError.badInput("not valid YAML: \(error)", at: .init(file: file, line: 1, column: 1))
         }
-        return try ScenarioReader(file: file).scenario(YAMLValue(node: root, file: file))
+        let scenario = try ScenarioReader(file: file).scenario(YAMLValue(node: root, file: file))
+        // The reader checked each value where it stands; this is the one rule set every entry shares.
+        try scenario.checkInvariants(source: file)
+        return scenario
     }
 
     private static func yamlSyntaxError(_ error: YamlError, file: String) -> ChaosError {

@@ -20,6 +20,9 @@ struct ScenarioOptions: ParsableArguments {
     func load() throws -> (Scenario, UInt64, seedWasDrawn: Bool) {
         let loaded = try Scenario.load(path: scenario)
         let overridden = try ScenarioOverrides(seed: seed, duration: duration, settings: settings).apply(to: loaded)
+        if !settings.isEmpty || duration != nil {
+            try overridden.checkInvariants(source: "\(scenario) with --set/--duration")
+        }
         if let seed = overridden.seed { return (overridden, seed, false) }
         // The only system randomness in chaos: picking a seed when none is given. It is printed
         // and recorded so the run can be reproduced.

@@ -1,0 +1,184 @@
+import Foundation
+
+/// The rules every scenario and timeline obey, however they arrived: parsed from YAML (which checks them
+/// with file:line:column as it reads), changed by `--set`, built by the control API, or decoded from a run
+/// folder's `scenario.json` / `timeline.json` for `chaos replay`, which a person or a crash may have damaged.
+/// A broken rule is a `badInput` error naming the file and the field; nothing downstream meets an absurd value.
+extension Scenario {
+    /// The longest run (or fault time) a scenario may name.
+    public static let longestDuration = ChaosDuration.seconds(Int64(10 * 366 * 86_400))
+    /// The most clients a pair may start.
+    public static let mostClients = 10_000
+
+    /// Checks every rule; `source` names where the scenario came from.
+    public func checkInvariants(source: String) throws {
+        func bad(_ what: String) -> ChaosError { .badInput("\(source): \(what)") }
+        guard Scenario.isValidName(name) else { throw bad("name must be letters, digits, '-', '_' or '.', found '\(name)'") }
+        try Self.check(duration, "duration", positive: true, bad)
+        guard !proxies.isEmpty else { throw bad("proxies: at least one proxy is needed") }
+        var names = Set<String>()
+        for (index, proxy) in proxies.enumerated() {
+            guard names.insert(proxy.name).inserted else { throw bad("proxies[\(index)]: the name '\(proxy.name)' is used twice") }
+            for (field, address) in [("listen", proxy.listen), ("upstream", proxy.upstream)]
+            where address.host.isEmpty || !(0...65535).contains(address.port) {
+                throw bad("proxies[\(index)].\(field): '\(address)' is not a host:port")
+            }
+        }
+        for (role, process) in [("server", pair?.server), ("client", pair?.client)] {
+            guard let process else { continue }
+            guard !process.run.trimmingCharacters(in: .whitespaces).isEmpty else { throw bad("pair.\(role).run is empty") }
+            guard (1...Self.mostClients).contains(process.count) else {
+                throw bad("pair.\(role).count must be 1 to \(Self.mostClients), found \(process.count)")
+            }
+            try Self.check(process.stopGrace, "pair.\(role).stop_grace", positive: false, bad)
+        }
+        if let spec = protocolSpec { try spec.checkInvariants(bad) }
+        if let baseline { try baseline.checkInvariants("baseline", bad) }
+        for (index, rule) in faults.enumerated() { try rule.checkInvariants("faults[\(index)]", proxies: names, bad) }
+        let planned = faults.reduce(0.0) { $0 + $1.mostOccurrences(in: duration) }
+        guard planned <= Double(Self.mostOccurrences) else {
+            throw bad("faults: up to \(Int64(min(planned, 9e18))) occurrences in \(duration); a timeline holds at most "
+                + "\(Self.mostOccurrences): space the faults out or shorten the run")
+        }
+    }
+
+    /// The most fault occurrences a timeline holds (it is built whole, and a replay saves it).
+    public static let mostOccurrences = 5_000_000
+
+    static func check(_ duration: ChaosDuration, _ field: String, positive: Bool,
+                      _ bad: (String) -> ChaosError) throws {
+        guard duration.nanoseconds >= (positive ? 1 : 0), duration <= longestDuration else {
+            throw bad("\(field) must be \(positive ? "above" : "at least") 0 and at most 10 years, found \(duration)")
+        }
+    }
+
+    static func check(_ range: DurationRange, _ field: String, positive: Bool, _ bad: (String) -> ChaosError) throws {
+        try check(range.lower, field, positive: positive, bad)
+        try check(range.upper, field, positive: positive, bad)
+        guard range.lower <= range.upper else { throw bad("\(field): the range runs backwards") }
+    }
+
+    static func check(_ targets: Targets, _ field: String, _ bad: (String) -> ChaosError) throws {
+        switch targets {
+        case .all: break
+        case .count(let count) where count >= 0: break
+        case .fraction(let fraction) where fraction.isFinite && (0...1).contains(fraction): break
+        default: throw bad("\(field).targets must be all, a count of 0 or more, or a fraction within 0...1, found \(targets)")
+        }
+    }
+}
+
+extension ProtocolSpec {
+    func checkInvariants(_ bad: (String) -> ChaosError) throws {
+        switch framing {
+        case .lines: break
+        case .lengthPrefixed(let bytes, let offset):
+            guard [1, 2, 4].contains(bytes), (-8...8).contains(offset) else {
+                throw bad("protocol: length_bytes must be 1, 2 or 4 and length_offset within -8...8, found \(bytes) and \(offset)")
+            }
+        case .websocket, .grpc:
+            throw bad("protocol.framing \(framing) is not supported by the audit yet; use lines or length-prefixed")
+        }
+        guard format != .protobuf else { throw bad("protocol.format protobuf is not supported by the audit yet") }
+        guard (0...Int64(Int32.max)).contains(seqStart) else {
+            throw bad("protocol.seq_start must be within 0...\(Int32.max), found \(seqStart)")
+        }
+        guard !seq.isEmpty else { throw bad("protocol.seq is empty") }
+    }
+}
+
+extension LinkProfile {
+    func checkInvariants(_ field: String, _ bad: (String) -> ChaosError) throws {
+        try Scenario.check(latency, "\(field).latency", positive: false, bad)
+        try Scenario.check(jitter, "\(field).jitter", positive: false, bad)
+        for (name, rate) in [("bandwidth_up", bandwidthUp), ("bandwidth_down", bandwidthDown)] {
+            if let rate, rate.bytesPerSecond < 1 { throw bad("\(field).\(name) must be at least 1 byte/s, found \(rate.bytesPerSecond)") }
+        }
+    }
+}
+
+extension FaultRule {
+    /// The most occurrences this rule can have in a run of `duration` (for repeating rules: the window over
+    /// the shortest gap).
+    func mostOccurrences(in duration: ChaosDuration) -> Double {
+        guard let every = schedule.every else { return 1 }
+        let end = min(schedule.until ?? duration, duration)
+        let window = Double(end.nanoseconds) - Double(schedule.after.nanoseconds)
+        return window <= 0 ? 0 : window / Double(max(every.lower.nanoseconds, 1)) + 1
+    }
+
+    func checkInvariants(_ field: String, proxies: Set<String>, _ bad: (String) -> ChaosError) throws {
+        if let proxy, !proxies.contains(proxy) { throw bad("\(field).proxy: no proxy named '\(proxy)'") }
+        if let at = schedule.at { try Scenario.check(at, "\(field).at", positive: false, bad) }
+        if let every = schedule.every {
+            try Scenario.check(every, "\(field).every", positive: true, bad)
+            guard every.lower >= .milliseconds(1) else { throw bad("\(field).every must be at least 1ms") }
+        }
+        if let lasts = schedule.lasts { try Scenario.check(lasts, "\(field).for", positive: false, bad) }
+        try Scenario.check(schedule.after, "\(field).after", positive: false, bad)
+        if let until = schedule.until { try Scenario.check(until, "\(field).until", positive: false, bad) }
+        guard schedule.probability.isFinite, (0...1).contains(schedule.probability) else {
+            throw bad("\(field).probability must be within 0...1, found \(schedule.probability)")
+        }
+        try Scenario.check(schedule.targets, field, bad)
+        try parameters.checkInvariants(field, bad)
+    }
+}
+
+extension FaultParameters {
+    func checkInvariants(_ field: String, _ bad: (String) -> ChaosError) throws {
+        switch self {
+        case .disconnect(_, let linger): try Scenario.check(linger, "\(field).linger", positive: false, bad)
+        case .latency(let add, let jitter, _):
+            try Scenario.check(add, "\(field).add", positive: false, bad)
+            try Scenario.check(jitter, "\(field).jitter", positive: false, bad)
+        case .bandwidth(let rate, _):
+            if rate.bytesPerSecond < 1 { throw bad("\(field).rate must be at least 1 byte/s, found \(rate.bytesPerSecond)") }
+        case .handoff(let from, let to, let blackout, let linger):
+            try from.checkInvariants("\(field).from", bad)
+            try to.checkInvariants("\(field).to", bad)
+            try Scenario.check(blackout, "\(field).blackout", positive: false, bad)
+            try Scenario.check(linger, "\(field).linger", positive: false, bad)
+        case .slice(let maxBytes, let delay, _):
+            if maxBytes < 1 { throw bad("\(field).size must be at least 1 byte, found \(maxBytes)") }
+            try Scenario.check(delay, "\(field).delay", positive: false, bad)
+        case .link(let profile): try profile.checkInvariants("\(field).profile", bad)
+        case .partition, .refuse, .stall: break
+        }
+    }
+}
+
+extension Timeline {
+    /// Checks a timeline against the scenario it belongs to (`chaos replay` reads both from a run folder).
+    public func checkInvariants(against scenario: Scenario, source: String) throws {
+        func bad(_ what: String) -> ChaosError { .badInput("\(source): \(what)") }
+        try Scenario.check(duration, "duration", positive: true, bad)
+        let proxies = Set(scenario.proxies.map(\.name))
+        for (index, occurrence) in occurrences.enumerated() {
+            let field = "occurrences[\(index)]"
+            try Scenario.check(occurrence.at, "\(field).at", positive: false, bad)
+            try Scenario.check(occurrence.lasts, "\(field).lasts", positive: false, bad)
+            if let proxy = occurrence.proxy, !proxies.contains(proxy) { throw bad("\(field).proxy: no proxy named '\(proxy)'") }
+            try Scenario.check(occurrence.targets, field, bad)
+            try occurrence.effect.asParameters.checkInvariants(field, bad)
+        }
+    }
+}
+
+extension FaultEffect {
+    /// The drawn effect as parameters (ranges of one value), to check with the same rules.
+    var asParameters: FaultParameters {
+        switch self {
+        case .disconnect(let mode, let linger): .disconnect(mode: mode, linger: linger)
+        case .latency(let add, let jitter, let direction): .latency(add: DurationRange(exactly: add), jitter: jitter, direction: direction)
+        case .bandwidth(let rate, let direction): .bandwidth(rate: rate, direction: direction)
+        case .partition(let direction): .partition(direction: direction)
+        case .stall(let direction): .stall(direction: direction)
+        case .refuse: .refuse
+        case .handoff(let from, let to, let blackout, let linger):
+            .handoff(from: from, to: to, blackout: DurationRange(exactly: blackout), linger: linger)
+        case .slice(let maxBytes, let delay, let direction): .slice(maxBytes: maxBytes, delay: delay, direction: direction)
+        case .link(let profile): .link(profile)
+        }
+    }
+}
