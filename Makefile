@@ -5,7 +5,7 @@ SWIFT ?= swift
 APT_PACKAGES := libpcap-dev tshark tcpdump socat haproxy iperf3 iproute2 jq python3
 CHAOS := .build/debug/chaos
 
-.PHONY: all deps build demo test bench clean
+.PHONY: all deps build demo test bench fuzz clean
 
 all: build
 
@@ -39,6 +39,27 @@ test: deps
 	$(SWIFT) test --skip-build --filter "FaultTests"
 	$(SWIFT) test --skip-build --filter "PairTests"
 	$(SWIFT) test --skip-build --filter "CaptureAuditTests|DeliveredMeansAcknowledgedTests"
+	.build/debug/chaos-fuzz replay Fuzz/corpus
+
+# libFuzzer over every public input (scenario files, the lines and length-prefixed audit, pcap/pcapng files,
+# control-API bodies), FUZZ_SECONDS each (default 600), in a build of its own with the fuzzer and AddressSanitizer.
+# New inputs that widen coverage land in Fuzz/corpus/<target>/; a crash leaves crash-* files here: add each to
+# Fuzz/corpus/<target>/ (make test replays them all) once fixed.
+FUZZ_SECONDS ?= 600
+FUZZ_TARGETS := scenario lines length-prefixed pcap api
+fuzz: deps
+	$(SWIFT) build --product chaos-fuzz --scratch-path .build-fuzz \
+	  -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING -Xswiftc -use-ld=lld
+	@for target in $(FUZZ_TARGETS); do \
+	  echo "fuzz $$target for $(FUZZ_SECONDS)s"; \
+	  CHAOS_FUZZ_TARGET=$$target .build-fuzz/debug/chaos-fuzz Fuzz/corpus/$$target \
+	    -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+	    -artifact_prefix=.build-fuzz/$$target- > .build-fuzz/$$target.log 2>&1; status=$$?; \
+	  grep -E "^(#[0-9]+.*(INITED|DONE)|stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)|==[0-9]+==ERROR|SUMMARY)" \
+	    .build-fuzz/$$target.log; \
+	  echo "corpus $$target: $$(ls Fuzz/corpus/$$target | wc -l) inputs"; \
+	  if [ $$status != 0 ]; then tail -40 .build-fuzz/$$target.log; exit 1; fi; \
+	done
 
 bench: deps
 	bash Benchmarks/proxy-bench.sh

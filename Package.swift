@@ -18,6 +18,7 @@ let package = Package(
     products: [
         .executable(name: "chaos", targets: ["chaos"]),
         .executable(name: "chaos-bench", targets: ["ChaosBench"]),
+        .executable(name: "chaos-fuzz", targets: ["ChaosFuzz"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -76,6 +77,11 @@ let package = Package(
                            "ChaosCapture",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log")] + nio,
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "ChaosFuzz",
+            dependencies: ["ChaosCore", "ChaosAudit", "ChaosCapture"],
             swiftSettings: strictSettings
         ),
         .executableTarget(

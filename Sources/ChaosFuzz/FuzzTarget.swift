@@ -1,0 +1,99 @@
+import ChaosAudit
+import ChaosCapture
+import ChaosCore
+import Foundation
+
+/// One public input of chaos that fuzzing throws bytes at. Each must end without a trap, a hang or unbounded
+/// memory whatever the bytes; errors are fine (they are what bad input should get).
+enum FuzzTarget: String, CaseIterable {
+    /// A scenario file: parsed, checked, its timeline built.
+    case scenario
+    /// NDJSON bytes through the audit (as read, written, acknowledged, cut).
+    case lines
+    /// Length-prefixed bytes through the audit.
+    case lengthPrefixed = "length-prefixed"
+    /// A pcap or pcapng file through the capture reader and the audit.
+    case pcap
+    /// A control-API request body (`POST /faults`): parsed and checked as the API does before installing it.
+    case api
+
+    /// Runs the target on one input.
+    func run(_ data: [UInt8]) {
+        switch self {
+        case .scenario: Self.scenario(data)
+        case .lines: Self.audit(data, spec: ProtocolSpec(ack: "ack"))
+        case .lengthPrefixed:
+            let width = [1, 2, 4][Int(data.first ?? 0) % 3]
+            Self.audit(Array(data.dropFirst()), spec: ProtocolSpec(framing: .lengthPrefixed(bytes: width, offset: 0)))
+        case .pcap: Self.pcap(data)
+        case .api: Self.api(data)
+        }
+    }
+
+    private static func scenario(_ data: [UInt8]) {
+        guard let scenario = try? Scenario.parse(yaml: String(decoding: data, as: UTF8.self), file: "fuzz.yaml") else { return }
+        let timeline = Timeline(scenario: scenario, seed: scenario.seed ?? 1)
+        _ = timeline.lines.prefix(20)
+    }
+
+    private static func api(_ data: [UInt8]) {
+        let proxies = [ProxySpec(name: "p", listen: HostPort(host: "127.0.0.1", port: 7000), upstream: HostPort(host: "127.0.0.1", port: 7001))]
+        let duration = ChaosDuration.seconds(Int64(3_600))
+        guard let rule = try? FaultRule.parse(String(decoding: data, as: UTF8.self), proxies: proxies, duration: duration,
+                                             source: "request body") else { return }
+        let scenario = Scenario(name: "api", duration: duration, seed: 1, proxies: proxies, pair: nil, protocolSpec: nil,
+                                baseline: nil, faults: [rule], expectations: [], capture: nil, file: "request body")
+        guard (try? scenario.checkInvariants(source: "request body")) != nil else { return }
+        _ = Timeline(scenario: scenario, seed: 1).occurrences.count
+    }
+
+    /// Cuts `data` into events: each piece's first byte picks what happens (read, written, acknowledged, a close, a
+    /// new connection) and how many of the following bytes it carries.
+    private static func audit(_ data: [UInt8], spec: ProtocolSpec) {
+        guard let engine = try? AuditEngine(spec: spec) else { return }
+        let endpoints = ConnectionEndpoints(proxy: "f", client: "c", listen: "l", proxyLocal: "pl", server: "s")
+        var connection: ConnectionID = 1
+        var time: Int64 = 0
+        var written: [Side: Int64] = [.client: 0, .server: 0]
+        engine.ingest(TrafficEvent(time: 0, connection: 1, kind: .opened(endpoints)))
+        var index = 0
+        while index < data.count {
+            let control = data[index]
+            let length = min(Int(control >> 3) * 4 + 1, data.count - index - 1)
+            let bytes = Array(data[(index + 1)..<(index + 1 + max(length, 0))])
+            index += 1 + max(length, 0)
+            time += Int64(control) * 1_000
+            let side: Side = control & 1 == 0 ? .client : .server
+            let kind: TrafficEvent.Kind
+            switch (control >> 1) & 3 {
+            case 0: kind = .read(side.other, bytes)
+            case 1:
+                written[side, default: 0] += Int64(bytes.count)
+                kind = .written(side, bytes)
+            case 2: kind = .acknowledged(side, upTo: written[side, default: 0] - Int64(bytes.first ?? 0) % 8)
+            default:
+                if control & 0x80 != 0 {
+                    connection += 1
+                    written = [.client: 0, .server: 0]
+                    kind = .opened(endpoints)
+                } else {
+                    kind = .closed(side, [.fin, .reset, .cutByFault, .error][Int(bytes.first ?? 0) % 4])
+                }
+            }
+            engine.ingest(TrafficEvent(time: time, connection: connection, kind: kind))
+        }
+        _ = engine.snapshot()
+        _ = engine.finish()
+    }
+
+    /// The capture reader takes a path: the bytes go to one file per process, rewritten per input.
+    private static let capturePath = FileManager.default.temporaryDirectory
+        .appendingPathComponent("chaos-fuzz-\(getpid()).pcap").path
+
+    private static func pcap(_ data: [UInt8]) {
+        guard FileManager.default.createFile(atPath: capturePath, contents: Data(data)),
+              let engine = try? AuditEngine(spec: ProtocolSpec()) else { return }
+        _ = try? CaptureReader.read(path: capturePath) { engine.ingest($0) }
+        _ = engine.finish()
+    }
+}
