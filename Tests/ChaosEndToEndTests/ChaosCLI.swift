@@ -10,6 +10,9 @@ struct ChaosCLI {
         var status: Int32
         var stdout: String
         var stderr: String
+        /// From launch to exit, measured on the thread that waited for it (not by a test task, which a busy
+        /// cooperative pool may resume late).
+        var seconds: Double = 0
     }
 
     /// Runs `chaos arguments…` to completion on its own thread (never blocking the cooperative pool).
@@ -58,7 +61,8 @@ struct ChaosCLI {
         process.waitUntilExit()
         return Result(status: process.terminationStatus,
                       stdout: (try? String(contentsOf: out, encoding: .utf8)) ?? "",
-                      stderr: (try? String(contentsOf: err, encoding: .utf8)) ?? "")
+                      stderr: (try? String(contentsOf: err, encoding: .utf8)) ?? "",
+                      seconds: Date().timeIntervalSince(started))
     }
 
     /// A TCP port that is free right now on 127.0.0.1 (below 32768 is not guaranteed; tests only).
