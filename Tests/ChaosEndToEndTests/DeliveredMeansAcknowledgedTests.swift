@@ -88,9 +88,13 @@ struct DeliveredMeansAcknowledgedTests {
         return ("\(base)/run", file, dumpFile, result.status)
     }
 
-    static func streams(_ folder: String) throws -> [String: [String: Int64]] {
+    static func reportJSON(_ folder: String) throws -> [String: Any] {
         let data = try Data(contentsOf: URL(fileURLWithPath: "\(folder)/report.json"))
-        let json = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+    }
+
+    static func streams(_ folder: String) throws -> [String: [String: Int64]] {
+        let json = try reportJSON(folder)
         var result: [String: [String: Int64]] = [:]
         for stream in try #require(json["streams"] as? [[String: Any]]) {
             let key = "\(stream["stream"] as? String ?? "")/\(stream["direction"] as? String ?? "")"
@@ -100,8 +104,7 @@ struct DeliveredMeansAcknowledgedTests {
     }
 
     static func lostSeqs(_ folder: String) throws -> [String: Set<Int>] {
-        let data = try Data(contentsOf: URL(fileURLWithPath: "\(folder)/report.json"))
-        let json = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let json = try reportJSON(folder)
         var result: [String: Set<Int>] = [:]
         for anomaly in try #require(json["anomalies"] as? [[String: Any]]) where anomaly["class"] as? String == "lost" {
             let key = "\(anomaly["stream"] as? String ?? "")/\(anomaly["direction"] as? String ?? "")"
