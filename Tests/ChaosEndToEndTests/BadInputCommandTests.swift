@@ -14,6 +14,21 @@ struct BadInputCommandTests {
         #expect(!FileManager.default.fileExists(atPath: folder))
     }
 
+    @Test("kill -9 in the middle of a run leaves a report.json checkpoint that chaos report reads")
+    func killNineLeavesACheckpoint() async throws {
+        let run = try await RunFolderUnderTest.run([RunCommandTests.resilient, "--duration", "60s"], signal: (after: 5, number: SIGKILL))
+        // The pair outlives a chaos killed with -9: stop what this run started.
+        for pid in PairProcesses.alive(mentioning: run.folder.path) { kill(pid, SIGKILL) }
+        #expect(run.result.status != 0)
+        let report = try run.report()
+        #expect(report.schema == "chaos.report/1")
+        #expect(report.complete == false, "a checkpoint, not a finished report")
+        let rendered = try await ChaosCLI.run(["report", run.folder.path, "--format", "markdown"])
+        #expect(rendered.status == 0, "\(rendered.stderr)")
+        #expect(rendered.stdout.contains("resilient-short"))
+        run.remove()
+    }
+
     @Test("a run folder whose path holds spaces, quotes and $(…) is passed to the pair as one word, never run by the shell")
     func placeholdersAreQuoted() async throws {
         let base = FileManager.default.temporaryDirectory.appendingPathComponent("quoting-\(UUID().uuidString)")
