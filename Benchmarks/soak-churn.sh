@@ -8,12 +8,12 @@
 #   bash Benchmarks/soak-churn.sh                 # DURATION=8m
 #   DURATION=2m bash Benchmarks/soak-churn.sh     # a shorter look
 #
-# Environment: DURATION (8m), WARMUP (30, seconds), CHAOS (.build/release/chaos, built when missing),
+# Environment: DURATION (8m), WARMUP (90, seconds: past the audit's 60 s grace for closed connections), CHAOS (.build/release/chaos, built when missing),
 # OUT (a fresh folder under /tmp). Exit 0 when lost and duplicated are 0 and both curves are flat, else 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-8m}
-WARMUP=${WARMUP:-30}
+WARMUP=${WARMUP:-90}
 CHAOS=${CHAOS:-.build/release/chaos}
 OUT=${OUT:-$(mktemp -d /tmp/chaos-soak-churn.XXXXXX)}
 if [ ! -x "$CHAOS" ]; then swift build -c release --product chaos >&2; fi
