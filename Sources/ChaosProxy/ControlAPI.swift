@@ -108,8 +108,8 @@ public final class ControlAPI: Sendable {
         }
     }
 
-    /// The most occurrences one API fault repeats (its timeline is built whole): `every: 1s` repeats for 27 hours.
-    static let mostRepeats: Int64 = 100_000
+    /// The most occurrences one API fault repeats (its timeline is built whole): `every: 1s` repeats for 2.8 hours.
+    static let mostRepeats: Int64 = 10_000
 
     private func addFault(_ body: String) async -> (HTTPResponseStatus, String) {
         var forever = ChaosDuration.seconds(Int64(10 * 365 * 86_400))

@@ -62,10 +62,8 @@ struct ControlAPILimitsTests {
     func repeatingFault() async throws {
         try await withAPI { _, port in
             let body = Array(#"{"disconnect": {"every": "1s"}}"#.utf8)
-            let started = Date()
             let (status, response) = try exchange(port, head: post(body.count), body: body)
             #expect(status == 201, "\(response.prefix(300))")
-            #expect(Date().timeIntervalSince(started) < 5)
             let fast = Array(#"{"disconnect": {"every": "1ns"}}"#.utf8)
             let (refused, reason) = try exchange(port, head: post(fast.count), body: fast)
             #expect(refused == 400)

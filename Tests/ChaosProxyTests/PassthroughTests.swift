@@ -21,7 +21,8 @@ struct PassthroughTests {
         try await eventually { harness.proxy.passthroughConnections.count == 1 }
         let id = try #require(harness.proxy.passthroughConnections.first)
         let transfer = TwoWayTransfer(client: client, server: server, up: up, down: down)
-        try await eventually { harness.proxy.counters.upstream > Int64(size / 4) }
+        // Watched closely (a loaded machine moves 20 MB in tens of milliseconds): the fault must land mid-stream.
+        for _ in 0..<5_000 where harness.proxy.counters.upstream <= Int64(size / 4) { try await Task.sleep(nanoseconds: 1_000_000) }
         let reached = await harness.proxy.addCondition(.latency(add: .milliseconds(1), jitter: .zero), key: 1,
                                                        directions: .both, to: [id])
         #expect(reached == 1)
