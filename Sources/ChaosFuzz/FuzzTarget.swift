@@ -33,7 +33,8 @@ enum FuzzTarget: String, CaseIterable {
     private static func scenario(_ data: [UInt8]) {
         guard let scenario = try? Scenario.parse(yaml: String(decoding: data, as: UTF8.self), file: "fuzz.yaml") else { return }
         let timeline = Timeline(scenario: scenario, seed: scenario.seed ?? 1)
-        _ = timeline.lines.prefix(20)
+        _ = timeline.lines(first: 20)
+        _ = timeline.count(upTo: 1000)
     }
 
     private static func api(_ data: [UInt8]) {
@@ -44,7 +45,7 @@ enum FuzzTarget: String, CaseIterable {
         let scenario = Scenario(name: "api", duration: duration, seed: 1, proxies: proxies, pair: nil, protocolSpec: nil,
                                 baseline: nil, faults: [rule], expectations: [], capture: nil, file: "request body")
         guard (try? scenario.checkInvariants(source: "request body")) != nil else { return }
-        _ = Timeline(scenario: scenario, seed: 1).occurrences.count
+        _ = Timeline(scenario: scenario, seed: 1).count(upTo: 1000)
     }
 
     /// Cuts `data` into events: each piece's first byte picks what happens (read, written, acknowledged, a close, a

@@ -108,23 +108,21 @@ public final class ControlAPI: Sendable {
         }
     }
 
-    /// The most occurrences one API fault repeats (its timeline is built whole): `every: 1s` repeats for 2.8 hours.
-    static let mostRepeats: Int64 = 10_000
+    /// How long an API fault lasts when it is not deleted: as long as any run may (its timeline is drawn
+    /// lazily, so a fault every millisecond costs no memory ahead of time).
+    static let forever = Scenario.longestDuration
+
+    /// Indexes of one API fault's occurrences are its id times this plus their position: ten years of a
+    /// fault every millisecond (3.2e11) stay below it, so keys never meet a scenario's (which count from 0)
+    /// or another API fault's.
+    static let indexStride = 1 << 40
 
     private func addFault(_ body: String) async -> (HTTPResponseStatus, String) {
-        var forever = ChaosDuration.seconds(Int64(10 * 365 * 86_400))
+        let forever = Self.forever
         let specs = proxies.map(\.spec)
-        var rule: FaultRule
+        let rule: FaultRule
         do {
             rule = try FaultRule.parse(body, proxies: specs, duration: forever, source: "request body")
-            if let every = rule.schedule.every {
-                // A repeating fault lasts until deleted, or until it has repeated mostRepeats times.
-                let (horizon, overflow) = every.lower.nanoseconds.multipliedReportingOverflow(by: Self.mostRepeats)
-                if !overflow, horizon > 0, horizon < forever.nanoseconds {
-                    forever = .nanoseconds(horizon)
-                    rule = try FaultRule.parse(body, proxies: specs, duration: forever, source: "request body")
-                }
-            }
         } catch let error as ChaosError {
             return (.badRequest, Self.error(error.description))
         } catch {
@@ -138,14 +136,14 @@ public final class ControlAPI: Sendable {
         let id = state.withLock { state -> Int in defer { state.next += 1 }; return state.next }
         var generator = SeededGenerator(seed: seed).fork("api", UInt64(id))
         var timeline = Timeline(scenario: scenario, seed: generator.next())
-        // Keys of API faults never meet a scenario's (which count from 0).
-        for index in timeline.occurrences.indices { timeline.occurrences[index].index += id * 1_000_000 }
-        let lines = Array(timeline.lines.prefix(20))
+        timeline.firstIndex = id * Self.indexStride
+        let lines = timeline.lines(first: 20)
+        let startsNow = timeline.prefix(1).contains { $0.at == .zero }
         let injector = FaultInjector(timeline: timeline, proxies: proxies, clock: RunClock(), sink: nil)
         let task = Task { await injector.run() }
         state.withLock { $0.active[id] = (body.trimmingCharacters(in: .whitespacesAndNewlines), task) }
         // Answer once what starts now has been applied.
-        for _ in 0..<200 where timeline.occurrences.first.map({ $0.at == .zero }) ?? false && injector.appliedSoFar.isEmpty {
+        for _ in 0..<200 where startsNow && injector.appliedSoFar.isEmpty {
             try? await Task.sleep(nanoseconds: 5_000_000)
         }
         return (.created, Self.json(["id": id, "timeline": lines]))

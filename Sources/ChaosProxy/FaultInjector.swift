@@ -39,39 +39,62 @@ public final class FaultInjector: Sendable {
     /// Every occurrence applied so far.
     public var appliedSoFar: [Applied] { applied.withLock { $0 } }
 
-    private struct Action: Sendable {
-        var at: ChaosDuration
-        var order: Int
+    /// An active occurrence's end, ordered by time and then by index (the order a timeline ends them in).
+    private struct PendingEnd: Comparable, Sendable {
         var occurrence: FaultOccurrence
-        var isEnd: Bool
+        static func < (lhs: PendingEnd, rhs: PendingEnd) -> Bool {
+            (lhs.occurrence.end, lhs.occurrence.index) < (rhs.occurrence.end, rhs.occurrence.index)
+        }
+        static func == (lhs: PendingEnd, rhs: PendingEnd) -> Bool { lhs.occurrence.index == rhs.occurrence.index }
     }
 
-    /// Applies the timeline until its end (or until cancelled, which lifts active faults).
-    public func run() async {
-        var actions: [Action] = []
-        for occurrence in timeline.occurrences {
-            actions.append(Action(at: occurrence.at, order: occurrence.index * 2, occurrence: occurrence, isEnd: false))
-            if occurrence.kind != .disconnect {
-                actions.append(Action(at: occurrence.end, order: occurrence.index * 2 + 1, occurrence: occurrence, isEnd: true))
+    /// The next thing to do: end an active occurrence, or begin the timeline's next one. At the same time,
+    /// ends come before starts (a fault that ends as another begins is lifted first).
+    private enum Action {
+        case begin(FaultOccurrence)
+        case end(FaultOccurrence)
+        var at: ChaosDuration {
+            switch self {
+            case .begin(let occurrence): occurrence.at
+            case .end(let occurrence): occurrence.end
             }
         }
-        actions.sort { ($0.at, $0.isEnd ? 0 : 1, $0.order) < ($1.at, $1.isEnd ? 0 : 1, $1.order) }
+    }
+
+    /// Applies the timeline until its end (or until cancelled, which lifts active faults). The timeline is
+    /// drawn as time reaches it: memory is the active occurrences, whatever the run's length.
+    public func run() async {
+        var upcoming = timeline.makeIterator()
+        var nextStart = upcoming.next()
+        var ends = MinHeap<PendingEnd>()
         var active: [Int: FaultOccurrence] = [:]
         var handoffTargets: [Int: [ObjectIdentifier: [ConnectionID]]] = [:]
-        for action in actions {
+        while true {
+            let action: Action
+            if let end = ends.min, nextStart.map({ end.occurrence.end <= $0.at }) ?? true {
+                action = .end(ends.popMin()!.occurrence)
+            } else if let start = nextStart {
+                action = .begin(start)
+                nextStart = upcoming.next()
+            } else {
+                break
+            }
             let wait = clock.deadline(after: action.at).uptimeNanoseconds.subtractingReportingOverflow(
                 NIODeadline.now().uptimeNanoseconds)
             if !wait.overflow, wait.partialValue > 0 {
                 do { try await Task.sleep(nanoseconds: wait.partialValue) } catch { break }
             }
             if Task.isCancelled { break }
-            let occurrence = action.occurrence
-            if action.isEnd {
+            switch action {
+            case .end(let occurrence):
                 active.removeValue(forKey: occurrence.index)
                 await end(occurrence, handoffTargets: handoffTargets.removeValue(forKey: occurrence.index) ?? [:])
-            } else {
+            case .begin(let occurrence):
                 let (count, targets) = await begin(occurrence)
-                if occurrence.kind != .disconnect { active[occurrence.index] = occurrence }
+                if occurrence.kind != .disconnect {
+                    active[occurrence.index] = occurrence
+                    ends.insert(PendingEnd(occurrence: occurrence))
+                }
                 if occurrence.kind == .handoff { handoffTargets[occurrence.index] = targets }
                 if occurrence.kind == .disconnect {
                     // An instant fault ends as it begins: every started mark has its end.

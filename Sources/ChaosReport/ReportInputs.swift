@@ -72,7 +72,7 @@ extension RunReport {
     public init(_ inputs: ReportInputs) {
         let audit = inputs.audit
         let impacts = Dictionary(audit.faults.map { ($0.occurrence, $0) }, uniquingKeysWith: { first, _ in first })
-        let faults = inputs.timeline.occurrences.filter { $0.at <= inputs.elapsed }.map { occurrence in
+        let faults = inputs.timeline.occurrences(through: inputs.elapsed).map { occurrence in
             let impact = impacts[occurrence.index]
             return FaultRecord(kind: occurrence.kind.rawValue, occurrence: occurrence.index, atS: occurrence.at.seconds,
                                forS: occurrence.lasts.seconds,

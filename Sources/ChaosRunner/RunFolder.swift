@@ -50,7 +50,8 @@ public struct RunFolder: Sendable {
         let timeline = try load("timeline.json", as: Timeline.self)
         // The same rules as a scenario file: a damaged folder is bad input, not a trap mid-run.
         try scenario.checkInvariants(source: base.appendingPathComponent("scenario.json").path)
-        try timeline.checkInvariants(against: scenario, source: base.appendingPathComponent("timeline.json").path)
-        return (scenario, timeline)
+        let timelinePath = base.appendingPathComponent("timeline.json").path
+        try timeline.checkInvariants(against: scenario, source: timelinePath)
+        return (scenario, try timeline.completed(from: scenario, source: timelinePath))
     }
 }

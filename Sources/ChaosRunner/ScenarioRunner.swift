@@ -153,7 +153,7 @@ public final class ScenarioRunner: Sendable {
                 + "\(occurrence.effect.summary) -> \(applied.connections) connection(s)")
         }
         output("running \(scenario.name) for \(timeline.duration) with seed \(timeline.seed) "
-            + "(\(timeline.occurrences.count) fault occurrences); Ctrl-C stops")
+            + "(\(timeline.count())); Ctrl-C stops")
         if let folder { output("run folder: \(folder.url.path)") }
         if let folder {
             // A first checkpoint at once: even a run killed in its first minute leaves a report.json.

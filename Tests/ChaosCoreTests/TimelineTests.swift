@@ -25,7 +25,7 @@ struct TimelineTests {
         let c = try encoder.encode(Timeline(scenario: s, seed: 43))
         #expect(a == b)
         #expect(a != c)
-        #expect(Timeline(scenario: s, seed: 42).lines == Timeline(scenario: s, seed: 42).lines)
+        #expect(Timeline(scenario: s, seed: 42).lines(first: 100) == Timeline(scenario: s, seed: 42).lines(first: 100))
     }
 
     @Test("a timeline written as JSON and read back is the same to the nanosecond (what replay needs)")
@@ -33,7 +33,7 @@ struct TimelineTests {
         let s = try Scenario.parse(yaml: ScenarioParsingTests.quickstart, file: "q.yaml")
         let timeline = Timeline(scenario: s, seed: 42)
         let decoded = try JSONDecoder().decode(Timeline.self, from: JSONEncoder().encode(timeline))
-        #expect(decoded == timeline)
+        #expect(Array(decoded) == Array(timeline))
         #expect(try JSONDecoder().decode(Scenario.self, from: JSONEncoder().encode(s)) == s)
     }
 
@@ -43,7 +43,7 @@ struct TimelineTests {
         let clock = ContinuousClock()
         var timeline: Timeline?
         let elapsed = clock.measure { timeline = Timeline(scenario: s, seed: 7) }
-        let starts = try #require(timeline).occurrences.map(\.at.seconds)
+        let starts = Array(try #require(timeline)).map(\.at.seconds)
         let gaps = zip(starts.dropFirst(), starts).map { $0 - $1 }
         #expect(elapsed < .seconds(1))
         #expect(starts.count > 8000) // 72 h / 17.5 s ≈ 14,800
@@ -62,25 +62,25 @@ struct TimelineTests {
           - latency: {add: 100ms}
         """)
         let t = Timeline(scenario: s, seed: 1)
-        let partition = t.occurrences.filter { $0.kind == .partition }
+        let partition = Array(t).filter { $0.kind == .partition }
         #expect(partition.map(\.at) == [.seconds(Int64(40))])
         #expect(partition.map(\.lasts) == [.seconds(Int64(15))])
-        let disconnects = t.occurrences.filter { $0.kind == .disconnect }.map(\.at.seconds)
+        let disconnects = Array(t).filter { $0.kind == .disconnect }.map(\.at.seconds)
         #expect(disconnects == Array(stride(from: 11.0, through: 19.0, by: 1.0)))
-        let stalls = t.occurrences.filter { $0.kind == .stall }.count
+        let stalls = Array(t).filter { $0.kind == .stall }.count
         #expect(stalls > 10 && stalls < 35, "\(stalls) of 44 with probability 0.5")
-        let latency = t.occurrences.filter { $0.kind == .latency }
+        let latency = Array(t).filter { $0.kind == .latency }
         #expect(latency.map(\.at) == [.zero])
         #expect(latency.map(\.lasts) == [.seconds(Int64(90))])
-        #expect(t.occurrences.map(\.index) == Array(0..<t.occurrences.count))
-        #expect(zip(t.occurrences, t.occurrences.dropFirst()).allSatisfy { $0.at <= $1.at })
+        #expect(Array(t).map(\.index) == Array(0..<Array(t).count))
+        #expect(zip(Array(t), Array(t).dropFirst()).allSatisfy { $0.at <= $1.at })
     }
 
     @Test("adding a rule does not shift the draws of the others")
     func rulesAreIndependent() throws {
         let one = Timeline(scenario: try scenario("  - disconnect: {every: 5s..30s}"), seed: 9)
         let two = Timeline(scenario: try scenario("  - disconnect: {every: 5s..30s}\n  - stall: {every: 3s..4s, for: 1s}"), seed: 9)
-        #expect(one.occurrences.map(\.at) == two.occurrences.filter { $0.kind == .disconnect }.map(\.at))
+        #expect(Array(one).map(\.at) == Array(two).filter { $0.kind == .disconnect }.map(\.at))
     }
 
     @Test("targets pick the same connections for the same seed")

@@ -88,4 +88,24 @@ struct ChaosCLI {
         try text.write(to: url, atomically: true, encoding: .utf8)
         return url.path
     }
+
+    /// Runs `command` with /bin/sh (for a limit set by `ulimit`) on a thread of its own; returns its exit status.
+    static func shell(_ command: String, timeout: Double) async throws -> Int32 {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: "/bin/sh")
+                process.arguments = ["-c", command]
+                do { try process.run() } catch {
+                    continuation.resume(throwing: error)
+                    return
+                }
+                let deadline = Date().addingTimeInterval(timeout)
+                while process.isRunning, Date() < deadline { usleep(10_000) }
+                if process.isRunning { process.terminate() }
+                process.waitUntilExit()
+                continuation.resume(returning: process.terminationStatus)
+            }
+        }
+    }
 }

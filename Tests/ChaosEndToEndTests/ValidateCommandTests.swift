@@ -55,4 +55,29 @@ struct ValidateCommandTests {
         #expect(a.stdout != c.stdout)
         #expect(a.stdout.contains("disconnect"))
     }
+
+    @Test("ten years with a fault every millisecond validates in 400 MB of address space: a count formula and the first occurrences")
+    func tenYearsEveryMillisecond() async throws {
+        let scenario = try ChaosCLI.scenarioFile("""
+        name: decade
+        duration: 3650d
+        seed: 5
+        proxies:
+          - {name: p, listen: "127.0.0.1:7000", upstream: "127.0.0.1:7001"}
+        faults:
+          - disconnect: {every: 1ms..2ms}
+          - latency: {every: 1ms, for: 1ms, add: 5ms}
+        """)
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("decade-\(UUID().uuidString).txt")
+        defer { try? FileManager.default.removeItem(at: output) }
+        // The eager timeline needed tens of GiB here; the limit makes any such regression fail fast.
+        let command = "ulimit -v 400000; exec '\(ChaosCLI.executable)' validate '\(scenario)' --show 5 > '\(output.path)' 2>&1"
+        let status = try await ChaosCLI.shell(command, timeout: 60)
+        let text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
+        #expect(status == 0, "\(text)")
+        #expect(text.contains("timeline: about "), "\(text)")
+        #expect(text.contains("rule 0 (disconnect): (87600h − 0s) / every 1ms..2ms"), "\(text)")
+        #expect(text.contains("… the first 5 shown"), "\(text)")
+        #expect(text.split(separator: "\n").filter { $0.hasPrefix("  00:00:00.") }.count == 5, "\(text)")
+    }
 }

@@ -58,12 +58,22 @@ struct ControlAPILimitsTests {
         }
     }
 
-    @Test("a repeating API fault answers at once with a bounded timeline; one faster than 1 ms is refused")
+    @Test("a repeating API fault, even every millisecond, answers at once and lasts until deleted; one faster than 1 ms is refused")
     func repeatingFault() async throws {
         try await withAPI { _, port in
             let body = Array(#"{"disconnect": {"every": "1s"}}"#.utf8)
             let (status, response) = try exchange(port, head: post(body.count), body: body)
             #expect(status == 201, "\(response.prefix(300))")
+            // Its timeline is drawn as time reaches it: no cap on repeats, no memory spent ahead.
+            let often = Array(#"{"latency": {"every": "1ms", "for": "1ms", "add": "1ms"}}"#.utf8)
+            let (accepted, timeline) = try exchange(port, head: post(often.count), body: often)
+            #expect(accepted == 201, "\(timeline.prefix(300))")
+            #expect(timeline.contains("00:00:00.020"), "the first 20 occurrences are listed: \(timeline.suffix(600))")
+            usleep(300_000)
+            let list = "GET /faults HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+            let (listed, faults) = try exchange(port, head: list, body: [])
+            #expect(listed == 200)
+            #expect(faults.contains("every") && faults.contains("1ms"), "\(faults.suffix(400))")
             let fast = Array(#"{"disconnect": {"every": "1ns"}}"#.utf8)
             let (refused, reason) = try exchange(port, head: post(fast.count), body: fast)
             #expect(refused == 400)

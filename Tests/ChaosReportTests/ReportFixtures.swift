@@ -42,7 +42,7 @@ enum ReportFixtures {
         var events: [TrafficEvent] = [TrafficEvent(time: 0, connection: 1, kind: .opened(endpoints))]
         for seq in 1...200 {
             let time = Int64(seq) * 100_000_000
-            for occurrence in timeline.occurrences where occurrence.at.nanoseconds <= time
+            for occurrence in Array(timeline) where occurrence.at.nanoseconds <= time
                 && occurrence.at.nanoseconds > time - 100_000_000 {
                 events.append(TrafficEvent(time: occurrence.at.nanoseconds, connection: 0, kind: .faultStarted(occurrence.mark)))
                 if occurrence.kind == .disconnect {

@@ -38,6 +38,7 @@ struct SampleRunTests {
     static func run() throws -> RunReport {
         let scenario = try Scenario.parse(yaml: yaml, file: "quickstart.yaml")
         let timeline = Timeline(scenario: scenario, seed: 42)
+        let occurrences = Array(timeline)
         let engine = try AuditEngine(spec: scenario.protocolSpec ?? ProtocolSpec(), deliveryPoint: .written)
         let endpoints = ConnectionEndpoints(proxy: "stream", client: "c", listen: "l", proxyLocal: "pl", server: "s")
         var random = SeededGenerator(seed: 42)
@@ -53,8 +54,8 @@ struct SampleRunTests {
         var faultIndex = 0
         var partitionUntil: Int64 = 0, refuseUntil: Int64 = 0
         for time in stride(from: step, to: Int64(90_000_000_000), by: Int(step)) {
-            while faultIndex < timeline.occurrences.count, timeline.occurrences[faultIndex].at.nanoseconds <= time {
-                let occurrence = timeline.occurrences[faultIndex]
+            while faultIndex < occurrences.count, occurrences[faultIndex].at.nanoseconds <= time {
+                let occurrence = occurrences[faultIndex]
                 faultIndex += 1
                 let at = occurrence.at.nanoseconds
                 events.append(TrafficEvent(time: at, connection: 0, kind: .faultStarted(occurrence.mark)))

@@ -54,8 +54,8 @@ extension ScenarioReader {
         let at = try map["at"].map { try $0.durationRange("\(what).at") }
         let everyValue = map["every"]
         let every = try everyValue.map { try $0.durationRange("\(what).every") }
-        if let every, every.lower.nanoseconds <= 0, let everyValue {
-            throw everyValue.error("\(what).every must be longer than 0s")
+        if let every, every.lower < .milliseconds(1), let everyValue {
+            throw everyValue.error("\(what).every must be at least 1ms (a faster schedule means nothing to a network)")
         }
         if at != nil, every != nil, let everyValue {
             throw everyValue.error("\(what) has both 'at' and 'every'; use 'at' for once, 'every' to repeat (with 'after' to start later)")
@@ -81,6 +81,9 @@ extension ScenarioReader {
             throw map.owner.error("\(what) needs 'at' (once) or 'every' (repeating)")
         }
         let probability = try map["probability"].map { try $0.double("\(what).probability", in: 0...1) } ?? 1
+        if probability > 0, probability < Scenario.leastProbability, let v = map["probability"] {
+            throw v.error("\(what).probability must be 0 or at least \(Scenario.leastProbability) (a rarer fault never comes)")
+        }
         let targets = try map["targets"].map { try self.targets($0, what: what) } ?? .all
         return Schedule(at: at, every: every, lasts: lasts, after: after, until: until,
                         probability: probability, targets: targets)

@@ -35,15 +35,11 @@ extension Scenario {
         if let spec = protocolSpec { try spec.checkInvariants(bad) }
         if let baseline { try baseline.checkInvariants("baseline", bad) }
         for (index, rule) in faults.enumerated() { try rule.checkInvariants("faults[\(index)]", proxies: names, bad) }
-        let planned = faults.reduce(0.0) { $0 + $1.mostOccurrences(in: duration) }
-        guard planned <= Double(Self.mostOccurrences) else {
-            throw bad("faults: up to \(Int64(min(planned, 9e18))) occurrences in \(duration); a timeline holds at most "
-                + "\(Self.mostOccurrences): space the faults out or shorten the run")
-        }
     }
 
-    /// The most fault occurrences a timeline holds (it is built whole, and a replay saves it).
-    public static let mostOccurrences = 5_000_000
+    /// The lowest probability (other than 0) a fault may have: a rarer one would make the timeline draw
+    /// billions of occurrences that never happen to find one that does.
+    public static let leastProbability = 0.000_001
 
     static func check(_ duration: ChaosDuration, _ field: String, positive: Bool,
                       _ bad: (String) -> ChaosError) throws {
@@ -98,15 +94,6 @@ extension LinkProfile {
 }
 
 extension FaultRule {
-    /// The most occurrences this rule can have in a run of `duration` (for repeating rules: the window over
-    /// the shortest gap).
-    func mostOccurrences(in duration: ChaosDuration) -> Double {
-        guard let every = schedule.every else { return 1 }
-        let end = min(schedule.until ?? duration, duration)
-        let window = Double(end.nanoseconds) - Double(schedule.after.nanoseconds)
-        return window <= 0 ? 0 : window / Double(max(every.lower.nanoseconds, 1)) + 1
-    }
-
     func checkInvariants(_ field: String, proxies: Set<String>, _ bad: (String) -> ChaosError) throws {
         if let proxy, !proxies.contains(proxy) { throw bad("\(field).proxy: no proxy named '\(proxy)'") }
         if let at = schedule.at { try Scenario.check(at, "\(field).at", positive: false, bad) }
@@ -119,6 +106,9 @@ extension FaultRule {
         if let until = schedule.until { try Scenario.check(until, "\(field).until", positive: false, bad) }
         guard schedule.probability.isFinite, (0...1).contains(schedule.probability) else {
             throw bad("\(field).probability must be within 0...1, found \(schedule.probability)")
+        }
+        guard schedule.probability == 0 || schedule.probability >= Scenario.leastProbability else {
+            throw bad("\(field).probability must be 0 or at least \(Scenario.leastProbability), found \(schedule.probability)")
         }
         try Scenario.check(schedule.targets, field, bad)
         try parameters.checkInvariants(field, bad)
@@ -154,6 +144,7 @@ extension Timeline {
         func bad(_ what: String) -> ChaosError { .badInput("\(source): \(what)") }
         try Scenario.check(duration, "duration", positive: true, bad)
         let proxies = Set(scenario.proxies.map(\.name))
+        guard case .recorded(let occurrences, _) = self.source else { return } // drawn here: checked as its scenario
         for (index, occurrence) in occurrences.enumerated() {
             let field = "occurrences[\(index)]"
             try Scenario.check(occurrence.at, "\(field).at", positive: false, bad)

@@ -101,13 +101,16 @@ struct YAMLValue {
             throw error("\(what) must be a duration like 250ms, 5s, 2m or 72h, found '\(text)'")
         }
         guard value.nanoseconds >= 0 else { throw error("\(what) must not be negative") }
+        guard value <= Scenario.longestDuration else { throw error("\(what) must be at most 10 years, found \(text)") }
         return value
     }
 
     func durationRange(_ what: String) throws -> DurationRange {
         let text = try string(what)
         switch DurationRange.parse(text) {
-        case .success(let range): return range
+        case .success(let range):
+            guard range.upper <= Scenario.longestDuration else { throw error("\(what) must be at most 10 years, found \(text)") }
+            return range
         case .failure(.inverted):
             throw error("\(what) is an empty range '\(text)': the first bound must not be above the second")
         case .failure(.badDuration(let part)):

@@ -1,104 +1,148 @@
 /// Every fault of a run, when, where and with what parameters: a pure function of
 /// (scenario, seed, duration). `chaos validate` prints it, the report records it and
 /// `chaos replay` applies it again.
-public struct Timeline: Sendable, Codable, Equatable {
+///
+/// A timeline is a lazy sequence: occurrences are drawn as they are iterated, so a ten-year run with a
+/// fault every millisecond costs no more memory than a ten-second one. Iterating twice gives the same
+/// occurrences: each rule draws from its own generator forked from the seed, and the rules are merged in
+/// time order.
+public struct Timeline: Sendable, Equatable, Sequence {
     /// The seed it was drawn with.
-    public var seed: UInt64
+    public let seed: UInt64
     /// The run length it covers.
-    public var duration: ChaosDuration
-    /// The occurrences, in time order.
-    public var occurrences: [FaultOccurrence]
+    public let duration: ChaosDuration
+    /// Added to every occurrence's index (faults added through the control API number theirs apart).
+    public var firstIndex: Int
+    /// Where the occurrences come from.
+    let source: Source
 
-    /// Creates a timeline from already drawn occurrences (for replay).
+    enum Source: Sendable, Equatable {
+        /// Drawn from these rules as iterated.
+        case drawn([FaultRule])
+        /// Already drawn (a replayed run folder, a test); `complete` is false when a run folder saved only the
+        /// first ones (the rest are drawn again from its scenario).
+        case recorded([FaultOccurrence], complete: Bool)
+    }
+
+    /// Creates a timeline from already drawn occurrences (for replay and tests).
     public init(seed: UInt64, duration: ChaosDuration, occurrences: [FaultOccurrence]) {
+        self.init(seed: seed, duration: duration, source: .recorded(occurrences, complete: true))
+    }
+
+    /// The timeline of `scenario` with `seed`, over `duration` (the scenario's own by default). Nothing is
+    /// drawn until it is iterated.
+    public init(scenario: Scenario, seed: UInt64, duration: ChaosDuration? = nil) {
+        self.init(seed: seed, duration: duration ?? scenario.duration, source: .drawn(scenario.faults))
+    }
+
+    init(seed: UInt64, duration: ChaosDuration, source: Source, firstIndex: Int = 0) {
         self.seed = seed
         self.duration = duration
-        self.occurrences = occurrences
+        self.source = source
+        self.firstIndex = firstIndex
     }
 
-    /// Draws the timeline of `scenario` with `seed`, over `duration` (the scenario's own by default).
-    public init(scenario: Scenario, seed: UInt64, duration: ChaosDuration? = nil) {
-        let end = duration ?? scenario.duration
-        let root = SeededGenerator(seed: seed)
-        var drafts: [FaultOccurrence] = []
-        for (ruleIndex, rule) in scenario.faults.enumerated() {
-            var generator = root.fork("rule", UInt64(ruleIndex))
-            let schedule = rule.schedule
-            let stop = min(schedule.until ?? end, end)
-            func emit(at start: ChaosDuration) {
-                // Draw everything for this occurrence before deciding whether it happens, so that
-                // probability never shifts the later draws.
-                let happens = generator.nextUnit() < schedule.probability
-                let effect = Self.draw(rule.parameters, with: &generator)
-                var lasts: ChaosDuration = switch effect {
-                case .disconnect: .zero
-                case .handoff(_, _, let blackout, _): blackout
-                default: schedule.lasts.map { generator.draw($0) } ?? (stop - start)
-                }
-                let seed = generator.next()
-                guard happens, start >= schedule.after, start < stop else { return }
-                if case .handoff = effect {} else { lasts = min(lasts, end - start) }
-                drafts.append(FaultOccurrence(index: 0, rule: ruleIndex, at: start, lasts: lasts, proxy: rule.proxy,
-                                              targets: schedule.targets, seed: seed, effect: effect))
-            }
-            if let at = schedule.at {
-                emit(at: generator.draw(at))
-            } else if let every = schedule.every {
-                var start = schedule.after + generator.draw(every)
-                while start < stop {
-                    emit(at: start)
-                    start = start + generator.draw(every)
-                }
-            } else {
-                emit(at: schedule.after)
-            }
-        }
-        drafts.sort { ($0.at, $0.rule) < ($1.at, $1.rule) }
-        for index in drafts.indices { drafts[index].index = index }
-        self.init(seed: seed, duration: end, occurrences: drafts)
+    /// False for a run folder's timeline that saved only its first occurrences: ``RunFolder`` draws the
+    /// rest again from the scenario beside it.
+    public var isComplete: Bool {
+        if case .recorded(_, let complete) = source { return complete }
+        return true
     }
 
-    private static func draw(_ parameters: FaultParameters, with generator: inout SeededGenerator) -> FaultEffect {
-        switch parameters {
-        case .disconnect(let mode, let linger): .disconnect(mode: mode, linger: linger)
-        case .latency(let add, let jitter, let direction):
-            .latency(add: generator.draw(add), jitter: jitter, direction: direction)
-        case .bandwidth(let rate, let direction): .bandwidth(rate: rate, direction: direction)
-        case .partition(let direction): .partition(direction: direction)
-        case .stall(let direction): .stall(direction: direction)
-        case .refuse: .refuse
-        case .handoff(let from, let to, let blackout, let linger):
-            .handoff(from: from, to: to, blackout: generator.draw(blackout), linger: linger)
-        case .slice(let maxBytes, let delay, let direction): .slice(maxBytes: maxBytes, delay: delay, direction: direction)
-        case .link(let profile): .link(profile)
+    /// Draws the occurrences in time order (ties: file order of their rules).
+    public func makeIterator() -> Iterator {
+        switch source {
+        case .drawn(let rules):
+            let root = SeededGenerator(seed: seed)
+            let draws = rules.enumerated().map { RuleDraw(rule: $1, index: $0, root: root, end: duration) }
+            return Iterator(draws: draws, recorded: nil, firstIndex: firstIndex)
+        case .recorded(let occurrences, _):
+            return Iterator(draws: [], recorded: occurrences.makeIterator(), firstIndex: firstIndex)
         }
     }
 
-    /// One line per occurrence: time, kind, how long, parameters, targets, proxy.
-    public var lines: [String] {
-        occurrences.map { occurrence in
-            var line = Self.clock(occurrence.at) + "  " + Self.pad(occurrence.kind.rawValue, 10)
-            line += occurrence.lasts == .zero ? "  " + Self.pad("", 14) : "  for " + Self.pad("\(occurrence.lasts)", 10)
-            var parameters = occurrence.effect.summary
-            if occurrence.kind != .refuse, occurrence.kind != .link {
-                parameters += (parameters.isEmpty ? "" : " ") + "targets=\(occurrence.targets)"
+    /// The occurrences that start at or before `time`, in order (a report lists those a run reached).
+    public func occurrences(through time: ChaosDuration) -> [FaultOccurrence] {
+        Array(lazy.prefix { $0.at <= time })
+    }
+
+    /// Draws occurrences one by one; memory is one pending occurrence per rule.
+    public struct Iterator: IteratorProtocol {
+        var draws: [RuleDraw]
+        var recorded: IndexingIterator<[FaultOccurrence]>?
+        let firstIndex: Int
+        /// The next occurrence of each rule, drawn ahead (nil: that rule has no more).
+        var heads: [FaultOccurrence?]?
+        var count = 0
+
+        init(draws: [RuleDraw], recorded: IndexingIterator<[FaultOccurrence]>?, firstIndex: Int) {
+            self.draws = draws
+            self.recorded = recorded
+            self.firstIndex = firstIndex
+        }
+
+        public mutating func next() -> FaultOccurrence? {
+            if recorded != nil {
+                // A recorded timeline keeps its own indexes.
+                guard var occurrence = recorded?.next() else { return nil }
+                occurrence.index += firstIndex
+                return occurrence
             }
-            if let proxy = occurrence.proxy { parameters += " proxy=\(proxy)" }
-            return (line + "  " + parameters).trimmingWhitespace
+            if heads == nil { heads = draws.indices.map { draws[$0].next() } }
+            var best: Int?
+            for (rule, head) in heads!.enumerated() {
+                guard let head else { continue }
+                if let current = best, let other = heads![current], other.at <= head.at { continue }
+                best = rule
+            }
+            guard let best, var occurrence = heads![best] else { return nil }
+            heads![best] = draws[best].next()
+            occurrence.index = firstIndex + count
+            count += 1
+            return occurrence
         }
     }
+}
 
-    /// `00:01:02.345`: hours, minutes, seconds and milliseconds since the start.
-    public static func clock(_ duration: ChaosDuration) -> String {
-        let millis = duration.nanoseconds / 1_000_000
-        let seconds = millis / 1000, fraction = millis % 1000
-        let h = seconds / 3600, m = (seconds / 60) % 60, s = seconds % 60
-        let two = { (n: Int64) in n < 10 ? "0\(n)" : "\(n)" }
-        let three = fraction < 10 ? "00\(fraction)" : fraction < 100 ? "0\(fraction)" : "\(fraction)"
-        return "\(two(h)):\(two(m)):\(two(s)).\(three)"
+extension Timeline: Codable {
+    /// How many occurrences a run folder's timeline.json holds: enough to read and to check a replay against,
+    /// bounded whatever the run's length and rate (the rest are drawn again from scenario.json).
+    public static let savedOccurrences = 10_000
+
+    private enum CodingKeys: String, CodingKey { case seed, duration, occurrences, complete }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(seed, forKey: .seed)
+        try container.encode(duration, forKey: .duration)
+        var saved = Array(prefix(Self.savedOccurrences + 1))
+        let complete = saved.count <= Self.savedOccurrences && isComplete
+        if !complete { saved.removeLast(Swift.max(0, saved.count - Self.savedOccurrences)) }
+        try container.encode(saved, forKey: .occurrences)
+        if !complete { try container.encode(false, forKey: .complete) }
     }
 
-    private static func pad(_ text: String, _ width: Int) -> String {
-        text.count >= width ? text : text + String(repeating: " ", count: width - text.count)
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let occurrences = try container.decode([FaultOccurrence].self, forKey: .occurrences)
+        let complete = try container.decodeIfPresent(Bool.self, forKey: .complete) ?? true
+        self.init(seed: try container.decode(UInt64.self, forKey: .seed),
+                  duration: try container.decode(ChaosDuration.self, forKey: .duration),
+                  source: .recorded(occurrences, complete: complete))
+    }
+}
+
+extension Timeline {
+    /// The whole timeline for one that a run folder saved only the first occurrences of: drawn again from
+    /// the scenario and the seed, after checking that it begins with what was saved. A complete timeline is
+    /// returned as it is.
+    public func completed(from scenario: Scenario, source: String) throws -> Timeline {
+        guard !isComplete else { return self }
+        let drawn = Timeline(scenario: scenario, seed: seed, duration: duration)
+        for (index, (saved, again)) in zip(self, drawn).enumerated() where saved != again {
+            throw ChaosError.badInput("\(source): occurrences[\(index)] is not what scenario.json draws with seed "
+                + "\(seed); the folder was changed or was written by another version of chaos")
+        }
+        return drawn
     }
 }

@@ -18,7 +18,7 @@ struct Replay: AsyncParsableCommand {
 
     func run() async throws {
         let (scenario, timeline) = try RunFolder.loadReplayInputs(from: directory)
-        Console.line("replaying \(scenario.name) from \(directory): seed \(timeline.seed), \(timeline.occurrences.count) fault occurrences")
+        Console.line("replaying \(scenario.name) from \(directory): seed \(timeline.seed), \(timeline.count())")
         var configuration = ScenarioRunner.Configuration(
             scenario: scenario, timeline: timeline, out: out, replayCommand: "chaos replay \(directory)",
             selfPath: ExecutablePath.current)

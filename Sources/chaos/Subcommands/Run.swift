@@ -41,7 +41,7 @@ enum RunSummary {
     static func run(_ configuration: ScenarioRunner.Configuration) async throws {
         let outcome = try await ScenarioRunner(configuration: configuration, output: { Console.line($0) }).run()
         Console.line(outcome.interrupted ? "stopped by signal" : "finished")
-        Console.line("faults applied: \(outcome.applied.count) of \(configuration.timeline.occurrences.count)")
+        Console.line("faults applied: \(outcome.applied.count) of \(configuration.timeline.count())")
         for traffic in outcome.traffic {
             Console.line("proxy \(traffic.proxy): \(traffic.connections) connections (\(traffic.cut) cut by faults), "
                 + "\(traffic.upstream) bytes upstream, \(traffic.downstream) bytes downstream")

@@ -10,6 +10,9 @@ struct Validate: AsyncParsableCommand {
 
     @OptionGroup var options: ScenarioOptions
 
+    @Option(help: "How many fault occurrences to print (the timeline is drawn lazily; its count is given whole).")
+    var show = 200
+
     func run() async throws {
         let (scenario, seed, drawn) = try options.load()
         let timeline = Timeline(scenario: scenario, seed: seed)
@@ -19,8 +22,16 @@ struct Validate: AsyncParsableCommand {
             print("proxy \(proxy.name): listen \(proxy.listen) -> upstream \(proxy.upstream)")
         }
         if let baseline = scenario.baseline { print("baseline link: \(baseline)") }
-        let kinds = Set(timeline.occurrences.map(\.kind.rawValue)).sorted()
-        print("timeline: \(timeline.occurrences.count) fault occurrences (\(kinds.joined(separator: ", ")))")
-        for line in timeline.lines { print("  " + line) }
+        let count = timeline.count()
+        let kinds = Set(scenario.faults.map(\.kind.rawValue)).sorted()
+        print("timeline: \(count) (\(kinds.joined(separator: ", ")))")
+        if count.exact == nil {
+            for formula in count.formulas { print("  " + formula) }
+        }
+        let shown = timeline.lines(first: max(0, show))
+        for line in shown { print("  " + line) }
+        if count.exact.map({ $0 > shown.count }) ?? true {
+            print("  … the first \(shown.count) shown (--show N for more)")
+        }
     }
 }

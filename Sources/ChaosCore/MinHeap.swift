@@ -1,0 +1,44 @@
+/// A binary min-heap: the smallest element first, O(log n) insert and removal.
+public struct MinHeap<Element: Comparable>: Sendable where Element: Sendable {
+    private var storage: [Element] = []
+
+    /// An empty heap.
+    public init() {}
+
+    /// How many elements it holds.
+    public var count: Int { storage.count }
+    /// True when it holds none.
+    public var isEmpty: Bool { storage.isEmpty }
+    /// The smallest element.
+    public var min: Element? { storage.first }
+
+    /// Adds an element.
+    public mutating func insert(_ element: Element) {
+        storage.append(element)
+        var child = storage.count - 1
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard storage[child] < storage[parent] else { break }
+            storage.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    /// Removes and returns the smallest element.
+    public mutating func popMin() -> Element? {
+        guard !storage.isEmpty else { return nil }
+        storage.swapAt(0, storage.count - 1)
+        let smallest = storage.removeLast()
+        var parent = 0
+        while true {
+            let left = 2 * parent + 1, right = left + 1
+            var smaller = parent
+            if left < storage.count, storage[left] < storage[smaller] { smaller = left }
+            if right < storage.count, storage[right] < storage[smaller] { smaller = right }
+            guard smaller != parent else { break }
+            storage.swapAt(parent, smaller)
+            parent = smaller
+        }
+        return smallest
+    }
+}

@@ -1,0 +1,99 @@
+/// The occurrences of one fault rule, drawn one at a time from the rule's own generator (forked from the
+/// run's seed by rule index), so that the draws of one rule never depend on another's.
+///
+/// The order of draws per occurrence is fixed (it is what a seed means): whether it happens, its parameters,
+/// how long it lasts, its own seed, then the gap to the next start.
+struct RuleDraw {
+    private let rule: FaultRule
+    private let ruleIndex: Int
+    /// The end of the run.
+    private let end: ChaosDuration
+    /// The end of this rule's window.
+    private let stop: ChaosDuration
+    private var generator: SeededGenerator
+    private var state: State
+
+    private enum State {
+        /// Nothing drawn yet.
+        case fresh
+        /// A repeating rule: the next start.
+        case repeating(ChaosDuration)
+        case done
+    }
+
+    init(rule: FaultRule, index: Int, root: SeededGenerator, end: ChaosDuration) {
+        self.rule = rule
+        ruleIndex = index
+        self.end = end
+        stop = min(rule.schedule.until ?? end, end)
+        generator = root.fork("rule", UInt64(index))
+        // A rule that never happens has nothing to draw (and must not spin through a long window doing it).
+        state = rule.schedule.probability > 0 ? .fresh : .done
+    }
+
+    /// The rule's next occurrence (index 0: the timeline numbers them), or nil when it has no more.
+    mutating func next() -> FaultOccurrence? {
+        let schedule = rule.schedule
+        while true {
+            switch state {
+            case .done:
+                return nil
+            case .fresh:
+                if let at = schedule.at {
+                    state = .done
+                    return draw(at: generator.draw(at))
+                } else if let every = schedule.every {
+                    state = .repeating(schedule.after + generator.draw(every))
+                } else {
+                    state = .done
+                    return draw(at: schedule.after)
+                }
+            case .repeating(let start):
+                guard start < stop, let every = schedule.every else {
+                    state = .done
+                    return nil
+                }
+                let occurrence = draw(at: start)
+                state = .repeating(start + generator.draw(every))
+                if let occurrence { return occurrence }
+            }
+        }
+    }
+
+    /// Draws everything for one occurrence before deciding whether it happens, so that probability never
+    /// shifts the later draws.
+    private mutating func draw(at start: ChaosDuration) -> FaultOccurrence? {
+        let schedule = rule.schedule
+        let happens = generator.nextUnit() < schedule.probability
+        let effect = FaultEffect.draw(rule.parameters, with: &generator)
+        var lasts: ChaosDuration = switch effect {
+        case .disconnect: .zero
+        case .handoff(_, _, let blackout, _): blackout
+        default: schedule.lasts.map { generator.draw($0) } ?? (stop - start)
+        }
+        let seed = generator.next()
+        guard happens, start >= schedule.after, start < stop else { return nil }
+        if case .handoff = effect {} else { lasts = min(lasts, end - start) }
+        return FaultOccurrence(index: 0, rule: ruleIndex, at: start, lasts: lasts, proxy: rule.proxy,
+                               targets: schedule.targets, seed: seed, effect: effect)
+    }
+}
+
+extension FaultEffect {
+    /// Draws a rule's ranged parameters.
+    static func draw(_ parameters: FaultParameters, with generator: inout SeededGenerator) -> FaultEffect {
+        switch parameters {
+        case .disconnect(let mode, let linger): .disconnect(mode: mode, linger: linger)
+        case .latency(let add, let jitter, let direction):
+            .latency(add: generator.draw(add), jitter: jitter, direction: direction)
+        case .bandwidth(let rate, let direction): .bandwidth(rate: rate, direction: direction)
+        case .partition(let direction): .partition(direction: direction)
+        case .stall(let direction): .stall(direction: direction)
+        case .refuse: .refuse
+        case .handoff(let from, let to, let blackout, let linger):
+            .handoff(from: from, to: to, blackout: generator.draw(blackout), linger: linger)
+        case .slice(let maxBytes, let delay, let direction): .slice(maxBytes: maxBytes, delay: delay, direction: direction)
+        case .link(let profile): .link(profile)
+        }
+    }
+}
