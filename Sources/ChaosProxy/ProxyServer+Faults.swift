@@ -28,7 +28,7 @@ extension ProxyServer {
 
     /// Lifts the condition named `key` everywhere.
     public func removeCondition(key: Int) async {
-        // Only NIO connections carry conditions: passthrough ones stay where they are.
+        // Only NIO connections carry conditions: epollRelay ones stay where they are.
         let connections = state.withLock { state in
             state.conditions.removeValue(forKey: key)
             return Array(state.connections.values)

@@ -34,7 +34,7 @@ public final class ProxyServer: Sendable {
         /// Relay threads for connections that nothing shapes (nil: NIO relays every connection).
         /// With them, the proxy accepts on these threads; a connection goes to NIO when it starts
         /// under a link profile or a fault on all connections, or when a fault reaches it later.
-        public var passthrough: PassthroughLoopGroup?
+        public var epollRelay: EpollRelayLoopGroup?
         /// Creates default options.
         public init() {}
     }
@@ -46,8 +46,8 @@ public final class ProxyServer: Sendable {
         /// Live connections: what faults can hit.
         var connections: [ConnectionID: ProxiedConnection] = [:]
         /// Live connections relayed outside NIO (none of them shaped or cut).
-        var passthrough: [ConnectionID: PassthroughConnection] = [:]
-        /// Passthrough connections on their way to NIO.
+        var epollRelay: [ConnectionID: EpollRelayConnection] = [:]
+        /// Epoll relay connections on their way to NIO.
         var moving: [ConnectionID: Task<ProxiedConnection?, Never>] = [:]
         /// Connections a fault cut that still have a leg open (half-open, lingering).
         var lingering: [ConnectionID: ProxiedConnection] = [:]
@@ -93,10 +93,10 @@ public final class ProxyServer: Sendable {
     func rebind(_ address: SocketAddress) async throws -> Listener { try await bind(address) }
 
     private func bind(_ address: SocketAddress) async throws -> Listener {
-        if let loops = options.passthrough {
+        if let loops = options.epollRelay {
             do {
-                let route = passthroughRoute
-                return .passthrough(try await PassthroughListener(address: address, backlog: options.backlog, group: loops,
+                let route = epollRoute
+                return .epollRelay(try await EpollRelayListener(address: address, backlog: options.backlog, group: loops,
                                                                 logger: logger) {
                     [self] client, loop in admit(client, on: loop, route: route)
                 })
@@ -129,10 +129,10 @@ public final class ProxyServer: Sendable {
         }
         await listener?.close()
         for task in moving { _ = await task.value }
-        let (connections, passthrough) = state.withLock { state in
-            (Array(state.connections.values) + Array(state.lingering.values), Array(state.passthrough.values))
+        let (connections, epollRelay) = state.withLock { state in
+            (Array(state.connections.values) + Array(state.lingering.values), Array(state.epollRelay.values))
         }
-        for connection in passthrough {
+        for connection in epollRelay {
             await connection.loop.submit { connection.terminate() }
         }
         for connection in connections {
@@ -140,12 +140,12 @@ public final class ProxyServer: Sendable {
         }
     }
 
-    /// The ids of live connections relayed by passthrough threads (the rest are NIO's).
-    public var passthroughConnections: [ConnectionID] { state.withLock { Array($0.passthrough.keys) } }
+    /// The ids of live connections relayed by epoll relay threads (the rest are NIO's).
+    public var epollRelayConnections: [ConnectionID] { state.withLock { Array($0.epollRelay.keys) } }
 
     /// The live connections' ids.
     public var liveConnections: [ConnectionID] {
-        state.withLock { Array($0.connections.keys) + Array($0.passthrough.keys) }
+        state.withLock { Array($0.connections.keys) + Array($0.epollRelay.keys) }
     }
 
     // MARK: accepting
@@ -197,7 +197,7 @@ public final class ProxyServer: Sendable {
         }
     }
 
-    /// Joins both legs into a live connection; `adopted` carries what a passthrough relay had
+    /// Joins both legs into a live connection; `adopted` carries what an epoll relay had
     /// already done for it. Returns nil (both legs reset) when it cannot.
     func wire(id: ConnectionID, client: any Channel, server: any Channel,
               adopted: ProxiedConnection.Adoption? = nil) -> ProxiedConnection? {
@@ -226,7 +226,7 @@ public final class ProxyServer: Sendable {
                 return (state.baseline, state.conditions, state.stopped)
             }
             guard !stopped else { throw ChannelError.ioOnClosedChannel }
-            // A connection that started in passthrough started with no link profile.
+            // A connection that started on the epoll relay started with no link profile.
             connection.start(baseline: adopted == nil ? baseline : nil, conditions: conditions, adopted: adopted)
             return connection
         } catch {

@@ -34,9 +34,9 @@ public final class ScenarioRunner: Sendable {
         public var controlAPI: HostPort?
         /// How long the proxy's event loops keep polling after relaying bytes (zero: off); see ``BusyPolling``.
         public var busyPoll: ChaosDuration = .microseconds(100)
-        /// Whether connections that nothing shapes are relayed by passthrough threads rather than
-        /// NIO (see ``PassthroughLoopGroup``); a fault moves a connection to NIO when it reaches it.
-        public var passthrough = true
+        /// Whether connections that nothing shapes are relayed by epoll relay threads rather than
+        /// NIO (see ``EpollRelayLoopGroup``); a fault moves a connection to NIO when it reaches it.
+        public var epollRelay = true
         /// How often report.json is checkpointed.
         public var checkpointEvery: ChaosDuration = .seconds(Int64(60))
 
@@ -95,10 +95,10 @@ public final class ScenarioRunner: Sendable {
         let eventSink = folder != nil || capture != nil ? sink : nil
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, System.coreCount))
         let busyPolling = await BusyPolling.start(on: group, window: .nanoseconds(configuration.busyPoll.nanoseconds))
-        let passthrough: PassthroughLoopGroup?
+        let epollRelay: EpollRelayLoopGroup?
         do {
-            passthrough = configuration.passthrough
-                ? try PassthroughLoopGroup(threads: System.coreCount, busyPoll: .nanoseconds(configuration.busyPoll.nanoseconds))
+            epollRelay = configuration.epollRelay
+                ? try EpollRelayLoopGroup(threads: System.coreCount, busyPoll: .nanoseconds(configuration.busyPoll.nanoseconds))
                 : nil
         } catch {
             try? await group.shutdownGracefully()
@@ -106,14 +106,14 @@ public final class ScenarioRunner: Sendable {
             throw ChaosError(.network, "cannot start the relay threads: \(error)")
         }
         @Sendable func stopLoops() async {
-            passthrough?.shutdown()
+            epollRelay?.shutdown()
             try? await group.shutdownGracefully()
             busyPolling?.close()
         }
         let clock = RunClock()
         let proxies: [ProxyServer]
         do {
-            proxies = try await startProxies(group: group, busyPolling: busyPolling, passthrough: passthrough,
+            proxies = try await startProxies(group: group, busyPolling: busyPolling, epollRelay: epollRelay,
                                              clock: clock, sink: eventSink)
         } catch {
             await stopLoops()
@@ -234,7 +234,7 @@ public final class ScenarioRunner: Sendable {
         return writer
     }
 
-    private func startProxies(group: any EventLoopGroup, busyPolling: BusyPolling?, passthrough: PassthroughLoopGroup?, clock: RunClock,
+    private func startProxies(group: any EventLoopGroup, busyPolling: BusyPolling?, epollRelay: EpollRelayLoopGroup?, clock: RunClock,
                               sink: RunSink?) async throws -> [ProxyServer] {
         let scenario = configuration.scenario
         let ids = ConnectionIDSource()
@@ -242,7 +242,7 @@ public final class ScenarioRunner: Sendable {
         var proxies: [ProxyServer] = []
         var options = ProxyServer.Options()
         options.busyPolling = busyPolling
-        options.passthrough = passthrough
+        options.epollRelay = epollRelay
         for spec in scenario.proxies {
             let proxy = ProxyServer(spec: spec, group: group, sink: sink, clock: clock, ids: ids,
                                     seed: root.fork("proxy:" + spec.name), baseline: scenario.baseline,

@@ -35,8 +35,8 @@ struct RunCommandTests {
         run.remove()
     }
 
-    @Test("the resilient pair passes and the audit's per-stream counts equal the pair's own logs exactly (passthrough relay, then NIO only)",
-          arguments: [[], ["--no-passthrough"]])
+    @Test("the resilient pair passes and the audit's per-stream counts equal the pair's own logs exactly (epoll relay, then NIO only)",
+          arguments: [[], ["--no-epoll-relay"]])
     func resilientPairMatchesItsLogs(relay: [String]) async throws {
         let run = try await RunFolderUnderTest.run([Self.resilient] + relay)
         #expect(run.result.status == 0, "exit \(run.result.status): \(run.result.stdout)\n\(run.result.stderr)")

@@ -30,8 +30,8 @@ struct AcknowledgementRelayTests {
     }
 
     @Test("bytes written to a peer that already closed its socket are never acknowledged", arguments: [true, false])
-    func closedPeerNeverAcknowledges(passthrough: Bool) async throws {
-        let harness = try await ProxyHarness(passthrough: passthrough)
+    func closedPeerNeverAcknowledges(epollRelay: Bool) async throws {
+        let harness = try await ProxyHarness(epollRelay: epollRelay)
         let (client, server) = try await offPool { try harness.connectPair() }
         try await offPool {
             try server.sendAll(Array("world!".utf8))
@@ -56,8 +56,8 @@ struct AcknowledgementRelayTests {
     }
 
     @Test("a reader that does not read holds the acknowledgements back until it does", arguments: [true, false])
-    func slowReader(passthrough: Bool) async throws {
-        let harness = try await ProxyHarness(passthrough: passthrough)
+    func slowReader(epollRelay: Bool) async throws {
+        let harness = try await ProxyHarness(epollRelay: epollRelay)
         let (client, server) = try await offPool { try harness.connectPair() }
         let size = 8 << 20
         let payload = pattern(count: size, seed: 9)

@@ -6,10 +6,10 @@ import Testing
 
 @Suite("Relay over real sockets", .serialized, .timeLimit(.minutes(2)))
 struct RelayTests {
-    @Test("with no fault, 50 MB each way arrive unchanged, both directions at once (passthrough or NIO, sleeping or busy polling)",
+    @Test("with no fault, 50 MB each way arrive unchanged, both directions at once (epoll relay or NIO, sleeping or busy polling)",
           arguments: [true, false], [TimeAmount.zero, .microseconds(100)])
-    func bytesOutEqualBytesIn(passthrough: Bool, busyPoll: TimeAmount) async throws {
-        let harness = try await ProxyHarness(busyPoll: busyPoll, passthrough: passthrough)
+    func bytesOutEqualBytesIn(epollRelay: Bool, busyPoll: TimeAmount) async throws {
+        let harness = try await ProxyHarness(busyPoll: busyPoll, epollRelay: epollRelay)
         #expect((harness.busyPolling != nil) == (busyPoll > .zero))
         try await offPool {
             let (client, server) = try harness.connectPair()
@@ -23,17 +23,17 @@ struct RelayTests {
             #expect(harness.proxy.counters.upstream == Int64(size))
             #expect(harness.proxy.counters.downstream == Int64(size))
             // Nothing shaped it: it stayed where it started.
-            #expect(harness.proxy.passthroughConnections.count == (passthrough ? 1 : 0))
+            #expect(harness.proxy.epollRelayConnections.count == (epollRelay ? 1 : 0))
             client.close(); server.close()
         }
         // With busy polling on, the NIO relay kept its loops polling after moving bytes.
-        if !passthrough { #expect(harness.busyPolling.map { !$0.lastSpins.isEmpty } ?? true) }
+        if !epollRelay { #expect(harness.busyPolling.map { !$0.lastSpins.isEmpty } ?? true) }
         await harness.shutdown()
     }
 
-    @Test("a client's FIN reaches the server, and the server's reply still reaches the client (passthrough or NIO)", arguments: [true, false])
-    func halfClosePropagates(passthrough: Bool) async throws {
-        let harness = try await ProxyHarness(passthrough: passthrough)
+    @Test("a client's FIN reaches the server, and the server's reply still reaches the client (epoll relay or NIO)", arguments: [true, false])
+    func halfClosePropagates(epollRelay: Bool) async throws {
+        let harness = try await ProxyHarness(epollRelay: epollRelay)
         try await offPool {
             let (client, server) = try harness.connectPair()
             try client.sendAll(Array("request".utf8))
@@ -52,9 +52,9 @@ struct RelayTests {
         await harness.shutdown()
     }
 
-    @Test("after the client's FIN, a reply larger than the socket buffers arrives whole before the server's FIN (passthrough or NIO)", arguments: [true, false])
-    func replyAfterClientFINArrivesWhole(passthrough: Bool) async throws {
-        let harness = try await ProxyHarness(passthrough: passthrough)
+    @Test("after the client's FIN, a reply larger than the socket buffers arrives whole before the server's FIN (epoll relay or NIO)", arguments: [true, false])
+    func replyAfterClientFINArrivesWhole(epollRelay: Bool) async throws {
+        let harness = try await ProxyHarness(epollRelay: epollRelay)
         try await offPool {
             let (client, server) = try harness.connectPair()
             try client.sendAll(Array("send me everything".utf8))
@@ -83,9 +83,9 @@ struct RelayTests {
         await harness.shutdown()
     }
 
-    @Test("a server's FIN reaches the client while the client can still send (passthrough or NIO)", arguments: [true, false])
-    func serverHalfClose(passthrough: Bool) async throws {
-        let harness = try await ProxyHarness(passthrough: passthrough)
+    @Test("a server's FIN reaches the client while the client can still send (epoll relay or NIO)", arguments: [true, false])
+    func serverHalfClose(epollRelay: Bool) async throws {
+        let harness = try await ProxyHarness(epollRelay: epollRelay)
         try await offPool {
             let (client, server) = try harness.connectPair()
             try server.sendAll(Array("bye".utf8))
@@ -103,9 +103,9 @@ struct RelayTests {
         await harness.shutdown()
     }
 
-    @Test("a reset from one side is passed on as a reset to the other (passthrough or NIO)", arguments: [true, false])
-    func resetPropagates(passthrough: Bool) async throws {
-        let harness = try await ProxyHarness(passthrough: passthrough)
+    @Test("a reset from one side is passed on as a reset to the other (epoll relay or NIO)", arguments: [true, false])
+    func resetPropagates(epollRelay: Bool) async throws {
+        let harness = try await ProxyHarness(epollRelay: epollRelay)
         try await offPool {
             let (client, server) = try harness.connectPair()
             try client.sendAll([1, 2, 3])
@@ -118,9 +118,9 @@ struct RelayTests {
         await harness.shutdown()
     }
 
-    @Test("a slow reader slows the writer: the proxy holds a bounded amount (passthrough or NIO)", arguments: [true, false])
-    func backpressureBoundsMemory(passthrough: Bool) async throws {
-        let harness = try await ProxyHarness(baseline: nil, maxHeldBytes: 256 * 1024, passthrough: passthrough)
+    @Test("a slow reader slows the writer: the proxy holds a bounded amount (epoll relay or NIO)", arguments: [true, false])
+    func backpressureBoundsMemory(epollRelay: Bool) async throws {
+        let harness = try await ProxyHarness(baseline: nil, maxHeldBytes: 256 * 1024, epollRelay: epollRelay)
         try await offPool {
             let (client, server) = try harness.connectPair()
             client.setTimeout(2)

@@ -38,7 +38,7 @@ final class ProxiedConnection: @unchecked Sendable {
         let shaper: ShapingHandler
     }
 
-    /// What a passthrough relay had already done for a connection that moved to NIO.
+    /// What an epoll relay had already done for a connection that moved to NIO.
     struct Adoption: Sendable {
         /// Bytes read from the server (and recorded) but not yet written to the client.
         let toClient: [UInt8]
@@ -78,7 +78,7 @@ final class ProxiedConnection: @unchecked Sendable {
     }
 
     /// Wires the relays and starts reading both legs. Call on the event loop. An `adopted`
-    /// connection was opened (and counted) by a passthrough relay; its pending bytes go first.
+    /// connection was opened (and counted) by an epoll relay; its pending bytes go first.
     func start(baseline: LinkProfile?, conditions: [Int: (DirectionSet, ShapingCondition)], adopted: Adoption? = nil) {
         eventLoop.preconditionInEventLoop()
         let client = legs[.client]!, server = legs[.server]!

@@ -10,9 +10,9 @@ struct RelayOptions: ParsableArguments {
     var busyPoll: String = "100us"
 
     @Flag(inversion: .prefixedNo, help: ArgumentHelp(
-        "Relay connections that no fault or link profile touches on plain epoll threads (--no-passthrough: NIO relays all).",
+        "Relay connections that no fault or link profile touches on plain epoll threads (--no-epoll-relay: NIO relays all).",
         discussion: "A connection moves to NIO, bytes in flight included, as soon as a fault reaches it."))
-    var passthrough = true
+    var epollRelay = true
 
     func validate() throws {
         guard let window = ChaosDuration(parsing: busyPoll), window.nanoseconds <= 10_000_000 else {
@@ -23,6 +23,6 @@ struct RelayOptions: ParsableArguments {
     /// Applies the options to `configuration`.
     func apply(to configuration: inout ScenarioRunner.Configuration) {
         configuration.busyPoll = ChaosDuration(parsing: busyPoll) ?? configuration.busyPoll
-        configuration.passthrough = passthrough
+        configuration.epollRelay = epollRelay
     }
 }

@@ -15,21 +15,21 @@ final class ProxyHarness: Sendable {
     let clock = RunClock()
 
     let busyPolling: BusyPolling?
-    let passthrough: PassthroughLoopGroup?
+    let epollRelay: EpollRelayLoopGroup?
 
-    /// With `passthrough` (as `chaos` runs), connections nothing shapes start on passthrough
+    /// With `epollRelay` (as `chaos` runs), connections nothing shapes start on epollRelay
     /// threads and move to NIO when a fault reaches them.
     init(baseline: LinkProfile? = nil, maxHeldBytes: Int = 1 << 20, busyPoll: TimeAmount = .zero,
-         passthrough: Bool = true) async throws {
+         epollRelay: Bool = true) async throws {
         group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
         upstream = try TestListener()
         events = EventRecorder()
         busyPolling = await BusyPolling.start(on: group, window: busyPoll)
-        self.passthrough = passthrough ? try PassthroughLoopGroup(threads: 2, busyPoll: busyPoll) : nil
+        self.epollRelay = epollRelay ? try EpollRelayLoopGroup(threads: 2, busyPoll: busyPoll) : nil
         var options = ProxyServer.Options()
         options.maxHeldBytes = maxHeldBytes
         options.busyPolling = busyPolling
-        options.passthrough = self.passthrough
+        options.epollRelay = self.epollRelay
         proxy = ProxyServer(spec: ProxySpec(name: "test", listen: HostPort(host: "127.0.0.1", port: 0),
                                             upstream: HostPort(host: "127.0.0.1", port: upstream.port)),
                             group: group, sink: events, clock: clock, ids: ConnectionIDSource(),
@@ -56,7 +56,7 @@ final class ProxyHarness: Sendable {
     func shutdown() async {
         await proxy.stop()
         upstream.close()
-        passthrough?.shutdown()
+        epollRelay?.shutdown()
         try? await group.shutdownGracefully()
         busyPolling?.close()
     }

@@ -1,0 +1,35 @@
+public import NIOCore
+import Synchronization
+
+/// The threads that relay connections no fault or shaping touches, outside NIO: each runs its
+/// own epoll loop with plain reads and writes, which costs about half of what two NIO channels
+/// cost per connection. A connection moves to NIO the moment a fault reaches it.
+///
+/// Give it to proxies through ``ProxyServer/Options/epollRelay``; call ``shutdown()`` after the
+/// proxies have stopped.
+public final class EpollRelayLoopGroup: Sendable {
+    let loops: [EpollRelayLoop]
+    private let stopped = Atomic<Bool>(false)
+
+    /// Starts `threads` relay threads; each keeps polling for `busyPoll` after an event before it
+    /// sleeps (zero: it sleeps at once). Throws when the system refuses a thread or an epoll instance.
+    public init(threads: Int, busyPoll: TimeAmount) throws {
+        let window = UInt64(max(0, busyPoll.nanoseconds))
+        var loops: [EpollRelayLoop] = []
+        do {
+            for index in 0..<max(1, threads) {
+                loops.append(try EpollRelayLoop(name: "chaos-relay-\(index)", busyPollNanoseconds: window))
+            }
+        } catch {
+            for loop in loops { loop.stop() }
+            throw error
+        }
+        self.loops = loops
+    }
+
+    /// Stops every thread (resetting whatever they still relay). Safe to call more than once.
+    public func shutdown() {
+        guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        for loop in loops { loop.stop() }
+    }
+}

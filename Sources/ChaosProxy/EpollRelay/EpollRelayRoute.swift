@@ -1,0 +1,41 @@
+import ChaosCore
+import Logging
+import NIOCore
+
+/// What the epoll relay connections of one proxy share: where they dial, where their events
+/// and totals go, and whom to tell when one is gone.
+struct EpollRelayRoute: Sendable {
+    let proxyName: String
+    let upstream: SocketAddress
+    let sink: (any TrafficEventSink)?
+    let clock: RunClock
+    let counters: ProxyCounters
+    let connectTimeoutNanoseconds: UInt64
+    let logger: Logger
+    /// Called once a connection has ended (not when it was handed over to NIO).
+    let finished: @Sendable (ConnectionID) -> Void
+    /// The sink, when it wants byte events (asked once, not per read).
+    let trafficSink: (any TrafficEventSink)?
+
+    init(proxyName: String, upstream: SocketAddress, sink: (any TrafficEventSink)?, clock: RunClock,
+         counters: ProxyCounters, connectTimeoutNanoseconds: UInt64, logger: Logger,
+         finished: @escaping @Sendable (ConnectionID) -> Void) {
+        self.proxyName = proxyName
+        self.upstream = upstream
+        self.sink = sink
+        self.clock = clock
+        self.counters = counters
+        self.connectTimeoutNanoseconds = connectTimeoutNanoseconds
+        self.logger = logger
+        self.finished = finished
+        trafficSink = sink?.recordsTraffic == true ? sink : nil
+    }
+}
+
+/// A connection taken out of its epollRelay loop, for NIO to carry on: both sockets (still
+/// open, out of epoll) and what the relay had done (pending bytes, recorded closes).
+struct DetachedConnection: Sendable {
+    let client: Int32
+    let server: Int32
+    let adoption: ProxiedConnection.Adoption
+}

@@ -1,0 +1,133 @@
+import ChaosCore
+import Glibc
+import Logging
+import NIOCore
+import NIOPosix
+import Synchronization
+
+extension ProxyServer {
+    /// Where the proxy listens: a NIO server channel, or a socket its epoll relay threads accept on.
+    enum Listener: Sendable {
+        case nio(any Channel)
+        case epollRelay(EpollRelayListener)
+
+        var address: SocketAddress? {
+            switch self {
+            case .nio(let channel): channel.localAddress
+            case .epollRelay(let listener): listener.address
+            }
+        }
+
+        func close() async {
+            switch self {
+            case .nio(let channel): try? await channel.close()
+            case .epollRelay(let listener): await listener.close()
+            }
+        }
+    }
+
+    /// A bootstrap for a relay leg: half-closure allowed (a FIN is passed on, not a close), no Nagle.
+    func relayBootstrap(_ group: any EventLoopGroup) -> ClientBootstrap {
+        ClientBootstrap(group: group)
+            .channelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+            .channelOption(ChannelOptions.tcpOption(.tcp_nodelay), value: 1)
+    }
+
+    // MARK: accepting on an epoll relay thread
+
+    /// A client accepted on `loop`: relayed there along `route` when nothing shapes new
+    /// connections, else handed to NIO.
+    func admit(_ client: Int32, on loop: EpollRelayLoop, route: EpollRelayRoute?) {
+        let id = ids.next()
+        guard let route else { return handOver(client, id: id) }
+        let connection = EpollRelayConnection(id: id, client: client, loop: loop, route: route)
+        let relayed = state.withLock { state in
+            guard !state.stopped, state.baseline == nil, state.conditions.isEmpty else { return false }
+            state.epollRelay[id] = connection
+            return true
+        }
+        if relayed { connection.start() } else { handOver(client, id: id) }
+    }
+
+    /// What epoll relay connections of this proxy share (nil when the upstream is a host name,
+    /// which NIO resolves per connection).
+    var epollRoute: EpollRelayRoute? {
+        guard let upstream = upstreamAddress else { return nil }
+        return EpollRelayRoute(
+            proxyName: spec.name, upstream: upstream, sink: sink, clock: clock, counters: counters,
+            connectTimeoutNanoseconds: 10_000_000_000, logger: logger,
+            finished: { [weak self] id in self?.state.withLock { _ = $0.epollRelay.removeValue(forKey: id) } })
+    }
+
+    /// Gives an accepted client socket to NIO, which then dials the upstream as for any connection.
+    private func handOver(_ client: Int32, id: ConnectionID) {
+        relayBootstrap(group)
+            .channelInitializer { [self] channel in
+                channel.eventLoop.makeCompletedFuture { accept(channel, id: id) }
+            }
+            .withConnectedSocket(client)
+            .whenFailure { [self] error in
+                // Not closed here: NIO may have closed it already, and closing a number twice can
+                // close someone else's socket.
+                logger.warning("cannot hand a client to NIO", metadata: ["proxy.name": "\(spec.name)", "error": "\(error)"])
+            }
+    }
+
+    // MARK: moving a connection to NIO
+
+    /// The connections `ids` names (all when nil), after running `body` on the state; those still
+    /// on the epoll relay are moved to NIO first, so that faults can act on them.
+    func targetConnections(_ ids: [ConnectionID]?, _ body: (inout State) -> Void) async -> [ProxiedConnection] {
+        let (ready, moving) = state.withLock { state -> ([ProxiedConnection], [Task<ProxiedConnection?, Never>]) in
+            body(&state)
+            let wanted = ids ?? (Array(state.connections.keys) + Array(state.epollRelay.keys) + Array(state.moving.keys))
+            var ready: [ProxiedConnection] = [], moving: [Task<ProxiedConnection?, Never>] = []
+            for id in Set(wanted).sorted() {
+                if let connection = state.connections[id] {
+                    ready.append(connection)
+                } else if let task = state.moving[id] {
+                    moving.append(task)
+                } else if let connection = state.epollRelay.removeValue(forKey: id) {
+                    let task = Task { await self.move(connection) }
+                    state.moving[id] = task
+                    moving.append(task)
+                }
+            }
+            return (ready, moving)
+        }
+        var connections = ready
+        for task in moving {
+            if let connection = await task.value { connections.append(connection) }
+        }
+        return connections.sorted { $0.id < $1.id }
+    }
+
+    /// Takes `connection` off its epoll relay thread and carries it on in NIO, pending bytes first.
+    private func move(_ connection: EpollRelayConnection) async -> ProxiedConnection? {
+        let id = connection.id
+        defer { state.withLock { _ = $0.moving.removeValue(forKey: id) } }
+        let detached = await withCheckedContinuation { continuation in
+            connection.loop.execute { connection.detach { continuation.resume(returning: $0) } }
+        }
+        guard let detached else { return nil }
+        let loop = group.next()
+        func leg(_ fd: Int32, _ side: Side) -> EventLoopFuture<any Channel> {
+            relayBootstrap(loop)
+                .channelInitializer { [self] channel in
+                    channel.eventLoop.makeCompletedFuture { try addLegHandlers(channel, side: side, id: id) }
+                }
+                .withConnectedSocket(fd)
+        }
+        let client = leg(detached.client, .client), server = leg(detached.server, .server)
+        do {
+            let (clientChannel, serverChannel) = try await (client.get(), server.get())
+            return try await loop.submit {
+                self.wire(id: id, client: clientChannel, server: serverChannel, adopted: detached.adoption)
+            }.get()
+        } catch {
+            logger.warning("cannot move a connection to NIO", metadata: ["proxy.name": "\(spec.name)", "error": "\(error)"])
+            for leg in [client, server] { leg.whenSuccess { $0.closeWithReset() } }
+            return nil
+        }
+    }
+}
