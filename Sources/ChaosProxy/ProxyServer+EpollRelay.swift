@@ -56,50 +56,65 @@ extension ProxyServer {
         return EpollRelayRoute(
             proxyName: spec.name, upstream: upstream, sink: sink, clock: clock, counters: counters,
             connectTimeoutNanoseconds: 10_000_000_000, logger: logger,
-            finished: { [weak self] id in self?.state.withLock { _ = $0.epollRelay.removeValue(forKey: id) } })
+            finished: { [weak self] id in
+                self?.state.withLock { state in
+                    state.epollRelay.removeValue(forKey: id)
+                    state.epollLingering.removeValue(forKey: id)
+                }
+            },
+            cut: { [weak self] id in
+                self?.state.withLock { state in
+                    if let cut = state.epollRelay.removeValue(forKey: id) { state.epollLingering[id] = cut }
+                }
+            })
     }
 
     /// Gives an accepted client socket to NIO, which then dials the upstream as for any connection.
     private func handOver(_ client: Int32, id: ConnectionID) {
+        let identity = RawSocket.identity(client)
         relayBootstrap(group)
             .channelInitializer { [self] channel in
                 channel.eventLoop.makeCompletedFuture { accept(channel, id: id) }
             }
             .withConnectedSocket(client)
             .whenFailure { [self] error in
-                // Not closed here: NIO may have closed it already, and closing a number twice can
-                // close someone else's socket.
                 logger.warning("cannot hand a client to NIO", metadata: ["proxy.name": "\(spec.name)", "error": "\(error)"])
+                // NIO closes it when it failed after taking it, not when it could not take it.
+                RawSocket.closeWithReset(client, ifStill: identity)
             }
     }
 
     // MARK: moving a connection to NIO
 
-    /// The connections `ids` names (all when nil), after running `body` on the state; those still
-    /// on the epoll relay are moved to NIO first, so that faults can act on them.
-    func targetConnections(_ ids: [ConnectionID]?, _ body: (inout State) -> Void) async -> [ProxiedConnection] {
-        let (ready, moving) = state.withLock { state -> ([ProxiedConnection], [Task<ProxiedConnection?, Never>]) in
+    /// The connections `ids` names (all when nil), after running `body` on the state. Those still on
+    /// the epoll relay are moved to NIO first, so that shaping can act on them, unless `inPlace`
+    /// (a cut needs no shaping): then they come back apart.
+    func targetConnections(_ ids: [ConnectionID]?, inPlace: Bool = false,
+                           _ body: (inout State) -> Void) async -> (nio: [ProxiedConnection], epoll: [EpollRelayConnection]) {
+        let (ready, moving, relayed) = state.withLock { state in
             body(&state)
             let wanted = ids ?? (Array(state.connections.keys) + Array(state.epollRelay.keys) + Array(state.moving.keys))
-            var ready: [ProxiedConnection] = [], moving: [Task<ProxiedConnection?, Never>] = []
+            var ready: [ProxiedConnection] = [], moving: [Task<ProxiedConnection?, Never>] = [], relayed: [EpollRelayConnection] = []
             for id in Set(wanted).sorted() {
                 if let connection = state.connections[id] {
                     ready.append(connection)
                 } else if let task = state.moving[id] {
                     moving.append(task)
+                } else if inPlace, let connection = state.epollRelay[id] {
+                    relayed.append(connection)
                 } else if let connection = state.epollRelay.removeValue(forKey: id) {
                     let task = Task { await self.move(connection) }
                     state.moving[id] = task
                     moving.append(task)
                 }
             }
-            return (ready, moving)
+            return (ready, moving, relayed)
         }
         var connections = ready
         for task in moving {
             if let connection = await task.value { connections.append(connection) }
         }
-        return connections.sorted { $0.id < $1.id }
+        return (connections.sorted { $0.id < $1.id }, relayed)
     }
 
     /// Takes `connection` off its epoll relay thread and carries it on in NIO, pending bytes first.
@@ -107,10 +122,12 @@ extension ProxyServer {
         let id = connection.id
         defer { state.withLock { _ = $0.moving.removeValue(forKey: id) } }
         let detached = await withCheckedContinuation { continuation in
-            connection.loop.execute { connection.detach { continuation.resume(returning: $0) } }
+            let taken = connection.loop.execute { connection.detach { continuation.resume(returning: $0) } }
+            if !taken { continuation.resume(returning: nil) } // the loop stopped: it reset the connection
         }
         guard let detached else { return nil }
         let loop = group.next()
+        let identities = (RawSocket.identity(detached.client), RawSocket.identity(detached.server))
         func leg(_ fd: Int32, _ side: Side) -> EventLoopFuture<any Channel> {
             relayBootstrap(loop)
                 .channelInitializer { [self] channel in
@@ -126,7 +143,15 @@ extension ProxyServer {
             }.get()
         } catch {
             logger.warning("cannot move a connection to NIO", metadata: ["proxy.name": "\(spec.name)", "error": "\(error)"])
-            for leg in [client, server] { leg.whenSuccess { $0.closeWithReset() } }
+            // A leg NIO took is closed through its channel; one it refused is still ours to close.
+            for (leg, fd, identity) in [(client, detached.client, identities.0), (server, detached.server, identities.1)] {
+                leg.whenComplete { result in
+                    switch result {
+                    case .success(let channel): channel.closeWithReset()
+                    case .failure: RawSocket.closeWithReset(fd, ifStill: identity)
+                    }
+                }
+            }
             return nil
         }
     }

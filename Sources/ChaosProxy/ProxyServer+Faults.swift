@@ -18,7 +18,7 @@ extension ProxyServer {
                              to ids: [ConnectionID]?) async -> Int {
         let connections = await targetConnections(ids) { state in
             if ids == nil { state.conditions[key] = (directions, condition) }
-        }
+        }.nio
         // Applied (not just queued) when this returns.
         for connection in connections {
             try? await connection.eventLoop.submit { connection.addCondition(condition, key: key, directions: directions) }.get()
@@ -41,18 +41,17 @@ extension ProxyServer {
     /// Cuts the given connections (all when nil) as `mode` says. Returns how many it cut.
     @discardableResult
     public func disconnect(_ ids: [ConnectionID]?, mode: DisconnectMode, linger: ChaosDuration) async -> Int {
-        let connections = await targetConnections(ids) { _ in }
-        for connection in connections {
-            try? await connection.eventLoop.submit {
-                switch mode {
-                case .reset: connection.reset()
-                case .close: connection.closeBoth()
-                case .clientOnly: connection.cut(.client, linger: linger)
-                case .serverOnly: connection.cut(.server, linger: linger)
-                }
-            }.get()
+        // A cut needs no shaping: connections on the epoll relay are cut where they are.
+        let (connections, relayed) = await targetConnections(ids, inPlace: true) { _ in }
+        var cut = 0
+        for connection in relayed where await connection.loop.submit({ connection.cut(mode, linger: linger) }) == true {
+            cut += 1
         }
-        return connections.count
+        for connection in connections {
+            let hit = try? await connection.eventLoop.submit { connection.cut(mode, linger: linger) }.get()
+            if hit == true { cut += 1 }
+        }
+        return cut
     }
 
     /// The link profile new connections start with from now on.

@@ -47,6 +47,8 @@ public final class ProxyServer: Sendable {
         var connections: [ConnectionID: ProxiedConnection] = [:]
         /// Live connections relayed outside NIO (none of them shaped or cut).
         var epollRelay: [ConnectionID: EpollRelayConnection] = [:]
+        /// Epoll relay connections a fault cut that still have a leg open (half-open, lingering).
+        var epollLingering: [ConnectionID: EpollRelayConnection] = [:]
         /// Epoll relay connections on their way to NIO.
         var moving: [ConnectionID: Task<ProxiedConnection?, Never>] = [:]
         /// Connections a fault cut that still have a leg open (half-open, lingering).
@@ -130,7 +132,8 @@ public final class ProxyServer: Sendable {
         await listener?.close()
         for task in moving { _ = await task.value }
         let (connections, epollRelay) = state.withLock { state in
-            (Array(state.connections.values) + Array(state.lingering.values), Array(state.epollRelay.values))
+            (Array(state.connections.values) + Array(state.lingering.values),
+             Array(state.epollRelay.values) + Array(state.epollLingering.values))
         }
         for connection in epollRelay {
             await connection.loop.submit { connection.terminate() }
@@ -139,6 +142,9 @@ public final class ProxyServer: Sendable {
             try? await connection.eventLoop.submit { connection.terminate() }.get()
         }
     }
+
+    /// The ids of cut connections still lingering (half-open) on the epoll relay threads.
+    var lingeringOnEpollRelay: [ConnectionID] { state.withLock { Array($0.epollLingering.keys) } }
 
     /// The ids of live connections relayed by epoll relay threads (the rest are NIO's).
     public var epollRelayConnections: [ConnectionID] { state.withLock { Array($0.epollRelay.keys) } }
@@ -188,11 +194,19 @@ public final class ProxyServer: Sendable {
             switch result {
             case .success(let server): _ = wire(id: id, client: client, server: server)
             case .failure(let error):
-                counters.upstreamFailed()
-                sink?.record(TrafficEvent(time: clock.now(), connection: 0,
-                                          kind: .refused(proxy: spec.name, reason: "upstream \(upstream): \(error)")))
-                logger.debug("upstream unreachable", metadata: ["proxy.name": "\(spec.name)", "error": "\(error)"])
-                client.closeWithReset()
+                // The same rule as the epoll relay's: no upstream (or none in time) resets the client.
+                var machine = RelayStateMachine()
+                for action in machine.connectFailed() {
+                    switch action {
+                    case .recordUpstreamFailure:
+                        counters.upstreamFailed()
+                        sink?.record(TrafficEvent(time: clock.now(), connection: 0,
+                                                  kind: .refused(proxy: spec.name, reason: "upstream \(upstream): \(error)")))
+                        logger.debug("upstream unreachable", metadata: ["proxy.name": "\(spec.name)", "error": "\(error)"])
+                    case .reset(.client): client.closeWithReset()
+                    default: break // no server channel, nothing wired to forget
+                    }
+                }
             }
         }
     }

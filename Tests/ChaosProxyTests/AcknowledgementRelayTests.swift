@@ -9,8 +9,7 @@ import Testing
 @Suite("Relays report the consumer's TCP acknowledgements", .timeLimit(.minutes(2)))
 struct AcknowledgementRelayTests {
     func eventually(_ what: String, _ condition: () -> Bool) async throws {
-        for _ in 0..<500 where !condition() { try await Task.sleep(nanoseconds: 10_000_000) }
-        #expect(condition(), "never: \(what)")
+        try await waitUntil(what, condition)
     }
 
     static func written(_ events: [TrafficEvent], to side: Side) -> Int64 {

@@ -3,13 +3,14 @@ import ChaosCore
 import Foundation
 import Glibc
 import NIOCore
+import Synchronization
 import Testing
 
 @Suite("Epoll relay and the move to NIO", .serialized, .timeLimit(.minutes(2)))
 struct EpollRelayTests {
-    /// Waits (bounded) until `condition` holds.
-    func eventually(_ condition: () -> Bool) async throws {
-        for _ in 0..<500 where !condition() { try await Task.sleep(nanoseconds: 10_000_000) }
+    /// Waits (bounded) until `condition` holds; fails the test when it never does.
+    func eventually(_ condition: () -> Bool, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        try await waitUntil("the condition at \(sourceLocation)", condition)
     }
 
     @Test("a fault reaching a connection mid-stream moves it to NIO, and 20 MB each way still arrive unchanged")
@@ -205,13 +206,17 @@ struct EpollRelayTests {
         await harness.shutdown()
     }
 
-    @Test("a task handed to a stopped relay thread runs at once on the caller's thread, so nobody waits forever")
-    func stoppedLoopRunsTasksInline() async throws {
+    @Test("a task handed to a stopped relay thread is refused, not run on the caller's thread, and nobody waits forever")
+    func stoppedLoopRefusesTasks() async throws {
         let group = try EpollRelayLoopGroup(threads: 1, busyPoll: .zero)
         let loop = try #require(group.loops.first)
         #expect(await loop.submit { 1 } == 1)
         group.shutdown()
-        #expect(await loop.submit { 2 } == 2)
+        let ran = Mutex(false)
+        #expect(!loop.execute { ran.withLock { $0 = true } })
+        #expect(await loop.submit { 2 } == nil)
+        #expect(!ran.withLock { $0 })
+        #expect(loop.isStopped)
         group.shutdown()
     }
 }

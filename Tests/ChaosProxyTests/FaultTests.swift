@@ -129,9 +129,9 @@ struct FaultTests {
         await harness.shutdown()
     }
 
-    @Test("disconnect mode close sends FIN to both sides")
-    func disconnectCloseSendsFIN() async throws {
-        let harness = try await ProxyHarness()
+    @Test("disconnect mode close sends FIN to both sides (epoll relay, cut in place, or NIO)", arguments: [true, false])
+    func disconnectCloseSendsFIN(epollRelay: Bool) async throws {
+        let harness = try await ProxyHarness(epollRelay: epollRelay)
         try await offPool {
             let (client, server) = try harness.connectPair()
             try blockingAwait { try await harness.waitForConnections(1) }
@@ -143,14 +143,14 @@ struct FaultTests {
         await harness.shutdown()
     }
 
-    @Test("disconnect mode reset sends RST to both sides")
-    func disconnectResetSendsRST() async throws {
-        let harness = try await ProxyHarness()
+    @Test("disconnect mode reset sends RST to both sides (epoll relay, cut in place, or NIO)", arguments: [true, false])
+    func disconnectResetSendsRST(epollRelay: Bool) async throws {
+        let harness = try await ProxyHarness(epollRelay: epollRelay)
         try await offPool {
             let (client, server) = try harness.connectPair()
             try blockingAwait { try await harness.waitForConnections(1) }
             try blockingAwait { await harness.proxy.disconnect(nil, mode: .reset, linger: .zero) }
-            #expect(client.receiveUntilEnd().1 == .error(ECONNRESET))
+            #expect(client.receiveUntilEnd().1 == .error(ECONNRESET), "epoll relay: \(epollRelay)")
             #expect(server.receiveUntilEnd().1 == .error(ECONNRESET))
             #expect(harness.proxy.counters.cutByFault == 1)
             client.close(); server.close()
@@ -158,14 +158,24 @@ struct FaultTests {
         await harness.shutdown()
     }
 
-    @Test("client-only resets the client and leaves the server leg open, silent, for the linger time")
-    func clientOnlyLeavesServerHalfOpen() async throws {
-        let harness = try await ProxyHarness()
+    @Test("client-only resets the client and leaves the server leg open, silent, for the linger time (epoll relay, cut in place, or NIO)",
+          arguments: [true, false])
+    func clientOnlyLeavesServerHalfOpen(epollRelay: Bool) async throws {
+        let harness = try await ProxyHarness(epollRelay: epollRelay)
         try await offPool {
             let (client, server) = try harness.connectPair()
             try blockingAwait { try await harness.waitForConnections(1) }
-            try blockingAwait { await harness.proxy.disconnect(nil, mode: .clientOnly, linger: .milliseconds(1500)) }
-            #expect(client.receiveUntilEnd().1 == .error(ECONNRESET))
+            #expect(harness.proxy.epollRelayConnections.count == (epollRelay ? 1 : 0))
+            let hit = try blockingAwait { await harness.proxy.disconnect(nil, mode: .clientOnly, linger: .milliseconds(1500)) }
+            #expect(hit == 1)
+            // Cut where it was: an instant fault never moves a connection to NIO.
+            // (A cut that came while the upstream connect was under way lands once it answered.)
+            try blockingAwait {
+                try await waitUntil("the cut connection lingers where it was") {
+                    harness.proxy.lingeringOnEpollRelay.count == (epollRelay ? 1 : 0) && harness.proxy.liveConnections.isEmpty
+                }
+            }
+            #expect(client.receiveUntilEnd().1 == .error(ECONNRESET), "epoll relay: \(epollRelay)")
             server.setTimeout(0.7)
             #expect(server.receive() == .error(EAGAIN), "the server leg heard something before the linger ended")
             server.setTimeout(5)
@@ -188,7 +198,7 @@ struct FaultTests {
             let timeline = Timeline(seed: 1, duration: .seconds(Int64(1)), occurrences: [occurrence])
             let injector = FaultInjector(timeline: timeline, proxies: [harness.proxy], clock: RunClock(), sink: harness.events)
             let run = Task { await injector.run() }
-            for _ in 0..<200 where injector.appliedSoFar.isEmpty { Thread.sleep(forTimeInterval: 0.005) }
+            try blockingAwait { try await waitUntil("the handoff began") { !injector.appliedSoFar.isEmpty } }
             try client.sendAll(Array("lost in the blackout".utf8))
             server.setTimeout(0.1)
             #expect(server.receive() == .error(EAGAIN))

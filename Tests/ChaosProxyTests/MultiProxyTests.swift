@@ -30,9 +30,7 @@ struct MultiProxyTests {
             let clientB = try TestSocket.connect(port: portB), serverB = try upstreamB.accept()
             return [clientA, serverA, clientB, serverB]
         }
-        for _ in 0..<200 where a.liveConnections.count + b.liveConnections.count < 2 {
-            try await Task.sleep(nanoseconds: 5_000_000)
-        }
+        try await waitUntil("both proxies have their connection") { a.liveConnections.count + b.liveConnections.count == 2 }
         await injector.run()
         #expect(injector.appliedSoFar.map(\.connections) == [1])
         try await offPool {

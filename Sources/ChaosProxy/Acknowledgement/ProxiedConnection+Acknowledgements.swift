@@ -37,7 +37,7 @@ extension ProxiedConnection {
     /// no longer be read.
     func whenAcknowledged(_ side: Side, then proceed: @escaping () -> Void) {
         pollAcknowledgements(side)
-        guard state.eofFrom.contains(side), !state.cut, acknowledgements[side.slot].isOutstanding,
+        guard machine.leg(side).receivedFIN, !machine.isCut, acknowledgements[side.slot].isOutstanding,
               legs[side]!.channel.isActive else { return proceed() }
         let deadline = NIODeadline.now() + .nanoseconds(AcknowledgementTracker.closeWait)
         waitForAcknowledgement(side, until: deadline, then: NIOLoopBound(proceed, eventLoop: eventLoop))
@@ -47,7 +47,7 @@ extension ProxiedConnection {
         eventLoop.scheduleTask(in: .nanoseconds(AcknowledgementTracker.pollInterval)) { [self] in
             pollAcknowledgements(side)
             let waiting = acknowledgements[side.slot].isOutstanding && legs[side]!.channel.isActive
-                && !state.cut && NIODeadline.now() < deadline
+                && !machine.isCut && NIODeadline.now() < deadline
             if waiting {
                 waitForAcknowledgement(side, until: deadline, then: proceed)
             } else {
@@ -65,7 +65,7 @@ extension ProxiedConnection {
     }
 
     private func scheduleAcknowledgementPoll(_ side: Side) {
-        guard acknowledgementPolls[side.slot] == nil, !state.finished else { return }
+        guard acknowledgementPolls[side.slot] == nil, machine.phase != .finished else { return }
         acknowledgementPolls[side.slot] = eventLoop.scheduleTask(in: .nanoseconds(AcknowledgementTracker.pollInterval)) { [weak self] in
             guard let self else { return }
             acknowledgementPolls[side.slot] = nil

@@ -4,26 +4,27 @@ import Glibc
 /// Moving bytes: reads, writes, and passing FIN and resets on.
 extension EpollRelayConnection {
     /// Reads from `source` and writes to its partner until the source runs dry, the partner
-    /// stops taking bytes, or this connection has had its share of the turn.
+    /// stops taking bytes, or this connection has had its share of the turn. A cut leg is read
+    /// and dropped.
     func pump(from source: Int) {
         let target = 1 - source
+        let side = Self.side(source)
         var reads = 0
-        while phase == .relaying, legs[source].readable, !legs[source].eof, !legs[target].hasPending {
+        while !isDone, legs[source].readable, machine.mayRead(side, partnerAccepts: true) {
             if reads == 16 { return loop.yieldTurn(self) }
             reads += 1
             let count = read(legs[source].fd, loop.scratch.baseAddress, loop.scratch.count)
             if count > 0 {
-                route.counters.add(bytes: count, producedBy: source == 0)
-                let bytes = UnsafeRawBufferPointer(rebasing: loop.scratch[0..<count])
-                recordTraffic(.read(Self.side(source), Array(bytes)))
-                guard forward(bytes, to: target) else { return }
                 // A short read emptied the socket: the next byte or FIN raises a new edge.
                 if count < loop.scratch.count, !legs[source].peerClosing { legs[source].readable = false }
+                if machine.leg(side).discardsReads { continue }
+                route.counters.add(bytes: count, producedBy: source == 0)
+                let bytes = UnsafeRawBufferPointer(rebasing: loop.scratch[0..<count])
+                recordTraffic(.read(side, Array(bytes)))
+                guard forward(bytes, to: target) else { return }
             } else if count == 0 {
-                legs[source].eof = true
                 legs[source].readable = false
-                recordClose(source, .fin)
-                sendFIN(to: target)
+                perform(machine.receivedFIN(side))
             } else {
                 let code = errno
                 if code == EINTR { continue }
@@ -56,11 +57,12 @@ extension EpollRelayConnection {
         guard sent < bytes.count else { return true }
         legs[target].pending = Array(bytes[sent...])
         legs[target].pendingStart = 0
+        perform(machine.pendingChanged(Self.side(target), hasPending: true))
         return false
     }
 
     /// Writes `target`'s pending bytes now that its socket takes more; once they are all out, the
-    /// source's FIN is passed on or reading the source resumes.
+    /// source's FIN is passed on (the machine says when) and reading the source resumes.
     func flush(to target: Int) {
         while legs[target].hasPending {
             let start = legs[target].pendingStart
@@ -80,55 +82,90 @@ extension EpollRelayConnection {
         }
         legs[target].pending = []
         legs[target].pendingStart = 0
-        let source = 1 - target
-        if legs[source].eof { sendFIN(to: target) } else { pump(from: source) }
+        perform(machine.pendingChanged(Self.side(target), hasPending: false))
+        if !isDone { pump(from: 1 - target) }
     }
 
-    /// Passes a FIN on to `target` once nothing is pending for it. The last FIN of the two
-    /// ends the connection: `close` sends it (both legs were read to the end, so it is a FIN,
-    /// not a reset), saving the `shutdown`, unless a peer has not acknowledged its last bytes
-    /// yet: then the FIN goes out with `shutdown` and the sockets stay open until it has (or
-    /// ``AcknowledgementTracker/closeWait`` passed), so the audit sees them delivered.
-    func sendFIN(to target: Int) {
-        guard !legs[target].hasPending, !legs[target].finSent else { return }
-        legs[target].finSent = true
-        guard legs[0].eof, legs[1].eof, legs[0].finSent, legs[1].finSent else {
-            _ = shutdown(legs[target].fd, Int32(SHUT_WR))
-            return
+    /// Performs the machine's actions on the sockets, in order.
+    func perform(_ actions: [RelayStateMachine.Action]) {
+        for (index, action) in actions.enumerated() {
+            switch action {
+            case .recordClose(let side, let kind, let beforeReset):
+                _ = pollAcknowledgements(side.slot, beforeReset: beforeReset)
+                recordClose(side.slot, kind)
+            case .sendFIN(let side):
+                // The last FIN of an orderly end goes out with `close` (see closeInOrder).
+                if index + 1 < actions.count, actions[index + 1] == .closeInOrder { continue }
+                _ = shutdown(legs[side.slot].fd, Int32(SHUT_WR))
+            case .closeInOrder:
+                let last = index > 0 ? actions[index - 1] : nil
+                if case .sendFIN(let side) = last { closeInOrder(lastFIN: side.slot) }
+            case .discard(let side):
+                legs[side.slot].pending = []
+                legs[side.slot].pendingStart = 0
+            case .reset(let side):
+                closeSocket(side.slot, reset: true)
+            case .close(let side):
+                closeSocket(side.slot, reset: false)
+            case .countCut:
+                route.counters.connectionCut()
+                route.cut(id)
+            case .scheduleLinger(let delay):
+                scheduleLinger(delay)
+            case .cancelLinger:
+                cancelLinger()
+            case .recordUpstreamFailure:
+                recordUpstreamFailure()
+            case .finish:
+                finish()
+            }
         }
+    }
+
+    private func closeSocket(_ slot: Int, reset: Bool) {
+        let fd = legs[slot].fd
+        guard fd >= 0 else { return }
+        legs[slot].fd = -1
+        if reset { RawSocket.closeWithReset(fd) } else { close(fd) }
+    }
+
+    /// Both legs ended in order; `lastFIN`'s FIN is still to go. `close` sends it (both legs were
+    /// read to the end, so it is a FIN, not a reset), saving the `shutdown`, unless a peer has not
+    /// acknowledged its last bytes yet: then the FIN goes out with `shutdown` and the sockets stay
+    /// open until it has (or ``AcknowledgementTracker/closeWait`` passed), so the audit sees them
+    /// delivered.
+    private func closeInOrder(lastFIN: Int) {
         let waiting = [pollAcknowledgements(0), pollAcknowledgements(1)].contains(true)
         guard waiting else { return closeBoth() }
-        _ = shutdown(legs[target].fd, Int32(SHUT_WR))
-        phase = .closing
+        _ = shutdown(legs[lastFIN].fd, Int32(SHUT_WR))
+        isClosing = true
         closeDeadline = EpollRelayLoop.now() &+ UInt64(AcknowledgementTracker.closeWait)
         watchAcknowledgements()
     }
 
-    /// Closes both sockets with FIN and forgets the connection.
+    /// Closes both sockets (both ended in order) and forgets the connection.
     private func closeBoth() {
-        close(legs[0].fd)
-        close(legs[1].fd)
-        finish()
+        closeSocket(0, reset: false)
+        closeSocket(1, reset: false)
+        perform(machine.closed(.client) + machine.closed(.server))
     }
 
     /// The loop's poll came due: reads what both peers acknowledged and polls again while bytes
     /// are outstanding; a `closing` connection closes once nothing is (or its deadline passed).
     func acknowledgementPollDue() {
         watchingAcknowledgements = false
-        switch phase {
-        case .closing:
+        guard !isDone else { return }
+        if isClosing {
             if !checkClosing() { watchAcknowledgements() }
-        case .relaying:
+        } else if machine.phase == .relaying {
             if [pollAcknowledgements(0), pollAcknowledgements(1)].contains(true) { watchAcknowledgements() }
-        case .connecting, .done:
-            break
         }
     }
 
     /// For a `closing` connection (on its poll or any event): closes it once neither peer has bytes
     /// outstanding or its deadline passed. Returns whether it closed.
     func checkClosing() -> Bool {
-        guard phase == .closing else { return false }
+        guard isClosing, !isDone else { return false }
         let more = [pollAcknowledgements(0), pollAcknowledgements(1)].contains(true)
         guard !more || EpollRelayLoop.now() >= closeDeadline else { return false }
         closeBoth()
@@ -139,6 +176,7 @@ extension EpollRelayConnection {
     /// are still outstanding there (and may yet be acknowledged).
     func pollAcknowledgements(_ slot: Int, beforeReset: Bool = false) -> Bool {
         guard route.trafficSink != nil else { return false }
+        guard legs[slot].fd >= 0 else { return false }
         let (moved, more) = legs[slot].acknowledgements.poll(fd: legs[slot].fd, beforeReset: beforeReset)
         if let moved { recordTraffic(.acknowledged(Self.side(slot), upTo: moved)) }
         return more
@@ -159,15 +197,7 @@ extension EpollRelayConnection {
 
     /// A leg failed: a reset (or error) is passed on as a reset of the other leg.
     func fail(_ slot: Int, _ code: Int32) {
-        _ = pollAcknowledgements(slot)
-        recordClose(slot, code == ECONNRESET || code == EPIPE ? .reset : .error)
-        let other = 1 - slot
-        let resetsOther = !(legs[other].eof && legs[other].finSent)
-        _ = pollAcknowledgements(other, beforeReset: resetsOther)
-        recordClose(other, .reset)
-        close(legs[slot].fd)
-        if resetsOther { RawSocket.closeWithReset(legs[other].fd) } else { close(legs[other].fd) }
-        finish()
+        perform(machine.failed(Self.side(slot), reset: code == ECONNRESET || code == EPIPE))
     }
 
     /// Records a byte event when the sink wants them; only then are the bytes copied.

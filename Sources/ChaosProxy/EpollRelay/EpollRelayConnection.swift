@@ -4,13 +4,14 @@ import Glibc
 import Logging
 import NIOCore
 
-/// A proxied connection that no fault or shaping touches, relayed by a ``EpollRelayLoop``
-/// with plain reads and writes: edge-triggered, one read buffer per thread, and at most one
-/// read's worth of bytes held per direction (a slow reader stops reads from its partner, so
-/// TCP slows the writer). A FIN becomes a half-close on the other leg once what came before it
-/// is written; a reset or error on one leg resets the other.
+/// A proxied connection that no shaping touches, relayed by an ``EpollRelayLoop`` with plain
+/// reads and writes: edge-triggered, one read buffer per thread, and at most one read's worth of
+/// bytes held per direction (a slow reader stops reads from its partner, so TCP slows the writer).
+/// What passes, when a FIN or a reset is passed on, what a cut does and what is recorded are the
+/// ``RelayStateMachine``'s rules; this type performs its actions on raw sockets.
 ///
-/// When a fault reaches it, ``detach(_:)`` hands both sockets to NIO.
+/// A `disconnect` cuts it in place; a fault that shapes its bytes moves it to NIO first
+/// (``detach(_:)`` hands both sockets over).
 ///
 /// Sendable because every mutable property is touched only on its loop's thread: other threads
 /// reach it through ``EpollRelayLoop/execute(_:)``.
@@ -21,17 +22,22 @@ final class EpollRelayConnection: EpollRelaySelectable, @unchecked Sendable {
     /// Index 0 is the client leg, 1 the server leg (also the epoll slots).
     var legs: [Leg]
     private var key: UInt64 = 0
-    var phase = Phase.connecting
+    var machine = RelayStateMachine()
+    /// Taken out of the loop: handed over to NIO, or finished.
+    var isDone = false
+    /// Both FINs passed on; waiting (at most ``AcknowledgementTracker/closeWait``) for the peers to
+    /// acknowledge the last bytes before the sockets are closed.
+    var isClosing = false
     /// Asked to detach while the upstream connect was under way.
     private var detachWaiters: [(DetachedConnection?) -> Void] = []
-
-    /// `closing`: both FINs passed on, waiting (at most ``AcknowledgementTracker/closeWait``) for
-    /// the peers to acknowledge the last bytes before the sockets are closed.
-    enum Phase { case connecting, relaying, closing, done }
-    /// When a `closing` connection closes whatever the peers acknowledged (loop clock).
+    /// Cut by a fault while the upstream connect was under way: done once it answers.
+    private var pendingCut: (mode: DisconnectMode, linger: ChaosDuration)?
+    /// When a closing connection closes whatever the peers acknowledged (loop clock).
     var closeDeadline: UInt64 = 0
     /// Registered with the loop for an acknowledgement poll.
     var watchingAcknowledgements = false
+    /// Bumped by every linger scheduled or cancelled: a timer from an earlier one does nothing.
+    private var lingerGeneration = 0
 
     struct Leg {
         var fd: Int32
@@ -39,10 +45,6 @@ final class EpollRelayConnection: EpollRelaySelectable, @unchecked Sendable {
         var readable = false
         /// The peer half-closed (or hung up): read until a read returns 0.
         var peerClosing = false
-        /// A read returned 0.
-        var eof = false
-        /// Our FIN went out on this leg.
-        var finSent = false
         /// Bytes to write to this leg that the socket did not take yet.
         var pending: [UInt8] = []
         var pendingStart = 0
@@ -81,22 +83,27 @@ final class EpollRelayConnection: EpollRelaySelectable, @unchecked Sendable {
         // The client socket inherited TCP_NODELAY from the listener.
         RawSocket.setNoDelay(server)
         let dialled = route.upstream.withSockAddr { connect(server, $0, socklen_t($1)) }
-        if dialled != 0, errno != EINPROGRESS { return failConnect(errno) }
-        guard let key = loop.register(self, descriptors: [legs[0].fd, server]) else { return failConnect(errno) }
-        self.key = key
+        // errno is read before anything else can overwrite it.
+        let connectError = dialled == 0 ? 0 : errno
+        if dialled != 0, connectError != EINPROGRESS { return failConnect(connectError) }
+        do {
+            key = try loop.register(self, descriptors: [legs[0].fd, server])
+        } catch {
+            return failConnect(error.code)
+        }
         loop.connectDeadline(key: key, after: route.connectTimeoutNanoseconds)
     }
 
     /// The upstream did not answer in time.
     func connectTimedOut() {
-        if phase == .connecting { failConnect(ETIMEDOUT) }
+        if machine.phase == .connecting { failConnect(ETIMEDOUT) }
     }
 
     /// The upstream socket became writable (`failed`: with an error or hang-up): the connect ended.
     private func finishConnect(failed: Bool) {
         let error = failed ? RawSocket.pendingError(legs[1].fd) : 0
         guard error == 0 else { return failConnect(error) }
-        phase = .relaying
+        perform(machine.connected())
         route.counters.connectionOpened()
         if let sink = route.sink {
             let endpoints = route.trafficSink == nil
@@ -107,8 +114,12 @@ final class EpollRelayConnection: EpollRelaySelectable, @unchecked Sendable {
                                       server: RawSocket.name(legs[1].fd, peer: true))
             sink.record(TrafficEvent(time: route.clock.now(), connection: id, kind: .opened(endpoints)))
         }
+        if let pendingCut {
+            self.pendingCut = nil
+            _ = cut(pendingCut.mode, linger: pendingCut.linger)
+        }
         resume()
-        guard phase == .relaying, !detachWaiters.isEmpty else { return }
+        guard !isDone, !machine.isCut, !detachWaiters.isEmpty else { return }
         let waiters = detachWaiters
         detachWaiters = []
         detach(waiters[0])
@@ -117,14 +128,12 @@ final class EpollRelayConnection: EpollRelaySelectable, @unchecked Sendable {
 
     /// The upstream could not be reached: the client is reset, as the NIO relay does.
     private func failConnect(_ code: Int32) {
-        route.counters.upstreamFailed()
-        route.logger.debug("upstream unreachable", metadata: ["proxy.name": "\(route.proxyName)", "error": "\(String(cString: strerror(code)))"])
-        route.sink?.record(TrafficEvent(time: route.clock.now(), connection: 0, kind: .refused(
-            proxy: route.proxyName, reason: "upstream \(route.upstream.hostPort): \(String(cString: strerror(code)))")))
-        if legs[1].fd >= 0 { close(legs[1].fd) }
-        finish() // before the client can see the reset
-        RawSocket.closeWithReset(legs[0].fd)
+        connectError = code
+        perform(machine.connectFailed())
     }
+
+    /// Why the upstream could not be reached, for the refusal's event.
+    private var connectError: Int32 = 0
 
     // MARK: events
 
@@ -133,16 +142,17 @@ final class EpollRelayConnection: EpollRelaySelectable, @unchecked Sendable {
         if hangUp { legs[slot].peerClosing = true }
         if hangUp || events & UInt32(CHAOS_EPOLL_IN | CHAOS_EPOLL_ERR) != 0 { legs[slot].readable = true }
         let writable = events & UInt32(CHAOS_EPOLL_OUT | CHAOS_EPOLL_ERR | CHAOS_EPOLL_HUP) != 0
-        switch phase {
+        guard !isDone else { return }
+        switch machine.phase {
         case .connecting:
             if slot == 1, writable { finishConnect(failed: events & UInt32(CHAOS_EPOLL_ERR | CHAOS_EPOLL_HUP) != 0) }
+        case .relaying where isClosing:
+            _ = checkClosing()
         case .relaying:
             if legs[slot].acknowledgements.isOutstanding { _ = pollAcknowledgements(slot) }
             if writable, legs[slot].hasPending { flush(to: slot) }
-            if phase == .relaying { pump(from: slot) }
-        case .closing:
-            _ = checkClosing()
-        case .done:
+            if !isDone { pump(from: slot) }
+        case .finished:
             break
         }
     }
@@ -155,35 +165,41 @@ final class EpollRelayConnection: EpollRelaySelectable, @unchecked Sendable {
 
     // MARK: ending
 
+    /// A fault cuts the connection as `mode` says, here on its own thread; returns whether it was
+    /// live to cut.
+    func cut(_ mode: DisconnectMode, linger: ChaosDuration) -> Bool {
+        guard !isDone, !isClosing else { return false }
+        if machine.phase == .connecting {
+            // It counts as live (the proxy accepted it); the cut lands as soon as it is.
+            if pendingCut == nil { pendingCut = (mode, linger) }
+            return true
+        }
+        let actions = machine.cut(mode, linger: linger)
+        perform(actions)
+        // A cut leg is read (and dropped) until its peer closes.
+        if !isDone { resume() }
+        return !actions.isEmpty
+    }
+
     /// Resets whatever is still open (the proxy is stopping).
     func terminate() {
-        switch phase {
-        case .connecting:
-            if legs[1].fd >= 0 { close(legs[1].fd) }
-            RawSocket.closeWithReset(legs[0].fd)
-        case .relaying, .closing:
-            for slot in 0..<2 {
-                _ = pollAcknowledgements(slot, beforeReset: true)
-                recordClose(slot, .reset)
-                RawSocket.closeWithReset(legs[slot].fd)
-            }
-        case .done:
-            return
-        }
-        finish()
+        guard !isDone else { return }
+        perform(machine.terminate())
     }
 
     /// Takes both sockets out of the loop and hands them, with the bytes still pending, to
-    /// `reply` (nil when the connection is already over). Waits for a connect under way.
+    /// `reply` (nil when the connection is already over or cut). Waits for a connect under way.
     func detach(_ reply: @escaping (DetachedConnection?) -> Void) {
-        switch phase {
+        guard !isDone, !machine.isCut, !isClosing else { return reply(nil) }
+        switch machine.phase {
         case .connecting:
             detachWaiters.append(reply)
-        case .done, .closing:
+        case .finished:
             reply(nil)
         case .relaying:
             loop.unregister(key: key, descriptors: [legs[0].fd, legs[1].fd])
-            phase = .done
+            isDone = true
+            lingerGeneration += 1
             let recorded = Set((0..<2).filter { legs[$0].closeRecorded }.map(Self.side))
             reply(DetachedConnection(client: legs[0].fd, server: legs[1].fd, adoption: ProxiedConnection.Adoption(
                 toClient: Array(legs[0].pending[legs[0].pendingStart...]),
@@ -193,7 +209,8 @@ final class EpollRelayConnection: EpollRelaySelectable, @unchecked Sendable {
     }
 
     func finish() {
-        phase = .done
+        isDone = true
+        lingerGeneration += 1
         if key != 0 { loop.forget(key: key) }
         route.finished(id)
         let waiters = detachWaiters
@@ -205,5 +222,26 @@ final class EpollRelayConnection: EpollRelaySelectable, @unchecked Sendable {
         guard !legs[slot].closeRecorded else { return }
         legs[slot].closeRecorded = true
         route.sink?.record(TrafficEvent(time: route.clock.now(), connection: id, kind: .closed(Self.side(slot), kind)))
+    }
+
+    /// Schedules the machine's linger on the loop (a later cut or the end cancels it).
+    func scheduleLinger(_ delay: ChaosDuration) {
+        lingerGeneration += 1
+        let generation = lingerGeneration
+        loop.schedule(after: UInt64(max(0, delay.nanoseconds))) { [self] in
+            guard generation == lingerGeneration, !isDone else { return }
+            perform(machine.lingerExpired())
+        }
+    }
+
+    func cancelLinger() { lingerGeneration += 1 }
+
+    /// The refusal of an upstream that could not be reached: counted, logged and recorded.
+    func recordUpstreamFailure() {
+        let reason = String(cString: strerror(connectError))
+        route.counters.upstreamFailed()
+        route.logger.debug("upstream unreachable", metadata: ["proxy.name": "\(route.proxyName)", "error": "\(reason)"])
+        route.sink?.record(TrafficEvent(time: route.clock.now(), connection: 0, kind: .refused(
+            proxy: route.proxyName, reason: "upstream \(route.upstream.hostPort): \(reason)")))
     }
 }

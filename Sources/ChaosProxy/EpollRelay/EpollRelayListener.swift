@@ -53,7 +53,7 @@ final class EpollRelayListener: Sendable {
             loop.unregister(key: key, descriptors: [fd])
             self.key = nil
             loop.schedule(after: 100_000_000) { [self] in
-                if !closed, self.key == nil { self.key = loop.register(self, descriptors: [fd], exclusive: true) }
+                if !closed, self.key == nil { self.key = try? loop.register(self, descriptors: [fd], exclusive: true) }
             }
         }
     }
@@ -67,9 +67,13 @@ final class EpollRelayListener: Sendable {
         acceptors = group.loops.map { Acceptor(loop: $0, fd: fd, logger: logger, onAccept: onAccept) }
         for acceptor in acceptors {
             let failure = await acceptor.loop.submit { () -> Int32 in
-                acceptor.key = acceptor.loop.register(acceptor, descriptors: [fd], exclusive: true)
-                return acceptor.key == nil ? errno : 0
-            }
+                do {
+                    acceptor.key = try acceptor.loop.register(acceptor, descriptors: [fd], exclusive: true)
+                    return 0
+                } catch {
+                    return (error as? RawSocketError)?.code ?? EINVAL
+                }
+            } ?? ESHUTDOWN
             if failure != 0 {
                 await close()
                 throw RawSocketError(call: "epoll_ctl", code: failure)

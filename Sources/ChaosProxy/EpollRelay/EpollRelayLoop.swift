@@ -78,32 +78,40 @@ final class EpollRelayLoop: @unchecked Sendable {
 
     // MARK: other threads
 
-    /// Runs `task` on the loop's thread, soon; once the loop has stopped, on the caller's thread at once.
-    func execute(_ task: @escaping @Sendable () -> Void) {
+    /// Runs `task` on the loop's thread, soon. Once the loop has stopped it is refused (not run, here
+    /// or anywhere): returns false.
+    @discardableResult
+    func execute(_ task: @escaping @Sendable () -> Void) -> Bool {
         let wake = queue.withLock { queue -> Bool? in
             guard !queue.stopped else { return nil }
             queue.tasks.append(task)
             defer { queue.signalled = true }
             return !queue.signalled
         }
-        guard let wake else { return task() }
+        guard let wake else { return false }
         if wake {
             var one: UInt64 = 1
             _ = write(wakeFD, &one, 8)
         }
+        return true
     }
 
-    /// Runs `body` on the loop's thread and returns what it returned.
-    func submit<Result: Sendable>(_ body: @escaping @Sendable () -> Result) async -> Result {
+    /// Whether the loop has stopped taking work.
+    var isStopped: Bool { queue.withLock { $0.stopped } }
+
+    /// Runs `body` on the loop's thread and returns what it returned; nil when the loop has stopped
+    /// (then `body` does not run).
+    func submit<Result: Sendable>(_ body: @escaping @Sendable () -> Result) async -> Result? {
         await withCheckedContinuation { continuation in
-            execute { continuation.resume(returning: body()) }
+            let taken = execute { continuation.resume(returning: body()) }
+            if !taken { continuation.resume(returning: nil) }
         }
     }
 
     /// Stops the thread and waits for it; whatever is still registered is reset, and tasks still
-    /// queued run here. Call once, not from the loop.
+    /// queued run here (later ones are refused). Call once, not from the loop.
     func stop() {
-        execute { [self] in running = false }
+        guard execute({ [self] in running = false }) else { return }
         if let thread { pthread_join(thread, nil) }
         thread = nil
         closed = true
@@ -118,18 +126,20 @@ final class EpollRelayLoop: @unchecked Sendable {
 
     // MARK: the loop's thread
 
-    /// Registers descriptors for `owner`, one per slot, and returns its key; nil (nothing
+    /// Registers descriptors for `owner`, one per slot, and returns its key; throws (nothing
     /// registered) when epoll refused one or the loop has stopped.
-    func register(_ owner: any EpollRelaySelectable, descriptors: [Int32], exclusive: Bool = false) -> UInt64? {
-        guard !closed else { return nil }
+    func register(_ owner: any EpollRelaySelectable, descriptors: [Int32],
+                  exclusive: Bool = false) throws(RawSocketError) -> UInt64 {
+        guard !closed else { throw RawSocketError(call: "epoll_ctl", code: ESHUTDOWN) }
         let key = nextKey
         nextKey += 1
         for (slot, fd) in descriptors.enumerated() {
             let token = key << 1 | UInt64(slot)
             let added = exclusive ? chaos_epoll_add_exclusive(epoll, fd, token) : chaos_epoll_add_stream(epoll, fd, token)
             if added != 0 {
+                // The code comes back from the call itself: the removals below may change errno.
                 for earlier in descriptors.prefix(slot) { _ = chaos_epoll_remove(epoll, earlier) }
-                return nil
+                throw RawSocketError(call: "epoll_ctl", code: added < 0 ? -added : added)
             }
         }
         registered[key] = owner

@@ -14,12 +14,14 @@ struct EpollRelayRoute: Sendable {
     let logger: Logger
     /// Called once a connection has ended (not when it was handed over to NIO).
     let finished: @Sendable (ConnectionID) -> Void
+    /// Called when a fault cut a connection (it may linger half-open before it ends).
+    let cut: @Sendable (ConnectionID) -> Void
     /// The sink, when it wants byte events (asked once, not per read).
     let trafficSink: (any TrafficEventSink)?
 
     init(proxyName: String, upstream: SocketAddress, sink: (any TrafficEventSink)?, clock: RunClock,
          counters: ProxyCounters, connectTimeoutNanoseconds: UInt64, logger: Logger,
-         finished: @escaping @Sendable (ConnectionID) -> Void) {
+         finished: @escaping @Sendable (ConnectionID) -> Void, cut: @escaping @Sendable (ConnectionID) -> Void) {
         self.proxyName = proxyName
         self.upstream = upstream
         self.sink = sink
@@ -28,6 +30,7 @@ struct EpollRelayRoute: Sendable {
         self.connectTimeoutNanoseconds = connectTimeoutNanoseconds
         self.logger = logger
         self.finished = finished
+        self.cut = cut
         trafficSink = sink?.recordsTraffic == true ? sink : nil
     }
 }

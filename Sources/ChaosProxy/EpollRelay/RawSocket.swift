@@ -17,6 +17,20 @@ enum RawSocket {
         _ = close(fd)
     }
 
+    /// What the kernel knows `fd`'s open socket by (its inode), or nil when `fd` is not open.
+    static func identity(_ fd: Int32) -> UInt64? {
+        var status = stat()
+        guard fstat(fd, &status) == 0 else { return nil }
+        return UInt64(status.st_ino)
+    }
+
+    /// Resets `fd` when it is still the socket `identity` names: after a hand-over to NIO failed,
+    /// NIO may or may not have closed it, and the number may already name someone else's file.
+    static func closeWithReset(_ fd: Int32, ifStill identity: UInt64?) {
+        guard let identity, Self.identity(fd) == identity else { return }
+        closeWithReset(fd)
+    }
+
     /// The lowest descriptor number that means "too close to the open-file limit": the kernel
     /// hands out the lowest free number, so a new descriptor numbered `n` means `n` others are
     /// open. The last quarter of the limit (at most 64) stays free for the rest of the process:

@@ -2,8 +2,9 @@ import ChaosCore
 import NIOCore
 import NIOPosix
 
-/// One client connection and its upstream leg, with both legs' relays and shapers, the faults
-/// active on it, and how each leg ended.
+/// One client connection and its upstream leg, with both legs' relays and shapers and the faults
+/// active on it. What passes, when a FIN or a reset is passed on, what a cut does and what is
+/// recorded are the ``RelayStateMachine``'s rules; this type performs its actions on NIO channels.
 ///
 /// Sendable because every mutable property is touched only on `eventLoop` (each entry point
 /// either runs there, as channel callbacks do, or hops there through `execute`), which
@@ -23,7 +24,7 @@ final class ProxiedConnection: @unchecked Sendable {
     let legs: [Side: Leg]
     private var conditions: [Int: (DirectionSet, ShapingCondition)] = [:]
     private var baseline: LinkProfile?
-    var state = CloseState()
+    var machine = RelayStateMachine(connected: true)
     /// What each leg's peer acknowledged of what was written to it (by ``Side/slot``); kept only
     /// when the sink wants bytes.
     var acknowledgements = [AcknowledgementTracker(dialled: false), AcknowledgementTracker(dialled: true)]
@@ -48,18 +49,6 @@ final class ProxiedConnection: @unchecked Sendable {
         let closeRecorded: Set<Side>
         /// What each leg's peer acknowledged so far (by ``Side/slot``).
         let acknowledgements: [AcknowledgementTracker]
-    }
-
-    /// How far each leg got towards closing.
-    struct CloseState {
-        var eofFrom: Set<Side> = []
-        var recorded: Set<Side> = []
-        var inactive: Set<Side> = []
-        /// Nothing passes any more (a fault cut it, or a reset was passed on).
-        var cut = false
-        /// A fault cut it (rather than a peer's reset).
-        var cutByFault = false
-        var finished = false
     }
 
     init(id: ConnectionID, endpoints: ConnectionEndpoints, client: Leg, server: Leg, sink: (any TrafficEventSink)?,
@@ -101,7 +90,7 @@ final class ProxiedConnection: @unchecked Sendable {
             }
         }
         if let adopted {
-            state.recorded = adopted.closeRecorded
+            machine = RelayStateMachine(connected: true, recorded: adopted.closeRecorded)
             acknowledgements = adopted.acknowledgements
         } else {
             sink?.record(TrafficEvent(time: clock.now(), connection: id, kind: .opened(endpoints)))
@@ -117,7 +106,7 @@ final class ProxiedConnection: @unchecked Sendable {
             }
         }
         for side in Side.allCases { legs[side]!.relay.drainEarlyArrivals() }
-        for side in Side.allCases where !state.inactive.contains(side) { legs[side]!.relay.startReading() }
+        for side in Side.allCases where !machine.leg(side).closed { legs[side]!.relay.startReading() }
     }
 
     // MARK: shaping
@@ -137,7 +126,7 @@ final class ProxiedConnection: @unchecked Sendable {
     }
 
     private func reshape() {
-        guard !state.cut else { return }
+        guard !machine.isCut else { return }
         let ordered = conditions.sorted { $0.key < $1.key }.map(\.value)
         for direction in Direction.allCases {
             var active = ordered.filter { $0.0.contains(direction) }.map(\.1)
@@ -149,135 +138,97 @@ final class ProxiedConnection: @unchecked Sendable {
 
     // MARK: faults that cut
 
-    /// RST to both sides.
-    func reset() {
+    /// A fault cuts the connection as `mode` says; returns whether it was live to cut.
+    func cut(_ mode: DisconnectMode, linger: ChaosDuration) -> Bool {
         eventLoop.preconditionInEventLoop()
-        guard beginCut() else { return }
-        abort(.client)
-        abort(.server)
+        let actions = machine.cut(mode, linger: linger)
+        perform(actions)
+        return !actions.isEmpty
     }
 
     /// Ends whatever is still open with RST (the proxy is stopping), whether or not a fault cut it.
     func terminate() {
         eventLoop.preconditionInEventLoop()
-        state.cut = true
-        lingerTask?.cancel()
-        for side in Side.allCases where !state.inactive.contains(side) { abortQuietly(side) }
-        stopAcknowledgementPolls()
-    }
-
-    /// FIN to both sides; what they still send is read and dropped until they close.
-    func closeBoth() {
-        eventLoop.preconditionInEventLoop()
-        guard beginCut() else { return }
-        for side in Side.allCases {
-            let leg = legs[side]!
-            pollAcknowledgements(side)
-            record(.closed(side, .cutByFault), side: side)
-            leg.shaper.discardHeld()
-            leg.relay.discardsReads = true
-            leg.channel.close(mode: .output, promise: nil)
-        }
-        scheduleLingerAbort(after: .seconds(5), sides: Side.allCases)
-    }
-
-    /// RST to `side`; the other leg stays open (half-open: it never saw a FIN) for `linger`, its
-    /// bytes read and dropped, then it is reset.
-    func cut(_ side: Side, linger: ChaosDuration) {
-        eventLoop.preconditionInEventLoop()
-        guard beginCut() else { return }
-        abort(side)
-        let other = legs[side.other]!
-        other.shaper.discardHeld()
-        other.relay.discardsReads = true
-        scheduleLingerAbort(after: .nanoseconds(linger.nanoseconds), sides: [side.other])
-    }
-
-    private func beginCut() -> Bool {
-        guard !state.cut, !state.finished else { return false }
-        state.cut = true
-        state.cutByFault = true
-        counters.connectionCut()
-        onCut(id)
-        return true
-    }
-
-    private func abort(_ side: Side) {
-        let leg = legs[side]!
-        pollAcknowledgements(side, beforeReset: true)
-        record(.closed(side, .cutByFault), side: side)
-        leg.shaper.discardHeld()
-        leg.relay.discardsReads = true
-        leg.channel.closeWithReset()
-    }
-
-    private func scheduleLingerAbort(after delay: TimeAmount, sides: [Side]) {
-        lingerTask?.cancel()
-        lingerTask = eventLoop.scheduleTask(in: delay) { [self] in
-            for side in sides where !state.inactive.contains(side) { abort(side) }
-        }
+        perform(machine.terminate())
     }
 
     // MARK: relay callbacks
 
     /// Bytes read from `side`; returns false when they must be dropped (the leg is being cut).
     func didRead(_ buffer: ByteBuffer, from side: Side) -> Bool {
-        if legs[side]!.relay.discardsReads { return false }
+        if machine.leg(side).discardsReads { return false }
         counters.add(bytes: buffer.readableBytes, producedBy: side == .client)
         trafficSink?.record(TrafficEvent(time: clock.now(), connection: id, kind: .read(side, Array(buffer.readableBytesView))))
         return true
     }
 
-    /// `side` sent FIN: pass the half-close on, behind any held data.
+    /// `side` sent FIN: pass the half-close on, behind any held data (the shaper holds the FIN
+    /// behind it, so for the machine nothing is ever pending here).
     func didReceiveEOF(from side: Side) {
         pollAcknowledgements(side)
-        state.eofFrom.insert(side)
-        record(.closed(side, .fin), side: side)
-        if !state.cut { legs[side.other]!.relay.shutdownOutput() }
+        perform(machine.receivedFIN(side))
     }
 
     /// A leg failed: a reset from its peer is passed on as a reset to the other leg.
     func legFailed(_ side: Side, error: any Error) {
         let reset = (error as? IOError).map { $0.errnoCode == ECONNRESET || $0.errnoCode == EPIPE } ?? false
         pollAcknowledgements(side)
-        record(.closed(side, reset ? .reset : .error), side: side)
-        let passOn = !state.cut
-        state.cut = true // nothing more passes either way: the reset is passed on
-        legs[side]!.channel.close(promise: nil)
-        if passOn, !state.inactive.contains(side.other) { abortQuietly(side.other) }
-    }
-
-    private func abortQuietly(_ side: Side) {
-        let leg = legs[side]!
-        pollAcknowledgements(side, beforeReset: true)
-        leg.shaper.discardHeld()
-        leg.channel.closeWithReset()
+        perform(machine.failed(side, reset: reset))
     }
 
     /// A leg's channel closed. Without an error first, its peer closed in order (NIO folds the
-    /// EOF into the closure when our side had already sent FIN): pass that on as a half-close.
+    /// EOF into the closure when our side had already sent FIN): the machine passes that on.
     func legInactive(_ side: Side) {
-        state.inactive.insert(side)
-        if !state.cut, !state.eofFrom.contains(side) { didReceiveEOF(from: side) }
-        record(.closed(side, state.cutByFault ? .cutByFault : state.cut ? .reset : .fin), side: side)
-        if state.inactive.count == 2, !state.finished {
-            state.finished = true
-            lingerTask?.cancel()
-            stopAcknowledgementPolls()
-            onFinished(id)
-        }
+        perform(machine.closed(side))
     }
 
-    func record(_ kind: TrafficEvent.Kind, side: Side) {
-        guard state.recorded.insert(side).inserted else { return }
-        sink?.record(TrafficEvent(time: clock.now(), connection: id, kind: kind))
+    /// Performs the machine's actions on the channels, in order.
+    func perform(_ actions: [RelayStateMachine.Action]) {
+        for action in actions {
+            switch action {
+            case .recordClose(let side, let kind, let beforeReset):
+                pollAcknowledgements(side, beforeReset: beforeReset)
+                sink?.record(TrafficEvent(time: clock.now(), connection: id, kind: .closed(side, kind)))
+            case .sendFIN(let side):
+                legs[side]!.relay.shutdownOutput()
+            case .discard(let side):
+                legs[side]!.shaper.discardHeld()
+                legs[side]!.relay.discardsReads = true
+            case .reset(let side):
+                legs[side]!.shaper.discardHeld()
+                legs[side]!.channel.closeWithReset()
+            case .close(let side):
+                legs[side]!.channel.close(promise: nil)
+            case .closeInOrder:
+                break // NIO closes a channel that is shut both ways
+            case .countCut:
+                counters.connectionCut()
+                onCut(id)
+            case .scheduleLinger(let delay):
+                lingerTask?.cancel()
+                lingerTask = eventLoop.scheduleTask(in: .nanoseconds(delay.nanoseconds)) { [self] in
+                    perform(machine.lingerExpired())
+                }
+            case .cancelLinger:
+                lingerTask?.cancel()
+                lingerTask = nil
+            case .recordUpstreamFailure:
+                break // a wired connection had its upstream
+            case .finish:
+                lingerTask?.cancel()
+                stopAcknowledgementPolls()
+                onFinished(id)
+            }
+        }
     }
 }
 
 extension Channel {
     /// Closes with RST rather than FIN (SO_LINGER 0), as a cut connection or a passed-on reset must.
+    /// `isActive` is not asked first: it can read false for an open socket (seen when a cut follows
+    /// a read that NIO had queued), and the close would then go out as a FIN.
     func closeWithReset() {
-        guard isActive, let provider = self as? any SocketOptionProvider else {
+        guard let provider = self as? any SocketOptionProvider else {
             close(promise: nil)
             return
         }

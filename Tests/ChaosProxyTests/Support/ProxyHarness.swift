@@ -46,10 +46,10 @@ final class ProxyHarness: Sendable {
         return (client, server)
     }
 
-    /// Waits until the proxy has `count` live connections (bounded).
+    /// Waits until the proxy has `count` live connections; throws (failing the test) after 5 s.
     func waitForConnections(_ count: Int) async throws {
-        for _ in 0..<500 where proxy.liveConnections.count != count {
-            try await Task.sleep(nanoseconds: 10_000_000)
+        try await waitUntil("\(count) live connections (have \(proxy.liveConnections.count))") {
+            proxy.liveConnections.count == count
         }
     }
 
@@ -107,4 +107,20 @@ func expectSameBytes(_ got: [UInt8], _ expected: [UInt8], _ what: String = "byte
     let difference = same ? -1 : (0..<min(got.count, expected.count)).first { got[$0] != expected[$0] } ?? min(got.count, expected.count)
     #expect(same, "\(what): got \(got.count) bytes, expected \(expected.count); first difference at \(difference)",
             sourceLocation: sourceLocation)
+}
+
+/// A condition a test waited for never came.
+struct ConditionNeverCame: Error, CustomStringConvertible {
+    let what: String
+    var description: String { "never came within the time allowed: \(what)" }
+}
+
+/// Polls `condition` every 10 ms; throws ``ConditionNeverCame`` (failing the test) when it still does
+/// not hold after `seconds`.
+func waitUntil(_ what: @autoclosure () -> String, seconds: Double = 5, _ condition: () -> Bool) async throws {
+    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+    while !condition() {
+        guard ContinuousClock.now < deadline else { throw ConditionNeverCame(what: what()) }
+        try await Task.sleep(nanoseconds: 10_000_000)
+    }
 }

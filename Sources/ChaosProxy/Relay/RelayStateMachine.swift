@@ -1,0 +1,275 @@
+import ChaosCore
+
+/// The rules of one proxied connection, without sockets: both relays (the NIO relay,
+/// ``ProxiedConnection``, and the epoll relay, ``EpollRelayConnection``) feed it what happened
+/// and perform the actions it returns, in order.
+///
+/// The rules it owns:
+/// - a leg is read only while its partner takes the bytes, or while its bytes go nowhere (a cut
+///   leg is read and dropped, so that its peer's FIN or reset is still seen);
+/// - a FIN is passed on to the partner once the bytes read before it were written there;
+/// - a reset (or an error) on one leg is passed on as a reset of the other, unless that leg had
+///   already finished both ways (then it is closed);
+/// - each leg's close is recorded once, with how it ended;
+/// - an upstream that does not answer, or not in time, resets the client;
+/// - what a fault's cut does in each ``DisconnectMode``;
+/// - the connection is finished when both legs are closed.
+struct RelayStateMachine: Sendable {
+    /// Where the connection is in its life.
+    enum Phase: Sendable, Equatable {
+        /// Dialling the upstream.
+        case connecting
+        /// Both legs up; bytes pass unless ``isCut``.
+        case relaying
+        /// Both legs closed.
+        case finished
+    }
+
+    /// What a relay must do, in the order given.
+    enum Action: Sendable, Equatable {
+        /// Record that `side` closed, and how (the relay reads the leg's acknowledgements first; with
+        /// `beforeReset`, as a leg about to be reset).
+        case recordClose(Side, TrafficEvent.CloseKind, beforeReset: Bool)
+        /// Send FIN on `side` (its pending bytes are all written).
+        case sendFIN(Side)
+        /// Drop what is held for `side` and, from now on, read `side` only to drop it.
+        case discard(Side)
+        /// Close `side` with RST.
+        case reset(Side)
+        /// Close `side`'s socket in order.
+        case close(Side)
+        /// Both legs ended in order (each sent and received FIN): close the connection once the peers
+        /// have acknowledged the last bytes.
+        case closeInOrder
+        /// Count the connection as cut by a fault.
+        case countCut
+        /// After `delay`, tell the machine ``lingerExpired()``.
+        case scheduleLinger(ChaosDuration)
+        /// Forget a scheduled linger.
+        case cancelLinger
+        /// The upstream never answered: count it and record the refusal.
+        case recordUpstreamFailure
+        /// The connection is over: forget it.
+        case finish
+    }
+
+    /// One leg, named by the end of the connection it faces.
+    struct Leg: Sendable, Equatable {
+        /// Its peer sent FIN (a read returned 0).
+        var receivedFIN = false
+        /// Our FIN went out on it.
+        var sentFIN = false
+        /// Bytes read from its partner are waiting to be written to it.
+        var hasPending = false
+        /// What it reads is dropped (it was cut).
+        var discardsReads = false
+        /// Its close was recorded.
+        var closeRecorded = false
+        /// Its socket is closed.
+        var closed = false
+    }
+
+    private(set) var phase: Phase
+    private(set) var legs = [Leg(), Leg()]
+    /// Nothing passes any more: a fault cut it, a reset was passed on, or the proxy is stopping.
+    private(set) var isCut = false
+    /// A fault cut it (rather than a peer's reset).
+    private(set) var isCutByFault = false
+    /// The legs a scheduled linger will reset.
+    private var lingering: [Side] = []
+
+    /// A machine for a connection whose upstream is being dialled, or (`connected`) is already up;
+    /// `recorded`: legs whose close another relay already recorded (a connection moved to NIO).
+    init(connected: Bool = false, recorded: Set<Side> = []) {
+        phase = connected ? .relaying : .connecting
+        for side in recorded { legs[side.slot].closeRecorded = true }
+    }
+
+    /// The leg facing `side`.
+    func leg(_ side: Side) -> Leg { legs[side.slot] }
+
+    /// Whether `side` may be read now: its bytes go nowhere, or its partner takes more.
+    func mayRead(_ side: Side, partnerAccepts: Bool) -> Bool {
+        guard phase == .relaying, !leg(side).receivedFIN, !leg(side).closed else { return false }
+        return leg(side).discardsReads || (!isCut && partnerAccepts && !leg(side.other).hasPending)
+    }
+
+    // MARK: connecting
+
+    /// The upstream answered.
+    mutating func connected() -> [Action] {
+        guard phase == .connecting else { return [] }
+        phase = .relaying
+        return []
+    }
+
+    /// The upstream refused, failed or did not answer in time (a timeout after it answered is ignored).
+    mutating func connectFailed() -> [Action] {
+        guard phase == .connecting else { return [] }
+        phase = .finished
+        legs[Side.client.slot].closed = true
+        legs[Side.server.slot].closed = true
+        // Forgotten before the client sees the reset, so that nothing counts it as live after.
+        return [.recordUpstreamFailure, .close(.server), .finish, .reset(.client)]
+    }
+
+    // MARK: bytes
+
+    /// Bytes for `side` are waiting (the socket did not take them all), or (`false`) all went.
+    mutating func pendingChanged(_ side: Side, hasPending: Bool) -> [Action] {
+        legs[side.slot].hasPending = hasPending
+        guard !hasPending else { return [] }
+        return passFIN(to: side)
+    }
+
+    /// `side`'s peer sent FIN.
+    mutating func receivedFIN(_ side: Side) -> [Action] {
+        guard phase == .relaying, !leg(side).receivedFIN else { return [] }
+        legs[side.slot].receivedFIN = true
+        var actions = record(side, .fin)
+        if leg(side).discardsReads {
+            // A cut leg whose peer is done: closed if our FIN went too; a half-open leg stays silent
+            // (its peer must not learn anything) until its linger resets it.
+            return actions + (leg(side).sentFIN ? close(side) : [])
+        }
+        actions += passFIN(to: side.other)
+        return actions
+    }
+
+    private mutating func passFIN(to side: Side) -> [Action] {
+        guard phase == .relaying, !isCut, leg(side.other).receivedFIN, !leg(side).hasPending, !leg(side).sentFIN else { return [] }
+        legs[side.slot].sentFIN = true
+        var actions: [Action] = [.sendFIN(side)]
+        if legs.allSatisfy({ $0.receivedFIN && $0.sentFIN }) { actions.append(.closeInOrder) }
+        return actions
+    }
+
+    /// `side` failed: reset by its peer (`reset`), or another error.
+    mutating func failed(_ side: Side, reset: Bool) -> [Action] {
+        guard phase == .relaying, !leg(side).closed else { return [] }
+        var actions = record(side, reset ? .reset : .error) + close(side)
+        let passOn = !isCut
+        isCut = true
+        let other = side.other
+        if passOn, !leg(other).closed {
+            let doneBothWays = leg(other).receivedFIN && leg(other).sentFIN
+            actions += record(other, .reset, beforeReset: !doneBothWays)
+            actions += doneBothWays ? close(other) : resetLeg(other)
+        }
+        return actions
+    }
+
+    /// `side`'s socket closed without an error first (NIO folds a peer's FIN into the closure when
+    /// our FIN had already gone).
+    mutating func closed(_ side: Side) -> [Action] {
+        guard phase == .relaying, !leg(side).closed else { return [] }
+        var actions: [Action] = []
+        if !isCut, !leg(side).receivedFIN { actions += receivedFIN(side) }
+        guard !leg(side).closed else { return actions }
+        actions += record(side, isCutByFault ? .cutByFault : isCut ? .reset : .fin)
+        legs[side.slot].closed = true
+        return actions + finishIfClosed()
+    }
+
+    // MARK: cuts
+
+    /// A fault cuts the connection the way `mode` says; the other leg of a one-sided cut (and both
+    /// legs of a FIN cut, after 5 s) is reset once `linger` has passed.
+    mutating func cut(_ mode: DisconnectMode, linger: ChaosDuration) -> [Action] {
+        guard phase == .relaying, !isCut else { return [] }
+        isCut = true
+        isCutByFault = true
+        var actions: [Action] = [.countCut]
+        switch mode {
+        case .reset:
+            for side in Side.allCases where !leg(side).closed { actions += abort(side) }
+        case .close:
+            for side in Side.allCases where !leg(side).closed {
+                actions += record(side, .cutByFault) + [.discard(side)]
+                legs[side.slot].discardsReads = true
+                if !leg(side).sentFIN {
+                    legs[side.slot].sentFIN = true
+                    actions.append(.sendFIN(side))
+                }
+                if leg(side).receivedFIN { actions += close(side) }
+            }
+            // Legs whose peers do not answer our FIN with theirs are reset after 5 s.
+            if phase == .relaying { actions += scheduleLinger(.seconds(Int64(5)), Side.allCases) }
+        case .clientOnly, .serverOnly:
+            let side: Side = mode == .clientOnly ? .client : .server
+            if !leg(side).closed { actions += abort(side) }
+            if !leg(side.other).closed {
+                legs[side.other.slot].discardsReads = true
+                actions.append(.discard(side.other))
+                actions += scheduleLinger(linger, [side.other])
+            }
+        }
+        return actions + finishIfClosed()
+    }
+
+    /// The linger of a cut ran out: whatever it waited on is reset.
+    mutating func lingerExpired() -> [Action] {
+        let sides = lingering
+        lingering = []
+        var actions: [Action] = []
+        for side in sides where !leg(side).closed { actions += abort(side) }
+        return actions + finishIfClosed()
+    }
+
+    /// The proxy is stopping: whatever is still open is reset.
+    mutating func terminate() -> [Action] {
+        guard phase != .finished else { return [] }
+        if phase == .connecting {
+            phase = .finished
+            legs[Side.client.slot].closed = true
+            legs[Side.server.slot].closed = true
+            return [.close(.server), .finish, .reset(.client)]
+        }
+        isCut = true
+        var actions: [Action] = lingering.isEmpty ? [] : [.cancelLinger]
+        lingering = []
+        for side in Side.allCases where !leg(side).closed {
+            actions += record(side, isCutByFault ? .cutByFault : .reset, beforeReset: true) + [.discard(side)] + resetLeg(side)
+        }
+        return actions + finishIfClosed()
+    }
+
+    // MARK: helpers
+
+    private mutating func abort(_ side: Side) -> [Action] {
+        legs[side.slot].discardsReads = true
+        return record(side, .cutByFault, beforeReset: true) + [.discard(side)] + resetLeg(side)
+    }
+
+    private mutating func record(_ side: Side, _ kind: TrafficEvent.CloseKind, beforeReset: Bool = false) -> [Action] {
+        guard !leg(side).closeRecorded else { return [] }
+        legs[side.slot].closeRecorded = true
+        return [.recordClose(side, kind, beforeReset: beforeReset)]
+    }
+
+    private mutating func close(_ side: Side) -> [Action] {
+        guard !leg(side).closed else { return [] }
+        legs[side.slot].closed = true
+        return [.close(side)] + finishIfClosed()
+    }
+
+    private mutating func resetLeg(_ side: Side) -> [Action] {
+        guard !leg(side).closed else { return [] }
+        legs[side.slot].closed = true
+        return [.reset(side)] + finishIfClosed()
+    }
+
+    private mutating func scheduleLinger(_ delay: ChaosDuration, _ sides: [Side]) -> [Action] {
+        let cancel: [Action] = lingering.isEmpty ? [] : [.cancelLinger]
+        lingering = sides
+        return cancel + [.scheduleLinger(delay)]
+    }
+
+    private mutating func finishIfClosed() -> [Action] {
+        guard phase == .relaying, legs.allSatisfy(\.closed) else { return [] }
+        phase = .finished
+        let cancel: [Action] = lingering.isEmpty ? [] : [.cancelLinger]
+        lingering = []
+        return cancel + [.finish]
+    }
+}

@@ -1,0 +1,171 @@
+import ChaosCore
+@testable import ChaosProxy
+import Testing
+
+/// The relay's rules on their own, without sockets: what each event does in each state.
+@Suite("Relay state machine")
+struct RelayStateMachineTests {
+    typealias Machine = RelayStateMachine
+    typealias Action = RelayStateMachine.Action
+
+    /// Everything that can happen to a connection.
+    enum Event: CaseIterable, Sendable {
+        case connected, connectFailed, pendingClient, pendingServer, drainedClient, drainedServer
+        case finClient, finServer, resetClient, errorServer, closedClient, closedServer
+        case cutReset, cutClose, cutClientOnly, cutServerOnly, lingerExpired, terminate
+
+        func apply(to machine: inout Machine) -> [Action] {
+            switch self {
+            case .connected: machine.connected()
+            case .connectFailed: machine.connectFailed()
+            case .pendingClient: machine.pendingChanged(.client, hasPending: true)
+            case .pendingServer: machine.pendingChanged(.server, hasPending: true)
+            case .drainedClient: machine.pendingChanged(.client, hasPending: false)
+            case .drainedServer: machine.pendingChanged(.server, hasPending: false)
+            case .finClient: machine.receivedFIN(.client)
+            case .finServer: machine.receivedFIN(.server)
+            case .resetClient: machine.failed(.client, reset: true)
+            case .errorServer: machine.failed(.server, reset: false)
+            case .closedClient: machine.closed(.client)
+            case .closedServer: machine.closed(.server)
+            case .cutReset: machine.cut(.reset, linger: .seconds(Int64(30)))
+            case .cutClose: machine.cut(.close, linger: .seconds(Int64(30)))
+            case .cutClientOnly: machine.cut(.clientOnly, linger: .seconds(Int64(30)))
+            case .cutServerOnly: machine.cut(.serverOnly, linger: .seconds(Int64(30)))
+            case .lingerExpired: machine.lingerExpired()
+            case .terminate: machine.terminate()
+            }
+        }
+    }
+
+    static func run(_ events: [Event], on start: Machine = Machine()) -> (Machine, [Action]) {
+        var machine = start
+        var actions: [Action] = []
+        for event in events { actions += event.apply(to: &machine) }
+        return (machine, actions)
+    }
+
+    // MARK: the table
+
+    struct Row: Sendable, CustomStringConvertible {
+        let given: [Event]
+        let when: Event
+        let then: [Action]
+        var description: String { "given \(given), when \(when)" }
+    }
+
+    static let rows: [Row] = [
+        // Connecting.
+        Row(given: [], when: .connected, then: []),
+        Row(given: [], when: .connectFailed, then: [.recordUpstreamFailure, .close(.server), .finish, .reset(.client)]),
+        Row(given: [.connected], when: .connectFailed, then: []),
+        Row(given: [], when: .terminate, then: [.close(.server), .finish, .reset(.client)]),
+        Row(given: [], when: .finClient, then: []),
+        Row(given: [], when: .cutReset, then: []),
+        // A FIN is passed on once what came before it was written.
+        Row(given: [.connected], when: .finClient, then: [.recordClose(.client, .fin, beforeReset: false), .sendFIN(.server)]),
+        Row(given: [.connected, .pendingServer], when: .finClient, then: [.recordClose(.client, .fin, beforeReset: false)]),
+        Row(given: [.connected, .pendingServer, .finClient], when: .drainedServer, then: [.sendFIN(.server)]),
+        Row(given: [.connected, .finClient], when: .finClient, then: []),
+        Row(given: [.connected, .finClient], when: .finServer,
+            then: [.recordClose(.server, .fin, beforeReset: false), .sendFIN(.client), .closeInOrder]),
+        Row(given: [.connected, .finClient, .finServer], when: .closedClient, then: []),
+        Row(given: [.connected, .finClient, .finServer, .closedClient], when: .closedServer, then: [.finish]),
+        // NIO folds a peer's FIN into the closure.
+        Row(given: [.connected], when: .closedClient,
+            then: [.recordClose(.client, .fin, beforeReset: false), .sendFIN(.server)]),
+        // A reset is passed on as a reset; an error too.
+        Row(given: [.connected], when: .resetClient,
+            then: [.recordClose(.client, .reset, beforeReset: false), .close(.client),
+                   .recordClose(.server, .reset, beforeReset: true), .reset(.server), .finish]),
+        Row(given: [.connected], when: .errorServer,
+            then: [.recordClose(.server, .error, beforeReset: false), .close(.server),
+                   .recordClose(.client, .reset, beforeReset: true), .reset(.client), .finish]),
+        // …unless the other leg had finished both ways: then it is closed in order.
+        Row(given: [.connected, .finClient, .finServer], when: .errorServer,
+            then: [.close(.server), .close(.client), .finish]),
+        // The cuts.
+        Row(given: [.connected], when: .cutReset,
+            then: [.countCut, .recordClose(.client, .cutByFault, beforeReset: true), .discard(.client), .reset(.client),
+                   .recordClose(.server, .cutByFault, beforeReset: true), .discard(.server), .reset(.server), .finish]),
+        Row(given: [.connected], when: .cutClose,
+            then: [.countCut, .recordClose(.client, .cutByFault, beforeReset: false), .discard(.client), .sendFIN(.client),
+                   .recordClose(.server, .cutByFault, beforeReset: false), .discard(.server), .sendFIN(.server),
+                   .scheduleLinger(.seconds(Int64(5)))]),
+        Row(given: [.connected, .cutClose], when: .finClient, then: [.close(.client)]),
+        Row(given: [.connected, .cutClose, .finClient], when: .lingerExpired,
+            then: [.discard(.server), .reset(.server), .finish]),
+        Row(given: [.connected], when: .cutClientOnly,
+            then: [.countCut, .recordClose(.client, .cutByFault, beforeReset: true), .discard(.client), .reset(.client),
+                   .discard(.server), .scheduleLinger(.seconds(Int64(30)))]),
+        Row(given: [.connected], when: .cutServerOnly,
+            then: [.countCut, .recordClose(.server, .cutByFault, beforeReset: true), .discard(.server), .reset(.server),
+                   .discard(.client), .scheduleLinger(.seconds(Int64(30)))]),
+        // A half-open leg stays silent when its peer sends FIN, until the linger resets it.
+        Row(given: [.connected, .cutClientOnly], when: .finServer, then: [.recordClose(.server, .fin, beforeReset: false)]),
+        Row(given: [.connected, .cutClientOnly], when: .lingerExpired,
+            then: [.recordClose(.server, .cutByFault, beforeReset: true), .discard(.server), .reset(.server), .finish]),
+        Row(given: [.connected, .cutClientOnly], when: .cutReset, then: []),
+        Row(given: [.connected, .cutClientOnly], when: .terminate,
+            then: [.cancelLinger, .recordClose(.server, .cutByFault, beforeReset: true), .discard(.server), .reset(.server), .finish]),
+        // Nothing passes after a cut: no FIN is passed on.
+        Row(given: [.connected, .cutClientOnly], when: .drainedClient, then: []),
+        // Stopping.
+        Row(given: [.connected], when: .terminate,
+            then: [.recordClose(.client, .reset, beforeReset: true), .discard(.client), .reset(.client),
+                   .recordClose(.server, .reset, beforeReset: true), .discard(.server), .reset(.server), .finish]),
+        Row(given: [.connected, .resetClient], when: .terminate, then: []),
+        Row(given: [.connected, .resetClient], when: .lingerExpired, then: []),
+    ]
+
+    @Test("each event in each state does what the relay rules say", arguments: rows)
+    func table(row: Row) {
+        let (before, _) = Self.run(row.given)
+        var machine = before
+        #expect(row.when.apply(to: &machine) == row.then)
+    }
+
+    @Test("a cut connection is not read except to drop; a pending partner stops reads")
+    func reads() {
+        var machine = Machine(connected: true)
+        #expect(machine.mayRead(.client, partnerAccepts: true))
+        #expect(!machine.mayRead(.client, partnerAccepts: false))
+        _ = machine.pendingChanged(.server, hasPending: true)
+        #expect(!machine.mayRead(.client, partnerAccepts: true))
+        _ = machine.cut(.clientOnly, linger: .zero)
+        #expect(!machine.mayRead(.client, partnerAccepts: true), "the reset leg is closed")
+        #expect(machine.mayRead(.server, partnerAccepts: false), "the lingering leg is read to drop")
+    }
+
+    @Test("in every state reached by three events (and 20,000 seeded longer histories), every event keeps the rules: each close recorded and performed at most once, both legs closed, one finish, nothing after it")
+    func everyEventInEveryState() {
+        var histories: [[Event]] = [[]]
+        for _ in 0..<3 { histories = histories.flatMap { history in Event.allCases.map { history + [$0] } } }
+        var random = SeededGenerator(seed: 14)
+        for _ in 0..<20_000 {
+            histories.append((0..<10).map { _ in Event.allCases[Int(random.next(upperBound: UInt64(Event.allCases.count)))] })
+        }
+        // Each history is followed by every event once more (terminate among them, so every one ends).
+        for history in histories {
+            var machine = Machine()
+            var actions: [Action] = []
+            for event in history + Event.allCases { actions += event.apply(to: &machine) }
+            var broken: [String] = []
+            for side in Side.allCases {
+                let records = actions.filter { if case .recordClose(side, _, _) = $0 { true } else { false } }.count
+                if records > 1 { broken.append("\(side) recorded \(records) times") }
+                let closes = actions.filter { $0 == .reset(side) || $0 == .close(side) }.count
+                if closes > 1 { broken.append("\(side) closed \(closes) times") }
+                if !machine.leg(side).closed { broken.append("\(side) never closed") }
+            }
+            if actions.filter({ $0 == .finish }).count != 1 { broken.append("not finished exactly once") }
+            if let finish = actions.firstIndex(of: .finish) {
+                // Only the client's reset after a failed connect follows the finish (it is forgotten first).
+                let after = actions[(finish + 1)...].filter { $0 != .reset(.client) }
+                if !after.isEmpty { broken.append("\(after) after finish") }
+            }
+            if machine.phase != .finished { broken.append("phase \(machine.phase)") }
+            #expect(broken.isEmpty, "\(history): \(broken)")
+        }
+    }
+}
