@@ -38,14 +38,15 @@ enum FuzzTarget: String, CaseIterable {
     }
 
     private static func api(_ data: [UInt8]) {
+        // What the control API does with a POST /faults body (ControlAPI.addFault), without the sockets.
         let proxies = [ProxySpec(name: "p", listen: HostPort(host: "127.0.0.1", port: 7000), upstream: HostPort(host: "127.0.0.1", port: 7001))]
-        let duration = ChaosDuration.seconds(Int64(3_600))
-        guard let rule = try? FaultRule.parse(String(decoding: data, as: UTF8.self), proxies: proxies, duration: duration,
-                                             source: "request body") else { return }
-        let scenario = Scenario(name: "api", duration: duration, seed: 1, proxies: proxies, pair: nil, protocolSpec: nil,
-                                baseline: nil, faults: [rule], expectations: [], capture: nil, file: "request body")
-        guard (try? scenario.checkInvariants(source: "request body")) != nil else { return }
-        _ = Timeline(scenario: scenario, seed: 1).count(upTo: 1000)
+        let forever = Scenario.longestDuration
+        guard let rule = try? FaultRule.parse(String(decoding: data, as: UTF8.self), proxies: proxies, duration: forever,
+                                             source: "request body"),
+              (try? rule.checkInvariants(source: "request body", proxies: ["p"])) != nil else { return }
+        let timeline = Timeline(rules: [rule], seed: 1, duration: forever)
+        _ = timeline.lines(first: 20)
+        _ = timeline.count(upTo: 1000)
     }
 
     /// Cuts `data` into events: each piece's first byte picks what happens (read, written, acknowledged, a close, a

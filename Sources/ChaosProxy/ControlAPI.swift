@@ -112,34 +112,25 @@ public final class ControlAPI: Sendable {
     /// lazily, so a fault every millisecond costs no memory ahead of time).
     static let forever = Scenario.longestDuration
 
-    /// Indexes of one API fault's occurrences are its id times this plus their position: ten years of a
-    /// fault every millisecond (3.2e11) stay below it, so keys never meet a scenario's (which count from 0)
-    /// or another API fault's.
-    static let indexStride = 1 << 40
-
+    /// Draws a fault the way a scenario's are drawn (the same parser, rules and timeline), from the API's
+    /// seed forked by the fault's id; its shaping is keyed by that id, apart from the run's own.
     private func addFault(_ body: String) async -> (HTTPResponseStatus, String) {
-        let forever = Self.forever
         let specs = proxies.map(\.spec)
         let rule: FaultRule
         do {
-            rule = try FaultRule.parse(body, proxies: specs, duration: forever, source: "request body")
+            rule = try FaultRule.parse(body, proxies: specs, duration: Self.forever, source: "request body")
+            try rule.checkInvariants(source: "request body", proxies: Set(specs.map(\.name)))
         } catch let error as ChaosError {
             return (.badRequest, Self.error(error.description))
         } catch {
             return (.badRequest, Self.error("\(error)"))
         }
-        let scenario = Scenario(name: "api", duration: forever, seed: seed, proxies: specs, pair: nil, protocolSpec: nil,
-                                baseline: nil, faults: [rule], expectations: [], capture: nil, file: "request body")
-        do { try scenario.checkInvariants(source: "request body") } catch {
-            return (.badRequest, Self.error("\(error)"))
-        }
         let id = state.withLock { state -> Int in defer { state.next += 1 }; return state.next }
         var generator = SeededGenerator(seed: seed).fork("api", UInt64(id))
-        var timeline = Timeline(scenario: scenario, seed: generator.next())
-        timeline.firstIndex = id * Self.indexStride
+        let timeline = Timeline(rules: [rule], seed: generator.next(), duration: Self.forever)
         let lines = timeline.lines(first: 20)
         let startsNow = timeline.prefix(1).contains { $0.at == .zero }
-        let injector = FaultInjector(timeline: timeline, proxies: proxies, clock: RunClock(), sink: nil)
+        let injector = FaultInjector(timeline: timeline, number: id, proxies: proxies, clock: RunClock(), sink: nil)
         let task = Task { await injector.run() }
         state.withLock { $0.active[id] = (body.trimmingCharacters(in: .whitespacesAndNewlines), task) }
         // Answer once what starts now has been applied.

@@ -17,6 +17,7 @@ public final class FaultInjector: Sendable {
     }
 
     private let timeline: Timeline
+    private let number: Int
     private let proxies: [ProxyServer]
     private let clock: RunClock
     private let sink: (any TrafficEventSink)?
@@ -25,10 +26,13 @@ public final class FaultInjector: Sendable {
     private let onApplied: (@Sendable (FaultOccurrence, Applied) -> Void)?
 
     /// An injector for `timeline` over `proxies`; `onApplied` is told of each occurrence as it begins.
-    public init(timeline: Timeline, proxies: [ProxyServer], clock: RunClock, sink: (any TrafficEventSink)?,
+    /// `number` tells its shaping apart from other injectors' on the same proxies (0: the run's own
+    /// timeline; a control-API fault: its id).
+    public init(timeline: Timeline, number: Int = 0, proxies: [ProxyServer], clock: RunClock, sink: (any TrafficEventSink)?,
                 logger: Logger = Logger(label: "chaos.faults"),
                 onApplied: (@Sendable (FaultOccurrence, Applied) -> Void)? = nil) {
         self.timeline = timeline
+        self.number = number
         self.proxies = proxies
         self.clock = clock
         self.sink = sink
@@ -129,27 +133,18 @@ public final class FaultInjector: Sendable {
         var handoff: [ObjectIdentifier: [ConnectionID]] = [:]
         for proxy in proxies(for: occurrence) {
             let ids = targets(occurrence, on: proxy)
-            let key = occurrence.index
+            let key = ShapingKey(timeline: number, occurrence: occurrence.index)
             switch occurrence.effect {
             case .disconnect(let mode, let linger):
                 hit += await proxy.disconnect(ids, mode: mode, linger: linger)
-            case .latency(let add, let jitter, let direction):
-                hit += await proxy.addCondition(.latency(add: add, jitter: jitter), key: key, directions: direction, to: ids)
-            case .bandwidth(let rate, let direction):
-                hit += await proxy.addCondition(.bandwidth(rate), key: key, directions: direction, to: ids)
-            case .partition(let direction), .stall(let direction):
-                hit += await proxy.addCondition(.hold, key: key, directions: direction, to: ids)
-            case .slice(let maxBytes, let delay, let direction):
-                hit += await proxy.addCondition(.slice(maxBytes: maxBytes, delay: delay), key: key, directions: direction, to: ids)
-            case .link(let profile):
-                hit += await proxy.addCondition(.profile(profile), key: key, directions: .both, to: ids)
             case .refuse:
                 await proxy.beginRefusing()
             case .handoff:
                 // Blackout: nothing passes on the connections it hits (and on new ones, when it hits all).
-                let reached = await proxy.addCondition(.hold, key: key, directions: .both, to: ids)
-                hit += reached
+                hit += await proxy.addShaping(occurrence.effect, key: key, to: ids)
                 handoff[ObjectIdentifier(proxy)] = ids ?? proxy.liveConnections
+            case .latency, .bandwidth, .partition, .stall, .slice, .link:
+                hit += await proxy.addShaping(occurrence.effect, key: key, to: ids)
             }
         }
         return (hit, handoff)
@@ -168,9 +163,9 @@ public final class FaultInjector: Sendable {
                     await proxy.disconnect(handoffTargets[ObjectIdentifier(proxy)] ?? [], mode: .clientOnly, linger: linger)
                     proxy.setBaseline(to)
                 }
-                await proxy.removeCondition(key: occurrence.index)
+                await proxy.removeShaping(key: ShapingKey(timeline: number, occurrence: occurrence.index))
             default:
-                await proxy.removeCondition(key: occurrence.index)
+                await proxy.removeShaping(key: ShapingKey(timeline: number, occurrence: occurrence.index))
             }
         }
         sink?.record(TrafficEvent(time: clock.now(), connection: 0, kind: .faultEnded(occurrence.mark)))

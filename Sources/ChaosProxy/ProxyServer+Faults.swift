@@ -11,30 +11,29 @@ extension ProxyServer {
         return targets.pick(from: liveConnections, using: &generator)
     }
 
-    /// Puts `condition` (named `key`) on `directions` of the given connections, or of every
-    /// connection, now and new, when `ids` is nil. Returns how many live connections it reached.
+    /// Shapes the given connections, or every connection, now and new, when `ids` is nil, with
+    /// `effect` (named `key`). Returns how many live connections it reached.
     @discardableResult
-    public func addCondition(_ condition: ShapingCondition, key: Int, directions: DirectionSet,
-                             to ids: [ConnectionID]?) async -> Int {
+    public func addShaping(_ effect: FaultEffect, key: ShapingKey, to ids: [ConnectionID]?) async -> Int {
         let connections = await targetConnections(ids) { state in
-            if ids == nil { state.conditions[key] = (directions, condition) }
+            if ids == nil { state.shaping[key] = effect }
         }.nio
         // Applied (not just queued) when this returns.
         for connection in connections {
-            try? await connection.eventLoop.submit { connection.addCondition(condition, key: key, directions: directions) }.get()
+            try? await connection.eventLoop.submit { connection.addShaping(effect, key: key) }.get()
         }
         return connections.count
     }
 
-    /// Lifts the condition named `key` everywhere.
-    public func removeCondition(key: Int) async {
-        // Only NIO connections carry conditions: epollRelay ones stay where they are.
+    /// Lifts the shaping named `key` everywhere.
+    public func removeShaping(key: ShapingKey) async {
+        // Only NIO connections are shaped: those on the epoll relay stay where they are.
         let connections = state.withLock { state in
-            state.conditions.removeValue(forKey: key)
+            state.shaping.removeValue(forKey: key)
             return Array(state.connections.values)
         }
         for connection in connections {
-            try? await connection.eventLoop.submit { connection.removeCondition(key: key) }.get()
+            try? await connection.eventLoop.submit { connection.removeShaping(key: key) }.get()
         }
     }
 

@@ -53,7 +53,8 @@ public final class ProxyServer: Sendable {
         var moving: [ConnectionID: Task<ProxiedConnection?, Never>] = [:]
         /// Connections a fault cut that still have a leg open (half-open, lingering).
         var lingering: [ConnectionID: ProxiedConnection] = [:]
-        var conditions: [Int: (DirectionSet, ShapingCondition)] = [:]
+        /// Shaping on every connection, now and new, by occurrence index.
+        var shaping: [ShapingKey: FaultEffect] = [:]
         var baseline: LinkProfile?
         var stopped = false
     }
@@ -235,13 +236,13 @@ public final class ProxyServer: Sendable {
                         state.lingering.removeValue(forKey: id)
                     }
                 })
-            let (baseline, conditions, stopped) = state.withLock { state in
+            let (baseline, shaping, stopped) = state.withLock { state in
                 if !state.stopped { state.connections[id] = connection }
-                return (state.baseline, state.conditions, state.stopped)
+                return (state.baseline, state.shaping, state.stopped)
             }
             guard !stopped else { throw ChannelError.ioOnClosedChannel }
             // A connection that started on the epoll relay started with no link profile.
-            connection.start(baseline: adopted == nil ? baseline : nil, conditions: conditions, adopted: adopted)
+            connection.start(baseline: adopted == nil ? baseline : nil, shaping: shaping, adopted: adopted)
             return connection
         } catch {
             client.closeWithReset()

@@ -24,8 +24,7 @@ struct EpollRelayTests {
         let transfer = TwoWayTransfer(client: client, server: server, up: up, down: down)
         // Watched closely (a loaded machine moves 20 MB in tens of milliseconds): the fault must land mid-stream.
         for _ in 0..<5_000 where harness.proxy.counters.upstream <= Int64(size / 4) { try await Task.sleep(nanoseconds: 1_000_000) }
-        let reached = await harness.proxy.addCondition(.latency(add: .milliseconds(1), jitter: .zero), key: 1,
-                                                       directions: .both, to: [id])
+        let reached = await harness.proxy.addShaping(.latency(add: .milliseconds(1), jitter: .zero, direction: .both), key: ShapingKey(occurrence: 1), to: [id])
         #expect(reached == 1)
         #expect(harness.proxy.epollRelayConnections.isEmpty)
         #expect(harness.proxy.liveConnections == [id])
@@ -57,8 +56,7 @@ struct EpollRelayTests {
         }
         #expect(harness.proxy.counters.upstream < Int64(size))
         let id = try #require(harness.proxy.liveConnections.first)
-        let reached = await harness.proxy.addCondition(.latency(add: .milliseconds(1), jitter: .zero), key: 1,
-                                                       directions: .upstream, to: [id])
+        let reached = await harness.proxy.addShaping(.latency(add: .milliseconds(1), jitter: .zero, direction: .upstream), key: ShapingKey(occurrence: 1), to: [id])
         #expect(reached == 1)
         #expect(harness.proxy.epollRelayConnections.isEmpty)
         let got = try await offPool { server.receive(exactly: size) }
@@ -89,7 +87,7 @@ struct EpollRelayTests {
             #expect(end == .eof)
             let id = try #require(harness.proxy.epollRelayConnections.first)
             let reached = try blockingAwait {
-                await harness.proxy.addCondition(.latency(add: .milliseconds(5), jitter: .zero), key: 1, directions: .downstream, to: [id])
+                await harness.proxy.addShaping(.latency(add: .milliseconds(5), jitter: .zero, direction: .downstream), key: ShapingKey(occurrence: 1), to: [id])
             }
             #expect(reached == 1)
             #expect(harness.proxy.epollRelayConnections.isEmpty)
@@ -119,7 +117,7 @@ struct EpollRelayTests {
         await profiled.shutdown()
 
         let harness = try await ProxyHarness()
-        await harness.proxy.addCondition(.latency(add: .milliseconds(1), jitter: .zero), key: 1, directions: .both, to: nil)
+        await harness.proxy.addShaping(.latency(add: .milliseconds(1), jitter: .zero, direction: .both), key: ShapingKey(occurrence: 1), to: nil)
         try await offPool {
             let (client, server) = try harness.connectPair()
             try blockingAwait { try await harness.waitForConnections(1) }

@@ -10,10 +10,10 @@ struct ExtremeShapingTests {
 
     @Test("overlapping huge latencies, a huge baseline and many faults add up to 'forever', not a trap")
     func hugeLatencies() {
-        let settings = ShapingCondition.combine([.profile(LinkProfile(name: "x", latency: huge, jitter: .zero, bandwidthUp: nil, bandwidthDown: nil)),
-                                                 .latency(add: huge, jitter: .zero), .latency(add: huge, jitter: .zero)]
-                                                + Array(repeating: .latency(add: .milliseconds(1), jitter: .zero), count: 1000),
-                                                direction: .downstream)
+        let settings = ShapingSettings.combining([.link(LinkProfile(name: "x", latency: huge, jitter: .zero, bandwidthUp: nil, bandwidthDown: nil)),
+                                                  .latency(add: huge, jitter: .zero, direction: .both), .latency(add: huge, jitter: .zero, direction: .both)]
+                                                 + Array(repeating: .latency(add: .milliseconds(1), jitter: .zero, direction: .both), count: 1000),
+                                                 direction: .downstream)
         #expect(settings.latency == .max)
         var shaper = Shaper(generator: SeededGenerator(seed: 1))
         shaper.update(settings)

@@ -33,10 +33,10 @@ struct FaultTests {
         try await offPool {
             let (client, server) = try harness.connectPair()
             let direct = try medianRoundTrip(client: client, server: server, count: 20)
-            try blockingAwait { await harness.proxy.addCondition(.latency(add: .milliseconds(100), jitter: .zero), key: 1, directions: .downstream, to: nil) }
+            try blockingAwait { await harness.proxy.addShaping(.latency(add: .milliseconds(100), jitter: .zero, direction: .downstream), key: ShapingKey(occurrence: 1), to: nil) }
             let delayed = try medianRoundTrip(client: client, server: server, count: 20)
             #expect(abs(delayed - direct - 100) <= 2, "added \(delayed - direct) ms")
-            try blockingAwait { await harness.proxy.removeCondition(key: 1) }
+            try blockingAwait { await harness.proxy.removeShaping(key: ShapingKey(occurrence: 1)) }
             let after = try medianRoundTrip(client: client, server: server, count: 10)
             #expect(after < direct + 20)
             client.close(); server.close()
@@ -49,7 +49,7 @@ struct FaultTests {
         let harness = try await ProxyHarness()
         try await offPool {
             let (client, server) = try harness.connectPair()
-            try blockingAwait { await harness.proxy.addCondition(.latency(add: .milliseconds(20), jitter: .milliseconds(15)), key: 1, directions: .both, to: nil) }
+            try blockingAwait { await harness.proxy.addShaping(.latency(add: .milliseconds(20), jitter: .milliseconds(15), direction: .both), key: ShapingKey(occurrence: 1), to: nil) }
             let data = pattern(count: 2_000_000, seed: 9)
             let reader = Background { server.receive(exactly: 2_000_000) }
             for start in stride(from: 0, to: data.count, by: 1000) {
@@ -67,7 +67,7 @@ struct FaultTests {
         let harness = try await ProxyHarness()
         try await offPool {
             let (client, server) = try harness.connectPair()
-            try blockingAwait { await harness.proxy.addCondition(.bandwidth(ByteRate(bytesPerSecond: 1_000_000)), key: 1, directions: .upstream, to: nil) }
+            try blockingAwait { await harness.proxy.addShaping(.bandwidth(rate: ByteRate(bytesPerSecond: 1_000_000), direction: .upstream), key: ShapingKey(occurrence: 1), to: nil) }
             let writer = Background { () -> Void in
                 let chunk = [UInt8](repeating: 1, count: 65536)
                 while (try? client.sendAll(chunk)) != nil {}
@@ -93,7 +93,7 @@ struct FaultTests {
         let harness = try await ProxyHarness()
         try await offPool {
             let (client, server) = try harness.connectPair()
-            try blockingAwait { await harness.proxy.addCondition(.hold, key: 1, directions: .both, to: nil) }
+            try blockingAwait { await harness.proxy.addShaping(.partition(direction: .both), key: ShapingKey(occurrence: 1), to: nil) }
             let message = pattern(count: 100_000, seed: 3)
             try client.sendAll(message)
             try server.sendAll(Array("downstream during partition".utf8))
@@ -104,7 +104,7 @@ struct FaultTests {
             let legs = try establishedLegs(ports: [harness.port, harness.upstream.port])
             #expect(legs[harness.port] == 2, "client leg not ESTABLISHED both ends: \(legs)")
             #expect(legs[harness.upstream.port] == 2, "server leg not ESTABLISHED both ends: \(legs)")
-            try blockingAwait { await harness.proxy.removeCondition(key: 1) }
+            try blockingAwait { await harness.proxy.removeShaping(key: ShapingKey(occurrence: 1)) }
             server.setTimeout(10)
             client.setTimeout(10)
             expectSameBytes(server.receive(exactly: message.count), message)
@@ -225,7 +225,7 @@ struct FaultTests {
         let harness = try await ProxyHarness()
         try await offPool {
             let (client, server) = try harness.connectPair()
-            try blockingAwait { await harness.proxy.addCondition(.slice(maxBytes: 10, delay: DurationRange(.milliseconds(2), .milliseconds(3))), key: 1, directions: .upstream, to: nil) }
+            try blockingAwait { await harness.proxy.addShaping(.slice(maxBytes: 10, delay: DurationRange(.milliseconds(2), .milliseconds(3)), direction: .upstream), key: ShapingKey(occurrence: 1), to: nil) }
             let message = pattern(count: 200, seed: 5)
             let start = DispatchTime.now().uptimeNanoseconds
             try client.sendAll(message)

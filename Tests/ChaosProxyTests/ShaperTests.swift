@@ -114,17 +114,21 @@ struct ShaperTests {
         #expect(zip(times.dropFirst(), times).allSatisfy { $0 - $1 >= 1 * ms && $0 - $1 <= 2 * ms })
     }
 
-    @Test("conditions combine: latencies add, the tightest cap wins, any hold holds, profiles count")
+    @Test("shaping effects combine: latencies add, the tightest cap wins, any hold holds, profiles count")
     func combine() {
-        let settings = ShapingCondition.combine([
-            .latency(add: .milliseconds(100), jitter: .milliseconds(5)),
-            .profile(LinkProfile.named("3g")!),
-            .bandwidth(ByteRate(bytesPerSecond: 50_000)),
+        let settings = ShapingSettings.combining([
+            .latency(add: .milliseconds(100), jitter: .milliseconds(5), direction: .both),
+            .link(LinkProfile.named("3g")!),
+            .bandwidth(rate: ByteRate(bytesPerSecond: 50_000), direction: .downstream),
+            .bandwidth(rate: ByteRate(bytesPerSecond: 1), direction: .upstream), // the other direction
+            .disconnect(mode: .reset, linger: .zero), // shapes nothing
         ], direction: .downstream)
         #expect(settings.latency == 200 * ms)
         #expect(settings.jitter == 20 * ms)
         #expect(settings.bytesPerSecond == 50_000)
         #expect(!settings.hold)
-        #expect(ShapingCondition.combine([.profile(LinkProfile.named("offline")!)], direction: .upstream).hold)
+        #expect(ShapingSettings.combining([.link(LinkProfile.named("offline")!)], direction: .upstream).hold)
+        #expect(ShapingSettings.combining([.handoff(from: LinkProfile.named("wifi")!, to: LinkProfile.named("lte")!,
+                                                    blackout: .seconds(Int64(1)), linger: .zero)], direction: .upstream).hold)
     }
 }

@@ -94,6 +94,11 @@ extension LinkProfile {
 }
 
 extension FaultRule {
+    /// Checks one rule on its own (a fault added through the control API); `source` names where it came from.
+    public func checkInvariants(source: String, proxies: Set<String>) throws {
+        try checkInvariants("fault", proxies: proxies) { .badInput("\(source): \($0)") }
+    }
+
     func checkInvariants(_ field: String, proxies: Set<String>, _ bad: (String) -> ChaosError) throws {
         if let proxy, !proxies.contains(proxy) { throw bad("\(field).proxy: no proxy named '\(proxy)'") }
         if let at = schedule.at { try Scenario.check(at, "\(field).at", positive: false, bad) }

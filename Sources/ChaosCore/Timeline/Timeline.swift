@@ -11,8 +11,6 @@ public struct Timeline: Sendable, Equatable, Sequence {
     public let seed: UInt64
     /// The run length it covers.
     public let duration: ChaosDuration
-    /// Added to every occurrence's index (faults added through the control API number theirs apart).
-    public var firstIndex: Int
     /// Where the occurrences come from.
     let source: Source
 
@@ -32,14 +30,19 @@ public struct Timeline: Sendable, Equatable, Sequence {
     /// The timeline of `scenario` with `seed`, over `duration` (the scenario's own by default). Nothing is
     /// drawn until it is iterated.
     public init(scenario: Scenario, seed: UInt64, duration: ChaosDuration? = nil) {
-        self.init(seed: seed, duration: duration ?? scenario.duration, source: .drawn(scenario.faults))
+        self.init(rules: scenario.faults, seed: seed, duration: duration ?? scenario.duration)
     }
 
-    init(seed: UInt64, duration: ChaosDuration, source: Source, firstIndex: Int = 0) {
+    /// The timeline of fault `rules` (checked: ``FaultRule/checkInvariants(source:proxies:)``) with `seed`
+    /// over `duration`: what a scenario draws, and what a fault added through the control API draws.
+    public init(rules: [FaultRule], seed: UInt64, duration: ChaosDuration) {
+        self.init(seed: seed, duration: duration, source: .drawn(rules))
+    }
+
+    init(seed: UInt64, duration: ChaosDuration, source: Source) {
         self.seed = seed
         self.duration = duration
         self.source = source
-        self.firstIndex = firstIndex
     }
 
     /// False for a run folder's timeline that saved only its first occurrences: ``RunFolder`` draws the
@@ -55,9 +58,9 @@ public struct Timeline: Sendable, Equatable, Sequence {
         case .drawn(let rules):
             let root = SeededGenerator(seed: seed)
             let draws = rules.enumerated().map { RuleDraw(rule: $1, index: $0, root: root, end: duration) }
-            return Iterator(draws: draws, recorded: nil, firstIndex: firstIndex)
+            return Iterator(draws: draws, recorded: nil)
         case .recorded(let occurrences, _):
-            return Iterator(draws: [], recorded: occurrences.makeIterator(), firstIndex: firstIndex)
+            return Iterator(draws: [], recorded: occurrences.makeIterator())
         }
     }
 
@@ -70,24 +73,17 @@ public struct Timeline: Sendable, Equatable, Sequence {
     public struct Iterator: IteratorProtocol {
         var draws: [RuleDraw]
         var recorded: IndexingIterator<[FaultOccurrence]>?
-        let firstIndex: Int
         /// The next occurrence of each rule, drawn ahead (nil: that rule has no more).
         var heads: [FaultOccurrence?]?
         var count = 0
 
-        init(draws: [RuleDraw], recorded: IndexingIterator<[FaultOccurrence]>?, firstIndex: Int) {
+        init(draws: [RuleDraw], recorded: IndexingIterator<[FaultOccurrence]>?) {
             self.draws = draws
             self.recorded = recorded
-            self.firstIndex = firstIndex
         }
 
         public mutating func next() -> FaultOccurrence? {
-            if recorded != nil {
-                // A recorded timeline keeps its own indexes.
-                guard var occurrence = recorded?.next() else { return nil }
-                occurrence.index += firstIndex
-                return occurrence
-            }
+            if recorded != nil { return recorded?.next() } // a recorded timeline keeps its own indexes
             if heads == nil { heads = draws.indices.map { draws[$0].next() } }
             var best: Int?
             for (rule, head) in heads!.enumerated() {
@@ -97,7 +93,7 @@ public struct Timeline: Sendable, Equatable, Sequence {
             }
             guard let best, var occurrence = heads![best] else { return nil }
             heads![best] = draws[best].next()
-            occurrence.index = firstIndex + count
+            occurrence.index = count
             count += 1
             return occurrence
         }

@@ -22,7 +22,8 @@ final class ProxiedConnection: @unchecked Sendable {
     private let onCut: @Sendable (ConnectionID) -> Void
 
     let legs: [Side: Leg]
-    private var conditions: [Int: (DirectionSet, ShapingCondition)] = [:]
+    /// The shaping faults active on it, by occurrence index.
+    private var shaping: [ShapingKey: FaultEffect] = [:]
     private var baseline: LinkProfile?
     var machine = RelayStateMachine(connected: true)
     /// What each leg's peer acknowledged of what was written to it (by ``Side/slot``); kept only
@@ -68,7 +69,7 @@ final class ProxiedConnection: @unchecked Sendable {
 
     /// Wires the relays and starts reading both legs. Call on the event loop. An `adopted`
     /// connection was opened (and counted) by an epoll relay; its pending bytes go first.
-    func start(baseline: LinkProfile?, conditions: [Int: (DirectionSet, ShapingCondition)], adopted: Adoption? = nil) {
+    func start(baseline: LinkProfile?, shaping: [ShapingKey: FaultEffect], adopted: Adoption? = nil) {
         eventLoop.preconditionInEventLoop()
         let client = legs[.client]!, server = legs[.server]!
         client.relay.partner = server.relay
@@ -97,7 +98,7 @@ final class ProxiedConnection: @unchecked Sendable {
             counters.connectionOpened()
         }
         self.baseline = baseline
-        self.conditions = conditions
+        self.shaping = shaping
         reshape()
         if let adopted {
             for (side, bytes) in [(Side.client, adopted.toClient), (.server, adopted.toServer)] where !bytes.isEmpty {
@@ -111,28 +112,26 @@ final class ProxiedConnection: @unchecked Sendable {
 
     // MARK: shaping
 
-    /// Adds (or replaces) the condition of fault occurrence `key` on `directions`.
-    func addCondition(_ condition: ShapingCondition, key: Int, directions: DirectionSet) {
+    /// Adds (or replaces) the shaping named `key`.
+    func addShaping(_ effect: FaultEffect, key: ShapingKey) {
         eventLoop.preconditionInEventLoop()
-        conditions[key] = (directions, condition)
+        shaping[key] = effect
         reshape()
     }
 
-    /// Removes the condition of fault occurrence `key`.
-    func removeCondition(key: Int) {
+    /// Removes the shaping named `key`.
+    func removeShaping(key: ShapingKey) {
         eventLoop.preconditionInEventLoop()
-        guard conditions.removeValue(forKey: key) != nil else { return }
+        guard shaping.removeValue(forKey: key) != nil else { return }
         reshape()
     }
 
     private func reshape() {
         guard !machine.isCut else { return }
-        let ordered = conditions.sorted { $0.key < $1.key }.map(\.value)
+        // The link profile first, then the faults in the order they began.
+        let effects = (baseline.map { [FaultEffect.link($0)] } ?? []) + shaping.sorted { $0.key < $1.key }.map(\.value)
         for direction in Direction.allCases {
-            var active = ordered.filter { $0.0.contains(direction) }.map(\.1)
-            if let baseline { active.insert(.profile(baseline), at: 0) }
-            let settings = ShapingCondition.combine(active, direction: direction)
-            legs[direction.consumer]!.shaper.apply(settings)
+            legs[direction.consumer]!.shaper.apply(ShapingSettings.combining(effects, direction: direction))
         }
     }
 

@@ -31,40 +31,76 @@ public struct ShapingSettings: Equatable, Sendable {
     }
 }
 
-/// One active condition on a direction, from a link profile or a fault occurrence.
-public enum ShapingCondition: Equatable, Sendable {
-    case latency(add: ChaosDuration, jitter: ChaosDuration)
-    case bandwidth(ByteRate)
-    case hold
-    case slice(maxBytes: Int, delay: DurationRange)
-    case profile(LinkProfile)
-
-    /// Combines conditions: latencies add up (held at `Int64.max` ns rather than overflowing), the tightest cap wins, any hold holds, the first slice applies.
-    public static func combine(_ conditions: some Sequence<ShapingCondition>, direction: Direction) -> ShapingSettings {
+extension ShapingSettings {
+    /// What one direction of a connection applies under `effects` (its link profile comes as `.link`):
+    /// latencies add up (held at `Int64.max` ns rather than overflowing), the widest jitter and the
+    /// tightest cap win, any hold holds, the first slice applies. Effects that do not shape bytes
+    /// (disconnect, refuse) or not in this direction are passed over.
+    ///
+    /// A fault's parameter travels three stages, one type each: what the user wrote (``FaultParameters``),
+    /// what the seed drew (``FaultEffect``), and what a connection applies (``ShapingSettings``).
+    public static func combining(_ effects: some Sequence<FaultEffect>, direction: Direction) -> ShapingSettings {
         var settings = ShapingSettings.none
         func cap(_ rate: ByteRate?) {
             guard let rate else { return }
             settings.bytesPerSecond = min(settings.bytesPerSecond ?? .max, rate.bytesPerSecond)
         }
-        for condition in conditions {
-            switch condition {
-            case .latency(let add, let jitter):
+        for effect in effects where effect.shapes(direction) {
+            switch effect {
+            case .latency(let add, let jitter, _):
                 settings.latency = settings.latency.saturatingAdding(add.nanoseconds)
                 settings.jitter = max(settings.jitter, jitter.nanoseconds)
-            case .bandwidth(let rate): cap(rate)
-            case .hold: settings.hold = true
-            case .slice(let maxBytes, let delay):
+            case .bandwidth(let rate, _): cap(rate)
+            case .partition, .stall, .handoff: settings.hold = true // a handoff holds both ways in its blackout
+            case .slice(let maxBytes, let delay, _):
                 if settings.sliceBytes == nil {
                     settings.sliceBytes = maxBytes
                     settings.sliceDelay = delay.lower.nanoseconds...delay.upper.nanoseconds
                 }
-            case .profile(let profile):
+            case .link(let profile):
                 if profile.offline { settings.hold = true }
                 settings.latency = settings.latency.saturatingAdding(profile.latency.nanoseconds)
                 settings.jitter = max(settings.jitter, profile.jitter.nanoseconds)
                 cap(profile.bandwidth(direction))
+            case .disconnect, .refuse: break
             }
         }
         return settings
+    }
+}
+
+extension FaultEffect {
+    /// Whether this effect shapes the bytes flowing in `direction` (a disconnect or a refusal never does).
+    public func shapes(_ direction: Direction) -> Bool {
+        switch self {
+        case .latency(_, _, let directions), .bandwidth(_, let directions), .partition(let directions),
+             .stall(let directions), .slice(_, _, let directions):
+            directions.contains(direction)
+        case .handoff, .link: true
+        case .disconnect, .refuse: false
+        }
+    }
+
+    /// Whether it shapes bytes at all.
+    public var isShaping: Bool { Direction.allCases.contains(where: shapes) }
+}
+
+/// Names one fault's shaping on a connection: which timeline it came from (0 for a scenario's, the
+/// fault's id for one added through the control API) and its occurrence's index there. Shaping is
+/// applied in key order: a timeline's faults in the order they began.
+public struct ShapingKey: Hashable, Comparable, Sendable {
+    /// The timeline: 0 for the run's own.
+    public var timeline: Int
+    /// The occurrence's index in that timeline.
+    public var occurrence: Int
+
+    /// A key for `occurrence` of `timeline`.
+    public init(timeline: Int = 0, occurrence: Int) {
+        self.timeline = timeline
+        self.occurrence = occurrence
+    }
+
+    public static func < (lhs: ShapingKey, rhs: ShapingKey) -> Bool {
+        (lhs.timeline, lhs.occurrence) < (rhs.timeline, rhs.occurrence)
     }
 }
