@@ -28,17 +28,15 @@ build: deps
 demo: build
 	$(CHAOS) run Scenarios/quickstart.yaml
 
-# Timing-sensitive suites (latency within 2 ms, bandwidth within 5 %, heartbeat detection) and the
-# capture comparisons (a live audit against tcpdump of the same run, with third-party pairs) run on
-# their own after the rest, so that the parallel suites do not load the two cores under them.
-TIMING_SUITES := FaultTests|PairTests|CaptureAuditTests|DeliveredMeansAcknowledgedTests
+# The capture comparisons (a live audit against tcpdump of the same run, with third-party pairs) run on their
+# own after the rest: each drives a whole run and a tcpdump, and the two cores are enough for one at a time.
+# Nothing here asserts a wall-clock tolerance: timing is tested in virtual time, and measured by `make bench`.
+HEAVY_SUITES := CaptureAuditTests|DeliveredMeansAcknowledgedTests
 
 test: deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build --skip "$(TIMING_SUITES)"
-	$(SWIFT) test --skip-build --filter "FaultTests"
-	$(SWIFT) test --skip-build --filter "PairTests"
-	$(SWIFT) test --skip-build --filter "CaptureAuditTests|DeliveredMeansAcknowledgedTests"
+	$(SWIFT) test --skip-build --skip "$(HEAVY_SUITES)"
+	$(SWIFT) test --skip-build --filter "$(HEAVY_SUITES)"
 	.build/debug/chaos-fuzz replay Fuzz/corpus
 
 # libFuzzer over every public input (scenario files, the lines and length-prefixed audit, pcap/pcapng files,
@@ -63,6 +61,7 @@ fuzz: deps
 
 bench: deps
 	bash Benchmarks/proxy-bench.sh
+	bash Benchmarks/fault-accuracy.sh
 
 clean:
 	rm -rf .build

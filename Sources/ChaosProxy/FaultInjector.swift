@@ -18,8 +18,8 @@ public final class FaultInjector: Sendable {
 
     private let timeline: Timeline
     private let number: Int
-    private let proxies: [ProxyServer]
-    private let clock: RunClock
+    private let proxies: [any FaultTarget]
+    private let clock: any FaultClock
     private let sink: (any TrafficEventSink)?
     private let logger: Logger
     private let applied = Mutex<[Applied]>([])
@@ -28,7 +28,7 @@ public final class FaultInjector: Sendable {
     /// An injector for `timeline` over `proxies`; `onApplied` is told of each occurrence as it begins.
     /// `number` tells its shaping apart from other injectors' on the same proxies (0: the run's own
     /// timeline; a control-API fault: its id).
-    public init(timeline: Timeline, number: Int = 0, proxies: [ProxyServer], clock: RunClock, sink: (any TrafficEventSink)?,
+    public init(timeline: Timeline, number: Int = 0, proxies: [any FaultTarget], clock: any FaultClock, sink: (any TrafficEventSink)?,
                 logger: Logger = Logger(label: "chaos.faults"),
                 onApplied: (@Sendable (FaultOccurrence, Applied) -> Void)? = nil) {
         self.timeline = timeline
@@ -83,12 +83,7 @@ public final class FaultInjector: Sendable {
             } else {
                 break
             }
-            let wait = clock.deadline(after: action.at).uptimeNanoseconds.subtractingReportingOverflow(
-                NIODeadline.now().uptimeNanoseconds)
-            if !wait.overflow, wait.partialValue > 0 {
-                do { try await Task.sleep(nanoseconds: wait.partialValue) } catch { break }
-            }
-            if Task.isCancelled { break }
+            do { try await clock.sleep(until: action.at.nanoseconds) } catch { break }
             switch action {
             case .end(let occurrence):
                 active.removeValue(forKey: occurrence.index)
@@ -115,11 +110,11 @@ public final class FaultInjector: Sendable {
         }
     }
 
-    private func proxies(for occurrence: FaultOccurrence) -> [ProxyServer] {
-        proxies.filter { occurrence.proxy == nil || $0.spec.name == occurrence.proxy }
+    private func proxies(for occurrence: FaultOccurrence) -> [any FaultTarget] {
+        proxies.filter { occurrence.proxy == nil || $0.name == occurrence.proxy }
     }
 
-    private func targets(_ occurrence: FaultOccurrence, on proxy: ProxyServer) -> [ConnectionID]? {
+    private func targets(_ occurrence: FaultOccurrence, on proxy: any FaultTarget) -> [ConnectionID]? {
         if case .all = occurrence.targets { return nil }
         return proxy.pickTargets(occurrence.targets, seed: occurrence.seed)
     }

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# How close latency and bandwidth faults come to their targets on real loopback sockets: a 100 ms latency
+# measured as the median added round trip against the direct path in the same run, and a 1 MB/s cap
+# measured over 5 s. Prints each measurement and its ratio to the target (1.000 is exact); exits 1 when
+# latency is off by more than 2 ms or bandwidth by more than 5 %. Run it on a quiet machine: it measures
+# the machine's timers as much as chaos. `make test` tests the same behaviour in virtual time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+swift build --build-tests >/dev/null
+CHAOS_ACCURACY_BENCH=1 swift test --skip-build --filter FaultAccuracyBenchmarks 2>&1 | tee /tmp/chaos-fault-accuracy.log \
+  | grep -E "^accuracy:|Test run with" || true
+grep -q "Test run with .* passed" /tmp/chaos-fault-accuracy.log

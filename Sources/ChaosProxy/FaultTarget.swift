@@ -1,0 +1,46 @@
+public import ChaosCore
+
+/// What a ``FaultInjector`` acts on: a proxy (``ProxyServer``), or in tests a recorder that keeps what it
+/// was asked to do and when.
+public protocol FaultTarget: AnyObject, Sendable {
+    /// The proxy's name (a rule's `proxy:` picks it).
+    var name: String { get }
+    /// The connections live now.
+    var liveConnections: [ConnectionID] { get }
+    /// Picks the connections an occurrence hits among the live ones, from its seed.
+    func pickTargets(_ targets: Targets, seed: UInt64) -> [ConnectionID]
+    /// Cuts the given connections (all when nil); returns how many it cut.
+    func disconnect(_ ids: [ConnectionID]?, mode: DisconnectMode, linger: ChaosDuration) async -> Int
+    /// Shapes the given connections (all, now and new, when nil); returns how many live ones it reached.
+    func addShaping(_ effect: FaultEffect, key: ShapingKey, to ids: [ConnectionID]?) async -> Int
+    /// Lifts the shaping named `key`.
+    func removeShaping(key: ShapingKey) async
+    /// Stops accepting (clients get ECONNREFUSED); nested calls are counted.
+    func beginRefusing() async
+    /// Accepts again once every refusal has ended.
+    func endRefusing() async
+    /// The link profile new connections start with from now on.
+    func setBaseline(_ profile: LinkProfile?)
+}
+
+/// The time a ``FaultInjector`` runs on: the run's clock, or in tests a virtual one that a sleep
+/// advances at once.
+public protocol FaultClock: Sendable {
+    /// Nanoseconds since the run began.
+    func now() -> Int64
+    /// Returns at `time` (nanoseconds since the run began), or at once when it has passed; throws when
+    /// the task is cancelled.
+    func sleep(until time: Int64) async throws
+}
+
+extension RunClock: FaultClock {
+    public func sleep(until time: Int64) async throws {
+        let wait = time.subtractingReportingOverflow(now())
+        if !wait.overflow, wait.partialValue > 0 { try await Task.sleep(nanoseconds: UInt64(wait.partialValue)) }
+        try Task.checkCancellation()
+    }
+}
+
+extension ProxyServer: FaultTarget {
+    public var name: String { spec.name }
+}

@@ -1,0 +1,109 @@
+import ChaosCore
+@testable import ChaosProxy
+import Synchronization
+import Testing
+
+/// The fault injector in virtual time: every occurrence lands at exactly its time, in the timeline's
+/// order, however loaded the machine is.
+@Suite("Fault injector in virtual time")
+struct FaultInjectorTests {
+    /// Time that a sleep moves forward at once; past `limit`, a sleep throws as a cancelled task's does.
+    final class VirtualClock: FaultClock {
+        private let time = Mutex<Int64>(0)
+        let limit: Int64
+
+        init(limit: Int64 = .max) { self.limit = limit }
+
+        func now() -> Int64 { time.withLock { $0 } }
+
+        func sleep(until target: Int64) async throws {
+            guard target <= limit else { throw CancellationError() }
+            time.withLock { $0 = max($0, target) }
+            await Task.yield()
+        }
+    }
+
+    /// A proxy stand-in that writes down what it was asked, and when (virtual milliseconds).
+    final class RecordingTarget: FaultTarget {
+        let clock: VirtualClock
+        private let calls = Mutex<[String]>([])
+        init(clock: VirtualClock) { self.clock = clock }
+
+        var log: [String] { calls.withLock { $0 } }
+        private func note(_ what: String) { calls.withLock { $0.append("\(clock.now() / 1_000_000) \(what)") } }
+
+        var name: String { "p" }
+        var liveConnections: [ConnectionID] { [1, 2, 3] }
+        func pickTargets(_ targets: Targets, seed: UInt64) -> [ConnectionID] {
+            var generator = SeededGenerator(seed: seed)
+            return targets.pick(from: liveConnections, using: &generator)
+        }
+        func disconnect(_ ids: [ConnectionID]?, mode: DisconnectMode, linger: ChaosDuration) async -> Int {
+            note("disconnect \(mode.rawValue) \(ids.map { $0.map(String.init).joined(separator: ",") } ?? "all")")
+            return ids?.count ?? 3
+        }
+        func addShaping(_ effect: FaultEffect, key: ShapingKey, to ids: [ConnectionID]?) async -> Int {
+            note("shape #\(key.occurrence) \(effect.kind.rawValue)")
+            return ids?.count ?? 3
+        }
+        func removeShaping(key: ShapingKey) async { note("lift #\(key.occurrence)") }
+        func beginRefusing() async { note("refuse") }
+        func endRefusing() async { note("accept") }
+        func setBaseline(_ profile: LinkProfile?) { note("baseline \(profile?.name ?? "none")") }
+    }
+
+    static func timeline(_ faults: String, duration: String = "5s") throws -> Timeline {
+        let scenario = try Scenario.parse(yaml: """
+        name: injector
+        duration: \(duration)
+        proxies:
+          - {name: p, listen: "127.0.0.1:7000", upstream: "127.0.0.1:7001"}
+        faults:
+        \(faults)
+        """, file: "injector.yaml")
+        return Timeline(scenario: scenario, seed: 1)
+    }
+
+    @Test("each occurrence begins and ends at exactly its time; at the same time, ends come first, then starts in timeline order")
+    func exactTimesAndOrder() async throws {
+        let timeline = try Self.timeline("""
+          - latency: {at: 1s, for: 2s, add: 50ms}
+          - disconnect: {every: 500ms, until: 2s}
+          - refuse: {at: 2s, for: 1s}
+          - handoff: {at: 3s, blackout: 300ms, from: wifi, to: lte, linger: 1s}
+        """)
+        let clock = VirtualClock()
+        let target = RecordingTarget(clock: clock)
+        let injector = FaultInjector(timeline: timeline, proxies: [target], clock: clock, sink: nil)
+        await injector.run()
+        #expect(target.log == [
+            "500 disconnect reset all",
+            "1000 shape #1 latency", "1000 disconnect reset all",
+            "1500 disconnect reset all",
+            "2000 refuse",
+            "3000 lift #1", "3000 accept", "3000 shape #5 handoff",
+            "3300 disconnect client-only 1,2,3", "3300 baseline lte", "3300 lift #5",
+        ], "\(target.log)")
+        #expect(injector.appliedSoFar.map(\.appliedAt) == [500, 1000, 1000, 1500, 2000, 3000].map { Int64($0) * 1_000_000 })
+    }
+
+    @Test("a timeline of a fault every millisecond for ten years is applied as time reaches it: 10,000 in 10 virtual seconds")
+    func lazyDecade() async throws {
+        let timeline = try Self.timeline("  - disconnect: {every: 1ms}", duration: "3650d")
+        let clock = VirtualClock(limit: 10_000_000_000)
+        let target = RecordingTarget(clock: clock)
+        let injector = FaultInjector(timeline: timeline, proxies: [target], clock: clock, sink: nil)
+        await injector.run()
+        #expect(injector.appliedSoFar.count == 10_000)
+        #expect(injector.appliedSoFar.last?.appliedAt == 10_000_000_000)
+    }
+
+    @Test("stopping the injector lifts what is still on")
+    func cancellationLiftsActiveFaults() async throws {
+        let timeline = try Self.timeline("  - partition: {at: 1s, for: 10s}\n  - refuse: {at: 2s, for: 10s}", duration: "20s")
+        let clock = VirtualClock(limit: 3_000_000_000)
+        let target = RecordingTarget(clock: clock)
+        await FaultInjector(timeline: timeline, proxies: [target], clock: clock, sink: nil).run()
+        #expect(target.log == ["1000 shape #0 partition", "2000 refuse", "2000 lift #0", "2000 accept"])
+    }
+}
