@@ -33,7 +33,7 @@ public final class ProxyServer: Sendable {
         public var busyPolling: BusyPolling?
         /// Relay threads for connections that nothing shapes (nil: NIO relays every connection).
         /// With them, the proxy accepts on these threads; a connection goes to NIO when it starts
-        /// under a link profile or a fault on all connections, or when a fault reaches it later.
+        /// under a link profile or a shaping fault on all connections, or when one reaches it later.
         public var epollRelay: EpollRelayLoopGroup?
         /// Creates default options.
         public init() {}

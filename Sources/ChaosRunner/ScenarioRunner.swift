@@ -35,7 +35,7 @@ public final class ScenarioRunner: Sendable {
         /// How long the proxy's event loops keep polling after relaying bytes (zero: off); see ``BusyPolling``.
         public var busyPoll: ChaosDuration = .microseconds(100)
         /// Whether connections that nothing shapes are relayed by epoll relay threads rather than
-        /// NIO (see ``EpollRelayLoopGroup``); a fault moves a connection to NIO when it reaches it.
+        /// NIO (see ``EpollRelayLoopGroup``); a shaping fault moves a connection to NIO when it reaches it.
         public var epollRelay = true
         /// How often report.json is checkpointed.
         public var checkpointEvery: ChaosDuration = .seconds(Int64(60))

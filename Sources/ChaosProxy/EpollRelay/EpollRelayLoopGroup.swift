@@ -3,7 +3,7 @@ import Synchronization
 
 /// The threads that relay connections no fault or shaping touches, outside NIO: each runs its
 /// own epoll loop with plain reads and writes, which costs about half of what two NIO channels
-/// cost per connection. A connection moves to NIO the moment a fault reaches it.
+/// cost per connection. A connection moves to NIO the moment a fault that shapes its bytes reaches it (a disconnect cuts it in place).
 ///
 /// Give it to proxies through ``ProxyServer/Options/epollRelay``; call ``shutdown()`` after the
 /// proxies have stopped.

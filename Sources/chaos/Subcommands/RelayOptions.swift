@@ -11,7 +11,7 @@ struct RelayOptions: ParsableArguments {
 
     @Flag(inversion: .prefixedNo, help: ArgumentHelp(
         "Relay connections that no fault or link profile touches on plain epoll threads (--no-epoll-relay: NIO relays all).",
-        discussion: "A connection moves to NIO, bytes in flight included, as soon as a fault reaches it."))
+        discussion: "A disconnect cuts such a connection where it is; a fault that shapes its bytes moves it to NIO first, bytes in flight included."))
     var epollRelay = true
 
     func validate() throws {
