@@ -33,6 +33,8 @@ struct ValidateCommandTests {
         (["validate", "no/such/file.yaml"], "cannot read scenario file"),
         (["validate", "Scenarios/quickstart.yaml", "--seed", "banana"], "seed"),
         (["validate", "Scenarios/quickstart.yaml", "--duration", "forever"], "--duration must be a duration"),
+        (["validate", "Scenarios/quickstart.yaml", "--duration", "2000000h"], "duration must be above 0 and at most 10 years"),
+        (["run", "Scenarios/quickstart.yaml", "--set", "duration=2000000h"], "duration must be above 0 and at most 10 years"),
         (["validate", "Scenarios/quickstart.yaml", "--set", "proxies.nope.listen=1.2.3.4:5"], "no proxy named 'nope'"),
         (["proxy", "--listen", "nowhere", "--upstream", "127.0.0.1:1"], "--listen must be HOST:PORT"),
         (["proxy", "--listen", "127.0.0.1:1", "--upstream", "127.0.0.1:2", "--busy-poll", "5s"], "--busy-poll must be a duration up to 10ms"),
