@@ -26,6 +26,7 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
         .target(
@@ -68,7 +69,9 @@ let package = Package(
         .target(
             name: "ChaosRunner",
             dependencies: ["ChaosCore", "ChaosProxy", "ChaosAudit", "ChaosReport", "ChaosCapture",
-                           .product(name: "Logging", package: "swift-log")] + nio,
+                           .product(name: "Logging", package: "swift-log"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                           .product(name: "UnixSignals", package: "swift-service-lifecycle")] + nio,
             swiftSettings: strictSettings
         ),
         .executableTarget(

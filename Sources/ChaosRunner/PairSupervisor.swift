@@ -28,10 +28,9 @@ public final class PairSupervisor: Sendable {
         public var unexpected: Bool
     }
 
-    private struct Running: @unchecked Sendable {
-        // Sendable: Process is only touched under the supervisor's lock or after it exited.
+    private struct Running: Sendable {
         var member: Member
-        var process: Process
+        var process: ChildProcess
     }
 
     private let pair: PairSpec
@@ -39,7 +38,7 @@ public final class PairSupervisor: Sendable {
     private let directory: URL
     private let selfPath: String
     private let now: @Sendable () -> Int64
-    private let state = Mutex<(running: [Running], exits: [Exit], stopping: Bool)>(([], [], false))
+    private let state = Mutex<(running: [Running], exits: [Exit], stopping: Bool, reaper: Task<Void, Never>?)>(([], [], false, nil))
     private static func check(_ interrupted: @Sendable () -> Bool) throws {
         if interrupted() { throw ChaosError(.pair, "stopped by a signal while the pair was starting") }
     }
@@ -100,15 +99,36 @@ public final class PairSupervisor: Sendable {
         }
         let clients = running.filter { $0.member.name != "server" }, servers = running.filter { $0.member.name == "server" }
         for group in [clients, servers] where !group.isEmpty {
-            for item in group where item.process.isRunning { kill(item.process.processIdentifier, SIGTERM) }
+            for item in group where isRunning(item.member) { item.process.send(SIGTERM) }
             let grace = (group.first?.member.name == "server" ? pair.server?.stopGrace : pair.client?.stopGrace)
                 ?? .seconds(Int64(5))
-            let deadline = Date().addingTimeInterval(grace.seconds)
-            while group.contains(where: { $0.process.isRunning }), Date() < deadline {
-                try? await Task.sleep(nanoseconds: 20_000_000)
+            await waitForExit(group, until: Date().addingTimeInterval(grace.seconds))
+            for item in group where isRunning(item.member) { item.process.send(SIGKILL) }
+            await waitForExit(group, until: .distantFuture)
+        }
+        state.withLock { $0.reaper }?.cancel()
+    }
+
+    private func isRunning(_ member: Member) -> Bool { exitStatus(of: member) == nil }
+
+    private func waitForExit(_ group: [Running], until deadline: Date) async {
+        while group.contains(where: { isRunning($0.member) }), Date() < deadline {
+            reap()
+            // Sleeps even when the calling task is cancelled: a stop must not spin.
+            await Task.detached { try? await Task.sleep(nanoseconds: 20_000_000) }.value
+        }
+    }
+
+    /// Records the exit of every member that ended since the last look.
+    private func reap() {
+        let reaped = ChildProcess.reapExited()
+        guard !reaped.isEmpty else { return }
+        let at = now()
+        state.withLock { state in
+            for (pid, status) in reaped {
+                guard let member = state.running.first(where: { $0.member.pid == pid })?.member else { continue }
+                state.exits.append(Exit(name: member.name, status: status, at: at, unexpected: !state.stopping))
             }
-            for item in group where item.process.isRunning { kill(item.process.processIdentifier, SIGKILL) }
-            for item in group { item.process.waitUntilExit() }
         }
     }
 
@@ -117,32 +137,28 @@ public final class PairSupervisor: Sendable {
         let out = directory.appendingPathComponent("\(name).out"), err = directory.appendingPathComponent("\(name).err")
         _ = FileManager.default.createFile(atPath: out.path, contents: nil)
         _ = FileManager.default.createFile(atPath: err.path, contents: nil)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", "exec " + command]
-        process.standardOutput = try FileHandle(forWritingTo: out)
-        process.standardError = try FileHandle(forWritingTo: err)
-        process.standardInput = FileHandle.nullDevice
-        let now = self.now
-        process.terminationHandler = { [weak self] finished in
-            guard let self else { return }
-            let status = finished.terminationReason == .uncaughtSignal ? 128 + finished.terminationStatus : finished.terminationStatus
-            self.state.withLock { state in
-                state.exits.append(Exit(name: name, status: status, at: now(), unexpected: !state.stopping))
+        let process = try ChildProcess.spawnShell(command, standardOutput: out.path, standardError: err.path)
+        let member = Member(name: name, command: command, pid: process.pid)
+        let startsReaper = state.withLock { state -> Bool in
+            state.running.append(Running(member: member, process: process))
+            return state.reaper == nil
+        }
+        if startsReaper {
+            // Notices exits while the run goes on (an unexpected one is a verdict error), every 20 ms.
+            let reaper = Task.detached { [weak self] in
+                while !Task.isCancelled {
+                    self?.reap()
+                    try? await Task.sleep(nanoseconds: 20_000_000)
+                }
             }
+            state.withLock { $0.reaper = reaper }
         }
-        do {
-            try process.run()
-        } catch {
-            throw ChaosError(.pair, "cannot start \(name) '\(command)': \(error)")
-        }
-        let member = Member(name: name, command: command, pid: process.processIdentifier)
-        state.withLock { $0.running.append(Running(member: member, process: process)) }
         return member
     }
 
     private func exitStatus(of member: Member) -> Int32? {
-        state.withLock { $0.exits.first { $0.name == member.name }?.status }
+        reap()
+        return state.withLock { $0.exits.first { $0.name == member.name }?.status }
     }
 
     private func failure(_ member: Member, _ what: String) -> ChaosError {

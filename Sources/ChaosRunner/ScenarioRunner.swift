@@ -7,10 +7,18 @@ public import Foundation
 public import Logging
 import NIOCore
 import NIOPosix
+import ServiceLifecycle
+import UnixSignals
 
 /// `chaos run`: starts the scenario's proxies and pair, applies the fault timeline for the run's
 /// duration while the audit watches every byte, checkpoints the report every minute, stops cleanly
 /// on SIGINT/SIGTERM, and writes the final report.
+///
+/// The long-running parts are services of one `ServiceGroup` (swift-service-lifecycle): the proxies,
+/// the pair, the control API, the checkpoint writer and the fault schedule. The schedule ends the run
+/// when its time is up; SIGINT or SIGTERM ends it early; either way the group shuts down in reverse
+/// order (faults lifted, checkpoints stopped, API closed, pair stopped, proxies stopped) and the final
+/// report is written. A service that fails (a pair that cannot start) cancels the others.
 public final class ScenarioRunner: Sendable {
     /// How to run.
     public struct Configuration: Sendable {
@@ -68,9 +76,9 @@ public final class ScenarioRunner: Sendable {
         public var exitCode: Int32
     }
 
-    private let configuration: Configuration
-    private let logger: Logger
-    private let output: @Sendable (String) -> Void
+    let configuration: Configuration
+    let logger: Logger
+    let output: @Sendable (String) -> Void
 
     /// A runner; `output` receives human-readable lines.
     public init(configuration: Configuration, logger: Logger = Logger(label: "chaos.run"),
@@ -93,242 +101,87 @@ public final class ScenarioRunner: Sendable {
         // With neither a report nor a capture (the bare `chaos proxy`), nothing reads the events:
         // the proxies then send none, and spend nothing per connection on them.
         let eventSink = folder != nil || capture != nil ? sink : nil
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, System.coreCount))
-        let busyPolling = await BusyPolling.start(on: group, window: .nanoseconds(configuration.busyPoll.nanoseconds))
-        let epollRelay: EpollRelayLoopGroup?
-        do {
-            epollRelay = configuration.epollRelay
-                ? try EpollRelayLoopGroup(threads: System.coreCount, busyPoll: .nanoseconds(configuration.busyPoll.nanoseconds))
-                : nil
-        } catch {
-            try? await group.shutdownGracefully()
-            busyPolling?.close()
-            throw ChaosError(.network, "cannot start the relay threads: \(error)")
-        }
-        @Sendable func stopLoops() async {
-            epollRelay?.shutdown()
-            try? await group.shutdownGracefully()
-            busyPolling?.close()
-        }
+        let loops = try await RelayLoops.start(busyPoll: configuration.busyPoll, epollRelay: configuration.epollRelay)
         let clock = RunClock()
         let proxies: [ProxyServer]
         do {
-            proxies = try await startProxies(group: group, busyPolling: busyPolling, epollRelay: epollRelay,
-                                             clock: clock, sink: eventSink)
+            proxies = try await startProxies(loops: loops, clock: clock, sink: eventSink)
         } catch {
-            await stopLoops()
+            await loops.stop()
             throw error
         }
-        let signals = SignalWatcher()
-        let pair: PairSupervisor?
-        do {
-            pair = try await startPair(proxies: proxies, folder: folder, clock: clock, group: group, signals: signals)
-        } catch {
-            // The run cannot be judged: leave a report that says why (verdict error), then fail with exit 2.
-            signals.cancel()
-            await stopLoops()
-            if let folder {
-                let report = makeReport(audit: sink.finish(), complete: true, elapsed: clock.now(), startedAt: startedAt,
-                                        injector: nil, proxies: proxies, pair: nil, startupError: "\(error)")
-                try? report.write(toDirectory: folder.url.path)
-            }
-            throw error
-        }
-        var api: ControlAPI?
-        if let address = configuration.controlAPI {
-            let control = ControlAPI(proxies: proxies, group: group, seed: timeline.seed)
-            do {
-                output("control API: http://\(try await control.start(host: address.host, port: address.port))")
-            } catch {
-                for proxy in proxies { await proxy.stop() }
-                await stopLoops()
-                throw error
-            }
-            api = control
-        }
-
         let output = self.output
         let injector = FaultInjector(timeline: timeline, proxies: proxies, clock: clock, sink: eventSink, logger: logger) { occurrence, applied in
             output("\(Timeline.clock(.nanoseconds(applied.appliedAt)))  \(occurrence.kind.rawValue) "
                 + "\(occurrence.effect.summary) -> \(applied.connections) connection(s)")
         }
-        output("running \(scenario.name) for \(timeline.duration) with seed \(timeline.seed) "
-            + "(\(timeline.count())); Ctrl-C stops")
-        if let folder { output("run folder: \(folder.url.path)") }
-        if let folder {
-            // A first checkpoint at once: even a run killed in its first minute leaves a report.json.
-            try? makeReport(audit: sink.snapshot(), complete: false, elapsed: clock.now(), startedAt: startedAt,
-                            injector: injector, proxies: proxies, pair: pair).writeCheckpoint(toDirectory: folder.url.path)
+        let state = RunState()
+        let report = { @Sendable [self] (audit: AuditResult, complete: Bool, elapsed: Int64, interrupted: Bool, error: String?) in
+            makeReport(audit: audit, complete: complete, elapsed: elapsed, startedAt: startedAt, injector: injector,
+                       proxies: proxies, pair: state.pair, interrupted: interrupted, startupError: error)
         }
-        let faults = Task { await injector.run() }
-        let progress = ProgressReporter(planned: timeline.duration, output: output)
-        let checkpoints = Task { [self] in
-            var lastCheckpoint = clock.now(), lastProgress = clock.now()
-            while !Task.isCancelled {
-                try? await Task.sleep(nanoseconds: 250_000_000)
-                let now = clock.now()
-                if Double(now - lastProgress) / 1e9 >= progress.interval {
-                    lastProgress = now
-                    let totals = sink.totals()
-                    progress.update(progress.line(elapsed: now, faults: injector.appliedSoFar.count, totals: totals))
-                    // Keep the capture ring around the first loss: later traffic must not push it out.
-                    if let capture, let totals, totals.lost > 0 || totals.gaps > 0 { capture.freeze() }
-                }
-                if let folder, now - lastCheckpoint >= configuration.checkpointEvery.nanoseconds {
-                    lastCheckpoint = now
-                    let report = makeReport(audit: sink.snapshot(), complete: false, elapsed: now, startedAt: startedAt,
-                                            injector: injector, proxies: proxies, pair: pair)
-                    do { try report.writeCheckpoint(toDirectory: folder.url.path) } catch {
-                        logger.warning("checkpoint failed", metadata: ["error": "\(error)"])
-                    }
-                    // Building and encoding a report churns the heap; hand the freed pages back so that a
-                    // 72-hour soak's RSS shows what it holds, not what malloc kept from checkpoints.
-                    ReleaseFreedMemory.now()
+        let checkpoint = folder.map { folder in
+            { @Sendable (now: Int64) in
+                do {
+                    try report(sink.snapshot(), false, now, false, nil).writeCheckpoint(toDirectory: folder.url.path)
+                } catch {
+                    self.logger.warning("checkpoint failed", metadata: ["error": "\(error)"])
                 }
             }
         }
-        let interrupted = await waitForEnd(signals: signals)
-        faults.cancel()
-        await faults.value
-        if !interrupted {
-            // Faults are lifted: give messages still in flight a moment to arrive before the pair stops.
-            try? await Task.sleep(nanoseconds: UInt64(configuration.drain.nanoseconds))
+        let begin = { @Sendable in
+            output("running \(scenario.name) for \(timeline.duration) with seed \(timeline.seed) "
+                + "(\(timeline.count())); Ctrl-C stops")
+            if let folder { output("run folder: \(folder.url.path)") }
+            // A first checkpoint at once: even a run killed in its first minute leaves a report.json.
+            checkpoint?(clock.now())
         }
-        checkpoints.cancel()
-        await checkpoints.value
-        progress.finish()
-        signals.cancel()
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: ProxiesService(proxies: proxies), serviceName: "proxies"),
+            .init(service: PairService(supervisor: makePair(proxies: proxies, folder: folder, clock: clock), state: state,
+                                       output: output), serviceName: "pair"),
+        ]
+        if let address = configuration.controlAPI {
+            let api = ControlAPI(proxies: proxies, group: loops.group, seed: timeline.seed)
+            services.append(.init(service: ControlAPIService(api: api, address: address, output: output), serviceName: "control API"))
+        }
+        services.append(.init(service: CheckpointService(
+            clock: clock, every: configuration.checkpointEvery.nanoseconds,
+            progress: ProgressReporter(planned: timeline.duration, output: output), sink: sink, injector: injector,
+            capture: capture, checkpoint: checkpoint), serviceName: "checkpoints"))
+        services.append(.init(service: FaultScheduleService(state: state, injector: injector, duration: timeline.duration,
+                                                            drain: configuration.drain, begin: begin),
+                              successTerminationBehavior: .gracefullyShutdownGroup, serviceName: "fault schedule"))
+        var groupConfiguration = ServiceGroupConfiguration(services: services, logger: logger)
+        groupConfiguration.gracefulShutdownSignals = [.sigint, .sigterm]
+        var failure: (any Error)?
+        do { try await ServiceGroup(configuration: groupConfiguration).run() } catch { failure = error }
+
         sink.record(TrafficEvent(time: clock.now(), connection: 0, kind: .stopping))
-        await api?.stop()
-        await pair?.stop()
-        for proxy in proxies { await proxy.stop() }
         let elapsed = clock.now()
-        await stopLoops()
+        await loops.stop()
         if let capture {
             do { try capture.close() } catch { output("capture: \(error)") }
             output("capture: \(capture.paths.joined(separator: ", ")) (\(capture.statistics.packets) packets)")
         }
-
+        if let failure {
+            // The run cannot be judged: leave a report that says why (verdict error), then fail with exit 2.
+            if let folder { try? report(sink.finish(), true, elapsed, false, "\(failure)").write(toDirectory: folder.url.path) }
+            throw failure
+        }
+        let interrupted = !state.ranToEnd
         let traffic = proxies.map {
             (proxy: $0.spec.name, upstream: $0.counters.upstream, downstream: $0.counters.downstream,
              connections: $0.counters.opened, cut: $0.counters.cutByFault)
         }
         var verdict = "pass", exitCode: Int32 = 0
         if let folder {
-            let report = makeReport(audit: sink.finish(), complete: true, elapsed: elapsed, startedAt: startedAt,
-                                    injector: injector, proxies: proxies, pair: pair, interrupted: interrupted)
-            try report.write(toDirectory: folder.url.path)
-            verdict = report.verdict.rawValue
+            let final = report(sink.finish(), true, elapsed, interrupted, nil)
+            try final.write(toDirectory: folder.url.path)
+            verdict = final.verdict.rawValue
             exitCode = verdict == "pass" ? 0 : verdict == "fail" ? 1 : 2
         }
         return Outcome(interrupted: interrupted, elapsed: elapsed, applied: injector.appliedSoFar, traffic: traffic,
                        folder: folder?.url, verdict: verdict, exitCode: exitCode)
-    }
-
-    private func startCapture(folder: RunFolder?, startedAt: Date, sink: RunSink) throws -> CaptureWriter? {
-        let scenario = configuration.scenario
-        guard let folder, configuration.capture ?? scenario.capture?.enabled ?? false else { return nil }
-        let writer = try CaptureWriter(directory: folder.url.path, ringBytes: scenario.capture?.ringBytes.map { Int($0) },
-                                       startedAt: startedAt.timeIntervalSince1970)
-        sink.add { writer.record($0) }
-        return writer
-    }
-
-    private func startProxies(group: any EventLoopGroup, busyPolling: BusyPolling?, epollRelay: EpollRelayLoopGroup?, clock: RunClock,
-                              sink: RunSink?) async throws -> [ProxyServer] {
-        let scenario = configuration.scenario
-        let ids = ConnectionIDSource()
-        let root = SeededGenerator(seed: configuration.timeline.seed)
-        var proxies: [ProxyServer] = []
-        var options = ProxyServer.Options()
-        options.busyPolling = busyPolling
-        options.epollRelay = epollRelay
-        for spec in scenario.proxies {
-            let proxy = ProxyServer(spec: spec, group: group, sink: sink, clock: clock, ids: ids,
-                                    seed: root.fork("proxy:" + spec.name), baseline: scenario.baseline,
-                                    options: options, logger: logger)
-            do {
-                try await proxy.start()
-            } catch let error as ChaosError {
-                for started in proxies { await started.stop() }
-                throw ChaosError(.badInput, error.message + " (is the port in use?)")
-            }
-            proxies.append(proxy)
-            output("proxy \(spec.name): listening on \(proxy.boundAddress.map(\.hostPort) ?? "\(spec.listen)") -> \(spec.upstream)")
-        }
-        return proxies
-    }
-
-    private func startPair(proxies: [ProxyServer], folder: RunFolder?, clock: RunClock, group: any EventLoopGroup,
-                           signals: SignalWatcher) async throws -> PairSupervisor? {
-        guard let pairSpec = configuration.scenario.pair, let first = proxies.first else { return nil }
-        let directory = folder?.url ?? FileManager.default.temporaryDirectory.appendingPathComponent("chaos-pair-\(getpid())")
-        let values = [
-            "listen.port": "\(first.boundAddress?.port ?? first.spec.listen.port)", "listen.host": first.spec.listen.host,
-            "upstream.port": "\(first.spec.upstream.port)", "upstream.host": first.spec.upstream.host,
-            "run_dir": directory.path, "seed": "\(configuration.timeline.seed)",
-        ]
-        let pair = PairSupervisor(pair: pairSpec, values: values, directory: directory, selfPath: configuration.selfPath,
-                                  now: { clock.now() })
-        do {
-            try await pair.start(interrupted: { signals.received })
-        } catch {
-            await pair.stop()
-            for proxy in proxies { await proxy.stop() }
-            throw error
-        }
-        for member in pair.members { output("started \(member.name) (pid \(member.pid)): \(member.command)") }
-        return pair
-    }
-
-    private func waitForEnd(signals: SignalWatcher) async -> Bool {
-        let duration = configuration.timeline.duration
-        return await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                try? await Task.sleep(nanoseconds: UInt64(max(0, duration.nanoseconds)))
-                return false
-            }
-            group.addTask { await signals.next() != nil }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
-        }
-    }
-
-    private func makeReport(audit: AuditResult, complete: Bool, elapsed: Int64, startedAt: Date, injector: FaultInjector?,
-                            proxies: [ProxyServer], pair: PairSupervisor?, interrupted: Bool = false,
-                            startupError: String? = nil) -> RunReport {
-        let scenario = configuration.scenario
-        var faultConnections: [Int: Int] = [:]
-        for applied in injector?.appliedSoFar ?? [] { faultConnections[applied.occurrence] = applied.connections }
-        let connections = ConnectionCounts(
-            opened: proxies.map(\.counters.opened).reduce(0, +), cutByFault: proxies.map(\.counters.cutByFault).reduce(0, +),
-            refused: proxies.map(\.counters.upstreamFailures).reduce(0, +))
-        var pairExits: [String: Int32]?
-        var errorReason = startupError.map { "the run could not start: \($0)" }
-        if let pair {
-            pairExits = Dictionary(pair.exits.map { ($0.name, $0.status) }, uniquingKeysWith: { first, _ in first })
-            let unexpected = pair.exits.filter(\.unexpected)
-            if !unexpected.isEmpty {
-                errorReason = "pair process(es) exited during the run: "
-                    + unexpected.map { "\($0.name) with status \($0.status) at \(Timeline.clock(.nanoseconds($0.at)))" }
-                    .joined(separator: ", ")
-            }
-        }
-        var extra: [String: String] = [:]
-        if interrupted { extra["interrupted"] = "stopped by SIGINT/SIGTERM before the planned end" }
-        for proxy in proxies {
-            extra["proxy.\(proxy.spec.name).bytes_upstream"] = "\(proxy.counters.upstream)"
-            extra["proxy.\(proxy.spec.name).bytes_downstream"] = "\(proxy.counters.downstream)"
-        }
-        if scenario.protocolSpec == nil, errorReason == nil, !scenario.expectations.isEmpty {
-            errorReason = "the scenario has expectations but no protocol: section, so messages could not be audited"
-        }
-        return RunReport(ReportInputs(
-            scenario: scenario.name, seed: configuration.timeline.seed, startedAt: startedAt,
-            elapsed: .nanoseconds(elapsed), complete: complete, timeline: configuration.timeline, audit: audit,
-            expectations: scenario.expectations, replay: configuration.replayCommand, planned: configuration.timeline.duration,
-            connections: connections, faultConnections: faultConnections, pairExits: pairExits,
-            errorReason: errorReason, extra: extra))
     }
 }

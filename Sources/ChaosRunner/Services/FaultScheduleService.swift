@@ -1,0 +1,34 @@
+import ChaosCore
+import ChaosProxy
+import ServiceLifecycle
+
+/// The run's clock: once the pair is up, applies the fault timeline for the planned duration, lifts the
+/// faults, gives messages in flight the drain time to arrive, and returns, which shuts the group down
+/// gracefully. A signal ends it at once (no drain).
+struct FaultScheduleService: Service {
+    let state: RunState
+    let injector: FaultInjector
+    let duration: ChaosDuration
+    let drain: ChaosDuration
+    /// Called once the pair is up, before the first fault (the banner and the first checkpoint).
+    let begin: @Sendable () -> Void
+
+    func run() async throws {
+        guard await state.waitForPair() else { return }
+        begin()
+        let faults = Task { [injector] in await injector.run() }
+        let ranToEnd: Bool
+        do {
+            try await cancelWhenGracefulShutdown { try await Task.sleep(nanoseconds: UInt64(max(0, duration.nanoseconds))) }
+            ranToEnd = true
+        } catch {
+            ranToEnd = false
+        }
+        faults.cancel()
+        await faults.value
+        guard ranToEnd else { return }
+        state.markRanToEnd()
+        // Faults are lifted: give messages still in flight a moment to arrive before the pair stops.
+        try? await cancelWhenGracefulShutdown { try await Task.sleep(nanoseconds: UInt64(max(0, drain.nanoseconds))) }
+    }
+}

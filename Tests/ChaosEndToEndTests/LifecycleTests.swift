@@ -1,0 +1,76 @@
+import Foundation
+import Testing
+
+/// The run's lifecycle as a user meets it: what the pair's processes inherit, and a signal at start-up.
+@Suite("chaos run's lifecycle: the pair's signal dispositions, a signal during start-up")
+struct LifecycleTests {
+    /// Signals 1–31 (the standard ones; 32 and 33 are glibc's own, which no program may use).
+    static let standardSignals: UInt64 = 0x7fff_ffff
+
+    @Test("pair processes start with every standard signal at its default action and none blocked")
+    func pairStartsWithDefaultSignals() async throws {
+        let scenario = try ChaosCLI.scenarioFile("""
+            name: signals
+            duration: 2s
+            proxies:
+              - name: stream
+                listen: 127.0.0.1:7000
+                upstream: 127.0.0.1:7001
+            pair:
+              server:
+                run: sh -c 'grep -E "^Sig(Ign|Blk|Cgt)" /proc/self/status > {run_dir}/server-signals.txt; exec sleep 30'
+              client:
+                run: sh -c 'grep -E "^Sig(Ign|Blk|Cgt)" /proc/self/status > {run_dir}/client-{index}-signals.txt; exec sleep 30'
+                count: 2
+            """)
+        let run = try await RunFolderUnderTest.run([scenario], timeout: 60)
+        #expect(run.result.status == 0, "exit \(run.result.status): \(run.result.stderr)")
+        for name in ["server", "client-1", "client-2"] {
+            let text = String(decoding: try run.file("\(name)-signals.txt"), as: UTF8.self)
+            let masks = Self.masks(text)
+            #expect(masks["SigIgn"].map { $0 & Self.standardSignals } == 0, "\(name) ignores signals: \(text)")
+            #expect(masks["SigBlk"] == 0, "\(name) blocks signals: \(text)")
+        }
+        // Each `sleep 30` got SIGTERM at the end and died of it at once: no grace period was needed.
+        #expect(run.result.seconds < 20, "took \(run.result.seconds) s")
+        let report = try run.report()
+        #expect(report.pairExits == ["server": 128 + SIGTERM, "client-1": 128 + SIGTERM, "client-2": 128 + SIGTERM])
+        run.remove()
+    }
+
+    @Test("SIGINT while the pair's server gets ready ends the start-up: exit 2, a report that says why, nothing left running")
+    func signalDuringStartUp() async throws {
+        let scenario = try ChaosCLI.scenarioFile("""
+            name: slow-start
+            duration: 30s
+            proxies:
+              - name: stream
+                listen: 127.0.0.1:7000
+                upstream: 127.0.0.1:7001
+            pair:
+              server:
+                run: python3 -c 'import time, sys; time.sleep(60)' {run_dir}
+                ready: tcp 127.0.0.1:{upstream.port}
+            """)
+        let run = try await RunFolderUnderTest.run([scenario], timeout: 60, signal: (after: 3, number: SIGINT))
+        #expect(run.result.status == 2, "exit \(run.result.status): \(run.result.stderr)")
+        #expect(run.result.stderr.contains("stopped by a signal while the pair was starting"), "\(run.result.stderr)")
+        #expect(run.result.seconds < 15, "it stopped promptly (\(run.result.seconds) s)")
+        #expect(PairProcesses.alive(mentioning: run.folder.path).isEmpty)
+        #expect(!TCPPort.accepts(run.listenPort), "the proxy still listens on \(run.listenPort)")
+        let report = try run.report()
+        #expect(report.verdict == "error")
+        run.remove()
+    }
+
+    /// `SigIgn:\t0000000000001000` lines as numbers.
+    static func masks(_ text: String) -> [String: UInt64] {
+        var masks: [String: UInt64] = [:]
+        for line in text.split(separator: "\n") {
+            let parts = line.split(separator: ":", maxSplits: 1)
+            guard parts.count == 2 else { continue }
+            masks[String(parts[0])] = UInt64(parts[1].trimmingCharacters(in: .whitespaces), radix: 16)
+        }
+        return masks
+    }
+}
