@@ -27,6 +27,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
     ],
     targets: [
         .target(
@@ -35,6 +36,11 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .target(name: "CChaosEpoll"),
+        .target(
+            name: "ChaosHTTP2",
+            dependencies: [.product(name: "NIOHPACK", package: "swift-nio-http2"), .product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: strictSettings
+        ),
         .target(
             name: "ChaosProxy",
             dependencies: ["ChaosCore", "CChaosEpoll", .product(name: "Logging", package: "swift-log"),
@@ -106,6 +112,12 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .testTarget(name: "ChaosCoreTests", dependencies: ["ChaosCore"], swiftSettings: strictSettings),
+        .testTarget(
+            name: "ChaosHTTP2Tests",
+            dependencies: ["ChaosHTTP2", .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                           .product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "ChaosProxyTests",
             dependencies: ["ChaosCore", "ChaosProxy", .product(name: "NIOEmbedded", package: "swift-nio")] + nio,

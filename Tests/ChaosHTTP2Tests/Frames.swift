@@ -1,0 +1,50 @@
+import NIOCore
+import NIOHPACK
+
+/// Hand-built HTTP/2 frames for the decoder tests.
+enum Frames {
+    static let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
+
+    static func frame(_ type: UInt8, flags: UInt8 = 0, stream: UInt32 = 0, _ payload: [UInt8]) -> [UInt8] {
+        let length = payload.count
+        return [UInt8(length >> 16 & 0xff), UInt8(length >> 8 & 0xff), UInt8(length & 0xff), type, flags]
+            + word(stream) + payload
+    }
+
+    static func word(_ value: UInt32) -> [UInt8] {
+        [UInt8(value >> 24), UInt8(value >> 16 & 0xff), UInt8(value >> 8 & 0xff), UInt8(value & 0xff)]
+    }
+
+    static func settings(_ values: [(UInt16, UInt32)] = [], ack: Bool = false) -> [UInt8] {
+        frame(4, flags: ack ? 1 : 0, values.flatMap { [UInt8($0.0 >> 8), UInt8($0.0 & 0xff)] + word($0.1) })
+    }
+
+    /// A gRPC length-prefixed message.
+    static func grpc(_ message: [UInt8], compressed: Bool = false) -> [UInt8] {
+        [compressed ? 1 : 0] + word(UInt32(message.count)) + message
+    }
+
+    static func data(stream: UInt32, _ payload: [UInt8], endStream: Bool = false, pad: Int = 0) -> [UInt8] {
+        if pad > 0 {
+            return frame(0, flags: (endStream ? 1 : 0) | 0x8, stream: stream,
+                         [UInt8(pad)] + payload + [UInt8](repeating: 0, count: pad))
+        }
+        return frame(0, flags: endStream ? 1 : 0, stream: stream, payload)
+    }
+
+    /// An HPACK encoder that keeps its dynamic table across header blocks, as a real peer's does.
+    struct Encoder {
+        var encoder = HPACKEncoder(allocator: ByteBufferAllocator(), useHuffmanEncoding: true)
+
+        mutating func block(_ headers: [(String, String)]) -> [UInt8] {
+            var buffer = ByteBufferAllocator().buffer(capacity: 256)
+            try! encoder.encode(headers: HPACKHeaders(headers), to: &buffer)
+            return Array(buffer.readableBytesView)
+        }
+    }
+
+    static func request(path: String, session: String) -> [(String, String)] {
+        [(":method", "POST"), (":scheme", "http"), (":path", path), (":authority", "127.0.0.1"),
+         ("content-type", "application/grpc"), ("te", "trailers"), ("x-session", session)]
+    }
+}
