@@ -69,7 +69,9 @@ let package = Package(
         ),
         .target(
             name: "ChaosDemo",
-            dependencies: ["ChaosCore", .product(name: "Logging", package: "swift-log")] + nio,
+            dependencies: ["ChaosCore", .product(name: "Logging", package: "swift-log"),
+                           .product(name: "NIOHTTP1", package: "swift-nio"),
+                           .product(name: "NIOWebSocket", package: "swift-nio")] + nio,
             swiftSettings: strictSettings
         ),
         .target(

@@ -5,9 +5,10 @@ import Testing
 
 @Suite("The reference pair over real sockets", .serialized, .timeLimit(.minutes(2)))
 struct PairTests {
-    @Test("the resilient client and server exchange messages both ways, each processed exactly once in order")
-    func exchange() async throws {
-        let pair = try await PairHarness.start()
+    @Test("the resilient client and server exchange messages both ways, each processed exactly once in order (TCP, WebSocket)",
+          arguments: DemoTransport.allCases)
+    func exchange(transport: DemoTransport) async throws {
+        let pair = try await PairHarness.start(transport: transport)
         defer { pair.removeFiles() }
         let client = pair.client(port: pair.serverPort)
         try await client.start()
@@ -21,9 +22,10 @@ struct PairTests {
         #expect(up.seqs("c1").count >= 40 && up.isExactlyOnceInOrder("c1"))
     }
 
-    @Test("after connections are reset mid-stream the client reconnects at once and resumes with no loss and no duplicate")
-    func resetResume() async throws {
-        let pair = try await PairHarness.start(rate: 200)
+    @Test("after connections are reset mid-stream the client reconnects at once and resumes with no loss and no duplicate (TCP, WebSocket)",
+          arguments: DemoTransport.allCases)
+    func resetResume(transport: DemoTransport) async throws {
+        let pair = try await PairHarness.start(rate: 200, transport: transport)
         defer { pair.removeFiles() }
         let relay = TestRelay(upstreamPort: pair.serverPort)
         let client = pair.client(port: try await relay.start(), rate: 200)
@@ -50,9 +52,10 @@ struct PairTests {
         #expect(up.events(named: "resumed").count >= 4)
     }
 
-    @Test("a half-open connection is noticed by the heartbeat within interval + timeout and the stream resumes intact")
-    func halfOpenDetected() async throws {
-        let pair = try await PairHarness.start()
+    @Test("a half-open connection is noticed by the heartbeat (a WebSocket ping over WebSocket) within interval + timeout and the stream resumes intact",
+          arguments: DemoTransport.allCases)
+    func halfOpenDetected(transport: DemoTransport) async throws {
+        let pair = try await PairHarness.start(transport: transport)
         defer { pair.removeFiles() }
         let relay = TestRelay(upstreamPort: pair.serverPort)
         let client = pair.client(port: try await relay.start())

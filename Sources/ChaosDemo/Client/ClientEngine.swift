@@ -127,11 +127,17 @@ final class ClientEngine: WireConnectionDelegate, @unchecked Sendable {
             .connectTimeout(.nanoseconds(configuration.connectTimeout.nanoseconds))
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelOption(.allowRemoteHalfClosure, value: true)
-            .channelInitializer { channel in
+            .channelInitializer { [configuration] channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandlers([
-                        ByteToMessageHandler(LineFrameDecoder()), WireHandler(delegate: self),
-                    ])
+                    switch configuration.transport {
+                    case .tcp:
+                        try channel.pipeline.syncOperations.addHandlers([
+                            ByteToMessageHandler(LineFrameDecoder()), WireHandler(delegate: self),
+                        ])
+                    case .websocket:
+                        try WebSocketTransport.configureClient(channel, host: "\(target.host):\(target.port)",
+                                                               stream: configuration.stream) { WireHandler(delegate: self) }
+                    }
                 }
             }
             .connect(host: target.host, port: target.port)

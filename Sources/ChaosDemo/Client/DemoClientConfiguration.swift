@@ -29,6 +29,8 @@ public struct DemoClientConfiguration: Sendable {
     public var queueCapacity: Int
     /// Longest wait for a TCP connect.
     public var connectTimeout: ChaosDuration
+    /// TCP (NDJSON lines) or WebSocket (one text message per line, the stream in a request header); set it after `init`.
+    public var transport: DemoTransport = .tcp
     /// Where diagnostics go.
     public var logger: Logger
 

@@ -23,6 +23,11 @@ final class WireHandler: ChannelDuplexHandler {
         self.delegate = delegate
     }
 
+    func handlerAdded(context: ChannelHandlerContext) {
+        // Added to a live connection (after a WebSocket upgrade): the connection starts now.
+        if context.channel.isActive { delegate.connectionActive(context.channel) }
+    }
+
     func channelActive(context: ChannelHandlerContext) {
         delegate.connectionActive(context.channel)
         context.fireChannelActive()

@@ -17,6 +17,8 @@ public struct DemoServerConfiguration: Sendable {
     public var idleTimeout: ChaosDuration?
     /// Most unacknowledged downstream messages kept per stream before the oldest become a gap.
     public var queueCapacity: Int
+    /// TCP (NDJSON lines) or WebSocket (one text message per line); set it after `init`.
+    public var transport: DemoTransport = .tcp
     /// Where diagnostics go.
     public var logger: Logger
 

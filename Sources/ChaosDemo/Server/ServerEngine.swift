@@ -35,13 +35,17 @@ final class ServerEngine: WireConnectionDelegate, @unchecked Sendable {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             .childChannelOption(.allowRemoteHalfClosure, value: true)
-            .childChannelInitializer { channel in
+            .childChannelInitializer { [configuration] channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandlers([
-                        IdleStateHandler(readTimeout: idle),
-                        ByteToMessageHandler(LineFrameDecoder()),
-                        WireHandler(delegate: self),
-                    ])
+                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: idle))
+                    switch configuration.transport {
+                    case .tcp:
+                        try channel.pipeline.syncOperations.addHandlers([
+                            ByteToMessageHandler(LineFrameDecoder()), WireHandler(delegate: self),
+                        ])
+                    case .websocket:
+                        try WebSocketTransport.configureServer(channel) { WireHandler(delegate: self) }
+                    }
                 }
             }
         let channel: any Channel

@@ -31,14 +31,17 @@ struct DemoServerCommand: AsyncParsableCommand {
     var idleTimeout: String?
     @Option(help: "Most unacknowledged downstream messages kept per stream.")
     var queue = 1000
+    @Option(help: "tcp (NDJSON lines) or websocket (one text message per line, WebSocket pings as heartbeats).")
+    var transport = "tcp"
 
     func run() async throws {
-        let config = DemoServerConfiguration(
+        var config = DemoServerConfiguration(
             listen: try DemoAddress(parsing: listen), rate: rate, logPath: log,
             heartbeatInterval: try DemoDurationFlag.parse(heartbeat, flag: "--heartbeat"),
             heartbeatTimeout: try DemoDurationFlag.parse(heartbeatTimeout, flag: "--heartbeat-timeout"),
             idleTimeout: try idleTimeout.map { try DemoDurationFlag.parse($0, flag: "--idle-timeout") },
             queueCapacity: queue)
+        config.transport = try DemoTransportFlag.parse(transport)
         let server = DemoServer(configuration: config)
         let bound = try await server.start()
         // Written straight to the descriptor: the runner reads this line while stdout is a pipe.
@@ -79,9 +82,11 @@ struct DemoClientCommand: AsyncParsableCommand {
     var heartbeatTimeout = "3s"
     @Option(help: "Most unacknowledged upstream messages kept.")
     var queue = 1000
+    @Option(help: "tcp (NDJSON lines) or websocket (the stream named in an X-Chaos-Stream upgrade header).")
+    var transport = "tcp"
 
     func run() async throws {
-        let config = DemoClientConfiguration(
+        var config = DemoClientConfiguration(
             connect: try DemoAddress(parsing: connect), stream: stream, rate: rate, logPath: log, statePath: state,
             naive: naive, duration: try duration.map { try DemoDurationFlag.parse($0, flag: "--duration") }, seed: seed,
             backoff: BackoffPolicy(base: try DemoDurationFlag.parse(backoffBase, flag: "--backoff-base"),
@@ -89,6 +94,7 @@ struct DemoClientCommand: AsyncParsableCommand {
             heartbeatInterval: try DemoDurationFlag.parse(heartbeat, flag: "--heartbeat"),
             heartbeatTimeout: try DemoDurationFlag.parse(heartbeatTimeout, flag: "--heartbeat-timeout"),
             queueCapacity: queue)
+        config.transport = try DemoTransportFlag.parse(transport)
         let client = DemoClient(configuration: config)
         try await client.start()
         let signals = DemoSignals { await client.stop() }
@@ -125,5 +131,15 @@ final class DemoSignals {
 
     func cancel() {
         for source in sources { source.cancel() }
+    }
+}
+
+/// `--transport tcp|websocket`.
+enum DemoTransportFlag {
+    static func parse(_ text: String) throws -> DemoTransport {
+        guard let transport = DemoTransport(rawValue: text) else {
+            throw ValidationError("--transport must be one of \(DemoTransport.allCases.map(\.rawValue).joined(separator: ", ")), found '\(text)'")
+        }
+        return transport
     }
 }

@@ -7,6 +7,7 @@ struct PairHarness {
     let directory: String
     let server: DemoServer
     let serverPort: Int
+    let transport: DemoTransport
 
     var serverLog: String { directory + "/server.jsonl" }
     var clientLog: String { directory + "/client.jsonl" }
@@ -14,25 +15,30 @@ struct PairHarness {
 
     /// Starts a server on 127.0.0.1:0 with fast heartbeats.
     static func start(rate: Double = 100, heartbeat: ChaosDuration = .milliseconds(200),
-                      heartbeatTimeout: ChaosDuration = .milliseconds(400)) async throws -> PairHarness {
+                      heartbeatTimeout: ChaosDuration = .milliseconds(400),
+                      transport: DemoTransport = .tcp) async throws -> PairHarness {
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("chaos-demo-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let server = DemoServer(configuration: DemoServerConfiguration(
+        var configuration = DemoServerConfiguration(
             listen: DemoAddress(host: "127.0.0.1", port: 0), rate: rate, logPath: directory + "/server.jsonl",
-            heartbeatInterval: heartbeat, heartbeatTimeout: heartbeatTimeout))
+            heartbeatInterval: heartbeat, heartbeatTimeout: heartbeatTimeout)
+        configuration.transport = transport
+        let server = DemoServer(configuration: configuration)
         let address = try await server.start()
-        return PairHarness(directory: directory, server: server, serverPort: address.port)
+        return PairHarness(directory: directory, server: server, serverPort: address.port, transport: transport)
     }
 
     /// A client of stream c1 connecting to `port` (the server's or a relay's).
     func client(port: Int, rate: Double = 100, naive: Bool = false, queueCapacity: Int = 1000,
                 heartbeat: ChaosDuration = .milliseconds(200), heartbeatTimeout: ChaosDuration = .milliseconds(400)) -> DemoClient {
-        DemoClient(configuration: DemoClientConfiguration(
+        var configuration = DemoClientConfiguration(
             connect: DemoAddress(host: "127.0.0.1", port: port), stream: "c1", rate: rate, logPath: clientLog,
             statePath: naive ? nil : statePath, naive: naive, seed: 9,
             backoff: BackoffPolicy(base: .milliseconds(100), cap: .seconds(Int64(1))),
-            heartbeatInterval: heartbeat, heartbeatTimeout: heartbeatTimeout, queueCapacity: queueCapacity))
+            heartbeatInterval: heartbeat, heartbeatTimeout: heartbeatTimeout, queueCapacity: queueCapacity)
+        configuration.transport = transport
+        return DemoClient(configuration: configuration)
     }
 
     func removeFiles() {
