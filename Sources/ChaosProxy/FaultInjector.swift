@@ -140,6 +140,8 @@ public final class FaultInjector: Sendable {
                 handoff[ObjectIdentifier(proxy)] = ids ?? proxy.liveConnections
             case .latency, .bandwidth, .partition, .stall, .slice, .link:
                 hit += await proxy.addShaping(occurrence.effect, key: key, to: ids)
+            case .wsClose, .goaway:
+                hit += await proxy.protocolClose(ids, occurrence.effect)
             }
         }
         return (hit, handoff)
@@ -149,13 +151,13 @@ public final class FaultInjector: Sendable {
                      cancelled: Bool = false) async {
         for proxy in proxies(for: occurrence) {
             switch occurrence.effect {
-            case .disconnect: break
+            case .disconnect, .wsClose, .goaway: break
             case .refuse: await proxy.endRefusing()
             case .handoff(_, let to, _, let linger):
                 if !cancelled {
                     // The address changed: the client side is reset, the server side never hears of it,
                     // and what was held in the blackout is gone with the old address.
-                    await proxy.disconnect(handoffTargets[ObjectIdentifier(proxy)] ?? [], mode: .clientOnly, linger: linger)
+                    _ = await proxy.disconnect(handoffTargets[ObjectIdentifier(proxy)] ?? [], mode: .clientOnly, linger: linger)
                     proxy.setBaseline(to)
                 }
                 await proxy.removeShaping(key: ShapingKey(timeline: number, occurrence: occurrence.index))

@@ -11,6 +11,10 @@ public protocol FaultTarget: AnyObject, Sendable {
     func pickTargets(_ targets: Targets, seed: UInt64) -> [ConnectionID]
     /// Cuts the given connections (all when nil); returns how many it cut.
     func disconnect(_ ids: [ConnectionID]?, mode: DisconnectMode, linger: ChaosDuration) async -> Int
+    /// Sends the given connections (all when nil) a protocol frame of the proxy's own at a frame boundary (a
+    /// WebSocket close, an HTTP/2 GOAWAY) and closes them after the effect's grace time; returns how many it
+    /// reached (only connections whose frames the proxy follows can be reached).
+    func protocolClose(_ ids: [ConnectionID]?, _ effect: FaultEffect) async -> Int
     /// Shapes the given connections (all, now and new, when nil); returns how many live ones it reached.
     func addShaping(_ effect: FaultEffect, key: ShapingKey, to ids: [ConnectionID]?) async -> Int
     /// Lifts the shaping named `key`.

@@ -39,7 +39,7 @@ extension ProxyServer {
     /// connections, else handed to NIO.
     func admit(_ client: Int32, on loop: EpollRelayLoop, route: EpollRelayRoute?) {
         let id = ids.next()
-        guard let route else { return handOver(client, id: id) }
+        guard let route, options.frames == nil else { return handOver(client, id: id) }
         let connection = EpollRelayConnection(id: id, client: client, loop: loop, route: route)
         let relayed = state.withLock { state in
             guard !state.stopped, state.baseline == nil, state.shaping.isEmpty else { return false }

@@ -37,6 +37,20 @@ extension ProxyServer {
         }
     }
 
+    /// Sends the given connections (all when nil) a `ws-close` or `goaway` fault's frames at their next frame
+    /// boundary and closes them after its grace time. Only connections whose frames this proxy follows
+    /// (``Options/frames``) can be reached; returns how many were.
+    public func protocolClose(_ ids: [ConnectionID]?, _ effect: FaultEffect) async -> Int {
+        let connections = state.withLock { state in
+            (ids ?? Array(state.connections.keys)).compactMap { state.connections[$0] }
+        }
+        var hit = 0
+        for connection in connections where (try? await connection.eventLoop.submit { connection.protocolClose(effect) }.get()) == true {
+            hit += 1
+        }
+        return hit
+    }
+
     /// Cuts the given connections (all when nil) as `mode` says. Returns how many it cut.
     @discardableResult
     public func disconnect(_ ids: [ConnectionID]?, mode: DisconnectMode, linger: ChaosDuration) async -> Int {

@@ -35,6 +35,9 @@ public final class ProxyServer: Sendable {
         /// With them, the proxy accepts on these threads; a connection goes to NIO when it starts
         /// under a link profile or a shaping fault on all connections, or when one reaches it later.
         public var epollRelay: EpollRelayLoopGroup?
+        /// The protocol whose frames the proxy follows on every connection, so that `ws-close` and `goaway`
+        /// faults can reach them (nil: none). Such connections are all relayed by NIO.
+        public var frames: FrameProtocol?
         /// Creates default options.
         public init() {}
     }
@@ -241,6 +244,7 @@ public final class ProxyServer: Sendable {
                 return (state.baseline, state.shaping, state.stopped)
             }
             guard !stopped else { throw ChannelError.ioOnClosedChannel }
+            if let framing = options.frames, adopted == nil { connection.protocolFrames = ProtocolFrames(framing: framing) }
             // A connection that started on the epoll relay started with no link profile.
             connection.start(baseline: adopted == nil ? baseline : nil, shaping: shaping, adopted: adopted)
             return connection

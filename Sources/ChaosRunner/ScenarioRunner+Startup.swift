@@ -24,6 +24,7 @@ extension ScenarioRunner {
         var options = ProxyServer.Options()
         options.busyPolling = loops.busyPolling
         options.epollRelay = loops.epollRelay
+        options.frames = configuration.frames ?? scenario.frameProtocol
         for spec in scenario.proxies {
             let proxy = ProxyServer(spec: spec, group: loops.group, sink: sink, clock: clock, ids: ids,
                                     seed: root.fork("proxy:" + spec.name), baseline: scenario.baseline,

@@ -45,6 +45,9 @@ public final class ScenarioRunner: Sendable {
         /// Whether connections that nothing shapes are relayed by epoll relay threads rather than
         /// NIO (see ``EpollRelayLoopGroup``); a shaping fault moves a connection to NIO when it reaches it.
         public var epollRelay = true
+        /// The protocol whose frames the proxies follow, so that `ws-close` / `goaway` faults (from the control
+        /// API) can reach connections; nil: the one the scenario's faults need, if any.
+        public var frames: FrameProtocol?
         /// How often report.json is checkpointed.
         public var checkpointEvery: ChaosDuration = .seconds(Int64(60))
 

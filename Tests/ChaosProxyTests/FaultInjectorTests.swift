@@ -47,6 +47,10 @@ struct FaultInjectorTests {
             return ids?.count ?? 3
         }
         func removeShaping(key: ShapingKey) async { note("lift #\(key.occurrence)") }
+        func protocolClose(_ ids: [ConnectionID]?, _ effect: FaultEffect) async -> Int {
+            note("\(effect.kind.rawValue) \(effect.summary)")
+            return ids?.count ?? 3
+        }
         func beginRefusing() async { note("refuse") }
         func endRefusing() async { note("accept") }
         func setBaseline(_ profile: LinkProfile?) { note("baseline \(profile?.name ?? "none")") }

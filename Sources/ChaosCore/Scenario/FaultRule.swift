@@ -25,9 +25,22 @@ public struct FaultRule: Sendable, Codable, Equatable {
 /// The faults of PRODUCT §3, plus `link` (a link profile for a while).
 public enum FaultKind: String, Sendable, Codable, Equatable, CaseIterable {
     case disconnect, latency, bandwidth, partition, handoff, refuse, slice, stall, link
+    /// A WebSocket close frame sent by the proxy at a frame boundary, then the TCP connection closed after a grace time.
+    case wsClose = "ws-close"
+    /// An HTTP/2 GOAWAY sent to the client at a frame boundary as a draining server would, then the TCP connection closed.
+    case goaway
 
     /// Whether the fault acts at one instant (the rest act for a while).
-    public var isInstant: Bool { self == .disconnect }
+    public var isInstant: Bool { self == .disconnect || self == .wsClose || self == .goaway }
+
+    /// The protocol whose frames the proxy must follow on every connection for this fault (nil: none).
+    public var framing: FrameProtocol? {
+        switch self {
+        case .wsClose: .websocket
+        case .goaway: .http2
+        default: nil
+        }
+    }
 }
 
 /// How `disconnect` cuts a connection.
@@ -42,6 +55,24 @@ public enum DisconnectMode: String, Sendable, Codable, Equatable, CaseIterable {
     case serverOnly = "server-only"
 }
 
+/// A protocol whose frame boundaries the proxy follows, to inject a frame of its own between two frames.
+public enum FrameProtocol: String, Sendable, Codable, Equatable {
+    /// RFC 6455 frames after the HTTP/1.1 upgrade.
+    case websocket
+    /// RFC 9113 frames after the preface (or an h2c upgrade).
+    case http2
+}
+
+/// Which side a `ws-close` fault sends its close frame to.
+public enum CloseSide: String, Sendable, Codable, Equatable, CaseIterable {
+    /// The client (the proxy plays a restarting server).
+    case client
+    /// The server (the proxy plays a client going away; the frame is masked, as a client's must be).
+    case server
+    /// Both.
+    case both
+}
+
 /// A fault's parameters, as written (ranges not yet drawn).
 public enum FaultParameters: Sendable, Codable, Equatable {
     case disconnect(mode: DisconnectMode, linger: ChaosDuration)
@@ -53,6 +84,8 @@ public enum FaultParameters: Sendable, Codable, Equatable {
     case slice(maxBytes: Int, delay: DurationRange, direction: DirectionSet)
     case stall(direction: DirectionSet)
     case link(LinkProfile)
+    case wsClose(code: Int, side: CloseSide, grace: ChaosDuration)
+    case goaway(grace: ChaosDuration)
 }
 
 /// When a rule fires.

@@ -14,6 +14,8 @@ extension ScenarioReader {
         case .slice: ["size", "delay", "direction"]
         case .stall: ["direction"]
         case .link: ["profile"]
+        case .wsClose: ["code", "side", "grace"]
+        case .goaway: ["grace"]
         }
     }
 
@@ -107,6 +109,9 @@ extension ScenarioReader {
         func direction(default fallback: DirectionSet) throws -> DirectionSet {
             try map["direction"]?.choice("\(what).direction", of: DirectionSet.self) ?? fallback
         }
+        func grace() throws -> ChaosDuration {
+            try map["grace"].map { try $0.duration("\(what).grace") } ?? .seconds(Int64(5))
+        }
         func linger() throws -> ChaosDuration {
             try map["linger"].map { try $0.duration("\(what).linger") } ?? .seconds(Int64(30))
         }
@@ -147,6 +152,39 @@ extension ScenarioReader {
             return .slice(maxBytes: size, delay: delay, direction: try direction(default: .both))
         case .link:
             return .link(try linkProfile(try map.required("profile"), what: "\(what).profile"))
+        case .wsClose:
+            let code = try map["code"].map { try $0.int("\(what).code", in: 1000...4999) } ?? 1012
+            if !FaultParameters.sendableCloseCodes.contains(Int(code)), let value = map["code"] {
+                throw value.error("\(what).code must be a close code an endpoint may send (1000-1003, 1007-1014, "
+                    + "3000-4999), found \(code)")
+            }
+            let side = try map["side"]?.choice("\(what).side", of: CloseSide.self) ?? .client
+            return .wsClose(code: Int(code), side: side, grace: try grace())
+        case .goaway:
+            return .goaway(grace: try grace())
+        }
+    }
+
+    /// `ws-close` and `goaway` make the proxies follow one protocol's frames: the faults must agree on it, and
+    /// with the protocol the audit reads.
+    func checkFrames(_ faults: [FaultRule], at values: [YAMLValue], protocolSpec: ProtocolSpec?) throws {
+        var needed: FrameProtocol?
+        for (rule, value) in zip(faults, values) {
+            guard let framing = rule.kind.framing else { continue }
+            if let needed, needed != framing {
+                throw value.error("a \(rule.kind.rawValue) fault needs \(framing.rawValue) frames, but an earlier fault needs "
+                    + "\(needed.rawValue) frames; one scenario can follow one protocol")
+            }
+            needed = framing
+            let audited: FrameProtocol? = switch protocolSpec?.framing {
+            case .websocket?: .websocket
+            case .grpc?: .http2
+            default: nil
+            }
+            if let audited, audited != framing {
+                throw value.error("a \(rule.kind.rawValue) fault needs \(framing.rawValue) frames, but protocol.framing reads "
+                    + (audited == .websocket ? "websocket" : "grpc"))
+            }
         }
     }
 

@@ -35,6 +35,30 @@ extension Scenario {
         if let spec = protocolSpec { try spec.checkInvariants(bad) }
         if let baseline { try baseline.checkInvariants("baseline", bad) }
         for (index, rule) in faults.enumerated() { try rule.checkInvariants("faults[\(index)]", proxies: names, bad) }
+        try checkFrameProtocol(bad)
+    }
+
+    /// The protocol whose frames the proxies follow: the one that the scenario's `ws-close` or `goaway` faults need.
+    public var frameProtocol: FrameProtocol? { faults.lazy.compactMap(\.kind.framing).first }
+
+    /// `ws-close` and `goaway` need the proxies to follow one protocol's frames, the one the audit reads if any.
+    func checkFrameProtocol(_ bad: (String) -> ChaosError) throws {
+        guard let framing = frameProtocol else { return }
+        for (index, rule) in faults.enumerated() {
+            if let other = rule.kind.framing, other != framing {
+                throw bad("faults[\(index)]: a \(rule.kind.rawValue) fault needs \(other.rawValue) frames, but another fault "
+                    + "needs \(framing.rawValue) frames; one scenario can follow one protocol")
+            }
+        }
+        let audited: FrameProtocol? = switch protocolSpec?.framing {
+        case .websocket?: .websocket
+        case .grpc?: .http2
+        case nil: nil
+        default: framing
+        }
+        if let audited, audited != framing {
+            throw bad("protocol.framing reads \(audited == .websocket ? "websocket" : "grpc"), but a fault needs \(framing.rawValue) frames")
+        }
     }
 
     /// The lowest probability (other than 0) a fault may have: a rarer one would make the timeline draw
@@ -138,6 +162,12 @@ extension FaultParameters {
             if maxBytes < 1 { throw bad("\(field).size must be at least 1 byte, found \(maxBytes)") }
             try Scenario.check(delay, "\(field).delay", positive: false, bad)
         case .link(let profile): try profile.checkInvariants("\(field).profile", bad)
+        case .wsClose(let code, _, let grace):
+            if !FaultParameters.sendableCloseCodes.contains(code) {
+                throw bad("\(field).code must be a close code an endpoint may send (1000-1003, 1007-1014, 3000-4999), found \(code)")
+            }
+            try Scenario.check(grace, "\(field).grace", positive: false, bad)
+        case .goaway(let grace): try Scenario.check(grace, "\(field).grace", positive: false, bad)
         case .partition, .refuse, .stall: break
         }
     }
@@ -175,6 +205,18 @@ extension FaultEffect {
             .handoff(from: from, to: to, blackout: DurationRange(exactly: blackout), linger: linger)
         case .slice(let maxBytes, let delay, let direction): .slice(maxBytes: maxBytes, delay: delay, direction: direction)
         case .link(let profile): .link(profile)
+        case .wsClose(let code, let side, let grace): .wsClose(code: code, side: side, grace: grace)
+        case .goaway(let grace): .goaway(grace: grace)
         }
     }
+}
+
+extension FaultParameters {
+    /// The WebSocket close codes an endpoint may put in a close frame (RFC 6455 section 7.4: 1004-1006 and
+    /// 1015 are reserved for reports, 1016-2999 for the protocol's future).
+    public static let sendableCloseCodes: [ClosedRange<Int>] = [1000...1003, 1007...1014, 3000...4999]
+}
+
+extension Array where Element == ClosedRange<Int> {
+    func contains(_ value: Int) -> Bool { contains { $0.contains(value) } }
 }

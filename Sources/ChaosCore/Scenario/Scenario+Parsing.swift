@@ -74,7 +74,9 @@ struct ScenarioReader {
         let pair = try top["pair"].map(self.pair)
         let protocolSpec = try top["protocol"].map(self.protocolSpec)
         let baseline = try top["baseline"].map { try linkProfile($0, what: "baseline") }
-        let faults = try (top["faults"]?.sequence("faults") ?? []).map { try fault($0, proxies: proxies, duration: duration) }
+        let faultValues = try top["faults"]?.sequence("faults") ?? []
+        let faults = try faultValues.map { try fault($0, proxies: proxies, duration: duration) }
+        try checkFrames(faults, at: faultValues, protocolSpec: protocolSpec)
         let expectations = try top["expect"].map(self.expectations) ?? []
         let capture = try top["capture"].map(self.capture)
         return Scenario(name: name, duration: duration, seed: seed, proxies: proxies, pair: pair,

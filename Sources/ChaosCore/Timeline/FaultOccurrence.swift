@@ -50,6 +50,8 @@ public enum FaultEffect: Sendable, Codable, Equatable {
     case handoff(from: LinkProfile, to: LinkProfile, blackout: ChaosDuration, linger: ChaosDuration)
     case slice(maxBytes: Int, delay: DurationRange, direction: DirectionSet)
     case link(LinkProfile)
+    case wsClose(code: Int, side: CloseSide, grace: ChaosDuration)
+    case goaway(grace: ChaosDuration)
 
     /// The kind of fault.
     public var kind: FaultKind {
@@ -63,6 +65,8 @@ public enum FaultEffect: Sendable, Codable, Equatable {
         case .handoff: .handoff
         case .slice: .slice
         case .link: .link
+        case .wsClose: .wsClose
+        case .goaway: .goaway
         }
     }
 
@@ -81,6 +85,8 @@ public enum FaultEffect: Sendable, Codable, Equatable {
         case .slice(let maxBytes, let delay, let direction):
             [("size", "\(maxBytes)"), ("delay", "\(delay)"), ("direction", direction.rawValue)]
         case .link(let profile): [("profile", profile.name)]
+        case .wsClose(let code, let side, let grace): [("code", "\(code)"), ("side", side.rawValue), ("grace", "\(grace)")]
+        case .goaway(let grace): [("grace", "\(grace)")]
         }
     }
 

@@ -67,7 +67,7 @@ struct RuleDraw {
         let happens = generator.nextUnit() < schedule.probability
         let effect = FaultEffect.draw(rule.parameters, with: &generator)
         var lasts: ChaosDuration = switch effect {
-        case .disconnect: .zero
+        case .disconnect, .wsClose, .goaway: .zero
         case .handoff(_, _, let blackout, _): blackout
         default: schedule.lasts.map { generator.draw($0) } ?? (stop - start)
         }
@@ -94,6 +94,8 @@ extension FaultEffect {
             .handoff(from: from, to: to, blackout: generator.draw(blackout), linger: linger)
         case .slice(let maxBytes, let delay, let direction): .slice(maxBytes: maxBytes, delay: delay, direction: direction)
         case .link(let profile): .link(profile)
+        case .wsClose(let code, let side, let grace): .wsClose(code: code, side: side, grace: grace)
+        case .goaway(let grace): .goaway(grace: grace)
         }
     }
 }

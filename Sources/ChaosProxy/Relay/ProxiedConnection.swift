@@ -17,9 +17,9 @@ final class ProxiedConnection: @unchecked Sendable {
     /// The sink, when it wants byte events (and acknowledgements).
     let trafficSink: (any TrafficEventSink)?
     let clock: RunClock
-    private let counters: ProxyCounters
+    let counters: ProxyCounters
     private let onFinished: @Sendable (ConnectionID) -> Void
-    private let onCut: @Sendable (ConnectionID) -> Void
+    let onCut: @Sendable (ConnectionID) -> Void
 
     let legs: [Side: Leg]
     /// The shaping faults active on it, by occurrence index.
@@ -32,6 +32,8 @@ final class ProxiedConnection: @unchecked Sendable {
     /// Each leg's next acknowledgement poll, while bytes are outstanding.
     var acknowledgementPolls: [Scheduled<Void>?] = [nil, nil]
     private var lingerTask: Scheduled<Void>?
+    /// The frames of each direction, when the proxy follows the connection's protocol (for `ws-close` and `goaway`).
+    var protocolFrames: ProtocolFrames?
 
     /// One leg: its channel, relay and the shaper of bytes written to it.
     struct Leg {
@@ -215,6 +217,7 @@ final class ProxiedConnection: @unchecked Sendable {
                 break // a wired connection had its upstream
             case .finish:
                 lingerTask?.cancel()
+                protocolFrames?.grace?.cancel()
                 stopAcknowledgementPolls()
                 onFinished(id)
             }

@@ -55,7 +55,7 @@ final class RelayHandler: ChannelDuplexHandler {
             return
         }
         guard connection.didRead(buffer, from: side) else { return }
-        partner?.deliver(buffer)
+        connection.forward(buffer, from: side)
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -104,7 +104,7 @@ final class RelayHandler: ChannelDuplexHandler {
         guard let connection else { return }
         let arrived = early
         early = ([], false, nil, false)
-        for buffer in arrived.buffers where connection.didRead(buffer, from: side) { partner?.deliver(buffer) }
+        for buffer in arrived.buffers where connection.didRead(buffer, from: side) { connection.forward(buffer, from: side) }
         if !arrived.buffers.isEmpty { partner?.context?.flush() }
         if arrived.eof { connection.didReceiveEOF(from: side) }
         if let error = arrived.error { connection.legFailed(side, error: error) }

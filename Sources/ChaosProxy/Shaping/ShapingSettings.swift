@@ -62,7 +62,7 @@ extension ShapingSettings {
                 settings.latency = settings.latency.saturatingAdding(profile.latency.nanoseconds)
                 settings.jitter = max(settings.jitter, profile.jitter.nanoseconds)
                 cap(profile.bandwidth(direction))
-            case .disconnect, .refuse: break
+            case .disconnect, .refuse, .wsClose, .goaway: break
             }
         }
         return settings
@@ -77,7 +77,7 @@ extension FaultEffect {
              .stall(let directions), .slice(_, _, let directions):
             directions.contains(direction)
         case .handoff, .link: true
-        case .disconnect, .refuse: false
+        case .disconnect, .refuse, .wsClose, .goaway: false
         }
     }
 

@@ -21,6 +21,9 @@ struct Proxy: AsyncParsableCommand {
     @Option(help: "Serve the HTTP control API here (HOST:PORT), e.g. 127.0.0.1:8474.")
     var api: String?
 
+    @Option(help: "Follow this protocol's frames (websocket or http2) so that ws-close and goaway faults from the API reach connections (all connections are then relayed by NIO).")
+    var frames: String?
+
     @Option(help: "How long to run (default: until Ctrl-C).")
     var duration: String = "8760h"
 
@@ -30,6 +33,9 @@ struct Proxy: AsyncParsableCommand {
         guard HostPort(parsing: listen) != nil else { throw ValidationError("--listen must be HOST:PORT, found '\(listen)'") }
         guard HostPort(parsing: upstream) != nil else { throw ValidationError("--upstream must be HOST:PORT, found '\(upstream)'") }
         if let api, HostPort(parsing: api) == nil { throw ValidationError("--api must be HOST:PORT, found '\(api)'") }
+        if let frames, FrameProtocol(rawValue: frames) == nil {
+            throw ValidationError("--frames must be websocket or http2, found '\(frames)'")
+        }
         guard ChaosDuration(parsing: duration) != nil else { throw ValidationError("--duration must be like 90s, found '\(duration)'") }
     }
 
@@ -45,6 +51,7 @@ struct Proxy: AsyncParsableCommand {
         configuration.drain = .zero
         relay.apply(to: &configuration)
         configuration.controlAPI = api.flatMap(HostPort.init(parsing:))
+        configuration.frames = frames.flatMap(FrameProtocol.init(rawValue:))
         let outcome = try await ScenarioRunner(configuration: configuration, output: { Console.line($0) }).run()
         for traffic in outcome.traffic {
             Console.line("\(traffic.connections) connections, \(traffic.upstream) bytes upstream, \(traffic.downstream) bytes downstream")

@@ -20,7 +20,7 @@ final class ProxyHarness: Sendable {
     /// With `epollRelay` (as `chaos` runs), connections nothing shapes start on epollRelay
     /// threads and move to NIO when a fault reaches them.
     init(baseline: LinkProfile? = nil, maxHeldBytes: Int = 1 << 20, busyPoll: TimeAmount = .zero,
-         epollRelay: Bool = true) async throws {
+         epollRelay: Bool = true, frames: FrameProtocol? = nil) async throws {
         group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
         upstream = try TestListener()
         events = EventRecorder()
@@ -30,6 +30,7 @@ final class ProxyHarness: Sendable {
         options.maxHeldBytes = maxHeldBytes
         options.busyPolling = busyPolling
         options.epollRelay = self.epollRelay
+        options.frames = frames
         proxy = ProxyServer(spec: ProxySpec(name: "test", listen: HostPort(host: "127.0.0.1", port: 0),
                                             upstream: HostPort(host: "127.0.0.1", port: upstream.port)),
                             group: group, sink: events, clock: clock, ids: ConnectionIDSource(),

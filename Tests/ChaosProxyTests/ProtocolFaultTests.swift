@@ -1,0 +1,128 @@
+import ChaosCore
+@testable import ChaosProxy
+import Foundation
+import Testing
+
+/// `ws-close` and `goaway` on real sockets: the proxy's frame goes in between two frames even when the fault
+/// comes in the middle of one, and the connection is closed after the grace time.
+@Suite("Protocol faults on real sockets: ws-close and goaway at frame boundaries", .serialized, .timeLimit(.minutes(2)))
+struct ProtocolFaultTests {
+    static let upgradeRequest = Array("GET /s HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n".utf8)
+    static let upgradeResponse = Array("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n".utf8)
+
+    /// A server's (unmasked) binary frame with a 16-bit length.
+    static func frame(_ payload: [UInt8]) -> [UInt8] {
+        [0x82, 126, UInt8(payload.count >> 8), UInt8(payload.count & 0xff)] + payload
+    }
+
+    /// A client's masked binary frame.
+    static func maskedFrame(_ payload: [UInt8], key: [UInt8] = [1, 2, 3, 4]) -> [UInt8] {
+        [0x82, 0x80 | 126, UInt8(payload.count >> 8), UInt8(payload.count & 0xff)] + key
+            + payload.enumerated().map { $0.element ^ key[$0.offset % 4] }
+    }
+
+    private func fire(_ harness: ProxyHarness, _ effect: FaultEffect) throws -> Int {
+        try blockingAwait { await harness.proxy.protocolClose(nil, effect) }
+    }
+
+    @Test("ws-close to the client mid-frame: the frame ends, then the close frame (1012), nothing after it, FIN after the grace")
+    func webSocketCloseToClient() async throws {
+        let harness = try await ProxyHarness(frames: .websocket)
+        try await offPool {
+            let (client, server) = try harness.connectPair()
+            client.setTimeout(10); server.setTimeout(10)
+            try client.sendAll(Self.upgradeRequest)
+            #expect(server.receive(exactly: Self.upgradeRequest.count) == Self.upgradeRequest)
+            let first = Self.frame(pattern(count: 1000, seed: 1))
+            try server.sendAll(Self.upgradeResponse + Array(first[..<404]))
+            #expect(client.receive(exactly: Self.upgradeResponse.count + 404).count == Self.upgradeResponse.count + 404)
+            #expect(try fire(harness, .wsClose(code: 1012, side: .client, grace: .milliseconds(300))) == 1)
+            try server.sendAll(Array(first[404...]) + Self.frame(Array("after the close".utf8)))
+            let (rest, end) = client.receiveUntilEnd()
+            let close = ProtocolFrame.webSocketClose(code: 1012, masked: false)
+            #expect(rest == Array(first[404...]) + close, "the frame's end, then the close frame and nothing else")
+            #expect(Array(close[2..<4]) == [0x03, 0xf4])
+            #expect(end == .eof, "FIN after the grace time, not a reset")
+            #expect(server.receiveUntilEnd().1 == .eof, "the server leg is closed in order too")
+            #expect(harness.proxy.counters.cutByFault == 1)
+            client.close(); server.close()
+        }
+        await harness.shutdown()
+    }
+
+    @Test("ws-close to the server: a masked close frame after the client's frame ends; the client hears nothing more")
+    func webSocketCloseToServer() async throws {
+        let harness = try await ProxyHarness(frames: .websocket)
+        try await offPool {
+            let (client, server) = try harness.connectPair()
+            client.setTimeout(10); server.setTimeout(10)
+            try client.sendAll(Self.upgradeRequest)
+            try server.sendAll(Self.upgradeResponse)
+            _ = server.receive(exactly: Self.upgradeRequest.count)
+            _ = client.receive(exactly: Self.upgradeResponse.count)
+            let message = Self.maskedFrame(pattern(count: 300, seed: 2))
+            try client.sendAll(Array(message[..<100]))
+            _ = server.receive(exactly: 100)
+            #expect(try fire(harness, .wsClose(code: 1001, side: .server, grace: .milliseconds(300))) == 1)
+            try client.sendAll(Array(message[100...]) + Self.maskedFrame([9, 9, 9]))
+            try server.sendAll(Self.frame(Array("to the client".utf8)))
+            let (rest, end) = server.receiveUntilEnd()
+            let close = Array(rest.dropFirst(message.count - 100))
+            #expect(Array(rest.prefix(message.count - 100)) == Array(message[100...]))
+            #expect(close.count == 2 + 4 + 16 && close[0] == 0x88 && close[1] == 0x80 | 16, "a masked close frame: \(close)")
+            if close.count == 22 {
+                let code = [close[6] ^ close[2], close[7] ^ close[3]]
+                #expect(code == [0x03, 0xe9], "code 1001")
+            }
+            #expect(end == .eof)
+            let (toClient, clientEnd) = client.receiveUntilEnd()
+            #expect(toClient.isEmpty, "nothing passes to the client once the frame in flight ended")
+            #expect(clientEnd == .eof)
+            client.close(); server.close()
+        }
+        await harness.shutdown()
+    }
+
+    @Test("goaway: GOAWAY (NO_ERROR, the last stream the client opened) at an HTTP/2 frame boundary, traffic drains, FIN after the grace")
+    func goaway() async throws {
+        let harness = try await ProxyHarness(frames: .http2)
+        try await offPool {
+            let (client, server) = try harness.connectPair()
+            client.setTimeout(10); server.setTimeout(10)
+            func h2(_ type: UInt8, flags: UInt8 = 0, stream: UInt8, _ payload: [UInt8]) -> [UInt8] {
+                [0, UInt8(payload.count >> 8), UInt8(payload.count & 0xff), type, flags, 0, 0, 0, stream] + payload
+            }
+            let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
+            let opening = preface + h2(4, stream: 0, []) + h2(1, flags: 4, stream: 1, [0x82]) + h2(1, stream: 3, [0x82])
+            try client.sendAll(opening)
+            _ = server.receive(exactly: opening.count)
+            let settings = h2(4, stream: 0, [0, 3, 0, 0, 0, 100])
+            try server.sendAll(Array(settings[..<5]))
+            _ = client.receive(exactly: 5)
+            #expect(try fire(harness, .goaway(grace: .milliseconds(400))) == 1)
+            let data = h2(0, flags: 1, stream: 1, [0, 0, 0, 0, 2, 7, 7])
+            try server.sendAll(Array(settings[5...]) + data)
+            let expected = Array(settings[5...]) + ProtocolFrame.goaway(lastStream: 3) + data
+            #expect(client.receive(exactly: expected.count) == expected, "SETTINGS ends, then GOAWAY naming stream 3, then the DATA")
+            // Still draining: the client's CONTINUATION for stream 3 reaches the server.
+            let continuation = h2(9, flags: 4, stream: 3, [0x84])
+            try client.sendAll(continuation)
+            #expect(server.receive(exactly: continuation.count) == continuation)
+            #expect(client.receiveUntilEnd().1 == .eof)
+            #expect(server.receiveUntilEnd().1 == .eof)
+            client.close(); server.close()
+        }
+        await harness.shutdown()
+    }
+
+    @Test("a proxy that does not follow frames reaches no connection with a protocol fault")
+    func untrackedProxy() async throws {
+        let harness = try await ProxyHarness()
+        try await offPool {
+            let (client, server) = try harness.connectPair()
+            #expect(try fire(harness, .wsClose(code: 1012, side: .both, grace: .zero)) == 0)
+            client.close(); server.close()
+        }
+        await harness.shutdown()
+    }
+}
