@@ -28,6 +28,7 @@ let package = Package(
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
+        .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.39.0"),
     ],
     targets: [
         .target(
@@ -49,7 +50,8 @@ let package = Package(
         ),
         .target(
             name: "ChaosAudit",
-            dependencies: ["ChaosCore", .product(name: "Histogram", package: "hdrhistogram-swift")],
+            dependencies: ["ChaosCore", .product(name: "Histogram", package: "hdrhistogram-swift"),
+                           .product(name: "SwiftProtobuf", package: "swift-protobuf")],
             swiftSettings: strictSettings
         ),
         .target(

@@ -1,0 +1,110 @@
+import ChaosCore
+public import Foundation
+import SwiftProtobuf
+
+/// The messages and services of a FileDescriptorSet (`protoc --include_imports -o FILE …`), read with
+/// swift-protobuf's descriptor types: it names fields, so a scenario can say `seq: sequence_id` instead of a
+/// field number, and it knows each RPC's request and response types (which differ, so each direction of a gRPC
+/// call resolves its own fields).
+public struct ProtobufSchema: Sendable {
+    /// One RPC of a service.
+    public struct Method: Sendable, Equatable {
+        /// `/package.Service/Method`, as on the wire in `:path`.
+        public var path: String
+        /// The request message's full name (`follow.v1.RaceRequest`).
+        public var input: String
+        /// The response message's full name.
+        public var output: String
+    }
+
+    /// A field name resolved to where the wire format carries it.
+    public struct Field: Sendable, Equatable {
+        /// Field numbers from the outer message in (`[4, 2]` for `meta.seq`).
+        public var path: [UInt64]
+        /// Whether the last field is `sint32` / `sint64` (zigzag varints).
+        public var zigzag: Bool
+        /// Whether the last field is a `string` or `bytes` field (length-delimited text).
+        public var isText: Bool
+    }
+
+    struct FieldInfo: Sendable {
+        var number: UInt64
+        var type: Google_Protobuf_FieldDescriptorProto.TypeEnum
+        var messageType: String
+    }
+
+    /// Full message name → field name → field.
+    private let messages: [String: [String: FieldInfo]]
+    /// `/package.Service/Method` → method.
+    public let methods: [String: Method]
+
+    /// Reads a serialized FileDescriptorSet; `source` names it in errors.
+    public init(fileDescriptorSet data: Data, source: String) throws {
+        let set: Google_Protobuf_FileDescriptorSet
+        do {
+            set = try Google_Protobuf_FileDescriptorSet(serializedBytes: data)
+        } catch {
+            throw ChaosError.badInput("\(source): not a FileDescriptorSet (protoc --include_imports -o FILE …): \(error)")
+        }
+        guard !set.file.isEmpty else { throw ChaosError.badInput("\(source): a FileDescriptorSet with no files") }
+        var messages: [String: [String: FieldInfo]] = [:]
+        var methods: [String: Method] = [:]
+        func add(_ message: Google_Protobuf_DescriptorProto, prefix: String) {
+            let name = prefix + message.name
+            messages[name] = Dictionary(message.field.map { field in
+                (field.name, FieldInfo(number: UInt64(field.number), type: field.type, messageType: Self.trim(field.typeName)))
+            }, uniquingKeysWith: { first, _ in first })
+            for nested in message.nestedType { add(nested, prefix: name + ".") }
+        }
+        for file in set.file {
+            let package = file.package.isEmpty ? "" : file.package + "."
+            for message in file.messageType { add(message, prefix: package) }
+            for service in file.service {
+                for method in service.method {
+                    let path = "/\(package)\(service.name)/\(method.name)"
+                    methods[path] = Method(path: path, input: Self.trim(method.inputType), output: Self.trim(method.outputType))
+                }
+            }
+        }
+        self.messages = messages
+        self.methods = methods
+    }
+
+    /// Reads a FileDescriptorSet file.
+    public static func load(path: String) throws -> ProtobufSchema {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ChaosError.badInput("cannot read the descriptor set '\(path)'")
+        }
+        return try ProtobufSchema(fileDescriptorSet: data, source: path)
+    }
+
+    /// Whether a message of that full name is described.
+    public func hasMessage(_ name: String) -> Bool { messages[name] != nil }
+
+    /// A field given as a dotted name (`sequence_id`, `meta.seq`) or a field-number path (`2`, `4.2`) in message
+    /// `type`; the error names the message's fields when there is no such field.
+    public func field(_ name: String, in type: String) throws -> Field {
+        if let numbers = ProtobufFieldScanner.path(name) { return Field(path: numbers, zigzag: false, isText: false) }
+        var current = type
+        var path: [UInt64] = []
+        let parts = name.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        for (index, part) in parts.enumerated() {
+            guard let fields = messages[current] else { throw ChaosError.badInput("no message '\(current)' in the descriptor set") }
+            guard let field = fields[part] else {
+                throw ChaosError.badInput("no field '\(part)' in \(current); its fields are: \(fields.keys.sorted().joined(separator: ", "))")
+            }
+            path.append(field.number)
+            if index == parts.count - 1 {
+                return Field(path: path, zigzag: field.type == .sint32 || field.type == .sint64,
+                             isText: field.type == .string || field.type == .bytes)
+            }
+            guard field.type == .message else { throw ChaosError.badInput("\(current).\(part) is not a message, so '\(name)' goes nowhere") }
+            current = field.messageType
+        }
+        throw ChaosError.badInput("an empty field name")
+    }
+
+    private static func trim(_ typeName: String) -> String {
+        typeName.hasPrefix(".") ? String(typeName.dropFirst()) : typeName
+    }
+}
