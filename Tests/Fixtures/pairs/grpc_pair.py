@@ -1,0 +1,283 @@
+#!/usr/bin/env python3
+"""An independent resumable gRPC pair (grpcio; nothing of chaos's own code), for the gRPC audit's ground truth.
+
+One bidirectional-streaming RPC, /follow.v1.Follow/Race (Tests/Fixtures/protos/follow.proto; the messages are
+built at run time from follow.protoset, no generated code). The client opens a call with metadata
+x-session: STREAM and sends RaceRequest{kind: HELLO, acked_sequence_id: the highest server seq it processed};
+the server answers RaceUpdate{kind: WELCOME, acked_sequence_id: the highest client seq it processed}. Each side
+then retransmits what the other has not processed and goes on streaming {kind: MSG, sequence_id: N}; consumers
+answer {kind: ACK, acked_sequence_id} and drop what they already processed. Both log every MSG they *read*:
+
+  {"t": 1.23, "stream": "c1", "dir": "down", "seq": 17, "conn": 2, "dup": false}
+
+HTTP/2 keepalive (client PINGs every --keepalive seconds, --keepalive-timeout to answer) notices a half-open
+partition; the client then opens a new call (grpcio reconnects the channel by itself).
+
+--drop-on-resume N makes the producer buggy: on every resume it throws away the first N unprocessed messages
+instead of retransmitting them. --send-for S stops producing after S seconds.
+"""
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+
+import grpc
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+START = time.monotonic()
+PROTOSET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "protos", "follow.protoset")
+METHOD = "/follow.v1.Follow/Race"
+
+
+def load_messages():
+    files = descriptor_pb2.FileDescriptorSet()
+    with open(PROTOSET, "rb") as handle:
+        files.ParseFromString(handle.read())
+    pool = descriptor_pool.DescriptorPool()
+    for file in files.file:
+        pool.Add(file)
+    get = message_factory.GetMessageClass
+    return get(pool.FindMessageTypeByName("follow.v1.RaceRequest")), get(pool.FindMessageTypeByName("follow.v1.RaceUpdate"))
+
+
+Request, Update = load_messages()
+
+
+class Log:
+    def __init__(self, path):
+        self.file = open(path, "a", buffering=1)
+
+    def write(self, **fields):
+        fields["t"] = round(time.monotonic() - START, 6)
+        self.file.write(json.dumps(fields) + "\n")
+
+
+class Producer:
+    """Outgoing messages of one stream: numbered, kept until the other side says it processed them."""
+
+    def __init__(self, args):
+        self.args = args
+        self.next_seq = 1
+        self.unacked = []
+
+    def acked(self, ack):
+        self.unacked = [seq for seq in self.unacked if seq > ack]
+
+    def resume(self, ack):
+        self.acked(ack)
+        if self.args.drop_on_resume and self.unacked:
+            self.unacked = self.unacked[self.args.drop_on_resume:]
+        return list(self.unacked)
+
+    def make(self):
+        seq = self.next_seq
+        self.next_seq += 1
+        self.unacked.append(seq)
+        return seq
+
+
+class Consumer:
+    """Incoming messages of one stream: processed once, every read logged."""
+
+    def __init__(self, stream, direction, log):
+        self.stream, self.direction, self.log = stream, direction, log
+        self.processed = 0
+        self.seen = set()
+
+    def read(self, seq, conn):
+        dup = seq in self.seen
+        self.log.write(stream=self.stream, dir=self.direction, seq=seq, conn=conn, dup=dup)
+        if not dup:
+            self.seen.add(seq)
+            self.processed = max(self.processed, seq)
+
+
+class Sender:
+    """Every write of a call goes through one task (grpcio allows one write at a time), from a bounded queue."""
+
+    def __init__(self, write):
+        self.queue = asyncio.Queue(maxsize=1000)
+        self.task = asyncio.ensure_future(self.run(write))
+
+    async def run(self, write):
+        while True:
+            await write(await self.queue.get())
+
+    async def send(self, message):
+        await self.queue.put(message)
+
+    def close(self):
+        self.task.cancel()
+
+
+async def pump(args, send, producer, make, stop):
+    """Streams MSGs at --rate while the call lives."""
+    interval = 1.0 / args.rate
+    while not stop.is_set():
+        if time.monotonic() - START < args.send_for:
+            seq = producer.make()
+            await send(make(kind="MSG", sequence_id=seq))
+        await asyncio.sleep(interval)
+
+
+async def run_server(args):
+    log = Log(args.log)
+    streams = {}
+    active = {}
+    calls = 0
+
+    async def race(request_iterator, context):
+        nonlocal calls
+        calls += 1
+        conn = calls
+        session = dict(context.invocation_metadata()).get("x-session", "?")
+        first = await context.read()
+        if first is grpc.aio.EOF or first.kind != "HELLO":
+            return
+        producer, consumer = streams.setdefault(session, (Producer(args), Consumer(session, "up", log)))
+        # One live call per session: an older one (its client gave up on it) stops now.
+        if session in active:
+            active[session].set()
+        stop = asyncio.Event()
+        active[session] = stop
+        log.write(event="connected", stream=session, conn=conn)
+        sender = Sender(context.write)
+        await sender.send(Update(kind="WELCOME", session_id=session, acked_sequence_id=consumer.processed))
+        for seq in producer.resume(first.acked_sequence_id):
+            await sender.send(Update(kind="MSG", session_id=session, sequence_id=seq))
+        writer = asyncio.ensure_future(pump(args, sender.send, producer,
+                                            lambda **f: Update(session_id=session, **f), stop))
+        try:
+            while not stop.is_set():
+                reading = asyncio.ensure_future(context.read())
+                stopping = asyncio.ensure_future(stop.wait())
+                done, _ = await asyncio.wait([reading, stopping], return_when=asyncio.FIRST_COMPLETED)
+                stopping.cancel()
+                if reading not in done:
+                    reading.cancel()
+                    break
+                message = reading.result()
+                if message is grpc.aio.EOF:
+                    break
+                if message.kind == "MSG":
+                    consumer.read(message.sequence_id, conn)
+                    await sender.send(Update(kind="ACK", session_id=session, acked_sequence_id=consumer.processed))
+                elif message.kind == "ACK":
+                    producer.acked(message.acked_sequence_id)
+        finally:
+            stop.set()
+            writer.cancel()
+            sender.close()
+
+    server = grpc.aio.server(options=[
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_ping_interval_without_data_ms", 100),
+        ("grpc.http2.max_ping_strikes", 0),
+    ])
+    handler = grpc.method_handlers_generic_handler("follow.v1.Follow", {
+        "Race": grpc.stream_stream_rpc_method_handler(
+            race, request_deserializer=Request.FromString, response_serializer=Update.SerializeToString),
+    })
+    server.add_generic_rpc_handlers((handler,))
+    server.add_insecure_port(args.listen)
+    await server.start()
+    await stop_event().wait()
+    await server.stop(0.5)
+
+
+async def run_client(args):
+    log = Log(args.log)
+    producer, consumer = Producer(args), Consumer(args.stream, "down", log)
+    stop_all = stop_event()
+    keepalive_ms = int(args.keepalive * 1000)
+    channel = grpc.aio.insecure_channel(args.connect, options=[
+        ("grpc.keepalive_time_ms", keepalive_ms),
+        ("grpc.keepalive_timeout_ms", int(args.keepalive_timeout * 1000)),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),
+        ("grpc.initial_reconnect_backoff_ms", 200),
+        ("grpc.max_reconnect_backoff_ms", 1000),
+    ])
+    race = channel.stream_stream(METHOD, request_serializer=Request.SerializeToString,
+                                 response_deserializer=Update.FromString)
+    conn = 0
+    while not stop_all.is_set():
+        conn += 1
+        call = race(metadata=(("x-session", args.stream),), wait_for_ready=True)
+        stop = asyncio.Event()
+        writer = None
+        sender = Sender(call.write)
+        try:
+            await sender.send(Request(kind="HELLO", session_id=args.stream, acked_sequence_id=consumer.processed))
+            welcome = await call.read()
+            if welcome is grpc.aio.EOF or welcome.kind != "WELCOME":
+                raise ConnectionError("no WELCOME")
+            log.write(event="connected", stream=args.stream, conn=conn)
+            for seq in producer.resume(welcome.acked_sequence_id):
+                await sender.send(Request(kind="MSG", session_id=args.stream, sequence_id=seq))
+            writer = asyncio.ensure_future(pump(args, sender.send, producer,
+                                                lambda **f: Request(session_id=args.stream, **f), stop))
+            while not stop_all.is_set():
+                reading = asyncio.ensure_future(call.read())
+                stopping = asyncio.ensure_future(stop_all.wait())
+                done, _ = await asyncio.wait([reading, stopping], return_when=asyncio.FIRST_COMPLETED)
+                stopping.cancel()
+                if reading not in done:
+                    reading.cancel()
+                    break
+                message = reading.result()
+                if message is grpc.aio.EOF:
+                    break
+                if message.kind == "MSG":
+                    consumer.read(message.sequence_id, conn)
+                    await sender.send(Request(kind="ACK", session_id=args.stream, acked_sequence_id=consumer.processed))
+                elif message.kind == "ACK":
+                    producer.acked(message.acked_sequence_id)
+        except (grpc.aio.AioRpcError, ConnectionError, asyncio.InvalidStateError) as error:
+            code = error.code().name if isinstance(error, grpc.aio.AioRpcError) else str(error)
+            log.write(event="call-ended", stream=args.stream, conn=conn, code=code)
+        finally:
+            stop.set()
+            if writer is not None:
+                writer.cancel()
+            sender.close()
+            call.cancel()
+        if not stop_all.is_set():
+            await asyncio.sleep(0.2)
+    await channel.close()
+
+
+_stop = None
+
+
+def stop_event():
+    global _stop
+    if _stop is None:
+        _stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for number in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(number, _stop.set)
+    return _stop
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("role", choices=["server", "client"])
+    parser.add_argument("--listen")
+    parser.add_argument("--connect")
+    parser.add_argument("--stream", default="c1")
+    parser.add_argument("--log", required=True)
+    parser.add_argument("--rate", type=float, default=50)
+    parser.add_argument("--keepalive", type=float, default=1.0)
+    parser.add_argument("--keepalive-timeout", type=float, default=1.5)
+    parser.add_argument("--send-for", type=float, default=1e9)
+    parser.add_argument("--drop-on-resume", type=int, default=0)
+    args = parser.parse_args()
+    asyncio.run(run_server(args) if args.role == "server" else run_client(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
