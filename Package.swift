@@ -29,6 +29,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
         .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.39.0"),
+        .package(url: "https://github.com/grpc/grpc-swift-2.git", from: "2.4.3"),
+        .package(url: "https://github.com/grpc/grpc-swift-nio-transport.git", from: "2.9.2"),
+        .package(url: "https://github.com/grpc/grpc-swift-protobuf.git", from: "2.4.1"),
     ],
     targets: [
         .target(
@@ -73,7 +76,11 @@ let package = Package(
             name: "ChaosDemo",
             dependencies: ["ChaosCore", .product(name: "Logging", package: "swift-log"),
                            .product(name: "NIOHTTP1", package: "swift-nio"),
-                           .product(name: "NIOWebSocket", package: "swift-nio")] + nio,
+                           .product(name: "NIOWebSocket", package: "swift-nio"),
+                           .product(name: "GRPCCore", package: "grpc-swift-2"),
+                           .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
+                           .product(name: "GRPCProtobuf", package: "grpc-swift-protobuf"),
+                           .product(name: "SwiftProtobuf", package: "swift-protobuf")] + nio,
             swiftSettings: strictSettings
         ),
         .target(

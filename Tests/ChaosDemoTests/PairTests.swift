@@ -5,7 +5,7 @@ import Testing
 
 @Suite("The reference pair over real sockets", .serialized, .timeLimit(.minutes(2)))
 struct PairTests {
-    @Test("the resilient client and server exchange messages both ways, each processed exactly once in order (TCP, WebSocket)",
+    @Test("the resilient client and server exchange messages both ways, each processed exactly once in order (TCP, WebSocket, gRPC)",
           arguments: DemoTransport.allCases)
     func exchange(transport: DemoTransport) async throws {
         let pair = try await PairHarness.start(transport: transport)
@@ -22,7 +22,7 @@ struct PairTests {
         #expect(up.seqs("c1").count >= 40 && up.isExactlyOnceInOrder("c1"))
     }
 
-    @Test("after connections are reset mid-stream the client reconnects at once and resumes with no loss and no duplicate (TCP, WebSocket)",
+    @Test("after connections are reset mid-stream the client reconnects at once and resumes with no loss and no duplicate (TCP, WebSocket, gRPC)",
           arguments: DemoTransport.allCases)
     func resetResume(transport: DemoTransport) async throws {
         let pair = try await PairHarness.start(rate: 200, transport: transport)
@@ -45,14 +45,20 @@ struct PairTests {
         await relay.stop()
 
         #expect(status.disconnects[.reset, default: 0] >= 3)
-        #expect(status.reconnectDelays.allSatisfy { $0 == .zero }) // each was the first retry after a reset
+        // Each was the first retry after a reset. Over gRPC the transport reconnects its own connection, and a call
+        // placed while it notices the reset can fail once more (then backs off): the first retry is still at once.
+        if transport == .grpc {
+            #expect(status.reconnectDelays.first == .zero, "\(status.reconnectDelays) \(status.disconnects)")
+        } else {
+            #expect(status.reconnectDelays.allSatisfy { $0 == .zero }, "\(status.reconnectDelays) \(status.disconnects)")
+        }
         let down = try GroundTruth(path: pair.clientLog), up = try GroundTruth(path: pair.serverLog)
         #expect(down.isExactlyOnceInOrder("c1") && down.seqs("c1").count >= 120)
         #expect(up.isExactlyOnceInOrder("c1") && up.seqs("c1").count >= 100)
         #expect(up.events(named: "resumed").count >= 4)
     }
 
-    @Test("a half-open connection is noticed by the heartbeat (a WebSocket ping over WebSocket) within interval + timeout and the stream resumes intact",
+    @Test("a half-open connection is noticed by the heartbeat (a WebSocket ping, an HTTP/2 keepalive PING) within interval + timeout and the stream resumes intact",
           arguments: DemoTransport.allCases)
     func halfOpenDetected(transport: DemoTransport) async throws {
         let pair = try await PairHarness.start(transport: transport)

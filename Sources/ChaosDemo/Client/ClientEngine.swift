@@ -52,10 +52,7 @@ final class ClientEngine: WireConnectionDelegate, @unchecked Sendable {
 
     func start() async throws {
         let stateFile = configuration.statePath.map(ClientStateFile.init(path:))
-        let restored = try stateFile?.load()
-        if let restored, restored.stream != stream {
-            throw ChaosError.badInput("state file '\(configuration.statePath ?? "")' belongs to stream '\(restored.stream)', not '\(stream)'")
-        }
+        let restored = try stateFile?.load(stream: stream)
         let processedLog = try ProcessedLog(path: configuration.logPath)
         try await loop.submit {
             self.log = processedLog
@@ -130,7 +127,7 @@ final class ClientEngine: WireConnectionDelegate, @unchecked Sendable {
             .channelInitializer { [configuration] channel in
                 channel.eventLoop.makeCompletedFuture {
                     switch configuration.transport {
-                    case .tcp:
+                    case .tcp, .grpc: // gRPC has its own engine: never here
                         try channel.pipeline.syncOperations.addHandlers([
                             ByteToMessageHandler(LineFrameDecoder()), WireHandler(delegate: self),
                         ])

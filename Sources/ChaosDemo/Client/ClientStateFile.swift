@@ -38,6 +38,15 @@ struct ClientStateFile: Sendable {
         }
     }
 
+    /// The stored state of `stream`; a file that belongs to another stream is bad input.
+    func load(stream: String) throws -> ClientState? {
+        let restored = try load()
+        if let restored, restored.stream != stream {
+            throw ChaosError.badInput("state file '\(path)' belongs to stream '\(restored.stream)', not '\(stream)'")
+        }
+        return restored
+    }
+
     /// Replaces the stored state atomically.
     func save(_ state: ClientState) throws {
         let encoder = JSONEncoder()

@@ -11,34 +11,53 @@ import NIOPosix
 public final class DemoClient: Sendable {
     /// The settings the client was made with.
     public let configuration: DemoClientConfiguration
-    let engine: ClientEngine
+    /// The NIO engine (TCP and WebSocket), or the gRPC one.
+    private let backend: Backend
+
+    private enum Backend: Sendable {
+        case nio(ClientEngine)
+        case grpc(GRPCClientEngine)
+    }
 
     /// A client that does nothing until ``start()``.
     public init(configuration: DemoClientConfiguration) {
         self.configuration = configuration
-        self.engine = ClientEngine(configuration: configuration, loop: MultiThreadedEventLoopGroup.singleton.next())
+        backend = configuration.transport == .grpc ? .grpc(GRPCClientEngine(configuration: configuration))
+            : .nio(ClientEngine(configuration: configuration, loop: MultiThreadedEventLoopGroup.singleton.next()))
     }
 
     /// Validates the configuration, restores the state file, opens the log and starts connecting
     /// (it does not wait for the connection: a server that is not up yet is retried with backoff).
     public func start() async throws {
         try configuration.validate()
-        try await engine.start()
+        switch backend {
+        case .nio(let engine): try await engine.start()
+        case .grpc(let engine): try await engine.start()
+        }
     }
 
     /// Waits until the client has stopped (``stop()`` or the configured duration).
     public func run() async {
-        try? await engine.stoppedPromise.futureResult.get()
+        switch backend {
+        case .nio(let engine): try? await engine.stoppedPromise.futureResult.get()
+        case .grpc(let engine): await engine.run()
+        }
     }
 
     /// Stops producing and reconnecting, persists the state, closes the connection and the log.
     public func stop() async {
-        try? await engine.loop.flatSubmit { self.engine.stop() }.get()
+        switch backend {
+        case .nio(let engine): try? await engine.loop.flatSubmit { engine.stop() }.get()
+        case .grpc(let engine): await engine.stop()
+        }
     }
 
     /// A snapshot of the client's progress.
     public func status() async -> DemoClientStatus {
-        (try? await engine.loop.submit { self.engine.snapshot() }.get()) ?? DemoClientStatus()
+        switch backend {
+        case .nio(let engine): (try? await engine.loop.submit { engine.snapshot() }.get()) ?? DemoClientStatus()
+        case .grpc(let engine): engine.snapshot()
+        }
     }
 }
 

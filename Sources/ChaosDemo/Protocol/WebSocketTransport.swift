@@ -9,6 +9,9 @@ public enum DemoTransport: String, Sendable, CaseIterable {
     case tcp
     /// WebSocket (RFC 6455, cleartext): one text message per line; the client names its stream in a header.
     case websocket
+    /// gRPC (HTTP/2 cleartext): one bidirectional-streaming call per connection, one `Envelope` per message,
+    /// HTTP/2 keepalive as the heartbeat; the stream is also in `x-chaos-stream` metadata.
+    case grpc
 }
 
 /// The channel pipelines of the WebSocket transport.

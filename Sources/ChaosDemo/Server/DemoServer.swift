@@ -12,34 +12,53 @@ import NIOPosix
 public final class DemoServer: Sendable {
     /// The settings the server was made with.
     public let configuration: DemoServerConfiguration
-    let engine: ServerEngine
+    /// The NIO engine (TCP and WebSocket), or the gRPC one.
+    private let backend: Backend
+
+    private enum Backend: Sendable {
+        case nio(ServerEngine)
+        case grpc(GRPCServerEngine)
+    }
 
     /// A server that does nothing until ``start()``.
     public init(configuration: DemoServerConfiguration) {
         self.configuration = configuration
-        self.engine = ServerEngine(configuration: configuration, loop: MultiThreadedEventLoopGroup.singleton.next())
+        backend = configuration.transport == .grpc ? .grpc(GRPCServerEngine(configuration: configuration))
+            : .nio(ServerEngine(configuration: configuration, loop: MultiThreadedEventLoopGroup.singleton.next()))
     }
 
     /// Validates the configuration, opens the log and binds the listener; returns the bound address
     /// (the real port when the configuration asked for port 0).
     public func start() async throws -> DemoAddress {
         try configuration.validate()
-        return try await engine.start()
+        switch backend {
+        case .nio(let engine): return try await engine.start()
+        case .grpc(let engine): return try await engine.start()
+        }
     }
 
     /// Waits until the server has stopped.
     public func run() async {
-        try? await engine.stoppedPromise.futureResult.get()
+        switch backend {
+        case .nio(let engine): try? await engine.stoppedPromise.futureResult.get()
+        case .grpc(let engine): await engine.run()
+        }
     }
 
     /// Stops listening, closes every connection and timer and flushes the log.
     public func stop() async {
-        try? await engine.loop.flatSubmit { self.engine.stop() }.get()
+        switch backend {
+        case .nio(let engine): try? await engine.loop.flatSubmit { engine.stop() }.get()
+        case .grpc(let engine): await engine.stop()
+        }
     }
 
     /// A snapshot of one stream's state, nil when no client named it yet.
     public func status(ofStream name: String) async -> DemoStreamStatus? {
-        try? await engine.loop.submit { self.engine.status(of: name) }.get()
+        switch backend {
+        case .nio(let engine): try? await engine.loop.submit { engine.status(of: name) }.get()
+        case .grpc(let engine): engine.status(of: name)
+        }
     }
 }
 

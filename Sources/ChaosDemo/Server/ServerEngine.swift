@@ -39,7 +39,7 @@ final class ServerEngine: WireConnectionDelegate, @unchecked Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: idle))
                     switch configuration.transport {
-                    case .tcp:
+                    case .tcp, .grpc: // gRPC has its own engine: never here
                         try channel.pipeline.syncOperations.addHandlers([
                             ByteToMessageHandler(LineFrameDecoder()), WireHandler(delegate: self),
                         ])

@@ -31,7 +31,7 @@ struct DemoServerCommand: AsyncParsableCommand {
     var idleTimeout: String?
     @Option(help: "Most unacknowledged downstream messages kept per stream.")
     var queue = 1000
-    @Option(help: "tcp (NDJSON lines) or websocket (one text message per line, WebSocket pings as heartbeats).")
+    @Option(help: "tcp (NDJSON lines), websocket (one text message per line, WebSocket pings as heartbeats) or grpc (one bidirectional-streaming call, HTTP/2 keepalive).")
     var transport = "tcp"
 
     func run() async throws {
@@ -82,7 +82,7 @@ struct DemoClientCommand: AsyncParsableCommand {
     var heartbeatTimeout = "3s"
     @Option(help: "Most unacknowledged upstream messages kept.")
     var queue = 1000
-    @Option(help: "tcp (NDJSON lines) or websocket (the stream named in an X-Chaos-Stream upgrade header).")
+    @Option(help: "tcp (NDJSON lines), websocket (the stream named in an X-Chaos-Stream upgrade header) or grpc (x-chaos-stream metadata, HTTP/2 keepalive).")
     var transport = "tcp"
 
     func run() async throws {
@@ -134,7 +134,7 @@ final class DemoSignals {
     }
 }
 
-/// `--transport tcp|websocket`.
+/// `--transport tcp|websocket|grpc`.
 enum DemoTransportFlag {
     static func parse(_ text: String) throws -> DemoTransport {
         guard let transport = DemoTransport(rawValue: text) else {
