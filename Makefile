@@ -2,7 +2,7 @@
 # Debian machine with Swift: they install the Debian packages that are missing, then build.
 
 SWIFT ?= swift
-APT_PACKAGES := libpcap-dev tshark tcpdump socat haproxy iperf3 iproute2 jq python3
+APT_PACKAGES := libpcap-dev zlib1g-dev tshark tcpdump socat haproxy iperf3 iproute2 jq python3
 CHAOS := .build/debug/chaos
 
 .PHONY: all deps build demo test bench fuzz clean
@@ -20,6 +20,7 @@ deps:
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
 	fi
 	@python3 -c 'import scapy' 2>/dev/null || python3 -m pip install -q scapy
+	@python3 -c 'import websockets' 2>/dev/null || python3 -m pip install -q websockets
 
 build: deps
 	$(SWIFT) build --product chaos

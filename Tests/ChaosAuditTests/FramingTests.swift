@@ -85,7 +85,7 @@ struct FramingTests {
 
     @Test("unsupported framing and a bad regex are bad input")
     func badSpecs() {
-        #expect(throws: ChaosError.self) { try AuditEngine(spec: ProtocolSpec(framing: .websocket)) }
+        #expect(throws: ChaosError.self) { try AuditEngine(spec: ProtocolSpec(framing: .grpc)) }
         #expect(throws: ChaosError.self) { try AuditEngine(spec: ProtocolSpec(format: .text, regex: "(")) }
         #expect(throws: ChaosError.self) { try AuditEngine(spec: ProtocolSpec(format: .text, regex: "(?<other>x)")) }
     }
