@@ -72,6 +72,9 @@ final class WebSocketDecoder: LegDecoder {
         }
     }
 
+    /// The bytes the decoder holds in its buffers (what a test checks stays bounded).
+    var bufferedCapacity: Int { head.capacity + control.capacity + message.capacity + scratch.capacity }
+
     func dropPartial() {
         head.removeAll(keepingCapacity: false)
         message = []

@@ -77,6 +77,15 @@ struct PerMessageDeflate: Equatable {
     /// The client's LZ77 window (`client_max_window_bits`, 8...15, default 15).
     var clientMaxWindowBits = 15
 
+    /// Parameters as given (the defaults are RFC 7692's).
+    init(serverNoContextTakeover: Bool = false, clientNoContextTakeover: Bool = false, serverMaxWindowBits: Int = 15,
+         clientMaxWindowBits: Int = 15) {
+        self.serverNoContextTakeover = serverNoContextTakeover
+        self.clientNoContextTakeover = clientNoContextTakeover
+        self.serverMaxWindowBits = serverMaxWindowBits
+        self.clientMaxWindowBits = clientMaxWindowBits
+    }
+
     /// Reads the accepted extension from a response's `Sec-WebSocket-Extensions` value; nil when it does not
     /// accept permessage-deflate (or names a parameter or value RFC 7692 does not allow).
     init?(accepted value: String) {
