@@ -15,6 +15,7 @@ public struct HTMLRenderer: Sendable {
     static let anomalyColors: [String: String] = [
         "gap": "#d62728", "lost": "#a50f15", "duplicated": "#ff7f0e", "redelivered": "#2ca02c", "reordered": "#9467bd",
         "truncated": "#8c564b", "framing": "#000000", "undecodable": "#7f7f7f", "unconfirmed": "#bcbd22", "seq jump": "#e377c2",
+        "protocol": "#17becf", "oversized": "#aec7e8",
     ]
 
     /// The HTML text.
