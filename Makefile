@@ -32,7 +32,7 @@ demo: build
 # The capture comparisons (a live audit against tcpdump of the same run, with third-party pairs) run on their
 # own after the rest: each drives a whole run and a tcpdump, and the two cores are enough for one at a time.
 # Nothing here asserts a wall-clock tolerance: timing is tested in virtual time, and measured by `make bench`.
-HEAVY_SUITES := CaptureAuditTests|DeliveredMeansAcknowledgedTests
+HEAVY_SUITES := CaptureAuditTests|DeliveredMeansAcknowledgedTests|WebSocketPairTests
 
 test: deps
 	$(SWIFT) build --build-tests

@@ -48,7 +48,8 @@ extension AuditEngine {
 
     private func protocolEvent(_ event: ProtocolEvent, at offset: Int64, pipe: FramePipe, connection: ConnectionState,
                                time: Int64) {
-        let delivered = pipe.role == .delivered
+        // Counted once, as read from the producer (what the peer said); the written copy is the same frame.
+        let read = pipe.role == .sent
         switch event {
         case .upgradeRequested:
             guard pipe.role == .sent, let session = connection.session else { return }
@@ -60,18 +61,19 @@ extension AuditEngine {
                 }
             }
         case .upgraded:
-            if delivered { protocolStats.upgrades += 1 }
+            if read { protocolStats.upgrades += 1 }
         case .upgradeFailed:
-            if delivered { protocolStats.upgradeFailures += 1 }
+            if read { protocolStats.upgradeFailures += 1 }
         case .close(let code, _):
-            if pipe.role == .sent { connection.closeFrames += 1 }
-            if delivered { protocolStats.close(code: code.map(String.init) ?? "none", fault: faults.label?.kind ?? "none") }
+            guard read else { return }
+            connection.closeFrames += 1
+            protocolStats.close(code: code.map(String.init) ?? "none", fault: faults.label?.kind ?? "none")
         case .ping:
-            if delivered { protocolStats.pings += 1 }
+            if read { protocolStats.pings += 1 }
         case .pong:
-            if delivered { protocolStats.pongs += 1 }
+            if read { protocolStats.pongs += 1 }
         case .oversized(let bytes, _):
-            guard delivered else { return }
+            guard read else { return }
             protocolStats.oversized += 1
             guard !connection.reportedOversized else { return }
             connection.reportedOversized = true
@@ -80,9 +82,11 @@ extension AuditEngine {
         }
     }
 
-    /// A WebSocket connection's first leg closed: with no close frame either way after its upgrade, it is an
-    /// abnormal closure (1006).
+    /// Both legs of a WebSocket connection closed: with no close frame read either way after its upgrade, it is
+    /// an abnormal closure (1006). Judged once per connection.
     func endedWithoutClose(_ connection: ConnectionState) {
+        guard !connection.closeJudged else { return }
+        connection.closeJudged = true
         guard connection.session?.accepted == true, connection.closeFrames == 0 else { return }
         protocolStats.abnormalClosures += 1
         protocolStats.close(code: "1006", fault: faults.label?.kind ?? "none")

@@ -227,10 +227,9 @@ extension AuditEngine {
             recovery.closed(id, side: side, kind: how, at: time, first: first, streams: first ? carried : [])
             if first { activity.count(.closed, at: time) }
         }
-        if first {
-            connectionStats.closed += 1
-            if !synthetic { endedWithoutClose(connection) }
-        }
+        if first { connectionStats.closed += 1 }
+        // Once both producers stopped, every close frame either sent is read: none means an abnormal closure.
+        if connection.fullyClosed, !synthetic { endedWithoutClose(connection) }
         if connection.fullyClosed {
             // Both sides have stopped sending, but what the proxy still held for them (a partition's backlog,
             // a latency queue) may be written after their FINs: the connection retires a grace later.

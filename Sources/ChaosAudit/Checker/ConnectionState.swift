@@ -26,8 +26,10 @@ final class ConnectionState {
     let session: WebSocketSession?
     /// Per direction (upstream 0, downstream 1): the stream named by the upgrade request (`header:` / `query:`).
     var handshakeStreams: [[UInt8]?] = [nil, nil]
-    /// Close frames read from each producer so far (client 0, server 1).
+    /// Close frames read from either producer so far.
     var closeFrames = 0
+    /// Whether the connection's end was judged (a close frame seen, or 1006).
+    var closeJudged = false
 
     init(id: ConnectionID, layer: ProtocolLayer) {
         self.id = id
