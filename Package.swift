@@ -114,7 +114,7 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .testTarget(
-            name: "ChaosAuditTests", dependencies: ["ChaosCore", "ChaosAudit", "CZlib"], swiftSettings: strictSettings
+            name: "ChaosAuditTests", dependencies: ["ChaosCore", "ChaosAudit"], swiftSettings: strictSettings
         ),
         .testTarget(
             name: "ChaosReportTests",

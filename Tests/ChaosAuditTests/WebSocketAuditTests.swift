@@ -119,7 +119,7 @@ struct WebSocketAuditTests {
     func deflated() throws {
         var s = TrafficScript()
         Self.open(&s, 1, extensions: "permessage-deflate; client_no_context_takeover")
-        let up = Deflater(contextTakeover: false), down = Deflater()
+        let up = Deflater(takeover: false), down = Deflater(takeover: true)
         for seq in 1...5 {
             Self.relay(&s, 1, W.frame(1, up.compress(Array(Self.message(seq).utf8)), rsv1: true, mask: W.clientMask), .upstream)
             Self.relay(&s, 1, W.frame(1, down.compress(Array(Self.message(seq).utf8)), rsv1: true), .downstream)

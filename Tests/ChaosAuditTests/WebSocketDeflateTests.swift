@@ -22,7 +22,7 @@ struct WebSocketDeflateTests {
                       ("permessage-deflate; server_no_context_takeover; server_max_window_bits=\"9\"", false, 9)])
     func serverMessages(extensions: String, takeover: Bool, bits: Int32) {
         let (decoder, head) = Self.downstream(extensions)
-        let deflater = Deflater(windowBits: bits, contextTakeover: takeover)
+        let deflater = Deflater(bits: bits, takeover: takeover)
         var bytes = head
         for message in Self.messages { bytes += W.frame(1, deflater.compress(Array(message.utf8)), rsv1: true) }
         let texts = Decoded.feed(decoder, bytes).compactMap { if case .message(let text, _, _) = $0 { text } else { nil } }
@@ -32,7 +32,7 @@ struct WebSocketDeflateTests {
 
     @Test("with context takeover, later messages refer back to earlier ones: inflating them as separate streams would fail")
     func takeoverIsReallyShared() {
-        let deflater = Deflater(contextTakeover: true)
+        let deflater = Deflater(takeover: true)
         let first = deflater.compress(Array(Self.messages[0].utf8)), second = deflater.compress(Array(Self.messages[0].utf8))
         #expect(second.count < first.count / 2, "the repeat is a back-reference into the previous message")
         // Negotiated without context takeover, the second message refers to a window the decoder reset: a problem.
@@ -49,7 +49,7 @@ struct WebSocketDeflateTests {
         _ = Decoded.feed(serverLeg, W.response(extensions: "permessage-deflate; client_no_context_takeover"))
         let decoder = WebSocketDecoder(upstream: true, session: session, cap: 1 << 20)
         let big = String((0..<20_000).map { "\($0 % 97)," }.joined().prefix(70_000))
-        let compressed = Deflater(contextTakeover: false).compress(Array(big.utf8))
+        let compressed = Deflater(takeover: false).compress(Array(big.utf8))
         let third = compressed.count / 3
         let m = W.clientMask
         let bytes = W.request() + W.frame(2, Array(compressed[..<third]), fin: false, rsv1: true, mask: m)
@@ -67,7 +67,7 @@ struct WebSocketDeflateTests {
     func inflatedPastCap() {
         let session = WebSocketSession()
         let decoder = WebSocketDecoder(upstream: false, session: session, cap: 4096)
-        let deflater = Deflater(contextTakeover: true)
+        let deflater = Deflater(takeover: true)
         let bomb = [UInt8](repeating: 0x7B, count: 1 << 20)
         let bytes = W.response(extensions: "permessage-deflate") + W.frame(2, deflater.compress(bomb), rsv1: true)
             + W.frame(1, deflater.compress(Array(Self.messages[1].utf8)), rsv1: true)

@@ -1,5 +1,4 @@
 @testable import ChaosAudit
-import CZlib
 
 /// Builds WebSocket bytes by hand (RFC 6455 5.2): handshakes and frames in every length form, masked or not,
 /// and permessage-deflate payloads compressed with system zlib (RFC 7692 7.2.1).
@@ -46,42 +45,10 @@ enum WebSocketWire {
     }
 }
 
-/// A raw deflate stream as a permessage-deflate sender runs it: each message flushed with Z_SYNC_FLUSH and its
-/// trailing 00 00 ff ff removed; with `contextTakeover` false, a fresh window for every message.
-final class Deflater {
-    private let stream = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
-    let contextTakeover: Bool
-    let windowBits: Int32
-
-    init(windowBits: Int32 = 15, contextTakeover: Bool = true) {
-        self.windowBits = windowBits
-        self.contextTakeover = contextTakeover
-        stream.initialize(to: z_stream())
-        precondition(czlib_deflate_init2(stream, 6, -windowBits, 8) == Z_OK)
-    }
-
-    deinit {
-        deflateEnd(stream)
-        stream.deallocate()
-    }
-
-    func compress(_ message: [UInt8]) -> [UInt8] {
-        var input = message
-        var output = [UInt8](repeating: 0, count: message.count + 1024)
-        let produced = input.withUnsafeMutableBufferPointer { inBuffer in
-            output.withUnsafeMutableBufferPointer { outBuffer in
-                stream.pointee.next_in = inBuffer.baseAddress
-                stream.pointee.avail_in = UInt32(inBuffer.count)
-                stream.pointee.next_out = outBuffer.baseAddress
-                stream.pointee.avail_out = UInt32(outBuffer.count)
-                precondition(deflate(stream, Z_SYNC_FLUSH) == Z_OK)
-                return outBuffer.count - Int(stream.pointee.avail_out)
-            }
-        }
-        if !contextTakeover { deflateReset(stream) }
-        let result = Array(output[..<produced])
-        precondition(result.suffix(4) == [0, 0, 0xFF, 0xFF])
-        return Array(result.dropLast(4))
+extension Deflater {
+    /// A compressor for tests: zlib starting is not what they test.
+    convenience init(bits: Int32 = 15, takeover: Bool = true) {
+        self.init(windowBits: Int(bits), contextTakeover: takeover)!
     }
 }
 

@@ -8,7 +8,8 @@ permessage-deflate (websockets' default), logging every message each consumer *r
 The client names its stream in an `X-Stream` header of the upgrade request and opens with HELLO{ack}; the server
 answers WELCOME{ack}; each side retransmits what the other has not processed and streams MSG messages (the
 client's carry `seq`, the server's `n`: the two directions have different fields). Consumers answer ACK{ack}.
-Every 10th message carries ~140 KB (a frame with a 64-bit length), every 7th is sent in three fragments.
+Every 10th message carries 66 KB of hex (over 64 KiB: a 64-bit length before deflate), every 7th is sent in
+three fragments.
 Heartbeats are WebSocket pings (the library answers pongs); a connection silent for --timeout seconds is closed
 with a close frame (1001) and the client reconnects.
 
@@ -58,7 +59,7 @@ class Producer:
     def make(self):
         seq = self.next_seq
         self.next_seq += 1
-        size = 70_000 if seq % 10 == 0 else 20
+        size = 33_000 if seq % 10 == 0 else 20  # 66,000 hex characters: over 64 KiB
         payload = random.Random(seq).randbytes(size).hex()
         text = json.dumps({"type": "MSG", self.field: seq, "payload": payload})
         self.unacked.append((seq, text))
