@@ -62,7 +62,6 @@ extension ScenarioReader {
         let map = try value.mapping(what, allowed: ["seq", "stream", "ack", "type", "ignore"])
         var override = ProtocolSpec.DirectionOverride()
         override.seq = try map["seq"].map { try $0.string("\(what).seq") }
-        if override.seq?.isEmpty == true, let seq = map["seq"] { throw seq.error("\(what).seq is empty") }
         override.stream = try map["stream"].map { try streamKey($0, "\(what).stream", framing: framing) }
         override.ack = try map["ack"].map { try $0.string("\(what).ack") }
         override.type = try map["type"].map { try $0.string("\(what).type") }
