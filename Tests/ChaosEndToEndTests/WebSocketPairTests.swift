@@ -4,7 +4,8 @@ import Testing
 /// A real third-party WebSocket peer (the Python `websockets` library, permessage-deflate on, fragmented messages
 /// and messages over 64 KiB) through `chaos run` with a partition and disconnects: the audit's counts equal what
 /// the pair's own consumers logged (Tests/Fixtures/pairs/resumable_ws_pair.py), for a correct pair, one that drops
-/// a message on resume and one that sends a message twice on a connection.
+/// a message on resume and one that sends a message twice on a connection; and `chaos audit` of the run's capture
+/// gives the live counts.
 @Suite("WebSocket pair: the audit equals the pair's own logs", .serialized, .timeLimit(.minutes(3)))
 struct WebSocketPairTests {
     static let pair = ChaosCLI.packageRoot.appendingPathComponent("Tests/Fixtures/pairs/resumable_ws_pair.py").path
@@ -48,16 +49,16 @@ struct WebSocketPairTests {
     }
 
     /// Runs the scenario with `bug` flags for the pair; returns the run folder and the exit status.
-    static func run(bug: String) async throws -> (folder: String, status: Int32) {
+    static func run(bug: String, capture: Bool = false) async throws -> (folder: String, scenario: String, status: Int32) {
         let listen = ChaosCLI.freePort()
         var upstream = ChaosCLI.freePort()
         while upstream == listen { upstream = ChaosCLI.freePort() }
         let file = try ChaosCLI.scenarioFile(scenario(listen: listen, upstream: upstream, bug: bug))
         let base = FileManager.default.temporaryDirectory.appendingPathComponent("ws-pair-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
-        let result = try await ChaosCLI.run(["run", file, "--out", "\(base)/run"], timeout: 90)
+        let result = try await ChaosCLI.run(["run", file, "--out", "\(base)/run"] + (capture ? ["--capture"] : []), timeout: 90)
         #expect(result.status != 2, "\(result.stdout)\n\(result.stderr)")
-        return ("\(base)/run", result.status)
+        return ("\(base)/run", file, result.status)
     }
 
     /// Checks every count against the logs; returns the audit's totals of lost and duplicated.
@@ -81,15 +82,27 @@ struct WebSocketPairTests {
         return (lost, duplicated, json)
     }
 
-    @Test("a correct pair passes, every count equal to its logs, with deflate, fragments and 66 KB messages")
+    @Test("a correct pair passes, every count equal to its logs, with deflate, fragments and 66 KB messages; its capture audits the same")
     func correctPair() async throws {
-        let run = try await Self.run(bug: "")
+        let run = try await Self.run(bug: "", capture: true)
         #expect(run.status == 0, "the run must pass (\(run.folder))")
         let (lost, duplicated, json) = try Self.compare(run.folder)
         #expect(lost == 0 && duplicated == 0)
         let events = try #require(json["protocol_events"] as? [String: Any] ?? json["protocolEvents"] as? [String: Any])
         #expect((events["upgrades"] as? Int ?? 0) >= 4, "a connection per client, then reconnects: \(events)")
         #expect((events["pings"] as? Int ?? 0) > 0)
+        let offline = try await ChaosCLI.run(["audit", "\(run.folder)/capture.pcap", "--protocol-from", run.scenario,
+                                              "--out", "\(run.folder)-offline"])
+        #expect(offline.status == 0, "\(offline.stdout)\n\(offline.stderr)")
+        let live = try DeliveredMeansAcknowledgedTests.streams(run.folder)
+        let fromCapture = try DeliveredMeansAcknowledgedTests.streams("\(run.folder)-offline")
+        for (key, stream) in live {
+            for count in ["delivered", "ok", "lost", "duplicated", "redelivered"] {
+                #expect(fromCapture[key]?[count] == stream[count], "capture \(key) \(count): \(fromCapture[key]?[count] ?? -1), live \(stream[count] ?? -1)")
+            }
+        }
+        let offlineEvents = try DeliveredMeansAcknowledgedTests.reportJSON("\(run.folder)-offline")["protocol_events"] as? [String: Any]
+        #expect(offlineEvents?["close_codes"] as? [String: Int] == events["close_codes"] as? [String: Int])
         try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: run.folder).deletingLastPathComponent().path)
     }
 
