@@ -29,32 +29,33 @@ final class WebSocketDecoder: LegDecoder {
     let session: WebSocketSession
     /// The largest message kept (inflated size).
     let cap: Int
+    /// Where the decoder is (the state below is shared with the `+Handshake` and `+Payload` extensions).
     var phase: Phase = .handshake
     /// The handshake read so far, then a frame header split across reads.
     var head: [UInt8] = []
 
     // The current frame.
-    private var opcode: UInt8 = 0
-    private var fin = false
-    private var masked = false
+    var opcode: UInt8 = 0
+    var fin = false
+    var masked = false
     /// The masking key, first key byte lowest.
-    private var mask: UInt32 = 0
+    var mask: UInt32 = 0
     /// The payload position modulo 4 (the mask byte to use next).
-    private var maskIndex = 0
-    private var frameLength: UInt64 = 0
-    private var remaining: UInt64 = 0
-    private var control: [UInt8] = []
+    var maskIndex = 0
+    var frameLength: UInt64 = 0
+    var remaining: UInt64 = 0
+    var control: [UInt8] = []
 
     // The current message (one or more frames).
-    private var messageOpen = false
-    private var messageBinary = false
-    private var messageCompressed = false
-    private var message: [UInt8] = []
+    var messageOpen = false
+    var messageBinary = false
+    var messageCompressed = false
+    var message: [UInt8] = []
     /// Bytes of the message so far (inflated when compressed), kept or not.
-    private var messageSize: UInt64 = 0
-    private var oversized = false
-    private var inflater: Inflater?
-    private var scratch: [UInt8] = []
+    var messageSize: UInt64 = 0
+    var oversized = false
+    var inflater: Inflater?
+    var scratch: [UInt8] = []
 
     /// A decoder for the `upstream` (client → server) or downstream leg, sharing `session` with the connection's
     /// other legs; messages over `cap` bytes are counted, not kept.
@@ -212,103 +213,5 @@ final class WebSocketDecoder: LegDecoder {
     func becomeOversized() {
         oversized = true
         message = []
-    }
-
-    // MARK: payloads
-
-    private func readPayload(_ input: UnsafeBufferPointer<UInt8>, from start: Int, _ output: (DecoderOutput) -> Void) -> Int {
-        let take = Int(min(remaining, UInt64(input.count - start)))
-        let chunk = UnsafeBufferPointer(rebasing: input[start..<(start + take)])
-        let end = start + take
-        if opcode >= 8 {
-            appendUnmasked(chunk, to: &control)
-        } else if fin, opcode != 0, !masked, !messageCompressed, !oversized, UInt64(take) == frameLength {
-            // A whole unfragmented, uncompressed, unmasked frame in this read: handed over in place, no copy.
-            messageOpen = false
-            phase = .header
-            output(.message(chunk, end: end, binary: messageBinary))
-            return end
-        } else if messageCompressed {
-            guard inflate(chunk) else {
-                stop("a compressed message that does not inflate (not a permessage-deflate stream)", at: end, output)
-                return input.count
-            }
-        } else if !oversized {
-            appendUnmasked(chunk, to: &message)
-        }
-        remaining -= UInt64(take)
-        if remaining == 0 { frameEnded(at: end, output) }
-        return phase == .stopped ? input.count : end
-    }
-
-    /// Appends `chunk` to `buffer`, unmasked when the frame is masked.
-    @inline(__always)
-    private func appendUnmasked(_ chunk: UnsafeBufferPointer<UInt8>, to buffer: inout [UInt8]) {
-        let old = buffer.count
-        buffer.append(contentsOf: chunk)
-        guard masked else { return }
-        let key = mask, start = maskIndex
-        buffer.withUnsafeMutableBufferPointer { bytes in
-            for index in 0..<chunk.count {
-                bytes[old + index] ^= UInt8(truncatingIfNeeded: key >> (8 * UInt32((start + index) & 3)))
-            }
-        }
-        maskIndex = (maskIndex + chunk.count) & 3
-    }
-
-    /// Inflates part of a compressed message's payload (unmasked first, through a bounded scratch buffer).
-    private func inflate(_ chunk: UnsafeBufferPointer<UInt8>) -> Bool {
-        guard let inflater else { return false }
-        guard masked else { return inflater.inflate(chunk) { self.appendInflated($0) } }
-        var offset = 0
-        while offset < chunk.count {
-            let piece = min(Inflater.chunk, chunk.count - offset)
-            scratch.removeAll(keepingCapacity: true)
-            appendUnmasked(UnsafeBufferPointer(rebasing: chunk[offset..<(offset + piece)]), to: &scratch)
-            let ok = scratch.withUnsafeBufferPointer { inflater.inflate($0) { self.appendInflated($0) } }
-            guard ok else { return false }
-            offset += piece
-        }
-        return true
-    }
-
-    private func appendInflated(_ bytes: UnsafeBufferPointer<UInt8>) {
-        messageSize = messageSize &+ UInt64(bytes.count)
-        guard !oversized else { return }
-        if messageSize > UInt64(cap) { return becomeOversized() }
-        message.append(contentsOf: bytes)
-    }
-
-    private func frameEnded(at end: Int, _ output: (DecoderOutput) -> Void) {
-        phase = .header
-        if opcode >= 8 { return controlFrame(at: end, output) }
-        guard fin else { return }
-        if messageCompressed, let inflater {
-            let reset = session.deflate?.noContextTakeover(upstream: upstream) ?? true
-            guard inflater.finishMessage(reset: reset, { self.appendInflated($0) }) else {
-                return stop("a compressed message that does not inflate (not a permessage-deflate stream)", at: end, output)
-            }
-        }
-        messageOpen = false
-        if oversized {
-            output(.event(.oversized(bytes: Int(clamping: messageSize), end: end), at: end))
-            oversized = false
-        } else {
-            message.withUnsafeBufferPointer { output(.message($0, end: end, binary: messageBinary)) }
-        }
-        message.removeAll(keepingCapacity: message.capacity <= 1 << 20)
-    }
-
-    private func controlFrame(at end: Int, _ output: (DecoderOutput) -> Void) {
-        switch opcode {
-        case 8:
-            guard control.count != 1 else { return stop("a close frame with a 1-byte payload (a code takes 2)", at: end, output) }
-            let code = control.count >= 2 ? UInt16(control[0]) << 8 | UInt16(control[1]) : nil
-            let reason = control.count > 2 ? String(decoding: control[2...], as: UTF8.self) : ""
-            phase = .closed
-            output(.event(.close(code: code, reason: reason), at: end))
-        case 9: output(.event(.ping, at: end))
-        default: output(.event(.pong, at: end))
-        }
     }
 }
