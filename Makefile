@@ -2,7 +2,7 @@
 # Debian machine with Swift: they install the Debian packages that are missing, then build.
 
 SWIFT ?= swift
-APT_PACKAGES := libpcap-dev tshark tcpdump socat haproxy iperf3 iproute2 jq python3
+APT_PACKAGES := libpcap-dev zlib1g-dev tshark tcpdump socat haproxy iperf3 iproute2 jq python3
 CHAOS := .build/debug/chaos
 
 .PHONY: all deps build demo test bench fuzz clean
@@ -20,6 +20,7 @@ deps:
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
 	fi
 	@python3 -c 'import scapy' 2>/dev/null || python3 -m pip install -q scapy
+	@python3 -c 'import websockets' 2>/dev/null || python3 -m pip install -q websockets
 
 build: deps
 	$(SWIFT) build --product chaos
@@ -31,7 +32,7 @@ demo: build
 # The capture comparisons (a live audit against tcpdump of the same run, with third-party pairs) run on their
 # own after the rest: each drives a whole run and a tcpdump, and the two cores are enough for one at a time.
 # Nothing here asserts a wall-clock tolerance: timing is tested in virtual time, and measured by `make bench`.
-HEAVY_SUITES := CaptureAuditTests|DeliveredMeansAcknowledgedTests
+HEAVY_SUITES := CaptureAuditTests|DeliveredMeansAcknowledgedTests|WebSocketPairTests
 
 test: deps
 	$(SWIFT) build --build-tests
@@ -39,12 +40,12 @@ test: deps
 	$(SWIFT) test --skip-build --filter "$(HEAVY_SUITES)"
 	.build/debug/chaos-fuzz replay Fuzz/corpus
 
-# libFuzzer over every public input (scenario files, the lines and length-prefixed audit, pcap/pcapng files,
+# libFuzzer over every public input (scenario files, the lines, length-prefixed and websocket audit, pcap/pcapng files,
 # control-API bodies), FUZZ_SECONDS each (default 600), in a build of its own with the fuzzer and AddressSanitizer.
 # New inputs that widen coverage land in Fuzz/corpus/<target>/; a crash leaves crash-* files here: add each to
 # Fuzz/corpus/<target>/ (make test replays them all) once fixed.
 FUZZ_SECONDS ?= 600
-FUZZ_TARGETS := scenario lines length-prefixed pcap api
+FUZZ_TARGETS := scenario lines length-prefixed websocket pcap api
 fuzz: deps
 	$(SWIFT) build --product chaos-fuzz --scratch-path .build-fuzz \
 	  -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING -Xswiftc -use-ld=lld

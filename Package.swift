@@ -51,9 +51,14 @@ let package = Package(
                            .product(name: "NIOHTTP1", package: "swift-nio")] + nio,
             swiftSettings: strictSettings
         ),
+        .systemLibrary(
+            name: "CZlib",
+            pkgConfig: "zlib",
+            providers: [.apt(["zlib1g-dev"])]
+        ),
         .target(
             name: "ChaosAudit",
-            dependencies: ["ChaosCore", .product(name: "Histogram", package: "hdrhistogram-swift"),
+            dependencies: ["ChaosCore", "CZlib", .product(name: "Histogram", package: "hdrhistogram-swift"),
                            .product(name: "SwiftProtobuf", package: "swift-protobuf")],
             swiftSettings: strictSettings
         ),
@@ -134,7 +139,9 @@ let package = Package(
             dependencies: ["ChaosCore", "ChaosProxy", .product(name: "NIOEmbedded", package: "swift-nio")] + nio,
             swiftSettings: strictSettings
         ),
-        .testTarget(name: "ChaosAuditTests", dependencies: ["ChaosCore", "ChaosAudit"], swiftSettings: strictSettings),
+        .testTarget(
+            name: "ChaosAuditTests", dependencies: ["ChaosCore", "ChaosAudit"], swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "ChaosReportTests",
             dependencies: ["ChaosCore", "ChaosAudit", "ChaosReport"],

@@ -5,12 +5,18 @@ import Foundation
 // AuditBench: how fast and how lean the audit is on NDJSON.
 //
 //   swift run -c release AuditBench [MESSAGES] [THROUGHPUT_MESSAGES]
+//   swift run -c release AuditBench websocket [MESSAGES]     (WebSocketBench.swift)
 //
 // 1. Throughput: THROUGHPUT_MESSAGES (default 2,000,000) NDJSON messages, pre-built in 64 KiB reads, are fed as
 //    a capture would (each read reported as read and as written: every message framed and classified twice).
 //    Printed as messages per second and as a ratio to a plain newline scan of the same bytes.
 // 2. Memory: MESSAGES (default 100,000,000) synthetic messages on 4 streams with a reconnect and a resumed gap
 //    every million, generated on the fly; resident memory is printed every tenth of the way and must stay flat.
+
+if CommandLine.arguments.dropFirst().first == "websocket" {
+    try webSocketBench(messages: CommandLine.arguments.dropFirst(2).first.flatMap { Int($0) } ?? 1_000_000)
+    exit(0)
+}
 
 let arguments = CommandLine.arguments.dropFirst().compactMap { Int($0.replacingOccurrences(of: "_", with: "")) }
 let totalMessages = arguments.first ?? 100_000_000
@@ -52,22 +58,8 @@ let scanTime = seconds {
         }
     }
 }
-let engine = try AuditEngine(spec: spec)
-let auditTime = seconds {
-    engine.ingest(TrafficEvent(time: 0, connection: 1, kind: .opened(endpoints)))
-    var time: Int64 = 1
-    var written: Int64 = 0
-    for chunk in chunks {
-        engine.ingest(TrafficEvent(time: time, connection: 1, kind: .read(.server, chunk)))
-        engine.ingest(TrafficEvent(time: time + 1000, connection: 1, kind: .written(.client, chunk)))
-        written += Int64(chunk.count)
-        engine.ingest(TrafficEvent(time: time + 2000, connection: 1, kind: .acknowledged(.client, upTo: written)))
-        time += 1_000_000
-    }
-}
-let checked = engine.finish()
-precondition(checked.totals.ok == Int64(throughputMessages) && checked.totals.lost == 0 && newlines == throughputMessages,
-             "the audit miscounted: \(checked.totals)")
+precondition(newlines == throughputMessages, "the scan miscounted")
+let auditTime = Double(throughputMessages) / (try auditDownstream(spec, chunks, expecting: throughputMessages))
 let rate = Double(throughputMessages) / auditTime
 print("throughput: \(throughputMessages) NDJSON messages (\(bytes / 1_048_576) MiB), each framed and checked as sent and as delivered")
 print(String(format: "  audit        %.3f s  %.2f M messages/s  (%.0f MiB/s of delivered bytes)", auditTime, rate / 1e6,

@@ -35,6 +35,7 @@ extension AuditEngine {
         recoverySummary.transitS = transit.summary
         return AuditResult(complete: final, elapsedS: Double(now) / 1e9, totals: totals, streams: streams,
                            anomalies: anomalyList, anomalyCounts: anomalyCounts, recovery: recoverySummary,
-                           faults: impacts, connections: connectionStats, messages: messageStats, activity: activity)
+                           faults: impacts, connections: connectionStats, messages: messageStats, activity: activity,
+                           protocolEvents: protocolStats.isEmpty ? nil : protocolStats)
     }
 }

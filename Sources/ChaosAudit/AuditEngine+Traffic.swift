@@ -1,37 +1,15 @@
 import ChaosCore
 
 extension AuditEngine {
-    /// Frames `bytes` on the connection's pipe for (`role`, `direction`) and audits every complete message.
     @inline(__always)
-    func feed(_ bytes: [UInt8], role: FramePipe.Role, direction: Direction, connection id: ConnectionID, time: Int64) {
-        let connection = state(of: id)
-        let pipe = connection.pipe(role, direction)
-        let start = pipe.offset
-        pipe.offset += Int64(bytes.count)
-        let problem = bytes.withUnsafeBufferPointer { buffer in
-            pipe.splitter.split(buffer) { frame, end in
-                self.audit(frame, endingAt: start + Int64(end), pipe: pipe, connection: connection, time: time)
-            }
+    func audit(_ frame: UnsafeBufferPointer<UInt8>, endingAt end: Int64, pipe: FramePipe, connection: ConnectionState,
+               time: Int64) {
+        let slot = pipe.direction == .upstream ? 0 : 1
+        var fields = extractors[slot].extract(frame)
+        if handshakeStreamSources[slot] != nil {
+            fields.streamInPlace = nil
+            fields.stream = connection.handshakeStreams[slot]?[...]
         }
-        if let problem { framingProblem(problem, pipe: pipe, connection: connection, time: time) }
-    }
-
-    private func framingProblem(_ problem: FrameSplitter.Problem, pipe: FramePipe, connection: ConnectionState, time: Int64) {
-        messageStats.framingErrors += 1
-        guard !connection.reportedFraming else { return }
-        connection.reportedFraming = true
-        let what = switch problem {
-        case .lineTooLong(let length): "no newline in \(length) bytes: the stream is not newline-delimited"
-        case .badLength(let length): "length prefix \(length) is not a frame length: the stream is not length-prefixed as declared"
-        }
-        record(.framing, pipe.cached?.ledger, direction: pipe.direction, time: time, connection: connection.id,
-               detail: "\(what) (\(pipe.role == .sent ? "read from" : "written to") the \(pipe.role == .sent ? pipe.direction.producer : pipe.direction.consumer)); the rest of this connection is not audited")
-    }
-
-    @inline(__always)
-    private func audit(_ frame: UnsafeBufferPointer<UInt8>, endingAt end: Int64, pipe: FramePipe, connection: ConnectionState,
-                       time: Int64) {
-        let fields = extractor.extract(frame)
         if fields.undecodable {
             undecodable(frame, pipe: pipe, connection: connection, time: time)
             return
@@ -118,13 +96,13 @@ extension AuditEngine {
                detail: "more than \(PendingDeliveries.capacity) messages written to the \(pipe.direction.consumer) and never acknowledged by its TCP (a capture without its ACK segments?): the oldest are counted as delivered when written (reported once per connection)")
     }
 
-    private func undecodable(_ frame: UnsafeBufferPointer<UInt8>, pipe: FramePipe, connection: ConnectionState, time: Int64) {
+    func undecodable(_ frame: UnsafeBufferPointer<UInt8>, pipe: FramePipe, connection: ConnectionState, time: Int64) {
         messageStats.undecodable += 1
         guard !connection.reportedUndecodable else { return }
         connection.reportedUndecodable = true
         let snippet = String(decoding: frame.prefix(80), as: UTF8.self).map { $0.isASCII && !$0.isNewline ? $0 : "." }
         record(.undecodable, pipe.cached?.ledger, direction: pipe.direction, time: time, connection: connection.id,
-               detail: "not a \(spec.format.rawValue) message with an integer '\(spec.seq)': \(String(snippet)) (reported once per connection)")
+               detail: "not a \(spec.format.rawValue) message with an integer '\(spec.resolved(for: pipe.direction).seq)': \(String(snippet)) (reported once per connection)")
     }
 
     /// The state of the stream the message names (or the connection's default stream) on this connection.
@@ -241,7 +219,7 @@ extension AuditEngine {
             connection.cutByFault = true
             connectionStats.cutByFault += 1
         }
-        connection.pipe(.sent, side.producing).splitter.dropPartial()
+        connection.pipe(.sent, side.producing).decoder.dropPartial()
         if how != .fin { endDeliveries(toward: side, of: connection, how: how, time: time) }
         let carried = synthetic ? [] : connection.streams.flatMap { $0.values.filter(\.carriedTraffic).map(\.ledger) }
             .sorted { $0.index < $1.index }
@@ -250,6 +228,8 @@ extension AuditEngine {
             if first { activity.count(.closed, at: time) }
         }
         if first { connectionStats.closed += 1 }
+        // Once both producers stopped, every close frame either sent is read: none means an abnormal closure.
+        if connection.fullyClosed, !synthetic { endedWithoutClose(connection) }
         if connection.fullyClosed {
             // Both sides have stopped sending, but what the proxy still held for them (a partition's backlog,
             // a latency queue) may be written after their FINs: the connection retires a grace later.
@@ -275,8 +255,8 @@ extension AuditEngine {
         guard connection.deliveriesEnded.insert(side).inserted else { return }
         let consumed = side.other.producing
         let writePipe = connection.pipe(.delivered, consumed)
-        if writePipe.splitter.hasPartialFrame {
-            writePipe.splitter.dropPartial()
+        if writePipe.decoder.hasPartialMessage {
+            writePipe.decoder.dropPartial()
             let ledger = writePipe.cached?.ledger
             ledger?.counts.truncated += 1
             if ledger == nil { messageStats.undecodable += 1 }

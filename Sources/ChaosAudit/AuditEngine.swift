@@ -29,8 +29,12 @@ public final class AuditEngine {
     public let deliveryPoint: DeliveryPoint
     /// Every stream's first seq.
     public let seqStart: Int64
-    var extractor: MessageExtractor
-    let splitMode: FrameSplitter.Mode
+    /// Per direction (upstream 0, downstream 1): reads the fields of that direction's messages.
+    var extractors: [MessageExtractor]
+    /// Per direction: where the stream name comes from when it is not a field (`header:` / `query:`).
+    let handshakeStreamSources: [ProtocolSpec.StreamSource?]
+    /// Makes each connection's leg decoders.
+    let layer: ProtocolLayer
     var ledgers: [StreamLedger] = []
     var ledgerIndex: [StreamKey: Int] = [:]
     var connections: [ConnectionID: ConnectionState] = [:]
@@ -49,6 +53,7 @@ public final class AuditEngine {
     var transit = LatencyRecorder()
     var connectionStats = ConnectionStats()
     var messageStats = MessageStats()
+    var protocolStats = ProtocolStats()
     /// The time of the latest event.
     public private(set) var now: Int64 = 0
     /// Set by ``finish()``: later events are ignored.
@@ -62,23 +67,21 @@ public final class AuditEngine {
 
     /// Creates an engine for `spec`; `seqStart` overrides `spec.seqStart`; `deliveryPoint` says when a written
     /// message is delivered. Throws `ChaosError.badInput` for a framing or format the audit cannot read
-    /// (websocket, grpc, protobuf) or a bad regex.
+    /// (grpc, protobuf) or a bad regex.
     public init(spec: ProtocolSpec, seqStart: Int64? = nil, deliveryPoint: DeliveryPoint = .acknowledged) throws {
         self.spec = spec
         self.deliveryPoint = deliveryPoint
         self.seqStart = seqStart ?? spec.seqStart
-        switch spec.framing {
-        case .lines:
-            splitMode = .lines
-        case .lengthPrefixed(let bytes, let offset):
-            guard [1, 2, 4].contains(bytes) else {
-                throw ChaosError.badInput("protocol.framing length-prefixed needs a 1, 2 or 4 byte length, found \(bytes)")
+        layer = try ProtocolLayer(spec: spec)
+        let directions = [Direction.upstream, .downstream].map(spec.resolved(for:))
+        extractors = try directions.map { try MessageExtractor(spec: $0) }
+        handshakeStreamSources = directions.map {
+            switch $0.streamSource {
+            case .header(let name): .header(name)
+            case .query(let name): .query(name)
+            case .field, nil: nil
             }
-            splitMode = .lengthPrefixed(bytes: bytes, offset: offset)
-        case .websocket, .grpc:
-            throw ChaosError.badInput("protocol.framing \(spec.framing) is not supported by the audit yet; use lines or length-prefixed")
         }
-        extractor = try MessageExtractor(spec: spec)
     }
 
     /// Feeds one event. Events must come in time order.
@@ -154,7 +157,7 @@ public final class AuditEngine {
 
     func state(of id: ConnectionID) -> ConnectionState {
         if let existing = connections[id] { return existing }
-        let created = ConnectionState(id: id, mode: splitMode)
+        let created = ConnectionState(id: id, layer: layer)
         connections[id] = created
         return created
     }

@@ -12,6 +12,8 @@ enum FuzzTarget: String, CaseIterable {
     case lines
     /// Length-prefixed bytes through the audit.
     case lengthPrefixed = "length-prefixed"
+    /// WebSocket frames (after a valid upgrade handshake both ways, permessage-deflate accepted) through the audit.
+    case websocket
     /// A pcap or pcapng file through the capture reader and the audit.
     case pcap
     /// A control-API request body (`POST /faults`): parsed and checked as the API does before installing it.
@@ -25,6 +27,12 @@ enum FuzzTarget: String, CaseIterable {
         case .lengthPrefixed:
             let width = [1, 2, 4][Int(data.first ?? 0) % 3]
             Self.audit(Array(data.dropFirst()), spec: ProtocolSpec(framing: .lengthPrefixed(bytes: width, offset: 0)))
+        case .websocket:
+            let request = Array("GET /f?s=1 HTTP/1.1\r\nUpgrade: websocket\r\nX-Stream: c1\r\n\r\n".utf8)
+            let response = Array("HTTP/1.1 101 OK\r\nUpgrade: websocket\r\nSec-WebSocket-Extensions: permessage-deflate\r\n\r\n".utf8)
+            Self.audit(data, spec: ProtocolSpec(framing: .websocket, stream: "header:x-stream", ack: "ack", maxMessage: 4096),
+                       prelude: [.read(.client, request), .written(.server, request), .read(.server, response),
+                                 .written(.client, response)])
         case .pcap: Self.pcap(data)
         case .api: Self.api(data)
         }
@@ -51,13 +59,21 @@ enum FuzzTarget: String, CaseIterable {
 
     /// Cuts `data` into events: each piece's first byte picks what happens (read, written, acknowledged, a close, a
     /// new connection) and how many of the following bytes it carries.
-    private static func audit(_ data: [UInt8], spec: ProtocolSpec) {
+    /// `prelude`: events every connection starts with (a handshake).
+    private static func audit(_ data: [UInt8], spec: ProtocolSpec, prelude: [TrafficEvent.Kind] = []) {
         guard let engine = try? AuditEngine(spec: spec) else { return }
         let endpoints = ConnectionEndpoints(proxy: "f", client: "c", listen: "l", proxyLocal: "pl", server: "s")
         var connection: ConnectionID = 1
         var time: Int64 = 0
         var written: [Side: Int64] = [.client: 0, .server: 0]
-        engine.ingest(TrafficEvent(time: 0, connection: 1, kind: .opened(endpoints)))
+        func open() {
+            engine.ingest(TrafficEvent(time: time, connection: connection, kind: .opened(endpoints)))
+            for kind in prelude {
+                if case .written(let side, let bytes) = kind { written[side, default: 0] += Int64(bytes.count) }
+                engine.ingest(TrafficEvent(time: time, connection: connection, kind: kind))
+            }
+        }
+        open()
         var index = 0
         while index < data.count {
             let control = data[index]
@@ -77,7 +93,8 @@ enum FuzzTarget: String, CaseIterable {
                 if control & 0x80 != 0 {
                     connection += 1
                     written = [.client: 0, .server: 0]
-                    kind = .opened(endpoints)
+                    open()
+                    continue
                 } else {
                     kind = .closed(side, [.fin, .reset, .cutByFault, .error][Int(bytes.first ?? 0) % 4])
                 }

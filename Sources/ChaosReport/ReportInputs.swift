@@ -89,7 +89,8 @@ extension RunReport {
                   connections: inputs.connections ?? ConnectionCounts(opened: audit.connections.opened,
                                                                       cutByFault: audit.connections.cutByFault,
                                                                       refused: audit.connections.refused),
-                  expectations: [], messages: audit.messages, activity: audit.activity, pairExits: inputs.pairExits,
+                  expectations: [], messages: audit.messages, activity: audit.activity,
+                  protocolEvents: audit.protocolEvents, pairExits: inputs.pairExits,
                   extra: inputs.extra)
         judge(inputs.expectations, errorReason: inputs.errorReason)
     }

@@ -57,6 +57,9 @@ public struct RunReport: Sendable, Codable, Equatable {
     public var messages: MessageStats
     /// Activity over time, for the timeline.
     public var activity: ActivitySeries
+    /// WebSocket handshakes, close codes (per fault too), heartbeats, oversized messages, protocol errors;
+    /// absent for lines and length-prefixed framing.
+    public var protocolEvents: ProtocolStats?
     /// Exit codes of the pair's processes (name → code), when the runner started a pair.
     public var pairExits: [String: Int32]?
     /// Free-form extra facts (chaos version, host, capture file…).

@@ -70,6 +70,22 @@ struct FramingTests {
         #expect(result.streams.first?.highestSeq == 7 && result.totals.ok == 1)
     }
 
+    @Test("per-direction overrides on lines: each direction reads its own seq field and ignores its own types")
+    func directionOverrides() throws {
+        var s = TrafficScript()
+        s.open(1)
+        let up = #"{"op":"req","stream":"a","id":1}"# + "\n" + #"{"op":"hb","stream":"a","id":9}"# + "\n"
+        let down = #"{"type":"MSG","stream":"a","n":1}"# + "\n" + #"{"type":"MSG","stream":"a","n":2}"# + "\n"
+        s.sendBytes(1, .upstream, Array(up.utf8)); s.deliverBytes(1, .upstream, Array(up.utf8))
+        s.sendBytes(1, .downstream, Array(down.utf8)); s.deliverBytes(1, .downstream, Array(down.utf8))
+        let spec = ProtocolSpec(upstream: .init(seq: "id", type: "op", ignore: ["type": ["hb"]]), downstream: .init(seq: "n"))
+        let engine = try AuditEngine(spec: spec)
+        engine.ingest(s.events)
+        let result = engine.finish()
+        #expect(result.streams.map { "\($0.stream)/\($0.direction.rawValue)=\($0.counts.ok)" } == ["a/downstream=2", "a/upstream=1"])
+        #expect(result.messages.ignored == 2, "hb once as read, once as delivered")
+    }
+
     @Test("format text reads seq and stream from named regex groups")
     func textFormat() throws {
         var s = TrafficScript()
@@ -85,7 +101,7 @@ struct FramingTests {
 
     @Test("unsupported framing and a bad regex are bad input")
     func badSpecs() {
-        #expect(throws: ChaosError.self) { try AuditEngine(spec: ProtocolSpec(framing: .websocket)) }
+        #expect(throws: ChaosError.self) { try AuditEngine(spec: ProtocolSpec(framing: .grpc)) }
         #expect(throws: ChaosError.self) { try AuditEngine(spec: ProtocolSpec(format: .text, regex: "(")) }
         #expect(throws: ChaosError.self) { try AuditEngine(spec: ProtocolSpec(format: .text, regex: "(?<other>x)")) }
     }

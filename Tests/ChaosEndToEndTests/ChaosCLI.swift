@@ -67,8 +67,15 @@ struct ChaosCLI {
 
     /// A TCP port that is free right now on 127.0.0.1 (below 32768 is not guaranteed; tests only).
     static func freePort() -> Int {
+        let (fd, port) = boundPort()
+        close(fd)
+        return port
+    }
+
+    /// A socket bound to a free port on 127.0.0.1 and not listening: while it stays open, nothing else can take
+    /// the port and every connection to it is refused. Returns the descriptor (close it after) and the port.
+    static func boundPort() -> (fd: Int32, port: Int) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
@@ -79,7 +86,7 @@ struct ChaosCLI {
         _ = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
         }
-        return Int(UInt16(bigEndian: address.sin_port))
+        return (fd, Int(UInt16(bigEndian: address.sin_port)))
     }
 
     /// Writes a scenario to a temporary file and returns its path.

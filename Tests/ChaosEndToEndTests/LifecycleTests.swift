@@ -40,6 +40,9 @@ struct LifecycleTests {
 
     @Test("SIGINT while the pair's server gets ready ends the start-up: exit 2, a report that says why, nothing left running")
     func signalDuringStartUp() async throws {
+        // The readiness check asks a port held bound and not listening: it never gets ready, whatever else runs.
+        let (held, never) = ChaosCLI.boundPort()
+        defer { close(held) }
         let scenario = try ChaosCLI.scenarioFile("""
             name: slow-start
             duration: 30s
@@ -50,7 +53,7 @@ struct LifecycleTests {
             pair:
               server:
                 run: python3 -c 'import time, sys; time.sleep(60)' {run_dir}
-                ready: tcp 127.0.0.1:{upstream.port}
+                ready: tcp 127.0.0.1:\(never)
             """)
         let run = try await RunFolderUnderTest.run([scenario], timeout: 60, signal: (after: 3, number: SIGINT))
         #expect(run.result.status == 2, "exit \(run.result.status): \(run.result.stderr)")

@@ -1,6 +1,6 @@
 import ChaosCore
 
-/// The audit's view of one live connection: a frame splitter per direction and role, and the streams it carries.
+/// The audit's view of one live connection: a leg decoder per direction and role, and the streams it carries.
 /// Dropped when both legs have closed.
 final class ConnectionState {
     let id: ConnectionID
@@ -18,13 +18,27 @@ final class ConnectionState {
     var reportedFraming = false
     var reportedUndecodable = false
     var reportedUnconfirmed = false
+    var reportedProtocol = false
+    var reportedOversized = false
+    /// The directions whose bytes stopped parsing (a protocol error is counted once per direction).
+    var failedDirections: Set<Direction> = []
+    /// What the WebSocket handshake decided (nil for lines and length-prefixed).
+    let session: WebSocketSession?
+    /// Per direction (upstream 0, downstream 1): the stream named by the upgrade request (`header:` / `query:`).
+    var handshakeStreams: [[UInt8]?] = [nil, nil]
+    /// Close frames read from either producer so far.
+    var closeFrames = 0
+    /// Whether the connection's end was judged (a close frame seen, or 1006).
+    var closeJudged = false
 
-    init(id: ConnectionID, mode: FrameSplitter.Mode) {
+    init(id: ConnectionID, layer: ProtocolLayer) {
         self.id = id
+        let session = layer.makeSession()
+        self.session = session
         var pipes: [FramePipe] = []
         for role in [FramePipe.Role.sent, .delivered] {
             for direction in [Direction.upstream, .downstream] {
-                pipes.append(FramePipe(role: role, direction: direction, splitter: FrameSplitter(mode: mode)))
+                pipes.append(FramePipe(role: role, direction: direction, decoder: layer.makeDecoder(direction, session: session)))
             }
         }
         self.pipes = pipes
@@ -42,14 +56,14 @@ final class ConnectionState {
 }
 
 /// One byte stream of a connection: the bytes read from a producer (`sent`) or written to a consumer
-/// (`delivered`) in one direction, with its own splitter (reads and writes are cut at different places).
+/// (`delivered`) in one direction, with its own decoder (reads and writes are cut at different places).
 /// A `delivered` pipe also holds the messages written but not yet acknowledged by the consumer's TCP.
 final class FramePipe {
     enum Role { case sent, delivered }
 
     let role: Role
     let direction: Direction
-    var splitter: FrameSplitter
+    let decoder: any LegDecoder
     /// The last stream name seen on this pipe and its state: most connections carry one stream.
     var cachedName: [UInt8] = []
     var cachedDefault = false
@@ -61,9 +75,9 @@ final class FramePipe {
     /// Messages written and not yet acknowledged, oldest first (`delivered` pipes).
     var pending = PendingDeliveries()
 
-    init(role: Role, direction: Direction, splitter: FrameSplitter) {
+    init(role: Role, direction: Direction, decoder: any LegDecoder) {
         self.role = role
         self.direction = direction
-        self.splitter = splitter
+        self.decoder = decoder
     }
 }

@@ -38,8 +38,10 @@ struct MessageExtractor {
 
     /// Builds the extractor for `spec`; throws `ChaosError.badInput` for formats it cannot read.
     init(spec: ProtocolSpec) throws {
-        var names = [spec.seq, spec.stream ?? "", spec.ack ?? ""]
-        hasStream = spec.stream != nil
+        // A stream named by the WebSocket upgrade request (`header:` / `query:`) is not a field of the message.
+        let streamField: String? = if case .field(let name) = spec.streamSource { name } else { nil }
+        var names = [spec.seq, streamField ?? "", spec.ack ?? ""]
+        hasStream = streamField != nil
         hasAck = spec.ack != nil
         var rules: [(Int, [[UInt8]])] = []
         for (field, values) in spec.ignore.sorted(by: { $0.key < $1.key }) {

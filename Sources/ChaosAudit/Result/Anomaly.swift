@@ -24,6 +24,11 @@ public struct Anomaly: Sendable, Codable, Equatable {
         case unconfirmed
         /// A seq absurdly far past the highest of its stream (reported once per stream; such messages are not audited).
         case seqJump = "seq jump"
+        /// Bytes that do not parse as the declared protocol (a bad WebSocket frame or handshake): the offset and
+        /// reason are in the detail; that direction of the connection is not audited further (reported once per connection).
+        case protocolError = "protocol"
+        /// A message larger than `protocol.max_message`: counted, not audited (reported once per connection).
+        case oversized
     }
 
     /// What kind of anomaly (`class` in JSON).

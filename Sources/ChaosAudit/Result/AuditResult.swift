@@ -22,11 +22,14 @@ public struct AuditResult: Sendable, Codable, Equatable {
     public var messages: MessageStats
     /// Activity over time, for the timeline.
     public var activity: ActivitySeries
+    /// WebSocket handshakes, close codes, heartbeats, oversized messages; nil when there were none (lines framing).
+    public var protocolEvents: ProtocolStats?
 
     /// Creates a result.
     public init(complete: Bool, elapsedS: Double, totals: DeliveryCounts, streams: [StreamResult], anomalies: [Anomaly],
                 anomalyCounts: [String: Int64], recovery: RecoverySummary, faults: [FaultImpact],
-                connections: ConnectionStats, messages: MessageStats, activity: ActivitySeries) {
+                connections: ConnectionStats, messages: MessageStats, activity: ActivitySeries,
+                protocolEvents: ProtocolStats? = nil) {
         self.complete = complete
         self.elapsedS = elapsedS
         self.totals = totals
@@ -38,6 +41,7 @@ public struct AuditResult: Sendable, Codable, Equatable {
         self.connections = connections
         self.messages = messages
         self.activity = activity
+        self.protocolEvents = protocolEvents
     }
 }
 

@@ -40,11 +40,18 @@ public struct ProtocolSpec: Sendable, Codable, Equatable {
     public var regex: String?
     /// The first seq of every stream (default 1).
     public var seqStart: Int64
+    /// Client → server overrides of seq / stream / ack / type / ignore (`upstream:`).
+    public var upstream: DirectionOverride?
+    /// Server → client overrides (`downstream:`).
+    public var downstream: DirectionOverride?
+    /// The largest message the audit buffers (`max_message`, default ``defaultMessageCap``); nil: the default.
+    public var maxMessage: Int?
 
     /// Creates a protocol spec; defaults match the reference pair's NDJSON.
     public init(framing: Framing = .lines, format: Format = .json, seq: String = "seq", stream: String? = "stream",
                 id: String? = nil, ack: String? = nil, type: String = "type", ignore: [String: [String]] = [:],
-                regex: String? = nil, seqStart: Int64 = 1) {
+                regex: String? = nil, seqStart: Int64 = 1, upstream: DirectionOverride? = nil,
+                downstream: DirectionOverride? = nil, maxMessage: Int? = nil) {
         self.framing = framing
         self.format = format
         self.seq = seq
@@ -55,6 +62,9 @@ public struct ProtocolSpec: Sendable, Codable, Equatable {
         self.ignore = ignore
         self.regex = regex
         self.seqStart = seqStart
+        self.upstream = upstream
+        self.downstream = downstream
+        self.maxMessage = maxMessage
     }
 }
 

@@ -96,14 +96,29 @@ extension ProtocolSpec {
             guard [1, 2, 4].contains(bytes), (-8...8).contains(offset) else {
                 throw bad("protocol: length_bytes must be 1, 2 or 4 and length_offset within -8...8, found \(bytes) and \(offset)")
             }
-        case .websocket, .grpc:
-            throw bad("protocol.framing \(framing) is not supported by the audit yet; use lines or length-prefixed")
+        case .websocket: break
+        case .grpc:
+            throw bad("protocol.framing grpc is not supported by the audit yet; use lines, length-prefixed or websocket")
+        }
+        if let maxMessage, !Self.messageCapRange.contains(maxMessage) {
+            throw bad("protocol.max_message must be within \(Self.messageCapRange), found \(maxMessage)")
+        }
+        for (name, direction) in [("protocol", Direction?.none), ("protocol.upstream", .upstream), ("protocol.downstream", .downstream)] {
+            let resolved = direction.map(resolved(for:)) ?? self
+            guard !resolved.seq.isEmpty else { throw bad("\(name).seq is empty") }
+            switch resolved.streamSource {
+            case .header(let key), .query(let key):
+                guard framing == .websocket else {
+                    throw bad("\(name).stream \(resolved.stream ?? ""): header:NAME and query:NAME need framing websocket")
+                }
+                guard !key.isEmpty else { throw bad("\(name).stream \(resolved.stream ?? "") needs a name") }
+            case .field, nil: break
+            }
         }
         guard format != .protobuf else { throw bad("protocol.format protobuf is not supported by the audit yet") }
         guard (0...Int64(Int32.max)).contains(seqStart) else {
             throw bad("protocol.seq_start must be within 0...\(Int32.max), found \(seqStart)")
         }
-        guard !seq.isEmpty else { throw bad("protocol.seq is empty") }
     }
 }
 

@@ -164,64 +164,6 @@ struct ScenarioReader {
         return result
     }
 
-    func protocolSpec(_ value: YAMLValue) throws -> ProtocolSpec {
-        let map = try value.mapping("protocol", allowed: [
-            "framing", "length_bytes", "length_offset", "format", "seq", "stream", "id", "ack", "type", "ignore",
-            "regex", "seq_start",
-        ])
-        var spec = ProtocolSpec()
-        let framingName = try map["framing"]?.string("protocol.framing") ?? "lines"
-        switch framingName {
-        case "lines": spec.framing = .lines
-        case "length-prefixed":
-            let bytes = try map["length_bytes"].map { Int(try $0.int("protocol.length_bytes", in: 1...4)) } ?? 4
-            if bytes == 3, let v = map["length_bytes"] { throw v.error("protocol.length_bytes must be 1, 2 or 4, found 3") }
-            let offset = try map["length_offset"].map { Int(try $0.int("protocol.length_offset", in: -8...8)) } ?? 0
-            spec.framing = .lengthPrefixed(bytes: bytes, offset: offset)
-        case "websocket", "grpc":
-            // `run` could only refuse them later; say so here, where the file is read.
-            throw try map.required("framing").error("protocol.framing \(framingName) is not supported by the audit yet; "
-                + "use lines or length-prefixed (or leave protocol out to proxy without auditing)")
-        default:
-            throw try map.required("framing").error(
-                "protocol.framing must be one of lines, length-prefixed, websocket, grpc, found '\(framingName)'")
-        }
-        spec.format = try map["format"]?.choice("protocol.format", of: ProtocolSpec.Format.self) ?? .json
-        if spec.format == .protobuf, let format = map["format"] {
-            throw format.error("protocol.format protobuf is not supported by the audit yet; use json or text")
-        }
-        spec.seq = try map["seq"]?.string("protocol.seq") ?? "seq"
-        spec.stream = try map["stream"].map { try $0.string("protocol.stream") } ?? "stream"
-        spec.id = try map["id"].map { try $0.string("protocol.id") }
-        spec.ack = try map["ack"].map { try $0.string("protocol.ack") }
-        spec.type = try map["type"]?.string("protocol.type") ?? "type"
-        spec.seqStart = try map["seq_start"].map { try $0.int("protocol.seq_start", in: 0...Int64(Int32.max)) } ?? 1
-        if let regexValue = map["regex"] {
-            let pattern = try regexValue.string("protocol.regex")
-            do { _ = try NSRegularExpression(pattern: pattern) } catch {
-                throw regexValue.error("protocol.regex is not a valid regular expression: \(pattern)")
-            }
-            spec.regex = pattern
-        }
-        if spec.format == .text, spec.regex == nil { throw value.error("protocol.format text needs protocol.regex") }
-        if let ignoreValue = map["ignore"] {
-            guard ignoreValue.isMapping else {
-                throw ignoreValue.error("protocol.ignore must be a mapping like {type: [PING, PONG]}")
-            }
-            let fields = try ignoreValue.mapping("protocol.ignore", allowed: [spec.type, spec.stream ?? "stream", "kind"])
-            for entry in fields.entries {
-                let values: [String]
-                if entry.value.isSequence {
-                    values = try entry.value.sequence("protocol.ignore.\(entry.key)").map { try $0.string("an ignored value") }
-                } else {
-                    values = [try entry.value.string("protocol.ignore.\(entry.key)")]
-                }
-                spec.ignore[entry.key] = values
-            }
-        }
-        return spec
-    }
-
     func capture(_ value: YAMLValue) throws -> CaptureSpec {
         if value.isScalar { return CaptureSpec(enabled: try value.bool("capture"), ringBytes: nil) }
         let map = try value.mapping("capture", allowed: ["enabled", "ring"])

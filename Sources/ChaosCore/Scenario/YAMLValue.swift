@@ -31,7 +31,8 @@ struct YAMLValue {
         return false
     }
 
-    func mapping(_ what: String, allowed: [String]) throws -> YAMLMapping {
+    /// The node as a mapping whose keys are all in `allowed` (any key when nil).
+    func mapping(_ what: String, allowed: [String]?) throws -> YAMLMapping {
         guard case .mapping(let mapping) = node else { throw error("\(what) must be a mapping, found \(shape)") }
         var entries: [(key: String, keyValue: YAMLValue, value: YAMLValue)] = []
         for (keyNode, valueNode) in mapping {
@@ -39,7 +40,7 @@ struct YAMLValue {
             guard case .scalar(let scalar) = keyNode else { throw keyValue.error("keys in \(what) must be plain words") }
             let key = scalar.string
             if entries.contains(where: { $0.key == key }) { throw keyValue.error("duplicate key '\(key)' in \(what)") }
-            if !allowed.contains(key) {
+            if let allowed, !allowed.contains(key) {
                 var message = "unknown key '\(key)' in \(what); expected one of: \(allowed.joined(separator: ", "))"
                 if let near = YAMLValue.nearest(to: key, in: allowed) { message += " (did you mean '\(near)'?)" }
                 throw keyValue.error(message)

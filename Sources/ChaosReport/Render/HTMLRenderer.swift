@@ -15,6 +15,7 @@ public struct HTMLRenderer: Sendable {
     static let anomalyColors: [String: String] = [
         "gap": "#d62728", "lost": "#a50f15", "duplicated": "#ff7f0e", "redelivered": "#2ca02c", "reordered": "#9467bd",
         "truncated": "#8c564b", "framing": "#000000", "undecodable": "#7f7f7f", "unconfirmed": "#bcbd22", "seq jump": "#e377c2",
+        "protocol": "#17becf", "oversized": "#aec7e8",
     ]
 
     /// The HTML text.
@@ -176,6 +177,11 @@ public struct HTMLRenderer: Sendable {
             out += "<tr><td class=l>\(name)</td><td>\(s.count)</td><td>\(ReportText.seconds(s.p50))</td><td>\(ReportText.seconds(s.p95))</td><td>\(ReportText.seconds(s.p99))</td><td>\(ReportText.seconds(s.max))</td></tr>"
         }
         out += "</table>\n"
+        if let events = report.protocolEvents {
+            out += "<h2>Protocol events</h2><ul>" + MarkdownRenderer.protocolLines(events).map {
+                "<li>\(e(String($0.drop { $0 == " " || $0 == "-" }).replacingOccurrences(of: "`", with: "")))</li>"
+            }.joined() + "</ul>\n"
+        }
         if !report.anomalies.isEmpty {
             out += "<h2>First anomalies</h2><table><tr><th>at</th><th class=l>class</th><th class=l>stream</th><th class=l>direction</th><th>seqs</th><th class=l>fault</th><th class=l>detail</th></tr>"
             for a in report.anomalies.prefix(50) {

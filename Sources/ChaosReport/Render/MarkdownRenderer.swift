@@ -43,6 +43,7 @@ public struct MarkdownRenderer: Sendable {
         out += [Self.deliveredMeaning, ""]
         out += section("Faults injected (\(report.faults.count))", faults(report))
         out += section("Recovery", recovery(report))
+        if let events = report.protocolEvents { out += section("Protocol events", Self.protocolLines(events)) }
         let anomalyTotal = report.anomalyCounts.values.reduce(Int64(0)) { $0.addingReportingOverflow($1).overflow ? .max : $0 + $1 }
         out += section("First anomalies (\(anomalyTotal) in all)", anomalies(report), open: report.verdict != .pass)
         if let comparison { out += ["### Compared with the baseline", ""] + comparison.markdownLines() + [""] }
@@ -125,6 +126,17 @@ public struct MarkdownRenderer: Sendable {
                 + "\(ReportText.fault(a)) | \(detail) |")
         }
         if report.anomalies.count > rowLimit { lines += ["", "… and \(report.anomalies.count - rowLimit) more in report.json."] }
+        return lines
+    }
+
+    static func protocolLines(_ p: ProtocolStats) -> [String] {
+        let codes = p.closeCodes.sorted { $0.key < $1.key }.map { "\($0.key) × \($0.value)" }.joined(separator: ", ")
+        var lines = ["- upgrades \(p.upgrades), upgrade failures \(p.upgradeFailures), pings \(p.pings), pongs \(p.pongs), "
+                     + "oversized messages \(p.oversized), protocol errors \(p.protocolErrors)",
+                     "- close codes: \(codes.isEmpty ? "none" : codes) (1006: the connection ended with no close frame)"]
+        for (fault, byCode) in p.closeCodesByFault.sorted(by: { $0.key < $1.key }) {
+            lines.append("  - during or after `\(fault)`: " + byCode.sorted { $0.key < $1.key }.map { "\($0.key) × \($0.value)" }.joined(separator: ", "))
+        }
         return lines
     }
 }

@@ -24,7 +24,7 @@ struct Audit: AsyncParsableCommand {
     @Option(help: "Take protocol: and expect: from this scenario.")
     var protocolFrom: String?
 
-    @Option(help: "lines | length-prefixed (when no scenario is given).")
+    @Option(help: "lines | length-prefixed | websocket (when no scenario is given).")
     var framing: String = "lines"
 
     @Option(help: "Length prefix size in bytes for length-prefixed framing: 1, 2 or 4.")
@@ -110,7 +110,8 @@ struct Audit: AsyncParsableCommand {
                 throw ChaosError.badInput("--length-bytes must be 1, 2 or 4, found \(lengthBytes)")
             }
             spec.framing = .lengthPrefixed(bytes: lengthBytes, offset: 0)
-        default: throw ChaosError.badInput("--framing must be lines or length-prefixed, found '\(framing)'")
+        case "websocket": spec.framing = .websocket
+        default: throw ChaosError.badInput("--framing must be lines, length-prefixed or websocket, found '\(framing)'")
         }
         guard let parsed = ProtocolSpec.Format(rawValue: format) else {
             throw ChaosError.badInput("--format must be json or text, found '\(format)'")

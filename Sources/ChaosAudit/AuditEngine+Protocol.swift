@@ -1,0 +1,101 @@
+import ChaosCore
+
+extension AuditEngine {
+    /// Decodes `bytes` on the connection's leg for (`role`, `direction`) and audits every complete message.
+    @inline(__always)
+    func feed(_ bytes: [UInt8], role: FramePipe.Role, direction: Direction, connection id: ConnectionID, time: Int64) {
+        let connection = state(of: id)
+        let pipe = connection.pipe(role, direction)
+        let start = pipe.offset
+        pipe.offset += Int64(bytes.count)
+        bytes.withUnsafeBufferPointer { buffer in
+            pipe.decoder.decode(buffer) { output in
+                switch output {
+                case .message(let body, let end, _):
+                    self.audit(body, endingAt: start + Int64(end), pipe: pipe, connection: connection, time: time)
+                case .event(let event, let at):
+                    self.protocolEvent(event, at: start + Int64(at), pipe: pipe, connection: connection, time: time)
+                case .problem(.framing(let problem), _):
+                    self.framingProblem(problem, pipe: pipe, connection: connection, time: time)
+                case .problem(.protocolError(let reason), let at):
+                    self.protocolProblem(reason, at: start + Int64(at), pipe: pipe, connection: connection, time: time)
+                }
+            }
+        }
+    }
+
+    private func framingProblem(_ problem: FrameSplitter.Problem, pipe: FramePipe, connection: ConnectionState, time: Int64) {
+        messageStats.framingErrors += 1
+        guard !connection.reportedFraming else { return }
+        connection.reportedFraming = true
+        let what = switch problem {
+        case .lineTooLong(let length): "no newline in \(length) bytes: the stream is not newline-delimited"
+        case .badLength(let length): "length prefix \(length) is not a frame length: the stream is not length-prefixed as declared"
+        }
+        record(.framing, pipe.cached?.ledger, direction: pipe.direction, time: time, connection: connection.id,
+               detail: "\(what) (\(pipe.where)); the rest of this connection is not audited")
+    }
+
+    /// Bytes that do not parse: the leg's decoder stopped; the relay passed them on, the audit goes on elsewhere.
+    private func protocolProblem(_ reason: String, at offset: Int64, pipe: FramePipe, connection: ConnectionState, time: Int64) {
+        guard connection.failedDirections.insert(pipe.direction).inserted else { return }
+        protocolStats.protocolErrors += 1
+        guard !connection.reportedProtocol else { return }
+        connection.reportedProtocol = true
+        record(.protocolError, pipe.cached?.ledger, direction: pipe.direction, time: time, connection: connection.id,
+               detail: "\(reason), at byte \(offset) \(pipe.where); the rest of this direction is not audited (reported once per connection)")
+    }
+
+    private func protocolEvent(_ event: ProtocolEvent, at offset: Int64, pipe: FramePipe, connection: ConnectionState,
+                               time: Int64) {
+        // Counted once, as read from the producer (what the peer said); the written copy is the same frame.
+        let read = pipe.role == .sent
+        switch event {
+        case .upgradeRequested:
+            guard pipe.role == .sent, let session = connection.session else { return }
+            for slot in 0..<2 {
+                switch handshakeStreamSources[slot] {
+                case .header(let name): connection.handshakeStreams[slot] = session.header(name).map { Array($0.utf8) }
+                case .query(let name): connection.handshakeStreams[slot] = session.query(name).map { Array($0.utf8) }
+                case .field, nil: break
+                }
+            }
+        case .upgraded:
+            if read { protocolStats.upgrades += 1 }
+        case .upgradeFailed:
+            if read { protocolStats.upgradeFailures += 1 }
+        case .close(let code, _):
+            guard read else { return }
+            connection.closeFrames += 1
+            protocolStats.close(code: code.map(String.init) ?? "none", fault: faults.label?.kind ?? "none")
+        case .ping:
+            if read { protocolStats.pings += 1 }
+        case .pong:
+            if read { protocolStats.pongs += 1 }
+        case .oversized(let bytes, _):
+            guard read else { return }
+            protocolStats.oversized += 1
+            guard !connection.reportedOversized else { return }
+            connection.reportedOversized = true
+            record(.oversized, pipe.cached?.ledger, direction: pipe.direction, time: time, connection: connection.id,
+                   detail: "a message of \(bytes) bytes, over protocol.max_message (\(layer.cap)), ending at byte \(offset) \(pipe.where): counted, not audited (reported once per connection)")
+        }
+    }
+
+    /// Both legs of a WebSocket connection closed: with no close frame read either way after its upgrade, it is
+    /// an abnormal closure (1006). Judged once per connection.
+    func endedWithoutClose(_ connection: ConnectionState) {
+        guard !connection.closeJudged else { return }
+        connection.closeJudged = true
+        guard connection.session?.accepted == true, connection.closeFrames == 0 else { return }
+        protocolStats.abnormalClosures += 1
+        protocolStats.close(code: "1006", fault: faults.label?.kind ?? "none")
+    }
+}
+
+extension FramePipe {
+    /// Where the pipe's bytes go, for anomaly details.
+    var `where`: String {
+        "\(role == .sent ? "read from" : "written to") the \(role == .sent ? direction.producer : direction.consumer)"
+    }
+}

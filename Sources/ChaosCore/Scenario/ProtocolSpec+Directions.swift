@@ -1,0 +1,66 @@
+extension ProtocolSpec {
+    /// The largest message buffered by default: 16 MiB. A larger one is counted as oversized, not kept.
+    public static let defaultMessageCap = 16 << 20
+    /// The bounds of `max_message`.
+    public static let messageCapRange = 1024...(1 << 30)
+
+    /// The largest message the audit buffers.
+    public var messageCap: Int { maxMessage ?? Self.defaultMessageCap }
+
+    /// Per-direction overrides of the fields the audit reads (`upstream:` / `downstream:`): the two directions of
+    /// one protocol often carry different message types.
+    public struct DirectionOverride: Sendable, Codable, Equatable {
+        /// Where this direction's sequence number is.
+        public var seq: String?
+        /// Where this direction's logical stream name is (a field, `header:NAME` or `query:NAME`).
+        public var stream: String?
+        /// Where this direction's cumulative acknowledgement is.
+        public var ack: String?
+        /// Where this direction's message type is.
+        public var type: String?
+        /// This direction's ignore rules (they replace the shared ones).
+        public var ignore: [String: [String]]?
+
+        /// Creates an override; nil fields keep the shared value.
+        public init(seq: String? = nil, stream: String? = nil, ack: String? = nil, type: String? = nil,
+                    ignore: [String: [String]]? = nil) {
+            self.seq = seq
+            self.stream = stream
+            self.ack = ack
+            self.type = type
+            self.ignore = ignore
+        }
+    }
+
+    /// The spec as `direction` sees it: the shared fields with that direction's overrides applied.
+    public func resolved(for direction: Direction) -> ProtocolSpec {
+        var spec = self
+        spec.upstream = nil
+        spec.downstream = nil
+        guard let override = direction == .upstream ? upstream : downstream else { return spec }
+        if let seq = override.seq { spec.seq = seq }
+        if let stream = override.stream { spec.stream = stream }
+        if let ack = override.ack { spec.ack = ack }
+        if let type = override.type { spec.type = type }
+        if let ignore = override.ignore { spec.ignore = ignore }
+        return spec
+    }
+
+    /// Where a logical stream's name comes from.
+    public enum StreamSource: Sendable, Equatable {
+        /// A field of each message.
+        case field(String)
+        /// A header of the WebSocket upgrade request (`header:NAME`).
+        case header(String)
+        /// A query parameter of the WebSocket upgrade request's target (`query:NAME`).
+        case query(String)
+    }
+
+    /// Where the stream name comes from; nil: one stream per connection and direction.
+    public var streamSource: StreamSource? {
+        guard let stream else { return nil }
+        if stream.hasPrefix("header:") { return .header(String(stream.dropFirst("header:".count))) }
+        if stream.hasPrefix("query:") { return .query(String(stream.dropFirst("query:".count))) }
+        return .field(stream)
+    }
+}

@@ -1,0 +1,117 @@
+import Foundation
+import Testing
+
+/// A real third-party WebSocket peer (the Python `websockets` library, permessage-deflate on, fragmented messages
+/// and messages over 64 KiB) through `chaos run` with a partition and disconnects: the audit's counts equal what
+/// the pair's own consumers logged (Tests/Fixtures/pairs/resumable_ws_pair.py), for a correct pair, one that drops
+/// a message on resume and one that sends a message twice on a connection; and `chaos audit` of the run's capture
+/// gives the live counts.
+@Suite("WebSocket pair: the audit equals the pair's own logs", .serialized, .timeLimit(.minutes(3)))
+struct WebSocketPairTests {
+    static let pair = ChaosCLI.packageRoot.appendingPathComponent("Tests/Fixtures/pairs/resumable_ws_pair.py").path
+    typealias Log = DeliveredMeansAcknowledgedTests.ConsumerLog
+
+    /// The reset comes once the pair stopped producing (`--send-for 11`): a reset in mid-stream can discard a
+    /// message the consumer's kernel had taken but the (slow, Python) consumer had not read yet, which the audit
+    /// counts as delivered (README, "The audit": the one limit), so the logs could not be the ground truth.
+    static func scenario(listen: Int, upstream: Int, bug: String) -> String {
+        let common = "--send-for 11 --heartbeat 1 --timeout 2.5 \(bug)"
+        return """
+        name: websocket-pair
+        duration: 16s
+        seed: 11
+        proxies:
+          - {name: stream, listen: "127.0.0.1:\(listen)", upstream: "127.0.0.1:\(upstream)"}
+        pair:
+          server:
+            run: python3 \(pair) server --listen 127.0.0.1:{upstream.port} --log {run_dir}/server.jsonl \(common)
+            ready: tcp 127.0.0.1:{upstream.port}
+            stop_grace: 1s
+          client:
+            run: python3 \(pair) client --connect 127.0.0.1:{listen.port} --stream c{index} --log {run_dir}/client-{index}.jsonl \(common)
+            count: 2
+            stop_grace: 1s
+        protocol:
+          framing: websocket
+          stream: header:x-stream
+          seq: seq
+          ack: ack
+          ignore: {type: [HELLO, WELCOME, ACK]}
+          downstream: {seq: n}
+        faults:
+          - partition: {at: 2s, for: 4s, direction: both}
+          - disconnect: {at: 8s, mode: close}
+          - disconnect: {at: 12s, mode: reset}
+        expect:
+          lost: 0
+          duplicated: 0
+        """
+    }
+
+    /// Runs the scenario with `bug` flags for the pair; returns the run folder and the exit status.
+    static func run(bug: String, capture: Bool = false) async throws -> (folder: String, scenario: String, status: Int32) {
+        let listen = ChaosCLI.freePort()
+        var upstream = ChaosCLI.freePort()
+        while upstream == listen { upstream = ChaosCLI.freePort() }
+        let file = try ChaosCLI.scenarioFile(scenario(listen: listen, upstream: upstream, bug: bug))
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("ws-pair-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
+        let result = try await ChaosCLI.run(["run", file, "--out", "\(base)/run"] + (capture ? ["--capture"] : []), timeout: 90)
+        #expect(result.status != 2, "\(result.stdout)\n\(result.stderr)")
+        return ("\(base)/run", file, result.status)
+    }
+
+    /// Checks every count against the logs; returns the audit's totals of lost and duplicated.
+    static func compare(_ folder: String) throws -> (lost: Int64, duplicated: Int64, json: [String: Any]) {
+        let logs = try Log.read(folder)
+        let live = try DeliveredMeansAcknowledgedTests.streams(folder)
+        #expect(logs.count == 4 && live.count == 4, "c1, c2 each way: \(live.keys.sorted()) (\(folder))")
+        var lost: Int64 = 0, duplicated: Int64 = 0
+        for (key, log) in logs {
+            let stream = try #require(live[key], "\(key) in the report")
+            #expect(stream["ok"] == Int64(log.distinct.count), "\(key): ok \(stream["ok"] ?? -1) vs \(log.distinct.count) distinct seqs read (\(folder))")
+            #expect(stream["lost"] == Int64(log.holes.count), "\(key): lost \(stream["lost"] ?? -1) vs log holes \(log.holes.sorted())")
+            #expect(stream["duplicated"] == Int64(log.duplicated), "\(key): duplicated \(stream["duplicated"] ?? -1) vs \(log.duplicated)")
+            #expect(stream["redelivered"] == Int64(log.redelivered), "\(key): redelivered \(stream["redelivered"] ?? -1) vs \(log.redelivered)")
+            lost += stream["lost"] ?? 0
+            duplicated += stream["duplicated"] ?? 0
+        }
+        let json = try DeliveredMeansAcknowledgedTests.reportJSON(folder)
+        let counts = json["anomaly_counts"] as? [String: Any] ?? json["anomalyCounts"] as? [String: Any] ?? [:]
+        #expect(counts["protocol"] == nil && counts["undecodable"] == nil, "no protocol errors: \(counts)")
+        return (lost, duplicated, json)
+    }
+
+    @Test("a correct pair passes, every count equal to its logs, with deflate, fragments and 66 KB messages; its capture audits the same")
+    func correctPair() async throws {
+        let run = try await Self.run(bug: "", capture: true)
+        #expect(run.status == 0, "the run must pass (\(run.folder))")
+        let (lost, duplicated, json) = try Self.compare(run.folder)
+        #expect(lost == 0 && duplicated == 0)
+        let events = try #require(json["protocol_events"] as? [String: Any] ?? json["protocolEvents"] as? [String: Any])
+        #expect((events["upgrades"] as? Int ?? 0) >= 4, "a connection per client, then reconnects: \(events)")
+        #expect((events["pings"] as? Int ?? 0) > 0)
+        let offline = try await ChaosCLI.run(["audit", "\(run.folder)/capture.pcap", "--protocol-from", run.scenario,
+                                              "--out", "\(run.folder)-offline"])
+        #expect(offline.status == 0, "\(offline.stdout)\n\(offline.stderr)")
+        let live = try DeliveredMeansAcknowledgedTests.streams(run.folder)
+        let fromCapture = try DeliveredMeansAcknowledgedTests.streams("\(run.folder)-offline")
+        for (key, stream) in live {
+            for count in ["delivered", "ok", "lost", "duplicated", "redelivered"] {
+                #expect(fromCapture[key]?[count] == stream[count], "capture \(key) \(count): \(fromCapture[key]?[count] ?? -1), live \(stream[count] ?? -1)")
+            }
+        }
+        let offlineEvents = try DeliveredMeansAcknowledgedTests.reportJSON("\(run.folder)-offline")["protocol_events"] as? [String: Any]
+        #expect(offlineEvents?["close_codes"] as? [String: Int] == events["close_codes"] as? [String: Int])
+        try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: run.folder).deletingLastPathComponent().path)
+    }
+
+    @Test("a buggy pair fails, and what it got wrong equals its logs: a message dropped on resume is lost, one sent twice on a connection is duplicated",
+          arguments: [("--drop-on-resume 1", "lost"), ("--dup-every 25", "duplicated")])
+    func buggyPair(bug: String, wrong: String) async throws {
+        let run = try await Self.run(bug: bug)
+        #expect(run.status == 1, "the run must fail (\(run.folder))")
+        let (lost, duplicated, _) = try Self.compare(run.folder)
+        #expect((wrong == "lost" ? lost : duplicated) > 0, "\(wrong) must show the bug")
+    }
+}
