@@ -32,6 +32,8 @@ final class ProxiedConnection: @unchecked Sendable {
     /// Each leg's next acknowledgement poll, while bytes are outstanding.
     var acknowledgementPolls: [Scheduled<Void>?] = [nil, nil]
     private var lingerTask: Scheduled<Void>?
+    /// Toxiproxy toxics on it, by key (see `ProxiedConnection+Toxics.swift`).
+    var toxics: [ShapingKey: ActiveToxic] = [:]
 
     /// One leg: its channel, relay and the shaper of bytes written to it.
     struct Leg {
@@ -153,9 +155,11 @@ final class ProxiedConnection: @unchecked Sendable {
 
     // MARK: relay callbacks
 
-    /// Bytes read from `side`; returns false when they must be dropped (the leg is being cut).
-    func didRead(_ buffer: ByteBuffer, from side: Side) -> Bool {
+    /// Bytes read from `side`; returns false when they must be dropped (the leg is being cut). A
+    /// limit_data toxic may shorten `buffer`.
+    func didRead(_ buffer: inout ByteBuffer, from side: Side) -> Bool {
         if machine.leg(side).discardsReads { return false }
+        if !toxics.isEmpty, !applyLimits(&buffer, direction: side.producing) { return false }
         counters.add(bytes: buffer.readableBytes, producedBy: side == .client)
         trafficSink?.record(TrafficEvent(time: clock.now(), connection: id, kind: .read(side, Array(buffer.readableBytesView))))
         return true
@@ -189,7 +193,7 @@ final class ProxiedConnection: @unchecked Sendable {
                 pollAcknowledgements(side, beforeReset: beforeReset)
                 sink?.record(TrafficEvent(time: clock.now(), connection: id, kind: .closed(side, kind)))
             case .sendFIN(let side):
-                legs[side]!.relay.shutdownOutput()
+                sendFIN(to: side)
             case .discard(let side):
                 legs[side]!.shaper.discardHeld()
                 legs[side]!.relay.discardsReads = true
@@ -215,6 +219,7 @@ final class ProxiedConnection: @unchecked Sendable {
                 break // a wired connection had its upstream
             case .finish:
                 lingerTask?.cancel()
+                for toxic in toxics.values { toxic.timer?.cancel() }
                 stopAcknowledgementPolls()
                 onFinished(id)
             }
