@@ -20,6 +20,8 @@ deps:
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
 	fi
 	@python3 -c 'import scapy' 2>/dev/null || python3 -m pip install -q scapy
+	@python3 -c 'import toxiproxy' 2>/dev/null || python3 -m pip install -q toxiproxy-python
+	@python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install -q prometheus_client
 
 build: deps
 	$(SWIFT) build --product chaos

@@ -23,7 +23,15 @@ extension ProxiedConnection {
         case .shaping(let shaping): addShaping(shaping, key: key)
         case .timeout(let after, let direction):
             addShaping(.stall(direction: direction == .upstream ? .upstream : .downstream), key: key)
-            if let after { toxic.timer = schedule(after) { $0.cut(.close) } }
+            // Then closed: what the stall held is dropped (as Toxiproxy drops it) and the stall lifted, so that
+            // the FIN is not held behind it.
+            if let after {
+                toxic.timer = schedule(after) { connection in
+                    for leg in connection.legs.values { leg.shaper.discardHeld() }
+                    connection.removeShaping(key: key)
+                    connection.cut(.close)
+                }
+            }
         case .resetPeer(let after): toxic.timer = schedule(after) { $0.cut(.reset) }
         }
         toxics[key] = toxic
