@@ -55,6 +55,7 @@ struct ToxiproxyClientTests {
         "metrics",      // Prometheus text parses; a counter moves while the connection is open
         "faults",       // chaos's own POST /faults on the same port
         "config",       // --config FILE: Toxiproxy's config file
+        "run_metrics",  // chaos run --metrics: live counters; an API toxic and fault land in report.json's faults
     ])
     func check(_ name: String) async throws {
         let (status, output) = try await Self.drive(name)

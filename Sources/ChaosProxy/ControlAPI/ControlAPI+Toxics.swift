@@ -55,7 +55,7 @@ extension ControlAPI {
         let toxic = Toxic(name: name, type: type, stream: stream, toxicity: toxicity,
                           attributes: request.attributes ?? ToxicAttributes())
         let id = state.withLock { $0.nextID() }
-        let added = ManagedToxic(toxic: toxic, key: ShapingKey(timeline: id, occurrence: 0))
+        let added = ManagedToxic(toxic: toxic, key: ShapingKey(timeline: id, occurrence: 0), proxy: proxy)
         state.withLock { $0.proxies[proxy]?.toxics.append(added) }
         record(.faultStarted(added.mark))
         await managed.server.addToxic(connectionToxic(added), key: added.key)

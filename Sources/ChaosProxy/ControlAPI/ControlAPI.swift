@@ -51,7 +51,11 @@ public final class ControlAPI: Sendable {
     struct ManagedToxic: Sendable {
         var toxic: Toxic
         var key: ShapingKey
-        var mark: FaultMark { FaultMark(kind: toxic.type, occurrence: key.timeline, detail: toxic.summary) }
+        var proxy: String
+        var mark: FaultMark {
+            FaultMark(kind: toxic.type, occurrence: FaultMark.apiOccurrence(id: key.timeline, index: 0),
+                      detail: "toxic \(toxic.name) on \(proxy): " + toxic.summary)
+        }
     }
 
     struct State: Sendable {

@@ -24,6 +24,13 @@ final class ControlAPIHandler: ChannelInboundHandler {
         let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         deadline = context.eventLoop.scheduleTask(in: ControlAPI.requestTimeout) {
             let (handler, context) = loopBound.value
+            // An idle connection (no request begun) is closed without an answer: HTTP has nothing to answer there,
+            // and NIO's pipeline handler stops the process on a response to no request.
+            guard handler.head != nil else {
+                handler.refusing = true
+                context.close(promise: nil)
+                return
+            }
             handler.refuse(context: context, status: .requestTimeout,
                            message: "the request did not arrive whole within \(ControlAPI.requestTimeout.nanoseconds / 1_000_000_000) s")
         }
@@ -55,6 +62,7 @@ final class ControlAPIHandler: ChannelInboundHandler {
             body.writeBuffer(&chunk)
         case .end:
             guard let head else { return }
+            self.head = nil
             deadline?.cancel()
             let text = String(buffer: body)
             let path = String(head.uri.split(separator: "?").first ?? "")

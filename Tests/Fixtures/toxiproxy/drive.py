@@ -270,9 +270,71 @@ def config(chaos_unused):
         check(round_trip(connect(proxies["a"])) < 5, "a relays")
 
 
+def free_port():
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    return port
+
+
+def run_metrics(_):
+    """`chaos run --metrics`: live counters during a scenario; a toxic and a fault added through the API show in
+    report.json's faults like scheduled ones."""
+    out = tempfile.mkdtemp(prefix="chaos-run-metrics-")
+    api, listen, upstream = free_port(), free_port(), free_port()
+    run = subprocess.Popen([CHAOS, "run", "Tests/Fixtures/scenarios/resilient-short.yaml", "--duration", "8s", "--out", out,
+                            "--metrics", "127.0.0.1:%d" % api, "--set", "proxies.stream.listen=127.0.0.1:%d" % listen,
+                            "--set", "proxies.stream.upstream=127.0.0.1:%d" % upstream],
+                           cwd=ROOT, stdout=LOG, stderr=subprocess.STDOUT)
+    url = "http://127.0.0.1:%d" % api
+
+    def sample(name, labels):
+        for family in text_string_to_metric_families(requests.get(url + "/metrics", timeout=5).text):
+            for s in family.samples:
+                if s.name == name and s.labels == labels:
+                    return s.value
+        return None
+
+    try:
+        deadline = time.time() + 30
+        first = None
+        while time.time() < deadline and not first:
+            try:
+                first = sample("chaos_bytes_total", {"proxy": "stream", "direction": "upstream"})
+            except requests.ConnectionError:
+                pass
+            time.sleep(0.2)
+        while time.time() < deadline and sample("chaos_connections_live", {"proxy": "stream"}) < 3:
+            time.sleep(0.2)
+        start = sample("chaos_bytes_total", {"proxy": "stream", "direction": "upstream"})
+        time.sleep(1)
+        later = sample("chaos_bytes_total", {"proxy": "stream", "direction": "upstream"})
+        check(later > start, "bytes upstream moved from %d to %d while the pair's connections are open" % (start, later))
+        server = Toxiproxy()
+        server.update_api_consumer("127.0.0.1", api)
+        server.get_proxy("stream").add_toxic(type="latency", name="api_latency", attributes={"latency": 20})
+        fault = requests.post(url + "/faults", data=json.dumps({"stall": {"at": "0s", "for": "300ms"}}))
+        check(fault.status_code == 201, "POST /faults during the run: 201")
+        check(sample("chaos_faults_active", {"kind": "latency"}) == 1, "chaos_faults_active{kind=latency} is 1")
+        check(run.wait(timeout=60) in (0, 1), "the run ended")
+        with open(os.path.join(out, "report.json")) as file:
+            report = json.load(file)
+        kinds = [(f["kind"], f["occurrence"]) for f in report["faults"]]
+        say("report.json faults: %s" % kinds)
+        check(any(k == "latency" and o >= 1 << 40 for k, o in kinds), "the toxic is in report.json's faults")
+        check(any(k == "stall" and o >= 1 << 40 for k, o in kinds), "the API fault is in report.json's faults")
+    finally:
+        if run.poll() is None:
+            run.kill()
+
+
+LOG = open(os.path.join(tempfile.gettempdir(), "chaos-run-metrics.log"), "w")
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+
 if __name__ == "__main__":
     name = sys.argv[1]
-    if name in ("toxicity", "config"):
+    if name in ("toxicity", "config", "run_metrics"):
         globals()[name](None)
     else:
         with Chaos() as chaos:
