@@ -56,6 +56,7 @@ struct ToxiproxyClientTests {
         "faults",       // chaos's own POST /faults on the same port
         "config",       // --config FILE: Toxiproxy's config file
         "run_metrics",  // chaos run --metrics: live counters; an API toxic and fault land in report.json's faults
+        "live_audit",   // chaos proxy --protocol-from --out: GET /report, audit metrics, report.json on exit
     ])
     func check(_ name: String) async throws {
         let (status, output) = try await Self.drive(name)

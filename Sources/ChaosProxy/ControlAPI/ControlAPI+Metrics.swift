@@ -42,7 +42,8 @@ extension ControlAPI {
         text.family("chaos_faults_active", "gauge", "Faults and toxics active now, by kind.") {
             active.sorted { $0.key < $1.key }.map { ([("kind", $0.key)], $0.value) }
         }
-        return APIResponse(status: .ok, body: text.output, contentType: "text/plain; version=0.0.4; charset=utf-8")
+        let audit = extras.metrics?() ?? ""
+        return APIResponse(status: .ok, body: text.output + audit, contentType: "text/plain; version=0.0.4; charset=utf-8")
     }
 }
 
@@ -50,19 +51,31 @@ extension ControlAPI.Managed {
     var labels: [(String, String)] { [("proxy", spec.name)] }
 }
 
-/// Prometheus text exposition, written by hand: a family's HELP and TYPE, then one line per sample.
-struct MetricsText {
-    private(set) var output = ""
+/// Prometheus text exposition (format 0.0.4), written by hand: a family's HELP and TYPE, then one line per sample.
+public struct MetricsText: Sendable {
+    /// The text so far.
+    public private(set) var output = ""
 
-    mutating func family(_ name: String, _ type: String, _ help: String, samples: () -> [([(String, String)], Int64)]) {
+    /// An empty exposition.
+    public init() {}
+
+    /// Adds the family `name` of `type` (`counter`, `gauge`) with its samples (labels, value).
+    public mutating func family<Value: BinaryInteger>(_ name: String, _ type: String, _ help: String,
+                                                      samples: () -> [([(String, String)], Value)]) {
+        family(name, type, help, values: samples().map { ($0.0, Double($0.1)) })
+    }
+
+    /// Adds the family `name` of `type` with fractional samples.
+    public mutating func family(_ name: String, _ type: String, _ help: String, values: [([(String, String)], Double)]) {
         output += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
-        for (labels, value) in samples() {
+        for (labels, value) in values {
             let rendered = labels.map { "\($0.0)=\"\(Self.escape($0.1))\"" }.joined(separator: ",")
-            output += labels.isEmpty ? "\(name) \(value)\n" : "\(name){\(rendered)} \(value)\n"
+            let number = value == value.rounded() && abs(value) < 1e15 ? "\(Int64(value))" : "\(value)"
+            output += labels.isEmpty ? "\(name) \(number)\n" : "\(name){\(rendered)} \(number)\n"
         }
     }
 
-    /// A label value with `\`, `"` and newlines escaped.
+    /// A label value with `\\`, `"` and newlines escaped.
     static func escape(_ value: String) -> String {
         value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
             .replacingOccurrences(of: "\n", with: "\\n")

@@ -50,6 +50,11 @@ extension ControlAPI {
         switch (method, parts.count, at(0), at(2)) {
         case (.GET, 1, "version", _): return .json(["version": Self.version])
         case (.GET, 1, "metrics", _): return metrics()
+        case (.GET, 1, "report", _):
+            guard let report = extras.report else {
+                return .error("no live audit: start chaos proxy with --protocol-from SCENARIO", status: .notFound)
+            }
+            return APIResponse(status: .ok, body: report())
         case (.POST, 1, "reset", _): return await reset()
         case (.POST, 1, "populate", _): return await populate(body)
         case (.GET, 1, "proxies", _): return .json(proxyViews())
@@ -69,7 +74,7 @@ extension ControlAPI {
             guard let id = Int(at(1)) else { return .error("fault id must be a number, found '\(at(1))'", status: .badRequest) }
             return await liftFaults(id)
         default:
-            return .error("no route \(method) \(path); routes: GET /version, GET /metrics, POST /reset, POST /populate, "
+            return .error("no route \(method) \(path); routes: GET /version, GET /metrics, GET /report, POST /reset, POST /populate, "
                 + "GET|POST /proxies, GET|POST|DELETE /proxies/NAME, GET|POST /proxies/NAME/toxics, "
                 + "GET|POST|DELETE /proxies/NAME/toxics/TOXIC, GET|POST|DELETE /faults, DELETE /faults/ID", status: .notFound)
         }

@@ -32,9 +32,24 @@ public final class ControlAPI: Sendable {
     let connections = Atomic<Int>(0)
     let factory: ProxyFactory
     let seed: UInt64
+    let extras: Extras
     let state: Mutex<State>
     /// The request being answered: the next one waits for it.
     private let tail = Mutex<Task<Void, Never>?>(nil)
+
+    /// What the run adds to the API when it audits (`--protocol-from`): the live report and the audit's metrics.
+    public struct Extras: Sendable {
+        /// `GET /report`: the audit so far, as report.json; nil: 404.
+        public var report: (@Sendable () -> String)?
+        /// Prometheus families appended to `GET /metrics`.
+        public var metrics: (@Sendable () -> String)?
+
+        /// Extras; none by default.
+        public init(report: (@Sendable () -> String)? = nil, metrics: (@Sendable () -> String)? = nil) {
+            self.report = report
+            self.metrics = metrics
+        }
+    }
 
     /// A proxy the API knows: the run's own, or one created through the API.
     struct Managed: Sendable {
@@ -76,8 +91,9 @@ public final class ControlAPI: Sendable {
     }
 
     /// An API over the run's `proxies`; new ones come from `factory`; faults and toxicity draws come from `seed`.
-    public init(proxies: [ProxyServer], factory: ProxyFactory, seed: UInt64 = 0) {
+    public init(proxies: [ProxyServer], factory: ProxyFactory, seed: UInt64 = 0, extras: Extras = Extras()) {
         self.factory = factory
+        self.extras = extras
         self.seed = seed
         var state = State()
         for proxy in proxies {

@@ -2,6 +2,7 @@ import ArgumentParser
 import ChaosCore
 import ChaosProxy
 import ChaosRunner
+import Foundation
 
 /// `chaos proxy`: bare proxies with no scenario, made from the command line, a Toxiproxy config file, or at
 /// run time through the control API (Toxiproxy's, so Toxiproxy clients drive it unchanged).
@@ -29,6 +30,12 @@ struct Proxy: AsyncParsableCommand {
     @Option(help: "Toxiproxy's config file: a JSON list of proxies ({name, listen, upstream, enabled}).")
     var config: String?
 
+    @Option(help: "Audit live with this scenario's protocol: and expect: (GET /report on the API).")
+    var protocolFrom: String?
+
+    @Option(help: "With --protocol-from: write the run folder (report.json, report.md, …) here on exit.")
+    var out: String?
+
     @Option(help: "The seed of every draw (toxicity, jitter, API faults).")
     var seed: UInt64 = 0
 
@@ -46,6 +53,7 @@ struct Proxy: AsyncParsableCommand {
         guard listen != nil || api != nil || config != nil else {
             throw ValidationError("give --listen and --upstream, --config FILE, or --api HOST:PORT to make proxies at run time")
         }
+        if out != nil, protocolFrom == nil { throw ValidationError("--out needs --protocol-from SCENARIO (there is nothing to report)") }
         if let api, HostPort(parsing: api) == nil { throw ValidationError("--api must be HOST:PORT, found '\(api)'") }
         guard ChaosDuration(parsing: duration) != nil else { throw ValidationError("--duration must be like 90s, found '\(duration)'") }
     }
@@ -65,12 +73,18 @@ struct Proxy: AsyncParsableCommand {
             }
         }
         let length = ChaosDuration(parsing: duration)!
-        let scenario = Scenario(name: "proxy", duration: length, seed: seed, proxies: specs, pair: nil, protocolSpec: nil,
-                                baseline: nil, faults: [], expectations: [], capture: nil, file: "(command line)")
+        let audited = try protocolFrom.map { try Scenario.load(path: $0) }
+        if let protocolFrom, audited?.protocolSpec == nil {
+            throw ChaosError(.badInput, "\(protocolFrom): has no protocol: section to audit with")
+        }
+        let scenario = Scenario(name: "proxy", duration: length, seed: seed, proxies: specs, pair: nil,
+                                protocolSpec: audited?.protocolSpec, baseline: nil, faults: [],
+                                expectations: audited?.expectations ?? [], capture: nil, file: protocolFrom ?? "(command line)")
         var configuration = ScenarioRunner.Configuration(
             scenario: scenario, timeline: Timeline(scenario: scenario, seed: seed), replayCommand: "",
             selfPath: ExecutablePath.current)
-        configuration.writesReports = false
+        configuration.writesReports = out != nil
+        configuration.out = out
         configuration.drain = .zero
         configuration.disabledProxies = disabled
         relay.apply(to: &configuration)
@@ -79,6 +93,11 @@ struct Proxy: AsyncParsableCommand {
         for traffic in outcome.traffic {
             Console.line("\(traffic.proxy): \(traffic.connections) connections, \(traffic.upstream) bytes upstream, "
                 + "\(traffic.downstream) bytes downstream")
+        }
+        if let folder = outcome.folder {
+            Console.line("verdict: \(outcome.verdict.uppercased())")
+            Console.line("report: \(folder.appendingPathComponent("report.json").path)")
+            if outcome.exitCode != 0 { throw ExitCode(outcome.exitCode) }
         }
     }
 }

@@ -329,12 +329,53 @@ def run_metrics(_):
             run.kill()
 
 
+def live_audit(_):
+    """`chaos proxy --protocol-from`: a toxic added through the API shows in GET /report and in the report.json
+    written on exit; the audit's figures are on /metrics."""
+    out = tempfile.mkdtemp(prefix="chaos-live-audit-")
+    scenario = os.path.join(ROOT, "Tests/Fixtures/scenarios/resilient-short.yaml")
+
+    def sink(connection):
+        try:
+            while connection.recv(65536):
+                pass
+        except OSError:
+            pass
+
+    with Chaos("--protocol-from", scenario, "--out", out) as chaos:
+        proxy = chaos.server.create(upstream=Upstream(sink).address, name="audited")
+        client = connect(proxy)
+        for seq in range(1, 21):
+            client.sendall(b'{"stream": "a", "seq": %d, "id": "a-%d"}\n' % (seq, seq))
+        proxy.add_toxic(type="latency", name="slow", attributes={"latency": 50})
+        for seq in range(21, 41):
+            client.sendall(b'{"stream": "a", "seq": %d, "id": "a-%d"}\n' % (seq, seq))
+        deadline = time.time() + 10
+        report = {}
+        while time.time() < deadline:
+            report = requests.get(chaos.url + "/report").json()
+            if report["totals"]["sent"] >= 40:
+                break
+            time.sleep(0.1)
+        check(report["totals"]["sent"] == 40, "GET /report: 40 messages sent so far")
+        live = [f for f in report["faults"] if f["kind"] == "latency" and f["detail"].get("added_by") == "control API"]
+        check(len(live) == 1 and "slow" in live[0]["detail"]["what"], "GET /report: the toxic is in faults: %s" % live)
+        sent = [s.value for family in text_string_to_metric_families(requests.get(chaos.url + "/metrics").text)
+                for s in family.samples if s.name == "chaos_audit_messages" and s.labels == {"class": "sent"}]
+        check(sent == [40], "/metrics: chaos_audit_messages{class=sent} = %s" % sent)
+        client.close()
+    with open(os.path.join(out, "report.json")) as file:
+        written = json.load(file)
+    kinds = [(f["kind"], f["detail"].get("added_by")) for f in written["faults"]]
+    check(("latency", "control API") in kinds, "report.json written on exit lists the toxic: %s" % kinds)
+
+
 LOG = open(os.path.join(tempfile.gettempdir(), "chaos-run-metrics.log"), "w")
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
 if __name__ == "__main__":
     name = sys.argv[1]
-    if name in ("toxicity", "config", "run_metrics"):
+    if name in ("toxicity", "config", "run_metrics", "live_audit"):
         globals()[name](None)
     else:
         with Chaos() as chaos:
