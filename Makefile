@@ -32,8 +32,9 @@ demo: build
 
 # The capture comparisons (a live audit against tcpdump of the same run, with third-party pairs) run on their
 # own after the rest: each drives a whole run and a tcpdump, and the two cores are enough for one at a time.
+# The Toxiproxy client checks (one chaos process each, a bandwidth measured as a ratio) run with them.
 # Nothing here asserts a wall-clock tolerance: timing is tested in virtual time, and measured by `make bench`.
-HEAVY_SUITES := CaptureAuditTests|DeliveredMeansAcknowledgedTests
+HEAVY_SUITES := CaptureAuditTests|DeliveredMeansAcknowledgedTests|ToxiproxyClientTests
 
 test: deps
 	$(SWIFT) build --build-tests

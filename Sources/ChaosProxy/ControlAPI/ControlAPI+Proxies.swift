@@ -86,7 +86,11 @@ extension ControlAPI {
         } catch {
             return .failure(APIResponseError(.error("\(error)", status: .internalServerError)))
         }
-        for toxic in toxics { await server.addToxic(connectionToxic(toxic), key: toxic.key) }
+        for toxic in toxics {
+            // A proxy restarted at a new address carries its toxics over (`close` ended their marks).
+            record(.faultStarted(toxic.mark))
+            await server.addToxic(connectionToxic(toxic), key: toxic.key)
+        }
         if !enabled { await server.disable() }
         let proxy = Managed(server: server, spec: spec, enabled: enabled, toxics: toxics)
         state.withLock { state in

@@ -34,7 +34,8 @@ public struct Toxic: Codable, Sendable, Equatable {
     /// What one connection it reaches gets.
     public var effect: ToxicEffect {
         let a = attributes, direction = self.direction, set: DirectionSet = direction == .upstream ? .upstream : .downstream
-        func ms(_ value: Int64?) -> ChaosDuration { .milliseconds(max(0, value ?? 0)) }
+        // Clamped, so that no number a client sends can overflow a duration.
+        func ms(_ value: Int64?) -> ChaosDuration { .milliseconds(min(max(0, value ?? 0), Int64.max / 1_000_000)) }
         switch type {
         case "latency":
             return .shaping(.latency(add: ms(a.latency), jitter: ms(a.jitter), direction: set))
@@ -44,9 +45,8 @@ public struct Toxic: Codable, Sendable, Equatable {
             return .shaping(.bandwidth(rate: ByteRate(bytesPerSecond: rate.multipliedReportingOverflow(by: 1000).overflow
                                                       ? .max : rate * 1000), direction: set))
         case "slicer":
-            let size = Int(clamping: max(1, a.average_size ?? 0))
-            let delay = ChaosDuration.microseconds(max(0, a.delay ?? 0))
-            return .shaping(.slice(maxBytes: size, delay: DurationRange(delay, delay), direction: set))
+            return .slicer(size: Int(clamping: max(1, a.average_size ?? 0)), variation: Int(clamping: max(0, a.size_variation ?? 0)),
+                           delay: .microseconds(min(max(0, a.delay ?? 0), Int64.max / 1_000)), direction: direction)
         case "slow_close": return .slowClose(delay: ms(a.delay), direction: direction)
         case "timeout": return .timeout(after: (a.timeout ?? 0) > 0 ? ms(a.timeout) : nil, direction: direction)
         case "reset_peer": return .resetPeer(after: ms(a.timeout))
@@ -118,8 +118,10 @@ public struct ToxicAttributes: Codable, Sendable, Equatable {
 public enum ToxicEffect: Sendable, Equatable {
     /// Nothing (a bandwidth of 0, as in Toxiproxy).
     case none
-    /// A shaping fault (latency, bandwidth, slicer) on that connection.
+    /// A shaping fault (latency, bandwidth) on that connection.
     case shaping(FaultEffect)
+    /// Writes that way cut into pieces of `size` ± `variation` bytes, `delay` apart.
+    case slicer(size: Int, variation: Int, delay: ChaosDuration, direction: Direction)
     /// Nothing passes that way (held, bounded); after `after` both legs are closed (nil: held until removed).
     case timeout(after: ChaosDuration?, direction: Direction)
     /// Both legs are reset (RST) `after` the toxic reached the connection.

@@ -2,7 +2,7 @@ import ChaosCore
 import NIOCore
 
 /// Toxiproxy's toxics on one connection: shaping ones go to the shapers like any fault; the others
-/// (timeout, reset_peer, limit_data, slow_close) act here, with timers on the connection's event loop.
+/// (timeout, reset_peer, limit_data, slow_close, a slicer's size variation) act here, with timers on the connection's event loop.
 extension ProxiedConnection {
     /// One toxic on this connection.
     struct ActiveToxic {
@@ -21,6 +21,10 @@ extension ProxiedConnection {
         switch effect {
         case .none, .limitData, .slowClose: break
         case .shaping(let shaping): addShaping(shaping, key: key)
+        case .slicer(let size, _, let delay, let direction):
+            toxics[key] = toxic // before the shaping, which reads the variation from it
+            addShaping(.slice(maxBytes: size, delay: DurationRange(delay, delay), direction: direction == .upstream ? .upstream : .downstream),
+                       key: key)
         case .timeout(let after, let direction):
             addShaping(.stall(direction: direction == .upstream ? .upstream : .downstream), key: key)
             // Then closed: what the stall held is dropped (as Toxiproxy drops it) and the stall lifted, so that
@@ -69,6 +73,15 @@ extension ProxiedConnection {
         if allowed < buffer.readableBytes { buffer = buffer.getSlice(at: buffer.readerIndex, length: Int(allowed))! }
         if reached { eventLoop.execute { [self] in cut(.close) } }
         return allowed > 0
+    }
+
+    /// The size variation of the slicer toxic that slices `direction` (the first, as the first slice applies).
+    func sliceVariation(_ direction: Direction) -> Int {
+        let slicers = toxics.sorted { $0.key < $1.key }.compactMap { _, toxic -> Int? in
+            guard case .slicer(_, let variation, _, let way) = toxic.effect, way == direction else { return nil }
+            return variation
+        }
+        return slicers.first ?? 0
     }
 
     /// How long a FIN sent to `side` waits (the longest slow_close toxic on the way it travels).

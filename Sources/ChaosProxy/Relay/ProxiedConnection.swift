@@ -133,7 +133,9 @@ final class ProxiedConnection: @unchecked Sendable {
         // The link profile first, then the faults in the order they began.
         let effects = (baseline.map { [FaultEffect.link($0)] } ?? []) + shaping.sorted { $0.key < $1.key }.map(\.value)
         for direction in Direction.allCases {
-            legs[direction.consumer]!.shaper.apply(ShapingSettings.combining(effects, direction: direction))
+            var settings = ShapingSettings.combining(effects, direction: direction)
+            settings.sliceVariation = sliceVariation(direction)
+            legs[direction.consumer]!.shaper.apply(settings)
         }
     }
 
