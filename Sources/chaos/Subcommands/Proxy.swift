@@ -12,8 +12,8 @@ struct Proxy: AsyncParsableCommand {
         discussion: """
         With --api HOST:PORT: Toxiproxy's API (GET/POST /proxies, /proxies/NAME, /proxies/NAME/toxics, \
         /proxies/NAME/toxics/TOXIC, POST /reset, POST /populate, GET /version), chaos's own faults \
-        (POST /faults with one fault as a scenario writes it, DELETE /faults/ID) and GET /metrics \
-        (Prometheus). --listen and --upstream make one proxy named "proxy"; --config FILE reads Toxiproxy's \
+        (POST /faults with one fault as a scenario writes it, DELETE /faults/ID), GET /metrics \
+        (Prometheus) and, with --protocol-from SCENARIO, GET /report (the live audit). --listen and --upstream make one proxy named "proxy"; --config FILE reads Toxiproxy's \
         config file (a JSON list of proxies). Toxicity draws come from --seed: the same suite, the same run.
         """
     )
