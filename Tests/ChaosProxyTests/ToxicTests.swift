@@ -33,7 +33,7 @@ struct ToxicTests {
          .slicer(size: 10, variation: 4, delay: .microseconds(250), direction: .downstream)),
         (toxic("timeout") { $0.timeout = 0 }, .timeout(after: nil, direction: .downstream)),
         (toxic("timeout", "upstream") { $0.timeout = 300 }, .timeout(after: .milliseconds(300), direction: .upstream)),
-        (toxic("reset_peer") { $0.timeout = 20 }, .resetPeer(after: .milliseconds(20))),
+        (toxic("reset_peer") { $0.timeout = 20 }, .resetPeer(after: .milliseconds(20), direction: .downstream)),
         (toxic("limit_data") { $0.bytes = 1000 }, .limitData(bytes: 1000, direction: .downstream)),
         (toxic("slow_close") { $0.delay = 500 }, .slowClose(delay: .milliseconds(500), direction: .downstream)),
     ])

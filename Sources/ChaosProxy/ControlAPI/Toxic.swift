@@ -49,7 +49,7 @@ public struct Toxic: Codable, Sendable, Equatable {
                            delay: .microseconds(min(max(0, a.delay ?? 0), Int64.max / 1_000)), direction: direction)
         case "slow_close": return .slowClose(delay: ms(a.delay), direction: direction)
         case "timeout": return .timeout(after: (a.timeout ?? 0) > 0 ? ms(a.timeout) : nil, direction: direction)
-        case "reset_peer": return .resetPeer(after: ms(a.timeout))
+        case "reset_peer": return .resetPeer(after: ms(a.timeout), direction: direction)
         case "limit_data": return .limitData(bytes: max(0, a.bytes ?? 0), direction: direction)
         default: return .none
         }
@@ -124,8 +124,8 @@ public enum ToxicEffect: Sendable, Equatable {
     case slicer(size: Int, variation: Int, delay: ChaosDuration, direction: Direction)
     /// Nothing passes that way (held, bounded); after `after` both legs are closed (nil: held until removed).
     case timeout(after: ChaosDuration?, direction: Direction)
-    /// Both legs are reset (RST) `after` the toxic reached the connection.
-    case resetPeer(after: ChaosDuration)
+    /// The first bytes travelling that way (and all after) are swallowed, and `after` them both legs are reset (RST).
+    case resetPeer(after: ChaosDuration, direction: Direction)
     /// `bytes` pass that way, then both legs are closed.
     case limitData(bytes: Int64, direction: Direction)
     /// A FIN travelling that way is passed on `delay` late.

@@ -19,7 +19,7 @@ extension ProxiedConnection {
         guard toxics[key] == nil, !machine.isCut else { return }
         var toxic = ActiveToxic(effect: effect)
         switch effect {
-        case .none, .limitData, .slowClose: break
+        case .none, .limitData, .slowClose, .resetPeer: break // they act as bytes pass (`applyToxics`, `sendFIN`)
         case .shaping(let shaping): addShaping(shaping, key: key)
         case .slicer(let size, _, let delay, let direction):
             toxics[key] = toxic // before the shaping, which reads the variation from it
@@ -36,7 +36,6 @@ extension ProxiedConnection {
                     connection.cut(.close)
                 }
             }
-        case .resetPeer(let after): toxic.timer = schedule(after) { $0.cut(.reset) }
         }
         toxics[key] = toxic
     }
@@ -58,17 +57,25 @@ extension ProxiedConnection {
         eventLoop.scheduleTask(in: .nanoseconds(delay.nanoseconds)) { [self] in body(self) }
     }
 
-    /// Applies every limit_data toxic on bytes read travelling `direction`: cuts `buffer` to what may still
-    /// pass; once a limit is reached, both legs are closed (after what passed is written). Returns false
-    /// when nothing may pass.
-    func applyLimits(_ buffer: inout ByteBuffer, direction: Direction) -> Bool {
+    /// Applies the toxics that act on bytes read travelling `direction`. limit_data cuts `buffer` to what may
+    /// still pass and, once its limit is reached, closes both legs (after what passed is written). reset_peer, as
+    /// Toxiproxy's, swallows the first bytes that reach it and everything after, and resets both legs `after` that
+    /// first read. Returns false when nothing may pass.
+    func applyToxics(_ buffer: inout ByteBuffer, direction: Direction) -> Bool {
         var allowed = Int64(buffer.readableBytes), reached = false
         for (key, toxic) in toxics {
-            guard case .limitData(let bytes, let way) = toxic.effect, way == direction else { continue }
-            let remaining = max(0, bytes - toxic.passed)
-            allowed = min(allowed, remaining)
-            if remaining <= Int64(buffer.readableBytes) { reached = true }
-            toxics[key]!.passed += min(remaining, Int64(buffer.readableBytes))
+            switch toxic.effect {
+            case .limitData(let bytes, let way) where way == direction:
+                let remaining = max(0, bytes - toxic.passed)
+                allowed = min(allowed, remaining)
+                if remaining <= Int64(buffer.readableBytes) { reached = true }
+                toxics[key]!.passed += min(remaining, Int64(buffer.readableBytes))
+            case .resetPeer(let after, let way) where way == direction:
+                allowed = 0
+                if toxic.timer == nil { toxics[key]!.timer = schedule(after) { $0.cut(.reset) } }
+            default:
+                continue
+            }
         }
         if allowed < buffer.readableBytes { buffer = buffer.getSlice(at: buffer.readerIndex, length: Int(allowed))! }
         if reached { eventLoop.execute { [self] in cut(.close) } }

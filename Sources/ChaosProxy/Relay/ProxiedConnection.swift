@@ -157,11 +157,11 @@ final class ProxiedConnection: @unchecked Sendable {
 
     // MARK: relay callbacks
 
-    /// Bytes read from `side`; returns false when they must be dropped (the leg is being cut). A
-    /// limit_data toxic may shorten `buffer`.
+    /// Bytes read from `side`; returns false when they must be dropped (the leg is being cut, a reset_peer
+    /// toxic swallows them). A limit_data toxic may shorten `buffer`.
     func didRead(_ buffer: inout ByteBuffer, from side: Side) -> Bool {
         if machine.leg(side).discardsReads { return false }
-        if !toxics.isEmpty, !applyLimits(&buffer, direction: side.producing) { return false }
+        if !toxics.isEmpty, !applyToxics(&buffer, direction: side.producing) { return false }
         counters.add(bytes: buffer.readableBytes, producedBy: side == .client)
         trafficSink?.record(TrafficEvent(time: clock.now(), connection: id, kind: .read(side, Array(buffer.readableBytesView))))
         return true

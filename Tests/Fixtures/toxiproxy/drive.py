@@ -153,12 +153,20 @@ def reset_peer(chaos):
     proxy = chaos.server.create(upstream=Upstream(echo).address, name="p")
     proxy.add_toxic(type="reset_peer", attributes={"timeout": 200})
     client = connect(proxy)
-    start = time.monotonic()
+    client.settimeout(1.0)
     try:
-        read_to_end(client)
-        check(False, "reset_peer: ECONNRESET")
+        check(client.recv(10) is None, "reset_peer: nothing happens before the first bytes")
+    except socket.timeout:
+        check(True, "reset_peer: quiet until the first bytes")
+    client.settimeout(15)
+    start = time.monotonic()
+    client.sendall(b"ping")  # echoed: the downstream toxic swallows the answer, then resets 200 ms later
+    try:
+        received = read_to_end(client)
+        check(False, "reset_peer: ECONNRESET, got %r" % received)
     except ConnectionResetError:
-        check(True, "reset_peer: ECONNRESET after %.3f s" % (time.monotonic() - start))
+        waited = time.monotonic() - start
+        check(waited >= 0.19, "reset_peer: the answer swallowed, ECONNRESET after %.3f s" % waited)
 
 
 def limit_data(chaos):
