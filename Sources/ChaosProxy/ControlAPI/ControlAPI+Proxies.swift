@@ -78,11 +78,16 @@ extension ControlAPI {
     }
 
     /// Starts a proxy for `spec` with `toxics` on and keeps it; a listen address that cannot be bound is a 500
-    /// naming it, as in Toxiproxy.
+    /// naming it, as in Toxiproxy; one that does not resolve, a 400.
     func open(_ spec: ProxySpec, enabled: Bool, toxics: [ManagedToxic]) async -> Result<Managed, APIResponseError> {
         let server = factory.make(spec)
         do {
             try await server.start()
+        } catch let error as ChaosError where error.code == .badInput {
+            // A listen host that does not resolve is the request's fault.
+            return .failure(APIResponseError(.error("bad request body: \(error.message)", status: .badRequest)))
+        } catch let error as ChaosError {
+            return .failure(APIResponseError(.error(error.message, status: .internalServerError)))
         } catch {
             return .failure(APIResponseError(.error("\(error)", status: .internalServerError)))
         }
