@@ -131,5 +131,63 @@ def live_audit(_):
     kinds = [(f["kind"], f["detail"].get("added_by")) for f in written["faults"]]
     check(("latency", "control API") in kinds, "report.json written on exit lists the toxic: %s" % kinds)
 
+def churn(_):
+    """Toxics of every type added, changed and removed at random (seeded), proxies disabled and enabled, while
+    eight connections carry traffic both ways and reconnect when cut: chaos never stops answering, and relays
+    correctly afterwards."""
+    import random, threading
+    rng = random.Random(int(os.environ.get("CHURN_SEED", "5")))
+    with Chaos() as chaos:
+        up = Upstream(echo)
+        proxy = chaos.server.create(upstream=up.address, name="busy")
+        stop = time.time() + 6
+        moved = [0]
+
+        def traffic():
+            while time.time() < stop:
+                try:
+                    client = connect(proxy)
+                    client.settimeout(0.5)
+                    while time.time() < stop:
+                        client.sendall(b"m" * 2000)
+                        moved[0] += len(client.recv(65536))
+                except OSError:
+                    time.sleep(0.05)
+
+        workers = [threading.Thread(target=traffic, daemon=True) for _ in range(8)]
+        for worker in workers:
+            worker.start()
+        kinds = [("latency", {"latency": 20, "jitter": 5}), ("bandwidth", {"rate": 50}), ("slow_close", {"delay": 50}),
+                 ("timeout", {"timeout": 100}), ("timeout", {"timeout": 0}), ("reset_peer", {"timeout": 10}),
+                 ("slicer", {"average_size": 50, "size_variation": 20, "delay": 100}), ("limit_data", {"bytes": 5000})]
+        requests_made = 0
+        while time.time() < stop:
+            kind, attributes = rng.choice(kinds)
+            stream = rng.choice(["upstream", "downstream"])
+            name = "%s_%s" % (kind, stream)
+            action = rng.random()
+            session = requests.Session()
+            if action < 0.5:
+                session.post(chaos.url + "/proxies/busy/toxics", json={"type": kind, "stream": stream, "attributes": attributes,
+                                                                       "toxicity": rng.choice([0.3, 1.0])})
+            elif action < 0.65:
+                session.post(chaos.url + "/proxies/busy/toxics/" + name, json={"attributes": attributes})
+            elif action < 0.9:
+                session.delete(chaos.url + "/proxies/busy/toxics/" + name)
+            elif action < 0.95:
+                session.post(chaos.url + "/proxies/busy", json={"enabled": rng.random() < 0.5})
+            else:
+                session.post(chaos.url + "/reset")
+            requests_made += 1
+        for worker in workers:
+            worker.join(timeout=5)
+        say("%d API requests during traffic; %d bytes echoed" % (requests_made, moved[0]))
+        check(chaos.process.poll() is None, "chaos is still running")
+        check(requests.post(chaos.url + "/reset").status_code == 204, "the API answers")
+        client = connect(proxy)
+        check(round_trip(client, b"after the storm") < 5, "the proxy relays after the churn")
+        check(moved[0] > 0, "traffic flowed during the churn")
+
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
