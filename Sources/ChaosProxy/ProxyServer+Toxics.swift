@@ -34,12 +34,12 @@ extension ProxyServer {
     public func addToxic(_ toxic: ConnectionToxic, key: ShapingKey) async -> Int {
         // Toxics act in the NIO relay: live connections on the epoll relay move there first.
         let connections = await targetConnections(nil) { $0.toxics[key] = toxic }.nio
-        var reached = 0
-        for connection in connections where toxic.reaches(connection.id) {
-            try? await connection.eventLoop.submit { connection.addToxic(toxic.effect, key: key) }.get()
-            reached += 1
+        // Submitted to every connection's event loop at once, then awaited: applied (not just queued) on return.
+        let applied = connections.filter { toxic.reaches($0.id) }.map { connection in
+            connection.eventLoop.submit { connection.addToxic(toxic.effect, key: key) }
         }
-        return reached
+        for future in applied { try? await future.get() }
+        return applied.count
     }
 
     /// Removes the toxic named `key` from every connection.
@@ -48,9 +48,8 @@ extension ProxyServer {
             state.toxics.removeValue(forKey: key)
             return Array(state.connections.values) + Array(state.lingering.values)
         }
-        for connection in connections {
-            try? await connection.eventLoop.submit { connection.removeToxic(key: key) }.get()
-        }
+        let removed = connections.map { connection in connection.eventLoop.submit { connection.removeToxic(key: key) } }
+        for future in removed { try? await future.get() }
     }
 
     /// Whether it refuses connections now (disabled, or a refuse fault).
