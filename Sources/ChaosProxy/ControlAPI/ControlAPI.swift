@@ -148,8 +148,8 @@ public final class ControlAPI: Sendable {
                 return state.order.compactMap { state.proxies[$0] }
             }
             for proxy in proxies {
+                // Their marks end with the API; a disabled proxy stays so (the run is ending).
                 for toxic in proxy.toxics { await removeToxic(toxic, from: proxy.server) }
-                if !proxy.enabled { await proxy.server.endRefusing() }
                 // The run's own proxies are stopped by the run; the API's are stopped here.
                 if proxy.owned { await proxy.server.stop() }
             }
