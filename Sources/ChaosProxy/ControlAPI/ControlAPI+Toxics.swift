@@ -36,7 +36,7 @@ extension ControlAPI {
         case .success(let decoded): request = decoded
         case .failure(let error): return error.response
         }
-        let stream = request.stream ?? "downstream"
+        let stream = (request.stream ?? "downstream").lowercased() // as Toxiproxy, in any case
         guard stream == "upstream" || stream == "downstream" else {
             return .error("stream was invalid, can be either upstream or downstream", status: .badRequest)
         }
