@@ -57,6 +57,7 @@ struct ToxiproxyClientTests {
         "config",       // --config FILE: Toxiproxy's config file
         "run_metrics",  // chaos run --metrics: live counters; an API toxic and fault land in report.json's faults
         "live_audit",   // chaos proxy --protocol-from --out: GET /report, audit metrics, report.json on exit
+        "flag_audit",   // chaos proxy with chaos audit's protocol flags: GET /report
         "churn",        // toxics, updates, disable/enable and resets at random under traffic: chaos keeps answering
     ])
     func check(_ name: String) async throws {

@@ -13,7 +13,7 @@ struct Proxy: AsyncParsableCommand {
         With --api HOST:PORT: Toxiproxy's API (GET/POST /proxies, /proxies/NAME, /proxies/NAME/toxics, \
         /proxies/NAME/toxics/TOXIC, POST /reset, POST /populate, GET /version), chaos's own faults \
         (POST /faults with one fault as a scenario writes it, DELETE /faults/ID), GET /metrics \
-        (Prometheus) and, with --protocol-from SCENARIO, GET /report (the live audit). --listen and --upstream make one proxy named "proxy"; --config FILE reads Toxiproxy's \
+        (Prometheus) and, with --protocol-from SCENARIO or the protocol flags, GET /report (the live audit). --listen and --upstream make one proxy named "proxy"; --config FILE reads Toxiproxy's \
         config file (a JSON list of proxies). Toxicity draws come from --seed: the same suite, the same run.
         """
     )
@@ -30,10 +30,10 @@ struct Proxy: AsyncParsableCommand {
     @Option(help: "Toxiproxy's config file: a JSON list of proxies ({name, listen, upstream, enabled}).")
     var config: String?
 
-    @Option(help: "Audit live with this scenario's protocol: and expect: (GET /report on the API).")
-    var protocolFrom: String?
+    @OptionGroup(title: "Live audit (GET /report on the API), with --protocol-from SCENARIO or the protocol flags")
+    var protocolOptions: ProtocolOptions
 
-    @Option(help: "With --protocol-from: write the run folder (report.json, report.md, …) here on exit.")
+    @Option(help: "With a live audit: write the run folder (report.json, report.md, …) here on exit.")
     var out: String?
 
     @Option(help: "The seed of every draw (toxicity, jitter, API faults).")
@@ -44,6 +44,9 @@ struct Proxy: AsyncParsableCommand {
 
     @OptionGroup var relay: RelayOptions
 
+    /// Whether the proxy audits live: a scenario or any protocol flag was given.
+    var audits: Bool { protocolOptions.protocolFrom != nil || protocolOptions.flagsGiven }
+
     func validate() throws {
         if let listen, HostPort(parsing: listen) == nil { throw ValidationError("--listen must be HOST:PORT, found '\(listen)'") }
         if let upstream, HostPort(parsing: upstream) == nil {
@@ -53,7 +56,9 @@ struct Proxy: AsyncParsableCommand {
         guard listen != nil || api != nil || config != nil else {
             throw ValidationError("give --listen and --upstream, --config FILE, or --api HOST:PORT to make proxies at run time")
         }
-        if out != nil, protocolFrom == nil { throw ValidationError("--out needs --protocol-from SCENARIO (there is nothing to report)") }
+        if out != nil, !audits {
+            throw ValidationError("--out needs a live audit, --protocol-from SCENARIO or the protocol flags (there is nothing to report)")
+        }
         if let api, HostPort(parsing: api) == nil { throw ValidationError("--api must be HOST:PORT, found '\(api)'") }
         guard ChaosDuration(parsing: duration) != nil else { throw ValidationError("--duration must be like 90s, found '\(duration)'") }
     }
@@ -73,13 +78,14 @@ struct Proxy: AsyncParsableCommand {
             }
         }
         let length = ChaosDuration(parsing: duration)!
-        let audited = try protocolFrom.map { try Scenario.load(path: $0) }
-        if let protocolFrom, audited?.protocolSpec == nil {
-            throw ChaosError(.badInput, "\(protocolFrom): has no protocol: section to audit with")
+        let audited = try protocolOptions.scenario()
+        if let from = protocolOptions.protocolFrom, audited?.protocolSpec == nil, !protocolOptions.flagsGiven {
+            throw ChaosError(.badInput, "\(from): has no protocol: section to audit with")
         }
         let scenario = Scenario(name: "proxy", duration: length, seed: seed, proxies: specs, pair: nil,
-                                protocolSpec: audited?.protocolSpec, baseline: nil, faults: [],
-                                expectations: audited?.expectations ?? [], capture: nil, file: protocolFrom ?? "(command line)")
+                                protocolSpec: audits ? try protocolOptions.spec(from: audited) : nil, baseline: nil, faults: [],
+                                expectations: audited?.expectations ?? [], capture: nil,
+                                file: protocolOptions.protocolFrom ?? "(command line)")
         var configuration = ScenarioRunner.Configuration(
             scenario: scenario, timeline: Timeline(scenario: scenario, seed: seed), replayCommand: "",
             selfPath: ExecutablePath.current)

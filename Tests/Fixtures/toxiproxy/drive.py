@@ -6,7 +6,7 @@ import sys, time, socket, json, tempfile, subprocess
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 from support import *
-from run_checks import churn, config, live_audit, run_metrics, toxicity
+from run_checks import churn, config, flag_audit, live_audit, run_metrics, toxicity
 
 
 def api(chaos):
@@ -270,7 +270,7 @@ def faults(chaos):
 
 if __name__ == "__main__":
     name = sys.argv[1]
-    if name in ("toxicity", "config", "run_metrics", "live_audit", "churn"):
+    if name in ("toxicity", "config", "run_metrics", "live_audit", "churn", "flag_audit"):
         globals()[name](None)
     else:
         with Chaos() as chaos:

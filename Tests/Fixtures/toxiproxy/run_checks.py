@@ -189,5 +189,17 @@ def churn(_):
         check(moved[0] > 0, "traffic flowed during the churn")
 
 
+def flag_audit(_):
+    """`chaos proxy --framing lines --seq n --stream s`: the protocol flags of chaos audit start a live audit too."""
+    with Chaos("--framing", "lines", "--seq", "n", "--stream", "s") as chaos:
+        proxy = chaos.server.create(upstream=Upstream(echo).address, name="flags")
+        client = connect(proxy)
+        for n in range(1, 6):
+            round_trip(client, b'{"s": "x", "n": %d}\n' % n)
+        report = requests.get(chaos.url + "/report").json()
+        check(report["totals"]["sent"] == 10 and report["totals"]["lost"] == 0,
+              "GET /report from the flags: %s sent (5 each way), %s lost" % (report["totals"]["sent"], report["totals"]["lost"]))
+
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
