@@ -14,7 +14,8 @@ import Synchronization
 ///   its JSON shapes and status codes (201 proxy created, 200 toxic created, 204 deleted, 404 unknown,
 ///   409 exists, 400 bad input as `{"error": "…", "status": 400}`).
 /// - chaos's: `GET /faults`; `POST /faults` with one fault as a scenario writes it (answers
-///   `201 {"id": N, "timeline": [...]}`); `DELETE /faults/N`, `DELETE /faults`; `GET /metrics` (Prometheus text).
+///   `201 {"id": N, "timeline": [...]}`); `DELETE /faults/N`, `DELETE /faults`; `GET /metrics` (Prometheus text);
+///   `GET /report` (the live audit, when the run audits: ``Extras``).
 ///
 /// Requests are answered one at a time, in the order they arrive. A body over 1 MiB gets 413 and the
 /// connection is closed without reading on; at most ``maxConnections`` API connections are served at once

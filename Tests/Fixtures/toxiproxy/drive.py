@@ -85,25 +85,27 @@ def latency(chaos):
 
 
 def bandwidth(chaos):
-    size, rate = 600_000, 200  # bytes, KB/s (Toxiproxy's KB is 1000 bytes)
+    """Two rates, each measured from the first byte to the last as a ratio to the toxic's rate."""
+    for rate, seconds in [(100, 2.5), (2000, 2.5)]:  # KB/s (Toxiproxy's KB is 1000 bytes)
+        size = int(rate * 1000 * seconds)
 
-    def source(connection):
-        connection.recv(1)
-        connection.sendall(b"x" * size)
-        connection.close()
+        def source(connection, size=size):
+            connection.recv(1)
+            connection.sendall(b"x" * size)
+            connection.close()
 
-    proxy = chaos.server.create(upstream=Upstream(source).address, name="p")
-    proxy.add_toxic(type="bandwidth", attributes={"rate": rate})
-    client = connect(proxy)
-    client.sendall(b"g")
-    first = client.recv(65536)
-    start = time.monotonic()
-    received = len(first) + len(read_to_end(client))
-    elapsed = time.monotonic() - start
-    measured = (received - len(first)) / elapsed / 1000
-    say("%d bytes in %.3f s: %.1f KB/s for a %d KB/s toxic (ratio %.3f)" % (received, elapsed, measured, rate, measured / rate))
-    check(received == size, "every byte arrived")
-    check(0.9 <= measured / rate <= 1.1, "bandwidth within 10 %")
+        proxy = chaos.server.create(upstream=Upstream(source).address, name="p%d" % rate)
+        proxy.add_toxic(type="bandwidth", attributes={"rate": rate})
+        client = connect(proxy)
+        client.sendall(b"g")
+        first = client.recv(65536)
+        start = time.monotonic()
+        received = len(first) + len(read_to_end(client))
+        elapsed = time.monotonic() - start
+        measured = (received - len(first)) / elapsed / 1000
+        say("%d bytes in %.3f s: %.1f KB/s for a %d KB/s toxic (ratio %.3f)" % (received, elapsed, measured, rate, measured / rate))
+        check(received == size, "every byte arrived")
+        check(0.9 <= measured / rate <= 1.1, "bandwidth %d KB/s within 10 %%" % rate)
 
 
 def slicer(chaos):
