@@ -3,7 +3,7 @@ import ChaosProxy
 
 /// The live audit's figures as Prometheus families, appended to `GET /metrics` when the run audits a protocol.
 enum AuditMetrics {
-    static func text(_ audit: AuditResult) -> String {
+    static func text(_ audit: AuditResult, histograms: (reconnect: DurationHistogram, resume: DurationHistogram)) -> String {
         var text = MetricsText()
         let totals = audit.totals
         let classes: [(String, Int64)] = [
@@ -19,19 +19,29 @@ enum AuditMetrics {
         text.family("chaos_audit_delivery_ratio", "gauge", "Delivered over sent so far.",
                     values: [([], totals.deliveryRatio)])
         let recovery = audit.recovery
-        for (name, help, summary) in [
-            ("chaos_audit_reconnect_seconds", "From a fault's disruption to the next accepted connection.", recovery.reconnectS),
-            ("chaos_audit_resume_seconds", "From a fault's disruption to a stream's first new message.", recovery.resumeS),
+        for (name, help, histogram) in [
+            ("chaos_audit_reconnect_seconds", "From a fault's disruption to the next accepted connection.", histograms.reconnect),
+            ("chaos_audit_resume_seconds", "From a fault's disruption to a stream's first new message.", histograms.resume),
         ] {
-            text.family(name, "gauge", help + " Quantiles so far.", values: [
-                ([("quantile", "0.5")], summary.p50), ([("quantile", "0.95")], summary.p95),
-                ([("quantile", "0.99")], summary.p99), ([("quantile", "1")], summary.max),
-            ])
-            text.family(name + "_count", "gauge", help + " Measurements so far.") { [([], summary.count)] }
+            text.histogram(name, help, histogram)
         }
         text.family("chaos_audit_never_resumed", "gauge", "Streams a fault interrupted that never resumed (so far).") {
             [([], recovery.neverResumed)]
         }
         return text.output
+    }
+}
+
+extension MetricsText {
+    /// Adds a Prometheus histogram: cumulative `_bucket{le}` samples, then `_sum` and `_count`.
+    mutating func histogram(_ name: String, _ help: String, _ histogram: DurationHistogram) {
+        var values: [([(String, String)], Double)] = zip(histogram.bounds, histogram.cumulative).map {
+            ([("le", "\($0.0)")], Double($0.1))
+        }
+        values.append(([("le", "+Inf")], Double(histogram.count)))
+        family(name, "histogram", help, values: [])
+        samples(name + "_bucket", values)
+        samples(name + "_sum", [([], histogram.sumSeconds)])
+        samples(name + "_count", [([], Double(histogram.count))])
     }
 }

@@ -152,7 +152,7 @@ public final class ScenarioRunner: Sendable {
                     let now = report(sink.snapshot(), false, clock.now(), false, nil)
                     return ((try? now.jsonData()).map { String(decoding: $0, as: UTF8.self) } ?? "{}") + "\n"
                 }
-                extras.metrics = { AuditMetrics.text(sink.snapshot()) }
+                extras.metrics = { AuditMetrics.text(sink.snapshot(), histograms: sink.recoveryHistograms()) }
             }
             let api = ControlAPI(proxies: proxies, factory: factory, seed: timeline.seed, extras: extras)
             services.append(.init(service: ControlAPIService(api: api, address: address, output: output), serviceName: "control API"))

@@ -68,6 +68,11 @@ public struct MetricsText: Sendable {
     /// Adds the family `name` of `type` with fractional samples.
     public mutating func family(_ name: String, _ type: String, _ help: String, values: [([(String, String)], Double)]) {
         output += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+        samples(name, values)
+    }
+
+    /// Adds sample lines named `name` to the family just begun (a histogram's `_bucket`, `_sum`, `_count`).
+    public mutating func samples(_ name: String, _ values: [([(String, String)], Double)]) {
         for (labels, value) in values {
             let rendered = labels.map { "\($0.0)=\"\(Self.escape($0.1))\"" }.joined(separator: ",")
             let number = value == value.rounded() && abs(value) < 1e15 ? "\(Int64(value))" : "\(value)"

@@ -79,6 +79,13 @@ def run_metrics(_):
         fault = requests.post(url + "/faults", data=json.dumps({"stall": {"at": "0s", "for": "300ms"}}))
         check(fault.status_code == 201, "POST /faults during the run: 201")
         check(sample("chaos_faults_active", {"kind": "latency"}) == 1, "chaos_faults_active{kind=latency} is 1")
+        # The scenario's disconnect at about 3 s: the pair reconnects, and the histogram counts it while the run goes on.
+        reconnects = 0
+        while time.time() < deadline + 10 and not reconnects and run.poll() is None:
+            reconnects = sample("chaos_audit_reconnect_seconds_count", {}) or 0
+            time.sleep(0.2)
+        inf = sample("chaos_audit_reconnect_seconds_bucket", {"le": "+Inf"})
+        check(reconnects > 0 and inf == reconnects, "reconnect histogram: %s reconnects so far, +Inf bucket %s" % (reconnects, inf))
         check(run.wait(timeout=60) in (0, 1), "the run ended")
         with open(os.path.join(out, "report.json")) as file:
             report = json.load(file)
