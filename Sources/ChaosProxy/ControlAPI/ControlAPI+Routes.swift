@@ -37,9 +37,11 @@ struct APIError: Codable, Sendable {
 }
 
 extension ControlAPI {
-    /// Answers one request, after every request before it.
+    /// Answers one request: one that changes something after every such request before it; a read (GET: proxies,
+    /// toxics, `/metrics`, `/report`) at once, from the state as it is.
     func handle(method: HTTPMethod, path: String, body: String) async -> APIResponse {
-        await serialized { [self] in await route(method: method, path: path, body: body) }
+        if method == .GET { return await route(method: method, path: path, body: body) }
+        return await serialized { [self] in await route(method: method, path: path, body: body) }
     }
 
     /// The one router of both kinds of route: Toxiproxy's and chaos's own.
@@ -52,7 +54,8 @@ extension ControlAPI {
         case (.GET, 1, "metrics", _): return metrics()
         case (.GET, 1, "report", _):
             guard let report = extras.report else {
-                return .error("no live audit: start chaos proxy with --protocol-from SCENARIO", status: .notFound)
+                return .error("no live audit: start chaos proxy with --protocol-from SCENARIO or the protocol flags",
+                              status: .notFound)
             }
             return APIResponse(status: .ok, body: report())
         case (.POST, 1, "reset", _): return await reset()
