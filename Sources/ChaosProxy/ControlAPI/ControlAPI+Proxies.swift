@@ -1,5 +1,6 @@
 import ChaosCore
 import Foundation
+import NIOCore
 import NIOHTTP1
 import Synchronization
 
@@ -114,7 +115,10 @@ extension ControlAPI {
         case .success(let decoded): update = decoded
         case .failure(let error): return error.response
         }
-        let merged = ProxyBody(name: name, listen: update.listen ?? "\(proxy.spec.listen)",
+        // A client that sends the proxy back as it got it (Go's Save, toxiproxy-cli toggle) sends the bound address
+        // as `listen`: that is no change (else the proxy would restart and reset its connections).
+        let listen = update.listen.flatMap { proxy.isBound(to: $0) ? nil : $0 } ?? "\(proxy.spec.listen)"
+        let merged = ProxyBody(name: name, listen: listen,
                                upstream: update.upstream ?? "\(proxy.spec.upstream)", enabled: update.enabled ?? proxy.enabled)
         let spec: ProxySpec
         switch Self.spec(merged) {
@@ -192,7 +196,7 @@ extension ControlAPI {
         var views: [ProxyView] = []
         for (spec, enabled) in specs {
             if let existing = state.withLock({ $0.proxies[spec.name] }) {
-                if existing.spec == spec {
+                if existing.spec.upstream == spec.upstream, existing.spec.listen == spec.listen || existing.isBound(to: "\(spec.listen)") {
                     let update = await updateProxy(spec.name, body: enabled ? #"{"enabled":true}"# : #"{"enabled":false}"#)
                     guard update.status == .ok else { return update }
                     if let proxy = state.withLock({ $0.proxies[spec.name] }) { views.append(view(proxy)) }
@@ -206,5 +210,13 @@ extension ControlAPI {
             }
         }
         return .json(Populated(proxies: views), status: .created)
+    }
+}
+
+extension ControlAPI.Managed {
+    /// Whether `listen` names the address this proxy is bound to (as `GET /proxies` shows it).
+    func isBound(to listen: String) -> Bool {
+        guard let bound = server.boundAddress, let asked = HostPort(parsing: listen) else { return false }
+        return asked.port == bound.port && "\(asked)" == bound.hostPort
     }
 }

@@ -212,6 +212,11 @@ def disabled(chaos):
     proxy = chaos.server.create(upstream=Upstream(echo).address, name="p")
     client = connect(proxy)
     round_trip(client)
+    # A client that posts the proxy back whole (Go's Save, toxiproxy-cli) sends the bound listen: no restart.
+    whole = requests.get(chaos.url + "/proxies/p").json()
+    del whole["toxics"]
+    check(requests.post(chaos.url + "/proxies/p", json=whole).status_code == 200, "the proxy posted back whole: 200")
+    check(round_trip(client) < 5, "the open connection survives an update that changes nothing")
     proxy.disable()
     check(read_to_end(client) == b"", "an open connection ends with a FIN (EOF, not a reset)")
     try:
