@@ -35,6 +35,15 @@ struct ControlAPITests {
             #expect(reason.contains("request body:1:"), "\(reason)")
             #expect(reason.contains("not a duration"))
             #expect(try request(apiPort, "DELETE", "/faults/7").0 == 404)
+            // A fault that is over (an instant disconnect) is no longer listed as active.
+            #expect(try request(apiPort, "POST", "/faults", body: #"{"disconnect": {"at": "0s", "mode": "reset"}}"#).0 == 201)
+            var listed = ""
+            for _ in 0..<100 {
+                listed = try request(apiPort, "GET", "/faults").1
+                if listed.contains(#""faults":[]"#) { break }
+                usleep(20_000)
+            }
+            #expect(listed.contains(#""faults":[]"#), "\(listed)")
             #expect(try request(apiPort, "GET", "/nothing").0 == 404)
             client.close(); server.close()
         }

@@ -60,8 +60,15 @@ extension ControlAPI {
         let startsNow = timeline.prefix(1).contains { $0.at == .zero }
         let clock = ShiftedClock(base: factory.clock, origin: factory.clock.now())
         let injector = FaultInjector(timeline: timeline, number: id, proxies: proxies, clock: clock, sink: factory.sink)
-        let task = Task { await injector.run() }
-        state.withLock { $0.faults[id] = (body.trimmingCharacters(in: .whitespacesAndNewlines), task) }
+        // Made under the lock, so that a fault that is over at once (a disconnect) is kept before it is let go:
+        // a fault whose timeline has ended is no longer active (GET /faults, /metrics).
+        state.withLock { state in
+            let task = Task { [weak self] in
+                await injector.run()
+                self?.state.withLock { _ = $0.faults.removeValue(forKey: id) }
+            }
+            state.faults[id] = (body.trimmingCharacters(in: .whitespacesAndNewlines), task)
+        }
         // Answer once what starts now has been applied.
         for _ in 0..<200 where startsNow && injector.appliedSoFar.isEmpty {
             try? await Task.sleep(nanoseconds: 5_000_000)
