@@ -71,6 +71,13 @@ public struct FaultMark: Hashable, Sendable, Codable {
     /// A short human summary of the drawn parameters (`mode=reset`, `add=512ms`).
     public var detail: String
 
+    /// The occurrence number of what the control API added (its fault or toxic `id`, and the occurrence's
+    /// `index` in that fault's own timeline): `id << 40 + index`, apart from any run timeline's indexes.
+    public static func apiOccurrence(id: Int, index: Int) -> Int { (id << 40) + index }
+
+    /// Whether it marks what the control API added (see ``apiOccurrence(id:index:)``).
+    public var addedThroughAPI: Bool { occurrence >= 1 << 40 }
+
     /// Creates a mark.
     public init(kind: String, occurrence: Int, detail: String) {
         self.kind = kind

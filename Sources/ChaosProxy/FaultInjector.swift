@@ -97,7 +97,7 @@ public final class FaultInjector: Sendable {
                 if occurrence.kind == .handoff { handoffTargets[occurrence.index] = targets }
                 if occurrence.kind == .disconnect {
                     // An instant fault ends as it begins: every started mark has its end.
-                    sink?.record(TrafficEvent(time: clock.now(), connection: 0, kind: .faultEnded(occurrence.mark)))
+                    sink?.record(TrafficEvent(time: clock.now(), connection: 0, kind: .faultEnded(mark(occurrence))))
                 }
                 let record = Applied(occurrence: occurrence.index, appliedAt: clock.now(), connections: count)
                 applied.withLock { $0.append(record) }
@@ -108,6 +108,11 @@ public final class FaultInjector: Sendable {
         for occurrence in active.values.sorted(by: { $0.index < $1.index }) {
             await end(occurrence, handoffTargets: handoffTargets[occurrence.index] ?? [:], cancelled: true)
         }
+    }
+
+    /// The occurrence's mark in the event stream (a control-API fault's numbered apart from the run's).
+    private func mark(_ occurrence: FaultOccurrence) -> FaultMark {
+        number == 0 ? occurrence.mark : occurrence.mark(apiFault: number)
     }
 
     private func proxies(for occurrence: FaultOccurrence) -> [any FaultTarget] {
@@ -121,7 +126,7 @@ public final class FaultInjector: Sendable {
 
     /// Starts an occurrence; returns how many connections it hit and, for a handoff, whom.
     private func begin(_ occurrence: FaultOccurrence) async -> (Int, [ObjectIdentifier: [ConnectionID]]) {
-        sink?.record(TrafficEvent(time: clock.now(), connection: 0, kind: .faultStarted(occurrence.mark)))
+        sink?.record(TrafficEvent(time: clock.now(), connection: 0, kind: .faultStarted(mark(occurrence))))
         logger.info("fault", metadata: ["fault.kind": "\(occurrence.kind.rawValue)", "fault.index": "\(occurrence.index)",
                                         "fault.detail": "\(occurrence.effect.summary)"])
         var hit = 0
@@ -165,6 +170,6 @@ public final class FaultInjector: Sendable {
                 await proxy.removeShaping(key: ShapingKey(timeline: number, occurrence: occurrence.index))
             }
         }
-        sink?.record(TrafficEvent(time: clock.now(), connection: 0, kind: .faultEnded(occurrence.mark)))
+        sink?.record(TrafficEvent(time: clock.now(), connection: 0, kind: .faultEnded(mark(occurrence))))
     }
 }

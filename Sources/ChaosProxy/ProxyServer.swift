@@ -58,6 +58,8 @@ public final class ProxyServer: Sendable {
         var lingering: [ConnectionID: ProxiedConnection] = [:]
         /// Shaping on every connection, now and new, by occurrence index.
         var shaping: [ShapingKey: FaultEffect] = [:]
+        /// Toxiproxy toxics, each on the connections its toxicity draws, now and new.
+        var toxics: [ShapingKey: ConnectionToxic] = [:]
         var baseline: LinkProfile?
         var stopped = false
     }
@@ -239,14 +241,18 @@ public final class ProxyServer: Sendable {
                         state.lingering.removeValue(forKey: id)
                     }
                 })
-            let (baseline, shaping, stopped) = state.withLock { state in
+            let (baseline, shaping, toxics, stopped) = state.withLock { state in
                 if !state.stopped { state.connections[id] = connection }
-                return (state.baseline, state.shaping, state.stopped)
+                return (state.baseline, state.shaping, state.toxics, state.stopped)
             }
             guard !stopped else { throw ChannelError.ioOnClosedChannel }
             if let framing = options.frames, adopted == nil { connection.protocolFrames = ProtocolFrames(framing: framing) }
             // A connection that started on the epoll relay started with no link profile.
             connection.start(baseline: adopted == nil ? baseline : nil, shaping: shaping, adopted: adopted)
+            // In the same event loop turn: no byte passes before its toxics are on.
+            for (key, toxic) in toxics.sorted(by: { $0.key < $1.key }) where toxic.reaches(id) {
+                connection.addToxic(toxic.effect, key: key)
+            }
             return connection
         } catch {
             client.closeWithReset()

@@ -80,11 +80,17 @@ extension RunReport {
                                detail: Dictionary(occurrence.effect.parameters, uniquingKeysWith: { first, _ in first }),
                                proxy: occurrence.proxy, reconnectS: impact?.reconnectS, resumeS: impact?.resumeS)
         }
+        // Faults and toxics added through the control API are not in the timeline: their marks tell what they were.
+        let added = audit.faults.filter { $0.occurrence >= FaultMark.apiOccurrence(id: 1, index: 0) }.map { impact in
+            FaultRecord(kind: impact.kind, occurrence: impact.occurrence, atS: impact.atS, forS: impact.forS,
+                        connections: impact.connectionsClosed, detail: ["added_by": "control API", "what": impact.detail ?? ""],
+                        reconnectS: impact.reconnectS, resumeS: impact.resumeS)
+        }
         let formatter = RunReport.timestampFormatter
         self.init(schema: Self.schemaVersion, scenario: inputs.scenario, seed: inputs.seed,
                   startedAt: formatter.string(from: inputs.startedAt), elapsedS: inputs.elapsed.seconds,
                   plannedS: inputs.planned?.seconds, complete: inputs.complete, verdict: .pass, verdictReason: nil,
-                  replay: inputs.replay, faults: faults, totals: audit.totals, streams: audit.streams,
+                  replay: inputs.replay, faults: faults + added, totals: audit.totals, streams: audit.streams,
                   anomalies: audit.anomalies, anomalyCounts: audit.anomalyCounts, recovery: audit.recovery,
                   connections: inputs.connections ?? ConnectionCounts(opened: audit.connections.opened,
                                                                       cutByFault: audit.connections.cutByFault,

@@ -49,6 +49,11 @@ final class RunSink: TrafficEventSink {
     /// The delivery totals so far (cheap: for progress lines).
     func totals() -> DeliveryCounts? { audits ? state.withLock { $0.engine.totalsSoFar() } : nil }
 
+    /// The recovery histograms so far (for `/metrics`).
+    func recoveryHistograms() -> (reconnect: DurationHistogram, resume: DurationHistogram) {
+        state.withLock { $0.engine.recoveryHistograms() }
+    }
+
     /// The audit so far (for checkpoints).
     func snapshot() -> AuditResult { state.withLock { $0.engine.snapshot() } }
 

@@ -12,7 +12,9 @@ extension ScenarioRunner {
         let scenario = configuration.scenario
         var faultConnections: [Int: Int] = [:]
         for applied in injector?.appliedSoFar ?? [] { faultConnections[applied.occurrence] = applied.connections }
-        let connections = ConnectionCounts(
+        // A bare proxy driven by the control API has proxies that come and go: the audit saw all their connections.
+        let bare = configuration.scenario.pair == nil && configuration.controlAPI != nil
+        let connections = bare ? nil : ConnectionCounts(
             opened: proxies.map(\.counters.opened).reduce(0, +), cutByFault: proxies.map(\.counters.cutByFault).reduce(0, +),
             refused: proxies.map(\.counters.upstreamFailures).reduce(0, +))
         var pairExits: [String: Int32]?

@@ -16,19 +16,10 @@ extension ScenarioRunner {
         return writer
     }
 
-    func startProxies(loops: RelayLoops, clock: RunClock, sink: RunSink?) async throws -> [ProxyServer] {
-        let scenario = configuration.scenario
-        let ids = ConnectionIDSource()
-        let root = SeededGenerator(seed: configuration.timeline.seed)
+    func startProxies(factory: ProxyFactory) async throws -> [ProxyServer] {
         var proxies: [ProxyServer] = []
-        var options = ProxyServer.Options()
-        options.busyPolling = loops.busyPolling
-        options.epollRelay = loops.epollRelay
-        options.frames = configuration.frames ?? scenario.frameProtocol
-        for spec in scenario.proxies {
-            let proxy = ProxyServer(spec: spec, group: loops.group, sink: sink, clock: clock, ids: ids,
-                                    seed: root.fork("proxy:" + spec.name), baseline: scenario.baseline,
-                                    options: options, logger: logger)
+        for spec in configuration.scenario.proxies {
+            let proxy = factory.make(spec)
             do {
                 try await proxy.start()
             } catch let error as ChaosError {
@@ -36,11 +27,22 @@ extension ScenarioRunner {
                 throw ChaosError(.badInput, error.message + " (is the port in use?)")
             }
             proxies.append(proxy)
+            if configuration.disabledProxies.contains(spec.name) { await proxy.disable() }
             output("proxy \(spec.name): listening on \(proxy.boundAddress.map(\.hostPort) ?? "\(spec.listen)") -> \(spec.upstream)")
         }
         return proxies
     }
 
+
+    /// The factory of the run's proxies (the scenario's, and the control API's).
+    func proxyFactory(loops: RelayLoops, clock: RunClock, sink: RunSink?) -> ProxyFactory {
+        var options = ProxyServer.Options()
+        options.busyPolling = loops.busyPolling
+        options.epollRelay = loops.epollRelay
+        options.frames = configuration.frames ?? configuration.scenario.frameProtocol
+        return ProxyFactory(group: loops.group, sink: sink, clock: clock, seed: SeededGenerator(seed: configuration.timeline.seed),
+                            baseline: configuration.scenario.baseline, options: options, logger: logger)
+    }
 
     /// The scenario's pair, not started yet (``PairService`` starts it); nil when the scenario names none.
     func makePair(proxies: [ProxyServer], folder: RunFolder?, clock: RunClock) -> PairSupervisor? {

@@ -40,6 +40,8 @@ public final class ScenarioRunner: Sendable {
         public var capture: Bool?
         /// Where to serve the HTTP control API (`chaos proxy --api`); nil: none.
         public var controlAPI: HostPort?
+        /// Proxies that start disabled (refusing connections) until the control API enables them.
+        public var disabledProxies: Set<String> = []
         /// How long the proxy's event loops keep polling after relaying bytes (zero: off); see ``BusyPolling``.
         public var busyPoll: ChaosDuration = .microseconds(100)
         /// Whether connections that nothing shapes are relayed by epoll relay threads rather than
@@ -103,12 +105,13 @@ public final class ScenarioRunner: Sendable {
         let capture = try startCapture(folder: folder, startedAt: startedAt, sink: sink)
         // With neither a report nor a capture (the bare `chaos proxy`), nothing reads the events:
         // the proxies then send none, and spend nothing per connection on them.
-        let eventSink = folder != nil || capture != nil ? sink : nil
+        let eventSink = folder != nil || capture != nil || scenario.protocolSpec != nil ? sink : nil
         let loops = try await RelayLoops.start(busyPoll: configuration.busyPoll, epollRelay: configuration.epollRelay)
         let clock = RunClock()
+        let factory = proxyFactory(loops: loops, clock: clock, sink: eventSink)
         let proxies: [ProxyServer]
         do {
-            proxies = try await startProxies(loops: loops, clock: clock, sink: eventSink)
+            proxies = try await startProxies(factory: factory)
         } catch {
             await loops.stop()
             throw error
@@ -145,7 +148,16 @@ public final class ScenarioRunner: Sendable {
                                        output: output), serviceName: "pair"),
         ]
         if let address = configuration.controlAPI {
-            let api = ControlAPI(proxies: proxies, group: loops.group, seed: timeline.seed)
+            var extras = ControlAPI.Extras()
+            if scenario.protocolSpec != nil {
+                // The live audit: what a checkpoint would write now, and its figures on /metrics.
+                extras.report = {
+                    let now = report(sink.snapshot(), false, clock.now(), false, nil)
+                    return ((try? now.jsonData()).map { String(decoding: $0, as: UTF8.self) } ?? "{}") + "\n"
+                }
+                extras.metrics = { AuditMetrics.text(sink.snapshot(), histograms: sink.recoveryHistograms()) }
+            }
+            let api = ControlAPI(proxies: proxies, factory: factory, seed: timeline.seed, extras: extras)
             services.append(.init(service: ControlAPIService(api: api, address: address, output: output), serviceName: "control API"))
         }
         services.append(.init(service: CheckpointService(

@@ -94,6 +94,23 @@ struct ControlAPILimitsTests {
         }
     }
 
+    @Test("an idle connection, before its first request or after a kept-alive answer, is closed in time without an answer")
+    func idleConnections() async throws {
+        try await withAPI { _, port in
+            let silent = try TestSocket.connect(port: port)
+            defer { silent.close() }
+            let kept = try TestSocket.connect(port: port)
+            defer { kept.close() }
+            try kept.sendAll(Array("GET /version HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+            let (answered, _) = kept.receiveUntilEnd()
+            let text = String(decoding: answered, as: UTF8.self)
+            #expect(text.hasPrefix("HTTP/1.1 200") && !text.contains("408"), "\(text)")
+            #expect(silent.receiveUntilEnd().0.isEmpty)
+            let (status, _) = try exchange(port, head: "GET /version HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", body: [])
+            #expect(status == 200, "the API goes on")
+        }
+    }
+
     @Test("more than the allowed concurrent API connections are closed at once; the rest are served")
     func boundedConnections() async throws {
         try await withAPI { _, port in

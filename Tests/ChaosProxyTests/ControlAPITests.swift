@@ -5,18 +5,8 @@ import Testing
 
 @Suite("HTTP control API", .serialized, .timeLimit(.minutes(1)))
 struct ControlAPITests {
-    /// Sends one HTTP/1.1 request; returns (status code, body).
     func request(_ port: Int, _ method: String, _ path: String, body: String = "") throws -> (Int, String) {
-        let socket = try TestSocket.connect(port: port)
-        defer { socket.close() }
-        let text = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
-            + "Content-Length: \(body.utf8.count)\r\n\r\n\(body)"
-        try socket.sendAll(Array(text.utf8))
-        let (bytes, _) = socket.receiveUntilEnd()
-        let response = String(decoding: bytes, as: UTF8.self)
-        let status = Int(response.split(separator: " ").dropFirst().first ?? "") ?? 0
-        let payload = response.components(separatedBy: "\r\n\r\n").dropFirst().joined(separator: "\r\n\r\n")
-        return (status, payload)
+        try apiRequest(port, method, path, body: body)
     }
 
     @Test("a fault posted as JSON is applied at once and lifted by DELETE; bad requests get 400 with the reason")
@@ -36,7 +26,8 @@ struct ControlAPITests {
             #expect(server.receive(exactly: 1) == [1])
             #expect(DispatchTime.now().uptimeNanoseconds - start >= 150_000_000)
             #expect(try request(apiPort, "GET", "/faults").1.contains("latency"))
-            #expect(try request(apiPort, "GET", "/proxies").1.contains(#""connections":1"#))
+            #expect(try request(apiPort, "GET", "/proxies").1.contains(#""test":{"enabled":true"#))
+            #expect(try request(apiPort, "GET", "/metrics").1.contains(#"chaos_connections_live{proxy="test"} 1"#))
             #expect(try request(apiPort, "DELETE", "/faults/1").0 == 200)
             #expect(try request(apiPort, "GET", "/faults").1.contains(#""faults":[]"#))
             let (bad, reason) = try request(apiPort, "POST", "/faults", body: #"{"latency": {"add": "soon"}}"#)
@@ -44,6 +35,15 @@ struct ControlAPITests {
             #expect(reason.contains("request body:1:"), "\(reason)")
             #expect(reason.contains("not a duration"))
             #expect(try request(apiPort, "DELETE", "/faults/7").0 == 404)
+            // A fault that is over (an instant disconnect) is no longer listed as active.
+            #expect(try request(apiPort, "POST", "/faults", body: #"{"disconnect": {"at": "0s", "mode": "reset"}}"#).0 == 201)
+            var listed = ""
+            for _ in 0..<100 {
+                listed = try request(apiPort, "GET", "/faults").1
+                if listed.contains(#""faults":[]"#) { break }
+                usleep(20_000)
+            }
+            #expect(listed.contains(#""faults":[]"#), "\(listed)")
             #expect(try request(apiPort, "GET", "/nothing").0 == 404)
             client.close(); server.close()
         }

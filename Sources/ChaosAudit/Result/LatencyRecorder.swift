@@ -21,6 +21,12 @@ struct LatencyRecorder {
     /// How many samples.
     var count: Int { Int(histogram.totalCount) }
 
+    /// How many samples are at or below `micros` microseconds.
+    func counts(upToMicroseconds micros: UInt64) -> UInt64 { histogram.count(within: 0...micros) }
+
+    /// The samples' sum in seconds.
+    var sumSeconds: Double { histogram.totalCount == 0 ? 0 : histogram.mean * Double(histogram.totalCount) / 1e6 }
+
     /// p50 / p95 / p99 / max in seconds.
     var summary: LatencySummary {
         guard histogram.totalCount > 0 else { return LatencySummary() }

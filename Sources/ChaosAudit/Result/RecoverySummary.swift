@@ -103,10 +103,14 @@ public struct FaultImpact: Sendable, Codable, Equatable {
     public var streamsAffected: Int
     /// Streams it interrupted that never resumed.
     public var neverResumed: Int
+    /// For a fault or toxic added through the control API (not in the timeline): what it was.
+    public var detail: String?
 
     /// Creates an impact record.
     public init(occurrence: Int, kind: String, atS: Double, forS: Double = 0, connectionsClosed: Int = 0,
-                reconnectS: Double? = nil, resumeS: Double? = nil, streamsAffected: Int = 0, neverResumed: Int = 0) {
+                reconnectS: Double? = nil, resumeS: Double? = nil, streamsAffected: Int = 0, neverResumed: Int = 0,
+                detail: String? = nil) {
+        self.detail = detail
         self.occurrence = occurrence
         self.kind = kind
         self.atS = atS

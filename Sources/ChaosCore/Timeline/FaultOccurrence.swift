@@ -37,6 +37,13 @@ public struct FaultOccurrence: Sendable, Codable, Equatable {
 
     /// The mark that names this occurrence in the traffic event stream.
     public var mark: FaultMark { FaultMark(kind: kind.rawValue, occurrence: index, detail: effect.summary) }
+
+    /// The mark of this occurrence when it belongs to control-API fault `id` (not the run's timeline): numbered
+    /// apart from the run's own (``FaultMark/apiOccurrence(id:index:)``), its detail naming the fault.
+    public func mark(apiFault id: Int) -> FaultMark {
+        FaultMark(kind: kind.rawValue, occurrence: FaultMark.apiOccurrence(id: id, index: index),
+                  detail: "api fault \(id): " + effect.summary)
+    }
 }
 
 /// A fault's effect with every range drawn.

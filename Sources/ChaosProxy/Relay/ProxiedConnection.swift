@@ -34,6 +34,8 @@ final class ProxiedConnection: @unchecked Sendable {
     private var lingerTask: Scheduled<Void>?
     /// The frames of each direction, when the proxy follows the connection's protocol (for `ws-close` and `goaway`).
     var protocolFrames: ProtocolFrames?
+    /// Toxiproxy toxics on it, by key (see `ProxiedConnection+Toxics.swift`).
+    var toxics: [ShapingKey: ActiveToxic] = [:]
 
     /// One leg: its channel, relay and the shaper of bytes written to it.
     struct Leg {
@@ -133,7 +135,9 @@ final class ProxiedConnection: @unchecked Sendable {
         // The link profile first, then the faults in the order they began.
         let effects = (baseline.map { [FaultEffect.link($0)] } ?? []) + shaping.sorted { $0.key < $1.key }.map(\.value)
         for direction in Direction.allCases {
-            legs[direction.consumer]!.shaper.apply(ShapingSettings.combining(effects, direction: direction))
+            var settings = ShapingSettings.combining(effects, direction: direction)
+            settings.sliceVariation = sliceVariation(direction)
+            legs[direction.consumer]!.shaper.apply(settings)
         }
     }
 
@@ -155,9 +159,11 @@ final class ProxiedConnection: @unchecked Sendable {
 
     // MARK: relay callbacks
 
-    /// Bytes read from `side`; returns false when they must be dropped (the leg is being cut).
-    func didRead(_ buffer: ByteBuffer, from side: Side) -> Bool {
+    /// Bytes read from `side`; returns false when they must be dropped (the leg is being cut, a reset_peer
+    /// toxic swallows them). A limit_data toxic may shorten `buffer`.
+    func didRead(_ buffer: inout ByteBuffer, from side: Side) -> Bool {
         if machine.leg(side).discardsReads { return false }
+        if !toxics.isEmpty, !applyToxics(&buffer, direction: side.producing) { return false }
         counters.add(bytes: buffer.readableBytes, producedBy: side == .client)
         trafficSink?.record(TrafficEvent(time: clock.now(), connection: id, kind: .read(side, Array(buffer.readableBytesView))))
         return true
@@ -191,7 +197,7 @@ final class ProxiedConnection: @unchecked Sendable {
                 pollAcknowledgements(side, beforeReset: beforeReset)
                 sink?.record(TrafficEvent(time: clock.now(), connection: id, kind: .closed(side, kind)))
             case .sendFIN(let side):
-                legs[side]!.relay.shutdownOutput()
+                sendFIN(to: side)
             case .discard(let side):
                 legs[side]!.shaper.discardHeld()
                 legs[side]!.relay.discardsReads = true
@@ -218,6 +224,7 @@ final class ProxiedConnection: @unchecked Sendable {
             case .finish:
                 lingerTask?.cancel()
                 protocolFrames?.grace?.cancel()
+                for toxic in toxics.values { toxic.timer?.cancel() }
                 stopAcknowledgementPolls()
                 onFinished(id)
             }

@@ -49,12 +49,12 @@ final class RelayHandler: ChannelDuplexHandler {
     // MARK: inbound
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let buffer = unwrapInboundIn(data)
+        var buffer = unwrapInboundIn(data)
         guard let connection else {
             early.buffers.append(buffer)
             return
         }
-        guard connection.didRead(buffer, from: side) else { return }
+        guard connection.didRead(&buffer, from: side) else { return }
         connection.forward(buffer, from: side)
     }
 
@@ -104,7 +104,9 @@ final class RelayHandler: ChannelDuplexHandler {
         guard let connection else { return }
         let arrived = early
         early = ([], false, nil, false)
-        for buffer in arrived.buffers where connection.didRead(buffer, from: side) { connection.forward(buffer, from: side) }
+        for var buffer in arrived.buffers {
+            if connection.didRead(&buffer, from: side) { connection.forward(buffer, from: side) }
+        }
         if !arrived.buffers.isEmpty { partner?.context?.flush() }
         if arrived.eof { connection.didReceiveEOF(from: side) }
         if let error = arrived.error { connection.legFailed(side, error: error) }

@@ -95,7 +95,7 @@ public struct Shaper {
         }
         if settings.bytesPerSecond != nil, linkFreeAt > now { return .wait(until: linkFreeAt) }
         var limit = buffer.readableBytes
-        if let slice = settings.sliceBytes { limit = min(limit, slice) }
+        if let slice = settings.sliceBytes { limit = min(limit, pieceSize(slice)) }
         if let rate = settings.bytesPerSecond { limit = min(limit, Int(clamping: max(rate / 100, 512))) }
         let piece: ByteBuffer
         if limit < buffer.readableBytes {
@@ -133,6 +133,13 @@ public struct Shaper {
         heldBytes = 0
         isPressured = false
         return dropped
+    }
+
+    /// A slice's size: `size`, or with a variation, drawn in `size - variation ... size + variation` (at least 1).
+    private mutating func pieceSize(_ size: Int) -> Int {
+        guard settings.sliceVariation > 0 else { return size }
+        let low = Int64(max(1, size - settings.sliceVariation)), high = Int64(size) + Int64(settings.sliceVariation)
+        return Int(draw(low...high))
     }
 
     private mutating func draw(_ range: ClosedRange<Int64>) -> Int64 {

@@ -15,6 +15,8 @@ public struct ShapingSettings: Equatable, Sendable {
     public var sliceBytes: Int?
     /// The delay between pieces of a sliced write, nanoseconds.
     public var sliceDelay: ClosedRange<Int64> = 0...0
+    /// Each piece is `sliceBytes` ± up to this many bytes, drawn per piece (Toxiproxy's slicer `size_variation`).
+    public var sliceVariation = 0
 
     /// No shaping at all: bytes pass straight through.
     public static let none = ShapingSettings()

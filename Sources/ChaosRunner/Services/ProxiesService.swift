@@ -15,7 +15,8 @@ struct ProxiesService: Service {
     }
 }
 
-/// The HTTP control API (`chaos proxy --api`): serves from the start of the run to its shutdown.
+/// The HTTP control API (`chaos proxy --api`, `chaos run --metrics`): serves from the start of the run to its
+/// shutdown, then lifts its faults and toxics and stops the proxies it made.
 struct ControlAPIService: Service {
     let api: ControlAPI
     let address: HostPort

@@ -21,32 +21,7 @@ struct Audit: AsyncParsableCommand {
     @Argument(help: "The capture file(s); several are read as one capture (a ring's files, oldest first).")
     var captures: [String]
 
-    @Option(help: "Take protocol: and expect: from this scenario.")
-    var protocolFrom: String?
-
-    @Option(help: "lines | length-prefixed | websocket (when no scenario is given).")
-    var framing: String = "lines"
-
-    @Option(help: "Length prefix size in bytes for length-prefixed framing: 1, 2 or 4.")
-    var lengthBytes: Int = 4
-
-    @Option(help: "json | text.")
-    var format: String = "json"
-
-    @Option(help: "Where the sequence number is (JSON key or pointer, or regex group).")
-    var seq: String = "seq"
-
-    @Option(help: "Where the logical stream name is.")
-    var stream: String = "stream"
-
-    @Option(help: "Where a cumulative acknowledgement is.")
-    var ack: String?
-
-    @Option(help: "Message types not audited (repeatable).")
-    var ignoreType: [String] = []
-
-    @Option(help: "For --format text: a regular expression with named groups (seq, stream, type).")
-    var regex: String?
+    @OptionGroup var protocolOptions: ProtocolOptions
 
     @Option(help: "A BPF filter expression (as tcpdump takes).")
     var filter: String?
@@ -64,8 +39,8 @@ struct Audit: AsyncParsableCommand {
     var out: String?
 
     func run() async throws {
-        let scenario = try protocolFrom.map { try Scenario.load(path: $0) }
-        let spec = try scenario?.protocolSpec ?? flagsSpec()
+        let scenario = try protocolOptions.scenario()
+        let spec = try protocolOptions.spec(from: scenario)
         let engine = try AuditEngine(spec: spec)
         var options = CaptureReadOptions(filter: filter, serverPort: serverPort)
         if noPairing { options.pairing = .off } else if let proxyPort { options.pairing = .proxyPort(proxyPort) }
@@ -98,26 +73,5 @@ struct Audit: AsyncParsableCommand {
         case "fail": throw ExitCode(1)
         default: throw ExitCode(2)
         }
-    }
-
-    private func flagsSpec() throws -> ProtocolSpec {
-        var spec = ProtocolSpec(seq: seq, stream: stream, ack: ack, ignore: ignoreType.isEmpty ? [:] : ["type": ignoreType],
-                                regex: regex)
-        switch framing {
-        case "lines": spec.framing = .lines
-        case "length-prefixed":
-            guard [1, 2, 4].contains(lengthBytes) else {
-                throw ChaosError.badInput("--length-bytes must be 1, 2 or 4, found \(lengthBytes)")
-            }
-            spec.framing = .lengthPrefixed(bytes: lengthBytes, offset: 0)
-        case "websocket": spec.framing = .websocket
-        default: throw ChaosError.badInput("--framing must be lines, length-prefixed or websocket, found '\(framing)'")
-        }
-        guard let parsed = ProtocolSpec.Format(rawValue: format) else {
-            throw ChaosError.badInput("--format must be json or text, found '\(format)'")
-        }
-        spec.format = parsed
-        if parsed == .text, regex == nil { throw ChaosError.badInput("--format text needs --regex") }
-        return spec
     }
 }

@@ -1,37 +1,67 @@
 import ArgumentParser
 import ChaosCore
+import ChaosProxy
 import ChaosRunner
+import Foundation
 
-/// `chaos proxy --listen A --upstream B`: a bare proxy with no scenario.
+/// `chaos proxy`: bare proxies with no scenario, made from the command line, a Toxiproxy config file, or at
+/// run time through the control API (Toxiproxy's, so Toxiproxy clients drive it unchanged).
 struct Proxy: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run a bare TCP proxy (no scenario) until Ctrl-C, optionally driven by an HTTP control API.",
+        abstract: "Run bare TCP proxies (no scenario) until Ctrl-C, driven by a Toxiproxy-compatible HTTP API.",
         discussion: """
-        With --api: GET /proxies, GET /faults, POST /faults with one fault as a scenario writes it \
-        ({"latency": {"add": "100ms", "direction": "downstream"}}), DELETE /faults/ID, DELETE /faults.
+        With --api HOST:PORT: Toxiproxy's API (GET/POST /proxies, /proxies/NAME, /proxies/NAME/toxics, \
+        /proxies/NAME/toxics/TOXIC, POST /reset, POST /populate, GET /version), chaos's own faults \
+        (POST /faults with one fault as a scenario writes it, DELETE /faults/ID), GET /metrics \
+        (Prometheus) and, with --protocol-from SCENARIO or the protocol flags, GET /report (the live audit). --listen and --upstream make one proxy named "proxy"; --config FILE reads Toxiproxy's \
+        config file (a JSON list of proxies). Toxicity draws come from --seed: the same suite, the same run.
         """
     )
 
-    @Option(help: "Where clients connect (HOST:PORT).")
-    var listen: String
+    @Option(help: "Where clients connect (HOST:PORT); with --upstream, one proxy named \"proxy\".")
+    var listen: String?
 
     @Option(help: "Where the proxy connects for each client (HOST:PORT).")
-    var upstream: String
+    var upstream: String?
 
-    @Option(help: "Serve the HTTP control API here (HOST:PORT), e.g. 127.0.0.1:8474.")
+    @Option(help: "Serve the control API here (HOST:PORT), e.g. 127.0.0.1:8474 (Toxiproxy's port).")
     var api: String?
 
     @Option(help: "Follow this protocol's frames (websocket or http2) so that ws-close and goaway faults from the API reach connections (all connections are then relayed by NIO).")
     var frames: String?
+
+    @Option(help: "Toxiproxy's config file: a JSON list of proxies ({name, listen, upstream, enabled}).")
+    var config: String?
+
+    @OptionGroup(title: "Live audit (GET /report on the API), with --protocol-from SCENARIO or the protocol flags")
+    var protocolOptions: ProtocolOptions
+
+    @Option(help: "With a live audit: write the run folder (report.json, report.md, …) here on exit.")
+    var out: String?
+
+    @Option(help: "The seed of every draw (toxicity, jitter, API faults).")
+    var seed: UInt64 = 0
 
     @Option(help: "How long to run (default: until Ctrl-C).")
     var duration: String = "8760h"
 
     @OptionGroup var relay: RelayOptions
 
+    /// Whether the proxy audits live: a scenario or any protocol flag was given.
+    var audits: Bool { protocolOptions.protocolFrom != nil || protocolOptions.flagsGiven }
+
     func validate() throws {
-        guard HostPort(parsing: listen) != nil else { throw ValidationError("--listen must be HOST:PORT, found '\(listen)'") }
-        guard HostPort(parsing: upstream) != nil else { throw ValidationError("--upstream must be HOST:PORT, found '\(upstream)'") }
+        if let listen, HostPort(parsing: listen) == nil { throw ValidationError("--listen must be HOST:PORT, found '\(listen)'") }
+        if let upstream, HostPort(parsing: upstream) == nil {
+            throw ValidationError("--upstream must be HOST:PORT, found '\(upstream)'")
+        }
+        guard (listen == nil) == (upstream == nil) else { throw ValidationError("--listen and --upstream go together") }
+        guard listen != nil || api != nil || config != nil else {
+            throw ValidationError("give --listen and --upstream, --config FILE, or --api HOST:PORT to make proxies at run time")
+        }
+        if out != nil, !audits {
+            throw ValidationError("--out needs a live audit, --protocol-from SCENARIO or the protocol flags (there is nothing to report)")
+        }
         if let api, HostPort(parsing: api) == nil { throw ValidationError("--api must be HOST:PORT, found '\(api)'") }
         if let frames, FrameProtocol(rawValue: frames) == nil {
             throw ValidationError("--frames must be websocket or http2, found '\(frames)'")
@@ -40,21 +70,47 @@ struct Proxy: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let spec = ProxySpec(name: "proxy", listen: HostPort(parsing: listen)!, upstream: HostPort(parsing: upstream)!)
+        var specs: [ProxySpec] = [], disabled: Set<String> = []
+        if let listen, let upstream {
+            specs.append(ProxySpec(name: "proxy", listen: HostPort(parsing: listen)!, upstream: HostPort(parsing: upstream)!))
+        }
+        if let config {
+            for entry in try ToxiproxyConfig.load(path: config) {
+                guard !specs.contains(where: { $0.name == entry.spec.name }) else {
+                    throw ChaosError(.badInput, "\(config): the name '\(entry.spec.name)' is taken by --listen's proxy")
+                }
+                specs.append(entry.spec)
+                if !entry.enabled { disabled.insert(entry.spec.name) }
+            }
+        }
         let length = ChaosDuration(parsing: duration)!
-        let scenario = Scenario(name: "proxy", duration: length, seed: 0, proxies: [spec], pair: nil, protocolSpec: nil,
-                                baseline: nil, faults: [], expectations: [], capture: nil, file: "(command line)")
+        let audited = try protocolOptions.scenario()
+        if let from = protocolOptions.protocolFrom, audited?.protocolSpec == nil, !protocolOptions.flagsGiven {
+            throw ChaosError(.badInput, "\(from): has no protocol: section to audit with")
+        }
+        let scenario = Scenario(name: "proxy", duration: length, seed: seed, proxies: specs, pair: nil,
+                                protocolSpec: audits ? try protocolOptions.spec(from: audited) : nil, baseline: nil, faults: [],
+                                expectations: audited?.expectations ?? [], capture: nil,
+                                file: protocolOptions.protocolFrom ?? "(command line)")
         var configuration = ScenarioRunner.Configuration(
-            scenario: scenario, timeline: Timeline(scenario: scenario, seed: 0), replayCommand: "",
+            scenario: scenario, timeline: Timeline(scenario: scenario, seed: seed), replayCommand: "",
             selfPath: ExecutablePath.current)
-        configuration.writesReports = false
+        configuration.writesReports = out != nil
+        configuration.out = out
         configuration.drain = .zero
+        configuration.disabledProxies = disabled
         relay.apply(to: &configuration)
         configuration.controlAPI = api.flatMap(HostPort.init(parsing:))
         configuration.frames = frames.flatMap(FrameProtocol.init(rawValue:))
         let outcome = try await ScenarioRunner(configuration: configuration, output: { Console.line($0) }).run()
         for traffic in outcome.traffic {
-            Console.line("\(traffic.connections) connections, \(traffic.upstream) bytes upstream, \(traffic.downstream) bytes downstream")
+            Console.line("\(traffic.proxy): \(traffic.connections) connections, \(traffic.upstream) bytes upstream, "
+                + "\(traffic.downstream) bytes downstream")
+        }
+        if let folder = outcome.folder {
+            Console.line("verdict: \(outcome.verdict.uppercased())")
+            Console.line("report: \(folder.appendingPathComponent("report.json").path)")
+            if outcome.exitCode != 0 { throw ExitCode(outcome.exitCode) }
         }
     }
 }

@@ -18,7 +18,14 @@ struct Run: AsyncParsableCommand {
     @Flag(help: "Write the proxied traffic of both legs to capture.pcap in the run folder.")
     var capture = false
 
+    @Option(help: "Serve GET /metrics (Prometheus text) here during the run (HOST:PORT), with the control API on the same port.")
+    var metrics: String?
+
     @OptionGroup var relay: RelayOptions
+
+    func validate() throws {
+        if let metrics, HostPort(parsing: metrics) == nil { throw ValidationError("--metrics must be HOST:PORT, found '\(metrics)'") }
+    }
 
     func run() async throws {
         let (scenario, seed, drawn) = try options.load()
@@ -32,6 +39,7 @@ struct Run: AsyncParsableCommand {
             replayCommand: replay, selfPath: ExecutablePath.current)
         if capture { configuration.capture = true }
         relay.apply(to: &configuration)
+        configuration.controlAPI = metrics.flatMap(HostPort.init(parsing:))
         try await RunSummary.run(configuration)
     }
 }

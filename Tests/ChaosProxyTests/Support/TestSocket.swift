@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 #if canImport(CNIOLinux)
 import CNIOLinux
 #endif
@@ -11,6 +12,7 @@ import Glibc
 final class TestSocket: @unchecked Sendable {
     // Sendable: a test uses each socket from one thread at a time (a reader thread joins before the test reads results).
     let fd: Int32
+    private let closed = Atomic<Bool>(false)
 
     init(fd: Int32) { self.fd = fd }
 
@@ -105,12 +107,18 @@ final class TestSocket: @unchecked Sendable {
 
     /// Closes with RST instead of FIN.
     func reset() {
+        guard !closed.exchange(true, ordering: .relaxed) else { return }
         var value = linger(l_onoff: 1, l_linger: 0)
         setsockopt(fd, SOL_SOCKET, SO_LINGER, &value, socklen_t(MemoryLayout<linger>.size))
         Glibc.close(fd)
     }
 
-    func close() { Glibc.close(fd) }
+    /// Closes once: a second close (or one after `reset`) would close whatever socket reused the number, in
+    /// this test or one running beside it.
+    func close() {
+        guard !closed.exchange(true, ordering: .relaxed) else { return }
+        Glibc.close(fd)
+    }
 }
 
 /// A listening socket on 127.0.0.1 with a free port.
@@ -118,6 +126,7 @@ final class TestListener: @unchecked Sendable {
     // Sendable: accept() is called from one thread at a time.
     let fd: Int32
     let port: Int
+    private let closed = Atomic<Bool>(false)
 
     init() throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -146,7 +155,11 @@ final class TestListener: @unchecked Sendable {
         return socket
     }
 
-    func close() { Glibc.close(fd) }
+    /// Closes once (see ``TestSocket/close()``).
+    func close() {
+        guard !closed.exchange(true, ordering: .relaxed) else { return }
+        Glibc.close(fd)
+    }
 }
 
 /// Runs `body` on a new thread; `join()` waits for its result.

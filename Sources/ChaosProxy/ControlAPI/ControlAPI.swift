@@ -1,0 +1,176 @@
+import ChaosCore
+import Foundation
+public import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Synchronization
+
+/// The HTTP control API of `chaos proxy --api HOST:PORT`: Toxiproxy's API, so that test suites written
+/// for Toxiproxy (toxiproxy-python, the Go and Ruby clients, toxiproxy-cli) drive chaos unchanged, plus
+/// chaos's own faults and live metrics on the same port. One router (``handle(method:path:body:)``):
+///
+/// - Toxiproxy's: `GET/POST /proxies`, `GET/POST/DELETE /proxies/{name}`, `GET/POST /proxies/{name}/toxics`,
+///   `GET/POST/DELETE /proxies/{name}/toxics/{toxic}`, `POST /reset`, `POST /populate`, `GET /version`, with
+///   its JSON shapes and status codes (201 proxy created, 200 toxic created, 204 deleted, 404 unknown,
+///   409 exists, 400 bad input as `{"error": "…", "status": 400}`).
+/// - chaos's: `GET /faults`; `POST /faults` with one fault as a scenario writes it (answers
+///   `201 {"id": N, "timeline": [...]}`); `DELETE /faults/N`, `DELETE /faults`; `GET /metrics` (Prometheus text);
+///   `GET /report` (the live audit, when the run audits: ``Extras``).
+///
+/// Requests are answered one at a time, in the order they arrive. A body over 1 MiB gets 413 and the
+/// connection is closed without reading on; at most ``maxConnections`` API connections are served at once
+/// (more are closed at once); a request not complete within ``requestTimeout`` gets 408 and is closed.
+public final class ControlAPI: Sendable {
+    /// The largest request body read.
+    public static let maxBody = 1 << 20
+    /// The most API connections served at once.
+    public static let maxConnections = 64
+    /// How long a request may take to arrive, from its first byte (or the connection's start) to its end.
+    public static let requestTimeout = TimeAmount.seconds(10)
+    /// What `GET /version` answers: Toxiproxy's API version this one follows.
+    public static let version = "2.12.0-chaos"
+
+    let connections = Atomic<Int>(0)
+    let factory: ProxyFactory
+    let seed: UInt64
+    let extras: Extras
+    let state: Mutex<State>
+    /// The request being answered: the next one waits for it.
+    private let tail = Mutex<Task<Void, Never>?>(nil)
+
+    /// What the run adds to the API when it audits (`--protocol-from`): the live report and the audit's metrics.
+    public struct Extras: Sendable {
+        /// `GET /report`: the audit so far, as report.json; nil: 404.
+        public var report: (@Sendable () -> String)?
+        /// Prometheus families appended to `GET /metrics`.
+        public var metrics: (@Sendable () -> String)?
+
+        /// Extras; none by default.
+        public init(report: (@Sendable () -> String)? = nil, metrics: (@Sendable () -> String)? = nil) {
+            self.report = report
+            self.metrics = metrics
+        }
+    }
+
+    /// A proxy the API knows: the run's own, or one created through the API.
+    struct Managed: Sendable {
+        var server: ProxyServer
+        /// What the client asked for (`listen` may say port 0; the proxy shows the bound one).
+        var spec: ProxySpec
+        var enabled = true
+        var toxics: [ManagedToxic] = []
+        /// Whether the API made it (and so stops it); the run stops its own.
+        var owned = true
+    }
+
+    /// A toxic on a proxy, with the key that names its shaping and its fault mark in the event stream.
+    struct ManagedToxic: Sendable {
+        var toxic: Toxic
+        var key: ShapingKey
+        var proxy: String
+        var mark: FaultMark {
+            FaultMark(kind: toxic.type, occurrence: FaultMark.apiOccurrence(id: key.timeline, index: 0),
+                      detail: "toxic \(toxic.name) on \(proxy): " + toxic.summary)
+        }
+    }
+
+    struct State: Sendable {
+        /// The next id for a fault or a toxic (they share the keys of their shaping).
+        var next = 1
+        var faults: [Int: (rule: String, task: Task<Void, Never>)] = [:]
+        var channel: (any Channel)?
+        /// Proxy names in the order they were made.
+        var order: [String] = []
+        var proxies: [String: Managed] = [:]
+
+        var servers: [ProxyServer] { order.compactMap { proxies[$0]?.server } }
+
+        mutating func nextID() -> Int {
+            defer { next += 1 }
+            return next
+        }
+    }
+
+    /// An API over the run's `proxies`; new ones come from `factory`; faults and toxicity draws come from `seed`.
+    public init(proxies: [ProxyServer], factory: ProxyFactory, seed: UInt64 = 0, extras: Extras = Extras()) {
+        self.factory = factory
+        self.extras = extras
+        self.seed = seed
+        var state = State()
+        for proxy in proxies {
+            state.order.append(proxy.spec.name)
+            state.proxies[proxy.spec.name] = Managed(server: proxy, spec: proxy.spec, enabled: !proxy.isRefusing, owned: false)
+        }
+        self.state = Mutex(state)
+    }
+
+    /// An API over `proxies` with a factory of its own (tests).
+    public convenience init(proxies: [ProxyServer], group: any EventLoopGroup, seed: UInt64 = 0) {
+        self.init(proxies: proxies, factory: ProxyFactory(group: group, sink: nil, clock: RunClock(), seed: SeededGenerator(seed: seed)),
+                  seed: seed)
+    }
+
+    /// Listens on `host:port`; returns the bound address (`host:port`).
+    public func start(host: String, port: Int) async throws -> String {
+        let channel: any Channel
+        do {
+            channel = try await ServerBootstrap(group: factory.group)
+                .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+                .childChannelInitializer { [self] child in
+                    guard connections.wrappingAdd(1, ordering: .relaxed).newValue <= Self.maxConnections else {
+                        connections.wrappingSubtract(1, ordering: .relaxed)
+                        return child.close()
+                    }
+                    child.closeFuture.whenComplete { [self] _ in connections.wrappingSubtract(1, ordering: .relaxed) }
+                    return child.eventLoop.makeCompletedFuture {
+                        try child.pipeline.syncOperations.configureHTTPServerPipeline()
+                        try child.pipeline.syncOperations.addHandler(ControlAPIHandler(api: self))
+                    }
+                }
+                .bind(host: host, port: port).get()
+        } catch {
+            throw ChaosError(.badInput, "control API: cannot listen on \(host):\(port): \(error) (is the port in use?)")
+        }
+        state.withLock { $0.channel = channel }
+        return channel.localAddress?.hostPort ?? "\(host):\(port)"
+    }
+
+    /// Lifts every API fault and toxic, stops the proxies the API made, and stops listening.
+    public func stop() async {
+        let (channel, tasks) = state.withLock { state in
+            defer { state.faults = [:]; state.channel = nil }
+            return (state.channel, state.faults.values.map(\.task))
+        }
+        try? await channel?.close()
+        for task in tasks { task.cancel(); await task.value }
+        await serialized { [self] in
+            let proxies = state.withLock { state in
+                defer { state.proxies = [:]; state.order = [] }
+                return state.order.compactMap { state.proxies[$0] }
+            }
+            for proxy in proxies {
+                // Their marks end with the API; a disabled proxy stays so (the run is ending).
+                for toxic in proxy.toxics { await removeToxic(toxic, from: proxy.server) }
+                // The run's own proxies are stopped by the run; the API's are stopped here.
+                if proxy.owned { await proxy.server.stop() }
+            }
+            return ()
+        }
+    }
+
+    /// Runs `body` once every request before it has been answered.
+    func serialized<T: Sendable>(_ body: @escaping @Sendable () async -> T) async -> T {
+        let task = tail.withLock { tail -> Task<T, Never> in
+            let previous = tail
+            let task = Task { await previous?.value; return await body() }
+            tail = Task { _ = await task.value }
+            return task
+        }
+        return await task.value
+    }
+
+    /// Records a fault mark in the run's event stream (so that API faults and toxics show in the report).
+    func record(_ kind: TrafficEvent.Kind) {
+        factory.sink?.record(TrafficEvent(time: factory.clock.now(), connection: 0, kind: kind))
+    }
+}

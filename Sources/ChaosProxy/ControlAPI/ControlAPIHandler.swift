@@ -1,0 +1,100 @@
+import NIOCore
+import NIOHTTP1
+
+/// One HTTP connection of the control API: collects a request (bounded, in time), lets ``ControlAPI`` answer it.
+final class ControlAPIHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let api: ControlAPI
+    private var head: HTTPRequestHead?
+    private var body = ByteBuffer()
+    /// Set once the connection is being answered with an error and closed: nothing more is read.
+    private var refusing = false
+    /// Closes the connection when a request has not arrived whole in time.
+    private var deadline: Scheduled<Void>?
+
+    init(api: ControlAPI) { self.api = api }
+
+    func handlerAdded(context: ChannelHandlerContext) { armDeadline(context: context) }
+    func handlerRemoved(context: ChannelHandlerContext) { deadline?.cancel() }
+
+    private func armDeadline(context: ChannelHandlerContext) {
+        deadline?.cancel()
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        deadline = context.eventLoop.scheduleTask(in: ControlAPI.requestTimeout) {
+            let (handler, context) = loopBound.value
+            // An idle connection (no request begun) is closed without an answer: HTTP has nothing to answer there,
+            // and NIO's pipeline handler stops the process on a response to no request.
+            guard handler.head != nil else {
+                handler.refusing = true
+                context.close(promise: nil)
+                return
+            }
+            handler.refuse(context: context, status: .requestTimeout,
+                           message: "the request did not arrive whole within \(ControlAPI.requestTimeout.nanoseconds / 1_000_000_000) s")
+        }
+    }
+
+    /// Answers with an error and closes, reading nothing more.
+    private func refuse(context: ChannelHandlerContext, status: HTTPResponseStatus, message: String) {
+        guard !refusing else { return }
+        refusing = true
+        deadline?.cancel()
+        respond(context: context, response: .error(message, status: status), keepAlive: false)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !refusing else { return }
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            self.head = head
+            body.clear()
+            if let length = head.headers.first(name: "Content-Length").flatMap(Int.init), length > ControlAPI.maxBody {
+                refuse(context: context, status: .payloadTooLarge,
+                       message: "the request body is \(length) bytes; the most the API reads is \(ControlAPI.maxBody)")
+            }
+        case .body(var chunk):
+            guard body.readableBytes + chunk.readableBytes <= ControlAPI.maxBody else {
+                return refuse(context: context, status: .payloadTooLarge,
+                              message: "the request body is over \(ControlAPI.maxBody) bytes, the most the API reads")
+            }
+            body.writeBuffer(&chunk)
+        case .end:
+            guard let head else { return }
+            self.head = nil
+            deadline?.cancel()
+            let text = String(buffer: body)
+            let path = String(head.uri.split(separator: "?").first ?? "")
+            let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            let api = self.api
+            let keepAlive = head.isKeepAlive
+            Task {
+                let response = await api.handle(method: head.method, path: path, body: text)
+                loopBound.eventLoop.execute {
+                    let (handler, context) = loopBound.value
+                    handler.respond(context: context, response: response, keepAlive: keepAlive)
+                    if keepAlive { handler.armDeadline(context: context) }
+                }
+            }
+        }
+    }
+
+    private func respond(context: ChannelHandlerContext, response: APIResponse, keepAlive: Bool) {
+        var headers = HTTPHeaders()
+        if !response.body.isEmpty { headers.add(name: "Content-Type", value: response.contentType) }
+        headers.add(name: "Content-Length", value: "\(response.body.utf8.count)")
+        if !keepAlive { headers.add(name: "Connection", value: "close") }
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: response.status, headers: headers))), promise: nil)
+        if !response.body.isEmpty {
+            context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: response.body)))), promise: nil)
+        }
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
+            if !keepAlive { channel.close(promise: nil) }
+        }
+    }
+}
+
+@available(*, unavailable)
+extension ControlAPIHandler: Sendable {}

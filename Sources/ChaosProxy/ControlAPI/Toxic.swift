@@ -1,0 +1,133 @@
+public import ChaosCore
+
+/// A Toxiproxy toxic as the API shows it: `{"name", "type", "stream", "toxicity", "attributes"}`.
+///
+/// Each type keeps Toxiproxy's attribute names and units (milliseconds unless said otherwise) and its
+/// defaults (every attribute 0, `stream` downstream, `toxicity` 1, `name` `<type>_<stream>`).
+public struct Toxic: Codable, Sendable, Equatable {
+    /// Unique within its proxy.
+    public var name: String
+    /// `latency`, `bandwidth`, `slow_close`, `timeout`, `reset_peer`, `slicer` or `limit_data`.
+    public var type: String
+    /// `upstream` (client to server) or `downstream` (server to client).
+    public var stream: String
+    /// The probability that it reaches a connection, drawn per connection from the seeded generator.
+    public var toxicity: Double
+    /// The type's attributes (the others are left out).
+    public var attributes: ToxicAttributes
+
+    /// The types chaos maps onto its faults.
+    public static let types = ["latency", "bandwidth", "slow_close", "timeout", "reset_peer", "slicer", "limit_data"]
+
+    /// Creates a toxic.
+    public init(name: String, type: String, stream: String, toxicity: Double, attributes: ToxicAttributes) {
+        self.name = name
+        self.type = type
+        self.stream = stream
+        self.toxicity = toxicity
+        self.attributes = attributes.keeping(only: type)
+    }
+
+    /// Which way it acts.
+    public var direction: Direction { stream == "upstream" ? .upstream : .downstream }
+
+    /// What one connection it reaches gets.
+    public var effect: ToxicEffect {
+        let a = attributes, direction = self.direction, set: DirectionSet = direction == .upstream ? .upstream : .downstream
+        // Clamped, so that no number a client sends can overflow a duration.
+        func ms(_ value: Int64?) -> ChaosDuration { .milliseconds(min(max(0, value ?? 0), Int64.max / 1_000_000)) }
+        switch type {
+        case "latency":
+            return .shaping(.latency(add: ms(a.latency), jitter: ms(a.jitter), direction: set))
+        case "bandwidth":
+            // Toxiproxy's KB is 1000 bytes; a rate of 0 or less lets everything through.
+            guard let rate = a.rate, rate > 0 else { return .none }
+            return .shaping(.bandwidth(rate: ByteRate(bytesPerSecond: rate.multipliedReportingOverflow(by: 1000).overflow
+                                                      ? .max : rate * 1000), direction: set))
+        case "slicer":
+            return .slicer(size: Int(clamping: max(1, a.average_size ?? 0)), variation: Int(clamping: max(0, a.size_variation ?? 0)),
+                           delay: .microseconds(min(max(0, a.delay ?? 0), Int64.max / 1_000)), direction: direction)
+        case "slow_close": return .slowClose(delay: ms(a.delay), direction: direction)
+        case "timeout": return .timeout(after: (a.timeout ?? 0) > 0 ? ms(a.timeout) : nil, direction: direction)
+        case "reset_peer": return .resetPeer(after: ms(a.timeout), direction: direction)
+        case "limit_data": return .limitData(bytes: max(0, a.bytes ?? 0), direction: direction)
+        default: return .none
+        }
+    }
+
+    /// `key=value` pairs for the report's fault marks.
+    public var summary: String {
+        let values = attributes.present.map { "\($0.0)=\($0.1)" }
+        return (["stream=\(stream)", "toxicity=\(toxicity)"] + values).joined(separator: " ")
+    }
+}
+
+/// Every attribute any supported toxic has, all optional: a request may give any subset, an update
+/// changes only what it gives, and a toxic shows only its own type's (0 when not given).
+public struct ToxicAttributes: Codable, Sendable, Equatable {
+    // Toxiproxy's names, so that the synthesized coding keys are its JSON keys.
+    public var latency: Int64?
+    public var jitter: Int64?
+    public var rate: Int64?
+    public var delay: Int64?
+    public var timeout: Int64?
+    public var average_size: Int64?
+    public var size_variation: Int64?
+    public var bytes: Int64?
+
+    /// No attributes.
+    public init() {}
+
+    /// The names each type has.
+    static func names(of type: String) -> [WritableKeyPath<ToxicAttributes, Int64?>] {
+        switch type {
+        case "latency": [\.latency, \.jitter]
+        case "bandwidth": [\.rate]
+        case "slow_close": [\.delay]
+        case "timeout", "reset_peer": [\.timeout]
+        case "slicer": [\.average_size, \.size_variation, \.delay]
+        case "limit_data": [\.bytes]
+        default: []
+        }
+    }
+
+    /// Only `type`'s attributes, 0 where not given.
+    func keeping(only type: String) -> ToxicAttributes {
+        var kept = ToxicAttributes()
+        for path in Self.names(of: type) { kept[keyPath: path] = self[keyPath: path] ?? 0 }
+        return kept
+    }
+
+    /// These attributes with `update`'s given values over them.
+    func updated(with update: ToxicAttributes) -> ToxicAttributes {
+        var merged = self
+        for path in Self.names(of: "latency") + Self.names(of: "slicer") + [\.rate, \.timeout, \.bytes] {
+            if let value = update[keyPath: path] { merged[keyPath: path] = value }
+        }
+        return merged
+    }
+
+    var present: [(String, Int64)] {
+        [("latency", latency), ("jitter", jitter), ("rate", rate), ("delay", delay), ("timeout", timeout),
+         ("average_size", average_size), ("size_variation", size_variation), ("bytes", bytes)]
+            .compactMap { name, value in value.map { (name, $0) } }
+    }
+}
+
+/// What a toxic does to one connection it reaches.
+public enum ToxicEffect: Sendable, Equatable {
+    /// Nothing (a bandwidth of 0, as in Toxiproxy).
+    case none
+    /// A shaping fault (latency, bandwidth) on that connection.
+    case shaping(FaultEffect)
+    /// Writes that way cut into pieces of `size` ± `variation` bytes, `delay` apart.
+    case slicer(size: Int, variation: Int, delay: ChaosDuration, direction: Direction)
+    /// Nothing passes that way (held, bounded); after `after` both legs are closed (nil: held until removed).
+    case timeout(after: ChaosDuration?, direction: Direction)
+    /// The first bytes travelling that way (and all after) are swallowed, and `after` them both legs are reset (RST).
+    case resetPeer(after: ChaosDuration, direction: Direction)
+    /// `bytes` pass that way, then both legs are closed.
+    case limitData(bytes: Int64, direction: Direction)
+    /// A FIN travelling that way is passed on `delay` late.
+    case slowClose(delay: ChaosDuration, direction: Direction)
+}
