@@ -127,7 +127,7 @@ enum EagerTimeline {
                 let happens = generator.nextUnit() < schedule.probability
                 let effect = FaultEffect.draw(rule.parameters, with: &generator)
                 var lasts: ChaosDuration = switch effect {
-                case .disconnect: .zero
+                case .disconnect, .wsClose, .goaway: .zero
                 case .handoff(_, _, let blackout, _): blackout
                 default: schedule.lasts.map { generator.draw($0) } ?? (stop - start)
                 }
