@@ -49,6 +49,7 @@ struct WebSocketPairTests {
     }
 
     /// Runs the scenario with `bug` flags for the pair; returns the run folder and the exit status.
+    /// With `capture`, the run also writes capture.pcap and a `tcpdump -i lo` of both legs goes to `lo.pcap` beside it.
     static func run(bug: String, capture: Bool = false) async throws -> (folder: String, scenario: String, status: Int32) {
         let listen = ChaosCLI.freePort()
         var upstream = ChaosCLI.freePort()
@@ -56,7 +57,10 @@ struct WebSocketPairTests {
         let file = try ChaosCLI.scenarioFile(scenario(listen: listen, upstream: upstream, bug: bug))
         let base = FileManager.default.temporaryDirectory.appendingPathComponent("ws-pair-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
+        let dump = capture ? try await LoopbackTcpdump.start(ports: [listen, upstream], file: "\(base)/lo.pcap") : nil
+        defer { dump?.kill() }
         let result = try await ChaosCLI.run(["run", file, "--out", "\(base)/run"] + (capture ? ["--capture"] : []), timeout: 90)
+        try await dump?.stop()
         #expect(result.status != 2, "\(result.stdout)\n\(result.stderr)")
         return ("\(base)/run", file, result.status)
     }
@@ -82,7 +86,7 @@ struct WebSocketPairTests {
         return (lost, duplicated, json)
     }
 
-    @Test("a correct pair passes, every count equal to its logs, with deflate, fragments and 66 KB messages; its capture audits the same")
+    @Test("a correct pair passes, every count equal to its logs, with deflate, fragments and 66 KB messages; its capture and a tcpdump -i lo of it audit the same")
     func correctPair() async throws {
         let run = try await Self.run(bug: "", capture: true)
         #expect(run.status == 0, "the run must pass (\(run.folder))")
@@ -91,18 +95,23 @@ struct WebSocketPairTests {
         let events = try #require(json["protocol_events"] as? [String: Any] ?? json["protocolEvents"] as? [String: Any])
         #expect((events["upgrades"] as? Int ?? 0) >= 4, "a connection per client, then reconnects: \(events)")
         #expect((events["pings"] as? Int ?? 0) > 0)
-        let offline = try await ChaosCLI.run(["audit", "\(run.folder)/capture.pcap", "--protocol-from", run.scenario,
-                                              "--out", "\(run.folder)-offline"])
-        #expect(offline.status == 0, "\(offline.stdout)\n\(offline.stderr)")
+        // Our capture and a tcpdump -i lo of the same run give the live audit's counts.
+        let tcpdump = URL(fileURLWithPath: run.folder).deletingLastPathComponent().appendingPathComponent("lo.pcap").path
         let live = try DeliveredMeansAcknowledgedTests.streams(run.folder)
-        let fromCapture = try DeliveredMeansAcknowledgedTests.streams("\(run.folder)-offline")
-        for (key, stream) in live {
-            for count in ["delivered", "ok", "lost", "duplicated", "redelivered"] {
-                #expect(fromCapture[key]?[count] == stream[count], "capture \(key) \(count): \(fromCapture[key]?[count] ?? -1), live \(stream[count] ?? -1)")
+        for (name, pcap) in [("our capture", "\(run.folder)/capture.pcap"), ("tcpdump -i lo", tcpdump)] {
+            let out = "\(run.folder)-\(name == "our capture" ? "ours" : "tcpdump")"
+            let offline = try await ChaosCLI.run(["audit", pcap, "--protocol-from", run.scenario, "--out", out])
+            #expect(offline.status == 0, "\(name): \(offline.stdout)\n\(offline.stderr)")
+            let fromCapture = try DeliveredMeansAcknowledgedTests.streams(out)
+            for (key, stream) in live {
+                for count in ["delivered", "ok", "lost", "duplicated", "redelivered"] {
+                    #expect(fromCapture[key]?[count] == stream[count],
+                            "\(name) \(key) \(count): \(fromCapture[key]?[count] ?? -1), live \(stream[count] ?? -1)")
+                }
             }
+            let offlineEvents = try DeliveredMeansAcknowledgedTests.reportJSON(out)["protocol_events"] as? [String: Any]
+            #expect(offlineEvents?["close_codes"] as? [String: Int] == events["close_codes"] as? [String: Int], "\(name)")
         }
-        let offlineEvents = try DeliveredMeansAcknowledgedTests.reportJSON("\(run.folder)-offline")["protocol_events"] as? [String: Any]
-        #expect(offlineEvents?["close_codes"] as? [String: Int] == events["close_codes"] as? [String: Int])
         try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: run.folder).deletingLastPathComponent().path)
     }
 
