@@ -164,15 +164,18 @@ public final class ScenarioRunner: Sendable {
             clock: clock, every: configuration.checkpointEvery.nanoseconds,
             progress: ProgressReporter(planned: timeline.duration, output: output), sink: sink, injector: injector,
             capture: capture, checkpoint: checkpoint), serviceName: "checkpoints"))
+        let stopping = { @Sendable in
+            if state.beginStopping() { sink.record(TrafficEvent(time: clock.now(), connection: 0, kind: .stopping)) }
+        }
         services.append(.init(service: FaultScheduleService(state: state, injector: injector, duration: timeline.duration,
-                                                            drain: configuration.drain, begin: begin),
+                                                            drain: configuration.drain, begin: begin, stopping: stopping),
                               successTerminationBehavior: .gracefullyShutdownGroup, serviceName: "fault schedule"))
         var groupConfiguration = ServiceGroupConfiguration(services: services, logger: logger)
         groupConfiguration.gracefulShutdownSignals = [.sigint, .sigterm]
         var failure: (any Error)?
         do { try await ServiceGroup(configuration: groupConfiguration).run() } catch { failure = error }
 
-        sink.record(TrafficEvent(time: clock.now(), connection: 0, kind: .stopping))
+        stopping() // when the group ended without its schedule (a failure)
         let elapsed = clock.now()
         await loops.stop()
         if let capture {

@@ -66,6 +66,19 @@ struct LifecycleTests {
         run.remove()
     }
 
+    @Test("stopping the pair at the end is the run's doing, not a fault's: every stream a fault cut is counted resumed")
+    func stoppingIsNotAFault() async throws {
+        // The last cut comes 13 s in; the pair is stopped at about 19 s, well within the 30 s in which a close is
+        // still blamed on that cut. Said after the pair stopped, `stopping` left streams "never resumed".
+        let run = try await RunFolderUnderTest.run([RunCommandTests.resilient, "--duration", "16s"], timeout: 90)
+        #expect([0, 1].contains(run.result.status), "exit \(run.result.status): \(run.result.stderr)")
+        let json = try #require(try JSONSerialization.jsonObject(with: run.file("report.json")) as? [String: Any])
+        let recovery = try #require(json["recovery"] as? [String: Any])
+        #expect(recovery["never_resumed"] as? Int == 0, "\(recovery)")
+        #expect(run.result.stdout.contains("disconnect mode=close"), "the last cut happened")
+        run.remove()
+    }
+
     /// `SigIgn:\t0000000000001000` lines as numbers.
     static func masks(_ text: String) -> [String: UInt64] {
         var masks: [String: UInt64] = [:]

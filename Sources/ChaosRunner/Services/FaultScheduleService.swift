@@ -12,8 +12,13 @@ struct FaultScheduleService: Service {
     let drain: ChaosDuration
     /// Called once the pair is up, before the first fault (the banner and the first checkpoint).
     let begin: @Sendable () -> Void
+    /// Called as the schedule ends, however it ends: the run is stopping. This service is the first the group
+    /// shuts down, so this comes before the pair and the proxies close anything (the audit must not take
+    /// those closes for a fault's).
+    let stopping: @Sendable () -> Void
 
     func run() async throws {
+        defer { stopping() }
         guard await state.waitForPair() else { return }
         begin()
         let faults = Task { [injector] in await injector.run() }

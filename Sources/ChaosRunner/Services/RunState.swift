@@ -5,7 +5,7 @@ import Synchronization
 /// What the services of one run share: the pair once it started, whether the timeline ran to its end,
 /// and the moment the pair is up (when the fault schedule may begin).
 final class RunState: Sendable {
-    private let state = Mutex<(pair: PairSupervisor?, pairStarted: Bool, ranToEnd: Bool)>((nil, false, false))
+    private let state = Mutex<(pair: PairSupervisor?, pairStarted: Bool, ranToEnd: Bool, stopping: Bool)>((nil, false, false, false))
     private let started: AsyncStream<Void>
     private let startedContinuation: AsyncStream<Void>.Continuation
 
@@ -33,4 +33,12 @@ final class RunState: Sendable {
 
     /// The timeline ran to its planned end.
     func markRanToEnd() { state.withLock { $0.ranToEnd = true } }
+
+    /// Marks the run as stopping; true the first time only.
+    func beginStopping() -> Bool {
+        state.withLock { state in
+            defer { state.stopping = true }
+            return !state.stopping
+        }
+    }
 }
