@@ -17,12 +17,14 @@ struct MessageFields {
     var undecodable = false
 }
 
-/// Reads seq, stream, ack and the `ignore` fields from one frame, for `format: json` (a byte scanner) or
-/// `format: text` (a regular expression with named groups).
+/// Reads seq, stream, ack and the `ignore` fields from one frame, for `format: json` (a byte scanner),
+/// `format: text` (a regular expression with named groups) or `format: protobuf` (field-number paths such as
+/// `2` or `4.1`, read from the wire format with no schema).
 struct MessageExtractor {
     private enum Reader {
         case json(JSONFieldScanner)
         case text(NSRegularExpression)
+        case protobuf(ProtobufFieldScanner)
     }
 
     private let reader: Reader
@@ -35,6 +37,8 @@ struct MessageExtractor {
     /// Reused for every message (no allocation on the hot path).
     private var spans: [FieldSpan]
     private var streamBytes: [UInt8] = []
+    /// Reused for every protobuf message.
+    private var protobufValues: [ProtobufWireValue?]
 
     /// Builds the extractor for `spec`; throws `ChaosError.badInput` for formats it cannot read.
     init(spec: ProtocolSpec) throws {
@@ -52,6 +56,7 @@ struct MessageExtractor {
         ignoreRules = rules
         fieldNames = names
         spans = Array(repeating: .missing, count: names.count)
+        protobufValues = Array(repeating: nil, count: names.count)
         switch spec.format {
         case .json:
             reader = .json(JSONFieldScanner(fields: names))
@@ -68,7 +73,10 @@ struct MessageExtractor {
             }
             reader = .text(expression)
         case .protobuf:
-            throw ChaosError.badInput("protocol.format protobuf is not supported by the audit yet; use json or text")
+            for name in names where !name.isEmpty && ProtobufFieldScanner.path(name) == nil {
+                throw ChaosError.badInput("protocol.format protobuf reads fields by number path (2, or 4.1 for a nested field), found '\(name)'")
+            }
+            reader = .protobuf(ProtobufFieldScanner(fields: names))
         }
     }
 
@@ -78,6 +86,7 @@ struct MessageExtractor {
         switch reader {
         case .json(let scanner): return extractJSON(frame, scanner)
         case .text(let expression): return extractText(frame, expression)
+        case .protobuf(let scanner): return extractProtobuf(frame, scanner)
         }
     }
 
@@ -112,6 +121,31 @@ struct MessageExtractor {
         guard span.end - span.start == value.count else { return false }
         for index in 0..<value.count where frame[span.start + index] != value[index] { return false }
         return true
+    }
+
+    private mutating func extractProtobuf(_ frame: UnsafeBufferPointer<UInt8>, _ scanner: ProtobufFieldScanner) -> MessageFields {
+        var fields = MessageFields()
+        guard scanner.scan(frame, into: &protobufValues) else { fields.undecodable = true; return fields }
+        for rule in ignoreRules {
+            guard let value = protobufValues[rule.field] else { continue }
+            let text: [UInt8] = switch value {
+            case .bytes(let start, let end): Array(frame[start..<end])
+            default: Array(String(value.integer() ?? 0).utf8)
+            }
+            if rule.values.contains(text) { fields.ignored = true }
+        }
+        if let seq = protobufValues[0] {
+            fields.seq = seq.integer()
+            if fields.seq == nil, !fields.ignored { fields.undecodable = true }
+        }
+        if hasAck { fields.ack = protobufValues[2]?.integer() }
+        if hasStream, let stream = protobufValues[1] {
+            switch stream {
+            case .bytes(let start, let end): fields.streamInPlace = UnsafeBufferPointer(rebasing: frame[start..<end])
+            default: fields.stream = Array(String(stream.integer() ?? 0).utf8)[...]
+            }
+        }
+        return fields
     }
 
     private func extractText(_ frame: UnsafeBufferPointer<UInt8>, _ expression: NSRegularExpression) -> MessageFields {

@@ -115,7 +115,14 @@ extension ProtocolSpec {
             case .field, nil: break
             }
         }
-        guard format != .protobuf else { throw bad("protocol.format protobuf is not supported by the audit yet") }
+        if format == .protobuf {
+            guard framing != .lines else { throw bad("protocol.format protobuf needs binary messages: framing websocket or length-prefixed") }
+            let names = [seq, ack ?? ""] + ignore.keys.map { $0 == "type" ? type : $0 }
+                + (streamSource.flatMap { if case .field(let name) = $0 { name } else { nil } }.map { [$0] } ?? [])
+            for name in names where !name.isEmpty && !Self.isFieldNumberPath(name) {
+                throw bad("protocol.format protobuf reads fields by number path (2, or 4.1 for a nested field), found '\(name)'")
+            }
+        }
         guard (0...Int64(Int32.max)).contains(seqStart) else {
             throw bad("protocol.seq_start must be within 0...\(Int32.max), found \(seqStart)")
         }
@@ -234,4 +241,14 @@ extension FaultParameters {
 
 extension Array where Element == ClosedRange<Int> {
     func contains(_ value: Int) -> Bool { contains { $0.contains(value) } }
+}
+
+extension ProtocolSpec {
+    /// `2` or `4.1`: field numbers (1 to 2^29 - 1) joined by dots, as `format: protobuf` names fields.
+    static func isFieldNumberPath(_ name: String) -> Bool {
+        let parts = name.split(separator: ".", omittingEmptySubsequences: false)
+        return !parts.isEmpty && parts.count <= 32 && parts.allSatisfy { part in
+            UInt64(part).map { (1...(1 << 29 - 1)).contains($0) } ?? false
+        }
+    }
 }

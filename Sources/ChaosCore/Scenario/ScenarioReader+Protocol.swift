@@ -26,8 +26,8 @@ extension ScenarioReader {
                 "protocol.framing must be one of lines, length-prefixed, websocket, grpc, found '\(framingName)'")
         }
         spec.format = try map["format"]?.choice("protocol.format", of: ProtocolSpec.Format.self) ?? .json
-        if spec.format == .protobuf, let format = map["format"] {
-            throw format.error("protocol.format protobuf is not supported by the audit yet; use json or text")
+        if spec.format == .protobuf, let format = map["format"], spec.framing == .lines {
+            throw format.error("protocol.format protobuf needs binary messages: framing websocket or length-prefixed")
         }
         spec.seq = try map["seq"]?.string("protocol.seq") ?? "seq"
         spec.stream = try map["stream"].map { try streamKey($0, "protocol.stream", framing: spec.framing) } ?? "stream"

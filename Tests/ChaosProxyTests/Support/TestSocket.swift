@@ -216,14 +216,20 @@ final class TwoWayTransfer: Sendable {
     private let clientSide: Background<[UInt8]>
     private let clientWriter: Background<Bool>
 
-    init(client: TestSocket, server: TestSocket, up: [UInt8], down: [UInt8]) {
+    /// With a `gate`, neither side reads until it is signalled twice (once per reader): the writers fill what the
+    /// sockets and the proxy hold and then wait, so the transfer cannot end before the test lets it.
+    init(client: TestSocket, server: TestSocket, up: [UInt8], down: [UInt8], gate: DispatchSemaphore? = nil) {
         serverSide = Background {
             let writer = Background { (try? server.sendAll(down)) != nil }
+            gate?.wait()
             let got = server.receive(exactly: up.count)
             return writer.join() == true ? got : []
         }
         clientWriter = Background { (try? client.sendAll(up)) != nil }
-        clientSide = Background { client.receive(exactly: down.count) }
+        clientSide = Background {
+            gate?.wait()
+            return client.receive(exactly: down.count)
+        }
     }
 
     /// What the server and the client received (empty when a side could not send all of its bytes).
