@@ -115,6 +115,31 @@ struct ProtocolFaultTests {
         await harness.shutdown()
     }
 
+    @Test("a ws-close posted to the control API (chaos proxy --frames websocket) reaches a live connection as in a scenario")
+    func webSocketCloseThroughTheAPI() async throws {
+        let harness = try await ProxyHarness(frames: .websocket)
+        let api = ControlAPI(proxies: [harness.proxy], group: harness.group)
+        let address = try await api.start(host: "127.0.0.1", port: 0)
+        let apiPort = try #require(Int(address.split(separator: ":").last ?? ""))
+        try await offPool {
+            let (client, server) = try harness.connectPair()
+            client.setTimeout(10); server.setTimeout(10)
+            try client.sendAll(Self.upgradeRequest)
+            _ = server.receive(exactly: Self.upgradeRequest.count)
+            try server.sendAll(Self.upgradeResponse)
+            _ = client.receive(exactly: Self.upgradeResponse.count)
+            let (status, body) = try ControlAPITests().request(apiPort, "POST", "/faults",
+                                                               body: #"{"ws-close": {"at": "0s", "code": 1001, "grace": "200ms"}}"#)
+            #expect(status == 201, "\(body)")
+            let (rest, end) = client.receiveUntilEnd()
+            #expect(rest == ProtocolFrame.webSocketClose(code: 1001, masked: false))
+            #expect(end == .eof)
+            client.close(); server.close()
+        }
+        await api.stop()
+        await harness.shutdown()
+    }
+
     @Test("a proxy that does not follow frames reaches no connection with a protocol fault")
     func untrackedProxy() async throws {
         let harness = try await ProxyHarness()
