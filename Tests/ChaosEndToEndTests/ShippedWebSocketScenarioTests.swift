@@ -10,7 +10,9 @@ struct ShippedWebSocketScenarioTests {
         var upstream = ChaosCLI.freePort()
         while upstream == listen { upstream = ChaosCLI.freePort() }
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("chaos-ws-\(UUID().uuidString)")
-        var arguments = ["run", "Scenarios/websocket.yaml", "--duration", "25s", "--out", folder.path,
+        // The naive run reaches the handoff (46 s): its blackout drops what was in flight, which a naive client never
+        // resends, so it loses messages whatever the timing; a reset alone may catch nothing in flight.
+        var arguments = ["run", "Scenarios/websocket.yaml", "--duration", naive ? "50s" : "25s", "--out", folder.path,
                          "--set", "proxies.ws.listen=127.0.0.1:\(listen)", "--set", "proxies.ws.upstream=127.0.0.1:\(upstream)"]
         if naive {
             arguments += ["--set", "pair.client.run=chaos demo client --naive --transport websocket --connect 127.0.0.1:{listen.port} "
