@@ -18,16 +18,14 @@ instead of retransmitting them. --send-for S stops producing after S seconds.
 """
 import argparse
 import asyncio
-import json
 import os
-import signal
 import sys
 import time
 
 import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-START = time.monotonic()
+from resumable_pair import START, Consumer, Log, stop_event
 PROTOSET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "protos", "follow.protoset")
 METHOD = "/follow.v1.Follow/Race"
 
@@ -45,14 +43,6 @@ def load_messages():
 
 Request, Update = load_messages()
 
-
-class Log:
-    def __init__(self, path):
-        self.file = open(path, "a", buffering=1)
-
-    def write(self, **fields):
-        fields["t"] = round(time.monotonic() - START, 6)
-        self.file.write(json.dumps(fields) + "\n")
 
 
 class Producer:
@@ -78,21 +68,6 @@ class Producer:
         self.unacked.append(seq)
         return seq
 
-
-class Consumer:
-    """Incoming messages of one stream: processed once, every read logged."""
-
-    def __init__(self, stream, direction, log):
-        self.stream, self.direction, self.log = stream, direction, log
-        self.processed = 0
-        self.seen = set()
-
-    def read(self, seq, conn):
-        dup = seq in self.seen
-        self.log.write(stream=self.stream, dir=self.direction, seq=seq, conn=conn, dup=dup)
-        if not dup:
-            self.seen.add(seq)
-            self.processed = max(self.processed, seq)
 
 
 class Sender:
@@ -249,18 +224,6 @@ async def run_client(args):
             await asyncio.sleep(0.2)
     await channel.close()
 
-
-_stop = None
-
-
-def stop_event():
-    global _stop
-    if _stop is None:
-        _stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for number in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(number, _stop.set)
-    return _stop
 
 
 def main():
