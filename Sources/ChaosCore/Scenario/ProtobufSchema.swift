@@ -1,4 +1,3 @@
-import ChaosCore
 public import Foundation
 import SwiftProtobuf
 
@@ -84,7 +83,7 @@ public struct ProtobufSchema: Sendable {
     /// A field given as a dotted name (`sequence_id`, `meta.seq`) or a field-number path (`2`, `4.2`) in message
     /// `type`; the error names the message's fields when there is no such field.
     public func field(_ name: String, in type: String) throws -> Field {
-        if let numbers = ProtobufFieldScanner.path(name) { return Field(path: numbers, zigzag: false, isText: false) }
+        if let numbers = ProtocolSpec.fieldNumberPath(name) { return Field(path: numbers, zigzag: false, isText: false) }
         var current = type
         var path: [UInt64] = []
         let parts = name.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
