@@ -75,6 +75,18 @@ extension AuditEngine {
             if read { protocolStats.pings += 1 }
         case .pong:
             if read { protocolStats.pongs += 1 }
+        case .keepalive(let ack, let opaque):
+            guard read else { return }
+            if ack {
+                protocolStats.pongs += 1
+                if let index = connection.pendingPings.firstIndex(where: { $0.opaque == opaque }) {
+                    pingRoundTrips.record(nanoseconds: time - connection.pendingPings.remove(at: index).at)
+                }
+            } else {
+                protocolStats.pings += 1
+                if connection.pendingPings.count >= ConnectionState.pendingPingLimit { connection.pendingPings.removeFirst() }
+                connection.pendingPings.append((opaque, time))
+            }
         case .callStarted:
             if read { protocolStats.calls += 1 }
         case .goaway(_, let code):

@@ -58,6 +58,8 @@ public final class AuditEngine {
     var connectionStats = ConnectionStats()
     var messageStats = MessageStats()
     var protocolStats = ProtocolStats()
+    /// HTTP/2 PING round trips: from a PING read from one peer to its ack read from the other.
+    var pingRoundTrips = LatencyRecorder()
     /// The time of the latest event.
     public private(set) var now: Int64 = 0
     /// Set by ``finish()``: later events are ignored.

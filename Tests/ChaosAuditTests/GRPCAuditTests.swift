@@ -60,6 +60,9 @@ struct GRPCAuditTests {
         var s = TrafficScript()
         var first = Connection(1, &s)
         first.call(&s, 1, session: "c1")
+        first.relay(&s, G.ping(), .upstream)
+        s.at(0.25)
+        first.relay(&s, G.ping(ack: true), .downstream)
         for seq in 1...3 {
             first.relay(&s, G.data(1, G.grpc(G.request(seq: seq))), .upstream)
             first.relay(&s, G.data(1, G.grpc(G.update(seq: seq, ack: seq))), .downstream)
@@ -90,6 +93,7 @@ struct GRPCAuditTests {
         #expect(result.streams.count == 2, "\(result.streams.map(\.stream))")
         let events = try #require(result.protocolEvents)
         #expect(events.calls == 2 && events.grpcStatuses == ["UNAVAILABLE": 1])
+        #expect(events.pings == 1 && events.pongs == 1 && events.pingRoundTripS?.count == 1 && events.pingRoundTripS?.p50 == 0.25)
         #expect(events.goaways == ["NO_ERROR": 1] && events.goawaysByFault == ["disconnect": ["NO_ERROR": 1]])
         #expect(result.anomalyCounts["protocol"] == nil && result.messages.undecodable == 0)
     }

@@ -28,6 +28,9 @@ final class ConnectionState {
     let grpc: GRPCSession?
     /// Per direction (upstream 0, downstream 1): the stream named by the upgrade request (`header:` / `query:`).
     var handshakeStreams: [[UInt8]?] = [nil, nil]
+    /// HTTP/2 PINGs read and not answered yet (opaque bytes, when), oldest first, at most ``pendingPingLimit``.
+    var pendingPings: [(opaque: UInt64, at: Int64)] = []
+    static let pendingPingLimit = 8
     /// Close frames read from either producer so far.
     var closeFrames = 0
     /// Whether the connection's end was judged (a close frame seen, or 1006).

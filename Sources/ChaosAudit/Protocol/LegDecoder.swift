@@ -27,6 +27,8 @@ enum ProtocolEvent: Equatable {
     case pong
     /// A message larger than the decoder's cap: counted, not buffered. `end` as for a message.
     case oversized(bytes: Int, end: Int)
+    /// An HTTP/2 PING (a keepalive) or, with `ack`, its answer, with its 8 opaque bytes.
+    case keepalive(ack: Bool, opaque: UInt64)
     /// A gRPC call began (its request headers).
     case callStarted
     /// An HTTP/2 GOAWAY: the last stream its sender processes and the error code.

@@ -17,6 +17,9 @@ public struct ProtocolStats: Sendable, Codable, Equatable {
     public var pings: Int64 = 0
     /// Their answers: WebSocket pong frames, HTTP/2 PING acks.
     public var pongs: Int64 = 0
+    /// HTTP/2 PING round trips (a keepalive read from one peer to its ack read from the other), through the proxy and
+    /// the answering peer; nil when there were none.
+    public var pingRoundTripS: LatencySummary?
     /// gRPC calls started (request headers read from the client).
     public var calls: Int64 = 0
     /// HTTP/2 GOAWAY frames, by error code name (`NO_ERROR`, `ENHANCE_YOUR_CALM`, …).
@@ -43,7 +46,7 @@ public struct ProtocolStats: Sendable, Codable, Equatable {
     public var isEmpty: Bool { self == ProtocolStats() }
 
     private enum CodingKeys: String, CodingKey {
-        case upgrades, upgradeFailures, closeCodes, closeCodesByFault, abnormalClosures, pings, pongs, calls, goaways,
+        case upgrades, upgradeFailures, closeCodes, closeCodesByFault, abnormalClosures, pings, pongs, pingRoundTripS, calls, goaways,
              goawaysByFault, streamResets, streamResetsByFault, grpcStatuses, grpcStatusesByFault, oversized, protocolErrors
     }
 
@@ -62,6 +65,7 @@ public struct ProtocolStats: Sendable, Codable, Equatable {
         abnormalClosures = try count(.abnormalClosures)
         pings = try count(.pings)
         pongs = try count(.pongs)
+        pingRoundTripS = try c.decodeIfPresent(LatencySummary.self, forKey: .pingRoundTripS)
         calls = try count(.calls)
         goaways = try codes(.goaways)
         goawaysByFault = try byFault(.goawaysByFault)

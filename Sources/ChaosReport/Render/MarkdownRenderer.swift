@@ -139,6 +139,9 @@ public struct MarkdownRenderer: Sendable {
             lines.append("- gRPC calls \(p.calls); statuses: \(counts(p.grpcStatuses))")
             lines += byFault(p.grpcStatusesByFault)
             lines.append("- HTTP/2 GOAWAY: \(counts(p.goaways)); RST_STREAM: \(counts(p.streamResets))")
+            if let rtt = p.pingRoundTripS {
+                lines.append("- HTTP/2 PING round trips: \(rtt.count), p50 \(ReportText.seconds(rtt.p50)), p99 \(ReportText.seconds(rtt.p99)), max \(ReportText.seconds(rtt.max))")
+            }
             lines += byFault(p.goawaysByFault, what: "GOAWAY ") + byFault(p.streamResetsByFault, what: "RST_STREAM ")
         }
         return lines

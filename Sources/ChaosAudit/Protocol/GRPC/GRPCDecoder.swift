@@ -57,8 +57,8 @@ final class GRPCDecoder: LegDecoder {
                 output(.event(.streamReset(code: code), at: input.count))
             case .goaway(let lastStream, let code, _):
                 output(.event(.goaway(lastStream: lastStream, code: code), at: input.count))
-            case .ping(let ack, _):
-                output(.event(ack ? .pong : .ping, at: input.count))
+            case .ping(let ack, let opaque):
+                output(.event(.keepalive(ack: ack, opaque: opaque), at: input.count))
             case .settings(ack: false, let values):
                 // The largest frame this leg's sender accepts is the largest its peer may send.
                 for setting in values where setting.identifier == 5 {
