@@ -9,6 +9,16 @@ extension AuditEngine {
         guard let schema = layer.schema else { return ([], [:]) }
         var readers: [MessageExtractor?] = []
         var index: [String: Int] = [:]
+        let methods = (layer.auditedMethods ?? []).sorted().compactMap { schema.methods[$0] }
+        guard !methods.isEmpty else { throw ChaosError.badInput("protocol: no audited RPC is in the descriptor set") }
+        // A name no audited RPC has would audit nothing, and pass: it is a mistake.
+        for direction in [Direction.upstream, .downstream] {
+            for name in ProtobufSchema.names(spec, direction) {
+                if let problem = schema.unresolved(name, direction: direction, methods: methods) {
+                    throw ChaosError.badInput("protocol: \(problem)")
+                }
+            }
+        }
         for path in (layer.auditedMethods ?? []).sorted() {
             guard let method = schema.methods[path] else { continue }
             index[path] = readers.count / 2

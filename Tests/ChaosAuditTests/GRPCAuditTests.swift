@@ -98,6 +98,19 @@ struct GRPCAuditTests {
         #expect(result.anomalyCounts["protocol"] == nil && result.messages.undecodable == 0)
     }
 
+    @Test("a field name that no audited RPC has is bad input, however the protocol arrived (a false PASS otherwise)")
+    func unresolvedName() {
+        var spec = Self.named
+        spec.seq = "sequence"
+        #expect(throws: ChaosError.self) { try AuditEngine(spec: spec) }
+        spec = Self.named
+        spec.downstream = .init(ack: "acked")
+        #expect(throws: ChaosError.self) { try AuditEngine(spec: spec) }
+        spec = Self.named
+        spec.methods = ["/follow.v1.Follow/Walk"]
+        #expect(throws: ChaosError.self) { try AuditEngine(spec: spec) }
+    }
+
     @Test("a message split over three DATA frames and two TCP reads is one message, delivered when its last frame is acknowledged")
     func splitMessage() throws {
         var s = TrafficScript()
@@ -164,8 +177,9 @@ struct GRPCAuditTests {
             let meta = G.proto([(2, seq * 2)]) // sint64 zigzag: 2n encodes n
             connection.relay(&s, G.data(1, G.grpc(G.proto([(4, meta), (5, "MSG")]))), .upstream)
         }
+        // Only the request has meta.seq: the response reads its own sequence_id.
         let spec = ProtocolSpec(framing: .grpc, format: .protobuf, seq: named ? "meta.seq" : "4.2", stream: "header:x-session",
-                                descriptors: named ? Self.protoset : nil)
+                                downstream: .init(seq: named ? "sequence_id" : "3"), descriptors: named ? Self.protoset : nil)
         let counts = Self.counts(try Self.audit(s, spec), "c1", .upstream)
         // Without the descriptor set the wire value (2, 4, 6) is all there is: seqs 2, 4, 6 with holes at 1, 3, 5.
         #expect(named ? counts?.ok == 3 && counts?.lost == 0 : counts?.ok == 3 && counts?.lost == 3, "\(String(describing: counts))")

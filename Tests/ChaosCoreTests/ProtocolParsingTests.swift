@@ -72,7 +72,7 @@ struct ProtocolParsingTests {
         ("  framing: grpc\n  methods: [Race]", "7:13", "protocol.methods: 'Race' is not an RPC path like /package.Service/Method"),
         ("  framing: grpc\n  descriptors: nowhere.protoset", "7:16", "protocol.descriptors: cannot read the descriptor set"),
         ("  framing: grpc\n  descriptors: \(Self.protoset)\n  seq: sequence", "8:8",
-         "nor in the request of any other RPC of"),
+         "nor in the request of any other audited RPC"),
         ("  framing: grpc\n  descriptors: \(Self.protoset)\n  methods: [/follow.v1.Follow/Race]\n  seq: sequence", "9:8",
          "'sequence' in the request of /follow.v1.Follow/Race (follow.v1.RaceRequest): no field 'sequence' in follow.v1.RaceRequest; its fields are: acked_sequence_id, kind, meta, sequence_id, session_id"),
         ("  framing: grpc\n  descriptors: \(Self.protoset)\n  seq: sequence_id\n  downstream: {ack: acked}", "9:21",

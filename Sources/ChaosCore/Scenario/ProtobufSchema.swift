@@ -103,6 +103,34 @@ public struct ProtobufSchema: Sendable {
         throw ChaosError.badInput("an empty field name")
     }
 
+    /// Why `name` names no field of any of `methods`' requests (`direction` upstream) or responses (downstream), or
+    /// nil when one of them has it.
+    public func unresolved(_ name: String, direction: Direction, methods: [Method]) -> String? {
+        let role = direction == .upstream ? "request" : "response"
+        var first: String?
+        for method in methods {
+            let type = direction == .upstream ? method.input : method.output
+            do {
+                _ = try field(name, in: type)
+                return nil
+            } catch let error as ChaosError {
+                if first == nil { first = "'\(name)' in the \(role) of \(method.path) (\(type)): \(error.message)" }
+            } catch {
+                if first == nil { first = "'\(name)': \(error)" }
+            }
+        }
+        guard let first else { return "'\(name)': no RPC to look for it in" }
+        return methods.count == 1 ? first : first + " (nor in the \(role) of any other audited RPC)"
+    }
+
+    /// The field names a protocol reads in `direction`'s messages (seq, ack, a stream field, the ignore fields).
+    public static func names(_ spec: ProtocolSpec, _ direction: Direction) -> [String] {
+        let resolved = spec.resolved(for: direction)
+        var names = [resolved.seq] + (resolved.ack.map { [$0] } ?? [])
+        if case .field(let name)? = resolved.streamSource { names.append(name) }
+        return names + resolved.ignore.keys.sorted().map { $0 == "type" ? resolved.type : $0 }
+    }
+
     private static func trim(_ typeName: String) -> String {
         typeName.hasPrefix(".") ? String(typeName.dropFirst()) : typeName
     }

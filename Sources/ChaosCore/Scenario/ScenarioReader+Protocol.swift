@@ -103,22 +103,9 @@ extension ScenarioReader {
             if let ack = resolved.ack { names.append((ack, position("ack"))) }
             if case .field(let name)? = resolved.streamSource { names.append((name, position("stream"))) }
             for field in resolved.ignore.keys { names.append((field == "type" ? resolved.type : field, position("ignore"))) }
-            let role = direction == .upstream ? "request" : "response"
             for (name, at) in names {
-                var firstError: String?
-                for method in methods {
-                    let type = direction == .upstream ? method.input : method.output
-                    do {
-                        _ = try schema.field(name, in: type)
-                        firstError = nil
-                        break
-                    } catch let error as ChaosError {
-                        if firstError == nil { firstError = "'\(name)' in the \(role) of \(method.path) (\(type)): \(error.message)" }
-                    }
-                }
-                if let firstError {
-                    let which = methods.count == 1 ? "" : " (nor in the \(role) of any other RPC of \(given))"
-                    throw (at ?? value).error("protocol: \(firstError)\(which)")
+                if let problem = schema.unresolved(name, direction: direction, methods: methods) {
+                    throw (at ?? value).error("protocol: \(problem)")
                 }
             }
         }
