@@ -168,6 +168,18 @@ struct GRPCAuditTests {
         #expect(result.protocolEvents?.streamResets == ["CANCEL": 1] && result.totals.ok == 2)
     }
 
+    @Test("format json: a gRPC service with a JSON codec is audited by JSON keys, the stream a field of each message")
+    func jsonCodec() throws {
+        var s = TrafficScript()
+        var connection = Connection(1, &s)
+        connection.relay(&s, connection.client.request(1, session: "ignored", extra: [("content-type", "application/grpc+json")]), .upstream)
+        for seq in [1, 2, 4] {
+            connection.relay(&s, G.data(1, G.grpc(Array(#"{"stream":"j1","seq":\#(seq)}"#.utf8))), .upstream)
+        }
+        let result = try Self.audit(s, ProtocolSpec(framing: .grpc, format: .json))
+        #expect(Self.counts(result, "j1", .upstream)?.ok == 3 && Self.counts(result, "j1", .upstream)?.lost == 1)
+    }
+
     @Test("a sint64 field named through a nested message reads as zigzag", arguments: [true, false])
     func zigzagNested(named: Bool) throws {
         var s = TrafficScript()
