@@ -71,6 +71,8 @@ struct ProtocolParsingTests {
         ("  framing: websocket\n  methods: [/a.B/C]", "7:12", "protocol.methods is for framing grpc"),
         ("  framing: grpc\n  methods: [Race]", "7:13", "protocol.methods: 'Race' is not an RPC path like /package.Service/Method"),
         ("  framing: grpc\n  descriptors: nowhere.protoset", "7:16", "protocol.descriptors: cannot read the descriptor set"),
+        ("  framing: grpc\n  descriptors: /dev/zero", "7:16", "protocol.descriptors: the descriptor set '/dev/zero' is not a regular file"),
+        ("  framing: grpc\n  descriptors: \(Self.protoset.dropLast(3))", "7:16", "follow.proto: not a FileDescriptorSet (protoc --include_imports -o FILE"),
         ("  framing: grpc\n  descriptors: \(Self.protoset)\n  seq: sequence", "8:8",
          "nor in the request of any other audited RPC"),
         ("  framing: grpc\n  descriptors: \(Self.protoset)\n  methods: [/follow.v1.Follow/Race]\n  seq: sequence", "9:8",

@@ -69,8 +69,20 @@ public struct ProtobufSchema: Sendable {
         self.methods = methods
     }
 
-    /// Reads a FileDescriptorSet file.
+    /// The largest descriptor set read (a real one is kilobytes; this keeps `/dev/zero` or a wrong file from
+    /// being read whole).
+    public static let largestFile = 64 << 20
+
+    /// Reads a FileDescriptorSet file: a regular file of at most ``largestFile`` bytes.
     public static func load(path: String) throws -> ProtobufSchema {
+        let attributes = try? FileManager.default.attributesOfItem(atPath: path)
+        guard let attributes else { throw ChaosError.badInput("cannot read the descriptor set '\(path)'") }
+        guard attributes[.type] as? FileAttributeType == .typeRegular else {
+            throw ChaosError.badInput("the descriptor set '\(path)' is not a regular file")
+        }
+        guard (attributes[.size] as? NSNumber)?.intValue ?? 0 <= largestFile else {
+            throw ChaosError.badInput("the descriptor set '\(path)' is over \(largestFile >> 20) MiB: not a FileDescriptorSet")
+        }
         guard let data = FileManager.default.contents(atPath: path) else {
             throw ChaosError.badInput("cannot read the descriptor set '\(path)'")
         }
