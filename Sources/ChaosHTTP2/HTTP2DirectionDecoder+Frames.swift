@@ -7,8 +7,12 @@ extension HTTP2DirectionDecoder {
         guard available >= 9 else { return false }
         let h = consumed
         let length = Int(pending[h]) << 16 | Int(pending[h + 1]) << 8 | Int(pending[h + 2])
-        guard available >= 9 + length else { return false }
         let type = pending[h + 3], flags = pending[h + 4]
+        guard length <= maxFrameSize else {
+            fail("a \(Self.name(ofType: type)) frame of \(length) bytes, over SETTINGS_MAX_FRAME_SIZE (\(maxFrameSize))", &events)
+            return false
+        }
+        guard available >= 9 + length else { return false }
         let stream = UInt32(pending[h + 5] & 0x7f) << 24 | UInt32(pending[h + 6]) << 16 | UInt32(pending[h + 7]) << 8
             | UInt32(pending[h + 8])
         let payload = (h + 9)..<(h + 9 + length)
@@ -84,6 +88,13 @@ extension HTTP2DirectionDecoder {
             }
         }
         return true
+    }
+
+    /// A frame type's name in RFC 9113 (`DATA`, `HEADERS`, …), or `type 0xNN` for one it does not define.
+    static func name(ofType type: UInt8) -> String {
+        let names = ["DATA", "HEADERS", "PRIORITY", "RST_STREAM", "SETTINGS", "PUSH_PROMISE", "PING", "GOAWAY",
+                     "WINDOW_UPDATE", "CONTINUATION"]
+        return type < names.count ? names[Int(type)] : "type 0x" + String(type, radix: 16)
     }
 
     private mutating func bad(_ type: String, _ events: inout [HTTP2Event]) -> Bool {

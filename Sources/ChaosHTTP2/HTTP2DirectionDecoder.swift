@@ -8,8 +8,9 @@ import NIOHPACK
 /// It handles the client's preface (prior knowledge) and the h2c upgrade (an HTTP/1.1 request with
 /// `Upgrade: h2c` answered by `101 Switching Protocols`), every frame type of RFC 9113 (padding, priority,
 /// header blocks split over CONTINUATION frames, unknown types skipped), and HPACK with its dynamic table
-/// (NIOHPACK). Memory is bounded: at most one frame (2^24 - 1 bytes of payload at most) and one header block
-/// (``maxHeaderBlock``) are held. Bytes that are not HTTP/2 end decoding with one ``HTTP2Event/protocolError(offset:reason:)``.
+/// (NIOHPACK). Memory is bounded: at most one frame (``maxFrameSize`` bytes of payload) and one header block
+/// (``maxHeaderBlock``) are held. Bytes that are not HTTP/2 (TLS among them: chaos audits cleartext HTTP/2 only)
+/// end decoding with one ``HTTP2Event/protocolError(offset:reason:)``.
 public struct HTTP2DirectionDecoder {
     /// Who sends the bytes of this direction.
     public enum Sender: Sendable { case client, server }
@@ -21,6 +22,14 @@ public struct HTTP2DirectionDecoder {
     static let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
 
     enum Phase { case start, upgradeHead, preface, frames, failed }
+
+    /// The largest frame payload this direction may carry: RFC 9113's `SETTINGS_MAX_FRAME_SIZE` as the receiver
+    /// of these bytes announced it. It starts at the protocol's initial 16,384; a frame whose header announces more
+    /// ends decoding with one ``HTTP2Event/protocolError(offset:reason:)`` at that frame, before its payload is
+    /// waited for. When the peer's SETTINGS (the other direction's) raise the limit, set it here between feeds; it
+    /// applies from the next frame not yet decoded. Values past 2^24 - 1, the largest a frame header can state,
+    /// change nothing.
+    public var maxFrameSize = 16_384
 
     let sender: Sender
     var phase: Phase = .start
@@ -78,6 +87,14 @@ public struct HTTP2DirectionDecoder {
         case .start:
             guard available > 0 else { return false }
             let first = pending[consumed]
+            if first == 0x15 || first == 0x16 { // maybe a TLS record: a handshake or an alert
+                guard available >= 6 else { return false }
+                if let what = tlsRecord() {
+                    fail("this is TLS (\(what)), not cleartext HTTP/2: chaos audits h2c only (prior knowledge or the h2c upgrade)",
+                         &events)
+                    return false
+                }
+            }
             if sender == .client {
                 phase = first == UInt8(ascii: "P") ? .preface : .upgradeHead
             } else {
@@ -101,6 +118,19 @@ public struct HTTP2DirectionDecoder {
             return frame(&events)
         case .failed:
             return false
+        }
+    }
+
+    /// What the TLS record at the start of the bytes is (`a ClientHello`, `a ServerHello`, …), or nil when they
+    /// do not start with one: content type 22 (handshake) or 21 (alert), then version 3.0 to 3.4. Needs 6 bytes.
+    func tlsRecord() -> String? {
+        let at = consumed
+        guard pending[at + 1] == 0x03, pending[at + 2] <= 0x04 else { return nil }
+        guard pending[at] == 0x16 else { return "an alert" }
+        switch pending[at + 5] {
+        case 1: return "a ClientHello"
+        case 2: return "a ServerHello"
+        default: return "a handshake record"
         }
     }
 }

@@ -1,3 +1,4 @@
+@testable import ChaosHTTP2
 import NIOCore
 import NIOHPACK
 
@@ -46,5 +47,28 @@ enum Frames {
     static func request(path: String, session: String) -> [(String, String)] {
         [(":method", "POST"), (":scheme", "http"), (":path", path), (":authority", "127.0.0.1"),
          ("content-type", "application/grpc"), ("te", "trailers"), ("x-session", session)]
+    }
+}
+
+extension Frames {
+    /// The start of a TLS handshake record (TLS 1.2 record version) holding one handshake message of `type`
+    /// (1 ClientHello, 2 ServerHello), as a TLS peer's first bytes look.
+    static func tlsHandshake(_ type: UInt8) -> [UInt8] {
+        let body: [UInt8] = [0x03, 0x03] + [UInt8](repeating: 0x5a, count: 32) + [0]
+        return [0x16, 0x03, 0x01, 0x00, UInt8(4 + body.count), type, 0x00, 0x00, UInt8(body.count)] + body
+    }
+
+    /// The events one decoder returns for `bytes` fed in pieces of `chunk` bytes (whole when nil).
+    static func decode(_ bytes: [UInt8], sender: HTTP2DirectionDecoder.Sender = .client, chunk: Int? = nil,
+                       maxFrameSize: Int = 16_384) -> [HTTP2Event] {
+        var decoder = HTTP2DirectionDecoder(sender: sender)
+        decoder.maxFrameSize = maxFrameSize
+        var events: [HTTP2Event] = []
+        let size = chunk ?? max(1, bytes.count)
+        for start in stride(from: 0, to: bytes.count, by: size) {
+            let piece = Array(bytes[start..<min(bytes.count, start + size)])
+            events += piece.withUnsafeBytes { decoder.feed($0) }
+        }
+        return events
     }
 }

@@ -10,8 +10,9 @@ struct GRPCObserverTests {
         let stream = Frames.grpc(m1) + Frames.grpc(m2) + Frames.grpc(m3) + Frames.grpc([])
         let head = Frames.preface + Frames.settings() + Frames.frame(1, flags: 4, stream: 1,
                                                                       encoder.block(Frames.request(path: "/p.S/M", session: "s7")))
-        // Frame boundaries: inside m1's prefix, then m2 and m3's start, then the rest (over two frames).
-        let cuts = [3, 30, 16_000, stream.count]
+        // Frame boundaries: inside m1's prefix, then m2 and m3's start, then the rest (over three frames, each
+        // within the initial SETTINGS_MAX_FRAME_SIZE).
+        let cuts = [3, 30, 16_000, 32_000, stream.count]
         var frames: [UInt8] = [], ends: [Int64] = [], from = 0
         for cut in cuts {
             frames += Frames.data(stream: 1, Array(stream[from..<cut]), endStream: cut == stream.count)
@@ -30,8 +31,8 @@ struct GRPCObserverTests {
                                                            HTTP2HeaderField("te", "trailers"), HTTP2HeaderField("x-session", "s7")]),
                 .message(stream: 1, bytes: m1, compressed: false, endOffset: ends[1]),
                 .message(stream: 1, bytes: m2, compressed: false, endOffset: ends[1]),
-                .message(stream: 1, bytes: m3, compressed: false, endOffset: ends[3]),
-                .message(stream: 1, bytes: [], compressed: false, endOffset: ends[3]),
+                .message(stream: 1, bytes: m3, compressed: false, endOffset: ends[4]),
+                .message(stream: 1, bytes: [], compressed: false, endOffset: ends[4]),
             ], "chunk \(chunk)")
         }
     }
