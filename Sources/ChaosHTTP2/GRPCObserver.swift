@@ -88,6 +88,12 @@ public struct GRPCObserver {
                 out.append(.http2(event))
             case .goaway, .ping, .protocolError:
                 out.append(.http2(event))
+            case .settings(ack: false, let values):
+                // SETTINGS_MAX_FRAME_SIZE from one side is the largest frame the other side may send.
+                for setting in values where setting.identifier == 5 {
+                    let size = max(16_384, Int(setting.value))
+                    if fromClient { server.maxFrameSize = size } else { client.maxFrameSize = size }
+                }
             case .preface, .settings:
                 break
             }

@@ -168,6 +168,32 @@ struct GRPCAuditTests {
         #expect(result.protocolEvents?.streamResets == ["CANCEL": 1] && result.totals.ok == 2)
     }
 
+    @Test("a frame over the receiver's SETTINGS_MAX_FRAME_SIZE is a protocol anomaly; after SETTINGS raising it, the same frame is audited")
+    func maxFrameSize() throws {
+        let big = G.grpc(G.update(seq: 1) + G.proto([(2, String(repeating: "x", count: 20_000))]))
+        for announced in [false, true] {
+            var s = TrafficScript()
+            s.open(1)
+            var client = G.Encoder(), server = G.Encoder()
+            let relay = { (s: inout TrafficScript, bytes: [UInt8], direction: Direction) in
+                s.sendBytes(1, direction, bytes); s.deliverBytes(1, direction, bytes)
+            }
+            relay(&s, G.preface + G.settings(announced ? [(5, 1 << 20)] : []), .upstream)
+            relay(&s, G.settings(), .downstream)
+            relay(&s, client.request(1, session: "c1"), .upstream)
+            relay(&s, server.response(1), .downstream)
+            relay(&s, G.data(1, big), .downstream)
+            let result = try Self.audit(s, Self.named)
+            if announced {
+                #expect(Self.counts(result, "c1", .downstream)?.ok == 1 && result.anomalyCounts["protocol"] == nil)
+            } else {
+                #expect(result.anomalyCounts["protocol"] == 1)
+                #expect(result.anomalies.first?.detail?.contains("over SETTINGS_MAX_FRAME_SIZE (16384)") == true,
+                        "\(result.anomalies.map(\.detail))")
+            }
+        }
+    }
+
     @Test("format json: a gRPC service with a JSON codec is audited by JSON keys, the stream a field of each message")
     func jsonCodec() throws {
         var s = TrafficScript()

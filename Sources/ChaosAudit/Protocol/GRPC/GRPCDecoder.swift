@@ -27,7 +27,7 @@ final class GRPCDecoder: LegDecoder {
     }
 
     func decode(_ input: UnsafeBufferPointer<UInt8>, _ output: (DecoderOutput) -> Void) {
-        // MERGE-HTTP2: http2.maxFrameSize = session.maxFrameSize[slot]
+        http2.maxFrameSize = session.maxFrameSize[slot]
         let base = fed
         fed += Int64(input.count)
         let events = http2.feed(UnsafeRawBufferPointer(input))
