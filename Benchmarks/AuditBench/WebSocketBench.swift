@@ -16,14 +16,19 @@ private func deflated(_ messages: [[UInt8]]) -> [[UInt8]] {
     return messages.map(deflater.compress)
 }
 
-/// Audits `chunks` as one connection's downstream (read from the server, written to the client, acknowledged);
-/// returns messages per second.
-func auditDownstream(_ spec: ProtocolSpec, _ chunks: [[UInt8]], expecting messages: Int) throws -> Double {
+/// Audits `chunks` as one connection's downstream (read from the server, written to the client, acknowledged),
+/// after `upstream` (the client's bytes, such as a request that opens a call); returns messages per second.
+func auditDownstream(_ spec: ProtocolSpec, _ chunks: [[UInt8]], expecting messages: Int, upstream: [UInt8] = []) throws -> Double {
     let engine = try AuditEngine(spec: spec)
     let endpoints = ConnectionEndpoints(proxy: "bench", client: "c", listen: "l", proxyLocal: "pl", server: "s")
     let time = seconds {
         engine.ingest(TrafficEvent(time: 0, connection: 1, kind: .opened(endpoints)))
         var now: Int64 = 1, written: Int64 = 0
+        if !upstream.isEmpty {
+            engine.ingest(TrafficEvent(time: now, connection: 1, kind: .read(.client, upstream)))
+            engine.ingest(TrafficEvent(time: now, connection: 1, kind: .written(.server, upstream)))
+            engine.ingest(TrafficEvent(time: now, connection: 1, kind: .acknowledged(.server, upTo: Int64(upstream.count))))
+        }
         for chunk in chunks {
             engine.ingest(TrafficEvent(time: now, connection: 1, kind: .read(.server, chunk)))
             engine.ingest(TrafficEvent(time: now + 1000, connection: 1, kind: .written(.client, chunk)))

@@ -6,6 +6,7 @@ import Foundation
 //
 //   swift run -c release AuditBench [MESSAGES] [THROUGHPUT_MESSAGES]
 //   swift run -c release AuditBench websocket [MESSAGES]     (WebSocketBench.swift)
+//   swift run -c release AuditBench grpc [MESSAGES]          (GRPCBench.swift)
 //
 // 1. Throughput: THROUGHPUT_MESSAGES (default 2,000,000) NDJSON messages, pre-built in 64 KiB reads, are fed as
 //    a capture would (each read reported as read and as written: every message framed and classified twice).
@@ -15,6 +16,10 @@ import Foundation
 
 if CommandLine.arguments.dropFirst().first == "websocket" {
     try webSocketBench(messages: CommandLine.arguments.dropFirst(2).first.flatMap { Int($0) } ?? 1_000_000)
+    exit(0)
+}
+if CommandLine.arguments.dropFirst().first == "grpc" {
+    try grpcBench(messages: CommandLine.arguments.dropFirst(2).first.flatMap { Int($0) } ?? 1_000_000)
     exit(0)
 }
 

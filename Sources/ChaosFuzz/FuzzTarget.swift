@@ -14,6 +14,9 @@ enum FuzzTarget: String, CaseIterable {
     case lengthPrefixed = "length-prefixed"
     /// WebSocket frames (after a valid upgrade handshake both ways, permessage-deflate accepted) through the audit.
     case websocket
+    /// gRPC over cleartext HTTP/2 (after the client's preface, SETTINGS and the request HEADERS of one call, and the
+    /// server's SETTINGS and response HEADERS, gzip accepted both ways) through the audit, as client and server bytes.
+    case grpc
     /// A pcap or pcapng file through the capture reader and the audit.
     case pcap
     /// A control-API request body (`POST /faults`): parsed and checked as the API does before installing it.
@@ -33,6 +36,10 @@ enum FuzzTarget: String, CaseIterable {
             Self.audit(data, spec: ProtocolSpec(framing: .websocket, stream: "header:x-stream", ack: "ack", maxMessage: 4096),
                        prelude: [.read(.client, request), .written(.server, request), .read(.server, response),
                                  .written(.client, response)])
+        case .grpc:
+            Self.audit(data, spec: ProtocolSpec(framing: .grpc, format: .protobuf, seq: "2", stream: "header:x-session", ack: "3",
+                                                downstream: .init(seq: "3", ack: "6"), maxMessage: 4096),
+                       prelude: GRPCPrelude.events)
         case .pcap: Self.pcap(data)
         case .api: Self.api(data)
         }
