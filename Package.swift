@@ -105,7 +105,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "ChaosFuzz",
-            dependencies: ["ChaosCore", "ChaosAudit", "ChaosCapture"],
+            dependencies: ["ChaosCore", "ChaosAudit", "ChaosCapture", "ChaosHTTP2"],
             swiftSettings: strictSettings
         ),
         .executableTarget(
@@ -116,7 +116,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "AuditBench",
-            dependencies: ["ChaosCore", "ChaosAudit"],
+            dependencies: ["ChaosCore", "ChaosAudit", "ChaosHTTP2"],
             path: "Benchmarks/AuditBench",
             swiftSettings: strictSettings
         ),
@@ -140,7 +140,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ChaosAuditTests",
-            dependencies: ["ChaosCore", "ChaosAudit", .product(name: "NIOHPACK", package: "swift-nio-http2"),
+            dependencies: ["ChaosCore", "ChaosAudit", "ChaosHTTP2", .product(name: "NIOHPACK", package: "swift-nio-http2"),
                            .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strictSettings
         ),

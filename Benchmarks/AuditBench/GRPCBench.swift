@@ -1,5 +1,6 @@
 import ChaosAudit
 import ChaosCore
+import ChaosHTTP2
 import Foundation
 
 // `AuditBench grpc [MESSAGES]`: the gRPC audit (cleartext HTTP/2) of ~100-byte protobuf RaceUpdate messages on one
@@ -14,25 +15,16 @@ private let protoset = URL(fileURLWithPath: #filePath).deletingLastPathComponent
 
 /// Hand-built HTTP/2 and protobuf bytes, just enough for one call.
 private enum H2 {
-    static let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
+    static let preface = HTTP2FrameWriter.preface
 
     static func frame(_ type: UInt8, flags: UInt8 = 0, stream: UInt32 = 0, _ payload: [UInt8]) -> [UInt8] {
-        let length = payload.count
-        return [UInt8(length >> 16 & 0xff), UInt8(length >> 8 & 0xff), UInt8(length & 0xff), type, flags]
-            + word(stream) + payload
+        HTTP2FrameWriter.frame(type, flags: flags, stream: stream, payload)
     }
 
-    static func word(_ value: UInt32) -> [UInt8] {
-        [UInt8(value >> 24), UInt8(value >> 16 & 0xff), UInt8(value >> 8 & 0xff), UInt8(value & 0xff)]
-    }
+    static func word(_ value: UInt32) -> [UInt8] { HTTP2FrameWriter.word(value) }
 
-    /// A header block of literals without indexing, new names, no Huffman (RFC 7541 6.2.2): short strings only.
     static func headers(_ stream: UInt32, _ fields: [(String, String)]) -> [UInt8] {
-        let block = fields.flatMap { name, value -> [UInt8] in
-            precondition(name.utf8.count < 127 && value.utf8.count < 127, "a one-byte HPACK length")
-            return [0, UInt8(name.utf8.count)] + Array(name.utf8) + [UInt8(value.utf8.count)] + Array(value.utf8)
-        }
-        return frame(1, flags: 0x4, stream: stream, block)
+        HTTP2FrameWriter.literalHeaders(stream, fields)
     }
 
     static func varint(_ value: UInt64) -> [UInt8] {

@@ -1,21 +1,18 @@
+import ChaosHTTP2
 import NIOCore
 import NIOHPACK
 
 /// Hand-built gRPC over HTTP/2 for the audit tests: frames, header blocks from a real HPACK encoder (one per
 /// direction, its dynamic table carried across blocks), length-prefixed messages and protobuf fields.
 enum GRPCWire {
-    static let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
+    static let preface = HTTP2FrameWriter.preface
     static let race = "/follow.v1.Follow/Race"
 
     static func frame(_ type: UInt8, flags: UInt8 = 0, stream: UInt32 = 0, _ payload: [UInt8]) -> [UInt8] {
-        let length = payload.count
-        return [UInt8(length >> 16 & 0xff), UInt8(length >> 8 & 0xff), UInt8(length & 0xff), type, flags]
-            + word(stream) + payload
+        HTTP2FrameWriter.frame(type, flags: flags, stream: stream, payload)
     }
 
-    static func word(_ value: UInt32) -> [UInt8] {
-        [UInt8(value >> 24), UInt8(value >> 16 & 0xff), UInt8(value >> 8 & 0xff), UInt8(value & 0xff)]
-    }
+    static func word(_ value: UInt32) -> [UInt8] { HTTP2FrameWriter.word(value) }
 
     static func settings(_ values: [(UInt16, UInt32)] = []) -> [UInt8] {
         frame(4, values.flatMap { [UInt8($0.0 >> 8), UInt8($0.0 & 0xff)] + word($0.1) })
