@@ -21,6 +21,8 @@ deps:
 	fi
 	@python3 -c 'import scapy' 2>/dev/null || python3 -m pip install -q scapy
 	@python3 -c 'import websockets' 2>/dev/null || python3 -m pip install -q websockets
+	@python3 -c 'import grpc' 2>/dev/null || python3 -m pip install -q grpcio
+	@python3 -c 'import google.protobuf' 2>/dev/null || python3 -m pip install -q protobuf
 	@python3 -c 'import toxiproxy' 2>/dev/null || python3 -m pip install -q toxiproxy-python
 	@python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install -q prometheus_client
 
