@@ -36,7 +36,7 @@ let package = Package(
     targets: [
         .target(
             name: "ChaosCore",
-            dependencies: [.product(name: "Yams", package: "Yams")],
+            dependencies: [.product(name: "Yams", package: "Yams"), .product(name: "SwiftProtobuf", package: "swift-protobuf")],
             swiftSettings: strictSettings
         ),
         .target(name: "CChaosEpoll"),
@@ -58,8 +58,7 @@ let package = Package(
         ),
         .target(
             name: "ChaosAudit",
-            dependencies: ["ChaosCore", "CZlib", .product(name: "Histogram", package: "hdrhistogram-swift"),
-                           .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            dependencies: ["ChaosCore", "ChaosHTTP2", "CZlib", .product(name: "Histogram", package: "hdrhistogram-swift")],
             swiftSettings: strictSettings
         ),
         .target(
@@ -140,7 +139,10 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .testTarget(
-            name: "ChaosAuditTests", dependencies: ["ChaosCore", "ChaosAudit"], swiftSettings: strictSettings
+            name: "ChaosAuditTests",
+            dependencies: ["ChaosCore", "ChaosAudit", .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                           .product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: strictSettings
         ),
         .testTarget(
             name: "ChaosReportTests",

@@ -1,4 +1,5 @@
 import ChaosCore
+import ChaosHTTP2
 
 extension AuditEngine {
     /// Decodes `bytes` on the connection's leg for (`role`, `direction`) and audits every complete message.
@@ -13,6 +14,8 @@ extension AuditEngine {
                 switch output {
                 case .message(let body, let end, _):
                     self.audit(body, endingAt: start + Int64(end), pipe: pipe, connection: connection, time: time)
+                case .callMessage(let body, let end, let call):
+                    self.audit(body, endingAt: start + Int64(end), pipe: pipe, connection: connection, time: time, call: call)
                 case .event(let event, let at):
                     self.protocolEvent(event, at: start + Int64(at), pipe: pipe, connection: connection, time: time)
                 case .problem(.framing(let problem), _):
@@ -57,7 +60,7 @@ extension AuditEngine {
                 switch handshakeStreamSources[slot] {
                 case .header(let name): connection.handshakeStreams[slot] = session.header(name).map { Array($0.utf8) }
                 case .query(let name): connection.handshakeStreams[slot] = session.query(name).map { Array($0.utf8) }
-                case .field, nil: break
+                case .field, .rpc, nil: break
                 }
             }
         case .upgraded:
@@ -72,6 +75,33 @@ extension AuditEngine {
             if read { protocolStats.pings += 1 }
         case .pong:
             if read { protocolStats.pongs += 1 }
+        case .keepalive(let ack, let opaque):
+            guard read else { return }
+            if ack {
+                protocolStats.pongs += 1
+                if let index = connection.pendingPings.firstIndex(where: { $0.opaque == opaque }) {
+                    pingRoundTrips.record(nanoseconds: time - connection.pendingPings.remove(at: index).at)
+                }
+            } else {
+                protocolStats.pings += 1
+                if connection.pendingPings.count >= ConnectionState.pendingPingLimit { connection.pendingPings.removeFirst() }
+                connection.pendingPings.append((opaque, time))
+            }
+        case .callStarted:
+            if read { protocolStats.calls += 1 }
+        case .goaway(_, let code):
+            if read { protocolStats.goaway(code: HTTP2ErrorCode.name(code), fault: faults.label?.kind ?? "none") }
+        case .streamReset(let code):
+            if read { protocolStats.streamReset(code: HTTP2ErrorCode.name(code), fault: faults.label?.kind ?? "none") }
+        case .grpcStatus(let code):
+            if read { protocolStats.grpcStatus(code: GRPCStatusName.name(code), fault: faults.label?.kind ?? "none") }
+        case .unreadable(let reason):
+            guard read else { return }
+            messageStats.undecodable += 1
+            guard !connection.reportedUndecodable else { return }
+            connection.reportedUndecodable = true
+            record(.undecodable, pipe.cached?.ledger, direction: pipe.direction, time: time, connection: connection.id,
+                   detail: "\(reason), ending at byte \(offset) \(pipe.where) (reported once per connection)")
         case .oversized(let bytes, _):
             guard read else { return }
             protocolStats.oversized += 1

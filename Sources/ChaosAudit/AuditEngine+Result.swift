@@ -33,9 +33,11 @@ extension AuditEngine {
         streams.sort { ($0.stream, $0.direction.rawValue) < ($1.stream, $1.direction.rawValue) }
         var (recoverySummary, impacts) = recovery.summary(at: now, final: final)
         recoverySummary.transitS = transit.summary
+        var events = protocolStats
+        if pingRoundTrips.count > 0 { events.pingRoundTripS = pingRoundTrips.summary }
         return AuditResult(complete: final, elapsedS: Double(now) / 1e9, totals: totals, streams: streams,
                            anomalies: anomalyList, anomalyCounts: anomalyCounts, recovery: recoverySummary,
                            faults: impacts, connections: connectionStats, messages: messageStats, activity: activity,
-                           protocolEvents: protocolStats.isEmpty ? nil : protocolStats)
+                           protocolEvents: events.isEmpty ? nil : events)
     }
 }

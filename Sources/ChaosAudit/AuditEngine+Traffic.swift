@@ -1,14 +1,24 @@
 import ChaosCore
 
 extension AuditEngine {
+    /// Audits one message; `call` is the gRPC call that carried it (its RPC names the fields, its metadata the stream).
     @inline(__always)
     func audit(_ frame: UnsafeBufferPointer<UInt8>, endingAt end: Int64, pipe: FramePipe, connection: ConnectionState,
-               time: Int64) {
+               time: Int64, call: GRPCCall? = nil) {
         let slot = pipe.direction == .upstream ? 0 : 1
-        var fields = extractors[slot].extract(frame)
-        if handshakeStreamSources[slot] != nil {
-            fields.streamInPlace = nil
-            fields.stream = connection.handshakeStreams[slot]?[...]
+        var fields: MessageFields
+        if let call {
+            fields = extract(frame, of: call, slot: slot)
+            if handshakeStreamSources[slot] != nil {
+                fields.streamInPlace = nil
+                fields.stream = streamName(of: call, slot: slot, connection: connection)?[...]
+            }
+        } else {
+            fields = extractors[slot].extract(frame)
+            if handshakeStreamSources[slot] != nil {
+                fields.streamInPlace = nil
+                fields.stream = connection.handshakeStreams[slot]?[...]
+            }
         }
         if fields.undecodable {
             undecodable(frame, pipe: pipe, connection: connection, time: time)

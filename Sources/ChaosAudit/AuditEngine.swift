@@ -31,7 +31,11 @@ public final class AuditEngine {
     public let seqStart: Int64
     /// Per direction (upstream 0, downstream 1): reads the fields of that direction's messages.
     var extractors: [MessageExtractor]
-    /// Per direction: where the stream name comes from when it is not a field (`header:` / `query:`).
+    /// gRPC with a descriptor set: per RPC, the readers of its request (`2i`) and response (`2i + 1`) messages.
+    var callReaders: [MessageExtractor?]
+    /// gRPC with a descriptor set: `/package.Service/Method` → its index in ``callReaders`` (halved).
+    let callReaderIndex: [String: Int]
+    /// Per direction: where the stream name comes from when it is not a field (`header:`, `query:`, `rpc`).
     let handshakeStreamSources: [ProtocolSpec.StreamSource?]
     /// Makes each connection's leg decoders.
     let layer: ProtocolLayer
@@ -54,6 +58,8 @@ public final class AuditEngine {
     var connectionStats = ConnectionStats()
     var messageStats = MessageStats()
     var protocolStats = ProtocolStats()
+    /// HTTP/2 PING round trips: from a PING read from one peer to its ack read from the other.
+    var pingRoundTrips = LatencyRecorder()
     /// The time of the latest event.
     public private(set) var now: Int64 = 0
     /// Set by ``finish()``: later events are ignored.
@@ -66,19 +72,22 @@ public final class AuditEngine {
     }
 
     /// Creates an engine for `spec`; `seqStart` overrides `spec.seqStart`; `deliveryPoint` says when a written
-    /// message is delivered. Throws `ChaosError.badInput` for a framing or format the audit cannot read
-    /// (grpc, protobuf) or a bad regex.
+    /// message is delivered. Throws `ChaosError.badInput` for a framing or format the audit cannot read, a bad
+    /// regex, or a descriptor set that cannot be read or lacks a named field.
     public init(spec: ProtocolSpec, seqStart: Int64? = nil, deliveryPoint: DeliveryPoint = .acknowledged) throws {
         self.spec = spec
         self.deliveryPoint = deliveryPoint
         self.seqStart = seqStart ?? spec.seqStart
         layer = try ProtocolLayer(spec: spec)
         let directions = [Direction.upstream, .downstream].map(spec.resolved(for:))
-        extractors = try directions.map { try MessageExtractor(spec: $0) }
+        // With a descriptor set, the shared readers are never used (each RPC has its own); names are not field numbers.
+        extractors = layer.schema == nil ? try directions.map { try MessageExtractor(spec: $0) } : []
+        (callReaders, callReaderIndex) = try Self.callReaders(spec: spec, layer: layer)
         handshakeStreamSources = directions.map {
             switch $0.streamSource {
             case .header(let name): .header(name)
             case .query(let name): .query(name)
+            case .rpc: .rpc
             case .field, nil: nil
             }
         }

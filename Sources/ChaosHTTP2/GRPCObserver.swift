@@ -27,8 +27,8 @@ public struct GRPCObserver {
 
     struct Call {
         var path = ""
-        var request = MessageSplitter()
-        var response = MessageSplitter()
+        var request = GRPCMessageSplitter()
+        var response = GRPCMessageSplitter()
     }
 
     /// An observer; messages over `maxMessage` bytes (default 16 MiB) are counted, not held.
@@ -67,10 +67,21 @@ public struct GRPCObserver {
                 }
             case .data(let stream, let payload, _, let endOffset):
                 guard calls[stream] != nil else { continue }
-                if fromClient {
-                    calls[stream]!.request.feed(payload, stream: stream, endOffset: endOffset, cap: maxMessage, into: &out)
-                } else {
-                    calls[stream]!.response.feed(payload, stream: stream, endOffset: endOffset, cap: maxMessage, into: &out)
+                let cap = maxMessage
+                func emit(_ piece: GRPCMessageSplitter.Piece) {
+                    switch piece {
+                    case .message(let bytes, let compressed):
+                        out.append(.message(stream: stream, bytes: Array(bytes), compressed: compressed, endOffset: endOffset))
+                    case .oversized(let length):
+                        out.append(.oversized(stream: stream, length: length, endOffset: endOffset))
+                    }
+                }
+                payload.withUnsafeBufferPointer { bytes in
+                    if fromClient {
+                        calls[stream]!.request.feed(bytes, cap: cap, emit)
+                    } else {
+                        calls[stream]!.response.feed(bytes, cap: cap, emit)
+                    }
                 }
             case .reset(let stream, _):
                 calls[stream] = nil
@@ -82,53 +93,5 @@ public struct GRPCObserver {
             }
         }
         return out
-    }
-}
-
-/// Splits one direction of one call into gRPC's length-prefixed messages (1 byte compressed flag, 4 bytes
-/// big-endian length, the message), whatever the DATA frames' boundaries.
-struct MessageSplitter {
-    var prefix: [UInt8] = []
-    var message: [UInt8] = []
-    var expected = 0
-    var compressed = false
-    /// Bytes of an oversized message still to skip.
-    var skipping = 0
-    var inMessage = false
-
-    mutating func feed(_ payload: [UInt8], stream: UInt32, endOffset: Int64, cap: Int, into out: inout [GRPCEvent]) {
-        var index = 0
-        while index < payload.count {
-            if !inMessage {
-                let take = min(5 - prefix.count, payload.count - index)
-                prefix.append(contentsOf: payload[index..<(index + take)])
-                index += take
-                guard prefix.count == 5 else { return }
-                compressed = prefix[0] & 1 != 0
-                expected = Int(prefix[1]) << 24 | Int(prefix[2]) << 16 | Int(prefix[3]) << 8 | Int(prefix[4])
-                prefix.removeAll(keepingCapacity: true)
-                inMessage = true
-                skipping = expected > cap ? expected : 0
-                if skipping == 0 { message.reserveCapacity(min(expected, 1 << 16)) }
-            }
-            if skipping > 0 || expected > cap {
-                let take = min(skipping, payload.count - index)
-                skipping -= take
-                index += take
-                if skipping == 0 {
-                    out.append(.oversized(stream: stream, length: expected, endOffset: endOffset))
-                    inMessage = false
-                }
-                continue
-            }
-            let take = min(expected - message.count, payload.count - index)
-            message.append(contentsOf: payload[index..<(index + take)])
-            index += take
-            if message.count == expected {
-                out.append(.message(stream: stream, bytes: message, compressed: compressed, endOffset: endOffset))
-                message.removeAll(keepingCapacity: true)
-                inMessage = false
-            }
-        }
     }
 }

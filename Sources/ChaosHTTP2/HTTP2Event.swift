@@ -61,3 +61,14 @@ public enum HTTP2ErrorCode {
         return code < names.count ? names[Int(code)] : "0x" + String(code, radix: 16)
     }
 }
+
+/// gRPC status codes by name (grpc's doc/statuscodes.md), for reports.
+public enum GRPCStatusName {
+    /// `OK`, `CANCELLED`, … `UNAUTHENTICATED` for 0 … 16; the number as text for any other.
+    public static func name(_ code: Int) -> String {
+        let names = ["OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
+                     "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+                     "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"]
+        return names.indices.contains(code) ? names[code] : String(code)
+    }
+}

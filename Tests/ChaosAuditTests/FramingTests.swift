@@ -99,9 +99,11 @@ struct FramingTests {
         #expect(result.totals.ok == 4 && result.totals.lost == 1 && result.streams.first?.stream == "a")
     }
 
-    @Test("unsupported framing and a bad regex are bad input")
+    @Test("a descriptor set that cannot be read and a bad regex are bad input")
     func badSpecs() {
-        #expect(throws: ChaosError.self) { try AuditEngine(spec: ProtocolSpec(framing: .grpc)) }
+        #expect(throws: ChaosError.self) {
+            try AuditEngine(spec: ProtocolSpec(framing: .grpc, format: .protobuf, seq: "sequence_id", descriptors: "/nonexistent.protoset"))
+        }
         #expect(throws: ChaosError.self) { try AuditEngine(spec: ProtocolSpec(format: .text, regex: "(")) }
         #expect(throws: ChaosError.self) { try AuditEngine(spec: ProtocolSpec(format: .text, regex: "(?<other>x)")) }
     }

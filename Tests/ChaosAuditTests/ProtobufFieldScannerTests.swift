@@ -1,4 +1,5 @@
 @testable import ChaosAudit
+import ChaosCore
 import Testing
 
 /// A hand-rolled protobuf encoder for the tests (the wire format is small enough to write out by hand).
@@ -123,5 +124,18 @@ struct ProtobufFieldScannerTests {
             if scan(message, ["1", "2.1", "3.2.1"]).ok { accepted += 1 }
         }
         #expect(accepted > 0)
+    }
+
+    @Test("a resolved field reads from a real message: the scanner finds sequence_id and the zigzag meta.seq")
+    func resolvesAndScans() throws {
+        let schema = try ProtobufSchema.load(path: GRPCAuditTests.protoset)
+        let seq = try schema.field("sequence_id", in: "follow.v1.RaceRequest")
+        let nested = try schema.field("meta.seq", in: "follow.v1.RaceRequest")
+        let message = Wire.string(1, "s1") + Wire.int(2, 41) + Wire.bytes(4, Wire.string(1, "s1") + Wire.sint(2, -5))
+        let scanner = ProtobufFieldScanner(fields: [seq.path, nested.path].map { $0.map(String.init).joined(separator: ".") })
+        var values = [ProtobufWireValue?](repeating: nil, count: 2)
+        #expect(message.withUnsafeBufferPointer { scanner.scan($0, into: &values) })
+        #expect(values[0]?.integer(zigzag: seq.zigzag) == 41)
+        #expect(values[1]?.integer(zigzag: nested.zigzag) == -5)
     }
 }

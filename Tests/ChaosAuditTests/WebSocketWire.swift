@@ -79,6 +79,8 @@ enum Decoded: Equatable, CustomStringConvertible {
                     switch output {
                     case .message(let body, let end, let binary):
                         seen.append(.message(String(decoding: body, as: UTF8.self), end: base + end, binary: binary))
+                    case .callMessage(let body, let end, _):
+                        seen.append(.message(String(decoding: body, as: UTF8.self), end: base + end, binary: true))
                     case .event(let event, let at):
                         var event = event
                         if case .oversized(let bytes, let end) = event { event = .oversized(bytes: bytes, end: base + end) }

@@ -1,4 +1,5 @@
 @testable import ChaosCore
+import Foundation
 import Testing
 
 /// `protocol:` for WebSocket: header and query streams, per-direction overrides, ignore on any field, max_message.
@@ -13,6 +14,31 @@ struct ProtocolParsingTests {
         protocol:
         \(protocolBlock)
         """
+    }
+
+    static let protoset = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Fixtures/protos/follow.protoset").path
+
+    @Test("a gRPC protocol: protobuf by default, descriptors relative to the scenario's folder, methods, a metadata stream, per-direction fields")
+    func grpc() throws {
+        let text = Self.scenario("""
+          framing: grpc
+          descriptors: ../protos/follow.protoset
+          methods: [/follow.v1.Follow/Race]
+          seq: sequence_id
+          stream: header:x-session
+          ack: acked_sequence_id
+          ignore: {kind: [HELLO]}
+          downstream: {seq: 3}
+        """)
+        let file = URL(fileURLWithPath: Self.protoset).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("scenarios/grpc.yaml").path
+        let spec = try #require(try Scenario.parse(yaml: text, file: file).protocolSpec)
+        #expect(spec.framing == .grpc && spec.format == .protobuf && spec.methods == ["/follow.v1.Follow/Race"])
+        #expect(spec.descriptors == Self.protoset && spec.streamSource == .header("x-session"))
+        #expect(spec.resolved(for: .downstream).seq == "3" && spec.resolved(for: .upstream).seq == "sequence_id")
+        let rpc = try #require(try Scenario.parse(yaml: Self.scenario("  framing: grpc\n  stream: rpc\n  seq: 2"), file: "g.yaml").protocolSpec)
+        #expect(rpc.streamSource == .rpc && rpc.format == .protobuf)
     }
 
     @Test("a WebSocket protocol with a header stream, overrides, ignore on any field and a message cap parses to its model")
@@ -41,7 +67,21 @@ struct ProtocolParsingTests {
         ("  framing: websocket\n  stream: \"header:\"", "7:11", "protocol.stream header: needs a name after 'header:'"),
         ("  framing: websocket\n  max_message: 1GB2", "7:16", "protocol.max_message must be a size from 1KB to 1GB"),
         ("  framing: websocket\n  downstream: {sequence: n}", "7:16", "unknown key 'sequence' in protocol.downstream"),
-        ("  framing: grpc", "6:12", "protocol.framing grpc is not supported by the audit yet"),
+        ("  framing: grpc\n  stream: query:s", "7:11", "query:NAME names a part of the WebSocket upgrade request; it needs framing websocket"),
+        ("  framing: websocket\n  methods: [/a.B/C]", "7:12", "protocol.methods is for framing grpc"),
+        ("  framing: grpc\n  methods: [Race]", "7:13", "protocol.methods: 'Race' is not an RPC path like /package.Service/Method"),
+        ("  framing: grpc\n  descriptors: nowhere.protoset", "7:16", "protocol.descriptors: cannot read the descriptor set"),
+        ("  framing: grpc\n  descriptors: /dev/zero", "7:16", "protocol.descriptors: the descriptor set '/dev/zero' is not a regular file"),
+        ("  framing: grpc\n  descriptors: \(Self.protoset.dropLast(3))", "7:16", "follow.proto: not a FileDescriptorSet (protoc --include_imports -o FILE"),
+        ("  framing: grpc\n  descriptors: \(Self.protoset)\n  seq: sequence", "8:8",
+         "nor in the request of any other audited RPC"),
+        ("  framing: grpc\n  descriptors: \(Self.protoset)\n  methods: [/follow.v1.Follow/Race]\n  seq: sequence", "9:8",
+         "'sequence' in the request of /follow.v1.Follow/Race (follow.v1.RaceRequest): no field 'sequence' in follow.v1.RaceRequest; its fields are: acked_sequence_id, kind, meta, sequence_id, session_id"),
+        ("  framing: grpc\n  descriptors: \(Self.protoset)\n  seq: sequence_id\n  downstream: {ack: acked}", "9:21",
+         "'acked' in the response of /follow.v1.Follow/"),
+        ("  framing: grpc\n  descriptors: \(Self.protoset)\n  methods: [/follow.v1.Follow/Walk]", "8:13",
+         "no RPC /follow.v1.Follow/Walk in"),
+        ("  framing: grpc\n  format: json\n  descriptors: \(Self.protoset)", "8:16", "it needs format protobuf"),
     ])
     func mistakes(block: String, at: String, message: String) {
         do {

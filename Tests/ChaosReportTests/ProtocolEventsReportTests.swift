@@ -32,4 +32,39 @@ struct ProtocolEventsReportTests {
         let html = try String(contentsOfFile: directory + "/report.html", encoding: .utf8)
         #expect(html.contains("<h2>Protocol events</h2>") && html.contains("during or after disconnect: 1006 × 2"))
     }
+
+    @Test("gRPC and HTTP/2 events (calls, statuses, GOAWAY, RST_STREAM, per fault) are written, read back equal, and shown in markdown; a report without them still reads")
+    func grpcEvents() throws {
+        var report = try ReportFixtures.report()
+        var events = ProtocolStats()
+        events.calls = 5
+        events.pings = 12
+        events.pongs = 12
+        events.grpcStatuses = ["OK": 2, "UNAVAILABLE": 1]
+        events.grpcStatusesByFault = ["goaway": ["UNAVAILABLE": 1], "none": ["OK": 2]]
+        events.goaways = ["NO_ERROR": 1]
+        events.goawaysByFault = ["goaway": ["NO_ERROR": 1]]
+        events.streamResets = ["CANCEL": 2]
+        events.streamResetsByFault = ["partition": ["CANCEL": 2]]
+        report.protocolEvents = events
+        let directory = ReportFixtures.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try report.write(toDirectory: directory)
+        let data = try #require(FileManager.default.contents(atPath: directory + "/report.json"))
+        let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let written = try #require(object["protocol_events"] as? [String: Any])
+        #expect(written["goaways"] as? [String: Int] == ["NO_ERROR": 1] && written["grpc_statuses"] as? [String: Int] == ["OK": 2, "UNAVAILABLE": 1])
+        #expect(written["stream_resets_by_fault"] as? [String: [String: Int]] == ["partition": ["CANCEL": 2]])
+        #expect(try RunReport.load(fromDirectory: directory) == report)
+        let markdown = try String(contentsOfFile: directory + "/report.md", encoding: .utf8)
+        #expect(markdown.contains("gRPC calls 5; statuses: OK × 2, UNAVAILABLE × 1"))
+        #expect(markdown.contains("HTTP/2 GOAWAY: NO_ERROR × 1; RST_STREAM: CANCEL × 2"))
+        #expect(markdown.contains("GOAWAY during or after `goaway`: NO_ERROR × 1"))
+        // A report.json written before these figures existed (only the WebSocket ones) reads with them zero.
+        let old = #"{"upgrades":1,"upgrade_failures":0,"close_codes":{},"close_codes_by_fault":{},"abnormal_closures":0,"pings":0,"pongs":0,"oversized":0,"protocol_errors":0}"#
+        let decoder = JSONDecoder()
+        decoder.keyDecodingStrategy = .convertFromSnakeCase
+        let decoded = try decoder.decode(ProtocolStats.self, from: Data(old.utf8))
+        #expect(decoded.upgrades == 1 && decoded.calls == 0 && decoded.goaways.isEmpty)
+    }
 }

@@ -22,10 +22,15 @@ final class ConnectionState {
     var reportedOversized = false
     /// The directions whose bytes stopped parsing (a protocol error is counted once per direction).
     var failedDirections: Set<Direction> = []
-    /// What the WebSocket handshake decided (nil for lines and length-prefixed).
+    /// What the WebSocket handshake decided (nil for other framings).
     let session: WebSocketSession?
+    /// The gRPC calls on the connection (nil for other framings).
+    let grpc: GRPCSession?
     /// Per direction (upstream 0, downstream 1): the stream named by the upgrade request (`header:` / `query:`).
     var handshakeStreams: [[UInt8]?] = [nil, nil]
+    /// HTTP/2 PINGs read and not answered yet (opaque bytes, when), oldest first, at most ``pendingPingLimit``.
+    var pendingPings: [(opaque: UInt64, at: Int64)] = []
+    static let pendingPingLimit = 8
     /// Close frames read from either producer so far.
     var closeFrames = 0
     /// Whether the connection's end was judged (a close frame seen, or 1006).
@@ -33,12 +38,14 @@ final class ConnectionState {
 
     init(id: ConnectionID, layer: ProtocolLayer) {
         self.id = id
-        let session = layer.makeSession()
-        self.session = session
+        let sessions = layer.makeSessions()
+        session = sessions.websocket
+        grpc = sessions.grpc
         var pipes: [FramePipe] = []
         for role in [FramePipe.Role.sent, .delivered] {
             for direction in [Direction.upstream, .downstream] {
-                pipes.append(FramePipe(role: role, direction: direction, decoder: layer.makeDecoder(direction, session: session)))
+                let decoder = layer.makeDecoder(direction, websocket: sessions.websocket, grpc: sessions.grpc)
+                pipes.append(FramePipe(role: role, direction: direction, decoder: decoder))
             }
         }
         self.pipes = pipes

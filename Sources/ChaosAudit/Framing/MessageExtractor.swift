@@ -39,9 +39,12 @@ struct MessageExtractor {
     private var streamBytes: [UInt8] = []
     /// Reused for every protobuf message.
     private var protobufValues: [ProtobufWireValue?]
+    /// Per scanned field: whether it is a `sint32` / `sint64` (a zigzag varint), as a descriptor set says.
+    private let zigzag: [Bool]
 
-    /// Builds the extractor for `spec`; throws `ChaosError.badInput` for formats it cannot read.
-    init(spec: ProtocolSpec) throws {
+    /// Builds the extractor for `spec`; throws `ChaosError.badInput` for formats it cannot read. `zigzag` names
+    /// the protobuf fields (as field-number paths) that are `sint32` / `sint64`.
+    init(spec: ProtocolSpec, zigzag: Set<String> = []) throws {
         // A stream named by the WebSocket upgrade request (`header:` / `query:`) is not a field of the message.
         let streamField: String? = if case .field(let name) = spec.streamSource { name } else { nil }
         var names = [spec.seq, streamField ?? "", spec.ack ?? ""]
@@ -55,6 +58,7 @@ struct MessageExtractor {
         }
         ignoreRules = rules
         fieldNames = names
+        self.zigzag = names.map { zigzag.contains($0) }
         spans = Array(repeating: .missing, count: names.count)
         protobufValues = Array(repeating: nil, count: names.count)
         switch spec.format {
@@ -130,19 +134,19 @@ struct MessageExtractor {
             guard let value = protobufValues[rule.field] else { continue }
             let text: [UInt8] = switch value {
             case .bytes(let start, let end): Array(frame[start..<end])
-            default: Array(String(value.integer() ?? 0).utf8)
+            default: Array(String(value.integer(zigzag: zigzag[rule.field]) ?? 0).utf8)
             }
             if rule.values.contains(text) { fields.ignored = true }
         }
         if let seq = protobufValues[0] {
-            fields.seq = seq.integer()
+            fields.seq = seq.integer(zigzag: zigzag[0])
             if fields.seq == nil, !fields.ignored { fields.undecodable = true }
         }
-        if hasAck { fields.ack = protobufValues[2]?.integer() }
+        if hasAck { fields.ack = protobufValues[2]?.integer(zigzag: zigzag[2]) }
         if hasStream, let stream = protobufValues[1] {
             switch stream {
             case .bytes(let start, let end): fields.streamInPlace = UnsafeBufferPointer(rebasing: frame[start..<end])
-            default: fields.stream = Array(String(stream.integer() ?? 0).utf8)[...]
+            default: fields.stream = Array(String(stream.integer(zigzag: zigzag[1]) ?? 0).utf8)[...]
             }
         }
         return fields

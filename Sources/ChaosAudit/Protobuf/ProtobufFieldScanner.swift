@@ -1,3 +1,5 @@
+import ChaosCore
+
 /// One field's value as the protobuf wire format carries it (no schema: the wire type is all there is).
 enum ProtobufWireValue: Equatable {
     /// Wire type 0: int32, int64, uint32, uint64, sint32/sint64 (zigzag), bool, enum.
@@ -42,16 +44,7 @@ struct ProtobufFieldScanner {
     }
 
     /// `4.1` as [4, 1]; nil when it is not a dotted list of field numbers (1 ... 2^29 - 1).
-    static func path(_ name: String) -> [UInt64]? {
-        let parts = name.split(separator: ".", omittingEmptySubsequences: false)
-        guard !parts.isEmpty, parts.count <= maxDepth else { return nil }
-        var numbers: [UInt64] = []
-        for part in parts {
-            guard let number = UInt64(part), (1...(1 << 29 - 1)).contains(number) else { return nil }
-            numbers.append(number)
-        }
-        return numbers
-    }
+    static func path(_ name: String) -> [UInt64]? { ProtocolSpec.fieldNumberPath(name) }
 
     /// Fills `values` (one per wanted field, in order; nil when absent). Returns false when `frame` is not a
     /// well-formed protobuf message along the paths scanned.

@@ -3,6 +3,8 @@ enum DecoderOutput {
     /// A complete message: its body (valid only during the call) and the position in the input just past the
     /// last byte of its last frame, where the message ends on the wire. `binary`: a WebSocket binary message.
     case message(UnsafeBufferPointer<UInt8>, end: Int, binary: Bool)
+    /// A complete gRPC message of `call` (which names its RPC, metadata and stream), as for `message`.
+    case callMessage(UnsafeBufferPointer<UInt8>, end: Int, call: GRPCCall)
     /// A protocol event (a close frame, a ping, the upgrade handshake…) at `at`, a position in the input.
     case event(ProtocolEvent, at: Int)
     /// The bytes do not fit the protocol: the decoder stops there and ignores the rest of the leg.
@@ -25,6 +27,18 @@ enum ProtocolEvent: Equatable {
     case pong
     /// A message larger than the decoder's cap: counted, not buffered. `end` as for a message.
     case oversized(bytes: Int, end: Int)
+    /// An HTTP/2 PING (a keepalive) or, with `ack`, its answer, with its 8 opaque bytes.
+    case keepalive(ack: Bool, opaque: UInt64)
+    /// A gRPC call began (its request headers).
+    case callStarted
+    /// An HTTP/2 GOAWAY: the last stream its sender processes and the error code.
+    case goaway(lastStream: UInt32, code: UInt32)
+    /// An HTTP/2 RST_STREAM with its error code.
+    case streamReset(code: UInt32)
+    /// A gRPC call ended with `grpc-status` in its trailers.
+    case grpcStatus(code: Int)
+    /// A message that cannot be read (compressed in an encoding the audit does not inflate, or not inflating).
+    case unreadable(reason: String)
 }
 
 /// Why a leg's bytes do not fit the declared protocol.
@@ -39,7 +53,7 @@ enum DecoderProblem: Equatable {
 /// a state machine fed the leg's bytes in order, whatever the read sizes, that hands back messages and protocol
 /// events. It never touches the bytes the relay forwards; it only observes them, in bounded memory.
 ///
-/// `lines`, `length-prefixed` and `websocket` are decoders; the audit drives them all the same way.
+/// `lines`, `length-prefixed`, `websocket` and `grpc` are decoders; the audit drives them all the same way.
 protocol LegDecoder: AnyObject {
     /// Feeds the next bytes of the leg; `output` is called for every message, event and problem, in order.
     func decode(_ input: UnsafeBufferPointer<UInt8>, _ output: (DecoderOutput) -> Void)

@@ -12,7 +12,7 @@ extension ProtocolSpec {
     public struct DirectionOverride: Sendable, Codable, Equatable {
         /// Where this direction's sequence number is.
         public var seq: String?
-        /// Where this direction's logical stream name is (a field, `header:NAME` or `query:NAME`).
+        /// Where this direction's logical stream name is (a field, `header:NAME`, `query:NAME` or `rpc`).
         public var stream: String?
         /// Where this direction's cumulative acknowledgement is.
         public var ack: String?
@@ -54,11 +54,14 @@ extension ProtocolSpec {
         case header(String)
         /// A query parameter of the WebSocket upgrade request's target (`query:NAME`).
         case query(String)
+        /// gRPC: each RPC call is a stream of its own (`rpc`).
+        case rpc
     }
 
     /// Where the stream name comes from; nil: one stream per connection and direction.
     public var streamSource: StreamSource? {
         guard let stream else { return nil }
+        if stream == "rpc", framing == .grpc { return .rpc }
         if stream.hasPrefix("header:") { return .header(String(stream.dropFirst("header:".count))) }
         if stream.hasPrefix("query:") { return .query(String(stream.dropFirst("query:".count))) }
         return .field(stream)

@@ -46,12 +46,18 @@ public struct ProtocolSpec: Sendable, Codable, Equatable {
     public var downstream: DirectionOverride?
     /// The largest message the audit buffers (`max_message`, default ``defaultMessageCap``); nil: the default.
     public var maxMessage: Int?
+    /// gRPC: a FileDescriptorSet file (`descriptors:`, absolute once read from a scenario) that names protobuf fields
+    /// and gives each RPC's request and response types.
+    public var descriptors: String?
+    /// gRPC: the RPCs audited (`/package.Service/Method`); nil: every RPC.
+    public var methods: [String]?
 
     /// Creates a protocol spec; defaults match the reference pair's NDJSON.
     public init(framing: Framing = .lines, format: Format = .json, seq: String = "seq", stream: String? = "stream",
                 id: String? = nil, ack: String? = nil, type: String = "type", ignore: [String: [String]] = [:],
                 regex: String? = nil, seqStart: Int64 = 1, upstream: DirectionOverride? = nil,
-                downstream: DirectionOverride? = nil, maxMessage: Int? = nil) {
+                downstream: DirectionOverride? = nil, maxMessage: Int? = nil, descriptors: String? = nil,
+                methods: [String]? = nil) {
         self.framing = framing
         self.format = format
         self.seq = seq
@@ -65,6 +71,8 @@ public struct ProtocolSpec: Sendable, Codable, Equatable {
         self.upstream = upstream
         self.downstream = downstream
         self.maxMessage = maxMessage
+        self.descriptors = descriptors
+        self.methods = methods
     }
 }
 

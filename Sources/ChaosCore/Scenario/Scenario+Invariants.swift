@@ -89,16 +89,22 @@ extension Scenario {
 }
 
 extension ProtocolSpec {
-    func checkInvariants(_ bad: (String) -> ChaosError) throws {
+    /// Checks the rules a protocol obeys however it was given (a scenario, `--set`, command-line flags);
+    /// `bad` makes the error for a broken one.
+    public func checkInvariants(_ bad: (String) -> ChaosError) throws {
         switch framing {
         case .lines: break
         case .lengthPrefixed(let bytes, let offset):
             guard [1, 2, 4].contains(bytes), (-8...8).contains(offset) else {
                 throw bad("protocol: length_bytes must be 1, 2 or 4 and length_offset within -8...8, found \(bytes) and \(offset)")
             }
-        case .websocket: break
-        case .grpc:
-            throw bad("protocol.framing grpc is not supported by the audit yet; use lines, length-prefixed or websocket")
+        case .websocket, .grpc: break
+        }
+        if framing != .grpc, descriptors != nil || methods != nil {
+            throw bad("protocol.descriptors and protocol.methods are for framing grpc")
+        }
+        for method in methods ?? [] where !Self.isMethodPath(method) {
+            throw bad("protocol.methods: '\(method)' is not an RPC path like /package.Service/Method")
         }
         if let maxMessage, !Self.messageCapRange.contains(maxMessage) {
             throw bad("protocol.max_message must be within \(Self.messageCapRange), found \(maxMessage)")
@@ -107,19 +113,25 @@ extension ProtocolSpec {
             let resolved = direction.map(resolved(for:)) ?? self
             guard !resolved.seq.isEmpty else { throw bad("\(name).seq is empty") }
             switch resolved.streamSource {
-            case .header(let key), .query(let key):
-                guard framing == .websocket else {
-                    throw bad("\(name).stream \(resolved.stream ?? ""): header:NAME and query:NAME need framing websocket")
+            case .header(let key):
+                guard framing == .websocket || framing == .grpc else {
+                    throw bad("\(name).stream \(resolved.stream ?? ""): header:NAME needs framing websocket or grpc")
                 }
                 guard !key.isEmpty else { throw bad("\(name).stream \(resolved.stream ?? "") needs a name") }
-            case .field, nil: break
+            case .query(let key):
+                guard framing == .websocket else {
+                    throw bad("\(name).stream \(resolved.stream ?? ""): query:NAME needs framing websocket")
+                }
+                guard !key.isEmpty else { throw bad("\(name).stream \(resolved.stream ?? "") needs a name") }
+            case .field, .rpc, nil: break
             }
         }
         if format == .protobuf {
             guard framing != .lines else { throw bad("protocol.format protobuf needs binary messages: framing websocket or length-prefixed") }
             let names = [seq, ack ?? ""] + ignore.keys.map { $0 == "type" ? type : $0 }
                 + (streamSource.flatMap { if case .field(let name) = $0 { name } else { nil } }.map { [$0] } ?? [])
-            for name in names where !name.isEmpty && !Self.isFieldNumberPath(name) {
+            // With descriptors, fields may be named; the reader checked the names against the descriptor set.
+            for name in names where descriptors == nil && !name.isEmpty && !Self.isFieldNumberPath(name) {
                 throw bad("protocol.format protobuf reads fields by number path (2, or 4.1 for a nested field), found '\(name)'")
             }
         }
@@ -244,11 +256,24 @@ extension Array where Element == ClosedRange<Int> {
 }
 
 extension ProtocolSpec {
+    /// `/package.Service/Method`: an RPC as gRPC names it in `:path`.
+    static func isMethodPath(_ path: String) -> Bool {
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+        return parts.count == 3 && parts[0].isEmpty && !parts[1].isEmpty && !parts[2].isEmpty
+    }
+
     /// `2` or `4.1`: field numbers (1 to 2^29 - 1) joined by dots, as `format: protobuf` names fields.
-    static func isFieldNumberPath(_ name: String) -> Bool {
+    static func isFieldNumberPath(_ name: String) -> Bool { fieldNumberPath(name) != nil }
+
+    /// `4.1` as [4, 1]; nil when it is not a dotted list of at most 32 field numbers (1 ... 2^29 - 1).
+    public static func fieldNumberPath(_ name: String) -> [UInt64]? {
         let parts = name.split(separator: ".", omittingEmptySubsequences: false)
-        return !parts.isEmpty && parts.count <= 32 && parts.allSatisfy { part in
-            UInt64(part).map { (1...(1 << 29 - 1)).contains($0) } ?? false
+        guard !parts.isEmpty, parts.count <= 32 else { return nil }
+        var numbers: [UInt64] = []
+        for part in parts {
+            guard let number = UInt64(part), (1...(1 << 29 - 1)).contains(number) else { return nil }
+            numbers.append(number)
         }
+        return numbers
     }
 }

@@ -5,7 +5,7 @@ extension ScenarioReader {
     func protocolSpec(_ value: YAMLValue) throws -> ProtocolSpec {
         let map = try value.mapping("protocol", allowed: [
             "framing", "length_bytes", "length_offset", "format", "seq", "stream", "id", "ack", "type", "ignore",
-            "regex", "seq_start", "max_message", "upstream", "downstream",
+            "regex", "seq_start", "max_message", "upstream", "downstream", "descriptors", "methods",
         ])
         var spec = ProtocolSpec()
         let framingName = try map["framing"]?.string("protocol.framing") ?? "lines"
@@ -17,20 +17,20 @@ extension ScenarioReader {
             let offset = try map["length_offset"].map { Int(try $0.int("protocol.length_offset", in: -8...8)) } ?? 0
             spec.framing = .lengthPrefixed(bytes: bytes, offset: offset)
         case "websocket": spec.framing = .websocket
-        case "grpc":
-            // `run` could only refuse it later; say so here, where the file is read.
-            throw try map.required("framing").error("protocol.framing grpc is not supported by the audit yet; "
-                + "use lines, length-prefixed or websocket (or leave protocol out to proxy without auditing)")
+        case "grpc": spec.framing = .grpc
         default:
             throw try map.required("framing").error(
                 "protocol.framing must be one of lines, length-prefixed, websocket, grpc, found '\(framingName)'")
         }
-        spec.format = try map["format"]?.choice("protocol.format", of: ProtocolSpec.Format.self) ?? .json
+        spec.format = try map["format"]?.choice("protocol.format", of: ProtocolSpec.Format.self)
+            ?? (spec.framing == .grpc ? .protobuf : .json)
         if spec.format == .protobuf, let format = map["format"], spec.framing == .lines {
             throw format.error("protocol.format protobuf needs binary messages: framing websocket or length-prefixed")
         }
         spec.seq = try map["seq"]?.string("protocol.seq") ?? "seq"
-        spec.stream = try map["stream"].map { try streamKey($0, "protocol.stream", framing: spec.framing) } ?? "stream"
+        // gRPC: each call is a stream unless a field or a metadata header names one that outlives calls.
+        spec.stream = try map["stream"].map { try streamKey($0, "protocol.stream", framing: spec.framing) }
+            ?? (spec.framing == .grpc ? "rpc" : "stream")
         spec.id = try map["id"].map { try $0.string("protocol.id") }
         spec.ack = try map["ack"].map { try $0.string("protocol.ack") }
         spec.type = try map["type"]?.string("protocol.type") ?? "type"
@@ -53,7 +53,62 @@ extension ScenarioReader {
         if let ignoreValue = map["ignore"] { spec.ignore = try ignoreRules(ignoreValue, "protocol.ignore") }
         spec.upstream = try map["upstream"].map { try override($0, "protocol.upstream", framing: spec.framing) }
         spec.downstream = try map["downstream"].map { try override($0, "protocol.downstream", framing: spec.framing) }
+        for key in ["descriptors", "methods"] where spec.framing != .grpc {
+            if let value = map[key] { throw value.error("protocol.\(key) is for framing grpc") }
+        }
+        if let methodsValue = map["methods"] {
+            let items = methodsValue.isSequence ? try methodsValue.sequence("protocol.methods") : [methodsValue]
+            spec.methods = try items.map { item in
+                let path = try item.string("protocol.methods")
+                guard ProtocolSpec.isMethodPath(path) else {
+                    throw item.error("protocol.methods: '\(path)' is not an RPC path like /package.Service/Method")
+                }
+                return path
+            }
+        }
+        if let descriptorsValue = map["descriptors"] {
+            try readDescriptors(descriptorsValue, into: &spec, map: map)
+        }
         return spec
+    }
+
+    /// `descriptors:` a FileDescriptorSet, relative to the scenario's folder: read now, so that every field name
+    /// and method is checked against it here, with the line and column of the name.
+    private func readDescriptors(_ value: YAMLValue, into spec: inout ProtocolSpec, map: YAMLMapping) throws {
+        let given = try value.string("protocol.descriptors")
+        let path = given.hasPrefix("/") ? given
+            : URL(fileURLWithPath: file).deletingLastPathComponent().appendingPathComponent(given).standardizedFileURL.path
+        let schema: ProtobufSchema
+        do { schema = try ProtobufSchema.load(path: path) } catch let error as ChaosError {
+            throw value.error("protocol.descriptors: \(error.message)")
+        }
+        spec.descriptors = path
+        guard spec.format == .protobuf else {
+            throw value.error("protocol.descriptors names protobuf fields; it needs format protobuf")
+        }
+        if let methods = spec.methods, let values = try map["methods"].map({ $0.isSequence ? try $0.sequence("protocol.methods") : [$0] }) {
+            for (method, item) in zip(methods, values) where schema.methods[method] == nil {
+                throw item.error("protocol.methods: no RPC \(method) in \(given); it has \(schema.methods.keys.sorted().joined(separator: ", "))")
+            }
+        }
+        let methods = (spec.methods ?? schema.methods.keys.sorted()).compactMap { schema.methods[$0] }
+        guard !methods.isEmpty else { throw value.error("protocol.descriptors: \(given) describes no RPC") }
+        // Each name, where it was written, against the request (upstream) or response (downstream) type of each RPC:
+        // an RPC whose messages lack a field is not audited that way, but a name no RPC has is a mistake.
+        for (direction, overrideKey) in [(Direction.upstream, "upstream"), (.downstream, "downstream")] {
+            let resolved = spec.resolved(for: direction)
+            let overrides = try map[overrideKey].map { try $0.mapping("protocol.\(overrideKey)", allowed: nil) }
+            func position(_ key: String) -> YAMLValue? { overrides?[key] ?? map[key] }
+            var names: [(String, YAMLValue?)] = [(resolved.seq, position("seq"))]
+            if let ack = resolved.ack { names.append((ack, position("ack"))) }
+            if case .field(let name)? = resolved.streamSource { names.append((name, position("stream"))) }
+            for field in resolved.ignore.keys { names.append((field == "type" ? resolved.type : field, position("ignore"))) }
+            for (name, at) in names {
+                if let problem = schema.unresolved(name, direction: direction, methods: methods) {
+                    throw (at ?? value).error("protocol: \(problem)")
+                }
+            }
+        }
     }
 
     /// `upstream:` / `downstream:`: seq, stream, ack, type and ignore for one direction.
@@ -69,14 +124,19 @@ extension ScenarioReader {
         return override
     }
 
-    /// A stream key: a field, or `header:NAME` / `query:NAME` of a WebSocket upgrade request.
+    /// A stream key: a field; `header:NAME` of a WebSocket upgrade request or of a gRPC call's metadata;
+    /// `query:NAME` of a WebSocket upgrade request; `rpc` (gRPC: each call is a stream).
     private func streamKey(_ value: YAMLValue, _ what: String, framing: ProtocolSpec.Framing) throws -> String {
         let key = try value.string(what)
         for prefix in ["header:", "query:"] where key.hasPrefix(prefix) {
+            if prefix == "header:", framing == .grpc { continue }
             guard framing == .websocket else {
-                throw value.error("\(what) \(key): \(prefix)NAME names a part of the WebSocket upgrade request; it needs framing websocket")
+                throw value.error("\(what) \(key): \(prefix)NAME names a part of the WebSocket upgrade request"
+                    + (prefix == "header:" ? " or of a gRPC call's metadata; it needs framing websocket or grpc" : "; it needs framing websocket"))
             }
-            guard key.count > prefix.count else { throw value.error("\(what) \(key) needs a name after '\(prefix)'") }
+        }
+        for prefix in ["header:", "query:"] where key.hasPrefix(prefix) && key.count == prefix.count {
+            throw value.error("\(what) \(key) needs a name after '\(prefix)'")
         }
         return key
     }

@@ -69,6 +69,9 @@ final class GRPCClientEngine: Sendable {
         await resources.withLock { $0.main }?.value
     }
 
+    /// How long a stop waits for the live call to end cleanly (nanoseconds).
+    static let stopGrace: UInt64 = 2_000_000_000
+
     func stop() async {
         let tasks = state.withLock { state -> [Task<Void, Never>] in
             guard !state.stopped else { return [] }
@@ -77,9 +80,16 @@ final class GRPCClientEngine: Sendable {
             return state.tasks
         }
         for task in tasks { task.cancel() }
+        // The request stream has ended (the outbox finished): the server sends what it still holds, then ends the
+        // call, and everything it wrote is processed, as the TCP client's half-close does. A call that does not
+        // end within the grace (no connection, a partition) is cancelled.
         let main = resources.withLock { $0.main }
-        main?.cancel()
+        let grace = Task {
+            try? await Task.sleep(nanoseconds: Self.stopGrace)
+            main?.cancel()
+        }
         await main?.value
+        grace.cancel()
         persist()
         log?.event("stopped", ["stream": stream])
         log?.close()

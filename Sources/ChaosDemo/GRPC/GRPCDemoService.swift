@@ -15,9 +15,10 @@ struct GRPCDemoService: Chaos_Demo_V1_Stream.SimpleServiceProtocol {
         // Bounded: past it the oldest messages stay queued for retransmission, not in this call's buffer.
         let (outbox, sending) = AsyncStream.makeStream(of: Chaos_Demo_V1_Envelope.self, bufferingPolicy: .bufferingOldest(4096))
         let streams = self.streams, rate = self.rate
-        try await withThrowingTaskGroup(of: Void.self) { group in
+        try await withThrowingTaskGroup(of: Bool.self) { group in
             group.addTask {
                 for await envelope in outbox { try await response.write(envelope) }
+                return false
             }
             group.addTask {
                 var name: String?
@@ -38,9 +39,11 @@ struct GRPCDemoService: Chaos_Demo_V1_Stream.SimpleServiceProtocol {
                         sending.yield(.init(ack))
                     }
                 }
+                return true
             }
-            // Either the client's side ended or another call took the stream over: the call is over.
-            try await group.next()
+            // Either the client's side ended or another call took the stream over: the call is over. A client that
+            // ended its side (a clean stop) still reads: what is queued for it goes out first (the outbox is finished).
+            if try await group.next() == true { _ = try await group.next() }
             group.cancelAll()
         }
     }

@@ -130,13 +130,28 @@ public struct MarkdownRenderer: Sendable {
     }
 
     static func protocolLines(_ p: ProtocolStats) -> [String] {
-        let codes = p.closeCodes.sorted { $0.key < $1.key }.map { "\($0.key) × \($0.value)" }.joined(separator: ", ")
+        let codes = p.closeCodes.isEmpty ? "" : counts(p.closeCodes)
         var lines = ["- upgrades \(p.upgrades), upgrade failures \(p.upgradeFailures), pings \(p.pings), pongs \(p.pongs), "
                      + "oversized messages \(p.oversized), protocol errors \(p.protocolErrors)",
                      "- close codes: \(codes.isEmpty ? "none" : codes) (1006: the connection ended with no close frame)"]
-        for (fault, byCode) in p.closeCodesByFault.sorted(by: { $0.key < $1.key }) {
-            lines.append("  - during or after `\(fault)`: " + byCode.sorted { $0.key < $1.key }.map { "\($0.key) × \($0.value)" }.joined(separator: ", "))
+        lines += byFault(p.closeCodesByFault)
+        if p.calls > 0 || !p.goaways.isEmpty || !p.streamResets.isEmpty || !p.grpcStatuses.isEmpty {
+            lines.append("- gRPC calls \(p.calls); statuses: \(counts(p.grpcStatuses))")
+            lines += byFault(p.grpcStatusesByFault)
+            lines.append("- HTTP/2 GOAWAY: \(counts(p.goaways)); RST_STREAM: \(counts(p.streamResets))")
+            if let rtt = p.pingRoundTripS {
+                lines.append("- HTTP/2 PING round trips: \(rtt.count), p50 \(ReportText.seconds(rtt.p50)), p99 \(ReportText.seconds(rtt.p99)), max \(ReportText.seconds(rtt.max))")
+            }
+            lines += byFault(p.goawaysByFault, what: "GOAWAY ") + byFault(p.streamResetsByFault, what: "RST_STREAM ")
         }
         return lines
+    }
+
+    private static func counts(_ byCode: [String: Int64]) -> String {
+        byCode.isEmpty ? "none" : byCode.sorted { $0.key < $1.key }.map { "\($0.key) × \($0.value)" }.joined(separator: ", ")
+    }
+
+    private static func byFault(_ table: [String: [String: Int64]], what: String = "") -> [String] {
+        table.sorted { $0.key < $1.key }.map { "  - \(what)during or after `\($0.key)`: " + counts($0.value) }
     }
 }

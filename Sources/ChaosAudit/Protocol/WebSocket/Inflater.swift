@@ -13,11 +13,21 @@ final class Inflater {
     private let output: UnsafeMutablePointer<UInt8>
 
     /// A raw inflater with an LZ77 window of 2^`windowBits` bytes (9...15); nil when zlib cannot start one.
-    init?(windowBits: Int) {
+    convenience init?(windowBits: Int) {
+        self.init(zlibWindowBits: -Int32(windowBits))
+    }
+
+    /// An inflater of gzip streams (gRPC's `gzip` encoding) or, with `gzip` false, of zlib streams (`deflate`).
+    convenience init?(gzip: Bool) {
+        self.init(zlibWindowBits: gzip ? 16 + 15 : 15)
+    }
+
+    /// zlib's `windowBits` as inflateInit2 takes it: negative for raw deflate, +16 for gzip.
+    private init?(zlibWindowBits: Int32) {
         stream = .allocate(capacity: 1)
         stream.initialize(to: z_stream())
         output = .allocate(capacity: Self.chunk)
-        guard czlib_inflate_init2(stream, -Int32(windowBits)) == Z_OK else {
+        guard czlib_inflate_init2(stream, zlibWindowBits) == Z_OK else {
             stream.deallocate()
             output.deallocate()
             return nil
@@ -48,6 +58,9 @@ final class Inflater {
         if reset { inflateReset(stream) }
         return ok
     }
+
+    /// Forgets the stream so far: the next input starts a new one.
+    func reset() { inflateReset(stream) }
 
     private func run(_ sink: (UnsafeBufferPointer<UInt8>) -> Void) -> Bool {
         while true {

@@ -1,4 +1,3 @@
-import ChaosCore
 public import Foundation
 import SwiftProtobuf
 
@@ -70,8 +69,20 @@ public struct ProtobufSchema: Sendable {
         self.methods = methods
     }
 
-    /// Reads a FileDescriptorSet file.
+    /// The largest descriptor set read (a real one is kilobytes; this keeps `/dev/zero` or a wrong file from
+    /// being read whole).
+    public static let largestFile = 64 << 20
+
+    /// Reads a FileDescriptorSet file: a regular file of at most ``largestFile`` bytes.
     public static func load(path: String) throws -> ProtobufSchema {
+        let attributes = try? FileManager.default.attributesOfItem(atPath: path)
+        guard let attributes else { throw ChaosError.badInput("cannot read the descriptor set '\(path)'") }
+        guard attributes[.type] as? FileAttributeType == .typeRegular else {
+            throw ChaosError.badInput("the descriptor set '\(path)' is not a regular file")
+        }
+        guard (attributes[.size] as? NSNumber)?.intValue ?? 0 <= largestFile else {
+            throw ChaosError.badInput("the descriptor set '\(path)' is over \(largestFile >> 20) MiB: not a FileDescriptorSet")
+        }
         guard let data = FileManager.default.contents(atPath: path) else {
             throw ChaosError.badInput("cannot read the descriptor set '\(path)'")
         }
@@ -84,7 +95,7 @@ public struct ProtobufSchema: Sendable {
     /// A field given as a dotted name (`sequence_id`, `meta.seq`) or a field-number path (`2`, `4.2`) in message
     /// `type`; the error names the message's fields when there is no such field.
     public func field(_ name: String, in type: String) throws -> Field {
-        if let numbers = ProtobufFieldScanner.path(name) { return Field(path: numbers, zigzag: false, isText: false) }
+        if let numbers = ProtocolSpec.fieldNumberPath(name) { return Field(path: numbers, zigzag: false, isText: false) }
         var current = type
         var path: [UInt64] = []
         let parts = name.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
@@ -102,6 +113,34 @@ public struct ProtobufSchema: Sendable {
             current = field.messageType
         }
         throw ChaosError.badInput("an empty field name")
+    }
+
+    /// Why `name` names no field of any of `methods`' requests (`direction` upstream) or responses (downstream), or
+    /// nil when one of them has it.
+    public func unresolved(_ name: String, direction: Direction, methods: [Method]) -> String? {
+        let role = direction == .upstream ? "request" : "response"
+        var first: String?
+        for method in methods {
+            let type = direction == .upstream ? method.input : method.output
+            do {
+                _ = try field(name, in: type)
+                return nil
+            } catch let error as ChaosError {
+                if first == nil { first = "'\(name)' in the \(role) of \(method.path) (\(type)): \(error.message)" }
+            } catch {
+                if first == nil { first = "'\(name)': \(error)" }
+            }
+        }
+        guard let first else { return "'\(name)': no RPC to look for it in" }
+        return methods.count == 1 ? first : first + " (nor in the \(role) of any other audited RPC)"
+    }
+
+    /// The field names a protocol reads in `direction`'s messages (seq, ack, a stream field, the ignore fields).
+    public static func names(_ spec: ProtocolSpec, _ direction: Direction) -> [String] {
+        let resolved = spec.resolved(for: direction)
+        var names = [resolved.seq] + (resolved.ack.map { [$0] } ?? [])
+        if case .field(let name)? = resolved.streamSource { names.append(name) }
+        return names + resolved.ignore.keys.sorted().map { $0 == "type" ? resolved.type : $0 }
     }
 
     private static func trim(_ typeName: String) -> String {

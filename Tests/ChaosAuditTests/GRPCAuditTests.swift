@@ -1,0 +1,218 @@
+@testable import ChaosAudit
+import ChaosCore
+import Foundation
+import Testing
+
+/// The audit over gRPC traffic events (cleartext HTTP/2): streams that outlive calls and connections through a
+/// metadata header, fields named by a descriptor set per RPC and direction or given as field numbers, messages
+/// split across frames and reads, gzip, the `rpc` stream, the `methods` filter, protocol events per fault and
+/// bytes that are not HTTP/2.
+@Suite("gRPC audit")
+struct GRPCAuditTests {
+    typealias G = GRPCWire
+    static let protoset = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Fixtures/protos/follow.protoset").path
+
+    /// Named fields resolved with the descriptor set: RaceRequest and RaceUpdate number them differently.
+    static let named = ProtocolSpec(framing: .grpc, format: .protobuf, seq: "sequence_id", stream: "header:x-session",
+                                    ack: "acked_sequence_id", descriptors: protoset)
+    /// The same by field number, with the response's numbers as a downstream override.
+    static let numbered = ProtocolSpec(framing: .grpc, format: .protobuf, seq: "2", stream: "header:x-session", ack: "3",
+                                       downstream: .init(seq: "3", ack: "6"))
+
+    /// One connection of a pair: its two HPACK encoders and the bytes relayed through the proxy both ways.
+    struct Connection {
+        let id: ConnectionID
+        var client = G.Encoder()
+        var server = G.Encoder()
+
+        init(_ id: ConnectionID, _ s: inout TrafficScript) {
+            self.id = id
+            s.open(id)
+            relay(&s, G.preface + G.settings(), .upstream)
+            relay(&s, G.settings(), .downstream)
+        }
+
+        func relay(_ s: inout TrafficScript, _ bytes: [UInt8], _ direction: Direction) {
+            s.sendBytes(id, direction, bytes)
+            s.deliverBytes(id, direction, bytes)
+        }
+
+        mutating func call(_ s: inout TrafficScript, _ stream: UInt32, session: String, path: String = G.race) {
+            relay(&s, client.request(stream, path: path, session: session), .upstream)
+            relay(&s, server.response(stream), .downstream)
+        }
+    }
+
+    static func audit(_ s: TrafficScript, _ spec: ProtocolSpec) throws -> AuditResult {
+        let engine = try AuditEngine(spec: spec)
+        engine.ingest(s.events)
+        return engine.finish()
+    }
+
+    static func counts(_ result: AuditResult, _ name: String, _ direction: Direction) -> DeliveryCounts? {
+        result.streams.first { $0.stream == name && $0.direction == direction }?.counts
+    }
+
+    /// Two connections of session c1: seqs 1-3 each way on the first, cut; the second call resumes at 3 downstream
+    /// (a redelivery) and skips 4 upstream (a loss). Each response message carries its seq in field 3, not 2.
+    static func resumedSession() -> TrafficScript {
+        var s = TrafficScript()
+        var first = Connection(1, &s)
+        first.call(&s, 1, session: "c1")
+        first.relay(&s, G.ping(), .upstream)
+        s.at(0.25)
+        first.relay(&s, G.ping(ack: true), .downstream)
+        for seq in 1...3 {
+            first.relay(&s, G.data(1, G.grpc(G.request(seq: seq))), .upstream)
+            first.relay(&s, G.data(1, G.grpc(G.update(seq: seq, ack: seq))), .downstream)
+        }
+        s.at(1)
+        s.fault("disconnect", 1, started: true)
+        s.close(1, .cutByFault)
+        s.at(2)
+        var second = Connection(2, &s)
+        second.call(&s, 1, session: "c1")
+        second.relay(&s, G.data(1, G.grpc(G.request(ack: 3, kind: "HELLO"))), .upstream)
+        for seq in [3, 4] { second.relay(&s, G.data(1, G.grpc(G.update(seq: seq))), .downstream) }
+        second.relay(&s, G.data(1, G.grpc(G.request(seq: 5))), .upstream)
+        second.relay(&s, second.server.trailers(1, status: 14, message: "draining"), .downstream)
+        second.relay(&s, G.goaway(last: 1), .downstream)
+        s.close(2)
+        return s
+    }
+
+    @Test("a stream named by call metadata outlives calls and connections; fields per RPC and direction, by name or number",
+          arguments: [named, numbered])
+    func resumedAcrossConnections(spec: ProtocolSpec) throws {
+        let result = try Self.audit(Self.resumedSession(), spec)
+        let up = try #require(Self.counts(result, "c1", .upstream))
+        let down = try #require(Self.counts(result, "c1", .downstream))
+        #expect(up.ok == 4 && up.lost == 1 && up.delivered == 4, "\(up)")
+        #expect(down.ok == 4 && down.redelivered == 1 && down.lost == 0, "\(down)")
+        #expect(result.streams.count == 2, "\(result.streams.map(\.stream))")
+        let events = try #require(result.protocolEvents)
+        #expect(events.calls == 2 && events.grpcStatuses == ["UNAVAILABLE": 1])
+        #expect(events.pings == 1 && events.pongs == 1 && events.pingRoundTripS?.count == 1 && events.pingRoundTripS?.p50 == 0.25)
+        #expect(events.goaways == ["NO_ERROR": 1] && events.goawaysByFault == ["disconnect": ["NO_ERROR": 1]])
+        #expect(result.anomalyCounts["protocol"] == nil && result.messages.undecodable == 0)
+    }
+
+    @Test("a field name that no audited RPC has is bad input, however the protocol arrived (a false PASS otherwise)")
+    func unresolvedName() {
+        var spec = Self.named
+        spec.seq = "sequence"
+        #expect(throws: ChaosError.self) { try AuditEngine(spec: spec) }
+        spec = Self.named
+        spec.downstream = .init(ack: "acked")
+        #expect(throws: ChaosError.self) { try AuditEngine(spec: spec) }
+        spec = Self.named
+        spec.methods = ["/follow.v1.Follow/Walk"]
+        #expect(throws: ChaosError.self) { try AuditEngine(spec: spec) }
+    }
+
+    @Test("a message split over three DATA frames and two TCP reads is one message, delivered when its last frame is acknowledged")
+    func splitMessage() throws {
+        var s = TrafficScript()
+        var connection = Connection(1, &s)
+        connection.call(&s, 1, session: "c1")
+        let message = G.grpc(G.update(seq: 1) + G.proto([(2, "a long payload to split")]))
+        let frames = G.data(3, []) + G.data(1, Array(message[0..<3])) + G.data(1, Array(message[3..<10]))
+            + G.data(1, Array(message[10...]))
+        let cut = 20
+        s.sendBytes(1, .downstream, Array(frames[..<cut]))
+        s.sendBytes(1, .downstream, Array(frames[cut...]))
+        s.writeBytes(1, .downstream, Array(frames[..<cut]))
+        s.writeBytes(1, .downstream, Array(frames[cut...]))
+        let engine = try AuditEngine(spec: Self.named)
+        engine.ingest(s.takeEvents())
+        #expect(Self.counts(engine.snapshot(), "c1", .downstream)?.delivered ?? 0 == 0, "written, not acknowledged yet")
+        s.acknowledge(1, .downstream)
+        engine.ingest(s.takeEvents())
+        #expect(Self.counts(engine.snapshot(), "c1", .downstream)?.delivered == 1)
+    }
+
+    @Test("a gzip-compressed message (grpc-encoding: gzip) is inflated before its fields are read")
+    func gzipMessage() throws {
+        var s = TrafficScript()
+        var connection = Connection(1, &s)
+        connection.relay(&s, connection.client.request(1, session: "c1", extra: [("grpc-encoding", "gzip")]), .upstream)
+        // RaceRequest{session_id: "c1", sequence_id: 7, kind: "MSG"}, gzipped by Python's gzip module.
+        let gzipped: [UInt8] = [31, 139, 8, 0, 0, 0, 0, 0, 2, 255, 227, 98, 74, 54, 20, 96, 215, 98, 246, 13, 118, 7, 0,
+                                221, 39, 39, 67, 11, 0, 0, 0]
+        connection.relay(&s, G.data(1, G.grpc(gzipped, compressed: true)), .upstream)
+        let result = try Self.audit(s, ProtocolSpec(framing: .grpc, format: .protobuf, seq: "2", stream: "header:x-session",
+                                                    seqStart: 7))
+        #expect(Self.counts(result, "c1", .upstream)?.ok == 1 && result.messages.undecodable == 0)
+    }
+
+    @Test("stream: rpc makes each call a stream; methods: leaves other RPCs unaudited; a RST_STREAM mid-message is counted and drops the part")
+    func rpcStreamsAndMethods() throws {
+        var s = TrafficScript()
+        var connection = Connection(1, &s)
+        connection.call(&s, 1, session: "a")
+        connection.call(&s, 3, session: "b")
+        connection.call(&s, 5, session: "a", path: "/follow.v1.Follow/Ping")
+        for stream in [UInt32(1), 3, 5] {
+            connection.relay(&s, G.data(stream, G.grpc(G.request(seq: 1))), .upstream)
+        }
+        let half = G.grpc(G.request(seq: 2))
+        connection.relay(&s, G.data(1, Array(half[..<4])), .upstream)
+        connection.relay(&s, G.reset(1, code: 8), .upstream)
+        var spec = Self.numbered
+        spec.stream = "rpc"
+        spec.methods = [G.race]
+        let result = try Self.audit(s, spec)
+        let names = Set(result.streams.map(\.stream))
+        #expect(names == ["/follow.v1.Follow/Race #1.1", "/follow.v1.Follow/Race #1.3"], "\(names)")
+        #expect(result.protocolEvents?.streamResets == ["CANCEL": 1] && result.totals.ok == 2)
+    }
+
+    @Test("format json: a gRPC service with a JSON codec is audited by JSON keys, the stream a field of each message")
+    func jsonCodec() throws {
+        var s = TrafficScript()
+        var connection = Connection(1, &s)
+        connection.relay(&s, connection.client.request(1, session: "ignored", extra: [("content-type", "application/grpc+json")]), .upstream)
+        for seq in [1, 2, 4] {
+            connection.relay(&s, G.data(1, G.grpc(Array(#"{"stream":"j1","seq":\#(seq)}"#.utf8))), .upstream)
+        }
+        let result = try Self.audit(s, ProtocolSpec(framing: .grpc, format: .json))
+        #expect(Self.counts(result, "j1", .upstream)?.ok == 3 && Self.counts(result, "j1", .upstream)?.lost == 1)
+    }
+
+    @Test("a sint64 field named through a nested message reads as zigzag", arguments: [true, false])
+    func zigzagNested(named: Bool) throws {
+        var s = TrafficScript()
+        var connection = Connection(1, &s)
+        connection.call(&s, 1, session: "c1")
+        for seq in 1...3 {
+            let meta = G.proto([(2, seq * 2)]) // sint64 zigzag: 2n encodes n
+            connection.relay(&s, G.data(1, G.grpc(G.proto([(4, meta), (5, "MSG")]))), .upstream)
+        }
+        // Only the request has meta.seq: the response reads its own sequence_id.
+        let spec = ProtocolSpec(framing: .grpc, format: .protobuf, seq: named ? "meta.seq" : "4.2", stream: "header:x-session",
+                                downstream: .init(seq: named ? "sequence_id" : "3"), descriptors: named ? Self.protoset : nil)
+        let counts = Self.counts(try Self.audit(s, spec), "c1", .upstream)
+        // Without the descriptor set the wire value (2, 4, 6) is all there is: seqs 2, 4, 6 with holes at 1, 3, 5.
+        #expect(named ? counts?.ok == 3 && counts?.lost == 0 : counts?.ok == 3 && counts?.lost == 3, "\(String(describing: counts))")
+    }
+
+    @Test("bytes that are not HTTP/2 (bad HPACK, TLS) are one protocol anomaly; what came before is audited")
+    func notHTTP2() throws {
+        var s = TrafficScript()
+        var connection = Connection(1, &s)
+        connection.call(&s, 1, session: "c1")
+        connection.relay(&s, G.data(1, G.grpc(G.request(seq: 1))), .upstream)
+        connection.relay(&s, G.frame(1, flags: 0x4, stream: 3, [0xff, 0xff, 0xff, 0xff, 0x0f]), .upstream) // index past the tables
+        connection.relay(&s, G.data(1, G.grpc(G.request(seq: 2))), .upstream)
+        s.open(2)
+        let hello: [UInt8] = [0x16, 0x03, 0x01, 0x00, 0x2f, 0x01, 0x00, 0x00, 0x2b, 0x03, 0x03] + [UInt8](repeating: 0, count: 40)
+        s.sendBytes(2, .upstream, hello)
+        s.deliverBytes(2, .upstream, hello)
+        let result = try Self.audit(s, Self.named)
+        #expect(Self.counts(result, "c1", .upstream)?.ok == 1)
+        #expect(result.anomalyCounts["protocol"] == 2 && result.protocolEvents?.protocolErrors == 2, "\(result.anomalyCounts)")
+        let details = result.anomalies.filter { $0.kind == .protocolError }.compactMap(\.detail)
+        #expect(details.contains { $0.contains("HPACK") } && details.contains { $0.contains("TLS") }, "\(details)")
+    }
+}
