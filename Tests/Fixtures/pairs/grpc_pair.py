@@ -10,8 +10,8 @@ answer {kind: ACK, acked_sequence_id} and drop what they already processed. Both
 
   {"t": 1.23, "stream": "c1", "dir": "down", "seq": 17, "conn": 2, "dup": false}
 
-HTTP/2 keepalive (client PINGs every --keepalive seconds, --keepalive-timeout to answer) notices a half-open
-partition; the client then opens a new call (grpcio reconnects the channel by itself).
+HTTP/2 keepalive (both sides PING every --keepalive seconds, --keepalive-timeout to answer) notices a half-open
+partition on both sides; the client then opens a new call (grpcio reconnects the channel by itself).
 
 --drop-on-resume N makes the producer buggy: on every resume it throws away the first N unprocessed messages
 instead of retransmitting them. --send-for S stops producing after S seconds.
@@ -162,7 +162,13 @@ async def run_server(args):
             writer.cancel()
             sender.close()
 
+    # The server pings too, so a half-open partition ends both sides' connections: what the partition held toward
+    # the server is then refused by its kernel instead of landing, acknowledged but unread, on a call the client
+    # already cancelled.
     server = grpc.aio.server(options=[
+        ("grpc.keepalive_time_ms", int(args.keepalive * 1000)),
+        ("grpc.keepalive_timeout_ms", int(args.keepalive_timeout * 1000)),
+        ("grpc.http2.ping_timeout_ms", int(args.keepalive_timeout * 1000)),
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.min_ping_interval_without_data_ms", 100),
         ("grpc.http2.max_ping_strikes", 0),
@@ -186,6 +192,9 @@ async def run_client(args):
     channel = grpc.aio.insecure_channel(args.connect, options=[
         ("grpc.keepalive_time_ms", keepalive_ms),
         ("grpc.keepalive_timeout_ms", int(args.keepalive_timeout * 1000)),
+        # grpc-core's chttp2 transport times a keepalive PING out with the ping timeout (keepalive_timeout_ms alone
+        # never fires: grpc/grpc#39239), so a half-open partition goes unnoticed without this.
+        ("grpc.http2.ping_timeout_ms", int(args.keepalive_timeout * 1000)),
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.max_pings_without_data", 0),
         ("grpc.initial_reconnect_backoff_ms", 200),
