@@ -37,7 +37,7 @@ demo: build
 # own after the rest: each drives a whole run and a tcpdump, and the two cores are enough for one at a time.
 # The Toxiproxy client checks (one chaos process each, a bandwidth measured as a ratio) run with them.
 # Nothing here asserts a wall-clock tolerance: timing is tested in virtual time, and measured by `make bench`.
-HEAVY_SUITES := CaptureAuditTests|LoopbackCaptureTests|DeliveredMeansAcknowledgedTests|WebSocketPairTests|ToxiproxyClientTests|ShippedWebSocketScenarioTests
+HEAVY_SUITES := CaptureAuditTests|LoopbackCaptureTests|DeliveredMeansAcknowledgedTests|WebSocketPairTests|ToxiproxyClientTests|ShippedWebSocketScenarioTests|GRPCPairTests|ShippedGRPCScenarioTests
 
 test: deps
 	$(SWIFT) build --build-tests
