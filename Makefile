@@ -21,6 +21,8 @@ deps:
 	fi
 	@python3 -c 'import scapy' 2>/dev/null || python3 -m pip install -q scapy
 	@python3 -c 'import websockets' 2>/dev/null || python3 -m pip install -q websockets
+	@python3 -c 'import grpc' 2>/dev/null || python3 -m pip install -q grpcio
+	@python3 -c 'import google.protobuf' 2>/dev/null || python3 -m pip install -q protobuf
 	@python3 -c 'import toxiproxy' 2>/dev/null || python3 -m pip install -q toxiproxy-python
 	@python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install -q prometheus_client
 
@@ -35,7 +37,7 @@ demo: build
 # own after the rest: each drives a whole run and a tcpdump, and the two cores are enough for one at a time.
 # The Toxiproxy client checks (one chaos process each, a bandwidth measured as a ratio) run with them.
 # Nothing here asserts a wall-clock tolerance: timing is tested in virtual time, and measured by `make bench`.
-HEAVY_SUITES := CaptureAuditTests|LoopbackCaptureTests|DeliveredMeansAcknowledgedTests|WebSocketPairTests|ToxiproxyClientTests|ShippedWebSocketScenarioTests
+HEAVY_SUITES := CaptureAuditTests|LoopbackCaptureTests|DeliveredMeansAcknowledgedTests|WebSocketPairTests|ToxiproxyClientTests|ShippedWebSocketScenarioTests|GRPCPairTests|ShippedGRPCScenarioTests
 
 test: deps
 	$(SWIFT) build --build-tests

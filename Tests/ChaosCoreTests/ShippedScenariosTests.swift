@@ -12,10 +12,10 @@ struct ShippedScenariosTests {
             .filter { $0.hasSuffix(".yaml") }.sorted()
     }
 
-    @Test("there are the six scenarios the README promises")
+    @Test("there are the scenarios the README promises")
     func allThere() {
         #expect(Set(Self.files).isSuperset(of: ["quickstart.yaml", "naive.yaml", "half-open.yaml", "handoff.yaml",
-                                                "herd.yaml", "soak-72h.yaml"]))
+                                                "herd.yaml", "soak-72h.yaml", "websocket.yaml", "grpc.yaml"]))
     }
 
     @Test("every scenario file parses, validates and draws a timeline", arguments: files)

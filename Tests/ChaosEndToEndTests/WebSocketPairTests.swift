@@ -9,7 +9,6 @@ import Testing
 @Suite("WebSocket pair: the audit equals the pair's own logs", .serialized, .timeLimit(.minutes(3)))
 struct WebSocketPairTests {
     static let pair = ChaosCLI.packageRoot.appendingPathComponent("Tests/Fixtures/pairs/resumable_ws_pair.py").path
-    typealias Log = DeliveredMeansAcknowledgedTests.ConsumerLog
 
     /// The reset comes once the pair stopped producing (`--send-for 11`): a reset in mid-stream can discard a
     /// message the consumer's kernel had taken but the (slow, Python) consumer had not read yet, which the audit
@@ -51,39 +50,12 @@ struct WebSocketPairTests {
     /// Runs the scenario with `bug` flags for the pair; returns the run folder and the exit status.
     /// With `capture`, the run also writes capture.pcap and a `tcpdump -i lo` of both legs goes to `lo.pcap` beside it.
     static func run(bug: String, capture: Bool = false) async throws -> (folder: String, scenario: String, status: Int32) {
-        let listen = ChaosCLI.freePort()
-        var upstream = ChaosCLI.freePort()
-        while upstream == listen { upstream = ChaosCLI.freePort() }
-        let file = try ChaosCLI.scenarioFile(scenario(listen: listen, upstream: upstream, bug: bug))
-        let base = FileManager.default.temporaryDirectory.appendingPathComponent("ws-pair-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
-        let dump = capture ? try await LoopbackTcpdump.start(ports: [listen, upstream], file: "\(base)/lo.pcap") : nil
-        defer { dump?.kill() }
-        let result = try await ChaosCLI.run(["run", file, "--out", "\(base)/run"] + (capture ? ["--capture"] : []), timeout: 90)
-        try await dump?.stop()
-        #expect(result.status != 2, "\(result.stdout)\n\(result.stderr)")
-        return ("\(base)/run", file, result.status)
+        try await ThirdPartyPairRun.run("ws-pair", capture: capture) { scenario(listen: $0, upstream: $1, bug: bug) }
     }
 
     /// Checks every count against the logs; returns the audit's totals of lost and duplicated.
     static func compare(_ folder: String) throws -> (lost: Int64, duplicated: Int64, json: [String: Any]) {
-        let logs = try Log.read(folder)
-        let live = try DeliveredMeansAcknowledgedTests.streams(folder)
-        #expect(logs.count == 4 && live.count == 4, "c1, c2 each way: \(live.keys.sorted()) (\(folder))")
-        var lost: Int64 = 0, duplicated: Int64 = 0
-        for (key, log) in logs {
-            let stream = try #require(live[key], "\(key) in the report")
-            #expect(stream["ok"] == Int64(log.distinct.count), "\(key): ok \(stream["ok"] ?? -1) vs \(log.distinct.count) distinct seqs read (\(folder))")
-            #expect(stream["lost"] == Int64(log.holes.count), "\(key): lost \(stream["lost"] ?? -1) vs log holes \(log.holes.sorted())")
-            #expect(stream["duplicated"] == Int64(log.duplicated), "\(key): duplicated \(stream["duplicated"] ?? -1) vs \(log.duplicated)")
-            #expect(stream["redelivered"] == Int64(log.redelivered), "\(key): redelivered \(stream["redelivered"] ?? -1) vs \(log.redelivered)")
-            lost += stream["lost"] ?? 0
-            duplicated += stream["duplicated"] ?? 0
-        }
-        let json = try DeliveredMeansAcknowledgedTests.reportJSON(folder)
-        let counts = json["anomaly_counts"] as? [String: Any] ?? json["anomalyCounts"] as? [String: Any] ?? [:]
-        #expect(counts["protocol"] == nil && counts["undecodable"] == nil, "no protocol errors: \(counts)")
-        return (lost, duplicated, json)
+        try ThirdPartyPairRun.compare(folder)
     }
 
     @Test("a correct pair passes, every count equal to its logs, with deflate, fragments and 66 KB messages; its capture and a tcpdump -i lo of it audit the same")

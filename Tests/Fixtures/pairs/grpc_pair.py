@@ -10,11 +10,18 @@ answer {kind: ACK, acked_sequence_id} and drop what they already processed. Both
 
   {"t": 1.23, "stream": "c1", "dir": "down", "seq": 17, "conn": 2, "dup": false}
 
-HTTP/2 keepalive (client PINGs every --keepalive seconds, --keepalive-timeout to answer) notices a half-open
-partition; the client then opens a new call (grpcio reconnects the channel by itself).
+HTTP/2 keepalive (both sides PING every --keepalive seconds, --keepalive-timeout to answer) notices a half-open
+partition on both sides; the client then opens a new call (grpcio reconnects the channel by itself).
 
 --drop-on-resume N makes the producer buggy: on every resume it throws away the first N unprocessed messages
 instead of retransmitting them. --send-for S stops producing after S seconds.
+
+--call-for S ends every call cleanly after S seconds (the client stops producing and acknowledging, half-closes,
+and reads what the server still sends up to its OK status), then opens the next one, which resumes by HELLO as
+after a cut. A draining server's GOAWAY then costs nothing: grpcio puts the next call on a new connection while
+the old call ends by itself within the grace time. Every call's end is logged:
+
+  {"t": 4.56, "event": "call-ended", "stream": "c1", "conn": 3, "code": "OK"}
 """
 import argparse
 import asyncio
@@ -79,10 +86,18 @@ class Sender:
 
     async def run(self, write):
         while True:
-            await write(await self.queue.get())
+            message = await self.queue.get()
+            if message is None:
+                return
+            await write(message)
 
     async def send(self, message):
         await self.queue.put(message)
+
+    async def finish(self):
+        """Writes what is queued, then returns (what is sent after this is never written)."""
+        await self.queue.put(None)
+        await self.task
 
     def close(self):
         self.task.cancel()
@@ -118,7 +133,7 @@ async def run_server(args):
             active[session].set()
         stop = asyncio.Event()
         active[session] = stop
-        log.write(event="connected", stream=session, conn=conn)
+        log.write(event="connected", stream=session, conn=conn, peer=context.peer())
         sender = Sender(context.write)
         await sender.send(Update(kind="WELCOME", session_id=session, acked_sequence_id=consumer.processed))
         for seq in producer.resume(first.acked_sequence_id):
@@ -147,7 +162,13 @@ async def run_server(args):
             writer.cancel()
             sender.close()
 
+    # The server pings too, so a half-open partition ends both sides' connections: what the partition held toward
+    # the server is then refused by its kernel instead of landing, acknowledged but unread, on a call the client
+    # already cancelled.
     server = grpc.aio.server(options=[
+        ("grpc.keepalive_time_ms", int(args.keepalive * 1000)),
+        ("grpc.keepalive_timeout_ms", int(args.keepalive_timeout * 1000)),
+        ("grpc.http2.ping_timeout_ms", int(args.keepalive_timeout * 1000)),
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.min_ping_interval_without_data_ms", 100),
         ("grpc.http2.max_ping_strikes", 0),
@@ -171,6 +192,9 @@ async def run_client(args):
     channel = grpc.aio.insecure_channel(args.connect, options=[
         ("grpc.keepalive_time_ms", keepalive_ms),
         ("grpc.keepalive_timeout_ms", int(args.keepalive_timeout * 1000)),
+        # grpc-core's chttp2 transport times a keepalive PING out with the ping timeout (keepalive_timeout_ms alone
+        # never fires: grpc/grpc#39239), so a half-open partition goes unnoticed without this.
+        ("grpc.http2.ping_timeout_ms", int(args.keepalive_timeout * 1000)),
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.max_pings_without_data", 0),
         ("grpc.initial_reconnect_backoff_ms", 200),
@@ -195,20 +219,37 @@ async def run_client(args):
                 await sender.send(Request(kind="MSG", session_id=args.stream, sequence_id=seq))
             writer = asyncio.ensure_future(pump(args, sender.send, producer,
                                                 lambda **f: Request(session_id=args.stream, **f), stop))
+            # With --call-for, the call ends cleanly at this time: no more MSGs or ACKs, done_writing, then
+            # everything the server still sends is read up to its OK (what was read then is acked by the next HELLO).
+            ending_at = time.monotonic() + args.call_for if args.call_for else None
+            reading = None
             while not stop_all.is_set():
-                reading = asyncio.ensure_future(call.read())
+                if reading is None:
+                    reading = asyncio.ensure_future(call.read())
                 stopping = asyncio.ensure_future(stop_all.wait())
-                done, _ = await asyncio.wait([reading, stopping], return_when=asyncio.FIRST_COMPLETED)
+                timeout = None if ending_at is None else max(0.0, ending_at - time.monotonic())
+                done, _ = await asyncio.wait([reading, stopping], timeout=timeout,
+                                             return_when=asyncio.FIRST_COMPLETED)
                 stopping.cancel()
-                if reading not in done:
+                if stop_all.is_set() and reading not in done:
                     reading.cancel()
                     break
+                if reading not in done:
+                    ending_at = None
+                    stop.set()
+                    writer.cancel()
+                    await sender.finish()
+                    await call.done_writing()
+                    continue
                 message = reading.result()
+                reading = None
                 if message is grpc.aio.EOF:
+                    log.write(event="call-ended", stream=args.stream, conn=conn, code=(await call.code()).name)
                     break
                 if message.kind == "MSG":
                     consumer.read(message.sequence_id, conn)
-                    await sender.send(Request(kind="ACK", session_id=args.stream, acked_sequence_id=consumer.processed))
+                    if not stop.is_set():
+                        await sender.send(Request(kind="ACK", session_id=args.stream, acked_sequence_id=consumer.processed))
                 elif message.kind == "ACK":
                     producer.acked(message.acked_sequence_id)
         except (grpc.aio.AioRpcError, ConnectionError, asyncio.InvalidStateError) as error:
@@ -220,7 +261,7 @@ async def run_client(args):
                 writer.cancel()
             sender.close()
             call.cancel()
-        if not stop_all.is_set():
+        if not stop_all.is_set() and not args.call_for:
             await asyncio.sleep(0.2)
     await channel.close()
 
@@ -238,6 +279,7 @@ def main():
     parser.add_argument("--keepalive-timeout", type=float, default=1.5)
     parser.add_argument("--send-for", type=float, default=1e9)
     parser.add_argument("--drop-on-resume", type=int, default=0)
+    parser.add_argument("--call-for", type=float, default=0)
     args = parser.parse_args()
     asyncio.run(run_server(args) if args.role == "server" else run_client(args))
 

@@ -1,0 +1,186 @@
+import Foundation
+import Testing
+
+/// A real third-party gRPC peer (Python grpcio, Tests/Fixtures/pairs/grpc_pair.py: one bidirectional-streaming call
+/// /follow.v1.Follow/Race per connection, x-session metadata, HELLO/WELCOME resume, HTTP/2 keepalive) through
+/// `chaos run` with a half-open partition, FIN and RST disconnects and a GOAWAY: the audit's counts equal what the
+/// pair's own consumers logged, with the fields named through a descriptor set or given as field numbers, for a
+/// correct pair and one that drops a message on resume; `chaos audit` of the run's capture and of a tcpdump gives
+/// the live counts; and a client whose calls end cleanly rides a GOAWAY onto a new connection with no error.
+@Suite("gRPC pair: the audit equals the pair's own logs", .serialized, .timeLimit(.minutes(3)))
+struct GRPCPairTests {
+    static let pair = ChaosCLI.packageRoot.appendingPathComponent("Tests/Fixtures/pairs/grpc_pair.py").path
+    static let protoset = ChaosCLI.packageRoot.appendingPathComponent("Tests/Fixtures/protos/follow.protoset").path
+
+    /// How the scenario's `protocol:` finds the fields of RaceRequest (upstream) and RaceUpdate (downstream).
+    enum Fields: String, CustomTestStringConvertible, CaseIterable {
+        case names, numbers
+
+        var testDescription: String { self == .names ? "field names from follow.protoset" : "field numbers, no descriptors" }
+
+        var yaml: String {
+            switch self {
+            case .names:
+                """
+                  descriptors: \(GRPCPairTests.protoset)
+                  methods: [/follow.v1.Follow/Race]
+                  seq: sequence_id
+                  ack: acked_sequence_id
+                """
+            case .numbers:
+                """
+                  format: protobuf
+                  seq: "2"
+                  ack: "3"
+                  downstream: {seq: "3", ack: "6"}
+                """
+            }
+        }
+    }
+
+    /// The faults of the pair tests: a partition that keepalive (1 s, 1.5 s to answer) notices, a FIN cut in
+    /// mid-stream, a GOAWAY (the call dies with the connection at the grace's end: this client does not end calls),
+    /// then a reset once the pair stopped producing (`--send-for 11`).
+    static let faults = """
+          - partition: {at: 2s, for: 4s, direction: both}
+          - disconnect: {at: 7s, mode: close}
+          - goaway: {at: 9s, grace: 1s}
+          - disconnect: {at: 12s, mode: reset}
+        """
+
+    static func scenario(listen: Int, upstream: Int, fields: Fields, flags: String, faults: String = faults) -> String {
+        """
+        name: grpc-pair
+        duration: 16s
+        seed: 11
+        proxies:
+          - {name: stream, listen: "127.0.0.1:\(listen)", upstream: "127.0.0.1:\(upstream)"}
+        pair:
+          server:
+            run: python3 \(pair) server --listen 127.0.0.1:{upstream.port} --log {run_dir}/server.jsonl \(flags)
+            ready: tcp 127.0.0.1:{upstream.port}
+            stop_grace: 1s
+          client:
+            run: python3 \(pair) client --connect 127.0.0.1:{listen.port} --stream c{index} --log {run_dir}/client-{index}.jsonl \(flags)
+            count: 2
+            stop_grace: 1s
+        protocol:
+          framing: grpc
+          stream: header:x-session
+        \(fields.yaml)
+        faults:
+        \(faults)
+        expect:
+          lost: 0
+          duplicated: 0
+        """
+    }
+
+    /// Runs a scenario (see ``ThirdPartyPairRun/run(_:capture:scenario:)``).
+    static func run(fields: Fields, flags: String, faults: String = faults, capture: Bool = false) async throws
+        -> (folder: String, scenario: String, status: Int32) {
+        try await ThirdPartyPairRun.run("grpc-pair", capture: capture) {
+            scenario(listen: $0, upstream: $1, fields: fields, flags: flags, faults: faults)
+        }
+    }
+
+    /// Checks every stream's counts against the logs (see ``ThirdPartyPairRun/compare(_:)``).
+    static func compare(_ folder: String) throws -> (lost: Int64, duplicated: Int64, json: [String: Any]) {
+        try ThirdPartyPairRun.compare(folder)
+    }
+
+    /// The report's `protocol_events`.
+    static func events(_ json: [String: Any]) throws -> [String: Any] {
+        try #require(json["protocol_events"] as? [String: Any])
+    }
+
+    @Test("a correct pair passes, every count equal to its logs, and the GOAWAY and keepalive PINGs are counted",
+          arguments: Fields.allCases)
+    func correctPair(fields: Fields) async throws {
+        let run = try await Self.run(fields: fields, flags: "--send-for 11", capture: fields == .names)
+        #expect(run.status == 0, "the run must pass (\(run.folder))")
+        let (lost, duplicated, json) = try Self.compare(run.folder)
+        #expect(lost == 0 && duplicated == 0)
+        let events = try Self.events(json)
+        #expect((events["goaways"] as? [String: Int])?["NO_ERROR", default: 0] ?? 0 >= 1, "the goaway fault's GOAWAY: \(events)")
+        #expect((events["pings"] as? Int ?? 0) > 0, "keepalive: \(events)")
+        #expect((events["calls"] as? Int ?? 0) >= 4, "a call per client, then one per reconnect: \(events)")
+        if fields == .names { try await Self.auditCaptures(run) }
+        try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: run.folder).deletingLastPathComponent().path)
+    }
+
+    /// Our capture and a tcpdump -i lo of the same run, audited by `chaos audit`, give the live audit's counts.
+    static func auditCaptures(_ run: (folder: String, scenario: String, status: Int32)) async throws {
+        let tcpdump = URL(fileURLWithPath: run.folder).deletingLastPathComponent().appendingPathComponent("lo.pcap").path
+        let live = try DeliveredMeansAcknowledgedTests.streams(run.folder)
+        let liveEvents = try events(DeliveredMeansAcknowledgedTests.reportJSON(run.folder))
+        for (name, pcap) in [("our capture", "\(run.folder)/capture.pcap"), ("tcpdump -i lo", tcpdump)] {
+            let out = "\(run.folder)-\(name == "our capture" ? "ours" : "tcpdump")"
+            let offline = try await ChaosCLI.run(["audit", pcap, "--protocol-from", run.scenario, "--out", out])
+            #expect(offline.status == 0, "\(name): \(offline.stdout)\n\(offline.stderr)")
+            let fromCapture = try DeliveredMeansAcknowledgedTests.streams(out)
+            #expect(fromCapture.count == live.count, "\(name): \(fromCapture.keys.sorted())")
+            for (key, stream) in live {
+                for count in ["delivered", "ok", "lost", "duplicated", "redelivered"] {
+                    #expect(fromCapture[key]?[count] == stream[count],
+                            "\(name) \(key) \(count): \(fromCapture[key]?[count] ?? -1), live \(stream[count] ?? -1)")
+                }
+            }
+            // Protocol events are counted as read from their sender: our capture holds what the proxy read, as the
+            // live audit does; tcpdump also sees frames a peer sent that sat unread in the proxy's socket when a
+            // fault closed it (a GOAWAY or RST_STREAM of a peer that gave up), so only the calls must agree.
+            let offlineEvents = try events(DeliveredMeansAcknowledgedTests.reportJSON(out))
+            if name == "our capture" {
+                for map in ["goaways", "stream_resets", "grpc_statuses"] {
+                    #expect(offlineEvents[map] as? [String: Int] == liveEvents[map] as? [String: Int],
+                            "\(name) \(map): \(offlineEvents[map] ?? "none"), live \(liveEvents[map] ?? "none")")
+                }
+            }
+            #expect(offlineEvents["calls"] as? Int == liveEvents["calls"] as? Int, "\(name) calls")
+        }
+    }
+
+    @Test("a pair that drops a message on resume fails, and what it lost equals the holes in its logs",
+          arguments: Fields.allCases)
+    func buggyPair(fields: Fields) async throws {
+        let run = try await Self.run(fields: fields, flags: "--send-for 11 --drop-on-resume 1")
+        #expect(run.status == 1, "the run must fail (\(run.folder))")
+        let (lost, _, _) = try Self.compare(run.folder)
+        #expect(lost > 0, "lost must show the bug")
+        try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: run.folder).deletingLastPathComponent().path)
+    }
+
+    @Test("a client whose calls end cleanly rides a GOAWAY: the next call goes on a new connection, no call ends in error")
+    func goawayIsRidden() async throws {
+        let run = try await Self.run(fields: .names, flags: "--send-for 10 --call-for 1",
+                                     faults: "  - goaway: {at: 5s, grace: 3s}")
+        #expect(run.status == 0, "the run must pass (\(run.folder))")
+        let (lost, duplicated, json) = try Self.compare(run.folder)
+        #expect(lost == 0 && duplicated == 0)
+        let connections = try #require(json["connections"] as? [String: Any])
+        #expect((connections["opened"] as? Int ?? 0) > 2, "a connection per client, then one more after the GOAWAY: \(connections)")
+        let events = try Self.events(json)
+        #expect((events["goaways"] as? [String: Int])?["NO_ERROR", default: 0] ?? 0 >= 1, "the goaway fault's GOAWAY: \(events)")
+        #expect((events["grpc_statuses"] as? [String: Int])?["OK", default: 0] ?? 0 > 0, "calls ended with OK: \(events)")
+
+        let logs = try GroundTruthLog(folder: URL(fileURLWithPath: run.folder))
+        let ended = logs.events(named: "call-ended")
+        #expect(!ended.isEmpty && ended.allSatisfy { $0["code"] as? String == "OK" },
+                "every call the clients ended ended OK: \(ended.filter { $0["code"] as? String != "OK" })")
+        // The server saw each client's calls come from more than one TCP connection: new calls after the GOAWAY.
+        let calls = logs.events(named: "connected").filter { $0["peer"] != nil }
+        for stream in ["c1", "c2"] {
+            let peers = calls.filter { $0["stream"] as? String == stream }.map { $0["peer"] as? String ?? "" }
+            #expect(Set(peers).count >= 2 && Set(peers).count == Set(peers.removingRepeats).count,
+                    "\(stream)'s calls came over \(Set(peers).count) connection(s), one after another: \(peers)")
+        }
+        try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: run.folder).deletingLastPathComponent().path)
+    }
+}
+
+private extension Array where Element: Equatable {
+    /// The elements with each run of equal neighbours cut to one.
+    var removingRepeats: [Element] {
+        reduce(into: []) { result, element in if result.last != element { result.append(element) } }
+    }
+}

@@ -1,0 +1,14 @@
+import Testing
+
+/// `Scenarios/grpc.yaml` as a user runs it: the gRPC reference pair passes; the naive client (no resume, no
+/// retransmission, no keepalive) fails, and the audit's losses are exactly the holes in its consumers' logs.
+@Suite("Scenarios/grpc.yaml with the built-in gRPC pair", .serialized, .timeLimit(.minutes(3)))
+struct ShippedGRPCScenarioTests {
+    let scenario = ShippedPairScenario(file: "Scenarios/grpc.yaml", proxy: "grpc", transport: "grpc", streamPrefix: "g")
+
+    @Test("the naive gRPC client fails it: lost > 0, exactly the seqs its consumers' logs never show")
+    func naiveFails() async throws { try await scenario.naiveFails() }
+
+    @Test("the resilient gRPC pair passes it (resets, a FIN, a GOAWAY in 25 s): lost 0, duplicated 0, counts equal its logs")
+    func resilientPasses() async throws { try await scenario.resilientPasses() }
+}

@@ -1,0 +1,49 @@
+import Foundation
+import Testing
+
+/// A `chaos run` of a scenario whose pair is one of the Python fixtures (Tests/Fixtures/pairs), and the check that
+/// its audit equals the pair's own consumer logs: the shared half of the WebSocket and gRPC pair tests.
+enum ThirdPartyPairRun {
+    typealias Log = DeliveredMeansAcknowledgedTests.ConsumerLog
+
+    /// Runs the scenario `text(listen, upstream)` on two free ports; returns the run folder, the scenario file and the
+    /// exit status. With `capture`, the run also writes capture.pcap and a `tcpdump -i lo` of both legs goes to
+    /// `lo.pcap` beside the run folder.
+    static func run(_ name: String, capture: Bool, scenario text: (Int, Int) -> String) async throws
+        -> (folder: String, scenario: String, status: Int32) {
+        let listen = ChaosCLI.freePort()
+        var upstream = ChaosCLI.freePort()
+        while upstream == listen { upstream = ChaosCLI.freePort() }
+        let file = try ChaosCLI.scenarioFile(text(listen, upstream))
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
+        let dump = capture ? try await LoopbackTcpdump.start(ports: [listen, upstream], file: "\(base)/lo.pcap") : nil
+        defer { dump?.kill() }
+        let result = try await ChaosCLI.run(["run", file, "--out", "\(base)/run"] + (capture ? ["--capture"] : []), timeout: 90)
+        try await dump?.stop()
+        #expect(result.status != 2, "\(result.stdout)\n\(result.stderr)")
+        return ("\(base)/run", file, result.status)
+    }
+
+    /// Checks every stream's ok, lost, duplicated and redelivered against the logs (streams c1 and c2, each way) and
+    /// that nothing failed to decode; returns the audit's totals of lost and duplicated and the report.
+    static func compare(_ folder: String) throws -> (lost: Int64, duplicated: Int64, json: [String: Any]) {
+        let logs = try Log.read(folder)
+        let live = try DeliveredMeansAcknowledgedTests.streams(folder)
+        #expect(logs.count == 4 && live.count == 4, "c1, c2 each way: \(live.keys.sorted()) (\(folder))")
+        var lost: Int64 = 0, duplicated: Int64 = 0
+        for (key, log) in logs {
+            let stream = try #require(live[key], "\(key) in the report")
+            #expect(stream["ok"] == Int64(log.distinct.count), "\(key): ok \(stream["ok"] ?? -1) vs \(log.distinct.count) distinct seqs read (\(folder))")
+            #expect(stream["lost"] == Int64(log.holes.count), "\(key): lost \(stream["lost"] ?? -1) vs log holes \(log.holes.sorted())")
+            #expect(stream["duplicated"] == Int64(log.duplicated), "\(key): duplicated \(stream["duplicated"] ?? -1) vs \(log.duplicated)")
+            #expect(stream["redelivered"] == Int64(log.redelivered), "\(key): redelivered \(stream["redelivered"] ?? -1) vs \(log.redelivered)")
+            lost += stream["lost"] ?? 0
+            duplicated += stream["duplicated"] ?? 0
+        }
+        let json = try DeliveredMeansAcknowledgedTests.reportJSON(folder)
+        let counts = json["anomaly_counts"] as? [String: Any] ?? json["anomalyCounts"] as? [String: Any] ?? [:]
+        #expect(counts["protocol"] == nil && counts["undecodable"] == nil, "no protocol errors: \(counts)")
+        return (lost, duplicated, json)
+    }
+}
