@@ -90,7 +90,8 @@ extension AuditEngine {
         case .callStarted:
             if read { protocolStats.calls += 1 }
         case .goaway(_, let code):
-            if read { protocolStats.goaway(code: HTTP2ErrorCode.name(code), fault: faults.label?.kind ?? "none") }
+            // Counted as written to its receiver: a GOAWAY the proxy sends itself (the `goaway` fault) is never read.
+            if !read { protocolStats.goaway(code: HTTP2ErrorCode.name(code), fault: faults.label?.kind ?? "none") }
         case .streamReset(let code):
             if read { protocolStats.streamReset(code: HTTP2ErrorCode.name(code), fault: faults.label?.kind ?? "none") }
         case .grpcStatus(let code):

@@ -78,6 +78,9 @@ struct GRPCAuditTests {
         second.relay(&s, G.data(1, G.grpc(G.request(seq: 5))), .upstream)
         second.relay(&s, second.server.trailers(1, status: 14, message: "draining"), .downstream)
         second.relay(&s, G.goaway(last: 1), .downstream)
+        // The proxy's own GOAWAY (a `goaway` fault): written to the client, never read from the server.
+        s.fault("goaway", 2, started: true)
+        s.deliverBytes(2, .downstream, G.goaway(last: 1))
         s.close(2)
         return s
     }
@@ -94,7 +97,8 @@ struct GRPCAuditTests {
         let events = try #require(result.protocolEvents)
         #expect(events.calls == 2 && events.grpcStatuses == ["UNAVAILABLE": 1])
         #expect(events.pings == 1 && events.pongs == 1 && events.pingRoundTripS?.count == 1 && events.pingRoundTripS?.p50 == 0.25)
-        #expect(events.goaways == ["NO_ERROR": 1] && events.goawaysByFault == ["disconnect": ["NO_ERROR": 1]])
+        #expect(events.goaways == ["NO_ERROR": 2] && events.goawaysByFault == ["disconnect": ["NO_ERROR": 1], "goaway": ["NO_ERROR": 1]],
+                "\(events.goawaysByFault)")
         #expect(result.anomalyCounts["protocol"] == nil && result.messages.undecodable == 0)
     }
 
