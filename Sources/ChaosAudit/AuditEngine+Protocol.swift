@@ -90,8 +90,16 @@ extension AuditEngine {
         case .callStarted:
             if read { protocolStats.calls += 1 }
         case .goaway(_, let code):
-            // Counted as written to its receiver: a GOAWAY the proxy sends itself (the `goaway` fault) is never read.
-            if !read { protocolStats.goaway(code: HTTP2ErrorCode.name(code), fault: faults.label?.kind ?? "none") }
+            // A peer's GOAWAY is counted as read (its written copy comes after); one written with no read copy to
+            // match is the proxy's own (a `goaway` fault), counted as written.
+            let slot = pipe.direction == .upstream ? 0 : 1
+            if read {
+                connection.goawaysRead[slot] += 1
+            } else if connection.goawaysRelayed[slot] < connection.goawaysRead[slot] {
+                connection.goawaysRelayed[slot] += 1
+                return
+            }
+            protocolStats.goaway(code: HTTP2ErrorCode.name(code), fault: faults.label?.kind ?? "none")
         case .streamReset(let code):
             if read { protocolStats.streamReset(code: HTTP2ErrorCode.name(code), fault: faults.label?.kind ?? "none") }
         case .grpcStatus(let code):

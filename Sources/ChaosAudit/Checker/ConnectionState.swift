@@ -28,6 +28,9 @@ final class ConnectionState {
     let grpc: GRPCSession?
     /// Per direction (upstream 0, downstream 1): the stream named by the upgrade request (`header:` / `query:`).
     var handshakeStreams: [[UInt8]?] = [nil, nil]
+    /// Per direction (upstream 0, downstream 1): GOAWAY frames read from the sender, and their written copies seen.
+    var goawaysRead = [0, 0]
+    var goawaysRelayed = [0, 0]
     /// HTTP/2 PINGs read and not answered yet (opaque bytes, when), oldest first, at most ``pendingPingLimit``.
     var pendingPings: [(opaque: UInt64, at: Int64)] = []
     static let pendingPingLimit = 8

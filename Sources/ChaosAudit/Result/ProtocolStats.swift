@@ -1,7 +1,7 @@
 /// What the protocol layer saw besides messages: WebSocket handshakes and close codes, HTTP/2 GOAWAY and
 /// RST_STREAM frames, gRPC statuses, heartbeats, oversized messages and bytes that did not parse. All zero for
-/// lines and length-prefixed framing. Every figure counts what the peers sent, as the proxy read it, but GOAWAY
-/// frames, counted as written to their receiver (the proxy sends its own).
+/// lines and length-prefixed framing. Every figure counts what the peers sent, as the proxy read it (and the
+/// GOAWAY frames the proxy sent itself).
 public struct ProtocolStats: Sendable, Codable, Equatable {
     /// Upgrade handshakes accepted (101 Switching Protocols read from the server, WebSocket or h2c).
     public var upgrades: Int64 = 0
@@ -23,8 +23,8 @@ public struct ProtocolStats: Sendable, Codable, Equatable {
     public var pingRoundTripS: LatencySummary?
     /// gRPC calls started (request headers read from the client).
     public var calls: Int64 = 0
-    /// HTTP/2 GOAWAY frames as their receiver got them (a peer's, or the proxy's own from a `goaway` fault), by error
-    /// code name (`NO_ERROR`, `ENHANCE_YOUR_CALM`, …).
+    /// HTTP/2 GOAWAY frames, a peer's (as read) or the proxy's own from a `goaway` fault (as written), by error code
+    /// name (`NO_ERROR`, `ENHANCE_YOUR_CALM`, …).
     public var goaways: [String: Int64] = [:]
     /// The same, by the fault active (or last) when it came (`none` before any fault).
     public var goawaysByFault: [String: [String: Int64]] = [:]
