@@ -44,7 +44,7 @@ struct PairTests {
         await pair.server.stop()
         await relay.stop()
 
-        #expect(status.disconnects[.reset, default: 0] >= 3)
+        #expect(status.disconnects[.reset, default: 0] >= 3, "\(status.disconnects)")
         // Each was the first retry after a reset. Over gRPC the transport reconnects its own connection, and a call
         // placed while it notices the reset can fail once more (then backs off): the first retry is still at once.
         if transport == .grpc {

@@ -176,7 +176,9 @@ final class GRPCClientEngine: Sendable {
                 }
             }
         } catch let error as RPCError {
-            reason = error.code == .unavailable ? .reset : error.code == .cancelled ? .stopped : .closed
+            // A call the connection's loss ended: UNAVAILABLE mostly, but a reset that lands while a stream is open
+            // can surface as another code (UNKNOWN, INTERNAL) under load. A clean end throws nothing.
+            reason = error.code == .cancelled ? .stopped : .reset
         } catch {
             reason = .closed
         }
