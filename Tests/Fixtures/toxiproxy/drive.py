@@ -78,7 +78,9 @@ def latency(chaos):
     proxy.add_toxic(type="latency", attributes={"latency": 300, "jitter": 0})
     slow = round_trip(client)
     say("round trip %.4f s without, %.4f s with a 300 ms downstream latency" % (base, slow))
-    check(slow - base >= 0.295, "latency added: %.3f s" % (slow - base))
+    # A lower bound only: the toxic holds every byte at least 300 ms, whatever the machine's load; subtracting the
+    # base round trip (itself noisy under load) failed a correct run by half a millisecond.
+    check(slow >= 0.300, "at least the latency: %.4f s" % slow)
     proxy.destroy_toxic("latency_downstream")
     after = min(round_trip(client) for _ in range(3))
     check(after < 0.295, "removed: %.4f s" % after)
