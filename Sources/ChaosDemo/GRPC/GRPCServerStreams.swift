@@ -58,14 +58,20 @@ final class GRPCServerStreams: Sendable {
         switch message.kind {
         case .msg:
             guard let seq = message.seq else { return nil }
-            let verdict = state.withLock { $0.streams[name]?.upstream.accept(seq) }
-            switch verdict {
-            case nil, .duplicate?: return nil
-            case .processAfterHole(let missing)?:
-                log?.event("hole", ["dir": "up", "stream": name, "from": missing.lowerBound, "to": missing.upperBound])
-            case .process?: break
+            // Accepted and logged under one lock: two calls of one stream (a takeover while the old call still reads
+            // what its connection delivered) must not log their seqs in another order than they were accepted.
+            let log = self.log
+            let processed = state.withLock { state -> Bool in
+                switch state.streams[name]?.upstream.accept(seq) {
+                case nil, .duplicate?: return false
+                case .processAfterHole(let missing)?:
+                    log?.event("hole", ["dir": "up", "stream": name, "from": missing.lowerBound, "to": missing.upperBound])
+                case .process?: break
+                }
+                log?.processed(direction: "up", stream: name, seq: seq)
+                return true
             }
-            log?.processed(direction: "up", stream: name, seq: seq)
+            guard processed else { return nil }
         case .gap:
             guard let to = message.to else { return nil }
             guard let skipped = state.withLock({ $0.streams[name]?.upstream.skip(through: to) }) else { return nil }
