@@ -5,12 +5,15 @@ public struct CaptureReadOptions: Hashable, Sendable {
         /// Every TCP flow is its own connection; each payload is both read and written.
         case off
         /// A flow to this port is a client leg (client → proxy listen port); the next flow opened
-        /// toward another port within the pairing window is its server leg (FIFO). A client leg
-        /// closed with no payload and no server leg is reported as `.refused`.
+        /// toward another port within the pairing window is its server leg. With several waiting
+        /// client legs, the server leg waits for its payload: it is the leg of the client leg whose
+        /// first bytes each way agree with its own (the proxy forwards bytes unchanged), else of
+        /// the oldest. A client leg closed with no payload and no server leg is reported as `.refused`.
         case proxyPort(UInt16)
         /// Like `proxyPort`, guessing the listen port: a flow whose SYN comes from the host a pending
         /// flow's SYN went to, toward a different port, within the pairing window, is that flow's
-        /// server leg (FIFO). Flows that stay unpaired are their own connections.
+        /// server leg (chosen among several by payload, as with `proxyPort`). Flows that stay
+        /// unpaired are their own connections.
         case automatic
     }
 

@@ -9,9 +9,17 @@ enum FlowEvent {
     case acknowledged(towardServer: Bool, bytes: Int64, time: Int64)
 }
 
+/// A flow event held while the flow's role is undecided, with its place in the order events were seen
+/// (so that two legs paired late replay interleaved as they happened).
+struct HeldEvent {
+    let order: Int
+    let event: FlowEvent
+}
+
 /// Which connection a flow belongs to, and as what.
 enum FlowRole {
-    /// A possible client leg waiting for its server leg: its events are held.
+    /// A possible client leg waiting for its server leg, or a server leg waiting for its payload to
+    /// tell which client leg it relays: its events are held.
     case pending
     /// A connection of its own: each payload is both read and written.
     case standalone(ConnectionID)
@@ -44,7 +52,9 @@ final class TCPFlow {
     var towardClient = StreamReassembler()
     var role: FlowRole = .pending
     /// Events held while the role is `.pending`.
-    var held: [FlowEvent] = []
+    var held: [HeldEvent] = []
+    /// The first payload bytes each way, recorded while the role is `.pending`.
+    var firstBytes = PayloadPrefix()
     /// Whether any payload was reported.
     var carriedPayload = false
     /// RST seen, or both FINs reached: later packets (but a new SYN, or an ACK after the FINs) are leftovers.
@@ -68,6 +78,14 @@ final class TCPFlow {
     var isPending: Bool {
         if case .pending = role { return true }
         return false
+    }
+
+    /// Hands out the held events and forgets them and the recorded first bytes (the role is decided).
+    func releaseHeld() -> [HeldEvent] {
+        let events = held
+        held = []
+        firstBytes = PayloadPrefix()
+        return events
     }
 
     /// Adds this flow's reassembly counters to `statistics`, once.

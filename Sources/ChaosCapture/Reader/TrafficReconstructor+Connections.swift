@@ -11,42 +11,65 @@ extension TrafficReconstructor {
         case .proxyPort(let port):
             if flow.server.port == port {
                 pendingClientLegs.append(flow)
-            } else if let leg = takeClientLeg(for: flow, time: time, requireOtherPort: false) {
-                try pair(leg, with: flow, time: time)
-            } else {
+            } else if try !placeServerLeg(flow, time: time, requireOtherPort: false) {
                 try makeStandalone(flow, time: time)
             }
         case .automatic:
-            if let leg = takeClientLeg(for: flow, time: time, requireOtherPort: true) {
-                try pair(leg, with: flow, time: time)
-            } else {
+            if try !placeServerLeg(flow, time: time, requireOtherPort: true) {
                 pendingClientLegs.append(flow)
             }
         }
     }
 
-    /// The oldest waiting client leg that `flow` can be the server leg of: the proxy host (where the
-    /// client leg went) dialled it, within the window.
-    private func takeClientLeg(for flow: TCPFlow, time: Int64, requireOtherPort: Bool) -> TCPFlow? {
-        guard let index = pendingClientLegs.firstIndex(where: { leg in
+    /// Makes `flow` the server leg of a waiting client leg: paired at once with the only candidate,
+    /// or left waiting (see ``settleServerLegs(time:force:)``) when there are several. False when
+    /// there is none.
+    private func placeServerLeg(_ flow: TCPFlow, time: Int64, requireOtherPort: Bool) throws -> Bool {
+        let candidates = clientLegCandidates(for: flow, time: time, requireOtherPort: requireOtherPort)
+        guard let first = candidates.first else { return false }
+        if candidates.count > 1 {
+            pendingServerLegs.append(PendingServerLeg(flow: flow, candidates: candidates))
+            return true
+        }
+        pendingClientLegs.removeAll { $0 === first }
+        try pair(first, with: flow, time: time)
+        // A pending server leg may have counted on this client leg.
+        if !pendingServerLegs.isEmpty { try settleServerLegs(time: time) }
+        return true
+    }
+
+    /// The waiting client legs, oldest first, that `flow` can be the server leg of: the proxy host
+    /// (where the client leg went) dialled it, within the window.
+    private func clientLegCandidates(for flow: TCPFlow, time: Int64, requireOtherPort: Bool) -> [TCPFlow] {
+        pendingClientLegs.filter { leg in
             (!requireOtherPort || leg.server.sameHost(as: flow.client)) && !leg.finished
                 && (!requireOtherPort || leg.server.port != flow.server.port)
                 && time - leg.firstTime <= activeWindow
-        }) else { return nil }
-        return pendingClientLegs.remove(at: index)
+        }
     }
 
-    /// How long a client leg waits for its server leg.
-    private var activeWindow: Int64 {
+    /// How long a client leg waits for its server leg (and a server leg for its payload to tell).
+    var activeWindow: Int64 {
         if case .proxyPort = options.pairing { return options.proxyPairingWindow }
         return options.pairingWindow
     }
 
-    /// Waiting client legs whose window has passed become connections of their own.
+    /// Waiting server legs whose window has passed take their best candidate; waiting client legs
+    /// whose window has passed (and that no waiting server leg may still take) become connections
+    /// of their own.
     func expirePendingLegs(at time: Int64) throws {
-        while let first = pendingClientLegs.first, time - first.firstTime > activeWindow {
-            pendingClientLegs.removeFirst()
-            try resolveUnpaired(first, time: time)
+        if pendingServerLegs.contains(where: { time - $0.flow.firstTime > activeWindow }) {
+            try settleServerLegs(time: time)
+        }
+        var index = 0
+        while index < pendingClientLegs.count, time - pendingClientLegs[index].firstTime > activeWindow {
+            let leg = pendingClientLegs[index]
+            if isClaimed(leg) {
+                index += 1
+            } else {
+                pendingClientLegs.remove(at: index)
+                try resolveUnpaired(leg, time: time)
+            }
         }
     }
 
@@ -59,7 +82,7 @@ extension TrafficReconstructor {
             let id = nextConnection
             nextConnection += 1
             flow.role = .standalone(id)
-            flow.held.removeAll()
+            _ = flow.releaseHeld()
             outbox.append(TrafficEvent(time: flow.firstTime, connection: id, kind: .refused(
                 proxy: options.proxyName, reason: "closed before the proxy dialled the server")))
             return
@@ -67,7 +90,7 @@ extension TrafficReconstructor {
         try makeStandalone(flow, time: flow.firstTime)
     }
 
-    private func makeStandalone(_ flow: TCPFlow, time: Int64) throws {
+    func makeStandalone(_ flow: TCPFlow, time: Int64) throws {
         let id = nextConnection
         nextConnection += 1
         flow.role = .standalone(id)
@@ -79,7 +102,8 @@ extension TrafficReconstructor {
         try replayHeld(flow)
     }
 
-    private func pair(_ clientLeg: TCPFlow, with serverLeg: TCPFlow, time: Int64) throws {
+    /// Pairs two legs into one connection, opened at `time` (the server leg's SYN).
+    func pair(_ clientLeg: TCPFlow, with serverLeg: TCPFlow, time: Int64) throws {
         let id = nextConnection
         nextConnection += 1
         clientLeg.role = .clientLeg(id)
@@ -89,14 +113,14 @@ extension TrafficReconstructor {
         outbox.append(TrafficEvent(time: time, connection: id, kind: .opened(ConnectionEndpoints(
             proxy: options.proxyName, client: clientLeg.client.text, listen: clientLeg.server.text,
             proxyLocal: serverLeg.client.text, server: serverLeg.server.text))))
-        try replayHeld(clientLeg)
-        try replayHeld(serverLeg)
+        try replayHeld(clientLeg, serverLeg)
     }
 
-    private func replayHeld(_ flow: TCPFlow) throws {
-        let held = flow.held
-        flow.held.removeAll()
-        for event in held { try report(event, of: flow) }
+    /// Reports the events `flows` held, interleaved in the order they were seen.
+    private func replayHeld(_ flows: TCPFlow...) throws {
+        let held = flows.flatMap { flow in flow.releaseHeld().map { (held: $0, flow: flow) } }
+            .sorted { $0.held.order < $1.held.order }
+        for (event, flow) in held { try report(event.event, of: flow) }
     }
 
     /// Maps a flow event to traffic events by the flow's role (held while it is pending).
@@ -104,7 +128,9 @@ extension TrafficReconstructor {
         if case .data(_, let bytes, _) = event, !bytes.isEmpty, !flow.carriedPayload { flow.carriedPayload = true }
         switch flow.role {
         case .pending:
-            flow.held.append(event)
+            flow.held.append(HeldEvent(order: nextHeldOrder, event: event))
+            nextHeldOrder += 1
+            if case .data(let towardServer, let bytes, _) = event { flow.firstBytes.record(bytes, towardServer: towardServer) }
         case .standalone(let id):
             switch event {
             case .data(let towardServer, let bytes, let time):

@@ -10,6 +10,10 @@ final class TrafficReconstructor {
     var flows: [FlowKey: TCPFlow] = [:]
     /// Possible client legs waiting for a server leg, oldest first.
     var pendingClientLegs: [TCPFlow] = []
+    /// Server legs with several possible client legs, waiting for their payload to tell, oldest first.
+    var pendingServerLegs: [PendingServerLeg] = []
+    /// The order of the next event held by a pending flow.
+    var nextHeldOrder = 0
     var nextConnection: ConnectionID = 1
     private var nextSerial = 0
     private var packetsSincePrune = 0
@@ -29,6 +33,7 @@ final class TrafficReconstructor {
         var flow = flows[key]
         if let existing = flow, isOpeningSYN, existing.finished || existing.synSequence != segment.sequence {
             try end(existing)
+            if existing.isPending, !pendingServerLegs.isEmpty { try settleServerLegs(time: time) }
             flows[key] = nil
             existing.count(into: &statistics)
             flow = nil
@@ -45,8 +50,10 @@ final class TrafficReconstructor {
             if !flow.wasReset, segment.flags.contains(.ack) { try acknowledge(segment, on: flow, time: time) }
             return
         }
+        let wasPending = flow.isPending
         try apply(segment, to: flow, time: time)
-        if flow.finished, flow.isPending { try resolveUnpaired(flow, time: time) }
+        if wasPending, !pendingServerLegs.isEmpty { try settleServerLegs(time: time) }
+        if flow.finished, flow.isPending, !isClaimed(flow) { try resolveUnpaired(flow, time: time) }
         packetsSincePrune += 1
         if packetsSincePrune >= 65_536 { prune(at: time) }
     }
@@ -57,6 +64,7 @@ final class TrafficReconstructor {
         for flow in remaining where !flow.finished {
             try end(flow)
         }
+        try settleServerLegs(time: .max, force: true)
         for flow in pendingClientLegs {
             try resolveUnpaired(flow, time: flow.lastTime)
         }

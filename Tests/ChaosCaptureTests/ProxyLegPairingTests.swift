@@ -1,0 +1,156 @@
+import ChaosCapture
+import ChaosCore
+import Foundation
+import Testing
+
+/// Pairing a proxy's two legs in a capture taken outside chaos (tcpdump of both legs), when two
+/// clients connect at once and the proxy's dials to the server overtake each other.
+@Suite("Pairing proxy legs by their payload")
+struct ProxyLegPairingTests {
+    static let pairings: [CaptureReadOptions.Pairing] = [.automatic, .proxyPort(7000)]
+
+    /// What the capture holds: each connection's traffic and endpoints, keyed by the client's port.
+    struct Read {
+        var statistics: CaptureStatistics
+        var events: [TrafficEvent]
+        var endpoints: [String: ConnectionEndpoints] = [:]
+        var traffic: [String: ConnectionTraffic] = [:]
+    }
+
+    static func read(_ script: ScriptedTCP, pairing: CaptureReadOptions.Pairing) throws -> Read {
+        let path = NSTemporaryDirectory() + "chaos-pairing-\(UUID().uuidString).pcap"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try script.write(to: path)
+        let (events, statistics) = try CaptureReader.readAll(path: path, options: CaptureReadOptions(pairing: pairing))
+        var read = Read(statistics: statistics, events: events)
+        let traffic = ConnectionTraffic.collect(events)
+        for event in events {
+            guard case .opened(let endpoints) = event.kind else { continue }
+            let port = String(endpoints.client.split(separator: ":").last ?? "")
+            read.endpoints[port] = endpoints
+            read.traffic[port] = traffic[event.connection]
+        }
+        return read
+    }
+
+    @Test("server legs dialled in the opposite order are paired with the client legs whose bytes they carry",
+          arguments: pairings)
+    func crosswiseDials(pairing: CaptureReadOptions.Pairing) throws {
+        let common = TestSupport.bytes(count: 80, seed: 7)
+        let request1 = common + Array("request from client one\n".utf8)
+        let request2 = common + Array("request from client two, a longer one\n".utf8)
+        let reply1 = Array("reply to one\n".utf8)
+        let reply2 = Array("reply to two\n".utf8)
+        let script = ScriptedTCP()
+        var c1 = script.open(40001, to: 7000)
+        var c2 = script.open(40002, to: 7000)
+        var s2 = script.open(50002, to: 7001)  // the proxy's dial for client 2 overtook client 1's
+        var s1 = script.open(50001, to: 7001)
+        // Equal for 80 bytes; each leg cut into different segments.
+        script.send(request1[..<50], on: &c1, fromClient: true)
+        script.send(request2[..<90], on: &c2, fromClient: true)
+        script.send(request2[..<70], on: &s2, fromClient: true)
+        script.send(request1[..<30], on: &s1, fromClient: true)
+        script.send(request1[50...], on: &c1, fromClient: true)
+        script.send(request2[90...], on: &c2, fromClient: true)
+        script.send(request2[70...], on: &s2, fromClient: true)
+        script.send(request1[30...], on: &s1, fromClient: true)
+        script.send(reply2[..<5], on: &s2, fromClient: false)
+        script.send(reply2[5...], on: &s2, fromClient: false)
+        script.send(reply1, on: &s1, fromClient: false)
+        script.send(reply1, on: &c1, fromClient: false)
+        script.send(reply2, on: &c2, fromClient: false)
+        script.close(&c1)
+        script.close(&c2)
+        script.close(&s1)
+        script.close(&s2)
+
+        let read = try Self.read(script, pairing: pairing)
+        #expect(read.statistics.connections == 2)
+        #expect(read.statistics.pairedConnections == 2)
+        for (port, proxyLocal, request, reply) in [("40001", "50001", request1, reply1), ("40002", "50002", request2, reply2)] {
+            let endpoints = try #require(read.endpoints[port])
+            #expect(endpoints.proxyLocal.hasSuffix(":" + proxyLocal), "client \(port) is paired with \(endpoints.proxyLocal)")
+            let traffic = try #require(read.traffic[port])
+            #expect(TestSupport.same(traffic.readFromClient, request))
+            #expect(TestSupport.same(traffic.writtenToServer, request))
+            #expect(TestSupport.same(traffic.readFromServer, reply))
+            #expect(TestSupport.same(traffic.writtenToClient, reply))
+            #expect(traffic.closes == ["client:fin", "server:fin"])
+        }
+        // The legs' held events replay interleaved as seen: times never run backwards in a connection.
+        for id in Set(read.events.map(\.connection)) {
+            let times = read.events.filter { $0.connection == id }.map(\.time)
+            #expect(times == times.sorted())
+        }
+    }
+
+    @Test("legs whose payload cannot tell them apart fall back to the oldest client leg", arguments: pairings)
+    func indistinguishableLegs(pairing: CaptureReadOptions.Pairing) throws {
+        let request = Array("the same request\n".utf8)
+        let script = ScriptedTCP()
+        let c1 = script.open(40001, to: 7000)
+        let c2 = script.open(40002, to: 7000)
+        let s2 = script.open(50002, to: 7001)
+        let s1 = script.open(50001, to: 7001)
+        for flow in [c1, c2, s2, s1] {
+            var flow = flow
+            script.send(request, on: &flow, fromClient: true)
+            script.close(&flow)
+        }
+
+        let read = try Self.read(script, pairing: pairing)
+        #expect(read.statistics.connections == 2)
+        #expect(read.statistics.pairedConnections == 2)
+        #expect(read.endpoints["40001"]?.proxyLocal.hasSuffix(":50002") == true, "SYN order, as without payload")
+        #expect(read.endpoints["40002"]?.proxyLocal.hasSuffix(":50001") == true)
+        #expect(read.traffic["40001"]?.writtenToServer == request)
+    }
+
+    @Test("identical requests: the replies (server to client) tell the legs apart", arguments: pairings)
+    func repliesTell(pairing: CaptureReadOptions.Pairing) throws {
+        let request = Array("the same request\n".utf8)
+        let script = ScriptedTCP()
+        var c1 = script.open(40001, to: 7000)
+        var c2 = script.open(40002, to: 7000)
+        var s2 = script.open(50002, to: 7001)
+        var s1 = script.open(50001, to: 7001)
+        script.send(request, on: &c1, fromClient: true)
+        script.send(request, on: &c2, fromClient: true)
+        script.send(request, on: &s2, fromClient: true)
+        script.send(request, on: &s1, fromClient: true)
+        script.send(Array("reply two".utf8), on: &s2, fromClient: false)
+        script.send(Array("reply one".utf8), on: &s1, fromClient: false)
+        script.send(Array("reply one".utf8), on: &c1, fromClient: false)
+        script.send(Array("reply two".utf8), on: &c2, fromClient: false)
+        script.close(&c1)
+        script.close(&c2)
+        script.close(&s2)
+        script.close(&s1)
+
+        let read = try Self.read(script, pairing: pairing)
+        #expect(read.statistics.pairedConnections == 2)
+        #expect(read.endpoints["40001"]?.proxyLocal.hasSuffix(":50001") == true)
+        #expect(read.endpoints["40002"]?.proxyLocal.hasSuffix(":50002") == true)
+        #expect(read.traffic["40002"]?.readFromServer == Array("reply two".utf8))
+    }
+
+    @Test("a server leg with one candidate client leg is paired at its SYN, whatever it carries", arguments: pairings)
+    func singleCandidate(pairing: CaptureReadOptions.Pairing) throws {
+        let script = ScriptedTCP()
+        var client = script.open(40001, to: 7000)
+        var server = script.open(50001, to: 7001)  // its SYN is packet 3: 3 ms
+        script.send(Array("hello".utf8), on: &client, fromClient: true)
+        script.send(Array("HELLO!".utf8), on: &server, fromClient: true)
+        script.close(&client)
+        script.close(&server)
+
+        let read = try Self.read(script, pairing: pairing)
+        #expect(read.statistics.connections == 1)
+        #expect(read.statistics.pairedConnections == 1)
+        #expect(read.endpoints["40001"]?.proxyLocal.hasSuffix(":50001") == true)
+        #expect(read.traffic["40001"]?.readFromClient == Array("hello".utf8))
+        #expect(read.traffic["40001"]?.writtenToServer == Array("HELLO!".utf8))
+        #expect(read.events.first { if case .opened = $0.kind { true } else { false } }?.time == 3_000_000)
+    }
+}
