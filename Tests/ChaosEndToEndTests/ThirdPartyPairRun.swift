@@ -7,9 +7,9 @@ enum ThirdPartyPairRun {
     typealias Log = DeliveredMeansAcknowledgedTests.ConsumerLog
 
     /// Runs the scenario `text(listen, upstream)` on two free ports; returns the run folder, the scenario file and the
-    /// exit status. With `capture`, the run also writes capture.pcap, and with `tcpdump` too a `tcpdump -i lo` of both
-    /// legs goes to `lo.pcap` beside the run folder.
-    static func run(_ name: String, capture: Bool, tcpdump: Bool = true, scenario text: (Int, Int) -> String) async throws
+    /// exit status. With `capture`, the run also writes capture.pcap and a `tcpdump -i lo` of both legs goes to
+    /// `lo.pcap` beside the run folder.
+    static func run(_ name: String, capture: Bool, scenario text: (Int, Int) -> String) async throws
         -> (folder: String, scenario: String, status: Int32) {
         let listen = ChaosCLI.freePort()
         var upstream = ChaosCLI.freePort()
@@ -17,7 +17,7 @@ enum ThirdPartyPairRun {
         let file = try ChaosCLI.scenarioFile(text(listen, upstream))
         let base = FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
-        let dump = capture && tcpdump ? try await LoopbackTcpdump.start(ports: [listen, upstream], file: "\(base)/lo.pcap") : nil
+        let dump = capture ? try await LoopbackTcpdump.start(ports: [listen, upstream], file: "\(base)/lo.pcap") : nil
         defer { dump?.kill() }
         let result = try await ChaosCLI.run(["run", file, "--out", "\(base)/run"] + (capture ? ["--capture"] : []), timeout: 90)
         try await dump?.stop()
