@@ -37,12 +37,17 @@ demo: build
 # own after the rest: each drives a whole run and a tcpdump, and the two cores are enough for one at a time.
 # The Toxiproxy client checks (one chaos process each, a bandwidth measured as a ratio) run with them.
 # Nothing here asserts a wall-clock tolerance: timing is tested in virtual time, and measured by `make bench`.
-HEAVY_SUITES := CaptureAuditTests|LoopbackCaptureTests|DeliveredMeansAcknowledgedTests|WebSocketPairTests|ToxiproxyClientTests|ShippedWebSocketScenarioTests|GRPCPairTests|ShippedGRPCScenarioTests
+HEAVY_SUITES := CaptureAuditTests|LoopbackCaptureTests|DeliveredMeansAcknowledgedTests|WebSocketPairTests|ToxiproxyClientTests|ShippedWebSocketScenarioTests
+# The gRPC pairs (Python grpcio, then the grpc-swift reference pair) last, one at a time: their consumers are the
+# slowest, and the comparison with their logs wants the machine to themselves.
+GRPC_SUITES := GRPCPairTests|ShippedGRPCScenarioTests
 
 test: deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build --skip "$(HEAVY_SUITES)"
+	$(SWIFT) test --skip-build --skip "$(HEAVY_SUITES)|$(GRPC_SUITES)"
 	$(SWIFT) test --skip-build --filter "$(HEAVY_SUITES)"
+	$(SWIFT) test --skip-build --filter GRPCPairTests
+	$(SWIFT) test --skip-build --filter ShippedGRPCScenarioTests
 	.build/debug/chaos-fuzz replay Fuzz/corpus
 
 # libFuzzer over every public input (scenario files, the lines, length-prefixed, websocket and grpc audit, pcap/pcapng files,

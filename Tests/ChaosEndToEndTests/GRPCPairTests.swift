@@ -38,14 +38,18 @@ struct GRPCPairTests {
         }
     }
 
-    /// The faults of the pair tests: a partition that keepalive (1 s, 1.5 s to answer) notices, a FIN cut in
-    /// mid-stream, a GOAWAY (the call dies with the connection at the grace's end: this client does not end calls),
-    /// then a reset once the pair stopped producing (`--send-for 11`).
+    /// The faults of the pair tests: a partition in mid-stream that keepalive (1 s, 1.5 s to answer) notices on both
+    /// sides (the resume the buggy pair gets wrong), then, once the pair stopped producing (`--send-for 11`), a FIN
+    /// cut, a GOAWAY (this client does not end calls: its call dies with the connection at the grace's end) and a
+    /// reset. A cut in mid-stream can discard messages the consumer's kernel had taken but grpcio had not handed to
+    /// the (slow, Python) application yet, which the audit counts as delivered (README, "The audit": the one limit),
+    /// so the logs could not be the ground truth; `goawayIsRidden` drains a GOAWAY in mid-stream with calls that
+    /// end cleanly.
     static let faults = """
           - partition: {at: 2s, for: 4s, direction: both}
-          - disconnect: {at: 7s, mode: close}
-          - goaway: {at: 9s, grace: 1s}
-          - disconnect: {at: 12s, mode: reset}
+          - disconnect: {at: 11500ms, mode: close}
+          - goaway: {at: 12500ms, grace: 1s}
+          - disconnect: {at: 14500ms, mode: reset}
         """
 
     static func scenario(listen: Int, upstream: Int, fields: Fields, flags: String, faults: String = faults) -> String {
