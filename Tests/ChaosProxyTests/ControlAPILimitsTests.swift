@@ -84,7 +84,9 @@ struct ControlAPILimitsTests {
     @Test("a request that never completes gets 408 and is closed")
     func slowRequest() async throws {
         try await withAPI { _, port in
-            let socket = try TestSocket.connect(port: port)
+            // The socket waits longer than the API's 10 s request timeout: with equal timeouts the read could give up
+            // just before the 408 came (seen on a loaded machine).
+            let socket = try TestSocket.connect(port: port, timeout: 25)
             defer { socket.close() }
             try socket.sendAll(Array("POST /faults HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{".utf8))
             let started = Date()
