@@ -52,4 +52,20 @@ struct BadInputCommandTests {
         #expect(FileManager.default.fileExists(atPath: folder + "/server.jsonl"), "the log went into the run folder")
         #expect(!FileManager.default.fileExists(atPath: marker), "the shell ran a command from a path")
     }
+
+    @Test("chaos audit's gRPC flags: a field no RPC has, a descriptor set that is not one, --method without grpc, are exit 2 naming the mistake",
+          arguments: [
+              (["--framing", "grpc", "--descriptors", "Tests/Fixtures/protos/follow.protoset", "--seq", "sequence"],
+               "'sequence' in the request of /follow.v1.Follow/"),
+              (["--framing", "grpc", "--descriptors", "Tests/Fixtures/protos/follow.proto", "--seq", "sequence_id"],
+               "not a FileDescriptorSet"),
+              (["--framing", "grpc", "--descriptors", "Tests/Fixtures/protos/follow.protoset", "--seq", "sequence_id",
+                "--method", "/follow.v1.Follow/Walk"], "no audited RPC is in the descriptor set"),
+              (["--method", "/follow.v1.Follow/Race"], "--descriptors and --method are for --framing grpc"),
+          ])
+    func grpcAuditFlags(flags: [String], message: String) async throws {
+        let result = try await ChaosCLI.run(["audit", "never-read.pcap"] + flags)
+        #expect(result.status == 2, "\(result.stdout)\n\(result.stderr)")
+        #expect(result.stderr.contains(message), "\(result.stderr)")
+    }
 }
