@@ -3,7 +3,10 @@
 # (the floor for any NIO proxy: `chaos-bench glue-proxy`) and `chaos proxy`, each in front of the same upstreams, measured in turn in one run; every figure is printed with its ratio
 # to the direct path (absolute numbers mean little on a shared 2-core machine; ratios do).
 #
-#   Benchmarks/proxy-bench.sh [--quick] [--markdown FILE] [--port-base N] [--idle N] [--no-build]
+#   Benchmarks/proxy-bench.sh [--quick] [--markdown FILE] [--port-base N] [--idle N] [--no-build] [--baseline CHAOS]
+#
+# --baseline CHAOS adds another chaos binary (e.g. a release build of the previous commit) as the column
+# `chaos-base`, measured in the same run as this checkout's `chaos`: a change's effect without the machine's noise.
 #
 # Figures: iperf3 bulk throughput over 1 and 8 connections, client->server and server->client;
 # 64-byte ping-pong round trips p50/p99; connections opened-echoed-closed per second by 50 workers;
@@ -17,6 +20,7 @@ MARKDOWN=""
 BASE=29000
 IDLE=""
 BUILD=1
+BASELINE=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --quick) QUICK=1 ;;
@@ -24,7 +28,8 @@ while [[ $# -gt 0 ]]; do
         --port-base) BASE="$2"; shift ;;
         --idle) IDLE="$2"; shift ;;
         --no-build) BUILD=0 ;;
-        -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --baseline) BASELINE="$2"; shift ;;
+        -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "proxy-bench: unknown option '$1'" >&2; exit 2 ;;
     esac
     shift
@@ -78,6 +83,11 @@ declare -A ECHO_AT=([direct]=$ECHO_PORT [socat]=$((BASE + 11)) [haproxy]=$((BASE
 declare -A IPERF_AT=([direct]=$IPERF_PORT [socat]=$((BASE + 12)) [haproxy]=$((BASE + 22)) [nio-glue]=$((BASE + 42)) [chaos]=$((BASE + 32)))
 declare -A MEMORY_PID=()
 PATHS=(direct socat haproxy nio-glue chaos)
+if [[ -n $BASELINE ]]; then
+    [[ -x $BASELINE ]] || { echo "proxy-bench: --baseline '$BASELINE' is not an executable" >&2; exit 2; }
+    ECHO_AT[chaos-base]=$((BASE + 51)); IPERF_AT[chaos-base]=$((BASE + 52))
+    PATHS+=(chaos-base)
+fi
 
 # start NAME LOGFILE COMMAND...: runs COMMAND in the background and remembers its pid in STARTED.
 start() {
@@ -146,6 +156,11 @@ start glue-iperf "$BENCH" glue-proxy --port "${IPERF_AT[nio-glue]}" --upstream-p
 start chaos-echo "$CHAOS" proxy --listen "127.0.0.1:${ECHO_AT[chaos]}" --upstream "127.0.0.1:$ECHO_PORT"
 MEMORY_PID[chaos]=$STARTED
 start chaos-iperf "$CHAOS" proxy --listen "127.0.0.1:${IPERF_AT[chaos]}" --upstream "127.0.0.1:$IPERF_PORT"
+if [[ -n $BASELINE ]]; then
+    start base-echo "$BASELINE" proxy --listen "127.0.0.1:${ECHO_AT[chaos-base]}" --upstream "127.0.0.1:$ECHO_PORT"
+    MEMORY_PID[chaos-base]=$STARTED
+    start base-iperf "$BASELINE" proxy --listen "127.0.0.1:${IPERF_AT[chaos-base]}" --upstream "127.0.0.1:$IPERF_PORT"
+fi
 
 for port in "${ECHO_AT[@]}" "${IPERF_AT[@]}"; do wait_listening "$port"; done
 
@@ -248,20 +263,20 @@ cell() { # cell FIGURE PATH: "value (ratio x)"
 }
 
 print_table() { # print_table text|markdown
-    local format=$1
+    local format=$1 path
     if [[ $format == markdown ]]; then
-        echo "| figure | direct | socat | haproxy | nio-glue | chaos |"
-        echo "|---|---:|---:|---:|---:|---:|"
+        printf '| figure |'; for path in "${PATHS[@]}"; do printf ' %s |' "$path"; done; echo
+        printf '|---|'; for path in "${PATHS[@]}"; do printf -- '---:|'; done; echo
     else
-        printf '%-48s %12s %18s %18s %18s %18s\n' figure direct socat haproxy nio-glue chaos
+        printf '%-48s %12s' figure direct; for path in "${PATHS[@]:1}"; do printf ' %18s' "$path"; done; echo
     fi
     for key in "${FIGURES[@]}"; do
         local row=("${UNIT[$key]}")
         for path in "${PATHS[@]}"; do row+=("$(cell "$key" "$path")"); done
         if [[ $format == markdown ]]; then
-            printf '| %s | %s | %s | %s | %s | %s |\n' "${row[@]}"
+            printf '|'; printf ' %s |' "${row[@]}"; echo
         else
-            printf '%-48s %12s %18s %18s %18s %18s\n' "${row[@]}"
+            printf '%-48s %12s' "${row[0]}" "${row[1]}"; printf ' %18s' "${row[@]:2}"; echo
         fi
     done
 }
