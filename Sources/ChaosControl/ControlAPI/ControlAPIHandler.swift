@@ -1,3 +1,4 @@
+import ChaosProxy
 import NIOCore
 import NIOHTTP1
 

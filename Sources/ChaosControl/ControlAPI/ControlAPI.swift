@@ -1,4 +1,5 @@
 import ChaosCore
+public import ChaosProxy
 import Foundation
 public import NIOCore
 import NIOHTTP1
