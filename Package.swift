@@ -51,6 +51,12 @@ let package = Package(
                            .product(name: "NIOHTTP1", package: "swift-nio")] + nio,
             swiftSettings: strictSettings
         ),
+        .target(
+            name: "ChaosControl",
+            dependencies: ["ChaosCore", "ChaosProxy", .product(name: "Logging", package: "swift-log"),
+                           .product(name: "NIOHTTP1", package: "swift-nio")] + nio,
+            swiftSettings: strictSettings
+        ),
         .systemLibrary(
             name: "CZlib",
             pkgConfig: "zlib",
@@ -89,7 +95,7 @@ let package = Package(
         ),
         .target(
             name: "ChaosRunner",
-            dependencies: ["ChaosCore", "ChaosProxy", "ChaosAudit", "ChaosReport", "ChaosCapture",
+            dependencies: ["ChaosCore", "ChaosProxy", "ChaosControl", "ChaosAudit", "ChaosReport", "ChaosCapture",
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                            .product(name: "UnixSignals", package: "swift-service-lifecycle")] + nio,
@@ -97,7 +103,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "chaos",
-            dependencies: ["ChaosCore", "ChaosProxy", "ChaosRunner", "ChaosDemo", "ChaosAudit", "ChaosReport",
+            dependencies: ["ChaosCore", "ChaosProxy", "ChaosControl", "ChaosRunner", "ChaosDemo", "ChaosAudit", "ChaosReport",
                            "ChaosCapture",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log")] + nio,
@@ -135,7 +141,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ChaosProxyTests",
-            dependencies: ["ChaosCore", "ChaosProxy", .product(name: "NIOEmbedded", package: "swift-nio")] + nio,
+            dependencies: ["ChaosCore", "ChaosProxy", "ChaosControl", .product(name: "NIOEmbedded", package: "swift-nio")] + nio,
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -57,8 +57,9 @@ enum FuzzTarget: String, CaseIterable {
         let proxies = [ProxySpec(name: "p", listen: HostPort(host: "127.0.0.1", port: 7000), upstream: HostPort(host: "127.0.0.1", port: 7001))]
         let forever = Scenario.longestDuration
         guard let rule = try? FaultRule.parse(String(decoding: data, as: UTF8.self), proxies: proxies, duration: forever,
-                                             source: "request body"),
-              (try? rule.checkInvariants(source: "request body", proxies: ["p"])) != nil else { return }
+                                             source: "request body", instantAt: .zero),
+              (try? rule.checkInvariants(source: "request body", proxies: ["p"])) != nil,
+              (try? rule.checkBegins(within: forever, source: "request body")) != nil else { return }
         let timeline = Timeline(rules: [rule], seed: 1, duration: forever)
         _ = timeline.lines(first: 20)
         _ = timeline.count(upTo: 1000)

@@ -1,4 +1,5 @@
 import ChaosAudit
+import ChaosControl
 import ChaosProxy
 
 /// The live audit's figures as Prometheus families, appended to `GET /metrics` when the run audits a protocol.

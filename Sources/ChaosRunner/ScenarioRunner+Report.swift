@@ -1,6 +1,7 @@
 import ChaosAudit
 import ChaosCore
 import ChaosProxy
+import ChaosControl
 import ChaosReport
 import Foundation
 

@@ -2,6 +2,7 @@ import ChaosAudit
 import ChaosCapture
 public import ChaosCore
 public import ChaosProxy
+public import ChaosControl
 import ChaosReport
 public import Foundation
 public import Logging

@@ -14,6 +14,17 @@ struct BadInputCommandTests {
         #expect(!FileManager.default.fileExists(atPath: folder))
     }
 
+    @Test("--set meets the scenario file's rules (one rule set for every road): each break is exit 2 naming the field",
+          arguments: [("proxies.stream.upstream=127.0.0.1:0", "upstream"), ("proxies.stream.upstream=127.0.0.1:7000", "upstream"),
+                      ("pair.server.run=x {nope}", "placeholder")])
+    func setMeetsTheFileRules(setting: String, field: String) async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("bad-set-\(UUID().uuidString)").path
+        let result = try await ChaosCLI.run(["run", "Scenarios/quickstart.yaml", "--set", setting, "--out", folder])
+        #expect(result.status == 2, "\(setting): exit \(result.status)\n\(result.stderr)")
+        #expect(result.stderr.contains("--set") && result.stderr.contains(field), "\(setting): \(result.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: folder))
+    }
+
     @Test("kill -9 in the middle of a run leaves a report.json checkpoint that chaos report reads")
     func killNineLeavesACheckpoint() async throws {
         let run = try await RunFolderUnderTest.run([RunCommandTests.resilient, "--duration", "60s"], signal: (after: 5, number: SIGKILL))

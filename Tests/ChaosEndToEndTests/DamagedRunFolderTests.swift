@@ -64,6 +64,16 @@ struct DamagedRunFolderTests {
         ("a pair count of -1", "scenario.json", ["pair", "server", "count"], -1, "count"),
         ("no proxies", "scenario.json", ["proxies"], [Any](), "proxies"),
         ("a scenario slice of -1 bytes", "scenario.json", ["faults", 0, "parameters", "slice", "maxBytes"], -1, "size"),
+        // What a black-box fuzzer found: each ran (or trapped building its message) instead of exit 2.
+        // JSON has no infinity: a number too large for a Double is refused as the file is read.
+        ("a non-finite target fraction", "timeline.json", ["occurrences", 2, "targets"], ["fraction": ["_0": 0.25]], "not valid JSON"),
+        ("a huge target fraction", "timeline.json", ["occurrences", 2, "targets"], ["fraction": ["_0": 1e300]], "targets"),
+        ("a target count of 0", "timeline.json", ["occurrences", 2, "targets", "count", "_0"], 0, "targets"),
+        ("an occurrence index at Int64.max", "timeline.json", ["occurrences", 0, "index"], Int64.max, "index"),
+        ("an occurrence of no rule", "timeline.json", ["occurrences", 0, "rule"], 7, "rule"),
+        ("a listen port out of range", "scenario.json", ["proxies", 0, "listen", "port"], 70_000, "listen"),
+        ("an upstream port of 0", "scenario.json", ["proxies", 0, "upstream", "port"], 0, "upstream"),
+        ("a readiness check that is not tcp", "scenario.json", ["pair", "server", "ready"], "udp 127.0.0.1:1", "ready"),
     ] }
 
     @Test("each damage is exit 2 naming the file and the field")
@@ -75,6 +85,12 @@ struct DamagedRunFolderTests {
             try FileManager.default.copyItem(at: original, to: copy)
             defer { try? FileManager.default.removeItem(at: copy) }
             try Self.edit(copy, file) { Self.set(&$0, path, value) }
+            if what.hasPrefix("a non-finite") {
+                // JSONSerialization writes no infinity: the number is put in as text, as a hand or a fuzzer would.
+                let url = copy.appendingPathComponent(file)
+                let text = try String(contentsOf: url, encoding: .utf8).replacingOccurrences(of: "0.25", with: "1e400")
+                try text.write(to: url, atomically: true, encoding: .utf8)
+            }
             let out = copy.appendingPathComponent("replayed").path
             let result = try await ChaosCLI.run(["replay", copy.path, "--out", out], timeout: 30)
             #expect(result.status == 2, "\(what): exit \(result.status)\n\(result.stderr)")

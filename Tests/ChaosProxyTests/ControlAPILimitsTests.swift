@@ -1,4 +1,5 @@
 import ChaosCore
+@testable import ChaosControl
 @testable import ChaosProxy
 import Foundation
 import Glibc
@@ -22,13 +23,7 @@ struct ControlAPILimitsTests {
     }
 
     func withAPI(_ body: @escaping @Sendable (ProxyHarness, Int) throws -> Void) async throws {
-        let harness = try await ProxyHarness()
-        let api = ControlAPI(proxies: [harness.proxy], group: harness.group)
-        let address = try await api.start(host: "127.0.0.1", port: 0)
-        let port = try #require(Int(address.split(separator: ":").last ?? ""))
-        try await offPool { try body(harness, port) }
-        await api.stop()
-        await harness.shutdown()
+        try await withControlAPI(body)
     }
 
     @Test("a 70 KB body that is a valid fault followed by garbage is refused whole (400), not cut and installed")
@@ -113,19 +108,41 @@ struct ControlAPILimitsTests {
         }
     }
 
-    @Test("more than the allowed concurrent API connections are closed at once; the rest are served")
+    @Test("past the allowed concurrent connections, a new one takes the place of the one that waited longest")
     func boundedConnections() async throws {
         try await withAPI { _, port in
             var held: [TestSocket] = []
-            for _ in 0..<ControlAPI.maxConnections { held.append(try TestSocket.connect(port: port)) }
-            usleep(200_000)
-            let extra = try TestSocket.connect(port: port)
-            let (bytes, _) = extra.receiveUntilEnd()
-            #expect(bytes.isEmpty, "closed without an answer")
-            extra.close()
-            try held[0].sendAll(Array("GET /faults HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
-            #expect(String(decoding: held[0].receiveUntilEnd().0, as: UTF8.self).hasPrefix("HTTP/1.1 200"))
+            // Each answered in turn and kept alive: they wait in this order, the first the longest.
+            for _ in 0..<ControlAPI.maxConnections {
+                let socket = try TestSocket.connect(port: port)
+                try socket.sendAll(Array("GET /version HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+                #expect(String(decoding: socket.receive(exactly: 17), as: UTF8.self) == "HTTP/1.1 200 OK\r\n")
+                held.append(socket)
+            }
+            let (status, _) = try exchange(port, head: "GET /faults HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", body: [])
+            #expect(status == 200, "the new connection is served")
+            // The rest of its first answer, then the end: it was closed, and no second answer came.
+            let (bytes, end) = held[0].receiveUntilEnd()
+            #expect(end == .eof && !String(decoding: bytes, as: UTF8.self).contains("HTTP/1.1"), "the longest waiting one was closed: \(end)")
             for socket in held { socket.close() }
+        }
+    }
+
+    @Test("150 connections that send half a request and stall do not lock a real client out")
+    func slowConnectionsDoNotLockOut() async throws {
+        try await withAPI { _, port in
+            var stalled: [TestSocket] = []
+            defer { for socket in stalled { socket.close() } }
+            for _ in 0..<150 {
+                let socket = try TestSocket.connect(port: port)
+                try? socket.sendAll(Array("POST /faults HTTP/1.1\r\nHost: x\r\nContent-Le".utf8))
+                stalled.append(socket)
+            }
+            let socket = try TestSocket.connect(port: port, timeout: 30)
+            defer { socket.close() }
+            try socket.sendAll(Array("GET /version HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+            let answer = String(decoding: socket.receiveUntilEnd().0, as: UTF8.self)
+            #expect(answer.hasPrefix("HTTP/1.1 200") && answer.contains("2.12.0-chaos"), "\(answer.prefix(200))")
         }
     }
 }

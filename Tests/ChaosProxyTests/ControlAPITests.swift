@@ -1,4 +1,5 @@
 import ChaosCore
+@testable import ChaosControl
 @testable import ChaosProxy
 import Foundation
 import Testing
@@ -49,5 +50,30 @@ struct ControlAPITests {
         }
         await api.stop()
         await harness.shutdown()
+    }
+
+    @Test("an instant fault with neither 'at' nor 'every' happens now, as a toxic does; an 'at' past ten years is 400")
+    func instantFaultAndBounds() async throws {
+        try await withControlAPI { harness, apiPort in
+            let (client, server) = try harness.connectPair()
+            let (created, body) = try apiRequest(apiPort, "POST", "/faults", body: #"{"disconnect": {"mode": "close"}}"#)
+            #expect(created == 201, "\(body)")
+            // The cut came: the client reads its end (a FIN), not a timeout.
+            let (_, ended) = client.receiveUntilEnd()
+            #expect(ended == .eof, "the disconnect cut the live connection: \(ended)")
+            // At the bound (10 × 366 days) or past it, or lasting past it: 400 with the reason, not 201 with an empty timeline.
+            for body in [#"{"disconnect": {"at": "3660d"}}"#, #"{"disconnect": {"at": "87840h"}}"#, #"{"disconnect": {"at": "3661d"}}"#,
+                         #"{"disconnect": {"at": "1s..3661d"}}"#, #"{"latency": {"at": "3660d", "for": "10d", "add": "1ms"}}"#,
+                         #"{"latency": {"at": "3659d", "for": "2d", "add": "1ms"}}"#, #"{"disconnect": {"after": "3660d", "every": "1s"}}"#] {
+                let (status, reason) = try apiRequest(apiPort, "POST", "/faults", body: body)
+                #expect(status == 400, "\(body): \(status) \(reason)")
+                #expect(reason.contains("fault.at") || reason.contains("fault.after"), "\(body): \(reason)")
+                #expect(reason.contains("10 years"), "\(body): \(reason)")
+            }
+            #expect(try apiRequest(apiPort, "POST", "/faults", body: #"{"latency": {"at": "3659d", "for": "1d", "add": "1ms"}}"#).0 == 201)
+            #expect(try apiRequest(apiPort, "DELETE", "/faults").0 == 200)
+            #expect(try apiRequest(apiPort, "GET", "/faults").1.contains(#""faults":[]"#))
+            client.close(); server.close()
+        }
     }
 }

@@ -1,4 +1,5 @@
 import ChaosCore
+@testable import ChaosControl
 @testable import ChaosProxy
 import Testing
 

@@ -130,7 +130,8 @@ public enum Targets: Sendable, Codable, Equatable, CustomStringConvertible {
         switch self {
         case .all: "all"
         case .count(let n): "\(n)"
-        case .fraction(let f): "\(Int((f * 100).rounded()))%"
+        // A damaged fraction (infinite, NaN, huge) is shown as it is: rounding it to an Int would trap.
+        case .fraction(let f): f.isFinite && abs(f) <= 1e9 ? "\(Int((f * 100).rounded()))%" : "\(f)"
         }
     }
 

@@ -17,20 +17,23 @@ extension Scenario {
         try Self.check(duration, "duration", positive: true, bad)
         guard !proxies.isEmpty else { throw bad("proxies: at least one proxy is needed") }
         var names = Set<String>()
+        var listens = Set<HostPort>()
         for (index, proxy) in proxies.enumerated() {
             guard names.insert(proxy.name).inserted else { throw bad("proxies[\(index)]: the name '\(proxy.name)' is used twice") }
-            for (field, address) in [("listen", proxy.listen), ("upstream", proxy.upstream)]
-            where address.host.isEmpty || !(0...65535).contains(address.port) {
-                throw bad("proxies[\(index)].\(field): '\(address)' is not a host:port")
+            for (field, address) in [("listen", proxy.listen), ("upstream", proxy.upstream)] where !address.isValid {
+                throw bad("proxies[\(index)].\(field): '\(address)' is not a host:port (port 0-65535)")
+            }
+            guard proxy.upstream.port != 0 else { throw bad("proxies[\(index)].upstream needs a real port, not 0") }
+            guard proxy.upstream != proxy.listen else {
+                throw bad("proxies[\(index)].upstream \(proxy.upstream) is the proxy's own listen address")
+            }
+            guard proxy.listen.port == 0 || listens.insert(proxy.listen).inserted else {
+                throw bad("proxies[\(index)].listen \(proxy.listen) is already used by another proxy")
             }
         }
         for (role, process) in [("server", pair?.server), ("client", pair?.client)] {
             guard let process else { continue }
-            guard !process.run.trimmingCharacters(in: .whitespaces).isEmpty else { throw bad("pair.\(role).run is empty") }
-            guard (1...Self.mostClients).contains(process.count) else {
-                throw bad("pair.\(role).count must be 1 to \(Self.mostClients), found \(process.count)")
-            }
-            try Self.check(process.stopGrace, "pair.\(role).stop_grace", positive: false, bad)
+            try process.checkInvariants("pair.\(role)", bad)
         }
         if let spec = protocolSpec { try spec.checkInvariants(bad) }
         if let baseline { try baseline.checkInvariants("baseline", bad) }
@@ -81,9 +84,9 @@ extension Scenario {
     static func check(_ targets: Targets, _ field: String, _ bad: (String) -> ChaosError) throws {
         switch targets {
         case .all: break
-        case .count(let count) where count >= 0: break
-        case .fraction(let fraction) where fraction.isFinite && (0...1).contains(fraction): break
-        default: throw bad("\(field).targets must be all, a count of 0 or more, or a fraction within 0...1, found \(targets)")
+        case .count(let count) where count >= 1: break
+        case .fraction(let fraction) where fraction > 0 && fraction <= 1: break
+        default: throw bad("\(field).targets must be all, a count of 1 or more, or a fraction above 0 and at most 1, found \(targets)")
         }
     }
 }
@@ -216,6 +219,11 @@ extension Timeline {
         guard case .recorded(let occurrences, _) = self.source else { return } // drawn here: checked as its scenario
         for (index, occurrence) in occurrences.enumerated() {
             let field = "occurrences[\(index)]"
+            // A timeline numbers its occurrences in order from 0; marks and reports are keyed by that number.
+            guard occurrence.index == index else { throw bad("\(field).index must be \(index), found \(occurrence.index)") }
+            guard scenario.faults.indices.contains(occurrence.rule) else {
+                throw bad("\(field).rule must name one of scenario.json's \(scenario.faults.count) faults (0-based), found \(occurrence.rule)")
+            }
             try Scenario.check(occurrence.at, "\(field).at", positive: false, bad)
             try Scenario.check(occurrence.lasts, "\(field).lasts", positive: false, bad)
             if let proxy = occurrence.proxy, !proxies.contains(proxy) { throw bad("\(field).proxy: no proxy named '\(proxy)'") }

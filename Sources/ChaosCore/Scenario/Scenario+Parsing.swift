@@ -57,6 +57,13 @@ extension Scenario {
 /// Turns the YAML tree into a ``Scenario``, checking every key and value.
 struct ScenarioReader {
     let file: String
+    /// When an instant fault with neither `at` nor `every` happens (the control API's: now); nil: it is refused.
+    var instantAt: ChaosDuration?
+
+    init(file: String, instantAt: ChaosDuration? = nil) {
+        self.file = file
+        self.instantAt = instantAt
+    }
 
     func scenario(_ root: YAMLValue) throws -> Scenario {
         let top = try root.mapping("the scenario", allowed: [
@@ -134,17 +141,14 @@ struct ScenarioReader {
         let runValue = try map.required("run")
         let run = try runValue.string("\(what).run")
         guard !run.trimmingWhitespace.isEmpty else { throw runValue.error("\(what).run is empty; expected a command") }
-        for placeholder in Self.placeholders(in: run) where !["index", "listen.port", "upstream.port", "listen.host",
-                                                               "upstream.host", "run_dir", "seed"].contains(placeholder) {
+        for placeholder in Self.placeholders(in: run) where !ProcessSpec.placeholders.contains(placeholder) {
             throw runValue.error("unknown placeholder {\(placeholder)} in \(what).run; expected {index}, {listen.port}, "
                 + "{upstream.port}, {listen.host}, {upstream.host}, {run_dir} or {seed}")
         }
         var ready: String?
         if let readyValue = map["ready"] {
             let text = try readyValue.string("\(what).ready")
-            let parts = text.split(separator: " ", maxSplits: 1)
-            guard parts.count == 2, parts[0] == "tcp",
-                  HostPort(parsing: String(parts[1]).replacingPlaceholdersForCheck) != nil else {
+            guard ProcessSpec.isReadyCheck(text) else {
                 throw readyValue.error("\(what).ready must be 'tcp HOST:PORT', found '\(text)'")
             }
             ready = text
@@ -207,17 +211,5 @@ struct ScenarioReader {
             }
             return Expectation(name: entry.key, comparison: comparison, bound: bound, written: text)
         }
-    }
-}
-
-private extension String {
-    /// `127.0.0.1:{upstream.port}` → `127.0.0.1:1`, only to check the shape of a readiness address.
-    var replacingPlaceholdersForCheck: String {
-        var out = ""
-        var inside = false
-        for c in self {
-            if c == "{" { inside = true; out += "1" } else if c == "}" { inside = false } else if !inside { out.append(c) }
-        }
-        return out
     }
 }

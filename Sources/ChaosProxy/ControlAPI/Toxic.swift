@@ -92,14 +92,14 @@ public struct ToxicAttributes: Codable, Sendable, Equatable {
     }
 
     /// Only `type`'s attributes, 0 where not given.
-    func keeping(only type: String) -> ToxicAttributes {
+    package func keeping(only type: String) -> ToxicAttributes {
         var kept = ToxicAttributes()
         for path in Self.names(of: type) { kept[keyPath: path] = self[keyPath: path] ?? 0 }
         return kept
     }
 
     /// These attributes with `update`'s given values over them.
-    func updated(with update: ToxicAttributes) -> ToxicAttributes {
+    package func updated(with update: ToxicAttributes) -> ToxicAttributes {
         var merged = self
         for path in Self.names(of: "latency") + Self.names(of: "slicer") + [\.rate, \.timeout, \.bytes] {
             if let value = update[keyPath: path] { merged[keyPath: path] = value }

@@ -1,6 +1,7 @@
 import ChaosAudit
 import ChaosCapture
 import ChaosProxy
+import ChaosControl
 import ServiceLifecycle
 
 /// Four times a second: the progress line when it is due, the capture ring frozen at the first loss, and

@@ -1,6 +1,7 @@
 import ArgumentParser
 import ChaosCore
 import ChaosProxy
+import ChaosControl
 import ChaosRunner
 import Foundation
 

@@ -1,4 +1,6 @@
+@testable import ChaosControl
 import Foundation
+import Testing
 
 /// Sends one HTTP/1.1 request to the control API on 127.0.0.1:`port` (blocking: call off the pool);
 /// returns the status code and the body.
@@ -13,4 +15,16 @@ func apiRequest(_ port: Int, _ method: String, _ path: String, body: String = ""
     let status = Int(response.split(separator: " ").dropFirst().first ?? "") ?? 0
     let payload = response.components(separatedBy: "\r\n\r\n").dropFirst().joined(separator: "\r\n\r\n")
     return (status, payload)
+}
+
+/// Runs `body` off the pool with a proxy harness and a control API over its proxy on 127.0.0.1 (the API's port),
+/// then stops both.
+func withControlAPI(seed: UInt64 = 0, _ body: @escaping @Sendable (ProxyHarness, Int) throws -> Void) async throws {
+    let harness = try await ProxyHarness()
+    let api = ControlAPI(proxies: [harness.proxy], group: harness.group, seed: seed)
+    let address = try await api.start(host: "127.0.0.1", port: 0)
+    let port = try #require(Int(address.split(separator: ":").last ?? ""))
+    try await offPool { try body(harness, port) }
+    await api.stop()
+    await harness.shutdown()
 }

@@ -1,3 +1,4 @@
+import ChaosProxy
 import NIOCore
 import NIOHTTP1
 
@@ -64,6 +65,8 @@ final class ControlAPIHandler: ChannelInboundHandler {
             guard let head else { return }
             self.head = nil
             deadline?.cancel()
+            let connection = ObjectIdentifier(context.channel)
+            api.answering(connection, true)
             let text = String(buffer: body)
             let path = String(head.uri.split(separator: "?").first ?? "")
             let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
@@ -74,6 +77,7 @@ final class ControlAPIHandler: ChannelInboundHandler {
                 loopBound.eventLoop.execute {
                     let (handler, context) = loopBound.value
                     handler.respond(context: context, response: response, keepAlive: keepAlive)
+                    api.answering(connection, false)
                     if keepAlive { handler.armDeadline(context: context) }
                 }
             }

@@ -1,4 +1,5 @@
 public import ChaosCore
+public import ChaosProxy
 public import Logging
 import NIOCore
 import Synchronization

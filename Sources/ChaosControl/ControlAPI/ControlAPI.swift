@@ -1,4 +1,5 @@
 import ChaosCore
+public import ChaosProxy
 import Foundation
 public import NIOCore
 import NIOHTTP1
@@ -18,8 +19,11 @@ import Synchronization
 ///   `GET /report` (the live audit, when the run audits: ``Extras``).
 ///
 /// Requests are answered one at a time, in the order they arrive. A body over 1 MiB gets 413 and the
-/// connection is closed without reading on; at most ``maxConnections`` API connections are served at once
-/// (more are closed at once); a request not complete within ``requestTimeout`` gets 408 and is closed.
+/// connection is closed without reading on; a request not complete within ``requestTimeout`` gets 408 and is
+/// closed. At most ``maxConnections`` API connections are served at once: a new one past that takes the place
+/// of the one that has waited longest without a request being answered (``ConnectionSlots``), so slow,
+/// never-finished connections cannot lock a real client out; it is closed at once only when every slot is busy
+/// answering.
 public final class ControlAPI: Sendable {
     /// The largest request body read.
     public static let maxBody = 1 << 20
@@ -30,7 +34,8 @@ public final class ControlAPI: Sendable {
     /// What `GET /version` answers: Toxiproxy's API version this one follows.
     public static let version = "2.12.0-chaos"
 
-    let connections = Atomic<Int>(0)
+    /// The API's connections and their slots.
+    let connections = Mutex(Connections())
     let factory: ProxyFactory
     let seed: UInt64
     let extras: Extras
@@ -72,6 +77,11 @@ public final class ControlAPI: Sendable {
             FaultMark(kind: toxic.type, occurrence: FaultMark.apiOccurrence(id: key.timeline, index: 0),
                       detail: "toxic \(toxic.name) on \(proxy): " + toxic.summary)
         }
+    }
+
+    struct Connections: Sendable {
+        var slots = ConnectionSlots<ObjectIdentifier>(capacity: ControlAPI.maxConnections)
+        var channels: [ObjectIdentifier: any Channel] = [:]
     }
 
     struct State: Sendable {
@@ -117,11 +127,7 @@ public final class ControlAPI: Sendable {
             channel = try await ServerBootstrap(group: factory.group)
                 .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
                 .childChannelInitializer { [self] child in
-                    guard connections.wrappingAdd(1, ordering: .relaxed).newValue <= Self.maxConnections else {
-                        connections.wrappingSubtract(1, ordering: .relaxed)
-                        return child.close()
-                    }
-                    child.closeFuture.whenComplete { [self] _ in connections.wrappingSubtract(1, ordering: .relaxed) }
+                    guard admit(child) else { return child.close() }
                     return child.eventLoop.makeCompletedFuture {
                         try child.pipeline.syncOperations.configureHTTPServerPipeline()
                         try child.pipeline.syncOperations.addHandler(ControlAPIHandler(api: self))
@@ -156,6 +162,34 @@ public final class ControlAPI: Sendable {
             }
             return ()
         }
+    }
+
+    /// Gives `child` a slot (closing the connection that waited longest when all are taken); false: refuse it.
+    private func admit(_ child: any Channel) -> Bool {
+        let key = ObjectIdentifier(child)
+        let (admitted, evicted) = connections.withLock { connections -> (Bool, (any Channel)?) in
+            switch connections.slots.admit(key) {
+            case .refuse: return (false, nil)
+            case .admit: connections.channels[key] = child; return (true, nil)
+            case .admitEvicting(let oldest):
+                connections.channels[key] = child
+                return (true, connections.channels.removeValue(forKey: oldest))
+            }
+        }
+        guard admitted else { return false }
+        evicted?.close(promise: nil)
+        child.closeFuture.whenComplete { [self] _ in
+            connections.withLock { connections in
+                connections.slots.remove(key)
+                connections.channels.removeValue(forKey: key)
+            }
+        }
+        return true
+    }
+
+    /// A connection's request is being answered (true) or it waits for its next one (false).
+    func answering(_ connection: ObjectIdentifier, _ busy: Bool) {
+        connections.withLock { busy ? $0.slots.beginAnswering(connection) : $0.slots.endAnswering(connection) }
     }
 
     /// Runs `body` once every request before it has been answered.

@@ -1,4 +1,5 @@
 import ChaosCore
+import ChaosProxy
 import Foundation
 import NIOHTTP1
 import Synchronization

@@ -1,4 +1,5 @@
 import ChaosCore
+import ChaosProxy
 import Foundation
 import NIOHTTP1
 import Synchronization
@@ -46,8 +47,10 @@ extension ControlAPI {
         let specs = proxies.map(\.spec)
         let rule: FaultRule
         do {
-            rule = try FaultRule.parse(body, proxies: specs, duration: Self.forever, source: "request body")
+            // An instant fault with neither 'at' nor 'every' happens now (as a toxic does); 'at' counts from the request.
+            rule = try FaultRule.parse(body, proxies: specs, duration: Self.forever, source: "request body", instantAt: .zero)
             try rule.checkInvariants(source: "request body", proxies: Set(specs.map(\.name)))
+            try rule.checkBegins(within: Self.forever, source: "request body")
         } catch let error as ChaosError {
             return .error(error.description, status: .badRequest)
         } catch {

@@ -1,4 +1,5 @@
 public import ChaosCore
+public import ChaosProxy
 import Foundation
 
 /// Toxiproxy's config file (`toxiproxy-server -config FILE`, `chaos proxy --config FILE`): a JSON list of

@@ -1,0 +1,18 @@
+/// A fault given on its own, through the control API, is drawn over a bound (ten years from its request)
+/// rather than a run: one that could only begin at or past that bound, or last past it, is refused with the
+/// reason rather than accepted with an empty timeline.
+extension FaultRule {
+    /// Checks that the fault begins before `bound` and, once begun, ends by it; `source` names where it came from.
+    public func checkBegins(within bound: ChaosDuration, source: String) throws {
+        func bad(_ what: String) -> ChaosError { .badInput("\(source): fault.\(what) (a fault through the API must begin and end within 10 years of its request)") }
+        if let at = schedule.at {
+            guard at.upper < bound else { throw bad("at \(at) is not before \(bound): it would never happen") }
+            let lasts = schedule.lasts?.upper ?? .zero
+            let (end, overflow) = at.upper.nanoseconds.addingReportingOverflow(lasts.nanoseconds)
+            guard !overflow, end <= bound.nanoseconds else { throw bad("at \(at) plus for \(lasts) ends past \(bound)") }
+        }
+        if schedule.every != nil, schedule.after >= bound {
+            throw bad("after \(schedule.after) is not before \(bound): it would never happen")
+        }
+    }
+}
