@@ -133,4 +133,19 @@ struct ToxicTimingTests {
         try c.send("fine", from: .server)
         #expect(c.wire(.client).text == "fine" && c.wire(.client).times(of: .fin).isEmpty)
     }
+
+    @Test("a connection that starts under toxics gets their rules and timers from its start")
+    func newConnection() throws {
+        let c = try EmbeddedConnection(startingUnder: [
+            try Self.effect("timeout", "upstream") { $0.timeout = 300 },
+            try Self.effect("limit_data") { $0.bytes = 3 },
+        ])
+        try c.send("12345", from: .server)
+        c.loop.run()
+        #expect(c.wire(.client).text == "123" && c.wire(.client).times(of: .fin) == [0])
+        let d = try EmbeddedConnection(startingUnder: [try Self.effect("timeout", "upstream") { $0.timeout = 300 }])
+        try d.send("held", from: .client)
+        d.advance(byMilliseconds: 300)
+        #expect(d.wire(.server).text == "" && d.wire(.server).times(of: .fin) == [300])
+    }
 }

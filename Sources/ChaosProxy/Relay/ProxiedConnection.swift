@@ -104,6 +104,7 @@ final class ProxiedConnection: @unchecked Sendable {
         self.baseline = baseline
         self.shaping = shaping
         reshape()
+        for (key, effect) in shaping.sorted(by: { $0.key < $1.key }) { perform(machine.faultAdded(effect, key: key)) }
         if let adopted {
             for (side, bytes) in [(Side.client, adopted.toClient), (.server, adopted.toServer)] where !bytes.isEmpty {
                 legs[side]!.relay.deliver(ByteBuffer(bytes: bytes))

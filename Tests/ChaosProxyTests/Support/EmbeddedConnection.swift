@@ -47,7 +47,8 @@ final class EmbeddedConnection {
     let wires: [Side: Wire]
     let connection: ProxiedConnection
 
-    init(seed: UInt64 = 1) throws {
+    /// A connection that starts under `faults` (as a new one does under faults on every connection).
+    init(seed: UInt64 = 1, startingUnder faults: [FaultEffect] = []) throws {
         var channels: [Side: EmbeddedChannel] = [:], wires: [Side: Wire] = [:], legs: [Side: ProxiedConnection.Leg] = [:]
         let generator = SeededGenerator(seed: seed).fork("connection", 1)
         for side in Side.allCases {
@@ -66,7 +67,9 @@ final class EmbeddedConnection {
             id: 1, endpoints: ConnectionEndpoints(proxy: "p", client: "", listen: "", proxyLocal: "", server: ""),
             client: legs[.client]!, server: legs[.server]!, sink: nil, clock: RunClock(), counters: ProxyCounters(),
             onCut: { _ in }, onFinished: { _ in })
-        connection.start(baseline: nil, shaping: [:])
+        connection.start(baseline: nil, shaping: Dictionary(uniqueKeysWithValues: faults.enumerated().map {
+            (ShapingKey(timeline: 1, occurrence: $0.offset + 1), $0.element)
+        }))
     }
 
     /// Puts a fault on the connection, as a proxy does for one that reaches it.
