@@ -41,6 +41,14 @@ public final class FaultInjector: Sendable {
         self.onApplied = onApplied
     }
 
+    /// An injector of occurrences applied one at a time (``apply(_:)``, ``lift(_:)``) rather than from a timeline:
+    /// a Toxiproxy toxic, which lasts until it is deleted.
+    public convenience init(number: Int, proxies: [any FaultTarget], clock: any FaultClock, sink: (any TrafficEventSink)?,
+                            logger: Logger = Logger(label: "chaos.faults")) {
+        self.init(timeline: Timeline(seed: 0, duration: .zero, occurrences: []), number: number, proxies: proxies,
+                  clock: clock, sink: sink, logger: logger)
+    }
+
     /// Every occurrence applied so far.
     public var appliedSoFar: [Applied] { applied.withLock { $0 } }
 
@@ -120,9 +128,33 @@ public final class FaultInjector: Sendable {
         proxies.filter { occurrence.proxy == nil || $0.name == occurrence.proxy }
     }
 
+    /// The live connections an occurrence hits; nil: every connection, now and new (each that ``draw(_:)`` reaches).
     private func targets(_ occurrence: FaultOccurrence, on proxy: any FaultTarget) -> [ConnectionID]? {
-        if case .all = occurrence.targets { return nil }
-        return proxy.pickTargets(occurrence.targets, seed: occurrence.seed)
+        switch occurrence.targets {
+        case .all, .each: nil
+        case .count, .fraction: proxy.pickTargets(occurrence.targets, seed: occurrence.seed)
+        }
+    }
+
+    /// The per-connection draw of an occurrence that reaches each connection with a probability.
+    private func draw(_ occurrence: FaultOccurrence) -> ConnectionDraw? {
+        guard case .each(let probability) = occurrence.targets else { return nil }
+        return ConnectionDraw(probability: probability, seed: occurrence.seed)
+    }
+
+    /// Applies `occurrence` now, whatever its time, until ``lift(_:)``; returns what it hit. Its shaping is keyed
+    /// by this injector's number and the occurrence's index.
+    @discardableResult
+    public func apply(_ occurrence: FaultOccurrence) async -> Applied {
+        let (count, _) = await begin(occurrence)
+        let record = Applied(occurrence: occurrence.index, appliedAt: clock.now(), connections: count)
+        applied.withLock { $0.append(record) }
+        return record
+    }
+
+    /// Lifts an occurrence that ``apply(_:)`` applied.
+    public func lift(_ occurrence: FaultOccurrence) async {
+        await end(occurrence, handoffTargets: [:], cancelled: true)
     }
 
     /// Starts an occurrence; returns how many connections it hit and, for a handoff, whom.
@@ -144,8 +176,8 @@ public final class FaultInjector: Sendable {
                 // Blackout: nothing passes on the connections it hits (and on new ones, when it hits all).
                 hit += await proxy.addShaping(occurrence.effect, key: key, to: ids)
                 handoff[ObjectIdentifier(proxy)] = ids ?? proxy.liveConnections
-            case .latency, .bandwidth, .partition, .stall, .slice, .link:
-                hit += await proxy.addShaping(occurrence.effect, key: key, to: ids)
+            case .latency, .bandwidth, .partition, .stall, .slice, .link, .slowClose, .limitData, .resetPeer, .timeout:
+                hit += await proxy.addShaping(occurrence.effect, key: key, to: ids, draw: draw(occurrence))
             case .wsClose, .goaway:
                 hit += await proxy.protocolClose(ids, occurrence.effect)
             }

@@ -15,8 +15,9 @@ public protocol FaultTarget: AnyObject, Sendable {
     /// WebSocket close, an HTTP/2 GOAWAY) and closes them after the effect's grace time; returns how many it
     /// reached (only connections whose frames the proxy follows can be reached).
     func protocolClose(_ ids: [ConnectionID]?, _ effect: FaultEffect) async -> Int
-    /// Shapes the given connections (all, now and new, when nil); returns how many live ones it reached.
-    func addShaping(_ effect: FaultEffect, key: ShapingKey, to ids: [ConnectionID]?) async -> Int
+    /// Shapes the given connections (all, now and new, when nil: each that `draw` reaches, when given); returns
+    /// how many live ones it reached.
+    func addShaping(_ effect: FaultEffect, key: ShapingKey, to ids: [ConnectionID]?, draw: ConnectionDraw?) async -> Int
     /// Lifts the shaping named `key`.
     func removeShaping(key: ShapingKey) async
     /// Stops accepting (clients get ECONNREFUSED); nested calls are counted.
@@ -35,6 +36,14 @@ public protocol FaultClock: Sendable {
     /// Returns at `time` (nanoseconds since the run began), or at once when it has passed; throws when
     /// the task is cancelled.
     func sleep(until time: Int64) async throws
+}
+
+extension FaultTarget {
+    /// Shapes the given connections (all, now and new, when nil); returns how many live ones it reached.
+    @discardableResult
+    public func addShaping(_ effect: FaultEffect, key: ShapingKey, to ids: [ConnectionID]?) async -> Int {
+        await addShaping(effect, key: key, to: ids, draw: nil)
+    }
 }
 
 extension RunClock: FaultClock {

@@ -11,13 +11,14 @@ extension ProxyServer {
         return targets.pick(from: liveConnections, using: &generator)
     }
 
-    /// Shapes the given connections, or every connection, now and new, when `ids` is nil, with
-    /// `effect` (named `key`). Returns how many live connections it reached.
+    /// Shapes the given connections, or every connection, now and new, when `ids` is nil (only those `draw`
+    /// reaches, when given), with `effect` (named `key`). Returns how many live connections it reached.
     @discardableResult
-    public func addShaping(_ effect: FaultEffect, key: ShapingKey, to ids: [ConnectionID]?) async -> Int {
+    public func addShaping(_ effect: FaultEffect, key: ShapingKey, to ids: [ConnectionID]?, draw: ConnectionDraw?) async -> Int {
+        let shaped = ShapingOnAll(effect: effect, draw: draw)
         let connections = await targetConnections(ids) { state in
-            if ids == nil { state.shaping[key] = effect }
-        }.nio
+            if ids == nil { state.shaping[key] = shaped }
+        }.nio.filter { ids != nil || shaped.reaches($0.id) }
         // Applied (not just queued) when this returns.
         for connection in connections {
             try? await connection.eventLoop.submit { connection.addShaping(effect, key: key) }.get()
@@ -27,10 +28,11 @@ extension ProxyServer {
 
     /// Lifts the shaping named `key` everywhere.
     public func removeShaping(key: ShapingKey) async {
-        // Only NIO connections are shaped: those on the epoll relay stay where they are.
+        // Only NIO connections are shaped: those on the epoll relay stay where they are. A cut connection still
+        // lingering may hold a fault's timer.
         let connections = state.withLock { state in
             state.shaping.removeValue(forKey: key)
-            return Array(state.connections.values)
+            return Array(state.connections.values) + Array(state.lingering.values)
         }
         for connection in connections {
             try? await connection.eventLoop.submit { connection.removeShaping(key: key) }.get()
@@ -65,6 +67,15 @@ extension ProxyServer {
             if hit == true { cut += 1 }
         }
         return cut
+    }
+
+    /// Whether it refuses connections now (disabled, or a refuse fault).
+    public var isRefusing: Bool { state.withLock { $0.refusing > 0 } }
+
+    /// Stops accepting and ends live connections with a FIN (Toxiproxy's `enabled: false`).
+    public func disable() async {
+        await beginRefusing()
+        await disconnect(nil, mode: .close, linger: .seconds(Int64(5)))
     }
 
     /// The link profile new connections start with from now on.
@@ -108,4 +119,12 @@ extension ProxyServer {
         }
         logger.error("gave up listening again after a refuse fault", metadata: ["proxy.name": "\(spec.name)"])
     }
+}
+
+/// A shaping fault on every connection, now and new, or on each that its draw reaches (a toxic's toxicity).
+struct ShapingOnAll: Sendable {
+    var effect: FaultEffect
+    var draw: ConnectionDraw?
+
+    func reaches(_ id: ConnectionID) -> Bool { draw?.reaches(id) ?? true }
 }

@@ -56,10 +56,8 @@ public final class ProxyServer: Sendable {
         var moving: [ConnectionID: Task<ProxiedConnection?, Never>] = [:]
         /// Connections a fault cut that still have a leg open (half-open, lingering).
         var lingering: [ConnectionID: ProxiedConnection] = [:]
-        /// Shaping on every connection, now and new, by occurrence index.
-        var shaping: [ShapingKey: FaultEffect] = [:]
-        /// Toxiproxy toxics, each on the connections its toxicity draws, now and new.
-        var toxics: [ShapingKey: ConnectionToxic] = [:]
+        /// Shaping on every connection, now and new (or each that its draw reaches), by occurrence index.
+        var shaping: [ShapingKey: ShapingOnAll] = [:]
         var baseline: LinkProfile?
         var stopped = false
     }
@@ -241,18 +239,16 @@ public final class ProxyServer: Sendable {
                         state.lingering.removeValue(forKey: id)
                     }
                 })
-            let (baseline, shaping, toxics, stopped) = state.withLock { state in
+            let (baseline, shaping, stopped) = state.withLock { state in
                 if !state.stopped { state.connections[id] = connection }
-                return (state.baseline, state.shaping, state.toxics, state.stopped)
+                return (state.baseline, state.shaping, state.stopped)
             }
             guard !stopped else { throw ChannelError.ioOnClosedChannel }
             if let framing = options.frames, adopted == nil { connection.protocolFrames = ProtocolFrames(framing: framing) }
-            // A connection that started on the epoll relay started with no link profile.
-            connection.start(baseline: adopted == nil ? baseline : nil, shaping: shaping, adopted: adopted)
-            // In the same event loop turn: no byte passes before its toxics are on.
-            for (key, toxic) in toxics.sorted(by: { $0.key < $1.key }) where toxic.reaches(id) {
-                connection.addToxic(toxic.effect, key: key)
-            }
+            // A connection that started on the epoll relay started with no link profile. Its faults are on
+            // before any byte passes (a timeout's timer starts with it).
+            connection.start(baseline: adopted == nil ? baseline : nil,
+                             shaping: shaping.filter { $0.value.reaches(id) }.mapValues(\.effect), adopted: adopted)
             return connection
         } catch {
             client.closeWithReset()

@@ -125,7 +125,7 @@ enum EagerTimeline {
             let stop = min(schedule.until ?? end, end)
             func emit(at start: ChaosDuration) {
                 let happens = generator.nextUnit() < schedule.probability
-                let effect = FaultEffect.draw(rule.parameters, with: &generator)
+                let effect = rule.parameters.drawn(with: &generator)
                 var lasts: ChaosDuration = switch effect {
                 case .disconnect, .wsClose, .goaway: .zero
                 case .handoff(_, _, let blackout, _): blackout

@@ -35,7 +35,7 @@ struct ShippedScenariosTests {
         #expect(Array(timeline).count >= 10)
         #expect(Set(Array(timeline).map(\.kind)).count >= 5)
         // Every fault a plain TCP pair can meet (ws-close and goaway need a WebSocket or HTTP/2 pair).
-        let tcpKinds = Set(FaultKind.allCases.filter { $0.framing == nil })
+        let tcpKinds = Set(FaultKind.scenarioKinds.filter { $0.framing == nil })
         #expect(tcpKinds.subtracting(Array(timeline).map(\.kind)).isEmpty,
                 "quickstart misses \(tcpKinds.subtracting(Array(timeline).map(\.kind)))")
         #expect(scenario.duration <= .seconds(Int64(120)))

@@ -43,9 +43,10 @@ struct FaultInjectorTests {
             note("disconnect \(mode.rawValue) \(ids.map { $0.map(String.init).joined(separator: ",") } ?? "all")")
             return ids?.count ?? 3
         }
-        func addShaping(_ effect: FaultEffect, key: ShapingKey, to ids: [ConnectionID]?) async -> Int {
-            note("shape #\(key.occurrence) \(effect.kind.rawValue)")
-            return ids?.count ?? 3
+        func addShaping(_ effect: FaultEffect, key: ShapingKey, to ids: [ConnectionID]?, draw: ConnectionDraw?) async -> Int {
+            let reached = draw.map { draw in liveConnections.filter(draw.reaches) } ?? ids ?? liveConnections
+            note("shape #\(key.occurrence) \(effect.kind.rawValue)" + (draw.map { " each \($0.probability)" } ?? ""))
+            return reached.count
         }
         func removeShaping(key: ShapingKey) async { note("lift #\(key.occurrence)") }
         func protocolClose(_ ids: [ConnectionID]?, _ effect: FaultEffect) async -> Int {
@@ -110,5 +111,28 @@ struct FaultInjectorTests {
         let target = RecordingTarget(clock: clock)
         await FaultInjector(timeline: timeline, proxies: [target], clock: clock, sink: nil).run()
         #expect(target.log == ["1000 shape #0 partition", "2000 refuse", "2000 lift #0", "2000 accept"])
+    }
+
+    @Test("a toxic is applied and lifted by the same injector, on the connections its toxicity draws (the same seed, the same ones)")
+    func toxicAsOccurrence() async throws {
+        let clock = VirtualClock()
+        var toxic = ToxicTests.toxic("reset_peer") { $0.timeout = 20 }
+        toxic.toxicity = 0.5
+        let occurrence = try #require(toxic.occurrence(proxy: "p", seed: 3))
+        let draw = ConnectionDraw(probability: 0.5, seed: 3)
+        for _ in 0..<2 {
+            let target = RecordingTarget(clock: clock)
+            let injector = FaultInjector(number: 7, proxies: [target], clock: clock, sink: nil)
+            let applied = await injector.apply(occurrence)
+            #expect(applied.connections == target.liveConnections.filter(draw.reaches).count)
+            await injector.lift(occurrence)
+            #expect(target.log == ["0 shape #0 reset_peer each 0.5", "0 lift #0"])
+        }
+        // On a proxy of another name, it does nothing.
+        let elsewhere = FaultOccurrence(index: 0, rule: 0, at: .zero, lasts: .zero, proxy: "q", targets: .each(1), seed: 3,
+                                        effect: occurrence.effect)
+        let target = RecordingTarget(clock: clock)
+        #expect(await FaultInjector(number: 7, proxies: [target], clock: clock, sink: nil).apply(elsewhere).connections == 0)
+        #expect(target.log.isEmpty)
     }
 }

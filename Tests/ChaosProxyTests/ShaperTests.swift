@@ -131,4 +131,30 @@ struct ShaperTests {
         #expect(ShapingSettings.combining([.handoff(from: LinkProfile.named("wifi")!, to: LinkProfile.named("lte")!,
                                                     blackout: .seconds(Int64(1)), linger: .zero)], direction: .upstream).hold)
     }
+
+    @Test("a FIN delay (slow_close) holds the half-close that long behind the bytes, which go at once")
+    func finDelay() {
+        var shaper = Shaper(generator: SeededGenerator(seed: 1))
+        shaper.update(ShapingSettings(finDelay: 500 * ms))
+        #expect(!shaper.isPassThrough)
+        shaper.enqueue(.data(bytes(3)), now: 10 * ms)
+        shaper.enqueue(.shutdownOutput, now: 10 * ms)
+        #expect(shaper.next(now: 10 * ms) == .emit(.data(bytes(3))))
+        #expect(shaper.next(now: 10 * ms) == .wait(until: 510 * ms))
+        #expect(shaper.next(now: 510 * ms) == .emit(.shutdownOutput))
+    }
+
+    @Test("toxics' effects combine too: a slicer's variation rides with its slice, the longest slow_close wins, a timeout holds")
+    func combineToxics() {
+        let settings = ShapingSettings.combining([
+            .slice(maxBytes: 10, delay: DurationRange(exactly: .milliseconds(1)), direction: .downstream, variation: 4),
+            .slowClose(delay: .milliseconds(100), direction: .downstream),
+            .slowClose(delay: .milliseconds(300), direction: .both),
+            .limitData(bytes: 5, direction: .downstream), // the relay state machine's, not the shaper's
+            .resetPeer(after: .zero, direction: .downstream),
+        ], direction: .downstream)
+        #expect(settings == ShapingSettings(sliceBytes: 10, sliceDelay: (1 * ms)...(1 * ms), sliceVariation: 4, finDelay: 300 * ms))
+        #expect(ShapingSettings.combining([.timeout(after: nil, direction: .upstream)], direction: .upstream).hold)
+        #expect(ShapingSettings.combining([.timeout(after: nil, direction: .upstream)], direction: .downstream) == .none)
+    }
 }

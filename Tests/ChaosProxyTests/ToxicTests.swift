@@ -26,43 +26,52 @@ struct ToxicTests {
 
     @Test("each toxic maps onto chaos's faults in Toxiproxy's units", arguments: [
         (toxic("latency") { $0.latency = 100; $0.jitter = 10 },
-         ToxicEffect.shaping(.latency(add: .milliseconds(100), jitter: .milliseconds(10), direction: .downstream))),
-        (toxic("bandwidth", "upstream") { $0.rate = 64 },
-         .shaping(.bandwidth(rate: ByteRate(bytesPerSecond: 64_000), direction: .upstream))),
-        (toxic("bandwidth") { $0.rate = 0 }, .none),
+         FaultEffect?.some(.latency(add: .milliseconds(100), jitter: .milliseconds(10), direction: .downstream))),
+        (toxic("bandwidth", "upstream") { $0.rate = 64 }, .bandwidth(rate: ByteRate(bytesPerSecond: 64_000), direction: .upstream)),
+        (toxic("bandwidth") { $0.rate = 0 }, nil),
         (toxic("slicer") { $0.average_size = 10; $0.size_variation = 4; $0.delay = 250 },
-         .slicer(size: 10, variation: 4, delay: .microseconds(250), direction: .downstream)),
+         .slice(maxBytes: 10, delay: DurationRange(exactly: .microseconds(250)), direction: .downstream, variation: 4)),
         (toxic("timeout") { $0.timeout = 0 }, .timeout(after: nil, direction: .downstream)),
         (toxic("timeout", "upstream") { $0.timeout = 300 }, .timeout(after: .milliseconds(300), direction: .upstream)),
         (toxic("reset_peer") { $0.timeout = 20 }, .resetPeer(after: .milliseconds(20), direction: .downstream)),
         (toxic("limit_data") { $0.bytes = 1000 }, .limitData(bytes: 1000, direction: .downstream)),
         (toxic("slow_close") { $0.delay = 500 }, .slowClose(delay: .milliseconds(500), direction: .downstream)),
     ])
-    func effects(_ toxic: Toxic, _ effect: ToxicEffect) {
+    func effects(_ toxic: Toxic, _ effect: FaultEffect?) {
         #expect(toxic.effect == effect)
+    }
+
+    @Test("a toxic is a fault occurrence from now on, on its proxy, reaching each connection with its toxicity")
+    func occurrence() throws {
+        var toxic = Self.toxic("slow_close") { $0.delay = 5 }
+        toxic.toxicity = 0.25
+        let occurrence = try #require(toxic.occurrence(proxy: "redis", seed: 9))
+        #expect(occurrence.at == .zero && occurrence.proxy == "redis" && occurrence.targets == .each(0.25) && occurrence.seed == 9)
+        #expect(occurrence.effect == toxic.effect && occurrence.kind == .slowClose)
+        #expect(Self.toxic("bandwidth").occurrence(proxy: "redis", seed: 9) == nil)
     }
 
     @Test("numbers a client may send never overflow: they are clamped")
     func hugeNumbers() {
         let huge = Self.toxic("latency") { $0.latency = .max; $0.jitter = -5 }
-        guard case .shaping(.latency(let add, let jitter, _)) = huge.effect else { Issue.record("\(huge.effect)"); return }
+        guard case .latency(let add, let jitter, _)? = huge.effect else { Issue.record("\(String(describing: huge.effect))"); return }
         #expect(add.nanoseconds > 0 && jitter == .zero)
-        #expect(Self.toxic("bandwidth") { $0.rate = .max }.effect != .none)
-        #expect(Self.toxic("slicer") { $0.delay = .max; $0.average_size = -3 }.effect != .none)
+        #expect(Self.toxic("bandwidth") { $0.rate = .max }.effect != nil)
+        #expect(Self.toxic("slicer") { $0.delay = .max; $0.average_size = -3 }.effect != nil)
     }
 
     @Test("toxicity is drawn once per (toxic, connection): 0 never, 1 always, 0.3 about 30 %, the same every time")
     func toxicity() {
-        let never = ConnectionToxic(effect: .none, toxicity: 0, seed: 1)
-        let always = ConnectionToxic(effect: .none, toxicity: 1, seed: 1)
-        let some = ConnectionToxic(effect: .none, toxicity: 0.3, seed: 42)
+        let never = ConnectionDraw(probability: 0, seed: 1)
+        let always = ConnectionDraw(probability: 1, seed: 1)
+        let some = ConnectionDraw(probability: 0.3, seed: 42)
         let ids = (1...2000).map { ConnectionID($0) }
         #expect(!ids.contains(where: never.reaches))
         #expect(ids.allSatisfy(always.reaches))
         let reached = ids.filter(some.reaches)
         #expect((500...700).contains(reached.count), "\(reached.count)")
-        #expect(ids.filter(some.reaches) == reached)
-        #expect(ids.filter(ConnectionToxic(effect: .none, toxicity: 0.3, seed: 43).reaches) != reached)
+        #expect(ids.reversed().filter(some.reaches) == reached.reversed()) // whatever the order they arrive in
+        #expect(ids.filter(ConnectionDraw(probability: 0.3, seed: 43).reaches) != reached)
     }
 
     @Test("a config file is Toxiproxy's JSON list; what is wrong names the file and the entry", arguments: [

@@ -96,7 +96,7 @@ extension ControlAPI {
         for toxic in toxics {
             // A proxy restarted at a new address carries its toxics over (`close` ended their marks).
             record(.faultStarted(toxic.mark))
-            await server.addToxic(connectionToxic(toxic), key: toxic.key)
+            await applyToxic(toxic, on: server)
         }
         if !enabled { await server.disable() }
         let proxy = Managed(server: server, spec: spec, enabled: enabled, toxics: toxics)

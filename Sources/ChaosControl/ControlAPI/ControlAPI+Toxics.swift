@@ -4,8 +4,9 @@ import Foundation
 import NIOHTTP1
 import Synchronization
 
-/// Toxiproxy's toxic routes: each toxic becomes a chaos fault on the proxy's connections (see ``Toxic/effect``),
-/// reaching each connection with probability `toxicity`, drawn from the API's seed.
+/// Toxiproxy's toxic routes: each toxic becomes a fault occurrence on the proxy's connections (see ``Toxic/effect``),
+/// applied by a ``FaultInjector`` as a scenario's are, reaching each connection with probability `toxicity`, drawn
+/// from the API's seed.
 extension ControlAPI {
     /// A toxic as a request gives it (every field optional; an update changes only what it gives).
     struct ToxicBody: Decodable {
@@ -59,7 +60,7 @@ extension ControlAPI {
         let added = ManagedToxic(toxic: toxic, key: ShapingKey(timeline: id, occurrence: 0), proxy: proxy)
         state.withLock { $0.proxies[proxy]?.toxics.append(added) }
         record(.faultStarted(added.mark))
-        await managed.server.addToxic(connectionToxic(added), key: added.key)
+        await applyToxic(added, on: managed.server)
         return .json(toxic)
     }
 
@@ -85,7 +86,7 @@ extension ControlAPI {
         await removeToxic(managed.toxics[index], from: managed.server)
         state.withLock { $0.proxies[proxy]?.toxics[index] = updated }
         record(.faultStarted(updated.mark))
-        await managed.server.addToxic(connectionToxic(updated), key: updated.key)
+        await applyToxic(updated, on: managed.server)
         return .json(updated.toxic)
     }
 
@@ -98,15 +99,27 @@ extension ControlAPI {
         return .noContent
     }
 
+    /// Applies a toxic to a proxy's connections, live and new (applied, not just queued, on return). Its marks
+    /// are the API's (``ManagedToxic/mark``), not the injector's.
+    func applyToxic(_ toxic: ManagedToxic, on server: ProxyServer) async {
+        guard let occurrence = occurrence(of: toxic) else { return }
+        await injector(of: toxic, on: server).apply(occurrence)
+    }
+
     /// Lifts a toxic from a proxy's connections and ends its mark.
     func removeToxic(_ toxic: ManagedToxic, from server: ProxyServer) async {
-        await server.removeToxic(key: toxic.key)
+        if let occurrence = occurrence(of: toxic) { await injector(of: toxic, on: server).lift(occurrence) }
         record(.faultEnded(toxic.mark))
     }
 
-    /// The toxic as the proxy applies it; its per-connection draws come from the API's seed forked by its id.
-    func connectionToxic(_ toxic: ManagedToxic) -> ConnectionToxic {
+    /// The toxic as a fault occurrence; its per-connection draws come from the API's seed forked by its id.
+    private func occurrence(of toxic: ManagedToxic) -> FaultOccurrence? {
         var generator = SeededGenerator(seed: seed).fork("toxic", UInt64(toxic.key.timeline))
-        return ConnectionToxic(effect: toxic.toxic.effect, toxicity: toxic.toxic.toxicity, seed: generator.next())
+        return toxic.toxic.occurrence(proxy: toxic.proxy, seed: generator.next())
+    }
+
+    /// The injector that applies the toxic (numbered by its id, as its shaping key says).
+    private func injector(of toxic: ManagedToxic, on server: ProxyServer) -> FaultInjector {
+        FaultInjector(number: toxic.key.timeline, proxies: [server], clock: factory.clock, sink: nil)
     }
 }

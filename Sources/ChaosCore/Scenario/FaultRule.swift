@@ -29,6 +29,14 @@ public enum FaultKind: String, Sendable, Codable, Equatable, CaseIterable {
     case wsClose = "ws-close"
     /// An HTTP/2 GOAWAY sent to the client at a frame boundary as a draining server would, then the TCP connection closed.
     case goaway
+    /// Toxiproxy's toxics that no scenario fault does (the control API makes them; a scenario cannot name them).
+    case slowClose = "slow_close", limitData = "limit_data", resetPeer = "reset_peer", timeout
+
+    /// The kinds a scenario's `faults:` may name.
+    public static var scenarioKinds: [FaultKind] { allCases.filter { !$0.isToxicOnly } }
+
+    /// Whether only a Toxiproxy toxic makes it.
+    public var isToxicOnly: Bool { [.slowClose, .limitData, .resetPeer, .timeout].contains(self) }
 
     /// Whether the fault acts at one instant (the rest act for a while).
     public var isInstant: Bool { self == .disconnect || self == .wsClose || self == .goaway }
@@ -73,21 +81,6 @@ public enum CloseSide: String, Sendable, Codable, Equatable, CaseIterable {
     case both
 }
 
-/// A fault's parameters, as written (ranges not yet drawn).
-public enum FaultParameters: Sendable, Codable, Equatable {
-    case disconnect(mode: DisconnectMode, linger: ChaosDuration)
-    case latency(add: DurationRange, jitter: ChaosDuration, direction: DirectionSet)
-    case bandwidth(rate: ByteRate, direction: DirectionSet)
-    case partition(direction: DirectionSet)
-    case handoff(from: LinkProfile, to: LinkProfile, blackout: DurationRange, linger: ChaosDuration)
-    case refuse
-    case slice(maxBytes: Int, delay: DurationRange, direction: DirectionSet)
-    case stall(direction: DirectionSet)
-    case link(LinkProfile)
-    case wsClose(code: Int, side: CloseSide, grace: ChaosDuration)
-    case goaway(grace: ChaosDuration)
-}
-
 /// When a rule fires.
 public struct Schedule: Sendable, Codable, Equatable {
     /// Once, at this time (drawn when a range).
@@ -125,6 +118,9 @@ public enum Targets: Sendable, Codable, Equatable, CustomStringConvertible {
     case all
     case count(Int)
     case fraction(Double)
+    /// Each connection, live and new, with this probability, drawn once per connection from the occurrence's
+    /// seed (Toxiproxy's `toxicity`; see ``ConnectionDraw``).
+    case each(Double)
 
     public var description: String {
         switch self {
@@ -132,6 +128,7 @@ public enum Targets: Sendable, Codable, Equatable, CustomStringConvertible {
         case .count(let n): "\(n)"
         // A damaged fraction (infinite, NaN, huge) is shown as it is: rounding it to an Int would trap.
         case .fraction(let f): f.isFinite && abs(f) <= 1e9 ? "\(Int((f * 100).rounded()))%" : "\(f)"
+        case .each(let p): "each with probability \(p)"
         }
     }
 
@@ -141,6 +138,7 @@ public enum Targets: Sendable, Codable, Equatable, CustomStringConvertible {
         let wanted: Int
         switch self {
         case .all: return sorted
+        case .each: return sorted // each is drawn where it is met (ConnectionDraw)
         case .count(let n): wanted = min(n, sorted.count)
         case .fraction(let f): wanted = min(sorted.count, Int((Double(sorted.count) * f).rounded(.up)))
         }
@@ -151,5 +149,27 @@ public enum Targets: Sendable, Codable, Equatable, CustomStringConvertible {
             chosen.append(pool.remove(at: index))
         }
         return chosen.sorted()
+    }
+}
+
+/// The draw of an occurrence whose targets are ``Targets/each(_:)``: whether it reaches a connection, drawn once
+/// per (occurrence, connection), so that the same seed reaches the same connections whatever order they arrive in.
+public struct ConnectionDraw: Sendable, Equatable {
+    /// The chance that it reaches a connection.
+    public var probability: Double
+    /// The seed of the draws (the occurrence's).
+    public var seed: UInt64
+
+    /// A draw reaching each connection with `probability`, from `seed`.
+    public init(probability: Double, seed: UInt64) {
+        self.probability = probability
+        self.seed = seed
+    }
+
+    /// Whether it reaches connection `id`.
+    public func reaches(_ id: ConnectionID) -> Bool {
+        guard probability < 1 else { return true }
+        var generator = SeededGenerator(seed: seed).fork("connection", id)
+        return generator.nextUnit() < probability
     }
 }

@@ -16,11 +16,12 @@ extension ScenarioReader {
         case .link: ["profile"]
         case .wsClose: ["code", "side", "grace"]
         case .goaway: ["grace"]
+        case .slowClose, .limitData, .resetPeer, .timeout: [] // not in a scenario
         }
     }
 
     func fault(_ value: YAMLValue, proxies: [ProxySpec], duration: ChaosDuration) throws -> FaultRule {
-        let kinds = FaultKind.allCases.map(\.rawValue)
+        let kinds = FaultKind.scenarioKinds.map(\.rawValue)
         guard value.isMapping else {
             throw value.error("a fault must be a mapping like '- latency: {at: 10s, add: 100ms}', found \(value.shape)")
         }
@@ -164,6 +165,8 @@ extension ScenarioReader {
             return .wsClose(code: Int(code), side: side, grace: try grace())
         case .goaway:
             return .goaway(grace: try grace())
+        case .slowClose, .limitData, .resetPeer, .timeout:
+            throw map.owner.error("\(what) is a Toxiproxy toxic: add it through the control API (POST /proxies/NAME/toxics)")
         }
     }
 

@@ -86,6 +86,7 @@ extension Scenario {
         case .all: break
         case .count(let count) where count >= 1: break
         case .fraction(let fraction) where fraction > 0 && fraction <= 1: break
+        case .each(let probability) where probability.isFinite && (0...1).contains(probability): break
         default: throw bad("\(field).targets must be all, a count of 1 or more, or a fraction above 0 and at most 1, found \(targets)")
         }
     }
@@ -181,22 +182,24 @@ extension FaultRule {
     }
 }
 
-extension FaultParameters {
+extension FaultSpec {
+    /// The rules a fault's parameters obey, as written or as drawn (a drawn value is checked as a range of one).
     func checkInvariants(_ field: String, _ bad: (String) -> ChaosError) throws {
         switch self {
         case .disconnect(_, let linger): try Scenario.check(linger, "\(field).linger", positive: false, bad)
         case .latency(let add, let jitter, _):
-            try Scenario.check(add, "\(field).add", positive: false, bad)
+            try Scenario.check(add.range, "\(field).add", positive: false, bad)
             try Scenario.check(jitter, "\(field).jitter", positive: false, bad)
         case .bandwidth(let rate, _):
             if rate.bytesPerSecond < 1 { throw bad("\(field).rate must be at least 1 byte/s, found \(rate.bytesPerSecond)") }
         case .handoff(let from, let to, let blackout, let linger):
             try from.checkInvariants("\(field).from", bad)
             try to.checkInvariants("\(field).to", bad)
-            try Scenario.check(blackout, "\(field).blackout", positive: false, bad)
+            try Scenario.check(blackout.range, "\(field).blackout", positive: false, bad)
             try Scenario.check(linger, "\(field).linger", positive: false, bad)
-        case .slice(let maxBytes, let delay, _):
+        case .slice(let maxBytes, let delay, _, let variation):
             if maxBytes < 1 { throw bad("\(field).size must be at least 1 byte, found \(maxBytes)") }
+            if let variation, variation < 0 { throw bad("\(field).variation must be at least 0 bytes, found \(variation)") }
             try Scenario.check(delay, "\(field).delay", positive: false, bad)
         case .link(let profile): try profile.checkInvariants("\(field).profile", bad)
         case .wsClose(let code, _, let grace):
@@ -205,6 +208,10 @@ extension FaultParameters {
             }
             try Scenario.check(grace, "\(field).grace", positive: false, bad)
         case .goaway(let grace): try Scenario.check(grace, "\(field).grace", positive: false, bad)
+        case .slowClose(let delay, _): try Scenario.check(delay, "\(field).delay", positive: false, bad)
+        case .resetPeer(let after, _): try Scenario.check(after, "\(field).after", positive: false, bad)
+        case .timeout(let after, _): if let after { try Scenario.check(after, "\(field).after", positive: true, bad) }
+        case .limitData(let bytes, _): if bytes < 0 { throw bad("\(field).bytes must be at least 0, found \(bytes)") }
         case .partition, .refuse, .stall: break
         }
     }
@@ -228,27 +235,7 @@ extension Timeline {
             try Scenario.check(occurrence.lasts, "\(field).lasts", positive: false, bad)
             if let proxy = occurrence.proxy, !proxies.contains(proxy) { throw bad("\(field).proxy: no proxy named '\(proxy)'") }
             try Scenario.check(occurrence.targets, field, bad)
-            try occurrence.effect.asParameters.checkInvariants(field, bad)
-        }
-    }
-}
-
-extension FaultEffect {
-    /// The drawn effect as parameters (ranges of one value), to check with the same rules.
-    var asParameters: FaultParameters {
-        switch self {
-        case .disconnect(let mode, let linger): .disconnect(mode: mode, linger: linger)
-        case .latency(let add, let jitter, let direction): .latency(add: DurationRange(exactly: add), jitter: jitter, direction: direction)
-        case .bandwidth(let rate, let direction): .bandwidth(rate: rate, direction: direction)
-        case .partition(let direction): .partition(direction: direction)
-        case .stall(let direction): .stall(direction: direction)
-        case .refuse: .refuse
-        case .handoff(let from, let to, let blackout, let linger):
-            .handoff(from: from, to: to, blackout: DurationRange(exactly: blackout), linger: linger)
-        case .slice(let maxBytes, let delay, let direction): .slice(maxBytes: maxBytes, delay: delay, direction: direction)
-        case .link(let profile): .link(profile)
-        case .wsClose(let code, let side, let grace): .wsClose(code: code, side: side, grace: grace)
-        case .goaway(let grace): .goaway(grace: grace)
+            try occurrence.effect.checkInvariants(field, bad)
         }
     }
 }

@@ -65,7 +65,7 @@ struct RuleDraw {
     private mutating func draw(at start: ChaosDuration) -> FaultOccurrence? {
         let schedule = rule.schedule
         let happens = generator.nextUnit() < schedule.probability
-        let effect = FaultEffect.draw(rule.parameters, with: &generator)
+        let effect = rule.parameters.drawn(with: &generator)
         var lasts: ChaosDuration = switch effect {
         case .disconnect, .wsClose, .goaway: .zero
         case .handoff(_, _, let blackout, _): blackout
@@ -76,26 +76,5 @@ struct RuleDraw {
         if case .handoff = effect {} else { lasts = min(lasts, end - start) }
         return FaultOccurrence(index: 0, rule: ruleIndex, at: start, lasts: lasts, proxy: rule.proxy,
                                targets: schedule.targets, seed: seed, effect: effect)
-    }
-}
-
-extension FaultEffect {
-    /// Draws a rule's ranged parameters.
-    static func draw(_ parameters: FaultParameters, with generator: inout SeededGenerator) -> FaultEffect {
-        switch parameters {
-        case .disconnect(let mode, let linger): .disconnect(mode: mode, linger: linger)
-        case .latency(let add, let jitter, let direction):
-            .latency(add: generator.draw(add), jitter: jitter, direction: direction)
-        case .bandwidth(let rate, let direction): .bandwidth(rate: rate, direction: direction)
-        case .partition(let direction): .partition(direction: direction)
-        case .stall(let direction): .stall(direction: direction)
-        case .refuse: .refuse
-        case .handoff(let from, let to, let blackout, let linger):
-            .handoff(from: from, to: to, blackout: generator.draw(blackout), linger: linger)
-        case .slice(let maxBytes, let delay, let direction): .slice(maxBytes: maxBytes, delay: delay, direction: direction)
-        case .link(let profile): .link(profile)
-        case .wsClose(let code, let side, let grace): .wsClose(code: code, side: side, grace: grace)
-        case .goaway(let grace): .goaway(grace: grace)
-        }
     }
 }

@@ -31,28 +31,37 @@ public struct Toxic: Codable, Sendable, Equatable {
     /// Which way it acts.
     public var direction: Direction { stream == "upstream" ? .upstream : .downstream }
 
-    /// What one connection it reaches gets.
-    public var effect: ToxicEffect {
-        let a = attributes, direction = self.direction, set: DirectionSet = direction == .upstream ? .upstream : .downstream
+    /// What one connection it reaches gets: one of chaos's faults, in Toxiproxy's units (nil: nothing, as a
+    /// bandwidth of 0).
+    public var effect: FaultEffect? {
+        let a = attributes, direction: DirectionSet = self.direction == .upstream ? .upstream : .downstream
         // Clamped, so that no number a client sends can overflow a duration.
         func ms(_ value: Int64?) -> ChaosDuration { .milliseconds(min(max(0, value ?? 0), Int64.max / 1_000_000)) }
         switch type {
         case "latency":
-            return .shaping(.latency(add: ms(a.latency), jitter: ms(a.jitter), direction: set))
+            return .latency(add: ms(a.latency), jitter: ms(a.jitter), direction: direction)
         case "bandwidth":
             // Toxiproxy's KB is 1000 bytes; a rate of 0 or less lets everything through.
-            guard let rate = a.rate, rate > 0 else { return .none }
-            return .shaping(.bandwidth(rate: ByteRate(bytesPerSecond: rate.multipliedReportingOverflow(by: 1000).overflow
-                                                      ? .max : rate * 1000), direction: set))
+            guard let rate = a.rate, rate > 0 else { return nil }
+            return .bandwidth(rate: ByteRate(bytesPerSecond: rate.multipliedReportingOverflow(by: 1000).overflow ? .max : rate * 1000),
+                              direction: direction)
         case "slicer":
-            return .slicer(size: Int(clamping: max(1, a.average_size ?? 0)), variation: Int(clamping: max(0, a.size_variation ?? 0)),
-                           delay: .microseconds(min(max(0, a.delay ?? 0), Int64.max / 1_000)), direction: direction)
+            return .slice(maxBytes: Int(clamping: max(1, a.average_size ?? 0)),
+                          delay: DurationRange(exactly: .microseconds(min(max(0, a.delay ?? 0), Int64.max / 1_000))),
+                          direction: direction, variation: Int(clamping: max(0, a.size_variation ?? 0)))
         case "slow_close": return .slowClose(delay: ms(a.delay), direction: direction)
         case "timeout": return .timeout(after: (a.timeout ?? 0) > 0 ? ms(a.timeout) : nil, direction: direction)
         case "reset_peer": return .resetPeer(after: ms(a.timeout), direction: direction)
         case "limit_data": return .limitData(bytes: max(0, a.bytes ?? 0), direction: direction)
-        default: return .none
+        default: return nil
         }
+    }
+
+    /// The toxic as a fault occurrence on `proxy`, from now until it is deleted, reaching each connection with
+    /// probability `toxicity` drawn from `seed` (nil when it does nothing).
+    public func occurrence(proxy: String, seed: UInt64) -> FaultOccurrence? {
+        effect.map { FaultOccurrence(index: 0, rule: 0, at: .zero, lasts: Scenario.longestDuration, proxy: proxy,
+                                     targets: .each(toxicity), seed: seed, effect: $0) }
     }
 
     /// `key=value` pairs for the report's fault marks.
@@ -112,22 +121,4 @@ public struct ToxicAttributes: Codable, Sendable, Equatable {
          ("average_size", average_size), ("size_variation", size_variation), ("bytes", bytes)]
             .compactMap { name, value in value.map { (name, $0) } }
     }
-}
-
-/// What a toxic does to one connection it reaches.
-public enum ToxicEffect: Sendable, Equatable {
-    /// Nothing (a bandwidth of 0, as in Toxiproxy).
-    case none
-    /// A shaping fault (latency, bandwidth) on that connection.
-    case shaping(FaultEffect)
-    /// Writes that way cut into pieces of `size` ± `variation` bytes, `delay` apart.
-    case slicer(size: Int, variation: Int, delay: ChaosDuration, direction: Direction)
-    /// Nothing passes that way (held, bounded); after `after` both legs are closed (nil: held until removed).
-    case timeout(after: ChaosDuration?, direction: Direction)
-    /// The first bytes travelling that way (and all after) are swallowed, and `after` them both legs are reset (RST).
-    case resetPeer(after: ChaosDuration, direction: Direction)
-    /// `bytes` pass that way, then both legs are closed.
-    case limitData(bytes: Int64, direction: Direction)
-    /// A FIN travelling that way is passed on `delay` late.
-    case slowClose(delay: ChaosDuration, direction: Direction)
 }

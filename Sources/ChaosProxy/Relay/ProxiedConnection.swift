@@ -34,8 +34,8 @@ final class ProxiedConnection: @unchecked Sendable {
     private var lingerTask: Scheduled<Void>?
     /// The frames of each direction, when the proxy follows the connection's protocol (for `ws-close` and `goaway`).
     var protocolFrames: ProtocolFrames?
-    /// Toxiproxy toxics on it, by key (see `ProxiedConnection+Toxics.swift`).
-    var toxics: [ShapingKey: ActiveToxic] = [:]
+    /// The timers of faults that act after a time (timeout, reset_peer), by key (see `ProxiedConnection+Faults.swift`).
+    var faultTimers: [ShapingKey: Scheduled<Void>] = [:]
 
     /// One leg: its channel, relay and the shaper of bytes written to it.
     struct Leg {
@@ -104,6 +104,7 @@ final class ProxiedConnection: @unchecked Sendable {
         self.baseline = baseline
         self.shaping = shaping
         reshape()
+        for (key, effect) in shaping.sorted(by: { $0.key < $1.key }) { perform(machine.faultAdded(effect, key: key)) }
         if let adopted {
             for (side, bytes) in [(Side.client, adopted.toClient), (.server, adopted.toServer)] where !bytes.isEmpty {
                 legs[side]!.relay.deliver(ByteBuffer(bytes: bytes))
@@ -116,28 +117,39 @@ final class ProxiedConnection: @unchecked Sendable {
 
     // MARK: shaping
 
-    /// Adds (or replaces) the shaping named `key`.
+    /// Adds (or replaces) the fault named `key`: its shaping, and its rules on bytes read or on a timer.
     func addShaping(_ effect: FaultEffect, key: ShapingKey) {
         eventLoop.preconditionInEventLoop()
+        guard !machine.isCut else { return }
         shaping[key] = effect
         reshape()
+        perform(machine.faultAdded(effect, key: key))
     }
 
-    /// Removes the shaping named `key`.
+    /// Removes the fault named `key`.
     func removeShaping(key: ShapingKey) {
         eventLoop.preconditionInEventLoop()
+        perform(machine.faultRemoved(key))
         guard shaping.removeValue(forKey: key) != nil else { return }
         reshape()
     }
 
+    /// Lifts the shaping named `key`, even on a cut connection (a timeout's hold must not keep the FIN of the cut).
+    func liftShaping(key: ShapingKey) {
+        guard shaping.removeValue(forKey: key) != nil else { return }
+        applyShaping()
+    }
+
     private func reshape() {
         guard !machine.isCut else { return }
+        applyShaping()
+    }
+
+    private func applyShaping() {
         // The link profile first, then the faults in the order they began.
         let effects = (baseline.map { [FaultEffect.link($0)] } ?? []) + shaping.sorted { $0.key < $1.key }.map(\.value)
         for direction in Direction.allCases {
-            var settings = ShapingSettings.combining(effects, direction: direction)
-            settings.sliceVariation = sliceVariation(direction)
-            legs[direction.consumer]!.shaper.apply(settings)
+            legs[direction.consumer]!.shaper.apply(ShapingSettings.combining(effects, direction: direction))
         }
     }
 
@@ -160,10 +172,10 @@ final class ProxiedConnection: @unchecked Sendable {
     // MARK: relay callbacks
 
     /// Bytes read from `side`; returns false when they must be dropped (the leg is being cut, a reset_peer
-    /// toxic swallows them). A limit_data toxic may shorten `buffer`.
+    /// fault swallows them). A limit_data fault may shorten `buffer`.
     func didRead(_ buffer: inout ByteBuffer, from side: Side) -> Bool {
         if machine.leg(side).discardsReads { return false }
-        if !toxics.isEmpty, !applyToxics(&buffer, direction: side.producing) { return false }
+        if !machine.byteFaults.isEmpty, !applyByteFaults(&buffer, from: side) { return false }
         counters.add(bytes: buffer.readableBytes, producedBy: side == .client)
         trafficSink?.record(TrafficEvent(time: clock.now(), connection: id, kind: .read(side, Array(buffer.readableBytesView))))
         return true
@@ -197,7 +209,7 @@ final class ProxiedConnection: @unchecked Sendable {
                 pollAcknowledgements(side, beforeReset: beforeReset)
                 sink?.record(TrafficEvent(time: clock.now(), connection: id, kind: .closed(side, kind)))
             case .sendFIN(let side):
-                sendFIN(to: side)
+                legs[side]!.relay.shutdownOutput() // behind the bytes, and any slow_close, in the shaper
             case .discard(let side):
                 legs[side]!.shaper.discardHeld()
                 legs[side]!.relay.discardsReads = true
@@ -224,7 +236,7 @@ final class ProxiedConnection: @unchecked Sendable {
             case .finish:
                 lingerTask?.cancel()
                 protocolFrames?.grace?.cancel()
-                for toxic in toxics.values { toxic.timer?.cancel() }
+                cancelFaultTimers()
                 stopAcknowledgementPolls()
                 onFinished(id)
             }

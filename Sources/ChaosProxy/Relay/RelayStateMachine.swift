@@ -13,6 +13,7 @@ import ChaosCore
 /// - each leg's close is recorded once, with how it ended;
 /// - an upstream that does not answer, or not in time, resets the client;
 /// - what a fault's cut does in each ``DisconnectMode``;
+/// - what the faults that count bytes or run a timer do (limit_data, reset_peer, timeout: ``faultAdded(_:key:)``);
 /// - the connection is finished when both legs are closed.
 struct RelayStateMachine: Sendable {
     /// Where the connection is in its life.
@@ -77,6 +78,11 @@ struct RelayStateMachine: Sendable {
     private(set) var isCutByFault = false
     /// The legs a scheduled linger will reset.
     private var lingering: [Side] = []
+
+    // The state of the faults that act on bytes read or after a time (limit_data, reset_peer, timeout):
+    // their rules are in RelayStateMachine+Faults.swift.
+    /// Those faults on this connection, by the key of their shaping.
+    var byteFaults: [ShapingKey: ByteFault] = [:]
 
     /// A machine for a connection whose upstream is being dialled, or (`connected`) is already up;
     /// `recorded`: legs whose close another relay already recorded (a connection moved to NIO).

@@ -73,6 +73,7 @@ public struct Shaper {
             let width = UInt64(jitter) * 2 + 1
             due = due.saturatingAdding(Int64(generator.next(upperBound: width)) - jitter)
         }
+        if item == .shutdownOutput { due = due.saturatingAdding(settings.finDelay) }
         due = max(due, now, lastRelease)
         lastRelease = due
         if case .data(let buffer) = item { heldBytes += buffer.readableBytes }

@@ -17,30 +17,36 @@ public struct ShapingSettings: Equatable, Sendable {
     public var sliceDelay: ClosedRange<Int64> = 0...0
     /// Each piece is `sliceBytes` ± up to this many bytes, drawn per piece (Toxiproxy's slicer `size_variation`).
     public var sliceVariation = 0
+    /// A half-close (FIN) waits this much longer than the bytes would, nanoseconds (Toxiproxy's `slow_close`).
+    public var finDelay: Int64 = 0
 
     /// No shaping at all: bytes pass straight through.
     public static let none = ShapingSettings()
 
     /// Creates settings.
     public init(latency: Int64 = 0, jitter: Int64 = 0, bytesPerSecond: Int64? = nil, hold: Bool = false,
-                sliceBytes: Int? = nil, sliceDelay: ClosedRange<Int64> = 0...0) {
+                sliceBytes: Int? = nil, sliceDelay: ClosedRange<Int64> = 0...0, sliceVariation: Int = 0, finDelay: Int64 = 0) {
         self.latency = latency
         self.jitter = jitter
         self.bytesPerSecond = bytesPerSecond
         self.hold = hold
         self.sliceBytes = sliceBytes
         self.sliceDelay = sliceDelay
+        self.sliceVariation = sliceVariation
+        self.finDelay = finDelay
     }
 }
 
 extension ShapingSettings {
     /// What one direction of a connection applies under `effects` (its link profile comes as `.link`):
     /// latencies add up (held at `Int64.max` ns rather than overflowing), the widest jitter and the
-    /// tightest cap win, any hold holds, the first slice applies. Effects that do not shape bytes
-    /// (disconnect, refuse) or not in this direction are passed over.
+    /// tightest cap win, any hold holds (a `timeout` holds until it runs out), the first slice applies, the
+    /// longest FIN delay wins. Effects that do not shape bytes (disconnect, refuse; limit_data and reset_peer
+    /// act in the relay state machine) or not in this direction are passed over.
     ///
-    /// A fault's parameter travels three stages, one type each: what the user wrote (``FaultParameters``),
-    /// what the seed drew (``FaultEffect``), and what a connection applies (``ShapingSettings``).
+    /// A fault's parameter travels three stages: what the user wrote (``FaultParameters``), what the seed drew
+    /// (``FaultEffect``: the same ``FaultSpec`` with its ranges drawn), and what a connection applies
+    /// (``ShapingSettings``).
     public static func combining(_ effects: some Sequence<FaultEffect>, direction: Direction) -> ShapingSettings {
         var settings = ShapingSettings.none
         func cap(_ rate: ByteRate?) {
@@ -53,18 +59,20 @@ extension ShapingSettings {
                 settings.latency = settings.latency.saturatingAdding(add.nanoseconds)
                 settings.jitter = max(settings.jitter, jitter.nanoseconds)
             case .bandwidth(let rate, _): cap(rate)
-            case .partition, .stall, .handoff: settings.hold = true // a handoff holds both ways in its blackout
-            case .slice(let maxBytes, let delay, _):
+            case .partition, .stall, .handoff, .timeout: settings.hold = true // a handoff holds both ways in its blackout
+            case .slice(let maxBytes, let delay, _, let variation):
                 if settings.sliceBytes == nil {
                     settings.sliceBytes = maxBytes
                     settings.sliceDelay = delay.lower.nanoseconds...delay.upper.nanoseconds
+                    settings.sliceVariation = variation ?? 0
                 }
+            case .slowClose(let delay, _): settings.finDelay = max(settings.finDelay, delay.nanoseconds)
             case .link(let profile):
                 if profile.offline { settings.hold = true }
                 settings.latency = settings.latency.saturatingAdding(profile.latency.nanoseconds)
                 settings.jitter = max(settings.jitter, profile.jitter.nanoseconds)
                 cap(profile.bandwidth(direction))
-            case .disconnect, .refuse, .wsClose, .goaway: break
+            case .disconnect, .refuse, .wsClose, .goaway, .limitData, .resetPeer: break
             }
         }
         return settings
@@ -76,10 +84,10 @@ extension FaultEffect {
     public func shapes(_ direction: Direction) -> Bool {
         switch self {
         case .latency(_, _, let directions), .bandwidth(_, let directions), .partition(let directions),
-             .stall(let directions), .slice(_, _, let directions):
+             .stall(let directions), .slice(_, _, let directions, _), .slowClose(_, let directions), .timeout(_, let directions):
             directions.contains(direction)
         case .handoff, .link: true
-        case .disconnect, .refuse, .wsClose, .goaway: false
+        case .disconnect, .refuse, .wsClose, .goaway, .limitData, .resetPeer: false
         }
     }
 

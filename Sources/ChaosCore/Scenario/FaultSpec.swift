@@ -1,0 +1,133 @@
+/// A field of a fault that the seed draws: a ``DurationRange`` as written, a ``ChaosDuration`` once drawn (a
+/// range of one value).
+public protocol FaultSpan: Sendable, Codable, Equatable, CustomStringConvertible {
+    /// The span as a range (a drawn value is a range of one), so that one set of rules checks both.
+    var range: DurationRange { get }
+}
+
+extension DurationRange: FaultSpan {
+    public var range: DurationRange { self }
+}
+
+extension ChaosDuration: FaultSpan {
+    public var range: DurationRange { DurationRange(exactly: self) }
+}
+
+/// One fault's parameters, from scenario to effect. `Span` is what its drawn fields hold: a rule holds ranges
+/// (``FaultParameters``), a timeline's occurrence the values the seed drew from them (``FaultEffect``). A
+/// slice's delay stays a range in both (it is drawn per piece, as the bytes pass).
+///
+/// The last four cases and a slice's `variation` are Toxiproxy's toxics (`slow_close`, `limit_data`,
+/// `reset_peer`, `timeout`, a slicer's `size_variation`): the control API makes them; a scenario cannot.
+public enum FaultSpec<Span: FaultSpan>: Sendable, Codable, Equatable {
+    case disconnect(mode: DisconnectMode, linger: ChaosDuration)
+    case latency(add: Span, jitter: ChaosDuration, direction: DirectionSet)
+    case bandwidth(rate: ByteRate, direction: DirectionSet)
+    case partition(direction: DirectionSet)
+    case stall(direction: DirectionSet)
+    case refuse
+    case handoff(from: LinkProfile, to: LinkProfile, blackout: Span, linger: ChaosDuration)
+    /// Writes cut into pieces of `maxBytes` (± up to `variation`, drawn per piece), `delay` apart.
+    case slice(maxBytes: Int, delay: DurationRange, direction: DirectionSet, variation: Int? = nil)
+    case link(LinkProfile)
+    case wsClose(code: Int, side: CloseSide, grace: ChaosDuration)
+    case goaway(grace: ChaosDuration)
+    /// A FIN travelling that way is passed on `delay` late.
+    case slowClose(delay: ChaosDuration, direction: DirectionSet)
+    /// `bytes` (read since it reached the connection) pass that way, then both legs are closed.
+    case limitData(bytes: Int64, direction: DirectionSet)
+    /// The first bytes travelling that way (and all after) are swallowed, and `after` them both legs are reset.
+    case resetPeer(after: ChaosDuration, direction: DirectionSet)
+    /// Nothing passes that way (held, bounded); `after` it reached the connection, what was held is dropped and
+    /// both legs are closed (nil: held until lifted).
+    case timeout(after: ChaosDuration?, direction: DirectionSet)
+
+    /// The kind of fault.
+    public var kind: FaultKind {
+        switch self {
+        case .disconnect: .disconnect
+        case .latency: .latency
+        case .bandwidth: .bandwidth
+        case .partition: .partition
+        case .stall: .stall
+        case .refuse: .refuse
+        case .handoff: .handoff
+        case .slice: .slice
+        case .link: .link
+        case .wsClose: .wsClose
+        case .goaway: .goaway
+        case .slowClose: .slowClose
+        case .limitData: .limitData
+        case .resetPeer: .resetPeer
+        case .timeout: .timeout
+        }
+    }
+
+    /// The parameters as `key=value` pairs, for timelines and reports.
+    public var parameters: [(String, String)] {
+        switch self {
+        case .disconnect(let mode, let linger):
+            mode == .reset || mode == .close ? [("mode", mode.rawValue)] : [("mode", mode.rawValue), ("linger", "\(linger)")]
+        case .latency(let add, let jitter, let direction):
+            [("add", "\(add)"), ("jitter", "\(jitter)"), ("direction", direction.rawValue)]
+        case .bandwidth(let rate, let direction): [("rate", "\(rate)"), ("direction", direction.rawValue)]
+        case .partition(let direction), .stall(let direction): [("direction", direction.rawValue)]
+        case .refuse: []
+        case .handoff(let from, let to, let blackout, let linger):
+            [("from", from.name), ("to", to.name), ("blackout", "\(blackout)"), ("linger", "\(linger)")]
+        case .slice(let maxBytes, let delay, let direction, let variation):
+            [("size", "\(maxBytes)"), ("delay", "\(delay)"), ("direction", direction.rawValue)]
+                + (variation.map { [("variation", "\($0)")] } ?? [])
+        case .link(let profile): [("profile", profile.name)]
+        case .wsClose(let code, let side, let grace): [("code", "\(code)"), ("side", side.rawValue), ("grace", "\(grace)")]
+        case .goaway(let grace): [("grace", "\(grace)")]
+        case .slowClose(let delay, let direction): [("delay", "\(delay)"), ("direction", direction.rawValue)]
+        case .limitData(let bytes, let direction): [("bytes", "\(bytes)"), ("direction", direction.rawValue)]
+        case .resetPeer(let after, let direction): [("after", "\(after)"), ("direction", direction.rawValue)]
+        case .timeout(let after, let direction): [("after", after.map { "\($0)" } ?? "never"), ("direction", direction.rawValue)]
+        }
+    }
+
+    /// `key=value key=value`.
+    public var summary: String { parameters.map { "\($0.0)=\($0.1)" }.joined(separator: " ") }
+}
+
+/// A fault's parameters as written: ranges not yet drawn.
+public typealias FaultParameters = FaultSpec<DurationRange>
+
+/// A fault's effect: every range the seed draws, drawn.
+public typealias FaultEffect = FaultSpec<ChaosDuration>
+
+extension FaultSpec {
+    /// The same fault with each drawn field (`latency.add`, `handoff.blackout`) passed through `transform`, in
+    /// field order; every other field as it is.
+    public func mapSpans<Other: FaultSpan>(_ transform: (Span) throws -> Other) rethrows -> FaultSpec<Other> {
+        switch self {
+        case .disconnect(let mode, let linger): .disconnect(mode: mode, linger: linger)
+        case .latency(let add, let jitter, let direction): .latency(add: try transform(add), jitter: jitter, direction: direction)
+        case .bandwidth(let rate, let direction): .bandwidth(rate: rate, direction: direction)
+        case .partition(let direction): .partition(direction: direction)
+        case .stall(let direction): .stall(direction: direction)
+        case .refuse: .refuse
+        case .handoff(let from, let to, let blackout, let linger):
+            .handoff(from: from, to: to, blackout: try transform(blackout), linger: linger)
+        case .slice(let maxBytes, let delay, let direction, let variation):
+            .slice(maxBytes: maxBytes, delay: delay, direction: direction, variation: variation)
+        case .link(let profile): .link(profile)
+        case .wsClose(let code, let side, let grace): .wsClose(code: code, side: side, grace: grace)
+        case .goaway(let grace): .goaway(grace: grace)
+        case .slowClose(let delay, let direction): .slowClose(delay: delay, direction: direction)
+        case .limitData(let bytes, let direction): .limitData(bytes: bytes, direction: direction)
+        case .resetPeer(let after, let direction): .resetPeer(after: after, direction: direction)
+        case .timeout(let after, let direction): .timeout(after: after, direction: direction)
+        }
+    }
+}
+
+extension FaultSpec where Span == DurationRange {
+    /// The effect of one occurrence: each range drawn from `generator`, in field order (the order is what a
+    /// seed means).
+    public func drawn(with generator: inout SeededGenerator) -> FaultEffect {
+        mapSpans { generator.draw($0) }
+    }
+}

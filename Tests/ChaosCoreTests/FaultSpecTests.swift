@@ -1,0 +1,58 @@
+import ChaosCore
+import Foundation
+import Testing
+
+/// One fault type from scenario to effect: `FaultSpec` written (ranges) and drawn (values).
+@Suite("FaultSpec, written and drawn")
+struct FaultSpecTests {
+    static let header = """
+    name: t
+    duration: 10s
+    proxies:
+      - {name: p, listen: "127.0.0.1:7000", upstream: "127.0.0.1:7001"}
+    faults:
+
+    """
+
+    @Test("a scenario cannot name a toxic-only kind: the message is the one for any unknown kind", arguments: ["slow_close", "limit_data", "reset_peer", "timeout"])
+    func toxicKindsAreNotScenarioFaults(kind: String) throws {
+        let error = try #require(throws: ChaosError.self) {
+            try Scenario.parse(yaml: Self.header + "  - \(kind): {at: 1s}\n", file: "t.yaml")
+        }
+        #expect("\(error)".contains("t.yaml:6:5: error: unknown key '\(kind)' in a fault; expected one of: disconnect, latency, "
+            + "bandwidth, partition, handoff, refuse, slice, stall, link, ws-close, goaway"), "\(error)")
+    }
+
+    @Test("drawing maps only the ranged fields, in field order; the rest is the value written")
+    func drawing() {
+        var generator = SeededGenerator(seed: 5)
+        let written = FaultParameters.latency(add: DurationRange(.milliseconds(10), .milliseconds(90)), jitter: .milliseconds(3),
+                                              direction: .upstream)
+        var again = SeededGenerator(seed: 5)
+        #expect(written.drawn(with: &generator) == .latency(add: again.draw(DurationRange(.milliseconds(10), .milliseconds(90))),
+                                                           jitter: .milliseconds(3), direction: .upstream))
+        let slice = FaultParameters.slice(maxBytes: 4, delay: DurationRange(.zero, .milliseconds(2)), direction: .both, variation: 1)
+        #expect(slice.drawn(with: &generator) == .slice(maxBytes: 4, delay: DurationRange(.zero, .milliseconds(2)), direction: .both, variation: 1))
+        #expect(written.summary == "add=10ms..90ms jitter=3ms direction=upstream")
+    }
+
+    @Test("a slice without a variation encodes as before, and an older slice (no variation) reads back")
+    func sliceEncoding() throws {
+        let old = #"{"slice":{"delay":"1ms","direction":"both","maxBytes":16}}"#
+        let decoded = try JSONDecoder().decode(FaultEffect.self, from: Data(old.utf8))
+        #expect(decoded == .slice(maxBytes: 16, delay: DurationRange(exactly: .milliseconds(1)), direction: .both))
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        #expect(String(decoding: try encoder.encode(decoded), as: UTF8.self) == old)
+    }
+
+    @Test("a replayed timeline's drawn effects are checked by the rules a scenario's parameters obey, with the same messages")
+    func replayedEffectsChecked() throws {
+        let scenario = try Scenario.parse(yaml: Self.header + "  - latency: {at: 1s, for: 1s, add: 5ms}\n", file: "t.yaml")
+        let bad = FaultOccurrence(index: 0, rule: 0, at: .seconds(Int64(1)), lasts: .seconds(Int64(1)), proxy: nil, targets: .all,
+                                  seed: 1, effect: .latency(add: ChaosDuration(nanoseconds: -1), jitter: .zero, direction: .both))
+        let timeline = Timeline(seed: 1, duration: scenario.duration, occurrences: [bad])
+        let error = try #require(throws: ChaosError.self) { try timeline.checkInvariants(against: scenario, source: "run/timeline.json") }
+        #expect("\(error)".contains("run/timeline.json: occurrences[0].add must be at least 0 and at most 10 years, found"), "\(error)")
+    }
+}
