@@ -9,7 +9,7 @@ import Testing
 struct TimelineEncodingTests {
     /// (scenario, seed or nil for scenario.json, FNV-1a 64 of the file as `RunFolder` writes it).
     static let saved: [(String, UInt64?, UInt64)] = [
-        ("grpc", nil, 0x27946c0bdc367206), ("grpc", 7, 0xdb9930344bda2547),
+        ("grpc", nil, 0x5ecb460e22aaa2bb), ("grpc", 7, 0xdb9930344bda2547),
         ("half-open", nil, 0xedd86a420eba8040), ("half-open", 7, 0x227df4ee8d9fd015), ("half-open", 11, 0xed7236cdcd39407f),
         ("handoff", nil, 0xd3da99101cef99bb), ("handoff", 7, 0x6b7665d8f2344625), ("handoff", 23, 0x548d1c0cbdae385e),
         ("herd", nil, 0x901836ebb5001f41), ("herd", 7, 0xd2793fc18872806c), ("herd", 5, 0xceb559ebe7aaada6),
@@ -27,6 +27,11 @@ struct TimelineEncodingTests {
     func unchanged(name: String, seed: UInt64?, hash: UInt64) throws {
         var scenario = try Scenario.load(path: scenariosDirectory.appendingPathComponent("\(name).yaml").path)
         scenario.file = "Scenarios/\(name).yaml" // as the hashes were taken, from the package's folder
+        // A descriptor set's path is absolute once read: hashed relative to the package, wherever it is checked out.
+        let package = scenariosDirectory.deletingLastPathComponent().path + "/"
+        if let descriptors = scenario.protocolSpec?.descriptors, descriptors.hasPrefix(package) {
+            scenario.protocolSpec?.descriptors = String(descriptors.dropFirst(package.count))
+        }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys] // as RunFolder writes them
         let data = try seed.map { try encoder.encode(Timeline(scenario: scenario, seed: $0)) } ?? encoder.encode(scenario)

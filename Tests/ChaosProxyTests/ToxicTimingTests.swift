@@ -1,4 +1,5 @@
 import ChaosCore
+import ChaosControl
 @testable import ChaosProxy
 import NIOEmbedded
 import Testing
