@@ -144,6 +144,11 @@ final class EpollRelayConnection: EpollRelaySelectable, @unchecked Sendable {
         case .connecting:
             if slot == 1, writable { finishConnect(failed: events & UInt32(CHAOS_EPOLL_ERR | CHAOS_EPOLL_HUP) != 0) }
         case .relaying:
+            // A leg is not read after its FIN, so a reset that follows the FIN shows only as the socket's error.
+            if events & UInt32(CHAOS_EPOLL_ERR) != 0, machine.leg(Self.side(slot)).receivedFIN, legs[slot].fd >= 0 {
+                let error = RawSocket.pendingError(legs[slot].fd)
+                if error != 0 { return fail(slot, error) }
+            }
             if machine.leg(Self.side(slot)).awaitsAcknowledgements {
                 _ = checkAcknowledgementWait(slot)
             } else if legs[slot].acknowledgements.isOutstanding {
