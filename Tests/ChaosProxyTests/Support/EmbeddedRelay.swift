@@ -14,12 +14,13 @@ final class EmbeddedRelay {
     let events = EventRecorder()
     let connection: ProxiedConnection
 
-    init() throws {
+    /// `highWater`: what each leg's shaper holds before it pauses its producer.
+    init(highWater: Int = 1 << 20) throws {
         var channels: [EmbeddedChannel] = [], ends: [WireEnd] = [], legs: [ProxiedConnection.Leg] = []
         for side in Side.allCases {
             let channel = EmbeddedChannel(loop: loop)
             let end = WireEnd()
-            let shaper = ShapingHandler(generator: SeededGenerator(seed: 1))
+            let shaper = ShapingHandler(highWater: highWater, generator: SeededGenerator(seed: 1))
             let relay = RelayHandler(side: side)
             try channel.pipeline.syncOperations.addHandlers([end, shaper, relay])
             try channel.connect(to: .init(ipAddress: "127.0.0.1", port: 1)).wait()
@@ -84,6 +85,8 @@ final class WireEnd: ChannelDuplexHandler {
 
     private(set) var received: [UInt8] = []
     private(set) var end = PeerView.End.open
+    /// How many reads the relay asked of this leg's socket.
+    private(set) var reads = 0
     private var context: ChannelHandlerContext?
     private var inputClosed = false
     private var outputClosed = false
@@ -91,6 +94,11 @@ final class WireEnd: ChannelDuplexHandler {
     var resets = false
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+
+    func read(context: ChannelHandlerContext) {
+        reads += 1
+        context.read()
+    }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         received += unwrapOutboundIn(data).readableBytesView
