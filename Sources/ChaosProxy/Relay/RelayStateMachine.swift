@@ -277,7 +277,7 @@ struct RelayStateMachine: Sendable {
         return cancel + [.scheduleLinger(delay)]
     }
 
-    mutating func finishIfClosed() -> [Action] {
+    private mutating func finishIfClosed() -> [Action] {
         guard phase == .relaying, legs.allSatisfy(\.closed) else { return [] }
         phase = .finished
         let cancel: [Action] = lingering.isEmpty ? [] : [.cancelLinger]
