@@ -55,7 +55,7 @@ extension ProxyServer {
         guard let upstream = upstreamAddress else { return nil }
         return EpollRelayRoute(
             proxyName: spec.name, upstream: upstream, sink: sink, clock: clock, counters: counters,
-            connectTimeoutNanoseconds: 10_000_000_000, logger: logger,
+            connectTimeout: options.connectTimeout, logger: logger,
             finished: { [weak self] id in
                 self?.state.withLock { state in
                     state.epollRelay.removeValue(forKey: id)

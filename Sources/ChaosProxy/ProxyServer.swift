@@ -38,6 +38,8 @@ public final class ProxyServer: Sendable {
         /// The protocol whose frames the proxy follows on every connection, so that `ws-close` and `goaway`
         /// faults can reach them (nil: none). Such connections are all relayed by NIO.
         public var frames: FrameProtocol?
+        /// How long an upstream has to answer before its client is reset (both relays).
+        public var connectTimeout = RelayStateMachine.connectTimeout
         /// Creates default options.
         public init() {}
     }
@@ -188,7 +190,7 @@ public final class ProxyServer: Sendable {
         }
         let upstream = spec.upstream
         let bootstrap = relayBootstrap(client.eventLoop)
-            .connectTimeout(.seconds(10))
+            .connectTimeout(.nanoseconds(options.connectTimeout.nanoseconds))
             .channelInitializer { [self] server in
                 server.eventLoop.makeCompletedFuture { try self.addLegHandlers(server, side: .server, generator: generator) }
             }

@@ -13,6 +13,7 @@ struct RelayStateMachineTests {
         case connected, connectFailed, pendingClient, pendingServer, drainedClient, drainedServer
         case finClient, finServer, resetClient, errorServer, closedClient, closedServer
         case cutReset, cutClose, cutClientOnly, cutServerOnly, lingerExpired, terminate
+        case fullServer, acceptsServer, settledClient, settledServer
 
         func apply(to machine: inout Machine) -> [Action] {
             switch self {
@@ -34,6 +35,10 @@ struct RelayStateMachineTests {
             case .cutServerOnly: machine.cut(.serverOnly, linger: .seconds(Int64(30)))
             case .lingerExpired: machine.lingerExpired()
             case .terminate: machine.terminate()
+            case .fullServer: machine.acceptsChanged(.server, accepts: false)
+            case .acceptsServer: machine.acceptsChanged(.server, accepts: true)
+            case .settledClient: machine.acknowledgementsSettled(.client)
+            case .settledServer: machine.acknowledgementsSettled(.server)
             }
         }
     }
@@ -67,8 +72,17 @@ struct RelayStateMachineTests {
         Row(given: [.connected, .pendingServer], when: .finClient, then: [.recordClose(.client, .fin, beforeReset: false)]),
         Row(given: [.connected, .pendingServer, .finClient], when: .drainedServer, then: [.sendFIN(.server)]),
         Row(given: [.connected, .finClient], when: .finClient, then: []),
+        // The last FIN of a leg (its peer sent FIN) waits for its peer's acknowledgements; after the last
+        // FIN of both, both legs close.
         Row(given: [.connected, .finClient], when: .finServer,
-            then: [.recordClose(.server, .fin, beforeReset: false), .sendFIN(.client), .closeInOrder]),
+            then: [.recordClose(.server, .fin, beforeReset: false), .awaitAcknowledgements(.client)]),
+        Row(given: [.connected, .finClient, .finServer], when: .settledClient, then: [.sendFIN(.client), .closeInOrder]),
+        Row(given: [.connected, .finClient, .finServer, .settledClient], when: .settledClient, then: []),
+        Row(given: [.connected, .finClient], when: .settledServer, then: []),
+        Row(given: [.connected, .pendingClient, .finClient, .finServer], when: .drainedClient, then: [.awaitAcknowledgements(.client)]),
+        Row(given: [.connected, .finClient, .finServer, .cutClose], when: .settledClient, then: []),
+        Row(given: [.connected, .finClient, .finServer], when: .cutClose,
+            then: [.countCut, .discard(.client), .sendFIN(.client), .close(.client), .discard(.server), .close(.server), .finish]),
         Row(given: [.connected, .finClient, .finServer], when: .closedClient, then: []),
         Row(given: [.connected, .finClient, .finServer, .closedClient], when: .closedServer, then: [.finish]),
         // NIO folds a peer's FIN into the closure.
@@ -82,8 +96,17 @@ struct RelayStateMachineTests {
             then: [.recordClose(.server, .error, beforeReset: false), .close(.server),
                    .recordClose(.client, .reset, beforeReset: true), .reset(.client), .finish]),
         // …unless the other leg had finished both ways: then it is closed in order.
-        Row(given: [.connected, .finClient, .finServer], when: .errorServer,
+        Row(given: [.connected, .finClient, .finServer, .settledClient], when: .errorServer,
             then: [.close(.server), .close(.client), .finish]),
+        // (a leg still waiting to send its last FIN had not finished: it is reset)
+        Row(given: [.connected, .finClient, .finServer], when: .errorServer,
+            then: [.close(.server), .reset(.client), .finish]),
+        // Backpressure: a full leg stops reads from its partner; accepting again resumes them.
+        Row(given: [.connected], when: .fullServer, then: []),
+        Row(given: [.connected, .fullServer], when: .acceptsServer, then: [.resumeReading(.client)]),
+        Row(given: [.connected], when: .acceptsServer, then: []),
+        Row(given: [.connected, .fullServer, .finClient], when: .acceptsServer, then: []),
+        Row(given: [.connected, .fullServer, .cutClientOnly], when: .acceptsServer, then: []),
         // The cuts.
         Row(given: [.connected], when: .cutReset,
             then: [.countCut, .recordClose(.client, .cutByFault, beforeReset: true), .discard(.client), .reset(.client),
@@ -125,16 +148,23 @@ struct RelayStateMachineTests {
         #expect(row.when.apply(to: &machine) == row.then)
     }
 
-    @Test("a cut connection is not read except to drop; a pending partner stops reads")
+    @Test("a leg is read only while its partner accepts (bytes held for the partner do not stop it); a cut connection only to drop")
     func reads() {
         var machine = Machine(connected: true)
-        #expect(machine.mayRead(.client, partnerAccepts: true))
-        #expect(!machine.mayRead(.client, partnerAccepts: false))
+        #expect(machine.mayRead(.client))
+        _ = machine.acceptsChanged(.server, accepts: false)
+        #expect(!machine.mayRead(.client))
+        #expect(machine.mayRead(.server), "each direction has its own backpressure")
+        #expect(machine.acceptsChanged(.server, accepts: true) == [.resumeReading(.client)])
         _ = machine.pendingChanged(.server, hasPending: true)
-        #expect(!machine.mayRead(.client, partnerAccepts: true))
+        #expect(machine.mayRead(.client), "a shaper holding bytes for the server is not full")
+        _ = machine.acceptsChanged(.server, accepts: false)
+        _ = machine.acceptsChanged(.client, accepts: false)
         _ = machine.cut(.clientOnly, linger: .zero)
-        #expect(!machine.mayRead(.client, partnerAccepts: true), "the reset leg is closed")
-        #expect(machine.mayRead(.server, partnerAccepts: false), "the lingering leg is read to drop")
+        #expect(!machine.mayRead(.client), "the reset leg is closed")
+        #expect(machine.mayRead(.server), "the lingering leg is read to drop, whoever is full")
+        _ = machine.receivedFIN(.server)
+        #expect(!machine.mayRead(.server), "nothing is read after its FIN")
     }
 
     @Test("in every state reached by three events (and 20,000 seeded longer histories), every event keeps the rules: each close recorded and performed at most once, both legs closed, one finish, nothing after it")

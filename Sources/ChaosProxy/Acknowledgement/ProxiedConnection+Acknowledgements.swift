@@ -31,28 +31,26 @@ extension ProxiedConnection {
         if !kernel.over, acknowledgements[side.slot].isOutstanding { scheduleAcknowledgementPoll(side) }
     }
 
-    /// Runs `proceed` (the FIN about to go to `side`) once `side`'s peer acknowledged what was written
-    /// to it, or at most ``AcknowledgementTracker/closeWait`` later. Only a leg whose peer already sent
-    /// its FIN waits: NIO closes such a socket with our FIN, and what it acknowledged after that could
-    /// no longer be read.
-    func whenAcknowledged(_ side: Side, then proceed: @escaping () -> Void) {
-        pollAcknowledgements(side)
-        guard machine.leg(side).receivedFIN, !machine.isCut, acknowledgements[side.slot].isOutstanding,
-              legs[side]!.channel.isActive else { return proceed() }
-        let deadline = NIODeadline.now() + .nanoseconds(AcknowledgementTracker.closeWait)
-        waitForAcknowledgement(side, until: deadline, then: NIOLoopBound(proceed, eventLoop: eventLoop))
+    /// The machine's ``RelayStateMachine/Action/awaitAcknowledgements(_:)``: once the bytes handed to
+    /// `side`'s channel reached its socket, reads what its peer acknowledged until nothing is
+    /// outstanding or ``RelayStateMachine/acknowledgementWait`` passed, then tells the machine (which
+    /// sends the FIN: NIO closes a socket shut both ways with it, and what its peer acknowledged after
+    /// that could no longer be read).
+    func awaitAcknowledgements(_ side: Side) {
+        guard trafficSink != nil else { return perform(machine.acknowledgementsSettled(side)) }
+        legs[side]!.shaper.whenWritten { [self] in
+            let deadline = eventLoop.now + .nanoseconds(RelayStateMachine.acknowledgementWait.nanoseconds)
+            waitForAcknowledgement(side, until: deadline)
+        }
     }
 
-    private func waitForAcknowledgement(_ side: Side, until deadline: NIODeadline, then proceed: NIOLoopBound<() -> Void>) {
+    private func waitForAcknowledgement(_ side: Side, until deadline: NIODeadline) {
+        pollAcknowledgements(side)
+        let waiting = acknowledgements[side.slot].isOutstanding && legs[side]!.channel.isActive
+            && machine.leg(side).awaitsAcknowledgements && eventLoop.now < deadline
+        guard waiting else { return perform(machine.acknowledgementsSettled(side)) }
         eventLoop.scheduleTask(in: .nanoseconds(AcknowledgementTracker.pollInterval)) { [self] in
-            pollAcknowledgements(side)
-            let waiting = acknowledgements[side.slot].isOutstanding && legs[side]!.channel.isActive
-                && !machine.isCut && NIODeadline.now() < deadline
-            if waiting {
-                waitForAcknowledgement(side, until: deadline, then: proceed)
-            } else {
-                proceed.value()
-            }
+            waitForAcknowledgement(side, until: deadline)
         }
     }
 

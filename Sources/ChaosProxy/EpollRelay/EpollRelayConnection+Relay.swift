@@ -10,7 +10,7 @@ extension EpollRelayConnection {
         let target = 1 - source
         let side = Self.side(source)
         var reads = 0
-        while !isDone, legs[source].readable, machine.mayRead(side, partnerAccepts: true) {
+        while !isDone, legs[source].readable, machine.mayRead(side) {
             if reads == 16 { return loop.yieldTurn(self) }
             reads += 1
             let count = read(legs[source].fd, loop.scratch.baseAddress, loop.scratch.count)
@@ -57,12 +57,14 @@ extension EpollRelayConnection {
         guard sent < bytes.count else { return true }
         legs[target].pending = Array(bytes[sent...])
         legs[target].pendingStart = 0
-        perform(machine.pendingChanged(Self.side(target), hasPending: true))
+        // At most one read is held per direction: the target takes no more until it is written.
+        perform(machine.pendingChanged(Self.side(target), hasPending: true)
+            + machine.acceptsChanged(Self.side(target), accepts: false))
         return false
     }
 
     /// Writes `target`'s pending bytes now that its socket takes more; once they are all out, the
-    /// source's FIN is passed on (the machine says when) and reading the source resumes.
+    /// source's FIN is passed on and reading the source resumes (the machine says when).
     func flush(to target: Int) {
         while legs[target].hasPending {
             let start = legs[target].pendingStart
@@ -83,7 +85,7 @@ extension EpollRelayConnection {
         legs[target].pending = []
         legs[target].pendingStart = 0
         perform(machine.pendingChanged(Self.side(target), hasPending: false))
-        if !isDone { pump(from: 1 - target) }
+        perform(machine.acceptsChanged(Self.side(target), accepts: true))
     }
 
     /// Performs the machine's actions on the sockets, in order.
@@ -98,8 +100,11 @@ extension EpollRelayConnection {
                 if index + 1 < actions.count, actions[index + 1] == .closeInOrder { continue }
                 _ = shutdown(legs[side.slot].fd, Int32(SHUT_WR))
             case .closeInOrder:
-                let last = index > 0 ? actions[index - 1] : nil
-                if case .sendFIN(let side) = last { closeInOrder(lastFIN: side.slot) }
+                closeBoth()
+            case .awaitAcknowledgements(let side):
+                awaitAcknowledgements(side.slot)
+            case .resumeReading(let side):
+                if !isDone { pump(from: side.slot) }
             case .discard(let side):
                 legs[side.slot].pending = []
                 legs[side.slot].pendingStart = 0
@@ -129,21 +134,28 @@ extension EpollRelayConnection {
         if reset { RawSocket.closeWithReset(fd) } else { close(fd) }
     }
 
-    /// Both legs ended in order; `lastFIN`'s FIN is still to go. `close` sends it (both legs were
-    /// read to the end, so it is a FIN, not a reset), saving the `shutdown`, unless a peer has not
-    /// acknowledged its last bytes yet: then the FIN goes out with `shutdown` and the sockets stay
-    /// open until it has (or ``AcknowledgementTracker/closeWait`` passed), so the audit sees them
-    /// delivered.
-    private func closeInOrder(lastFIN: Int) {
-        let waiting = [pollAcknowledgements(0), pollAcknowledgements(1)].contains(true)
-        guard waiting else { return closeBoth() }
-        _ = shutdown(legs[lastFIN].fd, Int32(SHUT_WR))
-        isClosing = true
-        closeDeadline = EpollRelayLoop.now() &+ UInt64(AcknowledgementTracker.closeWait)
+    /// Reads what `slot`'s peer acknowledged until nothing written to it is outstanding or
+    /// ``RelayStateMachine/acknowledgementWait`` passed (polled with the others, and on the leg's
+    /// events), then tells the machine, which sends the leg's last FIN.
+    private func awaitAcknowledgements(_ slot: Int) {
+        guard pollAcknowledgements(slot) else { return perform(machine.acknowledgementsSettled(Self.side(slot))) }
+        acknowledgementDeadlines[slot] = EpollRelayLoop.now() &+ UInt64(RelayStateMachine.acknowledgementWait.nanoseconds)
         watchAcknowledgements()
     }
 
-    /// Closes both sockets (both ended in order) and forgets the connection.
+    /// For a leg awaiting its acknowledgements (on a poll or any event): tells the machine once nothing is
+    /// outstanding or its deadline passed. Returns whether it still waits.
+    func checkAcknowledgementWait(_ slot: Int) -> Bool {
+        let side = Self.side(slot)
+        guard !isDone, machine.leg(side).awaitsAcknowledgements else { return false }
+        if pollAcknowledgements(slot), EpollRelayLoop.now() < acknowledgementDeadlines[slot] { return true }
+        perform(machine.acknowledgementsSettled(side))
+        return false
+    }
+
+    /// Both legs ended in order (the last FIN not sent yet: `close` sends it, saving the `shutdown`;
+    /// both legs were read to the end, so it is a FIN, not a reset): closes both sockets and forgets
+    /// the connection.
     private func closeBoth() {
         closeSocket(0, reset: false)
         closeSocket(1, reset: false)
@@ -151,25 +163,17 @@ extension EpollRelayConnection {
     }
 
     /// The loop's poll came due: reads what both peers acknowledged and polls again while bytes
-    /// are outstanding; a `closing` connection closes once nothing is (or its deadline passed).
+    /// are outstanding; a leg awaiting its acknowledgements gets its FIN once nothing is (or its
+    /// deadline passed).
     func acknowledgementPollDue() {
         watchingAcknowledgements = false
-        guard !isDone else { return }
-        if isClosing {
-            if !checkClosing() { watchAcknowledgements() }
-        } else if machine.phase == .relaying {
-            if [pollAcknowledgements(0), pollAcknowledgements(1)].contains(true) { watchAcknowledgements() }
+        guard !isDone, machine.phase == .relaying else { return }
+        var more = false
+        for slot in 0..<2 {
+            let waits = machine.leg(Self.side(slot)).awaitsAcknowledgements
+            if waits ? checkAcknowledgementWait(slot) : pollAcknowledgements(slot) { more = true }
         }
-    }
-
-    /// For a `closing` connection (on its poll or any event): closes it once neither peer has bytes
-    /// outstanding or its deadline passed. Returns whether it closed.
-    func checkClosing() -> Bool {
-        guard isClosing, !isDone else { return false }
-        let more = [pollAcknowledgements(0), pollAcknowledgements(1)].contains(true)
-        guard !more || EpollRelayLoop.now() >= closeDeadline else { return false }
-        closeBoth()
-        return true
+        if more, !isDone { watchAcknowledgements() }
     }
 
     /// Reads what `slot`'s peer acknowledged and records it when it moved; returns whether bytes

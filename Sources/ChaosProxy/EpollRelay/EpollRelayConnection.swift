@@ -25,15 +25,13 @@ final class EpollRelayConnection: EpollRelaySelectable, @unchecked Sendable {
     var machine = RelayStateMachine()
     /// Taken out of the loop: handed over to NIO, or finished.
     var isDone = false
-    /// Both FINs passed on; waiting (at most ``AcknowledgementTracker/closeWait``) for the peers to
-    /// acknowledge the last bytes before the sockets are closed.
-    var isClosing = false
     /// Asked to detach while the upstream connect was under way.
     private var detachWaiters: [(DetachedConnection?) -> Void] = []
     /// Cut by a fault while the upstream connect was under way: done once it answers.
     private var pendingCut: (mode: DisconnectMode, linger: ChaosDuration)?
-    /// When a closing connection closes whatever the peers acknowledged (loop clock).
-    var closeDeadline: UInt64 = 0
+    /// When each leg awaiting its acknowledgements (``RelayStateMachine/Action/awaitAcknowledgements(_:)``)
+    /// stops waiting (loop clock).
+    var acknowledgementDeadlines: [UInt64] = [0, 0]
     /// Registered with the loop for an acknowledgement poll.
     var watchingAcknowledgements = false
     /// Bumped by every linger scheduled or cancelled: a timer from an earlier one does nothing.
@@ -48,7 +46,6 @@ final class EpollRelayConnection: EpollRelaySelectable, @unchecked Sendable {
         /// Bytes to write to this leg that the socket did not take yet.
         var pending: [UInt8] = []
         var pendingStart = 0
-        var closeRecorded = false
         /// What the peer acknowledged of the bytes written to this leg.
         var acknowledgements: AcknowledgementTracker
         var hasPending: Bool { pendingStart < pending.count }
@@ -91,7 +88,7 @@ final class EpollRelayConnection: EpollRelaySelectable, @unchecked Sendable {
         } catch {
             return failConnect(error.code)
         }
-        loop.connectDeadline(key: key, after: route.connectTimeoutNanoseconds)
+        loop.connectDeadline(key: key, after: UInt64(max(0, route.connectTimeout.nanoseconds)))
     }
 
     /// The upstream did not answer in time.
@@ -146,11 +143,18 @@ final class EpollRelayConnection: EpollRelaySelectable, @unchecked Sendable {
         switch machine.phase {
         case .connecting:
             if slot == 1, writable { finishConnect(failed: events & UInt32(CHAOS_EPOLL_ERR | CHAOS_EPOLL_HUP) != 0) }
-        case .relaying where isClosing:
-            _ = checkClosing()
         case .relaying:
-            if legs[slot].acknowledgements.isOutstanding { _ = pollAcknowledgements(slot) }
-            if writable, legs[slot].hasPending { flush(to: slot) }
+            // A leg is not read after its FIN, so a reset that follows the FIN shows only as the socket's error.
+            if events & UInt32(CHAOS_EPOLL_ERR) != 0, machine.leg(Self.side(slot)).receivedFIN, legs[slot].fd >= 0 {
+                let error = RawSocket.pendingError(legs[slot].fd)
+                if error != 0 { return fail(slot, error) }
+            }
+            if machine.leg(Self.side(slot)).awaitsAcknowledgements {
+                _ = checkAcknowledgementWait(slot)
+            } else if legs[slot].acknowledgements.isOutstanding {
+                _ = pollAcknowledgements(slot)
+            }
+            if !isDone, writable, legs[slot].hasPending { flush(to: slot) }
             if !isDone { pump(from: slot) }
         case .finished:
             break
@@ -168,7 +172,7 @@ final class EpollRelayConnection: EpollRelaySelectable, @unchecked Sendable {
     /// A fault cuts the connection as `mode` says, here on its own thread; returns whether it was
     /// live to cut.
     func cut(_ mode: DisconnectMode, linger: ChaosDuration) -> Bool {
-        guard !isDone, !isClosing else { return false }
+        guard !isDone else { return false }
         if machine.phase == .connecting {
             // It counts as live (the proxy accepted it); the cut lands as soon as it is.
             if pendingCut == nil { pendingCut = (mode, linger) }
@@ -190,7 +194,7 @@ final class EpollRelayConnection: EpollRelaySelectable, @unchecked Sendable {
     /// Takes both sockets out of the loop and hands them, with the bytes still pending, to
     /// `reply` (nil when the connection is already over or cut). Waits for a connect under way.
     func detach(_ reply: @escaping (DetachedConnection?) -> Void) {
-        guard !isDone, !machine.isCut, !isClosing else { return reply(nil) }
+        guard !isDone, !machine.isCut, !machine.awaitsAcknowledgements else { return reply(nil) }
         switch machine.phase {
         case .connecting:
             detachWaiters.append(reply)
@@ -200,7 +204,7 @@ final class EpollRelayConnection: EpollRelaySelectable, @unchecked Sendable {
             loop.unregister(key: key, descriptors: [legs[0].fd, legs[1].fd])
             isDone = true
             lingerGeneration += 1
-            let recorded = Set((0..<2).filter { legs[$0].closeRecorded }.map(Self.side))
+            let recorded = Set(Side.allCases.filter { machine.leg($0).closeRecorded })
             reply(DetachedConnection(client: legs[0].fd, server: legs[1].fd, adoption: ProxiedConnection.Adoption(
                 toClient: Array(legs[0].pending[legs[0].pendingStart...]),
                 toServer: Array(legs[1].pending[legs[1].pendingStart...]),
@@ -218,9 +222,8 @@ final class EpollRelayConnection: EpollRelaySelectable, @unchecked Sendable {
         for waiter in waiters { waiter(nil) }
     }
 
+    /// Records `slot`'s close (the machine says when: once per leg).
     func recordClose(_ slot: Int, _ kind: TrafficEvent.CloseKind) {
-        guard !legs[slot].closeRecorded else { return }
-        legs[slot].closeRecorded = true
         route.sink?.record(TrafficEvent(time: route.clock.now(), connection: id, kind: .closed(Self.side(slot), kind)))
     }
 

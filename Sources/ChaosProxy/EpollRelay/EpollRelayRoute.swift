@@ -10,7 +10,8 @@ struct EpollRelayRoute: Sendable {
     let sink: (any TrafficEventSink)?
     let clock: RunClock
     let counters: ProxyCounters
-    let connectTimeoutNanoseconds: UInt64
+    /// How long the upstream has to answer.
+    let connectTimeout: ChaosDuration
     let logger: Logger
     /// Called once a connection has ended (not when it was handed over to NIO).
     let finished: @Sendable (ConnectionID) -> Void
@@ -20,14 +21,14 @@ struct EpollRelayRoute: Sendable {
     let trafficSink: (any TrafficEventSink)?
 
     init(proxyName: String, upstream: SocketAddress, sink: (any TrafficEventSink)?, clock: RunClock,
-         counters: ProxyCounters, connectTimeoutNanoseconds: UInt64, logger: Logger,
+         counters: ProxyCounters, connectTimeout: ChaosDuration, logger: Logger,
          finished: @escaping @Sendable (ConnectionID) -> Void, cut: @escaping @Sendable (ConnectionID) -> Void) {
         self.proxyName = proxyName
         self.upstream = upstream
         self.sink = sink
         self.clock = clock
         self.counters = counters
-        self.connectTimeoutNanoseconds = connectTimeoutNanoseconds
+        self.connectTimeout = connectTimeout
         self.logger = logger
         self.finished = finished
         self.cut = cut

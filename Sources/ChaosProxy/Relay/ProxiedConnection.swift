@@ -80,17 +80,19 @@ final class ProxiedConnection: @unchecked Sendable {
         server.relay.partner = client.relay
         client.relay.connection = self
         server.relay.connection = self
+        for side in Side.allCases {
+            // What a leg's shaper holds is its pending bytes: its FIN waits behind them.
+            legs[side]!.shaper.onHoldingChanged = { [weak self] holding in
+                guard let self else { return }
+                perform(machine.pendingChanged(side, hasPending: holding))
+            }
+        }
         if let sink = trafficSink {
             let id = self.id, clock = self.clock
             for side in Side.allCases {
-                let shaper = legs[side]!.shaper
-                shaper.onDelivered = { [weak self] buffer in
+                legs[side]!.shaper.onDelivered = { [weak self] buffer in
                     sink.record(TrafficEvent(time: clock.now(), connection: id, kind: .written(side, Array(buffer.readableBytesView))))
                     self?.wrote(buffer.readableBytes, to: side)
-                }
-                shaper.holdShutdown = { [weak self] proceed in
-                    guard let self else { return proceed() }
-                    self.whenAcknowledged(side, then: proceed)
                 }
             }
         }
@@ -101,6 +103,7 @@ final class ProxiedConnection: @unchecked Sendable {
             sink?.record(TrafficEvent(time: clock.now(), connection: id, kind: .opened(endpoints)))
             counters.connectionOpened()
         }
+        for side in Side.allCases { _ = machine.acceptsChanged(side, accepts: legs[side]!.relay.canAccept) }
         self.baseline = baseline
         self.shaping = shaping
         reshape()
@@ -181,11 +184,20 @@ final class ProxiedConnection: @unchecked Sendable {
         return true
     }
 
-    /// `side` sent FIN: pass the half-close on, behind any held data (the shaper holds the FIN
-    /// behind it, so for the machine nothing is ever pending here).
+    /// `side` sent FIN: the machine passes the half-close on once the partner's shaper holds no
+    /// bytes (the FIN is still due its latency after now).
     func didReceiveEOF(from side: Side) {
         pollAcknowledgements(side)
+        legs[side.other]!.shaper.finReadAt = Int64(truncatingIfNeeded: eventLoop.now.uptimeNanoseconds)
         perform(machine.receivedFIN(side))
+    }
+
+    /// Whether `side` may be read now (the machine's backpressure rule).
+    func mayRead(_ side: Side) -> Bool { machine.mayRead(side) }
+
+    /// Whether `side` takes more bytes (its channel's writability, its shaper's pressure) changed.
+    func acceptanceChanged(_ side: Side) {
+        perform(machine.acceptsChanged(side, accepts: legs[side]!.relay.canAccept))
     }
 
     /// A leg failed: a reset from its peer is passed on as a reset to the other leg.
@@ -212,14 +224,18 @@ final class ProxiedConnection: @unchecked Sendable {
                 legs[side]!.relay.shutdownOutput() // behind the bytes, and any slow_close, in the shaper
             case .discard(let side):
                 legs[side]!.shaper.discardHeld()
-                legs[side]!.relay.discardsReads = true
+                legs[side]!.relay.startReading() // read to drop, so that its peer's FIN or reset is seen
             case .reset(let side):
                 legs[side]!.shaper.discardHeld()
                 legs[side]!.channel.closeWithReset()
             case .close(let side):
                 legs[side]!.channel.close(promise: nil)
             case .closeInOrder:
-                break // NIO closes a channel that is shut both ways
+                break // the last FIN closed its channel (NIO closes a channel shut both ways), the other one already was
+            case .awaitAcknowledgements(let side):
+                awaitAcknowledgements(side)
+            case .resumeReading(let side):
+                legs[side]!.relay.startReading()
             case .countCut:
                 counters.connectionCut()
                 onCut(id)

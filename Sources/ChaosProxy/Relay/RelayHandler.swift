@@ -2,9 +2,9 @@ import ChaosCore
 import NIOCore
 
 /// One leg of a proxied connection: reads bytes from its channel and hands them to its partner
-/// leg, reading only while the partner can take more (its socket is writable and its shaper is
-/// not pressured), so a slow reader slows the writer through TCP. A FIN on this leg becomes a
-/// half-close on the partner leg, behind any data still held.
+/// leg, reading only while the connection's ``RelayStateMachine`` says so (the partner can take
+/// more: its socket is writable and its shaper is not pressured), so a slow reader slows the
+/// writer through TCP. It tells the connection when this leg starts or stops taking bytes.
 ///
 /// Both legs live on one event loop; the pair is wired by ``ProxiedConnection``.
 final class RelayHandler: ChannelDuplexHandler {
@@ -23,11 +23,6 @@ final class RelayHandler: ChannelDuplexHandler {
     /// What arrived before the connection was wired (NIO reads a peer's data and FIN as soon as
     /// the FIN is signalled, even with auto-read off): replayed by ``drainEarlyArrivals()``.
     private var early: (buffers: [ByteBuffer], eof: Bool, error: (any Error)?, inactive: Bool) = ([], false, nil, false)
-    /// Set when what this leg reads goes nowhere (its partner was cut by a fault): it is read
-    /// regardless of the partner, so that its peer's FIN or RST is still seen.
-    var discardsReads = false {
-        didSet { if discardsReads { partnerCanAcceptChanged() } }
-    }
 
     /// Told when this leg relayed bytes, to keep the loop polling briefly (nil: no busy polling).
     private let busyPoller: LoopBusyPoller?
@@ -37,7 +32,7 @@ final class RelayHandler: ChannelDuplexHandler {
         self.busyPoller = busyPoller
     }
 
-    /// Whether bytes may be handed to this leg for writing.
+    /// Whether bytes may be handed to this leg for writing (its writability and its shaper's pressure).
     var canAccept: Bool { (context?.channel.isWritable ?? false) && !shaperPaused }
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
@@ -72,14 +67,14 @@ final class RelayHandler: ChannelDuplexHandler {
             if let connection { connection.didReceiveEOF(from: side) } else { early.eof = true }
         case let pressure as ShapingPressure:
             shaperPaused = pressure == .paused
-            partner?.partnerCanAcceptChanged()
+            connection?.acceptanceChanged(side)
         default:
             context.fireUserInboundEventTriggered(event)
         }
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        partner?.partnerCanAcceptChanged()
+        connection?.acceptanceChanged(side)
         context.fireChannelWritabilityChanged()
     }
 
@@ -92,9 +87,10 @@ final class RelayHandler: ChannelDuplexHandler {
         context.fireChannelInactive()
     }
 
-    /// Starts reading once the connection is wired (a read held back since the channel became active).
+    /// Reads again if a read was held back (since the channel became active, or while the machine
+    /// said no) and the machine now says yes.
     func startReading() {
-        guard pendingRead, let context, discardsReads || partner?.canAccept ?? false else { return }
+        guard pendingRead, let context, connection?.mayRead(side) ?? false else { return }
         pendingRead = false
         context.read()
     }
@@ -122,7 +118,7 @@ final class RelayHandler: ChannelDuplexHandler {
             pendingRead = true
             return
         }
-        if discardsReads || partner?.canAccept ?? false {
+        if connection?.mayRead(side) ?? false {
             context.read()
         } else {
             pendingRead = true
@@ -140,12 +136,6 @@ final class RelayHandler: ChannelDuplexHandler {
     func shutdownOutput() {
         context?.flush() // NIO fails unflushed writes on a half-close
         context?.close(mode: .output, promise: nil)
-    }
-
-    private func partnerCanAcceptChanged() {
-        guard pendingRead, discardsReads || partner?.canAccept ?? false, let context else { return }
-        pendingRead = false
-        context.read()
     }
 }
 

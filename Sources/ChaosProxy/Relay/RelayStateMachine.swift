@@ -6,8 +6,10 @@ import ChaosCore
 ///
 /// The rules it owns:
 /// - a leg is read only while its partner takes the bytes, or while its bytes go nowhere (a cut
-///   leg is read and dropped, so that its peer's FIN or reset is still seen);
+///   leg is read and dropped, so that its peer's FIN or reset is still seen): backpressure;
 /// - a FIN is passed on to the partner once the bytes read before it were written there;
+/// - a leg whose peer already sent FIN gets ours (its last act) only once its peer acknowledged
+///   what was written to it, or ``acknowledgementWait`` passed (the orderly close);
 /// - a reset (or an error) on one leg is passed on as a reset of the other, unless that leg had
 ///   already finished both ways (then it is closed);
 /// - each leg's close is recorded once, with how it ended;
@@ -33,14 +35,20 @@ struct RelayStateMachine: Sendable {
         case recordClose(Side, TrafficEvent.CloseKind, beforeReset: Bool)
         /// Send FIN on `side` (its pending bytes are all written).
         case sendFIN(Side)
+        /// `side`'s peer sent FIN and ours is due: read what it acknowledged until nothing written to it
+        /// is outstanding or ``RelayStateMachine/acknowledgementWait`` passed, then tell the machine
+        /// ``acknowledgementsSettled(_:)``.
+        case awaitAcknowledgements(Side)
+        /// `side` may be read again (it was held back because its partner took no more).
+        case resumeReading(Side)
         /// Drop what is held for `side` and, from now on, read `side` only to drop it.
         case discard(Side)
         /// Close `side` with RST.
         case reset(Side)
         /// Close `side`'s socket in order.
         case close(Side)
-        /// Both legs ended in order (each sent and received FIN): close the connection once the peers
-        /// have acknowledged the last bytes.
+        /// Both legs ended in order (each sent and received FIN, the peers acknowledged the last
+        /// bytes): close both sockets. It follows the last ``sendFIN(_:)``, which the close may carry.
         case closeInOrder
         /// Count the connection as cut by a fault.
         case countCut
@@ -60,8 +68,12 @@ struct RelayStateMachine: Sendable {
         var receivedFIN = false
         /// Our FIN went out on it.
         var sentFIN = false
-        /// Bytes read from its partner are waiting to be written to it.
+        /// Bytes read from its partner are waiting to be written to it (its FIN waits behind them).
         var hasPending = false
+        /// It takes more bytes now (its socket, and the shaper in front of it, are not full).
+        var accepts = true
+        /// Our FIN is due but waits for its peer's acknowledgements (``Action/awaitAcknowledgements(_:)``).
+        var awaitsAcknowledgements = false
         /// What it reads is dropped (it was cut).
         var discardsReads = false
         /// Its close was recorded.
@@ -71,7 +83,8 @@ struct RelayStateMachine: Sendable {
     }
 
     private(set) var phase: Phase
-    private(set) var legs = [Leg(), Leg()]
+    /// Set only by the machine (here and in its `RelayStateMachine+…` files).
+    var legs = [Leg(), Leg()]
     /// Nothing passes any more: a fault cut it, a reset was passed on, or the proxy is stopping.
     private(set) var isCut = false
     /// A fault cut it (rather than a peer's reset).
@@ -93,12 +106,6 @@ struct RelayStateMachine: Sendable {
 
     /// The leg facing `side`.
     func leg(_ side: Side) -> Leg { legs[side.slot] }
-
-    /// Whether `side` may be read now: its bytes go nowhere, or its partner takes more.
-    func mayRead(_ side: Side, partnerAccepts: Bool) -> Bool {
-        guard phase == .relaying, !leg(side).receivedFIN, !leg(side).closed else { return false }
-        return leg(side).discardsReads || (!isCut && partnerAccepts && !leg(side.other).hasPending)
-    }
 
     // MARK: connecting
 
@@ -143,11 +150,15 @@ struct RelayStateMachine: Sendable {
     }
 
     private mutating func passFIN(to side: Side) -> [Action] {
-        guard phase == .relaying, !isCut, leg(side.other).receivedFIN, !leg(side).hasPending, !leg(side).sentFIN else { return [] }
-        legs[side.slot].sentFIN = true
-        var actions: [Action] = [.sendFIN(side)]
-        if legs.allSatisfy({ $0.receivedFIN && $0.sentFIN }) { actions.append(.closeInOrder) }
-        return actions
+        guard phase == .relaying, !isCut, leg(side.other).receivedFIN, !leg(side).hasPending, !leg(side).sentFIN,
+              !leg(side).awaitsAcknowledgements else { return [] }
+        guard !leg(side).receivedFIN else {
+            // Our FIN ends the leg both ways (NIO closes such a socket with it): its peer's
+            // acknowledgements are read first.
+            legs[side.slot].awaitsAcknowledgements = true
+            return [.awaitAcknowledgements(side)]
+        }
+        return sendFIN(side)
     }
 
     /// `side` failed: reset by its peer (`reset`), or another error.
@@ -193,6 +204,7 @@ struct RelayStateMachine: Sendable {
             for side in Side.allCases where !leg(side).closed {
                 actions += record(side, .cutByFault) + [.discard(side)]
                 legs[side.slot].discardsReads = true
+                legs[side.slot].awaitsAcknowledgements = false
                 if !leg(side).sentFIN {
                     legs[side.slot].sentFIN = true
                     actions.append(.sendFIN(side))

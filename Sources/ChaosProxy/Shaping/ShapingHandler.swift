@@ -11,6 +11,8 @@ public enum ShapingPressure: Sendable, Equatable {
 /// An outbound handler that shapes everything written to its channel (one direction of a
 /// proxied connection) with a ``Shaper``: latency with jitter, bandwidth caps, holds (partition,
 /// stall, blackout), slicing. A half-close (`close(mode: .output)`) waits behind the data.
+/// It tells the relay when it starts or stops holding bytes (``onHoldingChanged``): the relay's
+/// state machine passes a FIN on only once none are held.
 ///
 /// With nothing to shape it passes writes straight through at no cost.
 public final class ShapingHandler: ChannelOutboundHandler, RemovableChannelHandler {
@@ -23,9 +25,12 @@ public final class ShapingHandler: ChannelOutboundHandler, RemovableChannelHandl
     private var wakeupAt: Int64 = .max
     /// Called for every write that reached the socket (the bytes `written`), when set.
     var onDelivered: ((ByteBuffer) -> Void)?
-    /// Called before a FIN goes out, with what sends it: it may hold the FIN a while (for the peer
-    /// to acknowledge what came before it), when set.
-    var holdShutdown: ((_ proceed: @escaping () -> Void) -> Void)?
+    /// Called when the shaper starts holding bytes (`true`) or holds none any more (`false`), when set.
+    var onHoldingChanged: ((Bool) -> Void)?
+    /// When the FIN that a half-close passes on was read (event loop uptime, nanoseconds): a FIN
+    /// that waited for the bytes before it is still due `latency` after it was read, not after they went.
+    var finReadAt: Int64?
+    private var reportedHolding = false
 
     /// A handler with its own shaper; `generator` draws jitter and slice delays.
     public init(highWater: Int = 1 << 20, generator: SeededGenerator) {
@@ -47,6 +52,24 @@ public final class ShapingHandler: ChannelOutboundHandler, RemovableChannelHandl
         wakeup?.cancel()
         wakeup = nil
         wakeupAt = .max
+        reportHolding()
+    }
+
+    /// Runs `body` once every write handed to the channel so far has reached the socket (at once
+    /// when the handler is not in a pipeline).
+    func whenWritten(_ body: @escaping () -> Void) {
+        guard let context else { return body() }
+        let written = context.eventLoop.makePromise(of: Void.self)
+        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(capacity: 0)), promise: written)
+        let loopBound = NIOLoopBound(body, eventLoop: context.eventLoop)
+        written.futureResult.whenComplete { _ in loopBound.value() }
+    }
+
+    private func reportHolding() {
+        let holding = shaper.heldBytes > 0
+        guard holding != reportedHolding else { return }
+        reportedHolding = holding
+        onHoldingChanged?(holding)
     }
 
     public func handlerAdded(context: ChannelHandlerContext) { self.context = context }
@@ -82,7 +105,7 @@ public final class ShapingHandler: ChannelOutboundHandler, RemovableChannelHandl
             shutdownOutput(context: context, promise: promise)
             return
         }
-        shaper.enqueue(.shutdownOutput, now: now(context))
+        shaper.enqueue(.shutdownOutput, now: min(finReadAt ?? .max, now(context)))
         promise?.succeed()
         pump(context)
     }
@@ -104,12 +127,8 @@ public final class ShapingHandler: ChannelOutboundHandler, RemovableChannelHandl
     private func shutdownOutput(context: ChannelHandlerContext, promise: EventLoopPromise<Void>?) {
         let drained = context.eventLoop.makePromise(of: Void.self)
         context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(capacity: 0)), promise: drained)
-        let loopBound = NIOLoopBound((context: context, hold: holdShutdown), eventLoop: context.eventLoop)
-        drained.futureResult.whenComplete { _ in
-            let (context, hold) = loopBound.value
-            guard let hold else { return context.close(mode: .output, promise: promise) }
-            hold { context.close(mode: .output, promise: promise) }
-        }
+        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        drained.futureResult.whenComplete { _ in loopBound.value.close(mode: .output, promise: promise) }
     }
 
     private func now(_ context: ChannelHandlerContext) -> Int64 {
@@ -139,6 +158,7 @@ public final class ShapingHandler: ChannelOutboundHandler, RemovableChannelHandl
         }
         if wrote { context.flush() }
         if shaper.relievePressure() { context.fireUserInboundEventTriggered(ShapingPressure.resumed) }
+        reportHolding()
     }
 
     private func schedule(at deadline: Int64, context: ChannelHandlerContext) {

@@ -20,9 +20,10 @@ final class ProxyHarness: Sendable {
     /// With `epollRelay` (as `chaos` runs), connections nothing shapes start on epollRelay
     /// threads and move to NIO when a fault reaches them.
     init(baseline: LinkProfile? = nil, maxHeldBytes: Int = 1 << 20, busyPoll: TimeAmount = .zero,
-         epollRelay: Bool = true, frames: FrameProtocol? = nil) async throws {
+         epollRelay: Bool = true, frames: FrameProtocol? = nil, connectTimeout: ChaosDuration? = nil,
+         upstreamBacklog: Int32 = 128) async throws {
         group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
-        upstream = try TestListener()
+        upstream = try TestListener(backlog: upstreamBacklog)
         events = EventRecorder()
         busyPolling = await BusyPolling.start(on: group, window: busyPoll)
         self.epollRelay = epollRelay ? try EpollRelayLoopGroup(threads: 2, busyPoll: busyPoll) : nil
@@ -31,6 +32,7 @@ final class ProxyHarness: Sendable {
         options.busyPolling = busyPolling
         options.epollRelay = self.epollRelay
         options.frames = frames
+        if let connectTimeout { options.connectTimeout = connectTimeout }
         proxy = ProxyServer(spec: ProxySpec(name: "test", listen: HostPort(host: "127.0.0.1", port: 0),
                                             upstream: HostPort(host: "127.0.0.1", port: upstream.port)),
                             group: group, sink: events, clock: clock, ids: ConnectionIDSource(),

@@ -128,7 +128,8 @@ final class TestListener: @unchecked Sendable {
     let port: Int
     private let closed = Atomic<Bool>(false)
 
-    init() throws {
+    /// A listener whose accept queue holds about `backlog` connections.
+    init(backlog: Int32 = 128) throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         self.fd = fd
         var one: Int32 = 1
@@ -140,7 +141,7 @@ final class TestListener: @unchecked Sendable {
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard bound == 0, Glibc.listen(fd, 128) == 0 else { throw POSIXError(.EADDRINUSE) }
+        guard bound == 0, Glibc.listen(fd, backlog) == 0 else { throw POSIXError(.EADDRINUSE) }
         port = TestSocket(fd: fd).localPort
         var tv = timeval(tv_sec: 10, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
