@@ -1,5 +1,5 @@
 import ChaosCore
-import ChaosHTTP2
+import ChaosProtocols
 
 extension AuditEngine {
     /// Decodes `bytes` on the connection's leg for (`role`, `direction`) and audits every complete message.
@@ -55,11 +55,12 @@ extension AuditEngine {
         let read = pipe.role == .sent
         switch event {
         case .upgradeRequested:
-            guard pipe.role == .sent, let session = connection.session else { return }
+            guard pipe.role == .sent else { return }
+            let session = connection.session
             for slot in 0..<2 {
                 switch handshakeStreamSources[slot] {
-                case .header(let name): connection.handshakeStreams[slot] = session.header(name).map { Array($0.utf8) }
-                case .query(let name): connection.handshakeStreams[slot] = session.query(name).map { Array($0.utf8) }
+                case .header(let name): connection.handshakeStreams[slot] = session.requestHeader(name).map { Array($0.utf8) }
+                case .query(let name): connection.handshakeStreams[slot] = session.requestQuery(name).map { Array($0.utf8) }
                 case .field, .rpc, nil: break
                 }
             }
@@ -126,7 +127,7 @@ extension AuditEngine {
     func endedWithoutClose(_ connection: ConnectionState) {
         guard !connection.closeJudged else { return }
         connection.closeJudged = true
-        guard connection.session?.accepted == true, connection.closeFrames == 0 else { return }
+        guard connection.session.upgradeAccepted == true, connection.closeFrames == 0 else { return }
         protocolStats.abnormalClosures += 1
         protocolStats.close(code: "1006", fault: faults.label?.kind ?? "none")
     }

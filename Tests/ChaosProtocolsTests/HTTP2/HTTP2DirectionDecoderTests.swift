@@ -1,4 +1,4 @@
-@testable import ChaosHTTP2
+@testable import ChaosProtocols
 import Testing
 
 @Suite("HTTP/2 decoding of one direction: preface, frames, HPACK, every way bytes can be cut")

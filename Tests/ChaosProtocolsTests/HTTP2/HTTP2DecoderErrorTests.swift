@@ -1,4 +1,4 @@
-@testable import ChaosHTTP2
+@testable import ChaosProtocols
 import Testing
 
 @Suite("HTTP/2 decoding stops with one protocol error: frames over SETTINGS_MAX_FRAME_SIZE, HPACK it cannot decode, TLS")

@@ -1,11 +1,10 @@
 import ChaosCore
-import ChaosHTTP2
 
-/// The start of every connection of the `grpc` fuzz target: the client's preface, SETTINGS and the request HEADERS
+/// The start of every connection of the `grpc` fuzz target (``GRPCProtocol/fuzzSetup(_:)``): the client's preface, SETTINGS and the request HEADERS
 /// of one bidirectional call on stream 1 (metadata `x-session: c1`, `grpc-encoding: gzip`), the server's SETTINGS,
 /// its SETTINGS acknowledgement and the response HEADERS (`grpc-encoding: gzip`), each read and written. The
 /// fuzzer's bytes then continue both directions (DATA frames, trailers, more calls, anything).
-enum GRPCPrelude {
+enum GRPCFuzzPrelude {
     static let client = HTTP2FrameWriter.preface + frame(4, []) + headers(1, [
         (":method", "POST"), (":scheme", "http"), (":path", "/follow.v1.Follow/Race"), (":authority", "127.0.0.1"),
         ("content-type", "application/grpc"), ("te", "trailers"), ("x-session", "c1"), ("grpc-encoding", "gzip"),

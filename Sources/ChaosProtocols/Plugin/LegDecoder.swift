@@ -1,5 +1,5 @@
 /// What a leg decoder found in the bytes fed to it.
-enum DecoderOutput {
+public enum DecoderOutput {
     /// A complete message: its body (valid only during the call) and the position in the input just past the
     /// last byte of its last frame, where the message ends on the wire. `binary`: a WebSocket binary message.
     case message(UnsafeBufferPointer<UInt8>, end: Int, binary: Bool)
@@ -12,7 +12,7 @@ enum DecoderOutput {
 }
 
 /// Something a protocol says about a connection that is not a message.
-enum ProtocolEvent: Equatable {
+public enum ProtocolEvent: Equatable {
     /// The client's HTTP/1.1 Upgrade request was read (its target and headers are in the connection's session).
     case upgradeRequested
     /// The server accepted the upgrade (101 Switching Protocols).
@@ -42,7 +42,7 @@ enum ProtocolEvent: Equatable {
 }
 
 /// Why a leg's bytes do not fit the declared protocol.
-enum DecoderProblem: Equatable {
+public enum DecoderProblem: Equatable {
     /// Lines or length-prefixed framing does not fit.
     case framing(FrameSplitter.Problem)
     /// A protocol violation (a bad WebSocket frame, a bad handshake, a stream that does not inflate).
@@ -54,7 +54,7 @@ enum DecoderProblem: Equatable {
 /// events. It never touches the bytes the relay forwards; it only observes them, in bounded memory.
 ///
 /// `lines`, `length-prefixed`, `websocket` and `grpc` are decoders; the audit drives them all the same way.
-protocol LegDecoder: AnyObject {
+public protocol LegDecoder: AnyObject {
     /// Feeds the next bytes of the leg; `output` is called for every message, event and problem, in order.
     func decode(_ input: UnsafeBufferPointer<UInt8>, _ output: (DecoderOutput) -> Void)
     /// Whether part of a message is waiting for the rest (a close now truncates it).

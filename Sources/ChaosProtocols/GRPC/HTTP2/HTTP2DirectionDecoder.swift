@@ -19,7 +19,7 @@ public struct HTTP2DirectionDecoder {
     public static let maxHeaderBlock = 1 << 20
     /// The largest HTTP/1.1 head of an h2c upgrade read.
     static let maxUpgradeHead = 1 << 16
-    static let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
+    static let preface = HTTP2FrameHeader.preface
 
     enum Phase { case start, upgradeHead, preface, frames, failed }
 

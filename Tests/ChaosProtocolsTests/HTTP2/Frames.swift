@@ -1,4 +1,4 @@
-@testable import ChaosHTTP2
+@testable import ChaosProtocols
 import NIOCore
 import NIOHPACK
 

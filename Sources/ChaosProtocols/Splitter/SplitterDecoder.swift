@@ -1,3 +1,5 @@
+import ChaosCore
+
 /// `lines` and `length-prefixed` framing as a leg decoder: a ``FrameSplitter`` with no protocol events.
 final class SplitterDecoder: LegDecoder {
     private var splitter: FrameSplitter
@@ -15,4 +17,18 @@ final class SplitterDecoder: LegDecoder {
     var hasPartialMessage: Bool { splitter.hasPartialFrame }
 
     func dropPartial() { splitter.dropPartial() }
+}
+
+/// The session of `lines` and `length-prefixed` connections: nothing is shared between legs, so one session
+/// serves every connection.
+final class SplitterSession: ProtocolSession, ProtocolFramer {
+    let mode: FrameSplitter.Mode
+
+    init(mode: FrameSplitter.Mode) {
+        self.mode = mode
+    }
+
+    func makeSession() -> any ProtocolSession { self }
+
+    func makeDecoder(_ direction: Direction, cap: Int) -> any LegDecoder { SplitterDecoder(mode: mode, maximumFrame: cap) }
 }

@@ -6,15 +6,13 @@ extension HTTP2DirectionDecoder {
     mutating func frame(_ events: inout [HTTP2Event]) -> Bool {
         guard available >= 9 else { return false }
         let h = consumed
-        let length = Int(pending[h]) << 16 | Int(pending[h + 1]) << 8 | Int(pending[h + 2])
-        let type = pending[h + 3], flags = pending[h + 4]
+        let header = HTTP2FrameHeader(pending, at: h)
+        let length = header.length, type = header.type, flags = header.flags, stream = header.stream
         guard length <= maxFrameSize else {
             fail("a \(Self.name(ofType: type)) frame of \(length) bytes, over SETTINGS_MAX_FRAME_SIZE (\(maxFrameSize))", &events)
             return false
         }
         guard available >= 9 + length else { return false }
-        let stream = UInt32(pending[h + 5] & 0x7f) << 24 | UInt32(pending[h + 6]) << 16 | UInt32(pending[h + 7]) << 8
-            | UInt32(pending[h + 8])
         let payload = (h + 9)..<(h + 9 + length)
         let frameStart = offset
         let endOffset = frameStart + Int64(9 + length)

@@ -1,12 +1,12 @@
 import ChaosCore
-@testable import ChaosProxy
+@testable import ChaosProtocols
 import Testing
 
 @Suite("Frame boundaries of WebSocket and HTTP/2 streams, however the bytes are cut")
 struct FrameBoundaryTrackerTests {
     /// The offsets at which the tracker stands at a boundary, feeding `bytes` in pieces of `chunk`.
     private func boundaries(_ bytes: [UInt8], _ framing: FrameProtocol, producer: Side, chunk: Int) -> [Int] {
-        var tracker = FrameBoundaryTracker(framing: framing, producer: producer)
+        var tracker = ProtocolRegistry.plugin(following: framing)!.boundaryTracker(producer: producer)
         var found: [Int] = [], offset = 0
         while offset < bytes.count {
             let piece = Array(bytes[offset..<min(bytes.count, offset + chunk)])
@@ -50,7 +50,7 @@ struct FrameBoundaryTrackerTests {
         let afterBlock = afterSettings + headers.count + continuation.count
         #expect(boundaries(bytes, .http2, producer: .client, chunk: chunk)
                 == [preface.count, afterSettings, afterBlock, afterBlock + data.count])
-        var tracker = FrameBoundaryTracker(framing: .http2, producer: .client)
+        var tracker = HTTP2BoundaryTracker(producer: .client)
         _ = bytes.withUnsafeBytes { tracker.advance($0, stopAtBoundary: false) }
         #expect(tracker.highestStream == 5)
     }
@@ -70,12 +70,27 @@ struct FrameBoundaryTrackerTests {
         #expect(boundaries(bytes, .websocket, producer: .server, chunk: 4096) == [head.count])
     }
 
+    @Test("each plug-in whose frames the proxy follows is found by its frames, and no other plug-in answers a fault")
+    func registry() throws {
+        #expect(ProtocolRegistry.plugin(following: .websocket)?.name == WebSocketProtocol.name)
+        #expect(ProtocolRegistry.plugin(following: .http2)?.name == GRPCProtocol.name)
+        let goaway = FaultEffect.goaway(grace: .milliseconds(1000)), close = FaultEffect.wsClose(code: 1012, side: .both, grace: .milliseconds(1000))
+        let tracker = HTTP2BoundaryTracker(producer: .client)
+        #expect(WebSocketProtocol.faultFrames(goaway, connection: 1, client: tracker) == nil)
+        #expect(GRPCProtocol.faultFrames(close, connection: 1, client: tracker) == nil)
+        #expect(LinesProtocol.faultFrames(close, connection: 1, client: tracker) == nil)
+        let frames = try #require(WebSocketProtocol.faultFrames(close, connection: 0x0102_0304, client: tracker))
+        #expect(frames.grace == .milliseconds(1000))
+        #expect(frames.inserts == [.init(frame: WebSocketProtocol.closeFrame(code: 1012, masked: true, key: 0x0102_0304), silenceAfter: true),
+                                    .init(frame: WebSocketProtocol.closeFrame(code: 1012, masked: false), silenceAfter: true)])
+    }
+
     @Test("the frames the faults send: an unmasked and a masked close, a GOAWAY")
     func frames() {
-        #expect(ProtocolFrame.webSocketClose(code: 1012, masked: false) == [0x88, 16, 0x03, 0xf4] + Array("chaos ws-close".utf8))
-        let masked = ProtocolFrame.webSocketClose(code: 1000, masked: true, key: 0x0102_0304)
+        #expect(WebSocketProtocol.closeFrame(code: 1012, masked: false) == [0x88, 16, 0x03, 0xf4] + Array("chaos ws-close".utf8))
+        let masked = WebSocketProtocol.closeFrame(code: 1000, masked: true, key: 0x0102_0304)
         #expect(Array(masked[0..<6]) == [0x88, 0x90, 1, 2, 3, 4])
         #expect([masked[6] ^ 1, masked[7] ^ 2] == [0x03, 0xe8])
-        #expect(ProtocolFrame.goaway(lastStream: 7) == [0, 0, 8, 7, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0])
+        #expect(GRPCProtocol.goawayFrame(lastStream: 7) == [0, 0, 8, 7, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0])
     }
 }

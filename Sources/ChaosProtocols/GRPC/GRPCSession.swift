@@ -1,12 +1,10 @@
-import ChaosHTTP2
-
 /// One gRPC call on a connection, as its request headers named it: shared by the decoders of the connection's
 /// four legs (the client's legs read the headers; the server's legs find the call by its HTTP/2 stream id).
-final class GRPCCall {
+public final class GRPCCall {
     /// The HTTP/2 stream that carries it.
-    let streamID: UInt32
+    public let streamID: UInt32
     /// `/package.Service/Method`.
-    let path: String
+    public let path: String
     /// The request metadata (pseudo-headers aside), names lower case.
     let metadata: [HTTP2HeaderField]
     /// Whether its messages are audited (`methods:`, and with descriptors, an RPC the descriptor set knows).
@@ -14,10 +12,10 @@ final class GRPCCall {
     /// How each direction's compressed messages are compressed (`grpc-encoding`; upstream 0, downstream 1).
     var encodings: [String?] = [nil, nil]
     /// The audit's index of this RPC's field readers, once looked up (-1: none).
-    var readerIndex: Int?
+    public var readerIndex: Int?
     /// Per direction: the stream name `stream: header:NAME` or `rpc` gives its messages, once worked out.
-    var streamNames: [[UInt8]?] = [nil, nil]
-    var streamNamed = [false, false]
+    public var streamNames: [[UInt8]?] = [nil, nil]
+    public var streamNamed = [false, false]
 
     init(streamID: UInt32, path: String, metadata: [HTTP2HeaderField], audited: Bool) {
         self.streamID = streamID
@@ -28,7 +26,7 @@ final class GRPCCall {
     }
 
     /// The value of the request metadata `name` (case-insensitive), if the call had it.
-    func header(_ name: String) -> String? {
+    public func header(_ name: String) -> String? {
         let lowered = name.lowercased()
         return metadata.first { $0.name == lowered }?.value
     }

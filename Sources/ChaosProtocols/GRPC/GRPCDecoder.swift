@@ -1,5 +1,3 @@
-import ChaosHTTP2
-
 /// One leg of a gRPC connection (cleartext HTTP/2): an ``HTTP2DirectionDecoder`` for the frames and HPACK, and
 /// per HTTP/2 stream a ``GRPCMessageSplitter`` for the length-prefixed messages, whatever the DATA frames' and
 /// the reads' boundaries. Compressed messages are inflated (`gzip`, `deflate`). The calls themselves (path,
@@ -12,6 +10,10 @@ final class GRPCDecoder: LegDecoder {
     private let cap: Int
     /// Per HTTP/2 stream with a message under way in this leg.
     private var splitters: [UInt32: GRPCMessageSplitter] = [:]
+    /// Streams this leg's sender reset (RST_STREAM): DATA it still sends on them is not a message of the call.
+    /// Bounded: the lowest ids go first (stream ids only grow).
+    private var resetStreams: Set<UInt32> = []
+    private static let resetStreamLimit = 1024
     /// Bytes fed before the current input (HTTP/2 events carry offsets from the leg's first byte).
     private var fed: Int64 = 0
     private var gzip: Inflater?
@@ -35,7 +37,7 @@ final class GRPCDecoder: LegDecoder {
             switch event {
             case .data(let stream, let payload, let endStream, let endOffset):
                 let end = Int(endOffset - base)
-                if let call = session.call(stream), call.audited {
+                if let call = session.call(stream), call.audited, resetStreams.isEmpty || !resetStreams.contains(stream) {
                     var splitter = splitters.removeValue(forKey: stream) ?? GRPCMessageSplitter()
                     payload.withUnsafeBufferPointer { bytes in
                         splitter.feed(bytes, cap: cap) { piece in
@@ -54,6 +56,8 @@ final class GRPCDecoder: LegDecoder {
                 if endStream { splitters[stream] = nil }
             case .reset(let stream, let code):
                 splitters[stream] = nil
+                resetStreams.insert(stream)
+                if resetStreams.count > Self.resetStreamLimit, let oldest = resetStreams.min() { resetStreams.remove(oldest) }
                 output(.event(.streamReset(code: code), at: input.count))
             case .goaway(let lastStream, let code, _):
                 output(.event(.goaway(lastStream: lastStream, code: code), at: input.count))

@@ -1,14 +1,12 @@
-import ChaosCore
-
 /// Cuts one direction of one connection's byte stream into frames (messages), whatever the read sizes.
 ///
 /// Complete frames are handed over in place (no copy); only a frame split across reads is buffered.
 /// When the bytes do not fit the declared framing (a line longer than ``maximumFrame``, a length prefix
 /// that is negative or too large) the splitter reports it once and then ignores the rest of the stream,
 /// so a misconfigured protocol never floods the report.
-struct FrameSplitter {
+public struct FrameSplitter {
     /// Why the stream does not fit the declared framing.
-    enum Problem: Equatable {
+    public enum Problem: Equatable {
         /// No newline within `maximumFrame` bytes.
         case lineTooLong(Int)
         /// A length prefix that cannot be a frame length.
@@ -16,7 +14,7 @@ struct FrameSplitter {
     }
 
     /// How frames are delimited.
-    enum Mode: Equatable {
+    public enum Mode: Equatable, Sendable {
         case lines
         case lengthPrefixed(bytes: Int, offset: Int)
     }

@@ -107,16 +107,9 @@ final class WebSocketDecoder: LegDecoder {
 
     // MARK: frame headers
 
-    /// The size of a frame header whose second byte is `second`.
-    @inline(__always)
-    private static func headerSize(_ second: UInt8) -> Int {
-        let length = second & 0x7F
-        return 2 + (length == 126 ? 2 : length == 127 ? 8 : 0) + (second & 0x80 != 0 ? 4 : 0)
-    }
-
     private func readHeader(_ input: UnsafeBufferPointer<UInt8>, from start: Int, _ output: (DecoderOutput) -> Void) -> Int {
         if head.isEmpty, input.count - start >= 2 {
-            let size = Self.headerSize(input[start + 1])
+            let size = WebSocketFrameHeader.size(second: input[start + 1])
             if input.count - start >= size {
                 startFrame(UnsafeBufferPointer(rebasing: input[start..<(start + size)]), endingAt: start + size, output)
                 return start + size
@@ -126,7 +119,7 @@ final class WebSocketDecoder: LegDecoder {
         while position < input.count {
             head.append(input[position])
             position += 1
-            if head.count >= 2, head.count == Self.headerSize(head[1]) {
+            if head.count >= 2, head.count == WebSocketFrameHeader.size(second: head[1]) {
                 let header = head
                 head.removeAll(keepingCapacity: true)
                 header.withUnsafeBufferPointer { startFrame($0, endingAt: position, output) }
@@ -142,16 +135,8 @@ final class WebSocketDecoder: LegDecoder {
         let rsv1 = first & 0x40 != 0
         opcode = first & 0x0F
         masked = second & 0x80 != 0
-        var length = UInt64(second & 0x7F)
-        var cursor = 2
-        if length == 126 {
-            length = UInt64(header[2]) << 8 | UInt64(header[3])
-            cursor = 4
-        } else if length == 127 {
-            length = 0
-            for index in 2..<10 { length = length << 8 | UInt64(header[index]) }
-            cursor = 10
-        }
+        let length = WebSocketFrameHeader.payloadLength(header)
+        let cursor = header.count - (masked ? 4 : 0)
         if masked {
             mask = UInt32(header[cursor]) | UInt32(header[cursor + 1]) << 8 | UInt32(header[cursor + 2]) << 16
                 | UInt32(header[cursor + 3]) << 24

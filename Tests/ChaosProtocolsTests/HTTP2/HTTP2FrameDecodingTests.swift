@@ -1,4 +1,4 @@
-@testable import ChaosHTTP2
+@testable import ChaosProtocols
 import Testing
 
 @Suite("HTTP/2 frames one at a time: HPACK state across blocks, padding, GOAWAY, frame types this version does not know")

@@ -1,0 +1,23 @@
+public import ChaosCore
+
+/// `framing: length-prefixed`: a big-endian length prefix of 1, 2 or 4 bytes before each message.
+public enum LengthPrefixedProtocol: ProtocolPlugin {
+    public static let names = ["length-prefixed"]
+
+    public static func reads(_ framing: ProtocolSpec.Framing) -> Bool {
+        if case .lengthPrefixed = framing { true } else { false }
+    }
+
+    /// The first byte picks the prefix's width.
+    public static func fuzzSetup(_ input: [UInt8]) -> FuzzSetup? {
+        let width = [1, 2, 4][Int(input.first ?? 0) % 3]
+        return FuzzSetup(spec: ProtocolSpec(framing: .lengthPrefixed(bytes: width, offset: 0)), input: Array(input.dropFirst()))
+    }
+
+    public static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {
+        guard case .lengthPrefixed(let bytes, let offset) = spec.framing, [1, 2, 4].contains(bytes) else {
+            throw ChaosError.badInput("protocol.framing length-prefixed needs a 1, 2 or 4 byte length, found \(spec.framing)")
+        }
+        return SplitterSession(mode: .lengthPrefixed(bytes: bytes, offset: offset))
+    }
+}
