@@ -99,7 +99,7 @@ let package = Package(
         .executableTarget(
             name: "chaos",
             dependencies: ["ChaosCore", "ChaosProxy", "ChaosRunner", "ChaosDemo", "ChaosAudit", "ChaosReport",
-                           "ChaosCapture",
+                           "ChaosCapture", "ChaosProtocols",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log")] + nio,
             swiftSettings: strictSettings

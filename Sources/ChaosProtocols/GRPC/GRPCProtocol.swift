@@ -6,6 +6,12 @@ public enum GRPCProtocol: ProtocolPlugin {
     public static let names = ["grpc"]
     public static var frames: FrameProtocol? { .http2 }
 
+    public static let defaultFormat = ProtocolSpec.Format.protobuf
+    public static let defaultStream = "rpc"
+    public static let hasRPCs = true
+
+    public static func framing(options: [String: Int]) throws -> ProtocolSpec.Framing { try noOptions(options, .grpc) }
+
     public static func reads(_ framing: ProtocolSpec.Framing) -> Bool { framing == .grpc }
 
     public static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {

@@ -4,6 +4,8 @@ public import ChaosCore
 public enum LinesProtocol: ProtocolPlugin {
     public static let names = ["lines"]
 
+    public static func framing(options: [String: Int]) throws -> ProtocolSpec.Framing { try noOptions(options, .lines) }
+
     public static func reads(_ framing: ProtocolSpec.Framing) -> Bool { framing == .lines }
 
     /// NDJSON with acknowledgements.

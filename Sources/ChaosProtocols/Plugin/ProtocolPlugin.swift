@@ -9,6 +9,17 @@ public import ChaosCore
 public protocol ProtocolPlugin: Sendable {
     /// The names `protocol.framing` and `--framing` accept (the first is the canonical one).
     static var names: [String] { get }
+    /// The framing this protocol reads with its own options, numbers by key as a scenario names them
+    /// (`length_bytes`, `length_offset`); throws `ChaosError.badInput` for one it does not take or out of range.
+    static func framing(options: [String: Int]) throws -> ProtocolSpec.Framing
+    /// The option keys ``framing(options:)`` takes.
+    static var optionKeys: [String] { get }
+    /// The message format when none is given (`protobuf` for gRPC).
+    static var defaultFormat: ProtocolSpec.Format { get }
+    /// The stream key when none is given (`rpc` for gRPC: each call is a stream).
+    static var defaultStream: String { get }
+    /// Whether its messages belong to RPCs that `descriptors` and `methods` name.
+    static var hasRPCs: Bool { get }
     /// Whether `framing` (a scenario's `protocol.framing`) is this protocol.
     static func reads(_ framing: ProtocolSpec.Framing) -> Bool
     /// The audit's part for `spec`: what makes each connection's session and its legs' decoders. `auditedMethods`:
@@ -27,8 +38,18 @@ public protocol ProtocolPlugin: Sendable {
 }
 
 extension ProtocolPlugin {
+    /// A framing with no options of its own: `options` must be empty.
+    static func noOptions(_ options: [String: Int], _ framing: ProtocolSpec.Framing) throws -> ProtocolSpec.Framing {
+        if let key = options.keys.sorted().first { throw ChaosError.badInput("protocol.\(key) is not an option of framing \(name)") }
+        return framing
+    }
+
     /// The canonical framing name.
     public static var name: String { names[0] }
+    public static var optionKeys: [String] { [] }
+    public static var defaultFormat: ProtocolSpec.Format { .json }
+    public static var defaultStream: String { "stream" }
+    public static var hasRPCs: Bool { false }
     public static var frames: FrameProtocol? { nil }
     public static func fuzzSetup(_ input: [UInt8]) -> FuzzSetup? { nil }
     public static func boundaryTracker(producer: Side) -> any FrameBoundaryTracking { NoFrameBoundaries() }

@@ -5,6 +5,8 @@ public enum WebSocketProtocol: ProtocolPlugin {
     public static let names = ["websocket"]
     public static var frames: FrameProtocol? { .websocket }
 
+    public static func framing(options: [String: Int]) throws -> ProtocolSpec.Framing { try noOptions(options, .websocket) }
+
     public static func reads(_ framing: ProtocolSpec.Framing) -> Bool { framing == .websocket }
 
     public static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {
