@@ -27,8 +27,11 @@ public enum LengthPrefixedProtocol: ProtocolPlugin {
     }
 
     public static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {
-        guard case .lengthPrefixed(let bytes, let offset) = spec.framing, [1, 2, 4].contains(bytes) else {
-            throw ChaosError.badInput("protocol.framing length-prefixed needs a 1, 2 or 4 byte length, found \(spec.framing)")
+        guard case .lengthPrefixed(let bytes, let offset) = spec.framing else {
+            throw ChaosError.badInput("protocol.framing is not length-prefixed: \(spec.framing)")
+        }
+        guard [1, 2, 4].contains(bytes) else {
+            throw ChaosError.badInput("protocol.framing length-prefixed needs a 1, 2 or 4 byte length, found \(bytes)")
         }
         return SplitterSession(mode: .lengthPrefixed(bytes: bytes, offset: offset))
     }

@@ -30,5 +30,9 @@ struct ProtocolRegistryTests {
         }
         let error = try #require(throws: ChaosError.self) { try LinesProtocol.framing(options: ["length_bytes": 2]) }
         #expect(error.message == "protocol.length_bytes is not an option of framing lines")
+        let built = try #require(throws: ChaosError.self) {
+            try LengthPrefixedProtocol.framer(ProtocolSpec(framing: .lengthPrefixed(bytes: 3, offset: 0)), auditedMethods: nil)
+        }
+        #expect(built.message == "protocol.framing length-prefixed needs a 1, 2 or 4 byte length, found 3")
     }
 }
