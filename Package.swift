@@ -64,7 +64,7 @@ let package = Package(
         ),
         .target(
             name: "ChaosReport",
-            dependencies: ["ChaosCore", "ChaosAudit"],
+            dependencies: ["ChaosCore", "ChaosAudit", "ChaosProtocols"],
             swiftSettings: strictSettings
         ),
         .systemLibrary(

@@ -10,6 +10,12 @@ public enum GRPCProtocol: ProtocolPlugin {
     public static let defaultStream = "rpc"
     public static let hasRPCs = true
 
+    public static let counters = [ProtocolCounter("calls", "gRPC calls"), ProtocolCounter("upgrades", "upgrades"),
+                                  ProtocolCounter("upgradeFailures", "upgrade failures"), ProtocolCounter("pings", "pings"),
+                                  ProtocolCounter("pongs", "pongs")]
+    public static let counterFamilies = [ProtocolCounter("grpcStatuses", "gRPC statuses"), ProtocolCounter("goaways", "HTTP/2 GOAWAY"),
+                                         ProtocolCounter("streamResets", "HTTP/2 RST_STREAM")]
+
     public static func framing(options: [String: Int]) throws -> ProtocolSpec.Framing { try noOptions(options, .grpc) }
 
     public static func reads(_ framing: ProtocolSpec.Framing) -> Bool { framing == .grpc }

@@ -20,6 +20,10 @@ public protocol ProtocolPlugin: Sendable {
     static var defaultStream: String { get }
     /// Whether its messages belong to RPCs that `descriptors` and `methods` name.
     static var hasRPCs: Bool { get }
+    /// The named counters its events add to (`upgrades`, `pings`, `calls`).
+    static var counters: [ProtocolCounter] { get }
+    /// Its families of counts by code (`closeCodes`: `1000`, `1012`; `goaways`: `NO_ERROR`), total and per fault.
+    static var counterFamilies: [ProtocolCounter] { get }
     /// Whether `framing` (a scenario's `protocol.framing`) is this protocol.
     static func reads(_ framing: ProtocolSpec.Framing) -> Bool
     /// The audit's part for `spec`: what makes each connection's session and its legs' decoders. `auditedMethods`:
@@ -47,6 +51,8 @@ extension ProtocolPlugin {
     /// The canonical framing name.
     public static var name: String { names[0] }
     public static var optionKeys: [String] { [] }
+    public static var counters: [ProtocolCounter] { [] }
+    public static var counterFamilies: [ProtocolCounter] { [] }
     public static var defaultFormat: ProtocolSpec.Format { .json }
     public static var defaultStream: String { "stream" }
     public static var hasRPCs: Bool { false }

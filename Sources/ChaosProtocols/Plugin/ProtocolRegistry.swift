@@ -28,6 +28,17 @@ public enum ProtocolRegistry {
         plugins.first { $0.frames == frames }
     }
 
+    /// Every plug-in's counters, then the audit's own (`shared`), each name once, in registry order.
+    public static func counters(shared: [ProtocolCounter]) -> [ProtocolCounter] { unique(plugins.flatMap { $0.counters } + shared) }
+
+    /// Every plug-in's counter families, each name once, in registry order.
+    public static var counterFamilies: [ProtocolCounter] { unique(plugins.flatMap { $0.counterFamilies }) }
+
+    private static func unique(_ counters: [ProtocolCounter]) -> [ProtocolCounter] {
+        var seen: Set<String> = []
+        return counters.filter { seen.insert($0.name).inserted }
+    }
+
     /// The framing names, for messages (`lines, length-prefixed, websocket, grpc`).
     public static var names: [String] { plugins.map { $0.name } }
 }

@@ -5,6 +5,11 @@ public enum WebSocketProtocol: ProtocolPlugin {
     public static let names = ["websocket"]
     public static var frames: FrameProtocol? { .websocket }
 
+    public static let counters = [ProtocolCounter("upgrades", "upgrades"), ProtocolCounter("upgradeFailures", "upgrade failures"),
+                                  ProtocolCounter("pings", "pings"), ProtocolCounter("pongs", "pongs"),
+                                  ProtocolCounter("abnormalClosures", "abnormal closures (1006)")]
+    public static let counterFamilies = [ProtocolCounter("closeCodes", "close codes", note: "1006: the connection ended with no close frame")]
+
     public static func framing(options: [String: Int]) throws -> ProtocolSpec.Framing { try noOptions(options, .websocket) }
 
     public static func reads(_ framing: ProtocolSpec.Framing) -> Bool { framing == .websocket }
