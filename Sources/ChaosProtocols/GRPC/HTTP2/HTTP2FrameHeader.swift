@@ -12,7 +12,7 @@ struct HTTP2FrameHeader {
 
     /// The header in `bytes` at `at` (9 bytes must be there).
     @inline(__always)
-    init<Bytes: RandomAccessCollection>(_ bytes: Bytes, at h: Int) where Bytes.Element == UInt8, Bytes.Index == Int {
+    init(_ bytes: [UInt8], at h: Int) {
         length = Int(bytes[h]) << 16 | Int(bytes[h + 1]) << 8 | Int(bytes[h + 2])
         type = bytes[h + 3]
         flags = bytes[h + 4]
