@@ -41,13 +41,14 @@ let package = Package(
         ),
         .target(name: "CChaosEpoll"),
         .target(
-            name: "ChaosHTTP2",
-            dependencies: [.product(name: "NIOHPACK", package: "swift-nio-http2"), .product(name: "NIOCore", package: "swift-nio")],
+            name: "ChaosProtocols",
+            dependencies: ["ChaosCore", "CZlib", .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                           .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strictSettings
         ),
         .target(
             name: "ChaosProxy",
-            dependencies: ["ChaosCore", "CChaosEpoll", .product(name: "Logging", package: "swift-log"),
+            dependencies: ["ChaosCore", "ChaosProtocols", "CChaosEpoll", .product(name: "Logging", package: "swift-log"),
                            .product(name: "NIOHTTP1", package: "swift-nio")] + nio,
             swiftSettings: strictSettings
         ),
@@ -64,12 +65,12 @@ let package = Package(
         ),
         .target(
             name: "ChaosAudit",
-            dependencies: ["ChaosCore", "ChaosHTTP2", "CZlib", .product(name: "Histogram", package: "hdrhistogram-swift")],
+            dependencies: ["ChaosCore", "ChaosProtocols", .product(name: "Histogram", package: "hdrhistogram-swift")],
             swiftSettings: strictSettings
         ),
         .target(
             name: "ChaosReport",
-            dependencies: ["ChaosCore", "ChaosAudit"],
+            dependencies: ["ChaosCore", "ChaosAudit", "ChaosProtocols"],
             swiftSettings: strictSettings
         ),
         .systemLibrary(
@@ -104,14 +105,14 @@ let package = Package(
         .executableTarget(
             name: "chaos",
             dependencies: ["ChaosCore", "ChaosProxy", "ChaosControl", "ChaosRunner", "ChaosDemo", "ChaosAudit", "ChaosReport",
-                           "ChaosCapture",
+                           "ChaosCapture", "ChaosProtocols",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log")] + nio,
             swiftSettings: strictSettings
         ),
         .executableTarget(
             name: "ChaosFuzz",
-            dependencies: ["ChaosCore", "ChaosAudit", "ChaosCapture", "ChaosHTTP2"],
+            dependencies: ["ChaosCore", "ChaosAudit", "ChaosCapture", "ChaosProtocols"],
             swiftSettings: strictSettings
         ),
         .executableTarget(
@@ -122,7 +123,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "AuditBench",
-            dependencies: ["ChaosCore", "ChaosAudit", "ChaosHTTP2"],
+            dependencies: ["ChaosCore", "ChaosAudit", "ChaosProtocols"],
             path: "Benchmarks/AuditBench",
             swiftSettings: strictSettings
         ),
@@ -134,19 +135,20 @@ let package = Package(
         ),
         .testTarget(name: "ChaosCoreTests", dependencies: ["ChaosCore"], swiftSettings: strictSettings),
         .testTarget(
-            name: "ChaosHTTP2Tests",
-            dependencies: ["ChaosHTTP2", .product(name: "NIOHPACK", package: "swift-nio-http2"),
+            name: "ChaosProtocolsTests",
+            dependencies: ["ChaosCore", "ChaosProtocols", .product(name: "NIOHPACK", package: "swift-nio-http2"),
                            .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "ChaosProxyTests",
-            dependencies: ["ChaosCore", "ChaosProxy", "ChaosControl", .product(name: "NIOEmbedded", package: "swift-nio")] + nio,
+            dependencies: ["ChaosCore", "ChaosProxy", "ChaosControl", "ChaosProtocols",
+                           .product(name: "NIOEmbedded", package: "swift-nio")] + nio,
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "ChaosAuditTests",
-            dependencies: ["ChaosCore", "ChaosAudit", "ChaosHTTP2", .product(name: "NIOHPACK", package: "swift-nio-http2"),
+            dependencies: ["ChaosCore", "ChaosAudit", "ChaosProtocols", .product(name: "NIOHPACK", package: "swift-nio-http2"),
                            .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strictSettings
         ),

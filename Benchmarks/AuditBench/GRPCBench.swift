@@ -1,6 +1,6 @@
 import ChaosAudit
 import ChaosCore
-import ChaosHTTP2
+import ChaosProtocols
 import Foundation
 
 // `AuditBench grpc [MESSAGES]`: the gRPC audit (cleartext HTTP/2) of ~100-byte protobuf RaceUpdate messages on one

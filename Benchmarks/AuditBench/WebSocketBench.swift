@@ -1,4 +1,5 @@
 import ChaosAudit
+import ChaosProtocols
 import ChaosCore
 import Foundation
 

@@ -1,4 +1,5 @@
 import ChaosCore
+import ChaosProtocols
 
 extension AuditEngine {
     /// With a descriptor set: per audited RPC, a reader of its request and of its response messages, each with the

@@ -1,5 +1,5 @@
 import ChaosCore
-import ChaosHTTP2
+import ChaosProtocols
 
 extension AuditEngine {
     /// Decodes `bytes` on the connection's leg for (`role`, `direction`) and audits every complete message.
@@ -42,7 +42,7 @@ extension AuditEngine {
     /// Bytes that do not parse: the leg's decoder stopped; the relay passed them on, the audit goes on elsewhere.
     private func protocolProblem(_ reason: String, at offset: Int64, pipe: FramePipe, connection: ConnectionState, time: Int64) {
         guard connection.failedDirections.insert(pipe.direction).inserted else { return }
-        protocolStats.protocolErrors += 1
+        protocolStats[counter: "protocolErrors"] += 1
         guard !connection.reportedProtocol else { return }
         connection.reportedProtocol = true
         record(.protocolError, pipe.cached?.ledger, direction: pipe.direction, time: time, connection: connection.id,
@@ -55,40 +55,41 @@ extension AuditEngine {
         let read = pipe.role == .sent
         switch event {
         case .upgradeRequested:
-            guard pipe.role == .sent, let session = connection.session else { return }
+            guard pipe.role == .sent else { return }
+            let session = connection.session
             for slot in 0..<2 {
                 switch handshakeStreamSources[slot] {
-                case .header(let name): connection.handshakeStreams[slot] = session.header(name).map { Array($0.utf8) }
-                case .query(let name): connection.handshakeStreams[slot] = session.query(name).map { Array($0.utf8) }
+                case .header(let name): connection.handshakeStreams[slot] = session.requestHeader(name).map { Array($0.utf8) }
+                case .query(let name): connection.handshakeStreams[slot] = session.requestQuery(name).map { Array($0.utf8) }
                 case .field, .rpc, nil: break
                 }
             }
         case .upgraded:
-            if read { protocolStats.upgrades += 1 }
+            if read { protocolStats[counter: "upgrades"] += 1 }
         case .upgradeFailed:
-            if read { protocolStats.upgradeFailures += 1 }
+            if read { protocolStats[counter: "upgradeFailures"] += 1 }
         case .close(let code, _):
             guard read else { return }
             connection.closeFrames += 1
-            protocolStats.close(code: code.map(String.init) ?? "none", fault: faults.label?.kind ?? "none")
+            protocolStats.count("closeCodes", code: code.map(String.init) ?? "none", fault: faults.label?.kind ?? "none")
         case .ping:
-            if read { protocolStats.pings += 1 }
+            if read { protocolStats[counter: "pings"] += 1 }
         case .pong:
-            if read { protocolStats.pongs += 1 }
+            if read { protocolStats[counter: "pongs"] += 1 }
         case .keepalive(let ack, let opaque):
             guard read else { return }
             if ack {
-                protocolStats.pongs += 1
+                protocolStats[counter: "pongs"] += 1
                 if let index = connection.pendingPings.firstIndex(where: { $0.opaque == opaque }) {
                     pingRoundTrips.record(nanoseconds: time - connection.pendingPings.remove(at: index).at)
                 }
             } else {
-                protocolStats.pings += 1
+                protocolStats[counter: "pings"] += 1
                 if connection.pendingPings.count >= ConnectionState.pendingPingLimit { connection.pendingPings.removeFirst() }
                 connection.pendingPings.append((opaque, time))
             }
         case .callStarted:
-            if read { protocolStats.calls += 1 }
+            if read { protocolStats[counter: "calls"] += 1 }
         case .goaway(_, let code):
             // A peer's GOAWAY is counted as read (its written copy comes after); one written with no read copy to
             // match is the proxy's own (a `goaway` fault), counted as written.
@@ -99,11 +100,11 @@ extension AuditEngine {
                 connection.goawaysRelayed[slot] += 1
                 return
             }
-            protocolStats.goaway(code: HTTP2ErrorCode.name(code), fault: faults.label?.kind ?? "none")
+            protocolStats.count("goaways", code: HTTP2ErrorCode.name(code), fault: faults.label?.kind ?? "none")
         case .streamReset(let code):
-            if read { protocolStats.streamReset(code: HTTP2ErrorCode.name(code), fault: faults.label?.kind ?? "none") }
+            if read { protocolStats.count("streamResets", code: HTTP2ErrorCode.name(code), fault: faults.label?.kind ?? "none") }
         case .grpcStatus(let code):
-            if read { protocolStats.grpcStatus(code: GRPCStatusName.name(code), fault: faults.label?.kind ?? "none") }
+            if read { protocolStats.count("grpcStatuses", code: GRPCStatusName.name(code), fault: faults.label?.kind ?? "none") }
         case .unreadable(let reason):
             guard read else { return }
             messageStats.undecodable += 1
@@ -113,7 +114,7 @@ extension AuditEngine {
                    detail: "\(reason), ending at byte \(offset) \(pipe.where) (reported once per connection)")
         case .oversized(let bytes, _):
             guard read else { return }
-            protocolStats.oversized += 1
+            protocolStats[counter: "oversized"] += 1
             guard !connection.reportedOversized else { return }
             connection.reportedOversized = true
             record(.oversized, pipe.cached?.ledger, direction: pipe.direction, time: time, connection: connection.id,
@@ -126,9 +127,9 @@ extension AuditEngine {
     func endedWithoutClose(_ connection: ConnectionState) {
         guard !connection.closeJudged else { return }
         connection.closeJudged = true
-        guard connection.session?.accepted == true, connection.closeFrames == 0 else { return }
-        protocolStats.abnormalClosures += 1
-        protocolStats.close(code: "1006", fault: faults.label?.kind ?? "none")
+        guard connection.session.upgradeAccepted == true, connection.closeFrames == 0 else { return }
+        protocolStats[counter: "abnormalClosures"] += 1
+        protocolStats.count("closeCodes", code: "1006", fault: faults.label?.kind ?? "none")
     }
 }
 

@@ -1,4 +1,5 @@
 import ChaosCore
+import ChaosProtocols
 
 extension AuditEngine {
     /// Audits one message; `call` is the gRPC call that carried it (its RPC names the fields, its metadata the stream).

@@ -1,4 +1,5 @@
 public import ChaosCore
+import ChaosProtocols
 
 /// The audit: reads the ``TrafficEvent`` stream of a run (live from the proxy, or from a capture), frames the
 /// bytes, reads each message's stream and seq, and classifies every delivery as PRODUCT §4 defines.

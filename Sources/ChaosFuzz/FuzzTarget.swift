@@ -1,48 +1,41 @@
 import ChaosAudit
 import ChaosCapture
 import ChaosCore
+import ChaosProtocols
 import Foundation
 
 /// One public input of chaos that fuzzing throws bytes at. Each must end without a trap, a hang or unbounded
 /// memory whatever the bytes; errors are fine (they are what bad input should get).
-enum FuzzTarget: String, CaseIterable {
-    /// A scenario file: parsed, checked, its timeline built.
-    case scenario
-    /// NDJSON bytes through the audit (as read, written, acknowledged, cut).
-    case lines
-    /// Length-prefixed bytes through the audit.
-    case lengthPrefixed = "length-prefixed"
-    /// WebSocket frames (after a valid upgrade handshake both ways, permessage-deflate accepted) through the audit.
-    case websocket
-    /// gRPC over cleartext HTTP/2 (after the client's preface, SETTINGS and the request HEADERS of one call, and the
-    /// server's SETTINGS and response HEADERS, gzip accepted both ways) through the audit, as client and server bytes.
-    case grpc
-    /// A pcap or pcapng file through the capture reader and the audit.
-    case pcap
-    /// A control-API request body (`POST /faults`): parsed and checked as the API does before installing it.
-    case api
-
+///
+/// A scenario file (parsed, checked, its timeline built); each protocol plug-in's bytes through the audit (as
+/// read, written, acknowledged, cut; the plug-in gives the spec and a handshake, see
+/// ``ProtocolPlugin/fuzzSetup(_:)``); a pcap or pcapng file through the capture reader and the audit; a
+/// control-API request body (`POST /faults`), parsed and checked as the API does before installing it.
+struct FuzzTarget: Sendable {
+    /// The target's name (`CHAOS_FUZZ_TARGET`, and its corpus folder `Fuzz/corpus/NAME/`).
+    let rawValue: String
     /// Runs the target on one input.
-    func run(_ data: [UInt8]) {
-        switch self {
-        case .scenario: Self.scenario(data)
-        case .lines: Self.audit(data, spec: ProtocolSpec(ack: "ack"))
-        case .lengthPrefixed:
-            let width = [1, 2, 4][Int(data.first ?? 0) % 3]
-            Self.audit(Array(data.dropFirst()), spec: ProtocolSpec(framing: .lengthPrefixed(bytes: width, offset: 0)))
-        case .websocket:
-            let request = Array("GET /f?s=1 HTTP/1.1\r\nUpgrade: websocket\r\nX-Stream: c1\r\n\r\n".utf8)
-            let response = Array("HTTP/1.1 101 OK\r\nUpgrade: websocket\r\nSec-WebSocket-Extensions: permessage-deflate\r\n\r\n".utf8)
-            Self.audit(data, spec: ProtocolSpec(framing: .websocket, stream: "header:x-stream", ack: "ack", maxMessage: 4096),
-                       prelude: [.read(.client, request), .written(.server, request), .read(.server, response),
-                                 .written(.client, response)])
-        case .grpc:
-            Self.audit(data, spec: ProtocolSpec(framing: .grpc, format: .protobuf, seq: "2", stream: "header:x-session", ack: "3",
-                                                downstream: .init(seq: "3", ack: "6"), maxMessage: 4096),
-                       prelude: GRPCPrelude.events)
-        case .pcap: Self.pcap(data)
-        case .api: Self.api(data)
+    let run: @Sendable ([UInt8]) -> Void
+
+    /// Every target: the scenario, then one per protocol plug-in that has a fuzz setup, then pcap and api.
+    static let allCases: [FuzzTarget] = [FuzzTarget(rawValue: "scenario") { scenario($0) }]
+        + ProtocolRegistry.plugins.filter { $0.fuzzSetup([]) != nil }.map { plugin in
+            FuzzTarget(rawValue: plugin.name) { data in
+                guard let setup = plugin.fuzzSetup(data) else { return }
+                audit(setup.input, spec: setup.spec, prelude: setup.prelude)
+            }
         }
+        + [FuzzTarget(rawValue: "pcap") { pcap($0) }, FuzzTarget(rawValue: "api") { api($0) }]
+
+    private init(rawValue: String, run: @escaping @Sendable ([UInt8]) -> Void) {
+        self.rawValue = rawValue
+        self.run = run
+    }
+
+    /// The target named `rawValue`.
+    init?(rawValue: String) {
+        guard let target = Self.allCases.first(where: { $0.rawValue == rawValue }) else { return nil }
+        self = target
     }
 
     private static func scenario(_ data: [UInt8]) {

@@ -1,4 +1,5 @@
 public import ChaosCore
+import ChaosProtocols
 public import Logging
 public import NIOCore
 import NIOPosix
@@ -246,7 +247,9 @@ public final class ProxyServer: Sendable {
                 return (state.baseline, state.shaping, state.stopped)
             }
             guard !stopped else { throw ChannelError.ioOnClosedChannel }
-            if let framing = options.frames, adopted == nil { connection.protocolFrames = ProtocolFrames(framing: framing) }
+            if let frames = options.frames, adopted == nil, let plugin = ProtocolRegistry.plugin(following: frames) {
+                connection.protocolFrames = ProtocolFrames(plugin: plugin)
+            }
             // A connection that started on the epoll relay started with no link profile. Its faults are on
             // before any byte passes (a timeout's timer starts with it).
             connection.start(baseline: adopted == nil ? baseline : nil,

@@ -1,4 +1,4 @@
-import ChaosHTTP2
+import ChaosProtocols
 import NIOCore
 import NIOHPACK
 

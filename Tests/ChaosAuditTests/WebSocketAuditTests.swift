@@ -1,4 +1,5 @@
 @testable import ChaosAudit
+@testable import ChaosProtocols
 import ChaosCore
 import Testing
 

@@ -1,4 +1,5 @@
 @testable import ChaosAudit
+@testable import ChaosProtocols
 import Testing
 
 /// The WebSocket leg decoder on hand-built frames (RFC 6455): lengths, masking, fragmentation, control frames,

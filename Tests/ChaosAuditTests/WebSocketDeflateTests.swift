@@ -1,4 +1,5 @@
 @testable import ChaosAudit
+@testable import ChaosProtocols
 import Testing
 
 /// permessage-deflate (RFC 7692) negotiated from the handshake: messages compressed with system zlib here are

@@ -1,4 +1,5 @@
 @testable import ChaosAudit
+@testable import ChaosProtocols
 
 /// Builds WebSocket bytes by hand (RFC 6455 5.2): handshakes and frames in every length form, masked or not,
 /// and permessage-deflate payloads compressed with system zlib (RFC 7692 7.2.1).

@@ -41,6 +41,22 @@ struct ProtocolParsingTests {
         #expect(rpc.streamSource == .rpc && rpc.format == .protobuf)
     }
 
+    @Test("gRPC by field numbers alone: per-direction blocks that give every field need no shared seq, whatever it says")
+    func grpcPerDirectionNumbers() throws {
+        for shared in ["", "\n  seq: sequence_id\n  ack: acked_sequence_id"] {
+            let text = Self.scenario("""
+              framing: grpc
+              stream: header:x-session\(shared)
+              upstream: {seq: "2", ack: "3"}
+              downstream: {seq: "3", ack: "6"}
+            """)
+            let spec = try #require(try Scenario.parse(yaml: text, file: "g.yaml").protocolSpec)
+            #expect(spec.format == .protobuf && spec.descriptors == nil)
+            #expect(spec.resolved(for: .upstream).seq == "2" && spec.resolved(for: .upstream).ack == "3")
+            #expect(spec.resolved(for: .downstream).seq == "3" && spec.resolved(for: .downstream).ack == "6")
+        }
+    }
+
     @Test("a WebSocket protocol with a header stream, overrides, ignore on any field and a message cap parses to its model")
     func webSocket() throws {
         let text = Self.scenario("""
@@ -82,6 +98,9 @@ struct ProtocolParsingTests {
         ("  framing: grpc\n  descriptors: \(Self.protoset)\n  methods: [/follow.v1.Follow/Walk]", "8:13",
          "no RPC /follow.v1.Follow/Walk in"),
         ("  framing: grpc\n  format: json\n  descriptors: \(Self.protoset)", "8:16", "it needs format protobuf"),
+        ("  framing: grpc\n  upstream: {seq: '2'}\n  downstream: {ack: '6'}", "6:3",
+         "found 'seq' (read downstream, a default: give it in protocol.downstream)"),
+        ("  framing: grpc\n  seq: '2'\n  downstream: {seq: '3', ack: acked}", "8:31", "found 'acked' (read downstream)"),
     ])
     func mistakes(block: String, at: String, message: String) {
         do {

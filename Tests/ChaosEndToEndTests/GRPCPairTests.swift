@@ -15,8 +15,16 @@ struct GRPCPairTests {
     /// How the scenario's `protocol:` finds the fields of RaceRequest (upstream) and RaceUpdate (downstream).
     enum Fields: String, CustomTestStringConvertible, CaseIterable {
         case names, numbers
+        /// Field numbers in per-direction blocks only: no shared `seq` (its unused default is not a number).
+        case perDirection
 
-        var testDescription: String { self == .names ? "field names from follow.protoset" : "field numbers, no descriptors" }
+        var testDescription: String {
+            switch self {
+            case .names: "field names from follow.protoset"
+            case .numbers: "field numbers, no descriptors"
+            case .perDirection: "field numbers per direction only, no shared seq"
+            }
+        }
 
         var yaml: String {
             switch self {
@@ -32,6 +40,11 @@ struct GRPCPairTests {
                   format: protobuf
                   seq: "2"
                   ack: "3"
+                  downstream: {seq: "3", ack: "6"}
+                """
+            case .perDirection:
+                """
+                  upstream: {seq: "2", ack: "3"}
                   downstream: {seq: "3", ack: "6"}
                 """
             }

@@ -1,6 +1,7 @@
 import ChaosCore
 @testable import ChaosControl
 @testable import ChaosProxy
+import ChaosProtocols
 import Foundation
 import Testing
 
@@ -40,7 +41,7 @@ struct ProtocolFaultTests {
             #expect(try fire(harness, .wsClose(code: 1012, side: .client, grace: .milliseconds(300))) == 1)
             try server.sendAll(Array(first[404...]) + Self.frame(Array("after the close".utf8)))
             let (rest, end) = client.receiveUntilEnd()
-            let close = ProtocolFrame.webSocketClose(code: 1012, masked: false)
+            let close = WebSocketProtocol.closeFrame(code: 1012, masked: false)
             #expect(rest == Array(first[404...]) + close, "the frame's end, then the close frame and nothing else")
             #expect(Array(close[2..<4]) == [0x03, 0xf4])
             #expect(end == .eof, "FIN after the grace time, not a reset")
@@ -103,7 +104,7 @@ struct ProtocolFaultTests {
             #expect(try fire(harness, .goaway(grace: .milliseconds(400))) == 1)
             let data = h2(0, flags: 1, stream: 1, [0, 0, 0, 0, 2, 7, 7])
             try server.sendAll(Array(settings[5...]) + data)
-            let expected = Array(settings[5...]) + ProtocolFrame.goaway(lastStream: 3) + data
+            let expected = Array(settings[5...]) + GRPCProtocol.goawayFrame(lastStream: 3) + data
             #expect(client.receive(exactly: expected.count) == expected, "SETTINGS ends, then GOAWAY naming stream 3, then the DATA")
             // Still draining: the client's CONTINUATION for stream 3 reaches the server.
             let continuation = h2(9, flags: 4, stream: 3, [0x84])
@@ -133,7 +134,7 @@ struct ProtocolFaultTests {
                                                                body: #"{"ws-close": {"at": "0s", "code": 1001, "grace": "200ms"}}"#)
             #expect(status == 201, "\(body)")
             let (rest, end) = client.receiveUntilEnd()
-            #expect(rest == ProtocolFrame.webSocketClose(code: 1001, masked: false))
+            #expect(rest == WebSocketProtocol.closeFrame(code: 1001, masked: false))
             #expect(end == .eof)
             client.close(); server.close()
         }

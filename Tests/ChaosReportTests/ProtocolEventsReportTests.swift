@@ -29,6 +29,7 @@ struct ProtocolEventsReportTests {
         #expect(try RunReport.load(fromDirectory: directory) == report)
         let markdown = try String(contentsOfFile: directory + "/report.md", encoding: .utf8)
         #expect(markdown.contains("### Protocol events") && markdown.contains("close codes: 1006 × 2, 1012 × 1"))
+        #expect(markdown.contains("- upgrades 3, pings 40, abnormal closures (1006) 2\n"), "only the counters seen: \(markdown)")
         let html = try String(contentsOfFile: directory + "/report.html", encoding: .utf8)
         #expect(html.contains("<h2>Protocol events</h2>") && html.contains("during or after disconnect: 1006 × 2"))
     }
@@ -57,8 +58,10 @@ struct ProtocolEventsReportTests {
         #expect(written["stream_resets_by_fault"] as? [String: [String: Int]] == ["partition": ["CANCEL": 2]])
         #expect(try RunReport.load(fromDirectory: directory) == report)
         let markdown = try String(contentsOfFile: directory + "/report.md", encoding: .utf8)
-        #expect(markdown.contains("gRPC calls 5; statuses: OK × 2, UNAVAILABLE × 1"))
-        #expect(markdown.contains("HTTP/2 GOAWAY: NO_ERROR × 1; RST_STREAM: CANCEL × 2"))
+        #expect(markdown.contains("pings 12, pongs 12, gRPC calls 5"))
+        #expect(markdown.contains("gRPC statuses: OK × 2, UNAVAILABLE × 1"))
+        #expect(markdown.contains("HTTP/2 GOAWAY: NO_ERROR × 1") && markdown.contains("HTTP/2 RST_STREAM: CANCEL × 2"))
+        #expect(!markdown.contains("close codes"), "a family with no counts is not shown")
         #expect(markdown.contains("GOAWAY during or after `goaway`: NO_ERROR × 1"))
         // A report.json written before these figures existed (only the WebSocket ones) reads with them zero.
         let old = #"{"upgrades":1,"upgrade_failures":0,"close_codes":{},"close_codes_by_fault":{},"abnormal_closures":0,"pings":0,"pongs":0,"oversized":0,"protocol_errors":0}"#

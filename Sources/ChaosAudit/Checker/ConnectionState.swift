@@ -1,4 +1,5 @@
 import ChaosCore
+import ChaosProtocols
 
 /// The audit's view of one live connection: a leg decoder per direction and role, and the streams it carries.
 /// Dropped when both legs have closed.
@@ -22,10 +23,8 @@ final class ConnectionState {
     var reportedOversized = false
     /// The directions whose bytes stopped parsing (a protocol error is counted once per direction).
     var failedDirections: Set<Direction> = []
-    /// What the WebSocket handshake decided (nil for other framings).
-    let session: WebSocketSession?
-    /// The gRPC calls on the connection (nil for other framings).
-    let grpc: GRPCSession?
+    /// What the connection's legs share (its protocol's handshake, its calls), from the protocol's plug-in.
+    let session: any ProtocolSession
     /// Per direction (upstream 0, downstream 1): the stream named by the upgrade request (`header:` / `query:`).
     var handshakeStreams: [[UInt8]?] = [nil, nil]
     /// Per direction (upstream 0, downstream 1): GOAWAY frames read from the sender, and their written copies seen.
@@ -41,13 +40,12 @@ final class ConnectionState {
 
     init(id: ConnectionID, layer: ProtocolLayer) {
         self.id = id
-        let sessions = layer.makeSessions()
-        session = sessions.websocket
-        grpc = sessions.grpc
+        let session = layer.framer.makeSession()
+        self.session = session
         var pipes: [FramePipe] = []
         for role in [FramePipe.Role.sent, .delivered] {
             for direction in [Direction.upstream, .downstream] {
-                let decoder = layer.makeDecoder(direction, websocket: sessions.websocket, grpc: sessions.grpc)
+                let decoder = session.makeDecoder(direction, cap: layer.cap)
                 pipes.append(FramePipe(role: role, direction: direction, decoder: decoder))
             }
         }

@@ -132,11 +132,13 @@ extension ProtocolSpec {
         }
         if format == .protobuf {
             guard framing != .lines else { throw bad("protocol.format protobuf needs binary messages: framing websocket or length-prefixed") }
-            let names = [seq, ack ?? ""] + ignore.keys.map { $0 == "type" ? type : $0 }
-                + (streamSource.flatMap { if case .field(let name) = $0 { name } else { nil } }.map { [$0] } ?? [])
+            // Only the fields each direction reads: a shared default that both directions override is never used.
             // With descriptors, fields may be named; the reader checked the names against the descriptor set.
-            for name in names where descriptors == nil && !name.isEmpty && !Self.isFieldNumberPath(name) {
-                throw bad("protocol.format protobuf reads fields by number path (2, or 4.1 for a nested field), found '\(name)'")
+            for direction in Direction.allCases where descriptors == nil {
+                for name in ProtobufSchema.names(self, direction) where !name.isEmpty && !Self.isFieldNumberPath(name) {
+                    throw bad("protocol.format protobuf reads fields by number path (2, or 4.1 for a nested field), "
+                        + "found '\(name)' (\(direction))")
+                }
             }
         }
         guard (0...Int64(Int32.max)).contains(seqStart) else {

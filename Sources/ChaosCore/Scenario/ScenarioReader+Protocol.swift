@@ -69,6 +69,7 @@ extension ScenarioReader {
         if let descriptorsValue = map["descriptors"] {
             try readDescriptors(descriptorsValue, into: &spec, map: map)
         }
+        try checkNumberPaths(spec, map: map, at: value)
         return spec
     }
 
@@ -95,20 +96,40 @@ extension ScenarioReader {
         guard !methods.isEmpty else { throw value.error("protocol.descriptors: \(given) describes no RPC") }
         // Each name, where it was written, against the request (upstream) or response (downstream) type of each RPC:
         // an RPC whose messages lack a field is not audited that way, but a name no RPC has is a mistake.
-        for (direction, overrideKey) in [(Direction.upstream, "upstream"), (.downstream, "downstream")] {
-            let resolved = spec.resolved(for: direction)
-            let overrides = try map[overrideKey].map { try $0.mapping("protocol.\(overrideKey)", allowed: nil) }
-            func position(_ key: String) -> YAMLValue? { overrides?[key] ?? map[key] }
-            var names: [(String, YAMLValue?)] = [(resolved.seq, position("seq"))]
-            if let ack = resolved.ack { names.append((ack, position("ack"))) }
-            if case .field(let name)? = resolved.streamSource { names.append((name, position("stream"))) }
-            for field in resolved.ignore.keys { names.append((field == "type" ? resolved.type : field, position("ignore"))) }
-            for (name, at) in names {
+        for direction in Direction.allCases {
+            for (name, at) in try fieldNames(spec, direction, map: map) {
                 if let problem = schema.unresolved(name, direction: direction, methods: methods) {
                     throw (at ?? value).error("protocol: \(problem)")
                 }
             }
         }
+    }
+
+    /// `format: protobuf` without descriptors: the fields each direction reads are number paths. Only what a
+    /// direction uses is checked (a shared `seq` both `upstream:` and `downstream:` override is never read).
+    private func checkNumberPaths(_ spec: ProtocolSpec, map: YAMLMapping, at value: YAMLValue) throws {
+        guard spec.format == .protobuf, spec.descriptors == nil else { return }
+        for direction in Direction.allCases {
+            for (name, at) in try fieldNames(spec, direction, map: map) where !name.isEmpty && !ProtocolSpec.isFieldNumberPath(name) {
+                throw (at ?? value).error("protocol.format protobuf reads fields by number path (2, or 4.1 for a nested "
+                    + "field), found '\(name)' (read \(direction)\(at == nil ? ", a default: give it in protocol.\(direction)" : ""))")
+            }
+        }
+    }
+
+    /// The field names `direction` reads, each with where it was written (its override, else the shared key;
+    /// nil: a default nobody wrote).
+    private func fieldNames(_ spec: ProtocolSpec, _ direction: Direction, map: YAMLMapping) throws -> [(String, YAMLValue?)] {
+        let resolved = spec.resolved(for: direction)
+        let overrides = try map[direction.rawValue].map { try $0.mapping("protocol.\(direction.rawValue)", allowed: nil) }
+        func position(_ key: String) -> YAMLValue? { overrides?[key] ?? map[key] }
+        var names: [(String, YAMLValue?)] = [(resolved.seq, position("seq"))]
+        if let ack = resolved.ack { names.append((ack, position("ack"))) }
+        if case .field(let name)? = resolved.streamSource { names.append((name, position("stream"))) }
+        for field in resolved.ignore.keys.sorted() {
+            names.append((field == "type" ? resolved.type : field, (field == "type" ? position("type") : nil) ?? position("ignore")))
+        }
+        return names
     }
 
     /// `upstream:` / `downstream:`: seq, stream, ack, type and ignore for one direction.

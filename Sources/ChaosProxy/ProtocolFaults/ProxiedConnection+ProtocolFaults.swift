@@ -1,21 +1,24 @@
 import ChaosCore
+import ChaosProtocols
 import NIOCore
 
-/// The frames of both directions of a connection whose protocol the proxy follows, and the frames of its own
-/// waiting for a boundary.
+/// The frames of both directions of a connection whose protocol the proxy follows (through its plug-in), and the
+/// frames of its own waiting for a boundary.
 struct ProtocolFrames {
+    /// The protocol followed.
+    let plugin: any ProtocolPlugin.Type
     /// By the producing side's ``Side/slot``: client to server, then server to client.
-    var trackers: [FrameBoundaryTracker]
+    var trackers: [any FrameBoundaryTracking]
     /// Per direction: a frame to put in at the next boundary, and whether nothing more passes that way after it.
-    var pending: [(frame: [UInt8], silenceAfter: Bool)?] = [nil, nil]
+    var pending: [FaultFrames.Insert?] = [nil, nil]
     /// Per direction: nothing more passes (a close frame went that way, or the connection is closing).
     var silenced = [false, false]
     /// The grace time's end, after which the connection is closed.
     var grace: Scheduled<Void>?
 
-    init(framing: FrameProtocol) {
-        trackers = [FrameBoundaryTracker(framing: framing, producer: .client),
-                    FrameBoundaryTracker(framing: framing, producer: .server)]
+    init(plugin: any ProtocolPlugin.Type) {
+        self.plugin = plugin
+        trackers = [plugin.boundaryTracker(producer: .client), plugin.boundaryTracker(producer: .server)]
     }
 }
 
@@ -40,7 +43,7 @@ extension ProxiedConnection {
     }
 
     /// Puts `pending` into the direction `producer` writes, now.
-    private func putIn(_ pending: (frame: [UInt8], silenceAfter: Bool), from producer: Side) {
+    private func putIn(_ pending: FaultFrames.Insert, from producer: Side) {
         let slot = producer.slot
         protocolFrames!.pending[slot] = nil
         if pending.silenceAfter { protocolFrames!.silenced[slot] = true }
@@ -56,22 +59,10 @@ extension ProxiedConnection {
     func protocolClose(_ effect: FaultEffect) -> Bool {
         eventLoop.preconditionInEventLoop()
         guard protocolFrames != nil, !machine.isCut, protocolFrames!.grace == nil else { return false }
-        let grace: ChaosDuration
-        switch effect {
-        case .wsClose(let code, let side, let wait):
-            grace = wait
-            let toClient = side != .server, toServer = side != .client
-            // Toward a side that gets no close, nothing more passes once a frame ends: the proxy is closing.
-            protocolFrames!.pending[Side.server.slot] = (toClient ? ProtocolFrame.webSocketClose(code: code, masked: false) : [], true)
-            protocolFrames!.pending[Side.client.slot] = (toServer ? ProtocolFrame.webSocketClose(code: code, masked: true, key: UInt32(truncatingIfNeeded: id))
-                                                          : [], true)
-        case .goaway(let wait):
-            grace = wait
-            let last = protocolFrames!.trackers[Side.client.slot].highestStream
-            protocolFrames!.pending[Side.server.slot] = (ProtocolFrame.goaway(lastStream: last), false)
-        default:
-            return false
-        }
+        guard let frames = protocolFrames!.plugin.faultFrames(effect, connection: id, client: protocolFrames!.trackers[Side.client.slot])
+        else { return false }
+        let grace = frames.grace
+        protocolFrames!.pending = frames.inserts
         for producer in Side.allCases {
             if let pending = protocolFrames!.pending[producer.slot], protocolFrames!.trackers[producer.slot].atBoundary {
                 putIn(pending, from: producer)
@@ -84,23 +75,5 @@ extension ProxiedConnection {
             perform(machine.cut(.close, linger: .zero).filter { if case .countCut = $0 { false } else { true } })
         }
         return true
-    }
-}
-
-/// The frames a protocol fault sends.
-enum ProtocolFrame {
-    /// A WebSocket close frame with `code` and a reason naming chaos; `masked` (with `key`) as a client's must be.
-    static func webSocketClose(code: Int, masked: Bool, key: UInt32 = 0x6368_616f) -> [UInt8] {
-        let payload = [UInt8(code >> 8 & 0xff), UInt8(code & 0xff)] + Array("chaos ws-close".utf8)
-        guard masked else { return [0x88, UInt8(payload.count)] + payload }
-        let mask = [UInt8(key >> 24), UInt8(key >> 16 & 0xff), UInt8(key >> 8 & 0xff), UInt8(key & 0xff)]
-        return [0x88, 0x80 | UInt8(payload.count)] + mask + payload.enumerated().map { $0.element ^ mask[$0.offset % 4] }
-    }
-
-    /// An HTTP/2 GOAWAY (NO_ERROR) naming `lastStream` as the last stream processed.
-    static func goaway(lastStream: UInt32) -> [UInt8] {
-        let last = lastStream & 0x7fff_ffff
-        return [0, 0, 8, 7, 0, 0, 0, 0, 0] + [UInt8(last >> 24), UInt8(last >> 16 & 0xff), UInt8(last >> 8 & 0xff), UInt8(last & 0xff)]
-            + [0, 0, 0, 0]
     }
 }

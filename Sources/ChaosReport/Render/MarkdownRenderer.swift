@@ -1,6 +1,7 @@
 import Foundation
 import ChaosCore
 import ChaosAudit
+import ChaosProtocols
 
 /// Renders a report as the pull-request summary: verdict line first, then expectations, delivery per stream,
 /// faults, recovery percentiles, the first anomalies and the command to reproduce.
@@ -129,20 +130,17 @@ public struct MarkdownRenderer: Sendable {
         return lines
     }
 
+    /// The protocol events, generically: the non-zero counters on one line, then each family seen (its counts,
+    /// its note, its counts per fault), as the protocol plug-ins name them.
     static func protocolLines(_ p: ProtocolStats) -> [String] {
-        let codes = p.closeCodes.isEmpty ? "" : counts(p.closeCodes)
-        var lines = ["- upgrades \(p.upgrades), upgrade failures \(p.upgradeFailures), pings \(p.pings), pongs \(p.pongs), "
-                     + "oversized messages \(p.oversized), protocol errors \(p.protocolErrors)",
-                     "- close codes: \(codes.isEmpty ? "none" : codes) (1006: the connection ended with no close frame)"]
-        lines += byFault(p.closeCodesByFault)
-        if p.calls > 0 || !p.goaways.isEmpty || !p.streamResets.isEmpty || !p.grpcStatuses.isEmpty {
-            lines.append("- gRPC calls \(p.calls); statuses: \(counts(p.grpcStatuses))")
-            lines += byFault(p.grpcStatusesByFault)
-            lines.append("- HTTP/2 GOAWAY: \(counts(p.goaways)); RST_STREAM: \(counts(p.streamResets))")
-            if let rtt = p.pingRoundTripS {
-                lines.append("- HTTP/2 PING round trips: \(rtt.count), p50 \(ReportText.seconds(rtt.p50)), p99 \(ReportText.seconds(rtt.p99)), max \(ReportText.seconds(rtt.max))")
-            }
-            lines += byFault(p.goawaysByFault, what: "GOAWAY ") + byFault(p.streamResetsByFault, what: "RST_STREAM ")
+        let counters = ProtocolStats.knownCounters.filter { p[counter: $0.name] != 0 }.map { "\($0.title) \(p[counter: $0.name])" }
+        var lines = ["- " + (counters.isEmpty ? "no protocol events counted" : counters.joined(separator: ", "))]
+        for family in ProtocolStats.knownFamilies where !p[family: family.name].isEmpty {
+            lines.append("- \(family.title): \(counts(p[family: family.name]))" + (family.note.map { " (\($0))" } ?? ""))
+            lines += byFault(p[familyByFault: family.name], what: "\(family.title) ")
+        }
+        if let rtt = p.pingRoundTripS {
+            lines.append("- HTTP/2 PING round trips: \(rtt.count), p50 \(ReportText.seconds(rtt.p50)), p99 \(ReportText.seconds(rtt.p99)), max \(ReportText.seconds(rtt.max))")
         }
         return lines
     }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import ChaosCore
+import ChaosProtocols
 import Foundation
 
 /// What to audit: a scenario's `protocol:` and `expect:` (`--protocol-from`), or the protocol given by flags.
@@ -9,7 +10,7 @@ struct ProtocolOptions: ParsableArguments {
     @Option(help: "Take protocol: and expect: from this scenario.")
     var protocolFrom: String?
 
-    @Option(help: "lines | length-prefixed | websocket | grpc (default: lines).")
+    @Option(help: "A framing of ProtocolRegistry: lines | length-prefixed | websocket | grpc (default: lines).")
     var framing: String?
 
     @Option(help: "Length prefix size in bytes for length-prefixed framing: 1, 2 or 4 (default: 4).")
@@ -51,24 +52,25 @@ struct ProtocolOptions: ParsableArguments {
     /// The protocol to audit: the scenario's when it has one, else the flags'.
     func spec(from scenario: Scenario?) throws -> ProtocolSpec {
         if let spec = scenario?.protocolSpec { return spec }
-        var spec = ProtocolSpec(seq: seq ?? "seq", stream: stream ?? (framing == "grpc" ? "rpc" : "stream"), ack: ack,
-                                ignore: ignoreType.isEmpty ? [:] : ["type": ignoreType], regex: regex)
-        switch framing ?? "lines" {
-        case "lines": spec.framing = .lines
-        case "length-prefixed":
-            let bytes = lengthBytes ?? 4
-            guard [1, 2, 4].contains(bytes) else { throw ChaosError.badInput("--length-bytes must be 1, 2 or 4, found \(bytes)") }
-            spec.framing = .lengthPrefixed(bytes: bytes, offset: 0)
-        case "websocket": spec.framing = .websocket
-        case "grpc": spec.framing = .grpc
-        default: throw ChaosError.badInput("--framing must be lines, length-prefixed, websocket or grpc, found '\(framing ?? "")'")
+        let name = framing ?? LinesProtocol.name
+        guard let plugin = ProtocolRegistry.plugin(named: name) else {
+            throw ChaosError.badInput("--framing must be one of \(ProtocolRegistry.names.joined(separator: ", ")), found '\(name)'")
         }
-        guard let parsed = ProtocolSpec.Format(rawValue: format ?? (spec.framing == .grpc ? "protobuf" : "json")) else {
+        var spec = ProtocolSpec(seq: seq ?? "seq", stream: stream ?? plugin.defaultStream, ack: ack,
+                                ignore: ignoreType.isEmpty ? [:] : ["type": ignoreType], regex: regex)
+        do {
+            // --length-bytes is length-prefixed's `length_bytes`; a framing without it ignores it.
+            let given = lengthBytes.map { ["length_bytes": $0] } ?? [:]
+            spec.framing = try plugin.framing(options: given.filter { plugin.optionKeys.contains($0.key) })
+        } catch let error as ChaosError {
+            throw ChaosError.badInput("--framing \(name): \(error.message.replacingOccurrences(of: "protocol.length_bytes", with: "--length-bytes"))")
+        }
+        guard let parsed = ProtocolSpec.Format(rawValue: format ?? plugin.defaultFormat.rawValue) else {
             throw ChaosError.badInput("--format must be json, text or protobuf, found '\(format ?? "")'")
         }
         spec.format = parsed
         if parsed == .text, regex == nil { throw ChaosError.badInput("--format text needs --regex") }
-        if spec.framing != .grpc, descriptors != nil || !method.isEmpty {
+        if !plugin.hasRPCs, descriptors != nil || !method.isEmpty {
             throw ChaosError.badInput("--descriptors and --method are for --framing grpc")
         }
         spec.methods = method.isEmpty ? nil : method

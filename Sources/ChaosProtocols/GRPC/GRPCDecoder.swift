@@ -1,0 +1,131 @@
+/// One leg of a gRPC connection (cleartext HTTP/2): an ``HTTP2DirectionDecoder`` for the frames and HPACK, and
+/// per HTTP/2 stream a ``GRPCMessageSplitter`` for the length-prefixed messages, whatever the DATA frames' and
+/// the reads' boundaries. Compressed messages are inflated (`gzip`, `deflate`). The calls themselves (path,
+/// metadata) live in the connection's ``GRPCSession``: the client's legs open them, the server's legs find them.
+final class GRPCDecoder: LegDecoder {
+    private var http2: HTTP2DirectionDecoder
+    private let session: GRPCSession
+    /// 0 when the client sends this leg's bytes, 1 for the server.
+    private let slot: Int
+    private let cap: Int
+    /// Per HTTP/2 stream with a message under way in this leg.
+    private var splitters: [UInt32: GRPCMessageSplitter] = [:]
+    /// Streams this leg's sender reset (RST_STREAM): DATA it still sends on them is not a message of the call.
+    /// Bounded: the lowest ids go first (stream ids only grow).
+    private var resetStreams: Set<UInt32> = []
+    private static let resetStreamLimit = 1024
+    /// Bytes fed before the current input (HTTP/2 events carry offsets from the leg's first byte).
+    private var fed: Int64 = 0
+    private var gzip: Inflater?
+    private var deflate: Inflater?
+    /// An inflated message (bounded by `cap`).
+    private var inflated: [UInt8] = []
+
+    init(upstream: Bool, session: GRPCSession, cap: Int) {
+        http2 = HTTP2DirectionDecoder(sender: upstream ? .client : .server)
+        self.session = session
+        slot = upstream ? 0 : 1
+        self.cap = cap
+    }
+
+    func decode(_ input: UnsafeBufferPointer<UInt8>, _ output: (DecoderOutput) -> Void) {
+        http2.maxFrameSize = session.maxFrameSize[slot]
+        let base = fed
+        fed += Int64(input.count)
+        let events = http2.feed(UnsafeRawBufferPointer(input))
+        for event in events {
+            switch event {
+            case .data(let stream, let payload, let endStream, let endOffset):
+                let end = Int(endOffset - base)
+                if let call = session.call(stream), call.audited, resetStreams.isEmpty || !resetStreams.contains(stream) {
+                    var splitter = splitters.removeValue(forKey: stream) ?? GRPCMessageSplitter()
+                    payload.withUnsafeBufferPointer { bytes in
+                        splitter.feed(bytes, cap: cap) { piece in
+                            switch piece {
+                            case .message(let body, let compressed):
+                                message(body, compressed: compressed, call: call, end: end, output)
+                            case .oversized(let length):
+                                output(.event(.oversized(bytes: length, end: end), at: end))
+                            }
+                        }
+                    }
+                    if !endStream, splitter.hasPartialMessage { splitters[stream] = splitter }
+                }
+            case .headers(let stream, let fields, let endStream):
+                headers(stream, fields, at: input.count, output)
+                if endStream { splitters[stream] = nil }
+            case .reset(let stream, let code):
+                splitters[stream] = nil
+                resetStreams.insert(stream)
+                if resetStreams.count > Self.resetStreamLimit, let oldest = resetStreams.min() { resetStreams.remove(oldest) }
+                output(.event(.streamReset(code: code), at: input.count))
+            case .goaway(let lastStream, let code, _):
+                output(.event(.goaway(lastStream: lastStream, code: code), at: input.count))
+            case .ping(let ack, let opaque):
+                output(.event(.keepalive(ack: ack, opaque: opaque), at: input.count))
+            case .settings(ack: false, let values):
+                // The largest frame this leg's sender accepts is the largest its peer may send.
+                for setting in values where setting.identifier == 5 {
+                    session.maxFrameSize[1 - slot] = max(16_384, Int(setting.value))
+                }
+            case .settings(ack: true, _):
+                break
+            case .preface:
+                // On the server's leg, the preface is its 101 to an h2c upgrade.
+                if slot == 1 { output(.event(.upgraded, at: input.count)) }
+            case .protocolError(let offset, let reason):
+                splitters = [:]
+                output(.problem(.protocolError(reason), at: max(0, min(input.count, Int(offset - base)))))
+            }
+        }
+    }
+
+    private func headers(_ stream: UInt32, _ fields: [HTTP2HeaderField], at: Int, _ output: (DecoderOutput) -> Void) {
+        if slot == 0 {
+            if session.open(stream, fields: fields).isNew { output(.event(.callStarted, at: at)) }
+            return
+        }
+        // The server's response headers (its encoding), or trailers (or a trailers-only response) with the status.
+        if let encoding = fields.first(where: { $0.name == "grpc-encoding" })?.value { session.call(stream)?.encodings[1] = encoding }
+        if let status = fields.first(where: { $0.name == "grpc-status" }) {
+            output(.event(.grpcStatus(code: Int(status.value) ?? -1), at: at))
+        }
+    }
+
+    /// Hands over one message, inflated first when its compressed flag is set.
+    private func message(_ body: UnsafeBufferPointer<UInt8>, compressed: Bool, call: GRPCCall, end: Int,
+                         _ output: (DecoderOutput) -> Void) {
+        guard compressed else { return output(.callMessage(body, end: end, call: call)) }
+        let encoding = call.encodings[slot] ?? "identity"
+        let inflater: Inflater?
+        switch encoding {
+        case "gzip":
+            if gzip == nil { gzip = Inflater(gzip: true) }
+            inflater = gzip
+        case "deflate":
+            if deflate == nil { deflate = Inflater(gzip: false) }
+            inflater = deflate
+        default:
+            return output(.event(.unreadable(reason: "a message compressed with grpc-encoding '\(encoding)', which the audit cannot inflate (gzip and deflate only)"), at: end))
+        }
+        guard let inflater else { return output(.event(.unreadable(reason: "zlib could not start"), at: end)) }
+        inflated.removeAll(keepingCapacity: true)
+        var over = false
+        let cap = self.cap
+        let ok = inflater.inflate(body) { chunk in
+            guard !over else { return }
+            if inflated.count + chunk.count > cap { over = true; return }
+            inflated.append(contentsOf: chunk)
+        }
+        inflater.reset()
+        if over { return output(.event(.oversized(bytes: cap + 1, end: end), at: end)) }
+        guard ok else {
+            return output(.event(.unreadable(reason: "a message flagged compressed that does not inflate as \(encoding)"), at: end))
+        }
+        inflated.withUnsafeBufferPointer { output(.callMessage($0, end: end, call: call)) }
+    }
+
+    var hasPartialMessage: Bool { splitters.values.contains { $0.hasPartialMessage } }
+
+    func dropPartial() { splitters = [:] }
+}

@@ -1,0 +1,63 @@
+public import ChaosCore
+
+/// `framing: grpc`: gRPC over cleartext HTTP/2 (prior knowledge or the h2c upgrade); the proxy follows the
+/// HTTP/2 frames for `goaway`.
+public enum GRPCProtocol: ProtocolPlugin {
+    public static let names = ["grpc"]
+    public static var frames: FrameProtocol? { .http2 }
+
+    public static let defaultFormat = ProtocolSpec.Format.protobuf
+    public static let defaultStream = "rpc"
+    public static let hasRPCs = true
+
+    public static let counters = [ProtocolCounter("calls", "gRPC calls"), ProtocolCounter("upgrades", "upgrades"),
+                                  ProtocolCounter("upgradeFailures", "upgrade failures"), ProtocolCounter("pings", "pings"),
+                                  ProtocolCounter("pongs", "pongs")]
+    public static let counterFamilies = [ProtocolCounter("grpcStatuses", "gRPC statuses"), ProtocolCounter("goaways", "HTTP/2 GOAWAY"),
+                                         ProtocolCounter("streamResets", "HTTP/2 RST_STREAM")]
+
+    public static func framing(options: [String: Int]) throws -> ProtocolSpec.Framing { try noOptions(options, .grpc) }
+
+    public static func reads(_ framing: ProtocolSpec.Framing) -> Bool { framing == .grpc }
+
+    public static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {
+        GRPCFramer(auditedMethods: auditedMethods)
+    }
+
+    /// Client and server bytes after a preface, SETTINGS and one call's request and response HEADERS, gzip accepted.
+    public static func fuzzSetup(_ input: [UInt8]) -> FuzzSetup? {
+        FuzzSetup(spec: ProtocolSpec(framing: .grpc, format: .protobuf, seq: "2", stream: "header:x-session", ack: "3",
+                                     downstream: .init(seq: "3", ack: "6"), maxMessage: 4096),
+                  prelude: GRPCFuzzPrelude.events, input: input)
+    }
+
+    public static func boundaryTracker(producer: Side) -> any FrameBoundaryTracking { HTTP2BoundaryTracker(producer: producer) }
+
+    /// `goaway`: a GOAWAY (NO_ERROR) to the client naming the highest stream it opened, as a draining server sends.
+    public static func faultFrames(_ effect: FaultEffect, connection: UInt64, client: any FrameBoundaryTracking) -> FaultFrames? {
+        guard case .goaway(let grace) = effect else { return nil }
+        let last = (client as? HTTP2BoundaryTracker)?.highestStream ?? 0
+        return FaultFrames(toServer: nil, toClient: .init(frame: goawayFrame(lastStream: last), silenceAfter: false),
+                           grace: grace)
+    }
+
+    /// A GOAWAY (NO_ERROR) naming `lastStream` as the last stream processed.
+    public static func goawayFrame(lastStream: UInt32) -> [UInt8] {
+        let last = lastStream & 0x7fff_ffff
+        return [0, 0, 8, 7, 0, 0, 0, 0, 0] + [UInt8(last >> 24), UInt8(last >> 16 & 0xff), UInt8(last >> 8 & 0xff), UInt8(last & 0xff)]
+            + [0, 0, 0, 0]
+    }
+}
+
+/// A new ``GRPCSession`` per connection, auditing `auditedMethods` (nil: every RPC).
+struct GRPCFramer: ProtocolFramer {
+    let auditedMethods: Set<String>?
+
+    func makeSession() -> any ProtocolSession { GRPCSession(auditedMethods: auditedMethods) }
+}
+
+extension GRPCSession: ProtocolSession {
+    func makeDecoder(_ direction: Direction, cap: Int) -> any LegDecoder {
+        GRPCDecoder(upstream: direction == .upstream, session: self, cap: cap)
+    }
+}

@@ -1,0 +1,74 @@
+/// One gRPC call on a connection, as its request headers named it: shared by the decoders of the connection's
+/// four legs (the client's legs read the headers; the server's legs find the call by its HTTP/2 stream id).
+public final class GRPCCall {
+    /// The HTTP/2 stream that carries it.
+    public let streamID: UInt32
+    /// `/package.Service/Method`.
+    public let path: String
+    /// The request metadata (pseudo-headers aside), names lower case.
+    let metadata: [HTTP2HeaderField]
+    /// Whether its messages are audited (`methods:`, and with descriptors, an RPC the descriptor set knows).
+    let audited: Bool
+    /// How each direction's compressed messages are compressed (`grpc-encoding`; upstream 0, downstream 1).
+    var encodings: [String?] = [nil, nil]
+    /// The audit's index of this RPC's field readers, once looked up (-1: none).
+    public var readerIndex: Int?
+    /// Per direction: the stream name `stream: header:NAME` or `rpc` gives its messages, once worked out.
+    public var streamNames: [[UInt8]?] = [nil, nil]
+    public var streamNamed = [false, false]
+
+    init(streamID: UInt32, path: String, metadata: [HTTP2HeaderField], audited: Bool) {
+        self.streamID = streamID
+        self.path = path
+        self.metadata = metadata
+        self.audited = audited
+        encodings[0] = metadata.first { $0.name == "grpc-encoding" }?.value
+    }
+
+    /// The value of the request metadata `name` (case-insensitive), if the call had it.
+    public func header(_ name: String) -> String? {
+        let lowered = name.lowercased()
+        return metadata.first { $0.name == lowered }?.value
+    }
+}
+
+/// What the legs of one HTTP/2 connection share: the calls opened on it and the frame size each side allowed.
+/// Bounded: the most recent ``callLimit`` calls are kept (stream ids only grow, so the oldest go first).
+final class GRPCSession {
+    /// The most calls remembered per connection.
+    static let callLimit = 4096
+    /// The RPCs audited; nil: every RPC.
+    let auditedMethods: Set<String>?
+    private(set) var calls: [UInt32: GRPCCall] = [:]
+    private var order: [UInt32] = []
+    private var oldest = 0
+    /// Per sender (client 0, server 1): the largest frame it may send (SETTINGS_MAX_FRAME_SIZE of its peer).
+    var maxFrameSize = [16_384, 16_384]
+
+    init(auditedMethods: Set<String>?) {
+        self.auditedMethods = auditedMethods
+    }
+
+    /// The call on `stream`, if its request headers were read.
+    @inline(__always)
+    func call(_ stream: UInt32) -> GRPCCall? { calls[stream] }
+
+    /// The call whose request headers `fields` are; the first leg to read them makes it, and `isNew` says so.
+    func open(_ stream: UInt32, fields: [HTTP2HeaderField]) -> (call: GRPCCall, isNew: Bool) {
+        if let existing = calls[stream] { return (existing, false) }
+        let path = fields.first { $0.name == ":path" }?.value ?? ""
+        let call = GRPCCall(streamID: stream, path: path, metadata: fields.filter { !$0.name.hasPrefix(":") },
+                            audited: auditedMethods?.contains(path) ?? true)
+        calls[stream] = call
+        order.append(stream)
+        if order.count - oldest > Self.callLimit {
+            calls[order[oldest]] = nil
+            oldest += 1
+            if oldest > Self.callLimit {
+                order.removeFirst(oldest)
+                oldest = 0
+            }
+        }
+        return (call, true)
+    }
+}

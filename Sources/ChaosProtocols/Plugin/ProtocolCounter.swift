@@ -1,0 +1,19 @@
+/// A named counter of protocol events, or a family of counts by code (a close code, an HTTP/2 error code, a gRPC
+/// status), that the audit sums and the reports render generically. `name` is the `protocol_events` key of
+/// report.json in camelCase (`closeCodes` is written `close_codes`, and a family's counts per fault
+/// `close_codes_by_fault`); `title` is what the reports call it.
+public struct ProtocolCounter: Sendable, Equatable {
+    /// The report.json key (camelCase; written in snake_case).
+    public var name: String
+    /// What the reports call it (`close codes`).
+    public var title: String
+    /// A remark the reports add after a family's counts, if any.
+    public var note: String?
+
+    /// A counter or a family.
+    public init(_ name: String, _ title: String, note: String? = nil) {
+        self.name = name
+        self.title = title
+        self.note = note
+    }
+}

@@ -1,0 +1,44 @@
+public import ChaosCore
+
+/// Every protocol chaos understands: adding one is a folder and a line here.
+public enum ProtocolRegistry {
+    /// The plug-ins, in the order their names are listed in messages.
+    public static let plugins: [any ProtocolPlugin.Type] = [
+        LinesProtocol.self,
+        LengthPrefixedProtocol.self,
+        WebSocketProtocol.self,
+        GRPCProtocol.self,
+    ]
+
+    /// The plug-in that `name` (a `protocol.framing` value) names.
+    public static func plugin(named name: String) -> (any ProtocolPlugin.Type)? {
+        plugins.first { $0.names.contains(name) }
+    }
+
+    /// The plug-in that reads `framing`; throws `ChaosError.badInput` when none does.
+    public static func plugin(reading framing: ProtocolSpec.Framing) throws -> any ProtocolPlugin.Type {
+        guard let plugin = plugins.first(where: { $0.reads(framing) }) else {
+            throw ChaosError.badInput("protocol.framing must be one of \(names.joined(separator: ", ")), found \(framing)")
+        }
+        return plugin
+    }
+
+    /// The plug-in whose frames are `frames` (what `ws-close` or `goaway` needs the proxy to follow).
+    public static func plugin(following frames: FrameProtocol) -> (any ProtocolPlugin.Type)? {
+        plugins.first { $0.frames == frames }
+    }
+
+    /// Every plug-in's counters, then the audit's own (`shared`), each name once, in registry order.
+    public static func counters(shared: [ProtocolCounter]) -> [ProtocolCounter] { unique(plugins.flatMap { $0.counters } + shared) }
+
+    /// Every plug-in's counter families, each name once, in registry order.
+    public static var counterFamilies: [ProtocolCounter] { unique(plugins.flatMap { $0.counterFamilies }) }
+
+    private static func unique(_ counters: [ProtocolCounter]) -> [ProtocolCounter] {
+        var seen: Set<String> = []
+        return counters.filter { seen.insert($0.name).inserted }
+    }
+
+    /// The framing names, for messages (`lines, length-prefixed, websocket, grpc`).
+    public static var names: [String] { plugins.map { $0.name } }
+}

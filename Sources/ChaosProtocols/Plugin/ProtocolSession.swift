@@ -1,0 +1,27 @@
+public import ChaosCore
+
+/// What a plug-in gives the audit for one protocol spec: a new session for each connection.
+public protocol ProtocolFramer: Sendable {
+    /// The session of a new connection.
+    func makeSession() -> any ProtocolSession
+}
+
+/// What the legs of one connection share (what its handshake decided, the calls opened on it), and the maker of
+/// their decoders: one per leg (read from / written to, upstream / downstream), each fed that leg's bytes.
+public protocol ProtocolSession: AnyObject {
+    /// The decoder of one leg carrying `direction`'s bytes; messages over `cap` bytes are counted, not kept.
+    func makeDecoder(_ direction: Direction, cap: Int) -> any LegDecoder
+    /// The value of the request header `name` of the connection's handshake (case-insensitive), if it had one
+    /// (`stream: header:NAME`).
+    func requestHeader(_ name: String) -> String?
+    /// The value of the query parameter `name` of the handshake's request target, if any (`stream: query:NAME`).
+    func requestQuery(_ name: String) -> String?
+    /// Whether the server accepted the connection's upgrade; nil before its answer, or with no upgrade.
+    var upgradeAccepted: Bool? { get }
+}
+
+extension ProtocolSession {
+    public func requestHeader(_ name: String) -> String? { nil }
+    public func requestQuery(_ name: String) -> String? { nil }
+    public var upgradeAccepted: Bool? { nil }
+}

@@ -1,0 +1,67 @@
+public import ChaosCore
+
+/// `framing: websocket`: RFC 6455 frames after the HTTP/1.1 upgrade; the proxy follows them for `ws-close`.
+public enum WebSocketProtocol: ProtocolPlugin {
+    public static let names = ["websocket"]
+    public static var frames: FrameProtocol? { .websocket }
+
+    public static let counters = [ProtocolCounter("upgrades", "upgrades"), ProtocolCounter("upgradeFailures", "upgrade failures"),
+                                  ProtocolCounter("pings", "pings"), ProtocolCounter("pongs", "pongs"),
+                                  ProtocolCounter("abnormalClosures", "abnormal closures (1006)")]
+    public static let counterFamilies = [ProtocolCounter("closeCodes", "close codes", note: "1006: the connection ended with no close frame")]
+
+    public static func framing(options: [String: Int]) throws -> ProtocolSpec.Framing { try noOptions(options, .websocket) }
+
+    public static func reads(_ framing: ProtocolSpec.Framing) -> Bool { framing == .websocket }
+
+    public static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {
+        WebSocketFramer()
+    }
+
+    /// Frames after a valid upgrade handshake both ways, permessage-deflate accepted.
+    public static func fuzzSetup(_ input: [UInt8]) -> FuzzSetup? {
+        let request = Array("GET /f?s=1 HTTP/1.1\r\nUpgrade: websocket\r\nX-Stream: c1\r\n\r\n".utf8)
+        let response = Array("HTTP/1.1 101 OK\r\nUpgrade: websocket\r\nSec-WebSocket-Extensions: permessage-deflate\r\n\r\n".utf8)
+        return FuzzSetup(spec: ProtocolSpec(framing: .websocket, stream: "header:x-stream", ack: "ack", maxMessage: 4096),
+                         prelude: [.read(.client, request), .written(.server, request), .read(.server, response),
+                                   .written(.client, response)],
+                         input: input)
+    }
+
+    public static func boundaryTracker(producer: Side) -> any FrameBoundaryTracking { WebSocketBoundaryTracker() }
+
+    /// `ws-close`: a close frame toward each side it names (masked toward the server, as a client's must be);
+    /// toward a side that gets none, nothing more passes once a frame ends: the proxy is closing.
+    public static func faultFrames(_ effect: FaultEffect, connection: UInt64, client: any FrameBoundaryTracking) -> FaultFrames? {
+        guard case .wsClose(let code, let side, let grace) = effect else { return nil }
+        let toClient = side != .server, toServer = side != .client
+        return FaultFrames(
+            toServer: .init(frame: toServer ? closeFrame(code: code, masked: true, key: UInt32(truncatingIfNeeded: connection)) : [],
+                            silenceAfter: true),
+            toClient: .init(frame: toClient ? closeFrame(code: code, masked: false) : [], silenceAfter: true),
+            grace: grace)
+    }
+
+    /// A close frame with `code` and a reason naming chaos; `masked` (with `key`) as a client's must be.
+    public static func closeFrame(code: Int, masked: Bool, key: UInt32 = 0x6368_616f) -> [UInt8] {
+        let payload = [UInt8(code >> 8 & 0xff), UInt8(code & 0xff)] + Array("chaos ws-close".utf8)
+        guard masked else { return [0x88, UInt8(payload.count)] + payload }
+        let mask = [UInt8(key >> 24), UInt8(key >> 16 & 0xff), UInt8(key >> 8 & 0xff), UInt8(key & 0xff)]
+        return [0x88, 0x80 | UInt8(payload.count)] + mask + payload.enumerated().map { $0.element ^ mask[$0.offset % 4] }
+    }
+}
+
+/// A new ``WebSocketSession`` per connection.
+struct WebSocketFramer: ProtocolFramer {
+    func makeSession() -> any ProtocolSession { WebSocketSession() }
+}
+
+extension WebSocketSession: ProtocolSession {
+    func makeDecoder(_ direction: Direction, cap: Int) -> any LegDecoder {
+        WebSocketDecoder(upstream: direction == .upstream, session: self, cap: cap)
+    }
+
+    func requestHeader(_ name: String) -> String? { header(name) }
+    func requestQuery(_ name: String) -> String? { query(name) }
+    var upgradeAccepted: Bool? { accepted }
+}

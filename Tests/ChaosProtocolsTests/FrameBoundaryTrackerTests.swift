@@ -1,0 +1,96 @@
+import ChaosCore
+@testable import ChaosProtocols
+import Testing
+
+@Suite("Frame boundaries of WebSocket and HTTP/2 streams, however the bytes are cut")
+struct FrameBoundaryTrackerTests {
+    /// The offsets at which the tracker stands at a boundary, feeding `bytes` in pieces of `chunk`.
+    private func boundaries(_ bytes: [UInt8], _ framing: FrameProtocol, producer: Side, chunk: Int) -> [Int] {
+        var tracker = ProtocolRegistry.plugin(following: framing)!.boundaryTracker(producer: producer)
+        var found: [Int] = [], offset = 0
+        while offset < bytes.count {
+            let piece = Array(bytes[offset..<min(bytes.count, offset + chunk)])
+            var used = 0
+            while used < piece.count {
+                let consumed = piece[used...].withUnsafeBytes { tracker.advance($0, stopAtBoundary: true) }
+                used += consumed
+                if tracker.atBoundary, found.last != offset + used { found.append(offset + used) }
+                if consumed == 0 { used += piece[used...].withUnsafeBytes { tracker.advance(UnsafeRawBufferPointer(rebasing: $0[0..<1]), stopAtBoundary: false) } }
+            }
+            offset += piece.count
+        }
+        return found
+    }
+
+    @Test("WebSocket: the head, then frames with 7, 16 and 64-bit lengths, masked and not", arguments: [1, 3, 1000])
+    func webSocket(chunk: Int) {
+        let head = Array("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n".utf8)
+        let small: [UInt8] = [0x81, 3] + Array("abc".utf8)
+        let medium: [UInt8] = [0x82, 126, 1, 0] + [UInt8](repeating: 7, count: 256)
+        let large: [UInt8] = [0x02, 127, 0, 0, 0, 0, 0, 1, 0, 0] + [UInt8](repeating: 8, count: 65536)
+        let masked: [UInt8] = [0x80, 0x82, 1, 2, 3, 4, 9, 9]
+        let ping: [UInt8] = [0x89, 0]
+        let bytes = head + small + medium + large + ping + masked
+        var expected = [head.count]
+        for frame in [small, medium, large, ping, masked] { expected.append(expected.last! + frame.count) }
+        #expect(boundaries(bytes, .websocket, producer: .server, chunk: chunk) == expected)
+    }
+
+    @Test("HTTP/2: the preface, frames, no boundary inside a HEADERS + CONTINUATION block; the highest stream the client opened",
+          arguments: [1, 5, 1000])
+    func http2(chunk: Int) {
+        func h2(_ type: UInt8, flags: UInt8 = 0, stream: UInt8, _ length: Int) -> [UInt8] {
+            [0, UInt8(length >> 8), UInt8(length & 0xff), type, flags, 0, 0, 0, stream] + [UInt8](repeating: 0, count: length)
+        }
+        let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
+        let settings = h2(4, stream: 0, 6), headers = h2(1, stream: 5, 3), continuation = h2(9, flags: 4, stream: 5, 2)
+        let data = h2(0, stream: 5, 300)
+        let bytes = preface + settings + headers + continuation + data
+        let afterSettings = preface.count + settings.count
+        let afterBlock = afterSettings + headers.count + continuation.count
+        #expect(boundaries(bytes, .http2, producer: .client, chunk: chunk)
+                == [preface.count, afterSettings, afterBlock, afterBlock + data.count])
+        var tracker = HTTP2BoundaryTracker(producer: .client)
+        _ = bytes.withUnsafeBytes { tracker.advance($0, stopAtBoundary: false) }
+        #expect(tracker.highestStream == 5)
+    }
+
+    @Test("an h2c upgrade: the request head, then the preface; the server's 101 head, then frames")
+    func h2cUpgrade() {
+        let request = Array("GET / HTTP/1.1\r\nUpgrade: h2c\r\n\r\n".utf8) + Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
+        #expect(boundaries(request, .http2, producer: .client, chunk: 2) == [request.count])
+        let response = Array("HTTP/1.1 101 Switching Protocols\r\n\r\n".utf8)
+        #expect(boundaries(response, .http2, producer: .server, chunk: 2) == [response.count])
+    }
+
+    @Test("a frame header announcing 2^63 bytes holds no memory: it just never reaches a boundary")
+    func hugeLength() {
+        let head = Array("HTTP/1.1 101 Switching Protocols\r\n\r\n".utf8)
+        let bytes = head + [0x82, 127, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff] + [UInt8](repeating: 1, count: 100_000)
+        #expect(boundaries(bytes, .websocket, producer: .server, chunk: 4096) == [head.count])
+    }
+
+    @Test("each plug-in whose frames the proxy follows is found by its frames, and no other plug-in answers a fault")
+    func registry() throws {
+        #expect(ProtocolRegistry.plugin(following: .websocket)?.name == WebSocketProtocol.name)
+        #expect(ProtocolRegistry.plugin(following: .http2)?.name == GRPCProtocol.name)
+        let goaway = FaultEffect.goaway(grace: .milliseconds(1000)), close = FaultEffect.wsClose(code: 1012, side: .both, grace: .milliseconds(1000))
+        let tracker = HTTP2BoundaryTracker(producer: .client)
+        #expect(WebSocketProtocol.faultFrames(goaway, connection: 1, client: tracker) == nil)
+        #expect(GRPCProtocol.faultFrames(close, connection: 1, client: tracker) == nil)
+        #expect(LinesProtocol.faultFrames(close, connection: 1, client: tracker) == nil)
+        let frames = try #require(WebSocketProtocol.faultFrames(close, connection: 0x0102_0304, client: tracker))
+        #expect(frames.grace == .milliseconds(1000))
+        #expect(frames.inserts == [.init(frame: WebSocketProtocol.closeFrame(code: 1012, masked: true, key: 0x0102_0304), silenceAfter: true),
+                                    .init(frame: WebSocketProtocol.closeFrame(code: 1012, masked: false), silenceAfter: true)])
+    }
+
+    @Test("the frames the faults send: an unmasked and a masked close, a GOAWAY")
+    func frames() {
+        #expect(WebSocketProtocol.closeFrame(code: 1012, masked: false) == [0x88, 16, 0x03, 0xf4] + Array("chaos ws-close".utf8))
+        let masked = WebSocketProtocol.closeFrame(code: 1000, masked: true, key: 0x0102_0304)
+        #expect(Array(masked[0..<6]) == [0x88, 0x90, 1, 2, 3, 4])
+        #expect([masked[6] ^ 1, masked[7] ^ 2] == [0x03, 0xe8])
+        #expect(GRPCProtocol.goawayFrame(lastStream: 7) == [0, 0, 8, 7, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0])
+    }
+}
