@@ -50,12 +50,12 @@ test: deps
 	$(SWIFT) test --skip-build --filter ShippedGRPCScenarioTests
 	.build/debug/chaos-fuzz replay Fuzz/corpus
 
-# libFuzzer over every public input (scenario files, the lines, length-prefixed, websocket and grpc audit, pcap/pcapng files,
+# libFuzzer over every public input (scenario files, the lines, length-prefixed, websocket, grpc and sse audit, pcap/pcapng files,
 # control-API bodies), FUZZ_SECONDS each (default 600), in a build of its own with the fuzzer and AddressSanitizer.
 # New inputs that widen coverage land in Fuzz/corpus/<target>/; a crash leaves crash-* files here: add each to
 # Fuzz/corpus/<target>/ (make test replays them all) once fixed.
 FUZZ_SECONDS ?= 600
-FUZZ_TARGETS := scenario lines length-prefixed websocket grpc pcap api
+FUZZ_TARGETS := scenario lines length-prefixed websocket grpc sse pcap api
 fuzz: deps
 	$(SWIFT) build --product chaos-fuzz --scratch-path .build-fuzz \
 	  -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING -Xswiftc -use-ld=lld

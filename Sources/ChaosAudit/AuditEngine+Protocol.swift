@@ -88,6 +88,8 @@ extension AuditEngine {
                 if connection.pendingPings.count >= ConnectionState.pendingPingLimit { connection.pendingPings.removeFirst() }
                 connection.pendingPings.append((opaque, time))
             }
+        case .counted(let name):
+            if read { protocolStats[counter: name] += 1 }
         case .callStarted:
             if read { protocolStats[counter: "calls"] += 1 }
         case .goaway(_, let code):

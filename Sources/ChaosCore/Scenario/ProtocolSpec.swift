@@ -11,6 +11,8 @@ public struct ProtocolSpec: Sendable, Codable, Equatable {
         case websocket
         /// gRPC over HTTP/2.
         case grpc
+        /// Server-Sent Events: `text/event-stream` responses, one message per event.
+        case sse
     }
 
     /// How a message's fields are read.

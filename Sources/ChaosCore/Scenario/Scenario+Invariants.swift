@@ -102,7 +102,7 @@ extension ProtocolSpec {
             guard [1, 2, 4].contains(bytes), (-8...8).contains(offset) else {
                 throw bad("protocol: length_bytes must be 1, 2 or 4 and length_offset within -8...8, found \(bytes) and \(offset)")
             }
-        case .websocket, .grpc: break
+        case .websocket, .grpc, .sse: break
         }
         if framing != .grpc, descriptors != nil || methods != nil {
             throw bad("protocol.descriptors and protocol.methods are for framing grpc")
@@ -118,13 +118,13 @@ extension ProtocolSpec {
             guard !resolved.seq.isEmpty else { throw bad("\(name).seq is empty") }
             switch resolved.streamSource {
             case .header(let key):
-                guard framing == .websocket || framing == .grpc else {
-                    throw bad("\(name).stream \(resolved.stream ?? ""): header:NAME needs framing websocket or grpc")
+                guard framing == .websocket || framing == .grpc || framing == .sse else {
+                    throw bad("\(name).stream \(resolved.stream ?? ""): header:NAME needs framing websocket or grpc (or sse)")
                 }
                 guard !key.isEmpty else { throw bad("\(name).stream \(resolved.stream ?? "") needs a name") }
             case .query(let key):
-                guard framing == .websocket else {
-                    throw bad("\(name).stream \(resolved.stream ?? ""): query:NAME needs framing websocket")
+                guard framing == .websocket || framing == .sse else {
+                    throw bad("\(name).stream \(resolved.stream ?? ""): query:NAME needs framing websocket (or sse)")
                 }
                 guard !key.isEmpty else { throw bad("\(name).stream \(resolved.stream ?? "") needs a name") }
             case .field, .rpc, nil: break

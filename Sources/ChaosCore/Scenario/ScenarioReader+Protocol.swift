@@ -18,9 +18,10 @@ extension ScenarioReader {
             spec.framing = .lengthPrefixed(bytes: bytes, offset: offset)
         case "websocket": spec.framing = .websocket
         case "grpc": spec.framing = .grpc
+        case "sse": spec.framing = .sse
         default:
             throw try map.required("framing").error(
-                "protocol.framing must be one of lines, length-prefixed, websocket, grpc, found '\(framingName)'")
+                "protocol.framing must be one of lines, length-prefixed, websocket, grpc, sse, found '\(framingName)'")
         }
         spec.format = try map["format"]?.choice("protocol.format", of: ProtocolSpec.Format.self)
             ?? (spec.framing == .grpc ? .protobuf : .json)
@@ -145,15 +146,15 @@ extension ScenarioReader {
         return override
     }
 
-    /// A stream key: a field; `header:NAME` of a WebSocket upgrade request or of a gRPC call's metadata;
-    /// `query:NAME` of a WebSocket upgrade request; `rpc` (gRPC: each call is a stream).
+    /// A stream key: a field; `header:NAME` of a WebSocket upgrade request, an SSE request or a gRPC call's
+    /// metadata; `query:NAME` of a WebSocket upgrade request or an SSE request; `rpc` (gRPC: each call is a stream).
     private func streamKey(_ value: YAMLValue, _ what: String, framing: ProtocolSpec.Framing) throws -> String {
         let key = try value.string(what)
         for prefix in ["header:", "query:"] where key.hasPrefix(prefix) {
             if prefix == "header:", framing == .grpc { continue }
-            guard framing == .websocket else {
+            guard framing == .websocket || framing == .sse else {
                 throw value.error("\(what) \(key): \(prefix)NAME names a part of the WebSocket upgrade request"
-                    + (prefix == "header:" ? " or of a gRPC call's metadata; it needs framing websocket or grpc" : "; it needs framing websocket"))
+                    + (prefix == "header:" ? " or of a gRPC call's metadata; it needs framing websocket or grpc (or sse)" : "; it needs framing websocket (or sse)"))
             }
         }
         for prefix in ["header:", "query:"] where key.hasPrefix(prefix) && key.count == prefix.count {

@@ -13,7 +13,8 @@ public enum DecoderOutput {
 
 /// Something a protocol says about a connection that is not a message.
 public enum ProtocolEvent: Equatable {
-    /// The client's HTTP/1.1 Upgrade request was read (its target and headers are in the connection's session).
+    /// The client's HTTP/1.1 Upgrade request (or the request that opened an SSE stream) was read (its target and
+    /// headers are in the connection's session).
     case upgradeRequested
     /// The server accepted the upgrade (101 Switching Protocols).
     case upgraded
@@ -37,6 +38,9 @@ public enum ProtocolEvent: Equatable {
     case streamReset(code: UInt32)
     /// A gRPC call ended with `grpc-status` in its trailers.
     case grpcStatus(code: Int)
+    /// One of the plug-in's named counters (``ProtocolPlugin/counters``) goes up by one: how a plug-in counts its
+    /// own events (`sseResumes`) without a case of its own here.
+    case counted(String)
     /// A message that cannot be read (compressed in an encoding the audit does not inflate, or not inflating).
     case unreadable(reason: String)
 }

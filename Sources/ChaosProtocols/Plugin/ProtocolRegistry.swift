@@ -8,6 +8,7 @@ public enum ProtocolRegistry {
         LengthPrefixedProtocol.self,
         WebSocketProtocol.self,
         GRPCProtocol.self,
+        SSEProtocol.self,
     ]
 
     /// The plug-in that `name` (a `protocol.framing` value) names.

@@ -1,0 +1,66 @@
+public import ChaosCore
+
+/// `framing: sse`: Server-Sent Events (the WHATWG `text/event-stream` format) in HTTP/1.1 responses, chunked or
+/// not. One message is one event, and its body is the event's `data` (lines joined with `\n`): `format: json`
+/// reads the data's keys (`seq: seq`, `/meta/seq`), `format: text` matches the regex against it. The stream key
+/// may come from the request that opened the stream (`stream: query:NAME` / `header:NAME`). A message ends on the
+/// wire at the line end of the blank line that ends its event (its CR for a CRLF: where a client dispatches it).
+/// A request's `Last-Event-ID` (a reconnect resuming from an event) is counted in `sseResumes`, each `retry:`
+/// field in `sseRetries`; a response that is not an event stream carries no messages (`sseRefused`).
+public enum SSEProtocol: ProtocolPlugin {
+    public static let names = ["sse"]
+
+    public static let counters = [ProtocolCounter("sseStreams", "event streams opened"),
+                                  ProtocolCounter("sseRefused", "responses that are not event streams"),
+                                  ProtocolCounter("sseResumes", "resumes (Last-Event-ID)"),
+                                  ProtocolCounter("sseRetries", "retry fields")]
+
+    public static func framing(options: [String: Int]) throws -> ProtocolSpec.Framing { try noOptions(options, .sse) }
+
+    public static func reads(_ framing: ProtocolSpec.Framing) -> Bool { framing == .sse }
+
+    public static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {
+        SSEFramer()
+    }
+
+    /// Events after a request with a stream header and an event-stream response.
+    public static func fuzzSetup(_ input: [UInt8]) -> FuzzSetup? {
+        let request = Array("GET /events?s=1 HTTP/1.1\r\nX-Stream: c1\r\nLast-Event-ID: 3\r\n\r\n".utf8)
+        let response = Array("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n".utf8)
+        return FuzzSetup(spec: ProtocolSpec(framing: .sse, stream: "header:x-stream", maxMessage: 4096),
+                         prelude: [.read(.client, request), .written(.server, request), .read(.server, response),
+                                   .written(.client, response)],
+                         input: input)
+    }
+}
+
+/// A new ``SSESession`` per connection.
+struct SSEFramer: ProtocolFramer {
+    func makeSession() -> any ProtocolSession { SSESession() }
+}
+
+/// What the legs of one SSE connection share: the request that opened the stream (the first request read) and
+/// whether the server answered it with an event stream.
+final class SSESession: ProtocolSession {
+    /// The request's target and headers (the request half of a WebSocket handshake's record).
+    private let request = WebSocketSession()
+    /// nil until the first response head; true when it was a `200` with `Content-Type: text/event-stream`.
+    private(set) var eventStream: Bool?
+
+    /// Records a request (the first one read wins: it opened the stream; the other legs saw the same bytes).
+    func requested(target: String, headers: [(name: String, value: String)]) {
+        request.requested(target: target, headers: headers)
+    }
+
+    /// Records the first response's verdict.
+    func answered(eventStream: Bool) {
+        if self.eventStream == nil { self.eventStream = eventStream }
+    }
+
+    func makeDecoder(_ direction: Direction, cap: Int) -> any LegDecoder {
+        SSEDecoder(upstream: direction == .upstream, session: self, cap: cap)
+    }
+
+    func requestHeader(_ name: String) -> String? { request.header(name) }
+    func requestQuery(_ name: String) -> String? { request.query(name) }
+}
