@@ -21,6 +21,8 @@ deps:
 	fi
 	@python3 -c 'import scapy' 2>/dev/null || python3 -m pip install -q scapy
 	@python3 -c 'import websockets' 2>/dev/null || python3 -m pip install -q websockets
+	@python3 -c 'import aiohttp' 2>/dev/null || python3 -m pip install -q aiohttp
+	@python3 -c 'import aiohttp_sse' 2>/dev/null || python3 -m pip install -q aiohttp-sse
 	@python3 -c 'import grpc' 2>/dev/null || python3 -m pip install -q grpcio
 	@python3 -c 'import google.protobuf' 2>/dev/null || python3 -m pip install -q protobuf
 	@python3 -c 'import toxiproxy' 2>/dev/null || python3 -m pip install -q toxiproxy-python
@@ -37,7 +39,7 @@ demo: build
 # own after the rest: each drives a whole run and a tcpdump, and the two cores are enough for one at a time.
 # The Toxiproxy client checks (one chaos process each, a bandwidth measured as a ratio) run with them.
 # Nothing here asserts a wall-clock tolerance: timing is tested in virtual time, and measured by `make bench`.
-HEAVY_SUITES := CaptureAuditTests|LoopbackCaptureTests|DeliveredMeansAcknowledgedTests|WebSocketPairTests|ToxiproxyClientTests|ShippedWebSocketScenarioTests
+HEAVY_SUITES := CaptureAuditTests|LoopbackCaptureTests|DeliveredMeansAcknowledgedTests|WebSocketPairTests|SSEPairTests|ToxiproxyClientTests|ShippedWebSocketScenarioTests
 # The gRPC pairs (Python grpcio, then the grpc-swift reference pair) last, one at a time: their consumers are the
 # slowest, and the comparison with their logs wants the machine to themselves.
 GRPC_SUITES := GRPCPairTests|ShippedGRPCScenarioTests
