@@ -26,7 +26,7 @@ struct SSEAuditTests {
         s.deliverBytes(id, direction, bytes)
     }
 
-    static func audit(_ s: TrafficScript) throws -> AuditResult {
+    static func audit(_ s: TrafficScript, _ spec: ProtocolSpec = spec) throws -> AuditResult {
         let engine = try AuditEngine(spec: spec)
         engine.ingest(s.events)
         return engine.finish()
@@ -50,6 +50,20 @@ struct SSEAuditTests {
         #expect(feed.ok == 4 && feed.redelivered == 2 && feed.lost == 0)
         let events = try #require(result.protocolEvents)
         #expect(events[counter: "sseStreams"] == 2 && events[counter: "sseResumes"] == 1 && events[counter: "sseRetries"] == 1)
+    }
+
+    @Test("format: text reads the seq from the event's id line: the stale resume is redelivered the same way")
+    func seqFromEventID() throws {
+        var s = TrafficScript()
+        Self.open(&s, 1)
+        for seq in 1...3 { Self.relay(&s, 1, Array("id: \(seq)\ndata: tick\n\n".utf8), .downstream) }
+        s.close(1, .reset)
+        Self.open(&s, 2, lastEventID: 2)
+        for seq in 3...4 { Self.relay(&s, 2, Array("id:\(seq)\ndata: tick\n\n".utf8), .downstream) }
+        s.close(2)
+        let spec = ProtocolSpec(framing: .sse, format: .text, seq: "seq", stream: "query:s", regex: "(?m)^id: ?(?<seq>[0-9]+)")
+        let feed = try #require(Self.feed(try Self.audit(s, spec)))
+        #expect(feed.ok == 4 && feed.redelivered == 1 && feed.lost == 0)
     }
 
     @Test("a server that skips an event on resume: the skipped event is lost")

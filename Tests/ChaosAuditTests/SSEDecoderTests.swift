@@ -25,10 +25,10 @@ struct SSEDecoderTests {
     }
 
     /// What a fresh decoder reports for `bytes`, fed whole and cut in two at every offset: all must agree.
-    static func decodeCut(upstream: Bool, _ bytes: [UInt8], cap: Int = 1 << 20) -> [Decoded] {
-        let whole = Decoded.feed(SSEDecoder(upstream: upstream, session: SSESession(), cap: cap), bytes)
+    static func decodeCut(upstream: Bool, _ bytes: [UInt8], cap: Int = 1 << 20, wholeEvent: Bool = false) -> [Decoded] {
+        let whole = Decoded.feed(SSEDecoder(upstream: upstream, session: SSESession(wholeEvent: wholeEvent), cap: cap), bytes)
         for cut in 1..<bytes.count {
-            let decoder = SSEDecoder(upstream: upstream, session: SSESession(), cap: cap)
+            let decoder = SSEDecoder(upstream: upstream, session: SSESession(wholeEvent: wholeEvent), cap: cap)
             let seen = Decoded.feed(decoder, Array(bytes[..<cut])) + Decoded.feed(decoder, Array(bytes[cut...])).map { $0.shifted(by: cut) }
             #expect(seen == whole, "cut at \(cut)")
             if seen != whole { break }
@@ -47,6 +47,16 @@ struct SSEDecoderTests {
                          .message("{\"seq\":1,\n \"x\":2}", end: head.count + first.utf8.count, binary: false),
                          .event(.counted("sseRetries"), at: head.count + first.utf8.count + 12),
                          .message("{\"seq\":2}", end: head.count + first.utf8.count + second.utf8.count, binary: false)])
+    }
+
+    @Test("format: text sees the whole event as written (its field lines, comments left out), so a regex can read its id")
+    func wholeEvent() {
+        let head = Self.response()
+        // The blank line ends at its CR, before its LF and the 7 bytes of an event with no data (never a message).
+        let event = ": c\r\nid: 7\r\nevent: tick\r\ndata: {\"seq\":1}\r\ndata:x\r\n\r\nid: 8\n\n"
+        let seen = Self.decodeCut(upstream: false, head + Array(event.utf8), wholeEvent: true)
+        #expect(seen == [.event(.counted("sseStreams"), at: head.count),
+                         .message("id: 7\nevent: tick\ndata: {\"seq\":1}\ndata:x", end: head.count + event.utf8.count - 8, binary: false)])
     }
 
     @Test("CRLF and CR line ends: the event ends at its blank line's CR (where a client dispatches it)")

@@ -127,7 +127,7 @@ final class SSEDecoder: LegDecoder {
         }
         guard body.state != .done else { return }
         phase = .body
-        events = readEvents ? SSEEventParser(cap: cap) : nil
+        events = readEvents ? SSEEventParser(cap: cap, wholeEvent: session.wholeEvent) : nil
     }
 
     private func stop(_ reason: String, at position: Int, _ output: (DecoderOutput) -> Void) {

@@ -1,6 +1,7 @@
 /// The `text/event-stream` format (WHATWG HTML 9.2.6) over the content bytes of a response: lines ended by CRLF,
 /// LF or CR; `field: value` lines (one space after the colon dropped), comments (`:`) ignored; a blank line
-/// dispatches the event when it had a `data` field. An event's data lines are joined with `\n`.
+/// dispatches the event when it had a `data` field. An event's data lines are joined with `\n`; with
+/// `wholeEvent`, the event is all its field lines as written (`id: 7`, `event: tick`, `data: …`), joined with `\n`.
 ///
 /// Memory is bounded: a line is kept up to `cap` + 16 bytes and an event's data up to `cap` bytes; an event with
 /// more data is read on without being kept and reported as oversized.
@@ -18,6 +19,8 @@ struct SSEEventParser {
 
     /// The largest data kept.
     let cap: Int
+    /// Whether an event is handed over as all its field lines rather than its data.
+    let wholeEvent: Bool
     /// The current line, up to ``lineLimit`` bytes.
     private var line: [UInt8] = []
     /// The current line's length, kept or not.
@@ -28,6 +31,8 @@ struct SSEEventParser {
     private var data: [UInt8] = []
     /// Whether the current event had a `data` field.
     private var hasData = false
+    /// Whether a line of the current event was kept (the next one is joined with `\n`).
+    private var keptLine = false
     /// The current event's data size, kept or not.
     private var dataSize = 0
     /// The current event's `event:` type (empty: `message`).
@@ -35,7 +40,10 @@ struct SSEEventParser {
     /// The last `id:` field read (the id a client would resume from).
     private(set) var lastEventID: String?
 
-    init(cap: Int) { self.cap = cap }
+    init(cap: Int, wholeEvent: Bool = false) {
+        self.cap = cap
+        self.wholeEvent = wholeEvent
+    }
 
     private var lineLimit: Int { cap + 16 }
 
@@ -51,6 +59,7 @@ struct SSEEventParser {
         lineLength = 0
         data = []
         hasData = false
+        keptLine = false
         dataSize = 0
         eventType = []
     }
@@ -84,16 +93,20 @@ struct SSEEventParser {
         var valueStart = min(colon + 1, line.count)
         if valueStart < line.count, line[valueStart] == UInt8(ascii: " ") { valueStart += 1 }
         let complete = lineLength == line.count
-        switch line[..<colon].elementsEqual("data".utf8) ? "data" : String(decoding: line[..<colon], as: UTF8.self) {
-        case "data":
-            let added = (hasData ? 1 : 0) + lineLength - valueStart
-            dataSize += added
+        let isData = line[..<colon].elementsEqual("data".utf8)
+        if wholeEvent || isData {
+            let from = wholeEvent ? 0 : valueStart
+            dataSize += (keptLine ? 1 : 0) + lineLength - from
             if dataSize > cap {
                 data = []
             } else {
-                if hasData { data.append(10) }
-                data.append(contentsOf: line[valueStart...])
+                if keptLine { data.append(10) }
+                data.append(contentsOf: line[from...])
             }
+            keptLine = true
+        }
+        switch isData ? "data" : String(decoding: line[..<colon], as: UTF8.self) {
+        case "data":
             hasData = true
         case "event" where complete:
             eventType = Array(line[valueStart...])
@@ -110,6 +123,7 @@ struct SSEEventParser {
         defer {
             data.removeAll(keepingCapacity: data.capacity <= 4096)
             hasData = false
+            keptLine = false
             dataSize = 0
             eventType = []
         }

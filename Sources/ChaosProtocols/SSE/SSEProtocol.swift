@@ -2,7 +2,8 @@ public import ChaosCore
 
 /// `framing: sse`: Server-Sent Events (the WHATWG `text/event-stream` format) in HTTP/1.1 responses, chunked or
 /// not. One message is one event, and its body is the event's `data` (lines joined with `\n`): `format: json`
-/// reads the data's keys (`seq: seq`, `/meta/seq`), `format: text` matches the regex against it. The stream key
+/// reads the data's keys (`seq: seq`, `/meta/seq`). With `format: text` the body is the whole event as written
+/// (its field lines joined with `\n`), so the regex may read the event's id (`(?m)^id: ?(?<seq>\d+)`). The stream key
 /// may come from the request that opened the stream (`stream: query:NAME` / `header:NAME`). A message ends on the
 /// wire at the line end of the blank line that ends its event (its CR for a CRLF: where a client dispatches it).
 /// A request's `Last-Event-ID` (a reconnect resuming from an event) is counted in `sseResumes`, each `retry:`
@@ -20,7 +21,7 @@ public enum SSEProtocol: ProtocolPlugin {
     public static func reads(_ framing: ProtocolSpec.Framing) -> Bool { framing == .sse }
 
     public static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {
-        SSEFramer()
+        SSEFramer(wholeEvent: spec.format == .text)
     }
 
     /// Events after a request with a stream header and an event-stream response.
@@ -34,9 +35,11 @@ public enum SSEProtocol: ProtocolPlugin {
     }
 }
 
-/// A new ``SSESession`` per connection.
+/// A new ``SSESession`` per connection; `wholeEvent`: events are handed over as all their field lines.
 struct SSEFramer: ProtocolFramer {
-    func makeSession() -> any ProtocolSession { SSESession() }
+    let wholeEvent: Bool
+
+    func makeSession() -> any ProtocolSession { SSESession(wholeEvent: wholeEvent) }
 }
 
 /// What the legs of one SSE connection share: the request that opened the stream (the first request read) and
@@ -46,6 +49,11 @@ final class SSESession: ProtocolSession {
     private let request = WebSocketSession()
     /// nil until the first response head; true when it was a `200` with `Content-Type: text/event-stream`.
     private(set) var eventStream: Bool?
+    /// Whether events are handed over as all their field lines (`format: text`) rather than their data.
+    let wholeEvent: Bool
+
+    /// A session; `wholeEvent` as ``SSEEventParser`` takes it.
+    init(wholeEvent: Bool = false) { self.wholeEvent = wholeEvent }
 
     /// Records a request (the first one read wins: it opened the stream; the other legs saw the same bytes).
     func requested(target: String, headers: [(name: String, value: String)]) {
