@@ -42,7 +42,7 @@ extension AuditEngine {
     /// Bytes that do not parse: the leg's decoder stopped; the relay passed them on, the audit goes on elsewhere.
     private func protocolProblem(_ reason: String, at offset: Int64, pipe: FramePipe, connection: ConnectionState, time: Int64) {
         guard connection.failedDirections.insert(pipe.direction).inserted else { return }
-        protocolStats[counter: "protocolErrors"] += 1
+        protocolStats.protocolErrors += 1
         guard !connection.reportedProtocol else { return }
         connection.reportedProtocol = true
         record(.protocolError, pipe.cached?.ledger, direction: pipe.direction, time: time, connection: connection.id,
@@ -65,33 +65,33 @@ extension AuditEngine {
                 }
             }
         case .upgraded:
-            if read { protocolStats[counter: "upgrades"] += 1 }
+            if read { protocolStats.upgrades += 1 }
         case .upgradeFailed:
-            if read { protocolStats[counter: "upgradeFailures"] += 1 }
+            if read { protocolStats.upgradeFailures += 1 }
         case .close(let code, _):
             guard read else { return }
             connection.closeFrames += 1
             protocolStats.count("closeCodes", code: code.map(String.init) ?? "none", fault: faults.label?.kind ?? "none")
         case .ping:
-            if read { protocolStats[counter: "pings"] += 1 }
+            if read { protocolStats.pings += 1 }
         case .pong:
-            if read { protocolStats[counter: "pongs"] += 1 }
+            if read { protocolStats.pongs += 1 }
         case .keepalive(let ack, let opaque):
             guard read else { return }
             if ack {
-                protocolStats[counter: "pongs"] += 1
+                protocolStats.pongs += 1
                 if let index = connection.pendingPings.firstIndex(where: { $0.opaque == opaque }) {
                     pingRoundTrips.record(nanoseconds: time - connection.pendingPings.remove(at: index).at)
                 }
             } else {
-                protocolStats[counter: "pings"] += 1
+                protocolStats.pings += 1
                 if connection.pendingPings.count >= ConnectionState.pendingPingLimit { connection.pendingPings.removeFirst() }
                 connection.pendingPings.append((opaque, time))
             }
         case .counted(let name):
             if read { protocolStats[counter: name] += 1 }
         case .callStarted:
-            if read { protocolStats[counter: "calls"] += 1 }
+            if read { protocolStats.calls += 1 }
         case .goaway(_, let code):
             // A peer's GOAWAY is counted as read (its written copy comes after); one written with no read copy to
             // match is the proxy's own (a `goaway` fault), counted as written.
@@ -116,7 +116,7 @@ extension AuditEngine {
                    detail: "\(reason), ending at byte \(offset) \(pipe.where) (reported once per connection)")
         case .oversized(let bytes, _):
             guard read else { return }
-            protocolStats[counter: "oversized"] += 1
+            protocolStats.oversized += 1
             guard !connection.reportedOversized else { return }
             connection.reportedOversized = true
             record(.oversized, pipe.cached?.ledger, direction: pipe.direction, time: time, connection: connection.id,
@@ -130,7 +130,7 @@ extension AuditEngine {
         guard !connection.closeJudged else { return }
         connection.closeJudged = true
         guard connection.session.upgradeAccepted == true, connection.closeFrames == 0 else { return }
-        protocolStats[counter: "abnormalClosures"] += 1
+        protocolStats.abnormalClosures += 1
         protocolStats.count("closeCodes", code: "1006", fault: faults.label?.kind ?? "none")
     }
 }
