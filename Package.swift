@@ -96,7 +96,7 @@ let package = Package(
         ),
         .target(
             name: "ChaosRunner",
-            dependencies: ["ChaosCore", "ChaosProxy", "ChaosControl", "ChaosAudit", "ChaosReport", "ChaosCapture",
+            dependencies: ["ChaosCore", "ChaosProtocols", "ChaosProxy", "ChaosControl", "ChaosAudit", "ChaosReport", "ChaosCapture",
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                            .product(name: "UnixSignals", package: "swift-service-lifecycle")] + nio,
@@ -133,7 +133,7 @@ let package = Package(
             path: "Benchmarks/CaptureBench",
             swiftSettings: strictSettings
         ),
-        .testTarget(name: "ChaosCoreTests", dependencies: ["ChaosCore"], swiftSettings: strictSettings),
+        .testTarget(name: "ChaosCoreTests", dependencies: ["ChaosCore", "ChaosProtocols"], swiftSettings: strictSettings),
         .testTarget(
             name: "ChaosProtocolsTests",
             dependencies: ["ChaosCore", "ChaosProtocols", .product(name: "NIOHPACK", package: "swift-nio-http2"),
@@ -154,7 +154,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ChaosReportTests",
-            dependencies: ["ChaosCore", "ChaosAudit", "ChaosReport"],
+            dependencies: ["ChaosCore", "ChaosAudit", "ChaosReport", "ChaosProtocols"],
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -1,4 +1,5 @@
 public import ChaosCore
+import ChaosProtocols
 public import Foundation
 
 /// The folder of one run: `Reports/<scenario>-<UTC time>/` unless `--out` names one. Holds the

@@ -1,5 +1,6 @@
 @testable import ChaosAudit
 import ChaosCore
+import ChaosProtocols
 import Foundation
 import Testing
 

@@ -1,5 +1,6 @@
 @testable import ChaosAudit
 @testable import ChaosCore
+import ChaosProtocols
 import Testing
 
 /// `format: protobuf`: binary WebSocket messages (and length-prefixed frames) read by field-number paths.

@@ -1,4 +1,5 @@
 @testable import ChaosCore
+import ChaosProtocols
 import Foundation
 import Testing
 

@@ -1,4 +1,5 @@
 import ChaosCore
+import ChaosProtocols
 @testable import ChaosControl
 @testable import ChaosProxy
 import Synchronization

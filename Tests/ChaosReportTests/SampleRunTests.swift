@@ -1,5 +1,6 @@
 import ChaosAudit
 import ChaosCore
+import ChaosProtocols
 import ChaosReport
 import Foundation
 import Testing

@@ -54,14 +54,14 @@ extension ProtocolSpec {
         case header(String)
         /// A query parameter of the WebSocket upgrade request's target (`query:NAME`).
         case query(String)
-        /// gRPC: each RPC call is a stream of its own (`rpc`).
+        /// Each RPC call is a stream of its own (`rpc`; only a framing with RPCs takes it: a field named `rpc` is `/rpc`).
         case rpc
     }
 
     /// Where the stream name comes from; nil: one stream per connection and direction.
     public var streamSource: StreamSource? {
         guard let stream else { return nil }
-        if stream == "rpc", framing == .grpc { return .rpc }
+        if stream == "rpc" { return .rpc }
         if stream.hasPrefix("header:") { return .header(String(stream.dropFirst("header:".count))) }
         if stream.hasPrefix("query:") { return .query(String(stream.dropFirst("query:".count))) }
         return .field(stream)

@@ -1,20 +1,5 @@
 /// How the audit finds messages and their sequence numbers in the byte stream (`protocol:`).
 public struct ProtocolSpec: Sendable, Codable, Equatable {
-    /// How messages are delimited.
-    public enum Framing: Sendable, Codable, Equatable {
-        /// Newline-delimited (`lines`).
-        case lines
-        /// A big-endian length prefix of 1, 2 or 4 bytes; `offset` is added to the length read
-        /// (a prefix that counts itself uses a negative offset).
-        case lengthPrefixed(bytes: Int, offset: Int)
-        /// WebSocket frames.
-        case websocket
-        /// gRPC over HTTP/2.
-        case grpc
-        /// Server-Sent Events: `text/event-stream` responses, one message per event.
-        case sse
-    }
-
     /// How a message's fields are read.
     public enum Format: String, Sendable, Codable, Equatable, CaseIterable {
         case json
@@ -54,8 +39,8 @@ public struct ProtocolSpec: Sendable, Codable, Equatable {
     /// gRPC: the RPCs audited (`/package.Service/Method`); nil: every RPC.
     public var methods: [String]?
 
-    /// Creates a protocol spec; defaults match the reference pair's NDJSON.
-    public init(framing: Framing = .lines, format: Format = .json, seq: String = "seq", stream: String? = "stream",
+    /// Creates a protocol spec; defaults match the reference pair's NDJSON (framing `lines`).
+    public init(framing: Framing = Framing(name: "lines"), format: Format = .json, seq: String = "seq", stream: String? = "stream",
                 id: String? = nil, ack: String? = nil, type: String = "type", ignore: [String: [String]] = [:],
                 regex: String? = nil, seqStart: Int64 = 1, upstream: DirectionOverride? = nil,
                 downstream: DirectionOverride? = nil, maxMessage: Int? = nil, descriptors: String? = nil,

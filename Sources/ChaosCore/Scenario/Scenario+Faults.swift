@@ -181,14 +181,8 @@ extension ScenarioReader {
                     + "\(needed.rawValue) frames; one scenario can follow one protocol")
             }
             needed = framing
-            let audited: FrameProtocol? = switch protocolSpec?.framing {
-            case .websocket?: .websocket
-            case .grpc?: .http2
-            default: nil
-            }
-            if let audited, audited != framing {
-                throw value.error("a \(rule.kind.rawValue) fault needs \(framing.rawValue) frames, but protocol.framing reads "
-                    + (audited == .websocket ? "websocket" : "grpc"))
+            if let audited = protocolSpec?.framing, let frames = framings.traits(named: audited.name)?.frames, frames != framing {
+                throw value.error("a \(rule.kind.rawValue) fault needs \(framing.rawValue) frames, but protocol.framing reads \(audited.name)")
             }
         }
     }

@@ -10,8 +10,8 @@ extension Scenario {
     /// The most clients a pair may start.
     public static let mostClients = 10_000
 
-    /// Checks every rule; `source` names where the scenario came from.
-    public func checkInvariants(source: String) throws {
+    /// Checks every rule; `source` names where the scenario came from, `framings` are those `protocol:` may name.
+    public func checkInvariants(source: String, framings: FramingCatalog) throws {
         func bad(_ what: String) -> ChaosError { .badInput("\(source): \(what)") }
         guard Scenario.isValidName(name) else { throw bad("name must be letters, digits, '-', '_' or '.', found '\(name)'") }
         try Self.check(duration, "duration", positive: true, bad)
@@ -35,17 +35,17 @@ extension Scenario {
             guard let process else { continue }
             try process.checkInvariants("pair.\(role)", bad)
         }
-        if let spec = protocolSpec { try spec.checkInvariants(bad) }
+        if let spec = protocolSpec { try spec.checkInvariants(framings: framings, bad) }
         if let baseline { try baseline.checkInvariants("baseline", bad) }
         for (index, rule) in faults.enumerated() { try rule.checkInvariants("faults[\(index)]", proxies: names, bad) }
-        try checkFrameProtocol(bad)
+        try checkFrameProtocol(framings: framings, bad)
     }
 
     /// The protocol whose frames the proxies follow: the one that the scenario's `ws-close` or `goaway` faults need.
     public var frameProtocol: FrameProtocol? { faults.lazy.compactMap(\.kind.framing).first }
 
     /// `ws-close` and `goaway` need the proxies to follow one protocol's frames, the one the audit reads if any.
-    func checkFrameProtocol(_ bad: (String) -> ChaosError) throws {
+    func checkFrameProtocol(framings: FramingCatalog, _ bad: (String) -> ChaosError) throws {
         guard let framing = frameProtocol else { return }
         for (index, rule) in faults.enumerated() {
             if let other = rule.kind.framing, other != framing {
@@ -53,14 +53,8 @@ extension Scenario {
                     + "needs \(framing.rawValue) frames; one scenario can follow one protocol")
             }
         }
-        let audited: FrameProtocol? = switch protocolSpec?.framing {
-        case .websocket?: .websocket
-        case .grpc?: .http2
-        case nil: nil
-        default: framing
-        }
-        if let audited, audited != framing {
-            throw bad("protocol.framing reads \(audited == .websocket ? "websocket" : "grpc"), but a fault needs \(framing.rawValue) frames")
+        if let audited = protocolSpec?.framing, let frames = framings.traits(named: audited.name)?.frames, frames != framing {
+            throw bad("protocol.framing reads \(audited.name), but a fault needs \(framing.rawValue) frames")
         }
     }
 
@@ -93,19 +87,15 @@ extension Scenario {
 }
 
 extension ProtocolSpec {
-    /// Checks the rules a protocol obeys however it was given (a scenario, `--set`, command-line flags);
-    /// `bad` makes the error for a broken one.
-    public func checkInvariants(_ bad: (String) -> ChaosError) throws {
-        switch framing {
-        case .lines: break
-        case .lengthPrefixed(let bytes, let offset):
-            guard [1, 2, 4].contains(bytes), (-8...8).contains(offset) else {
-                throw bad("protocol: length_bytes must be 1, 2 or 4 and length_offset within -8...8, found \(bytes) and \(offset)")
-            }
-        case .websocket, .grpc, .sse: break
+    /// Checks the rules a protocol obeys however it was given (a scenario, `--set`, command-line flags, a run folder);
+    /// `framings` are those it may name, `bad` makes the error for a broken rule.
+    public func checkInvariants(framings: FramingCatalog, _ bad: (String) -> ChaosError) throws {
+        guard let traits = framings.traits(named: framing.name) else {
+            throw bad("protocol.framing must be one of \(framings.names.joined(separator: ", ")), found '\(framing.name)'")
         }
-        if framing != .grpc, descriptors != nil || methods != nil {
-            throw bad("protocol.descriptors and protocol.methods are for framing grpc")
+        do { try traits.check(framing) } catch let problem as FramingOptionProblem { throw bad(problem.message) }
+        if !traits.hasRPCs, descriptors != nil || methods != nil {
+            throw bad("protocol.descriptors and protocol.methods are for framing \(framings.namesWithRPCs)")
         }
         for method in methods ?? [] where !Self.isMethodPath(method) {
             throw bad("protocol.methods: '\(method)' is not an RPC path like /package.Service/Method")
@@ -116,22 +106,26 @@ extension ProtocolSpec {
         for (name, direction) in [("protocol", Direction?.none), ("protocol.upstream", .upstream), ("protocol.downstream", .downstream)] {
             let resolved = direction.map(resolved(for:)) ?? self
             guard !resolved.seq.isEmpty else { throw bad("\(name).seq is empty") }
-            switch resolved.streamSource {
-            case .header(let key):
-                guard framing == .websocket || framing == .grpc || framing == .sse else {
-                    throw bad("\(name).stream \(resolved.stream ?? ""): header:NAME needs framing websocket or grpc (or sse)")
+            let prefix: String? = switch resolved.streamSource {
+            case .header: "header:"
+            case .query: "query:"
+            case .rpc:
+                if traits.hasRPCs { nil } else {
+                    throw bad("\(name).stream rpc (each call a stream) needs framing \(framings.namesWithRPCs); a field named rpc is /rpc")
                 }
-                guard !key.isEmpty else { throw bad("\(name).stream \(resolved.stream ?? "") needs a name") }
-            case .query(let key):
-                guard framing == .websocket || framing == .sse else {
-                    throw bad("\(name).stream \(resolved.stream ?? ""): query:NAME needs framing websocket (or sse)")
+            case .field, nil: nil
+            }
+            if let prefix, let stream = resolved.stream {
+                guard traits.streamKeyPrefixes.contains(prefix) else {
+                    throw bad("\(name).stream \(stream): \(framings.streamKeyMeaning(prefix))")
                 }
-                guard !key.isEmpty else { throw bad("\(name).stream \(resolved.stream ?? "") needs a name") }
-            case .field, .rpc, nil: break
+                guard stream.count > prefix.count else { throw bad("\(name).stream \(stream) needs a name") }
             }
         }
         if format == .protobuf {
-            guard framing != .lines else { throw bad("protocol.format protobuf needs binary messages: framing websocket or length-prefixed") }
+            guard traits.carriesBinary else {
+                throw bad("protocol.format protobuf needs binary messages: framing \(framings.namesCarryingBinary)")
+            }
             // Only the fields each direction reads: a shared default that both directions override is never used.
             // With descriptors, fields may be named; the reader checked the names against the descriptor set.
             for direction in Direction.allCases where descriptors == nil {

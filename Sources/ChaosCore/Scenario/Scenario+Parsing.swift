@@ -2,20 +2,21 @@ import Foundation
 internal import Yams
 
 extension Scenario {
-    /// Reads and validates the scenario at `path`. Every problem is a ``ChaosError`` with code
-    /// `badInput` naming `path:line:column` and what was expected.
-    public static func load(path: String) throws -> Scenario {
+    /// Reads and validates the scenario at `path`; `framings` are those `protocol:` may name (the protocol
+    /// plug-ins' registry). Every problem is a ``ChaosError`` with code `badInput` naming `path:line:column`
+    /// and what was expected.
+    public static func load(path: String, framings: FramingCatalog) throws -> Scenario {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw ChaosError.badInput("cannot read scenario file '\(path)': no such file or not readable")
         }
         guard let text = String(data: data, encoding: .utf8) else {
             throw ChaosError.badInput("scenario file '\(path)' is not UTF-8 text")
         }
-        return try parse(yaml: text, file: path)
+        return try parse(yaml: text, file: path, framings: framings)
     }
 
-    /// Parses and validates scenario text; `file` names it in messages.
-    public static func parse(yaml text: String, file: String) throws -> Scenario {
+    /// Parses and validates scenario text; `file` names it in messages, `framings` are those `protocol:` may name.
+    public static func parse(yaml text: String, file: String, framings: FramingCatalog) throws -> Scenario {
         let root: Node
         do {
             guard let node = try Yams.compose(yaml: text) else {
@@ -30,9 +31,9 @@ extension Scenario {
         } catch {
             throw ChaosError.badInput("not valid YAML: \(error)", at: .init(file: file, line: 1, column: 1))
         }
-        let scenario = try ScenarioReader(file: file).scenario(YAMLValue(node: root, file: file))
+        let scenario = try ScenarioReader(file: file, framings: framings).scenario(YAMLValue(node: root, file: file))
         // The reader checked each value where it stands; this is the one rule set every entry shares.
-        try scenario.checkInvariants(source: file)
+        try scenario.checkInvariants(source: file, framings: framings)
         return scenario
     }
 
@@ -59,10 +60,13 @@ struct ScenarioReader {
     let file: String
     /// When an instant fault with neither `at` nor `every` happens (the control API's: now); nil: it is refused.
     var instantAt: ChaosDuration?
+    /// The framings `protocol:` may name (a fault alone names none).
+    let framings: FramingCatalog
 
-    init(file: String, instantAt: ChaosDuration? = nil) {
+    init(file: String, instantAt: ChaosDuration? = nil, framings: FramingCatalog = FramingCatalog([])) {
         self.file = file
         self.instantAt = instantAt
+        self.framings = framings
     }
 
     func scenario(_ root: YAMLValue) throws -> Scenario {

@@ -4,34 +4,23 @@ extension ScenarioReader {
     /// `protocol:`: framing, format, where the fields are, per-direction overrides.
     func protocolSpec(_ value: YAMLValue) throws -> ProtocolSpec {
         let map = try value.mapping("protocol", allowed: [
-            "framing", "length_bytes", "length_offset", "format", "seq", "stream", "id", "ack", "type", "ignore",
+            "framing", "format", "seq", "stream", "id", "ack", "type", "ignore",
             "regex", "seq_start", "max_message", "upstream", "downstream", "descriptors", "methods",
-        ])
+        ] + framings.optionKeys)
         var spec = ProtocolSpec()
-        let framingName = try map["framing"]?.string("protocol.framing") ?? "lines"
-        switch framingName {
-        case "lines": spec.framing = .lines
-        case "length-prefixed":
-            let bytes = try map["length_bytes"].map { Int(try $0.int("protocol.length_bytes", in: 1...4)) } ?? 4
-            if bytes == 3, let v = map["length_bytes"] { throw v.error("protocol.length_bytes must be 1, 2 or 4, found 3") }
-            let offset = try map["length_offset"].map { Int(try $0.int("protocol.length_offset", in: -8...8)) } ?? 0
-            spec.framing = .lengthPrefixed(bytes: bytes, offset: offset)
-        case "websocket": spec.framing = .websocket
-        case "grpc": spec.framing = .grpc
-        case "sse": spec.framing = .sse
-        default:
+        let framingName = try map["framing"]?.string("protocol.framing") ?? spec.framing.name
+        guard let traits = framings.traits(named: framingName) else {
             throw try map.required("framing").error(
-                "protocol.framing must be one of lines, length-prefixed, websocket, grpc, sse, found '\(framingName)'")
+                "protocol.framing must be one of \(framings.names.joined(separator: ", ")), found '\(framingName)'")
         }
-        spec.format = try map["format"]?.choice("protocol.format", of: ProtocolSpec.Format.self)
-            ?? (spec.framing == .grpc ? .protobuf : .json)
-        if spec.format == .protobuf, let format = map["format"], spec.framing == .lines {
-            throw format.error("protocol.format protobuf needs binary messages: framing websocket or length-prefixed")
+        spec.framing = try framing(traits, map, at: value)
+        spec.format = try map["format"]?.choice("protocol.format", of: ProtocolSpec.Format.self) ?? traits.defaultFormat
+        if spec.format == .protobuf, let format = map["format"], !traits.carriesBinary {
+            throw format.error("protocol.format protobuf needs binary messages: framing \(framings.namesCarryingBinary)")
         }
         spec.seq = try map["seq"]?.string("protocol.seq") ?? "seq"
         // gRPC: each call is a stream unless a field or a metadata header names one that outlives calls.
-        spec.stream = try map["stream"].map { try streamKey($0, "protocol.stream", framing: spec.framing) }
-            ?? (spec.framing == .grpc ? "rpc" : "stream")
+        spec.stream = try map["stream"].map { try streamKey($0, "protocol.stream", traits) } ?? traits.defaultStream
         spec.id = try map["id"].map { try $0.string("protocol.id") }
         spec.ack = try map["ack"].map { try $0.string("protocol.ack") }
         spec.type = try map["type"]?.string("protocol.type") ?? "type"
@@ -52,10 +41,10 @@ extension ScenarioReader {
         }
         if spec.format == .text, spec.regex == nil { throw value.error("protocol.format text needs protocol.regex") }
         if let ignoreValue = map["ignore"] { spec.ignore = try ignoreRules(ignoreValue, "protocol.ignore") }
-        spec.upstream = try map["upstream"].map { try override($0, "protocol.upstream", framing: spec.framing) }
-        spec.downstream = try map["downstream"].map { try override($0, "protocol.downstream", framing: spec.framing) }
-        for key in ["descriptors", "methods"] where spec.framing != .grpc {
-            if let value = map[key] { throw value.error("protocol.\(key) is for framing grpc") }
+        spec.upstream = try map["upstream"].map { try override($0, "protocol.upstream", traits) }
+        spec.downstream = try map["downstream"].map { try override($0, "protocol.downstream", traits) }
+        for key in ["descriptors", "methods"] where !traits.hasRPCs {
+            if let value = map[key] { throw value.error("protocol.\(key) is for framing \(framings.namesWithRPCs)") }
         }
         if let methodsValue = map["methods"] {
             let items = methodsValue.isSequence ? try methodsValue.sequence("protocol.methods") : [methodsValue]
@@ -134,33 +123,45 @@ extension ScenarioReader {
     }
 
     /// `upstream:` / `downstream:`: seq, stream, ack, type and ignore for one direction.
-    private func override(_ value: YAMLValue, _ what: String, framing: ProtocolSpec.Framing) throws
+    private func override(_ value: YAMLValue, _ what: String, _ traits: any FramingTraits.Type) throws
         -> ProtocolSpec.DirectionOverride {
         let map = try value.mapping(what, allowed: ["seq", "stream", "ack", "type", "ignore"])
         var override = ProtocolSpec.DirectionOverride()
         override.seq = try map["seq"].map { try $0.string("\(what).seq") }
-        override.stream = try map["stream"].map { try streamKey($0, "\(what).stream", framing: framing) }
+        override.stream = try map["stream"].map { try streamKey($0, "\(what).stream", traits) }
         override.ack = try map["ack"].map { try $0.string("\(what).ack") }
         override.type = try map["type"].map { try $0.string("\(what).type") }
         override.ignore = try map["ignore"].map { try ignoreRules($0, "\(what).ignore") }
         return override
     }
 
-    /// A stream key: a field; `header:NAME` of a WebSocket upgrade request, an SSE request or a gRPC call's
-    /// metadata; `query:NAME` of a WebSocket upgrade request or an SSE request; `rpc` (gRPC: each call is a stream).
-    private func streamKey(_ value: YAMLValue, _ what: String, framing: ProtocolSpec.Framing) throws -> String {
+    /// A stream key: a field; `header:NAME` or `query:NAME` where the framing gives the prefix a meaning (a
+    /// WebSocket or SSE request's header or query parameter, a gRPC call's metadata); `rpc` (each call is a stream).
+    private func streamKey(_ value: YAMLValue, _ what: String, _ traits: any FramingTraits.Type) throws -> String {
         let key = try value.string(what)
         for prefix in ["header:", "query:"] where key.hasPrefix(prefix) {
-            if prefix == "header:", framing == .grpc { continue }
-            guard framing == .websocket || framing == .sse else {
-                throw value.error("\(what) \(key): \(prefix)NAME names a part of the WebSocket upgrade request"
-                    + (prefix == "header:" ? " or of a gRPC call's metadata; it needs framing websocket or grpc (or sse)" : "; it needs framing websocket (or sse)"))
+            guard traits.streamKeyPrefixes.contains(prefix) else {
+                throw value.error("\(what) \(key): \(framings.streamKeyMeaning(prefix))")
             }
+            guard key.count > prefix.count else { throw value.error("\(what) \(key) needs a name after '\(prefix)'") }
         }
-        for prefix in ["header:", "query:"] where key.hasPrefix(prefix) && key.count == prefix.count {
-            throw value.error("\(what) \(key) needs a name after '\(prefix)'")
+        if key == "rpc", !traits.hasRPCs {
+            throw value.error("\(what) rpc (each call a stream) needs framing \(framings.namesWithRPCs); a field named rpc is /rpc")
         }
         return key
+    }
+
+    /// The framing's own options (`length_bytes`), each a number, checked by the framing where they were written.
+    private func framing(_ traits: any FramingTraits.Type, _ map: YAMLMapping, at value: YAMLValue) throws -> ProtocolSpec.Framing {
+        var options: [String: Int] = [:]
+        for key in framings.optionKeys {
+            guard let value = map[key] else { continue }
+            guard traits.optionKeys.contains(key) else { throw value.error("protocol.\(key) is not an option of framing \(traits.name)") }
+            options[key] = Int(try value.int("protocol.\(key)", in: Int64(Int32.min)...Int64(Int32.max)))
+        }
+        do { return try traits.framing(options: options) } catch let problem as FramingOptionProblem {
+            throw (map[problem.key] ?? map["framing"] ?? value).error(problem.message)
+        }
     }
 
     /// `ignore: {FIELD: [VALUE, …]}`: any field of the message; a value or a list of values.

@@ -9,6 +9,8 @@ public enum GRPCProtocol: ProtocolPlugin {
     public static let defaultFormat = ProtocolSpec.Format.protobuf
     public static let defaultStream = "rpc"
     public static let hasRPCs = true
+    /// `header:NAME`: a metadata header of the call.
+    public static let streamKeyPrefixes = ["header:"]
 
     public static let counters = [ProtocolCounter("calls", "gRPC calls"), ProtocolCounter("upgrades", "upgrades"),
                                   ProtocolCounter("upgradeFailures", "upgrade failures"), ProtocolCounter("pings", "pings"),
@@ -16,9 +18,6 @@ public enum GRPCProtocol: ProtocolPlugin {
     public static let counterFamilies = [ProtocolCounter("grpcStatuses", "gRPC statuses"), ProtocolCounter("goaways", "HTTP/2 GOAWAY"),
                                          ProtocolCounter("streamResets", "HTTP/2 RST_STREAM")]
 
-    public static func framing(options: [String: Int]) throws -> ProtocolSpec.Framing { try noOptions(options, .grpc) }
-
-    public static func reads(_ framing: ProtocolSpec.Framing) -> Bool { framing == .grpc }
 
     public static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {
         GRPCFramer(auditedMethods: auditedMethods)
@@ -60,4 +59,9 @@ extension GRPCSession: ProtocolSession {
     func makeDecoder(_ direction: Direction, cap: Int) -> any LegDecoder {
         GRPCDecoder(upstream: direction == .upstream, session: self, cap: cap)
     }
+}
+
+extension ProtocolSpec.Framing {
+    /// `framing: grpc`.
+    public static let grpc = Self(name: GRPCProtocol.name)
 }

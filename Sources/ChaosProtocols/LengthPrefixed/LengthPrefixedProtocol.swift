@@ -5,19 +5,24 @@ public enum LengthPrefixedProtocol: ProtocolPlugin {
     public static let names = ["length-prefixed"]
     public static let optionKeys = ["length_bytes", "length_offset"]
 
-    /// `length_bytes` 1, 2 or 4 (default 4) and `length_offset` -8...8 (default 0), added to the length read.
+    /// `length_bytes` 1, 2 or 4 (default 4) and `length_offset` -8...8 (default 0), added to the length read;
+    /// kept as the framing's `bytes` and `offset`.
     public static func framing(options: [String: Int]) throws -> ProtocolSpec.Framing {
         if let key = options.keys.sorted().first(where: { !optionKeys.contains($0) }) {
-            throw ChaosError.badInput("protocol.\(key) is not an option of framing \(name)")
+            throw FramingOptionProblem(key, "is not an option of framing \(name)")
         }
-        let bytes = options["length_bytes"] ?? 4, offset = options["length_offset"] ?? 0
-        guard [1, 2, 4].contains(bytes) else { throw ChaosError.badInput("protocol.length_bytes must be 1, 2 or 4, found \(bytes)") }
-        guard (-8...8).contains(offset) else { throw ChaosError.badInput("protocol.length_offset must be within -8...8, found \(offset)") }
-        return .lengthPrefixed(bytes: bytes, offset: offset)
+        let framing = ProtocolSpec.Framing.lengthPrefixed(bytes: options["length_bytes"] ?? 4, offset: options["length_offset"] ?? 0)
+        try check(framing)
+        return framing
     }
 
-    public static func reads(_ framing: ProtocolSpec.Framing) -> Bool {
-        if case .lengthPrefixed = framing { true } else { false }
+    public static func check(_ framing: ProtocolSpec.Framing) throws {
+        if let key = framing.options.keys.sorted().first(where: { !["bytes", "offset"].contains($0) }) {
+            throw FramingOptionProblem(key, "is not an option of framing \(name)")
+        }
+        let (bytes, offset) = widthAndOffset(framing)
+        guard [1, 2, 4].contains(bytes) else { throw FramingOptionProblem("length_bytes", "must be 1, 2 or 4, found \(bytes)") }
+        guard (-8...8).contains(offset) else { throw FramingOptionProblem("length_offset", "must be within -8...8, found \(offset)") }
     }
 
     /// The first byte picks the prefix's width.
@@ -27,12 +32,20 @@ public enum LengthPrefixedProtocol: ProtocolPlugin {
     }
 
     public static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {
-        guard case .lengthPrefixed(let bytes, let offset) = spec.framing else {
-            throw ChaosError.badInput("protocol.framing is not length-prefixed: \(spec.framing)")
-        }
-        guard [1, 2, 4].contains(bytes) else {
-            throw ChaosError.badInput("protocol.framing length-prefixed needs a 1, 2 or 4 byte length, found \(bytes)")
-        }
+        do { try check(spec.framing) } catch let problem as FramingOptionProblem { throw ChaosError.badInput(problem.message) }
+        let (bytes, offset) = widthAndOffset(spec.framing)
         return SplitterSession(mode: .lengthPrefixed(bytes: bytes, offset: offset))
+    }
+
+    private static func widthAndOffset(_ framing: ProtocolSpec.Framing) -> (bytes: Int, offset: Int) {
+        (framing.options["bytes"] ?? 4, framing.options["offset"] ?? 0)
+    }
+}
+
+extension ProtocolSpec.Framing {
+    /// `framing: length-prefixed` with a `bytes`-wide prefix; `offset` is added to the length read (a prefix that
+    /// counts itself uses a negative offset).
+    public static func lengthPrefixed(bytes: Int, offset: Int) -> Self {
+        Self(name: LengthPrefixedProtocol.name, options: ["bytes": bytes, "offset": offset])
     }
 }

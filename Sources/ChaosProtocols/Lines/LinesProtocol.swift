@@ -4,9 +4,7 @@ public import ChaosCore
 public enum LinesProtocol: ProtocolPlugin {
     public static let names = ["lines"]
 
-    public static func framing(options: [String: Int]) throws -> ProtocolSpec.Framing { try noOptions(options, .lines) }
-
-    public static func reads(_ framing: ProtocolSpec.Framing) -> Bool { framing == .lines }
+    public static let carriesBinary = false
 
     /// NDJSON with acknowledgements.
     public static func fuzzSetup(_ input: [UInt8]) -> FuzzSetup? { FuzzSetup(spec: ProtocolSpec(ack: "ack"), input: input) }
@@ -14,4 +12,9 @@ public enum LinesProtocol: ProtocolPlugin {
     public static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {
         SplitterSession(mode: .lines)
     }
+}
+
+extension ProtocolSpec.Framing {
+    /// `framing: lines`.
+    public static let lines = Self(name: LinesProtocol.name)
 }

@@ -18,11 +18,14 @@ public enum ProtocolRegistry {
 
     /// The plug-in that reads `framing`; throws `ChaosError.badInput` when none does.
     public static func plugin(reading framing: ProtocolSpec.Framing) throws -> any ProtocolPlugin.Type {
-        guard let plugin = plugins.first(where: { $0.reads(framing) }) else {
-            throw ChaosError.badInput("protocol.framing must be one of \(names.joined(separator: ", ")), found \(framing)")
+        guard let plugin = plugin(named: framing.name) else {
+            throw ChaosError.badInput("protocol.framing must be one of \(names.joined(separator: ", ")), found '\(framing.name)'")
         }
         return plugin
     }
+
+    /// The framings a scenario may name, for ChaosCore's reader and invariants.
+    public static let catalog = FramingCatalog(plugins)
 
     /// The plug-in whose frames are `frames` (what `ws-close` or `goaway` needs the proxy to follow).
     public static func plugin(following frames: FrameProtocol) -> (any ProtocolPlugin.Type)? {

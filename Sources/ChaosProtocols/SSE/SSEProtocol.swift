@@ -16,9 +16,9 @@ public enum SSEProtocol: ProtocolPlugin {
                                   ProtocolCounter("sseResumes", "resumes (Last-Event-ID)"),
                                   ProtocolCounter("sseRetries", "retry fields")]
 
-    public static func framing(options: [String: Int]) throws -> ProtocolSpec.Framing { try noOptions(options, .sse) }
-
-    public static func reads(_ framing: ProtocolSpec.Framing) -> Bool { framing == .sse }
+    public static let carriesBinary = false
+    /// `header:NAME` and `query:NAME` of the request that opened the stream.
+    public static let streamKeyPrefixes = ["header:", "query:"]
 
     public static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {
         SSEFramer(wholeEvent: spec.format == .text)
@@ -71,4 +71,9 @@ final class SSESession: ProtocolSession {
 
     func requestHeader(_ name: String) -> String? { request.header(name) }
     func requestQuery(_ name: String) -> String? { request.query(name) }
+}
+
+extension ProtocolSpec.Framing {
+    /// `framing: sse`.
+    public static let sse = Self(name: SSEProtocol.name)
 }

@@ -10,9 +10,8 @@ public enum WebSocketProtocol: ProtocolPlugin {
                                   ProtocolCounter("abnormalClosures", "abnormal closures (1006)")]
     public static let counterFamilies = [ProtocolCounter("closeCodes", "close codes", note: "1006: the connection ended with no close frame")]
 
-    public static func framing(options: [String: Int]) throws -> ProtocolSpec.Framing { try noOptions(options, .websocket) }
-
-    public static func reads(_ framing: ProtocolSpec.Framing) -> Bool { framing == .websocket }
+    /// `header:NAME` and `query:NAME` of the upgrade request.
+    public static let streamKeyPrefixes = ["header:", "query:"]
 
     public static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {
         WebSocketFramer()
@@ -64,4 +63,9 @@ extension WebSocketSession: ProtocolSession {
     func requestHeader(_ name: String) -> String? { header(name) }
     func requestQuery(_ name: String) -> String? { query(name) }
     var upgradeAccepted: Bool? { accepted }
+}
+
+extension ProtocolSpec.Framing {
+    /// `framing: websocket`.
+    public static let websocket = Self(name: WebSocketProtocol.name)
 }

@@ -62,8 +62,9 @@ struct ProtocolOptions: ParsableArguments {
             // --length-bytes is length-prefixed's `length_bytes`; a framing without it ignores it.
             let given = lengthBytes.map { ["length_bytes": $0] } ?? [:]
             spec.framing = try plugin.framing(options: given.filter { plugin.optionKeys.contains($0.key) })
-        } catch let error as ChaosError {
-            throw ChaosError.badInput("--framing \(name): \(error.message.replacingOccurrences(of: "protocol.length_bytes", with: "--length-bytes"))")
+        } catch let problem as FramingOptionProblem {
+            // Of the framing options, only length_bytes has a flag.
+            throw ChaosError.badInput("--framing \(name): --\(problem.key.replacingOccurrences(of: "_", with: "-")) \(problem.problem)")
         }
         guard let parsed = ProtocolSpec.Format(rawValue: format ?? plugin.defaultFormat.rawValue) else {
             throw ChaosError.badInput("--format must be json, text or protobuf, found '\(format ?? "")'")

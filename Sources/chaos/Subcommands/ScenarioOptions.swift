@@ -1,5 +1,6 @@
 import ArgumentParser
 import ChaosCore
+import ChaosProtocols
 import ChaosRunner
 
 /// The scenario file and the flags that change it, shared by `run` and `validate`.

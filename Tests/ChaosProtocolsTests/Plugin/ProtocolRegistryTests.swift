@@ -11,7 +11,7 @@ struct ProtocolRegistryTests {
             #expect(ProtocolRegistry.plugin(named: plugin.name)?.name == plugin.name)
             let framing = try plugin.framing(options: [:])
             #expect(try ProtocolRegistry.plugin(reading: framing).name == plugin.name)
-            #expect(ProtocolRegistry.plugins.filter { $0.reads(framing) }.count == 1, "\(plugin.name)")
+            #expect(framing.name == plugin.name && ProtocolRegistry.catalog.traits(named: framing.name) == plugin)
         }
         #expect(ProtocolRegistry.plugin(named: "mqtt") == nil)
         #expect(GRPCProtocol.defaultFormat == .protobuf && GRPCProtocol.defaultStream == "rpc" && GRPCProtocol.hasRPCs)
@@ -25,14 +25,14 @@ struct ProtocolRegistryTests {
         for (options, message) in [(["length_bytes": 3], "protocol.length_bytes must be 1, 2 or 4, found 3"),
                                    (["length_offset": 9], "protocol.length_offset must be within -8...8, found 9"),
                                    (["width": 2], "protocol.width is not an option of framing length-prefixed")] {
-            let error = try #require(throws: ChaosError.self) { try LengthPrefixedProtocol.framing(options: options) }
+            let error = try #require(throws: FramingOptionProblem.self) { try LengthPrefixedProtocol.framing(options: options) }
             #expect(error.message == message)
         }
-        let error = try #require(throws: ChaosError.self) { try LinesProtocol.framing(options: ["length_bytes": 2]) }
+        let error = try #require(throws: FramingOptionProblem.self) { try LinesProtocol.framing(options: ["length_bytes": 2]) }
         #expect(error.message == "protocol.length_bytes is not an option of framing lines")
         let built = try #require(throws: ChaosError.self) {
             try LengthPrefixedProtocol.framer(ProtocolSpec(framing: .lengthPrefixed(bytes: 3, offset: 0)), auditedMethods: nil)
         }
-        #expect(built.message == "protocol.framing length-prefixed needs a 1, 2 or 4 byte length, found 3")
+        #expect(built.message == "protocol.length_bytes must be 1, 2 or 4, found 3")
     }
 }

@@ -1,0 +1,104 @@
+/// What the scenario reader and the invariants need to know of one framing. ChaosCore knows no framing by name:
+/// the protocol plug-ins (ChaosProtocols) give these facts, and a ``FramingCatalog`` of them is handed to
+/// ``Scenario/parse(yaml:file:framings:)`` and the invariants.
+public protocol FramingTraits: Sendable {
+    /// The names `protocol.framing` accepts (the first is the canonical one).
+    static var names: [String] { get }
+    /// The option keys a scenario may give this framing beside `framing:` (`length_bytes`, `length_offset`).
+    static var optionKeys: [String] { get }
+    /// The framing `options` (numbers by scenario key) make, with defaults filled in; throws
+    /// ``FramingOptionProblem`` for a key it does not take or a value out of range.
+    static func framing(options: [String: Int]) throws -> ProtocolSpec.Framing
+    /// Checks a framing however it arrived (a scenario, `scenario.json`, flags); throws ``FramingOptionProblem``.
+    static func check(_ framing: ProtocolSpec.Framing) throws
+    /// The message format when none is given (`protobuf` for gRPC).
+    static var defaultFormat: ProtocolSpec.Format { get }
+    /// The stream key when none is given (`rpc` for gRPC: each call is a stream).
+    static var defaultStream: String { get }
+    /// Whether its messages belong to RPCs (`descriptors`, `methods` and the `rpc` stream key are for it).
+    static var hasRPCs: Bool { get }
+    /// Whether its messages are binary (`format: protobuf` needs it).
+    static var carriesBinary: Bool { get }
+    /// The stream-key prefixes it gives a meaning (`header:` of a request or call metadata, `query:` of a request).
+    static var streamKeyPrefixes: [String] { get }
+    /// The frames the proxy follows for this protocol's faults; nil: the proxy never follows its frames.
+    static var frames: FrameProtocol? { get }
+}
+
+extension FramingTraits {
+    /// The canonical framing name.
+    public static var name: String { names[0] }
+    public static var optionKeys: [String] { [] }
+    public static var defaultFormat: ProtocolSpec.Format { .json }
+    public static var defaultStream: String { "stream" }
+    public static var hasRPCs: Bool { false }
+    public static var carriesBinary: Bool { true }
+    public static var streamKeyPrefixes: [String] { [] }
+    public static var frames: FrameProtocol? { nil }
+
+    /// A framing with no options of its own: `options` must be empty.
+    public static func framing(options: [String: Int]) throws -> ProtocolSpec.Framing {
+        let framing = ProtocolSpec.Framing(name: name, options: options)
+        try check(framing)
+        return framing
+    }
+
+    /// A framing with no options of its own has none.
+    public static func check(_ framing: ProtocolSpec.Framing) throws {
+        if let key = framing.options.keys.sorted().first { throw FramingOptionProblem(key, "is not an option of framing \(name)") }
+    }
+}
+
+/// A framing option that is not taken or is out of range: `key` as a scenario names it, and what is wrong with it.
+public struct FramingOptionProblem: Error, Sendable, Equatable {
+    /// The option key (`length_bytes`).
+    public var key: String
+    /// What is wrong, after the key (`must be 1, 2 or 4, found 3`).
+    public var problem: String
+
+    /// A problem with `key`.
+    public init(_ key: String, _ problem: String) {
+        self.key = key
+        self.problem = problem
+    }
+
+    /// The message as a scenario names the key (`protocol.length_bytes must be 1, 2 or 4, found 3`).
+    public var message: String { "protocol.\(key) \(problem)" }
+}
+
+/// The framings a scenario may name, with their facts: the protocol plug-ins' registry makes it.
+public struct FramingCatalog: Sendable {
+    /// The framings, in the order their names are listed in messages.
+    public let framings: [any FramingTraits.Type]
+
+    /// A catalog of `framings`.
+    public init(_ framings: [any FramingTraits.Type]) { self.framings = framings }
+
+    /// The framing that `name` (a `protocol.framing` value) names.
+    public func traits(named name: String) -> (any FramingTraits.Type)? { framings.first { $0.names.contains(name) } }
+
+    /// The canonical framing names (`lines, length-prefixed, websocket, grpc`).
+    public var names: [String] { framings.map { $0.name } }
+
+    /// Every option key some framing takes.
+    public var optionKeys: [String] { framings.flatMap { $0.optionKeys } }
+
+    /// What a stream key with `prefix` names, and the framings that give it that meaning, for messages:
+    /// `header:NAME names a header of the request or call that opened the stream; it needs framing websocket, grpc or sse`.
+    public func streamKeyMeaning(_ prefix: String) -> String {
+        let part = prefix == "query:" ? "a query parameter of the request" : "a header of the request or call"
+        return "\(prefix)NAME names \(part) that opened the stream; it needs framing "
+            + Self.list(framings.filter { $0.streamKeyPrefixes.contains(prefix) }.map { $0.name })
+    }
+
+    /// `a`, `a or b`, `a, b or c`.
+    static func list(_ names: [String]) -> String {
+        names.count < 2 ? names.joined() : names.dropLast().joined(separator: ", ") + " or " + names[names.count - 1]
+    }
+
+    /// The canonical names of the framings with RPCs, for messages.
+    public var namesWithRPCs: String { Self.list(framings.filter { $0.hasRPCs }.map { $0.name }) }
+
+    /// The canonical names of the framings with binary messages, for messages.
+    public var namesCarryingBinary: String { Self.list(framings.filter { $0.carriesBinary }.map { $0.name }) }
+}
