@@ -54,8 +54,8 @@ extension AuditEngine {
         // Counted once, as read from the producer (what the peer said); the written copy is the same frame.
         let read = pipe.role == .sent
         switch event {
-        case .upgradeRequested:
-            guard pipe.role == .sent else { return }
+        case .requestRead:
+            guard read else { return }
             let session = connection.session
             for slot in 0..<2 {
                 switch handshakeStreamSources[slot] {
@@ -64,18 +64,16 @@ extension AuditEngine {
                 case .field, .rpc, nil: break
                 }
             }
-        case .upgraded:
-            if read { protocolStats.upgrades += 1 }
-        case .upgradeFailed:
-            if read { protocolStats.upgradeFailures += 1 }
-        case .close(let code, _):
-            guard read else { return }
-            connection.closeFrames += 1
-            protocolStats.count("closeCodes", code: code.map(String.init) ?? "none", fault: faults.label?.kind ?? "none")
-        case .ping:
-            if read { protocolStats.pings += 1 }
-        case .pong:
-            if read { protocolStats.pongs += 1 }
+        case .counted(let name):
+            if read { protocolStats[counter: name] += 1 }
+        case .coded(let family, let code, let proxyMayWrite):
+            let slot = pipe.direction == .upstream ? 0 : 1
+            if read {
+                connection.codesRead[family, default: [0, 0]][slot] += 1
+            } else if !proxyMayWrite || connection.matchWrittenCopy(family, slot) {
+                return
+            }
+            protocolStats.count(family, code: code, fault: faults.label?.kind ?? "none")
         case .keepalive(let ack, let opaque):
             guard read else { return }
             if ack {
@@ -88,25 +86,6 @@ extension AuditEngine {
                 if connection.pendingPings.count >= ConnectionState.pendingPingLimit { connection.pendingPings.removeFirst() }
                 connection.pendingPings.append((opaque, time))
             }
-        case .counted(let name):
-            if read { protocolStats[counter: name] += 1 }
-        case .callStarted:
-            if read { protocolStats.calls += 1 }
-        case .goaway(_, let code):
-            // A peer's GOAWAY is counted as read (its written copy comes after); one written with no read copy to
-            // match is the proxy's own (a `goaway` fault), counted as written.
-            let slot = pipe.direction == .upstream ? 0 : 1
-            if read {
-                connection.goawaysRead[slot] += 1
-            } else if connection.goawaysRelayed[slot] < connection.goawaysRead[slot] {
-                connection.goawaysRelayed[slot] += 1
-                return
-            }
-            protocolStats.count("goaways", code: HTTP2ErrorCode.name(code), fault: faults.label?.kind ?? "none")
-        case .streamReset(let code):
-            if read { protocolStats.count("streamResets", code: HTTP2ErrorCode.name(code), fault: faults.label?.kind ?? "none") }
-        case .grpcStatus(let code):
-            if read { protocolStats.count("grpcStatuses", code: GRPCStatusName.name(code), fault: faults.label?.kind ?? "none") }
         case .unreadable(let reason):
             guard read else { return }
             messageStats.undecodable += 1
@@ -124,14 +103,18 @@ extension AuditEngine {
         }
     }
 
-    /// Both legs of a WebSocket connection closed: with no close frame read either way after its upgrade, it is
-    /// an abnormal closure (1006). Judged once per connection.
-    func endedWithoutClose(_ connection: ConnectionState) {
-        guard !connection.closeJudged else { return }
-        connection.closeJudged = true
-        guard connection.session.upgradeAccepted == true, connection.closeFrames == 0 else { return }
-        protocolStats.abnormalClosures += 1
-        protocolStats.count("closeCodes", code: "1006", fault: faults.label?.kind ?? "none")
+    /// Both legs of the connection closed: what its end means to its protocol (WebSocket: 1006 with no close frame),
+    /// counted as read. Judged once per connection.
+    func connectionEnded(_ connection: ConnectionState) {
+        guard !connection.endJudged else { return }
+        connection.endJudged = true
+        for event in connection.session.ended(readCount: { family in connection.codesRead[family]?.reduce(0, +) ?? 0 }) {
+            switch event {
+            case .counted(let name): protocolStats[counter: name] += 1
+            case .coded(let family, let code, _): protocolStats.count(family, code: code, fault: faults.label?.kind ?? "none")
+            case .requestRead, .keepalive, .unreadable, .oversized: break
+            }
+        }
     }
 }
 

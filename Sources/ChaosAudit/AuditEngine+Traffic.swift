@@ -240,7 +240,7 @@ extension AuditEngine {
         }
         if first { connectionStats.closed += 1 }
         // Once both producers stopped, every close frame either sent is read: none means an abnormal closure.
-        if connection.fullyClosed, !synthetic { endedWithoutClose(connection) }
+        if connection.fullyClosed, !synthetic { connectionEnded(connection) }
         if connection.fullyClosed {
             // Both sides have stopped sending, but what the proxy still held for them (a partition's backlog,
             // a latency queue) may be written after their FINs: the connection retires a grace later.

@@ -100,8 +100,8 @@ struct SSEDecoderTests {
         let post = Array("POST /ack HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello".utf8)
         let bytes = first + post
         #expect(Self.decodeCut(upstream: true, bytes) == [
-            .event(.upgradeRequested, at: first.count), .event(.counted("sseResumes"), at: first.count),
-            .event(.upgradeRequested, at: first.count + post.count - 5)])
+            .event(.requestRead, at: first.count), .event(.counted("sseResumes"), at: first.count),
+            .event(.requestRead, at: first.count + post.count - 5)])
         let session = SSESession()
         _ = Decoded.feed(SSEDecoder(upstream: true, session: session, cap: 1024), bytes)
         #expect(session.requestQuery("s") == "c1" && session.requestHeader("x-stream") == "s1"

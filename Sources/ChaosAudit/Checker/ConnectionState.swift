@@ -27,16 +27,15 @@ final class ConnectionState {
     let session: any ProtocolSession
     /// Per direction (upstream 0, downstream 1): the stream named by the upgrade request (`header:` / `query:`).
     var handshakeStreams: [[UInt8]?] = [nil, nil]
-    /// Per direction (upstream 0, downstream 1): GOAWAY frames read from the sender, and their written copies seen.
-    var goawaysRead = [0, 0]
-    var goawaysRelayed = [0, 0]
+    /// By family (`goaways`), per direction (upstream 0, downstream 1): codes read from the sender, and, for a
+    /// family the proxy may write too, their written copies matched so far.
+    var codesRead: [String: [Int]] = [:]
+    var codesRelayed: [String: [Int]] = [:]
     /// HTTP/2 PINGs read and not answered yet (opaque bytes, when), oldest first, at most ``pendingPingLimit``.
     var pendingPings: [(opaque: UInt64, at: Int64)] = []
     static let pendingPingLimit = 8
-    /// Close frames read from either producer so far.
-    var closeFrames = 0
-    /// Whether the connection's end was judged (a close frame seen, or 1006).
-    var closeJudged = false
+    /// Whether the connection's end was judged (``AuditEngine/connectionEnded(_:)``).
+    var endJudged = false
 
     init(id: ConnectionID, layer: ProtocolLayer) {
         self.id = id
@@ -87,5 +86,18 @@ final class FramePipe {
         self.role = role
         self.direction = direction
         self.decoder = decoder
+    }
+}
+
+extension ConnectionState {
+    /// Whether a copy of a `family` code written in direction `slot` is the relayed copy of one read (true: counted
+    /// already) rather than the proxy's own.
+    func matchWrittenCopy(_ family: String, _ slot: Int) -> Bool {
+        let read = codesRead[family]?[slot] ?? 0
+        var relayed = codesRelayed[family, default: [0, 0]]
+        guard relayed[slot] < read else { return false }
+        relayed[slot] += 1
+        codesRelayed[family] = relayed
+        return true
     }
 }

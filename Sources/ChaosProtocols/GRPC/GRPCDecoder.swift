@@ -58,9 +58,9 @@ final class GRPCDecoder: LegDecoder {
                 splitters[stream] = nil
                 resetStreams.insert(stream)
                 if resetStreams.count > Self.resetStreamLimit, let oldest = resetStreams.min() { resetStreams.remove(oldest) }
-                output(.event(.streamReset(code: code), at: input.count))
-            case .goaway(let lastStream, let code, _):
-                output(.event(.goaway(lastStream: lastStream, code: code), at: input.count))
+                output(.event(.coded("streamResets", code: HTTP2ErrorCode.name(code)), at: input.count))
+            case .goaway(_, let code, _):
+                output(.event(.coded("goaways", code: HTTP2ErrorCode.name(code), proxyMayWrite: true), at: input.count))
             case .ping(let ack, let opaque):
                 output(.event(.keepalive(ack: ack, opaque: opaque), at: input.count))
             case .settings(ack: false, let values):
@@ -72,7 +72,7 @@ final class GRPCDecoder: LegDecoder {
                 break
             case .preface:
                 // On the server's leg, the preface is its 101 to an h2c upgrade.
-                if slot == 1 { output(.event(.upgraded, at: input.count)) }
+                if slot == 1 { output(.event(.counted("upgrades"), at: input.count)) }
             case .protocolError(let offset, let reason):
                 splitters = [:]
                 output(.problem(.protocolError(reason), at: max(0, min(input.count, Int(offset - base)))))
@@ -82,13 +82,13 @@ final class GRPCDecoder: LegDecoder {
 
     private func headers(_ stream: UInt32, _ fields: [HTTP2HeaderField], at: Int, _ output: (DecoderOutput) -> Void) {
         if slot == 0 {
-            if session.open(stream, fields: fields).isNew { output(.event(.callStarted, at: at)) }
+            if session.open(stream, fields: fields).isNew { output(.event(.counted("calls"), at: at)) }
             return
         }
         // The server's response headers (its encoding), or trailers (or a trailers-only response) with the status.
         if let encoding = fields.first(where: { $0.name == "grpc-encoding" })?.value { session.call(stream)?.encodings[1] = encoding }
         if let status = fields.first(where: { $0.name == "grpc-status" }) {
-            output(.event(.grpcStatus(code: Int(status.value) ?? -1), at: at))
+            output(.event(.coded("grpcStatuses", code: GRPCStatusName.name(Int(status.value) ?? -1)), at: at))
         }
     }
 

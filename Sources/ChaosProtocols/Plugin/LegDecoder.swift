@@ -13,34 +13,20 @@ public enum DecoderOutput {
 
 /// Something a protocol says about a connection that is not a message.
 public enum ProtocolEvent: Equatable {
-    /// The client's HTTP/1.1 Upgrade request (or the request that opened an SSE stream) was read (its target and
-    /// headers are in the connection's session).
-    case upgradeRequested
-    /// The server accepted the upgrade (101 Switching Protocols).
-    case upgraded
-    /// The server answered the upgrade with another status: the leg carries no WebSocket frames.
-    case upgradeFailed(status: Int)
-    /// A close frame; `code` is nil when the frame had no status code (1005).
-    case close(code: UInt16?, reason: String)
-    /// A ping frame (a heartbeat).
-    case ping
-    /// A pong frame (a heartbeat's answer).
-    case pong
+    /// The request that opened the connection's stream (a WebSocket upgrade, an SSE request) was read: its target
+    /// and headers are in the connection's session, for `stream: header:NAME` / `query:NAME`.
+    case requestRead
+    /// One of the plug-in's named counters (``ProtocolPlugin/counters``: `upgrades`, `pings`, `calls`) goes up by one.
+    case counted(String)
+    /// One of the plug-in's families (``ProtocolPlugin/counterFamilies``: `closeCodes`, `goaways`) counts `code`,
+    /// in total and under the fault on at the time. `proxyMayWrite`: the proxy writes frames of this family itself
+    /// (a `goaway` fault), so a copy written to the consumer that no read copy matches is the proxy's and counts too.
+    case coded(String, code: String, proxyMayWrite: Bool = false)
+    /// A keepalive (`ack` false) or its answer, matched by its `opaque` bytes for the round trip (HTTP/2 PING);
+    /// counted as `pings` / `pongs`.
+    case keepalive(ack: Bool, opaque: UInt64)
     /// A message larger than the decoder's cap: counted, not buffered. `end` as for a message.
     case oversized(bytes: Int, end: Int)
-    /// An HTTP/2 PING (a keepalive) or, with `ack`, its answer, with its 8 opaque bytes.
-    case keepalive(ack: Bool, opaque: UInt64)
-    /// A gRPC call began (its request headers).
-    case callStarted
-    /// An HTTP/2 GOAWAY: the last stream its sender processes and the error code.
-    case goaway(lastStream: UInt32, code: UInt32)
-    /// An HTTP/2 RST_STREAM with its error code.
-    case streamReset(code: UInt32)
-    /// A gRPC call ended with `grpc-status` in its trailers.
-    case grpcStatus(code: Int)
-    /// One of the plug-in's named counters (``ProtocolPlugin/counters``) goes up by one: how a plug-in counts its
-    /// own events (`sseResumes`) without a case of its own here.
-    case counted(String)
     /// A message that cannot be read (compressed in an encoding the audit does not inflate, or not inflating).
     case unreadable(reason: String)
 }

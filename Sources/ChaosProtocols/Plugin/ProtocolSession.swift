@@ -16,12 +16,13 @@ public protocol ProtocolSession: AnyObject {
     func requestHeader(_ name: String) -> String?
     /// The value of the query parameter `name` of the handshake's request target, if any (`stream: query:NAME`).
     func requestQuery(_ name: String) -> String?
-    /// Whether the server accepted the connection's upgrade; nil before its answer, or with no upgrade.
-    var upgradeAccepted: Bool? { get }
+    /// The events the connection's end means, once both its legs closed (WebSocket: no close frame after an
+    /// accepted upgrade is 1006); `readCount` gives how many codes of a family were read on it.
+    func ended(readCount: (String) -> Int) -> [ProtocolEvent]
 }
 
 extension ProtocolSession {
     public func requestHeader(_ name: String) -> String? { nil }
     public func requestQuery(_ name: String) -> String? { nil }
-    public var upgradeAccepted: Bool? { nil }
+    public func ended(readCount: (String) -> Int) -> [ProtocolEvent] { [] }
 }

@@ -98,7 +98,7 @@ final class SSEDecoder: LegDecoder {
                 return stop("not an HTTP/1.1 request: \(head.startLine.prefix(80))", at: end, output)
             }
             session.requested(target: parts[1], headers: head.headers)
-            output(.event(.upgradeRequested, at: end))
+            output(.event(.requestRead, at: end))
             if head.header("last-event-id") != nil { output(.event(.counted("sseResumes"), at: end)) }
             startBody(head, events: false, end: end, output)
         } else {

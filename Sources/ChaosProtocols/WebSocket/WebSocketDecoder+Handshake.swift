@@ -46,7 +46,7 @@ extension WebSocketDecoder {
             }
             session.requested(target: parts[1], headers: headers)
             phase = .header
-            output(.event(.upgradeRequested, at: end))
+            output(.event(.requestRead, at: end))
         } else {
             guard parts.count >= 2, let status = Int(parts[1]), (100...599).contains(status) else {
                 return stop("not an HTTP status line: \(first.prefix(80))", at: end, output)
@@ -55,10 +55,10 @@ extension WebSocketDecoder {
             session.answered(status: status, headers: headers)
             if status == 101 {
                 phase = .header
-                output(.event(.upgraded, at: end))
+                output(.event(.counted("upgrades"), at: end))
             } else {
                 phase = .stopped
-                output(.event(.upgradeFailed(status: status), at: end))
+                output(.event(.counted("upgradeFailures"), at: end))
             }
         }
     }

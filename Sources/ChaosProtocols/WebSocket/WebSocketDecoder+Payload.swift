@@ -91,9 +91,9 @@ extension WebSocketDecoder {
             let code = control.count >= 2 ? UInt16(control[0]) << 8 | UInt16(control[1]) : nil
             let reason = control.count > 2 ? String(decoding: control[2...], as: UTF8.self) : ""
             phase = .closed
-            output(.event(.close(code: code, reason: reason), at: end))
-        case 9: output(.event(.ping, at: end))
-        default: output(.event(.pong, at: end))
+            output(.event(.coded("closeCodes", code: code.map(String.init) ?? "none"), at: end))
+        case 9: output(.event(.counted("pings"), at: end))
+        default: output(.event(.counted("pongs"), at: end))
         }
     }
 }

@@ -62,7 +62,11 @@ extension WebSocketSession: ProtocolSession {
 
     func requestHeader(_ name: String) -> String? { header(name) }
     func requestQuery(_ name: String) -> String? { query(name) }
-    var upgradeAccepted: Bool? { accepted }
+    /// An accepted upgrade whose connection ended with no close frame read either way: abnormal closure (1006).
+    func ended(readCount: (String) -> Int) -> [ProtocolEvent] {
+        guard accepted == true, readCount("closeCodes") == 0 else { return [] }
+        return [.counted("abnormalClosures"), .coded("closeCodes", code: "1006")]
+    }
 }
 
 extension ProtocolSpec.Framing {

@@ -10,8 +10,6 @@ final class WebSocketSession {
     private(set) var accepted: Bool?
     /// The negotiated permessage-deflate, when the server accepted it.
     private(set) var deflate: PerMessageDeflate?
-    /// Close frames seen on the connection's legs (as read from a producer).
-    var closeFrames = 0
 
     /// Records the client's request (the first leg to read it wins; the others saw the same bytes).
     func requested(target: String, headers: [(name: String, value: String)]) {

@@ -33,7 +33,7 @@ struct GRPCDecoderTests {
         let session = GRPCSession(auditedMethods: nil)
         let seen = GRPCLegProbe(session, .upstream).feed(head + frames, chunk: chunk)
         #expect(seen == [
-            .event(.callStarted),
+            .event(.counted("calls")),
             .message(stream: 1, bytes: m1, end: ends[1]), .message(stream: 1, bytes: m2, end: ends[1]),
             .message(stream: 1, bytes: m3, end: ends[4]), .message(stream: 1, bytes: [], end: ends[4]),
         ])
@@ -49,7 +49,7 @@ struct GRPCDecoderTests {
         let session = GRPCSession(auditedMethods: nil)
         let request = Frames.preface + Frames.settings()
             + Frames.frame(1, flags: 4, stream: 1, client.block(Frames.request(path: "/p.S/M", session: "a")))
-        #expect(GRPCLegProbe(session, .upstream).feed(request) == [.event(.callStarted)])
+        #expect(GRPCLegProbe(session, .upstream).feed(request) == [.event(.counted("calls"))])
         let big = [UInt8](repeating: 7, count: 5000)
         let headers: [UInt8] = Frames.frame(1, flags: 4, stream: 1,
                                             server.block([(":status", "200"), ("content-type", "application/grpc")]))
@@ -67,8 +67,8 @@ struct GRPCDecoderTests {
             .event(.unreadable(reason: "a message compressed with grpc-encoding 'identity', which the audit cannot inflate (gzip and deflate only)")),
             .event(.oversized(bytes: 5000, end: dataEnd)),
             .event(.keepalive(ack: true, opaque: 3)),
-            .event(.grpcStatus(code: 4)),
-            .event(.goaway(lastStream: 1, code: 0)),
+            .event(.coded("grpcStatuses", code: "DEADLINE_EXCEEDED")),
+            .event(.coded("goaways", code: "NO_ERROR", proxyMayWrite: true)),
         ])
     }
 
@@ -100,13 +100,13 @@ struct GRPCDecoderTests {
         let half = wire.count / 2
         let leg = GRPCLegProbe(GRPCSession(auditedMethods: nil), .upstream)
         let start = Frames.preface + Frames.settings() + Self.call(&encoder) + Frames.data(stream: 1, Array(wire[..<half]))
-        #expect(leg.feed(start) == [.event(.callStarted)])
+        #expect(leg.feed(start) == [.event(.counted("calls"))])
         // The client cancels (CANCEL = 8); a whole message, already in flight, arrives after the reset.
         let reset = Frames.frame(3, stream: 1, Frames.word(8))
         let late = Frames.data(stream: 1, Frames.grpc([5, 5]), endStream: true)
         let next = Self.call(&encoder, stream: 3) + Frames.data(stream: 3, Frames.grpc([7, 7, 7]), endStream: true)
         #expect(leg.feed(reset + late + next) == [
-            .event(.streamReset(code: 8)), .event(.callStarted),
+            .event(.coded("streamResets", code: "CANCEL")), .event(.counted("calls")),
             .message(stream: 3, bytes: [7, 7, 7], end: Int64(start.count + reset.count + late.count + next.count)),
         ])
         #expect(HTTP2ErrorCode.name(8) == "CANCEL")
