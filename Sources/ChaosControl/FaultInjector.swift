@@ -18,6 +18,7 @@ public final class FaultInjector: Sendable {
     }
 
     private let timeline: Timeline
+    private let skippingBefore: Int64
     private let number: Int
     private let proxies: [any FaultTarget]
     private let clock: any FaultClock
@@ -28,11 +29,13 @@ public final class FaultInjector: Sendable {
 
     /// An injector for `timeline` over `proxies`; `onApplied` is told of each occurrence as it begins.
     /// `number` tells its shaping apart from other injectors' on the same proxies (0: the run's own
-    /// timeline; a control-API fault: its id).
-    public init(timeline: Timeline, number: Int = 0, proxies: [any FaultTarget], clock: any FaultClock, sink: (any TrafficEventSink)?,
-                logger: Logger = Logger(label: "chaos.faults"),
+    /// timeline; a control-API fault: its id). `skippingBefore`: the clock's time when the timeline is handed over
+    /// late (a control-API fault, whose times count from the proxy's start): occurrences over by then are skipped.
+    public init(timeline: Timeline, skippingBefore: Int64 = 0, number: Int = 0, proxies: [any FaultTarget], clock: any FaultClock,
+                sink: (any TrafficEventSink)?, logger: Logger = Logger(label: "chaos.faults"),
                 onApplied: (@Sendable (FaultOccurrence, Applied) -> Void)? = nil) {
         self.timeline = timeline
+        self.skippingBefore = skippingBefore
         self.number = number
         self.proxies = proxies
         self.clock = clock
@@ -77,7 +80,7 @@ public final class FaultInjector: Sendable {
     /// Applies the timeline until its end (or until cancelled, which lifts active faults). The timeline is
     /// drawn as time reaches it: memory is the active occurrences, whatever the run's length.
     public func run() async {
-        var upcoming = timeline.makeIterator()
+        var upcoming = timeline.lazy.filter { [skippingBefore] in $0.end.nanoseconds >= skippingBefore }.makeIterator()
         var nextStart = upcoming.next()
         var ends = MinHeap<PendingEnd>()
         var active: [Int: FaultOccurrence] = [:]

@@ -37,7 +37,7 @@ struct ControlAPITests {
             #expect(reason.contains("not a duration"))
             #expect(try request(apiPort, "DELETE", "/faults/7").0 == 404)
             // A fault that is over (an instant disconnect) is no longer listed as active.
-            #expect(try request(apiPort, "POST", "/faults", body: #"{"disconnect": {"at": "0s", "mode": "reset"}}"#).0 == 201)
+            #expect(try request(apiPort, "POST", "/faults", body: #"{"disconnect": {"mode": "reset"}}"#).0 == 201)
             var listed = ""
             for _ in 0..<100 {
                 listed = try request(apiPort, "GET", "/faults").1
@@ -74,6 +74,27 @@ struct ControlAPITests {
             #expect(try apiRequest(apiPort, "DELETE", "/faults").0 == 200)
             #expect(try apiRequest(apiPort, "GET", "/faults").1.contains(#""faults":[]"#))
             client.close(); server.close()
+        }
+    }
+
+    @Test("'at' and 'every' count from the proxy's start, as a scenario's do: what is over is 400 or skipped, what began lasts its rest")
+    func timesCountFromTheProxysStart() async throws {
+        try await withControlAPI { harness, apiPort in
+            // Let the proxy be up a while, so the request is well past its start.
+            usleep(1_600_000)
+            let (over, reason) = try apiRequest(apiPort, "POST", "/faults", body: #"{"disconnect": {"at": "1s"}}"#)
+            #expect(over == 400, "\(reason)")
+            #expect(reason.contains("'at' counts from the proxy's start"), "\(reason)")
+            // Began at the proxy's start and lasts an hour: on now, its timeline line says when it began.
+            let (began, lines) = try apiRequest(apiPort, "POST", "/faults", body: #"{"latency": {"at": "0s", "for": "1h", "add": "1ms"}}"#)
+            #expect(began == 201, "\(lines)")
+            #expect(lines.contains(#""timeline":["00:00:00.000  latency"#), "\(lines)")
+            #expect(try apiRequest(apiPort, "GET", "/faults").1.contains("latency"))
+            // Every second from the proxy's start: the occurrences already over are skipped, the first listed is to come.
+            let (every, drawn) = try apiRequest(apiPort, "POST", "/faults", body: #"{"disconnect": {"every": "1s", "mode": "reset"}}"#)
+            #expect(every == 201, "\(drawn)")
+            #expect(!drawn.contains(#""00:00:00.000"#) && !drawn.contains(#""00:00:01.000"#), "\(drawn)")
+            #expect(try apiRequest(apiPort, "DELETE", "/faults").0 == 200)
         }
     }
 }

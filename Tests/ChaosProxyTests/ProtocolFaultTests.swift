@@ -131,7 +131,7 @@ struct ProtocolFaultTests {
             try server.sendAll(Self.upgradeResponse)
             _ = client.receive(exactly: Self.upgradeResponse.count)
             let (status, body) = try ControlAPITests().request(apiPort, "POST", "/faults",
-                                                               body: #"{"ws-close": {"at": "0s", "code": 1001, "grace": "200ms"}}"#)
+                                                               body: #"{"ws-close": {"code": 1001, "grace": "200ms"}}"#)
             #expect(status == 201, "\(body)")
             let (rest, end) = client.receiveUntilEnd()
             #expect(rest == WebSocketProtocol.closeFrame(code: 1001, masked: false))

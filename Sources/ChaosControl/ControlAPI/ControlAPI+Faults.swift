@@ -40,15 +40,18 @@ extension ControlAPI {
     }
 
     /// Draws a fault the way a scenario's are drawn (the same parser, rules and timeline), from the API's
-    /// seed forked by the fault's id; its shaping is keyed by that id, apart from the run's own. Its marks
-    /// go to the run's event stream at the run's time, as a scheduled fault's do.
+    /// seed forked by the fault's id; its shaping is keyed by that id, apart from the run's own. Its times count
+    /// from the proxy's start, as a scenario's do: what ended before the request is skipped, what began before it
+    /// and lasts past it applies for the rest. Its marks go to the run's event stream at the run's time.
     func addFault(_ body: String) async -> APIResponse {
         let proxies = state.withLock { $0.servers }
         let specs = proxies.map(\.spec)
+        let now = factory.clock.now()
         let rule: FaultRule
         do {
-            // An instant fault with neither 'at' nor 'every' happens now (as a toxic does); 'at' counts from the request.
-            rule = try FaultRule.parse(body, proxies: specs, duration: Self.forever, source: "request body", instantAt: .zero)
+            // An instant fault with neither 'at' nor 'every' happens now (as a toxic does).
+            rule = try FaultRule.parse(body, proxies: specs, duration: Self.forever, source: "request body",
+                                       instantAt: .nanoseconds(now))
             try rule.checkInvariants(source: "request body", proxies: Set(specs.map(\.name)))
             try rule.checkBegins(within: Self.forever, source: "request body")
         } catch let error as ChaosError {
@@ -59,10 +62,15 @@ extension ControlAPI {
         let id = state.withLock { $0.nextID() }
         var generator = SeededGenerator(seed: seed).fork("api", UInt64(id))
         let timeline = Timeline(rules: [rule], seed: generator.next(), duration: Self.forever)
-        let lines = timeline.lines(first: 20)
-        let startsNow = timeline.prefix(1).contains { $0.at == .zero }
-        let clock = ShiftedClock(base: factory.clock, origin: factory.clock.now())
-        let injector = FaultInjector(timeline: timeline, number: id, proxies: proxies, clock: clock, sink: factory.sink)
+        let upcoming = timeline.lazy.filter { $0.end.nanoseconds >= now }
+        guard let first = upcoming.first(where: { _ in true }) else {
+            return .error("request body: the fault is over before it could begin: 'at' counts from the proxy's start, "
+                + "\(ChaosDuration.nanoseconds(now)) ago (leave 'at' out for now)", status: .badRequest)
+        }
+        let lines = upcoming.prefix(20).map(Timeline.line)
+        let startsNow = first.at.nanoseconds <= now
+        let injector = FaultInjector(timeline: timeline, skippingBefore: now, number: id, proxies: proxies, clock: factory.clock,
+                                     sink: factory.sink)
         // Made under the lock, so that a fault that is over at once (a disconnect) is kept before it is let go:
         // a fault whose timeline has ended is no longer active (GET /faults, /metrics).
         state.withLock { state in
@@ -77,18 +85,5 @@ extension ControlAPI {
             try? await Task.sleep(nanoseconds: 5_000_000)
         }
         return .json(FaultCreated(id: id, timeline: lines), status: .created)
-    }
-}
-
-/// The run's clock for a timeline that starts at `origin`: it sleeps until `origin + t`, and reads the
-/// run's time, so that the marks it records sit where they happened in the run.
-struct ShiftedClock: FaultClock {
-    let base: RunClock
-    let origin: Int64
-
-    func now() -> Int64 { base.now() }
-
-    func sleep(until time: Int64) async throws {
-        try await base.sleep(until: origin.saturatingAdding(time))
     }
 }
