@@ -39,7 +39,8 @@ demo: build
 # own after the rest: each drives a whole run and a tcpdump, and the two cores are enough for one at a time.
 # The Toxiproxy client checks (one chaos process each, a bandwidth measured as a ratio) run with them.
 # Nothing here asserts a wall-clock tolerance: timing is tested in virtual time, and measured by `make bench`.
-HEAVY_SUITES := CaptureAuditTests|LoopbackCaptureTests|DeliveredMeansAcknowledgedTests|WebSocketPairTests|SSEPairTests|ToxiproxyClientTests|ShippedWebSocketScenarioTests
+# Every protocol's third-party pair suite (`<Protocol>PairTests`) but gRPC's is one of them, whatever the protocol.
+HEAVY_SUITES := CaptureAuditTests|LoopbackCaptureTests|DeliveredMeansAcknowledgedTests|\.(?!GRPC)\w*PairTests|ToxiproxyClientTests|ShippedWebSocketScenarioTests
 # The gRPC pairs (Python grpcio, then the grpc-swift reference pair) last, one at a time: their consumers are the
 # slowest, and the comparison with their logs wants the machine to themselves.
 GRPC_SUITES := GRPCPairTests|ShippedGRPCScenarioTests
@@ -57,7 +58,8 @@ test: deps
 # New inputs that widen coverage land in Fuzz/corpus/<target>/; a crash leaves crash-* files here: add each to
 # Fuzz/corpus/<target>/ (make test replays them all) once fixed.
 FUZZ_SECONDS ?= 600
-FUZZ_TARGETS := scenario lines length-prefixed websocket grpc sse pcap api
+# One target per corpus folder (chaos-fuzz names them: the scenario, each protocol plug-in's, pcap, api).
+FUZZ_TARGETS ?= $(notdir $(wildcard Fuzz/corpus/*))
 fuzz: deps
 	$(SWIFT) build --product chaos-fuzz --scratch-path .build-fuzz \
 	  -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING -Xswiftc -use-ld=lld
