@@ -32,6 +32,10 @@ let package = Package(
         .package(url: "https://github.com/grpc/grpc-swift-2.git", from: "2.4.3"),
         .package(url: "https://github.com/grpc/grpc-swift-nio-transport.git", from: "2.9.2"),
         .package(url: "https://github.com/grpc/grpc-swift-protobuf.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
     ],
     targets: [
         .target(
@@ -47,8 +51,16 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .target(
+            name: "ChaosTLS",
+            dependencies: ["ChaosCore", .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "NIOTLS", package: "swift-nio"),
+                           .product(name: "X509", package: "swift-certificates"),
+                           .product(name: "Crypto", package: "swift-crypto"),
+                           .product(name: "SwiftASN1", package: "swift-asn1")] + nio,
+            swiftSettings: strictSettings
+        ),
+        .target(
             name: "ChaosProxy",
-            dependencies: ["ChaosCore", "ChaosProtocols", "CChaosEpoll", .product(name: "Logging", package: "swift-log"),
+            dependencies: ["ChaosCore", "ChaosProtocols", "ChaosTLS", "CChaosEpoll", .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "Logging", package: "swift-log"),
                            .product(name: "NIOHTTP1", package: "swift-nio")] + nio,
             swiftSettings: strictSettings
         ),
@@ -96,7 +108,7 @@ let package = Package(
         ),
         .target(
             name: "ChaosRunner",
-            dependencies: ["ChaosCore", "ChaosProtocols", "ChaosProxy", "ChaosControl", "ChaosAudit", "ChaosReport", "ChaosCapture",
+            dependencies: ["ChaosCore", "ChaosProtocols", "ChaosTLS", "ChaosProxy", "ChaosControl", "ChaosAudit", "ChaosReport", "ChaosCapture",
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                            .product(name: "UnixSignals", package: "swift-service-lifecycle")] + nio,
@@ -105,7 +117,7 @@ let package = Package(
         .executableTarget(
             name: "chaos",
             dependencies: ["ChaosCore", "ChaosProxy", "ChaosControl", "ChaosRunner", "ChaosDemo", "ChaosAudit", "ChaosReport",
-                           "ChaosCapture", "ChaosProtocols",
+                           "ChaosCapture", "ChaosProtocols", "ChaosTLS",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log")] + nio,
             swiftSettings: strictSettings
@@ -143,6 +155,13 @@ let package = Package(
         .testTarget(
             name: "ChaosProxyTests",
             dependencies: ["ChaosCore", "ChaosProxy", "ChaosControl", "ChaosProtocols",
+                           .product(name: "NIOEmbedded", package: "swift-nio")] + nio,
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "ChaosTLSTests",
+            dependencies: ["ChaosCore", "ChaosTLS", .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "NIOTLS", package: "swift-nio"),
+                           .product(name: "X509", package: "swift-certificates"),
                            .product(name: "NIOEmbedded", package: "swift-nio")] + nio,
             swiftSettings: strictSettings
         ),

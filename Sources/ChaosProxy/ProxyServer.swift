@@ -1,5 +1,6 @@
 public import ChaosCore
 import ChaosProtocols
+import ChaosTLS
 public import Logging
 public import NIOCore
 import NIOPosix
@@ -41,6 +42,8 @@ public final class ProxyServer: Sendable {
         public var frames: FrameProtocol?
         /// How long an upstream has to answer before its client is reset (both relays).
         public var connectTimeout = RelayStateMachine.connectTimeout
+        /// Where the NSS key log lines of TLS proxies' connections go, both legs (`keys.log`); nil: nowhere.
+        public var keyLog: (@Sendable (ByteBuffer) -> Void)?
         /// Creates default options.
         public init() {}
     }
@@ -63,6 +66,8 @@ public final class ProxyServer: Sendable {
         var shaping: [ShapingKey: ShapingOnAll] = [:]
         var baseline: LinkProfile?
         var stopped = false
+        /// The TLS of a proxy with a `tls:` block, made when it starts.
+        var tls: TLSInterceptor?
     }
 
     /// A proxy for `spec`; events go to `sink`, times come from `clock`, connection numbers from `ids`.
@@ -92,6 +97,10 @@ public final class ProxyServer: Sendable {
         } catch {
             throw ChaosError(.badInput, "proxy '\(spec.name)': cannot resolve listen address \(spec.listen)")
         }
+        if let tls = spec.tls {
+            let interceptor = try TLSInterceptor(spec: tls, upstreamHost: spec.upstream.host, keyLog: options.keyLog)
+            state.withLock { $0.tls = interceptor }
+        }
         let listener = try await bind(address)
         state.withLock {
             $0.listener = listener
@@ -102,7 +111,7 @@ public final class ProxyServer: Sendable {
     func rebind(_ address: SocketAddress) async throws -> Listener { try await bind(address) }
 
     private func bind(_ address: SocketAddress) async throws -> Listener {
-        if let loops = options.epollRelay {
+        if let loops = options.epollRelay, spec.tls == nil { // TLS lives in the NIO relay
             do {
                 let route = epollRoute
                 return .epollRelay(try await EpollRelayListener(address: address, backlog: options.backlog, group: loops,
@@ -120,7 +129,10 @@ public final class ProxyServer: Sendable {
                 .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
                 .childChannelOption(ChannelOptions.tcpOption(.tcp_nodelay), value: 1)
                 .childChannelInitializer { [self] child in
-                    child.eventLoop.makeCompletedFuture { self.accept(child, id: ids.next()) }
+                    child.eventLoop.makeCompletedFuture {
+                        if let tls = state.withLock({ $0.tls }) { self.acceptTLS(child, id: ids.next(), tls: tls) }
+                        else { self.accept(child, id: ids.next()) }
+                    }
                 }
                 .bind(to: address)
                 .get())
@@ -170,7 +182,7 @@ public final class ProxyServer: Sendable {
 
     /// Handlers go on both legs at once, before any byte can arrive, so nothing a fast client
     /// sends (data, FIN, RST) before the upstream answers is lost.
-    private func addLegHandlers(_ channel: any Channel, side: Side, generator: SeededGenerator) throws {
+    func addLegHandlers(_ channel: any Channel, side: Side, generator: SeededGenerator) throws {
         let shaper = ShapingHandler(highWater: options.maxHeldBytes, generator: generator.fork(side.rawValue))
         try channel.pipeline.syncOperations.addHandlers([shaper, RelayHandler(side: side, busyPoller: options.busyPolling?.poller(for: channel.eventLoop))])
     }
@@ -200,20 +212,22 @@ public final class ProxyServer: Sendable {
         connecting.whenComplete { [self] result in
             switch result {
             case .success(let server): _ = wire(id: id, client: client, server: server)
-            case .failure(let error):
-                // The same rule as the epoll relay's: no upstream (or none in time) resets the client.
-                var machine = RelayStateMachine()
-                for action in machine.connectFailed() {
-                    switch action {
-                    case .recordUpstreamFailure:
-                        counters.upstreamFailed()
-                        sink?.record(TrafficEvent(time: clock.now(), connection: 0,
-                                                  kind: .refused(proxy: spec.name, reason: "upstream \(upstream): \(error)")))
-                        logger.debug("upstream unreachable", metadata: ["proxy.name": "\(spec.name)", "error": "\(error)"])
-                    case .reset(.client): client.closeWithReset()
-                    default: break // no server channel, nothing wired to forget
-                    }
-                }
+            case .failure(let error): upstreamFailed(client: client, reason: "upstream \(upstream): \(error)")
+            }
+        }
+    }
+
+    /// The same rule as the epoll relay's: no upstream (or none in time, or its TLS failed) resets the client.
+    func upstreamFailed(client: any Channel, reason: String) {
+        var machine = RelayStateMachine()
+        for action in machine.connectFailed() {
+            switch action {
+            case .recordUpstreamFailure:
+                counters.upstreamFailed()
+                sink?.record(TrafficEvent(time: clock.now(), connection: 0, kind: .refused(proxy: spec.name, reason: reason)))
+                logger.debug("upstream unreachable", metadata: ["proxy.name": "\(spec.name)", "error": "\(reason)"])
+            case .reset(.client): client.closeWithReset()
+            default: break // no server channel, nothing wired to forget
             }
         }
     }
@@ -247,6 +261,9 @@ public final class ProxyServer: Sendable {
                 return (state.baseline, state.shaping, state.stopped)
             }
             guard !stopped else { throw ChannelError.ioOnClosedChannel }
+            for (side, channel) in [(Side.client, client), (.server, server)] {
+                connection.recordMaps[side.slot] = try? channel.pipeline.syncOperations.handler(type: TLSWireMeter.self).map
+            }
             if let frames = options.frames, adopted == nil, let plugin = ProtocolRegistry.plugin(following: frames) {
                 connection.protocolFrames = ProtocolFrames(plugin: plugin)
             }

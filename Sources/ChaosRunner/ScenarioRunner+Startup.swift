@@ -35,8 +35,9 @@ extension ScenarioRunner {
 
 
     /// The factory of the run's proxies (the scenario's, and the control API's).
-    func proxyFactory(loops: RelayLoops, clock: RunClock, sink: RunSink?) -> ProxyFactory {
+    func proxyFactory(loops: RelayLoops, clock: RunClock, sink: RunSink?, keyLog: KeyLogFile? = nil) -> ProxyFactory {
         var options = ProxyServer.Options()
+        if let keyLog { options.keyLog = { @Sendable line in keyLog.append(line) } }
         options.busyPolling = loops.busyPolling
         options.epollRelay = loops.epollRelay
         options.frames = configuration.frames ?? configuration.scenario.frameProtocol

@@ -109,7 +109,9 @@ public final class ScenarioRunner: Sendable {
         let eventSink = folder != nil || capture != nil || scenario.protocolSpec != nil ? sink : nil
         let loops = try await RelayLoops.start(busyPoll: configuration.busyPoll, epollRelay: configuration.epollRelay)
         let clock = RunClock()
-        let factory = proxyFactory(loops: loops, clock: clock, sink: eventSink)
+        let keyLog = try folder.flatMap { folder in try scenario.proxies.contains { $0.tls != nil } ? KeyLogFile(folder: folder.url) : nil }
+        defer { keyLog?.close() }
+        let factory = proxyFactory(loops: loops, clock: clock, sink: eventSink, keyLog: keyLog)
         let proxies: [ProxyServer]
         do {
             proxies = try await startProxies(factory: factory)

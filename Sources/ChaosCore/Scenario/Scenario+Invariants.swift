@@ -27,6 +27,7 @@ extension Scenario {
             guard proxy.upstream != proxy.listen else {
                 throw bad("proxies[\(index)].upstream \(proxy.upstream) is the proxy's own listen address")
             }
+            try proxy.tls?.checkInvariants("proxies[\(index)].tls", bad)
             guard proxy.listen.port == 0 || listens.insert(proxy.listen).inserted else {
                 throw bad("proxies[\(index)].listen \(proxy.listen) is already used by another proxy")
             }

@@ -103,7 +103,7 @@ struct ScenarioReader {
         var result: [ProxySpec] = []
         var listens: [HostPort: YAMLValue] = [:]
         for item in items {
-            let map = try item.mapping("a proxy", allowed: ["name", "listen", "upstream"])
+            let map = try item.mapping("a proxy", allowed: ["name", "listen", "upstream", "tls"])
             let nameValue = try map.required("name")
             let name = try nameValue.string("proxy name")
             if result.contains(where: { $0.name == name }) { throw nameValue.error("duplicate proxy name '\(name)'") }
@@ -117,7 +117,8 @@ struct ScenarioReader {
             let upstream = try hostPort(upstreamValue, what: "upstream")
             guard upstream.port != 0 else { throw upstreamValue.error("upstream needs a real port, not 0") }
             if upstream == listen { throw upstreamValue.error("upstream \(upstream) is the proxy's own listen address") }
-            result.append(ProxySpec(name: name, listen: listen, upstream: upstream))
+            let tls = try map["tls"].map { try self.tls($0, "proxies[\(result.count)].tls") }
+            result.append(ProxySpec(name: name, listen: listen, upstream: upstream, tls: tls))
         }
         return result
     }

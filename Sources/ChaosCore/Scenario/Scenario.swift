@@ -64,12 +64,15 @@ public struct ProxySpec: Sendable, Codable, Equatable {
     public var listen: HostPort
     /// Where the proxy connects for each client.
     public var upstream: HostPort
+    /// TLS on both legs (`tls:`): terminated from the client with chaos's CA, opened again to the upstream; nil: cleartext.
+    public var tls: TLSSpec?
 
     /// Creates a proxy spec.
-    public init(name: String, listen: HostPort, upstream: HostPort) {
+    public init(name: String, listen: HostPort, upstream: HostPort, tls: TLSSpec? = nil) {
         self.name = name
         self.listen = listen
         self.upstream = upstream
+        self.tls = tls
     }
 }
 

@@ -25,8 +25,9 @@ extension ProxiedConnection {
         guard trafficSink != nil, acknowledgements[side.slot].isOutstanding,
               let kernel = legs[side]!.channel.kernelAcknowledgements() else { return }
         let notSent = beforeReset && !kernel.over ? kernel.notSent : nil
-        if let offset = acknowledgements[side.slot].update(kernelBytesAcked: kernel.bytesAcked, notSentBeforeReset: notSent) {
-            trafficSink?.record(TrafficEvent(time: clock.now(), connection: id, kind: .acknowledged(side, upTo: offset)))
+        if let offset = acknowledgements[side.slot].update(kernelBytesAcked: kernel.bytesAcked, notSentBeforeReset: notSent),
+           let delivered = recordMaps[side.slot].map({ $0.newlyCovered(by: offset) }) ?? offset {
+            trafficSink?.record(TrafficEvent(time: clock.now(), connection: id, kind: .acknowledged(side, upTo: delivered)))
         }
         if !kernel.over, acknowledgements[side.slot].isOutstanding { scheduleAcknowledgementPoll(side) }
     }

@@ -1,4 +1,5 @@
 import CChaosEpoll
+import Foundation
 import Glibc
 import NIOCore
 

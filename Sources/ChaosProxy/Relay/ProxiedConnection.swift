@@ -36,6 +36,9 @@ final class ProxiedConnection: @unchecked Sendable {
     var protocolFrames: ProtocolFrames?
     /// The timers of faults that act after a time (timeout, reset_peer), by key (see `ProxiedConnection+Faults.swift`).
     var faultTimers: [ShapingKey: Scheduled<Void>] = [:]
+    /// Per leg (by ``Side/slot``), for a TLS leg: where its plaintext bytes went on the wire, so that an acknowledged
+    /// wire offset says which plaintext was delivered.
+    var recordMaps: [TLSRecordMap?] = [nil, nil]
 
     /// One leg: its channel, relay and the shaper of bytes written to it.
     struct Leg {
@@ -90,9 +93,15 @@ final class ProxiedConnection: @unchecked Sendable {
         if let sink = trafficSink {
             let id = self.id, clock = self.clock
             for side in Side.allCases {
+                let map = recordMaps[side.slot]
                 legs[side]!.shaper.onDelivered = { [weak self] buffer in
                     sink.record(TrafficEvent(time: clock.now(), connection: id, kind: .written(side, Array(buffer.readableBytesView))))
-                    self?.wrote(buffer.readableBytes, to: side)
+                    if map == nil { self?.wrote(buffer.readableBytes, to: side) }
+                }
+                // A TLS leg's tracker counts wire bytes, from the handshake on.
+                if let map {
+                    acknowledgements[side.slot].wrote(Int(map.wire))
+                    map.onWire = { [weak self] count in self?.wrote(count, to: side) }
                 }
             }
         }

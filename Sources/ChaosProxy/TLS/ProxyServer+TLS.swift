@@ -1,0 +1,86 @@
+import ChaosCore
+import ChaosTLS
+import NIOCore
+import NIOPosix
+import NIOSSL
+
+/// A proxy with a `tls:` block (PRODUCT.md section 9): the client's ClientHello is read first (its SNI and ALPN
+/// offer), the upstream is dialled and its TLS handshake done offering the same protocols, then the client is
+/// answered with a leaf for its SNI signed by chaos's CA and the protocol the upstream chose. Each leg's pipeline is
+/// then socket ← wire meter ← TLS ← plaintext meter ← shaper ← relay: faults, shaping and the audit see plaintext,
+/// and delivery waits for the TCP acknowledgement of the record that carried a byte (``TLSRecordMap``).
+extension ProxyServer {
+    func acceptTLS(_ client: any Channel, id: ConnectionID, tls: TLSInterceptor) {
+        let generator = seed.fork("connection", id)
+        let loop = client.eventLoop
+        let deadline = loop.scheduleTask(in: .nanoseconds(options.connectTimeout.nanoseconds)) { [self] in
+            upstreamFailed(client: client, reason: "TLS: no ClientHello from \(client.remoteAddress?.hostPort ?? "?") in \(options.connectTimeout)")
+        }
+        let reader = ClientHelloReader { [self] result in
+            switch result {
+            case .success(let hello): dialTLS(client, hello: hello, id: id, tls: tls, generator: generator, deadline: deadline)
+            case .failure(let error):
+                deadline.cancel()
+                upstreamFailed(client: client, reason: "TLS from \(client.remoteAddress?.hostPort ?? "?"): \(error)")
+            }
+        }
+        do {
+            try addLegHandlers(client, side: .client, generator: generator)
+            try client.pipeline.syncOperations.addHandler(reader, position: .first)
+        } catch {
+            deadline.cancel()
+            client.closeWithReset()
+        }
+    }
+
+    /// Dials the upstream for a client whose ClientHello is `hello`, then answers the client.
+    private func dialTLS(_ client: any Channel, hello: ClientHello, id: ConnectionID, tls: TLSInterceptor,
+                         generator: SeededGenerator, deadline: Scheduled<Void>) {
+        let loop = client.eventLoop
+        let offer = tls.upstreamOffer(for: hello)
+        let handshake = loop.makePromise(of: String?.self)
+        let upstream = spec.upstream
+        let bootstrap = relayBootstrap(loop)
+            .connectTimeout(.nanoseconds(options.connectTimeout.nanoseconds))
+            .channelInitializer { [self] server in
+                server.eventLoop.makeCompletedFuture {
+                    try addLegHandlers(server, side: .server, generator: generator)
+                    guard let context = try tls.clientContext(offering: offer) else { return handshake.succeed(nil) }
+                    let handler = try NIOSSLClientHandler(context: context, serverHostname: tls.upstreamServerName(for: hello))
+                    try Self.addTLSHandlers(handler, to: server, watcher: HandshakeWatcher(done: handshake))
+                }
+            }
+        let connecting = upstreamAddress.map { bootstrap.connect(to: $0) } ?? bootstrap.connect(host: upstream.host, port: upstream.port)
+        connecting.whenFailure { handshake.fail($0) }
+        connecting.and(handshake.futureResult).whenComplete { [self] result in
+            deadline.cancel()
+            switch result {
+            case .success(let (server, negotiated)):
+                do {
+                    let answer = tls.clientAnswer(for: hello, negotiated: negotiated)
+                    let context = try tls.serverContext(name: tls.serverName(for: hello), protocols: answer)
+                    try Self.addTLSHandlers(NIOSSLServerHandler(context: context), to: client, watcher: nil)
+                    try client.pipeline.syncOperations.removeHandler(client.pipeline.syncOperations.handler(type: ClientHelloReader.self))
+                        .whenComplete { _ in _ = self.wire(id: id, client: client, server: server) }
+                } catch {
+                    server.closeWithReset()
+                    upstreamFailed(client: client, reason: "TLS to the client \(hello.serverName ?? "(no SNI)"): \(error)")
+                }
+            case .failure(let error):
+                connecting.whenSuccess { $0.closeWithReset() }
+                upstreamFailed(client: client, reason: "upstream \(upstream) (TLS\(offer.isEmpty ? "" : ", ALPN \(offer.joined(separator: ","))")): \(error)")
+            }
+        }
+    }
+
+    /// Puts a leg's TLS handler in below its shaper, between the wire and plaintext meters of one record map.
+    private static func addTLSHandlers(_ handler: any ChannelHandler, to channel: any Channel, watcher: HandshakeWatcher?) throws {
+        let sync = channel.pipeline.syncOperations
+        let map = TLSRecordMap()
+        let shaper = try sync.handler(type: ShapingHandler.self)
+        try sync.addHandler(TLSWireMeter(map: map), position: .first)
+        try sync.addHandler(handler, position: .before(shaper))
+        if let watcher { try sync.addHandler(watcher, position: .before(shaper)) }
+        try sync.addHandler(TLSPlaintextMeter(map: map), position: .before(shaper))
+    }
+}

@@ -1,0 +1,102 @@
+import NIOCore
+import NIOTLS
+
+/// Delivered means acknowledged under TLS too: a leg's peer has taken a plaintext byte once its TCP acknowledged the
+/// end of the TLS record that carried it. The map keeps, at each flush of plaintext through the leg's TLS handler,
+/// how much plaintext had gone in and how many wire bytes had come out by then (the handler encrypts and writes
+/// everything flushed, synchronously, once its handshake is done); an acknowledged wire offset covers the plaintext
+/// of the last such point at or below it. Lives on the leg's event loop.
+final class TLSRecordMap {
+    /// Wire bytes written to the socket so far (records, handshake messages, alerts).
+    private(set) var wire: Int64 = 0
+    /// Plaintext bytes handed to the TLS handler so far.
+    private(set) var plaintext: Int64 = 0
+    /// Whether the handshake is over (before it, the TLS handler holds what it is given).
+    var handshakeDone = false
+    /// (plaintext end, wire end) pairs not yet covered by an acknowledgement, oldest first.
+    private var points: [(plaintext: Int64, wire: Int64)] = []
+    private var pointsStart = 0
+    /// Told of wire bytes as they are written (the leg's acknowledgement tracker counts wire bytes).
+    var onWire: ((Int) -> Void)?
+
+    func wroteWire(_ count: Int) {
+        wire += Int64(count)
+        onWire?(count)
+    }
+
+    func wrotePlaintext(_ count: Int) { plaintext += Int64(count) }
+
+    /// After a flush went through the TLS handler: everything handed to it is on the wire now.
+    func flushed() {
+        guard handshakeDone, plaintext > (points.last?.plaintext ?? 0) else { return }
+        points.append((plaintext, wire))
+    }
+
+    /// The plaintext offset last reported delivered.
+    private var reported: Int64 = 0
+
+    /// The plaintext offset `wireAcknowledged` wire bytes cover, when it moved past the last one reported.
+    func newlyCovered(by wireAcknowledged: Int64) -> Int64? {
+        let covered = plaintext(coveredBy: wireAcknowledged)
+        guard covered > reported else { return nil }
+        reported = covered
+        return covered
+    }
+
+    /// The plaintext offset covered by `wireAcknowledged` wire bytes.
+    func plaintext(coveredBy wireAcknowledged: Int64) -> Int64 {
+        var covered: Int64 = 0
+        while pointsStart < points.count, points[pointsStart].wire <= wireAcknowledged {
+            covered = points[pointsStart].plaintext
+            pointsStart += 1
+        }
+        if pointsStart > 0 { covered = max(covered, points[pointsStart - 1].plaintext) }
+        if pointsStart > 64, pointsStart * 2 > points.count {
+            points.removeFirst(pointsStart - 1)
+            pointsStart = 1
+        }
+        return covered
+    }
+}
+
+/// Below a leg's TLS handler: counts the wire bytes written.
+final class TLSWireMeter: ChannelOutboundHandler, RemovableChannelHandler {
+    typealias OutboundIn = ByteBuffer
+    let map: TLSRecordMap
+
+    init(map: TLSRecordMap) { self.map = map }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        map.wroteWire(unwrapOutboundIn(data).readableBytes)
+        context.write(data, promise: promise)
+    }
+}
+
+/// Above a leg's TLS handler: counts the plaintext handed to it and marks the map at each flush (and once the
+/// handshake is over, when the handler writes what it held).
+final class TLSPlaintextMeter: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundIn = ByteBuffer
+    let map: TLSRecordMap
+
+    init(map: TLSRecordMap) { self.map = map }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        map.wrotePlaintext(unwrapOutboundIn(data).readableBytes)
+        context.write(data, promise: promise)
+    }
+
+    func flush(context: ChannelHandlerContext) {
+        context.flush()
+        map.flushed()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case TLSUserEvent.handshakeCompleted = event {
+            map.handshakeDone = true
+            context.flush()
+            map.flushed()
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+}
