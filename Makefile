@@ -27,6 +27,7 @@ deps:
 	@python3 -c 'import google.protobuf' 2>/dev/null || python3 -m pip install -q protobuf
 	@python3 -c 'import toxiproxy' 2>/dev/null || python3 -m pip install -q toxiproxy-python
 	@python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install -q prometheus_client
+	@python3 -c 'import trustme' 2>/dev/null || python3 -m pip install -q trustme
 
 build: deps
 	$(SWIFT) build --product chaos

@@ -30,9 +30,9 @@ struct ChaosCLI {
 
     /// Runs `chaos arguments…` to completion (killed after `timeout` seconds), blocking this thread.
     static func runBlocking(_ arguments: [String], timeout: Double = 60, environment: [String: String]? = nil,
-                    signal: (after: Double, number: Int32)? = nil) throws -> Result {
+                    signal: (after: Double, number: Int32)? = nil, program: String? = nil) throws -> Result {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
+        process.executableURL = URL(fileURLWithPath: program ?? executable)
         process.arguments = arguments
         process.currentDirectoryURL = packageRoot
         if let environment { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }

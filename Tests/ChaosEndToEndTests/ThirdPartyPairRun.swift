@@ -9,7 +9,7 @@ enum ThirdPartyPairRun {
     /// Runs the scenario `text(listen, upstream)` on two free ports; returns the run folder, the scenario file and the
     /// exit status. With `capture`, the run also writes capture.pcap and a `tcpdump -i lo` of both legs goes to
     /// `lo.pcap` beside the run folder.
-    static func run(_ name: String, capture: Bool, scenario text: (Int, Int) -> String) async throws
+    static func run(_ name: String, capture: Bool, environment: [String: String]? = nil, scenario text: (Int, Int) -> String) async throws
         -> (folder: String, scenario: String, status: Int32) {
         let listen = ChaosCLI.freePort()
         var upstream = ChaosCLI.freePort()
@@ -19,7 +19,8 @@ enum ThirdPartyPairRun {
         try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
         let dump = capture ? try await LoopbackTcpdump.start(ports: [listen, upstream], file: "\(base)/lo.pcap") : nil
         defer { dump?.kill() }
-        let result = try await ChaosCLI.run(["run", file, "--out", "\(base)/run"] + (capture ? ["--capture"] : []), timeout: 90)
+        let result = try await ChaosCLI.run(["run", file, "--out", "\(base)/run"] + (capture ? ["--capture"] : []), timeout: 90,
+                                            environment: environment)
         try await dump?.stop()
         #expect(result.status != 2, "\(result.stdout)\n\(result.stderr)")
         return ("\(base)/run", file, result.status)

@@ -13,6 +13,10 @@ final class TLSRecordMap {
     private(set) var plaintext: Int64 = 0
     /// Whether the handshake is over (before it, the TLS handler holds what it is given).
     var handshakeDone = false
+    /// Whether the peer closed its side (close_notify, or a FIN). TLS stacks discard what arrives after they sent
+    /// close_notify (Python's and OpenSSL's shutdown read and drop it while their TCP acknowledges it), so plaintext
+    /// written after that is never covered: it is not delivered, as bytes a cleartext peer's closed socket resets.
+    var peerClosed = false
     /// (plaintext end, wire end) pairs not yet covered by an acknowledgement, oldest first.
     private var points: [(plaintext: Int64, wire: Int64)] = []
     private var pointsStart = 0
@@ -26,11 +30,15 @@ final class TLSRecordMap {
 
     func wrotePlaintext(_ count: Int) { plaintext += Int64(count) }
 
-    /// After a flush went through the TLS handler: everything handed to it is on the wire now.
-    func flushed() {
-        guard handshakeDone, plaintext > (points.last?.plaintext ?? 0) else { return }
+    /// After a flush went through the TLS handler: everything handed to it is on the wire now, if the handler wrote
+    /// since `wire` was `before` (a handler that is closing fails the writes instead: those bytes are never sent).
+    func flushed(wroteSince before: Int64) {
+        guard handshakeDone, !peerClosed, plaintext > (points.last?.plaintext ?? 0), wire > before else { return }
         points.append((plaintext, wire))
     }
+
+    /// The wire offset of the last point (0 before the first).
+    var lastPointWire: Int64 { points.last?.wire ?? 0 }
 
     /// The plaintext offset last reported delivered.
     private var reported: Int64 = 0
@@ -87,15 +95,24 @@ final class TLSPlaintextMeter: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func flush(context: ChannelHandlerContext) {
+        let before = map.wire
         context.flush()
-        map.flushed()
+        map.flushed(wroteSince: before)
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if case TLSUserEvent.handshakeCompleted = event {
-            map.handshakeDone = true
+        if case ChannelEvent.inputClosed = event {
+            // What was flushed before is on the wire (and may be acknowledged); nothing after is taken.
             context.flush()
-            map.flushed()
+            map.flushed(wroteSince: map.lastPointWire)
+            map.peerClosed = true
+        }
+        if case TLSUserEvent.handshakeCompleted = event {
+            // What the handler held for the handshake may have gone out just before this event.
+            map.handshakeDone = true
+            let before = map.lastPointWire
+            context.flush()
+            map.flushed(wroteSince: before)
         }
         context.fireUserInboundEventTriggered(event)
     }

@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import json
 import signal
+import ssl
 import sys
 import time
 
@@ -193,7 +194,7 @@ async def run_server(args):
         return Connection(args, log, connections, is_client=False, on_hello=hello)
 
     host, port = args.listen.rsplit(":", 1)
-    server = await asyncio.get_running_loop().create_server(factory, host, int(port))
+    server = await asyncio.get_running_loop().create_server(factory, host, int(port), ssl=server_tls(args))
     async with server:
         await stop_event().wait()
 
@@ -214,7 +215,7 @@ async def run_client(args):
         conn += 1
         try:
             _, connection = await loop.create_connection(
-                lambda: Connection(args, log, conn, True, welcome, producer, consumer), host, int(port))
+                lambda: Connection(args, log, conn, True, welcome, producer, consumer), host, int(port), ssl=client_tls(args), server_hostname=args.server_name if args.tls_ca else None)
         except OSError:
             await asyncio.sleep(0.2)
             continue
@@ -226,6 +227,22 @@ async def run_client(args):
         stopper.cancel()
         connection.close()
         await asyncio.sleep(0.2)
+
+
+def server_tls(args):
+    """The server's TLS context (its own certificate), or None for cleartext."""
+    if not args.tls_cert:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(args.tls_cert)
+    return context
+
+
+def client_tls(args):
+    """The client's TLS context (trusting --tls-ca: chaos's CA when it goes through chaos), or None."""
+    if not args.tls_ca:
+        return None
+    return ssl.create_default_context(cafile=args.tls_ca)
 
 
 _stop = None
@@ -253,6 +270,9 @@ def main():
     parser.add_argument("--timeout", type=float, default=2.5)
     parser.add_argument("--send-for", type=float, default=1e9)
     parser.add_argument("--drop-on-resume", type=int, default=0)
+    parser.add_argument("--tls-cert", help="server: speak TLS with this PEM (key and certificate chain)")
+    parser.add_argument("--tls-ca", help="client: speak TLS, trusting this CA file")
+    parser.add_argument("--server-name", default="localhost", help="client: the TLS server name (SNI) asked for")
     args = parser.parse_args()
     asyncio.run(run_server(args) if args.role == "server" else run_client(args))
 

@@ -1,0 +1,118 @@
+import Foundation
+import Testing
+
+/// Real third-party TLS peers through a proxy with `tls:` (PRODUCT.md section 9): Python's ssl module (OpenSSL) on
+/// both ends, the upstream with a certificate of its own CA (PyPI `trustme`, Tests/Fixtures/pairs/test_certs.py),
+/// the client trusting chaos's CA (made under a fresh `CHAOS_HOME`). Through a partition and disconnects the audit
+/// of the decrypted streams equals what the pair's consumers logged: the NDJSON pair (asyncio streams) correct and
+/// dropping on resume, and the WebSocket pair over wss (`websockets`, permessage-deflate). The run's keys.log lets
+/// tshark decrypt a `tcpdump -i lo` of both legs.
+@Suite("TLS pair: the audit of a TLS pair equals the pair's own logs", .serialized, .timeLimit(.minutes(3)))
+struct TLSPairTests {
+    static let lines = ChaosCLI.packageRoot.appendingPathComponent("Tests/Fixtures/pairs/resumable_pair.py").path
+    static let websocket = ChaosCLI.packageRoot.appendingPathComponent("Tests/Fixtures/pairs/resumable_ws_pair.py").path
+    static let certs = ChaosCLI.packageRoot.appendingPathComponent("Tests/Fixtures/pairs/test_certs.py").path
+
+    /// A fresh CHAOS_HOME and the upstream's certificates in one folder.
+    static func folder() throws -> String {
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("tls-pair-\(UUID().uuidString)").path
+        let made = try ChaosCLI.runBlocking(["python3", certs, base], timeout: 30, program: "/usr/bin/env")
+        #expect(made.status == 0, "\(made.stderr)")
+        return base
+    }
+
+    static func scenario(listen: Int, upstream: Int, pair: String, home: String, bug: String, websocket: Bool) -> String {
+        let common = "--send-for 11 --heartbeat 1 --timeout 2.5 \(bug)"
+        let server = "--tls-cert \(home)/server.pem", client = "--tls-ca \(home)/ca.pem --server-name localhost"
+        let protocolBlock = websocket ? """
+            framing: websocket
+            stream: header:x-stream
+            seq: seq
+            ack: ack
+            ignore: {type: [HELLO, WELCOME, ACK]}
+            downstream: {seq: n}
+          """ : """
+            framing: lines
+            seq: seq
+            stream: stream
+            ack: ack
+            ignore: {type: [PING, PONG, HELLO, WELCOME, ACK]}
+          """
+        return """
+        name: tls-pair
+        duration: 16s
+        seed: 7
+        proxies:
+          - name: stream
+            listen: "127.0.0.1:\(listen)"
+            upstream: "127.0.0.1:\(upstream)"
+            tls: {upstream: \(home)/upstream-ca.pem}
+        pair:
+          server:
+            run: python3 \(pair) server --listen 127.0.0.1:{upstream.port} --log {run_dir}/server.jsonl \(server) \(common)
+            ready: tcp 127.0.0.1:{upstream.port}
+            stop_grace: 1s
+          client:
+            run: python3 \(pair) client --connect 127.0.0.1:{listen.port} --stream c{index} --log {run_dir}/client-{index}.jsonl \(client) \(common)
+            count: 2
+            stop_grace: 1s
+        protocol:
+        \(protocolBlock)
+        faults:
+          - partition: {at: 2s, for: 4s, direction: both}
+          - disconnect: {at: 8s, mode: close}
+          - disconnect: {at: 12s, mode: reset}
+        expect:
+          lost: 0
+          duplicated: 0
+        """
+    }
+
+    static func run(pair: String, bug: String, websocket: Bool, capture: Bool = false)
+        async throws -> (folder: String, home: String, status: Int32) {
+        let home = try folder()
+        let run = try await ThirdPartyPairRun.run("tls-pair", capture: capture, environment: ["CHAOS_HOME": home]) {
+            scenario(listen: $0, upstream: $1, pair: pair, home: home, bug: bug, websocket: websocket)
+        }
+        return (run.folder, home, run.status)
+    }
+
+    @Test("an NDJSON pair over TLS passes with every count equal to its logs; keys.log holds both legs' secrets")
+    func linesPair() async throws {
+        let run = try await Self.run(pair: Self.lines, bug: "", websocket: false)
+        #expect(run.status == 0, "the run must pass (\(run.folder))")
+        let (lost, duplicated, _) = try ThirdPartyPairRun.compare(run.folder)
+        #expect(lost == 0 && duplicated == 0)
+        let keys = try String(contentsOfFile: "\(run.folder)/keys.log", encoding: .utf8)
+        // TLS 1.3 both ways: every connection's two legs each log their traffic secrets.
+        #expect(keys.components(separatedBy: "CLIENT_TRAFFIC_SECRET_0 ").count - 1 >= 4, "\(keys.prefix(400))")
+        let mode = try FileManager.default.attributesOfItem(atPath: "\(run.folder)/keys.log")[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+    }
+
+    @Test("an NDJSON pair over TLS that drops a message on resume fails, its losses equal to its logs")
+    func linesPairDroppingOnResume() async throws {
+        let run = try await Self.run(pair: Self.lines, bug: "--drop-on-resume 1", websocket: false)
+        #expect(run.status == 1, "the run must fail (\(run.folder))")
+        let (lost, _, _) = try ThirdPartyPairRun.compare(run.folder)
+        #expect(lost > 0)
+    }
+
+    @Test("a WebSocket pair over wss (ALPN http/1.1, deflate) passes with counts equal to its logs; tshark decrypts a tcpdump -i lo of it with keys.log")
+    func websocketPair() async throws {
+        let run = try await Self.run(pair: Self.websocket, bug: "", websocket: true, capture: true)
+        #expect(run.status == 0, "the run must pass (\(run.folder))")
+        let (lost, duplicated, json) = try ThirdPartyPairRun.compare(run.folder)
+        #expect(lost == 0 && duplicated == 0)
+        let events = json["protocol_events"] as? [String: Any] ?? [:]
+        #expect((events["upgrades"] as? Int ?? 0) >= 4, "\(events)")
+        let tcpdump = URL(fileURLWithPath: run.folder).deletingLastPathComponent().appendingPathComponent("lo.pcap").path
+        let shark = try ChaosCLI.runBlocking(["tshark", "-r", tcpdump, "-o", "tls.keylog_file:\(run.folder)/keys.log",
+                                              "-Y", "websocket", "-T", "fields", "-e", "tcp.dstport"], timeout: 60, program: "/usr/bin/env")
+        #expect(shark.status == 0, "\(shark.stderr)")
+        let ports = Set(shark.stdout.split(separator: "\n"))
+        // Frames decrypted on both legs: toward the proxy's port and toward the upstream's.
+        #expect(ports.count >= 2, "tshark saw WebSocket frames on \(ports.sorted()) only")
+        try? FileManager.default.removeItem(atPath: run.home)
+    }
+}
