@@ -111,10 +111,14 @@ public final class AuditEngine {
             activity.count(.opened, at: event.time)
             _ = state(of: event.connection)
             recovery.opened(at: event.time)
-        case .refused:
+        case .refused(_, let reason):
             connectionStats.refused += 1
             activity.count(.refused, at: event.time)
             recovery.refused(at: event.time)
+            if reason.hasPrefix(TLSSpec.refusalPrefix) {
+                protocolStats.tlsFailures += 1
+                record(.tls, nil, direction: .upstream, time: event.time, connection: 0, detail: String(reason.dropFirst(TLSSpec.refusalPrefix.count)))
+            }
         case .closed(let side, let how):
             closed(event.connection, side: side, how: how, time: event.time)
         case .faultStarted(let mark):

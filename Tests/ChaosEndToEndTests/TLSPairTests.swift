@@ -21,9 +21,10 @@ struct TLSPairTests {
         return base
     }
 
-    static func scenario(listen: Int, upstream: Int, pair: String, home: String, bug: String, websocket: Bool) -> String {
+    static func scenario(listen: Int, upstream: Int, pair: String, home: String, bug: String, websocket: Bool,
+                         clientTrusts: String = "ca.pem") -> String {
         let common = "--send-for 11 --heartbeat 1 --timeout 2.5 \(bug)"
-        let server = "--tls-cert \(home)/server.pem", client = "--tls-ca \(home)/ca.pem --server-name localhost"
+        let server = "--tls-cert \(home)/server.pem", client = "--tls-ca \(home)/\(clientTrusts) --server-name localhost"
         let protocolBlock = websocket ? """
             framing: websocket
             stream: header:x-stream
@@ -68,11 +69,11 @@ struct TLSPairTests {
         """
     }
 
-    static func run(pair: String, bug: String, websocket: Bool, capture: Bool = false)
+    static func run(pair: String, bug: String, websocket: Bool, capture: Bool = false, clientTrusts: String = "ca.pem")
         async throws -> (folder: String, home: String, status: Int32) {
         let home = try folder()
         let run = try await ThirdPartyPairRun.run("tls-pair", capture: capture, environment: ["CHAOS_HOME": home]) {
-            scenario(listen: $0, upstream: $1, pair: pair, home: home, bug: bug, websocket: websocket)
+            scenario(listen: $0, upstream: $1, pair: pair, home: home, bug: bug, websocket: websocket, clientTrusts: clientTrusts)
         }
         return (run.folder, home, run.status)
     }
@@ -113,6 +114,24 @@ struct TLSPairTests {
         let ports = Set(shark.stdout.split(separator: "\n"))
         // Frames decrypted on both legs: toward the proxy's port and toward the upstream's.
         #expect(ports.count >= 2, "tshark saw WebSocket frames on \(ports.sorted()) only")
+        try? FileManager.default.removeItem(atPath: run.home)
+    }
+
+    @Test("a client that does not trust chaos's CA: every refusal is a tls event with the hint, nothing is lost, the exit code is the expectations'")
+    func untrustingClient() async throws {
+        // The client trusts the upstream's own CA, not chaos's: it refuses chaos's leaf.
+        let run = try await Self.run(pair: Self.lines, bug: "", websocket: false, clientTrusts: "upstream-ca.pem")
+        #expect(run.status == 0, "no message was lost, so the expectations hold (\(run.folder))")
+        let json = try DeliveredMeansAcknowledgedTests.reportJSON(run.folder)
+        let events = json["protocol_events"] as? [String: Any] ?? [:]
+        #expect((events["tls_failures"] as? Int ?? 0) >= 2, "\(events)")
+        let anomalies = json["anomalies"] as? [[String: Any]] ?? []
+        let tls = anomalies.filter { $0["class"] as? String == "tls" }
+        #expect(!tls.isEmpty, "\(anomalies.prefix(3))")
+        let detail = tls.first?["detail"] as? String ?? ""
+        #expect(detail.contains("SNI localhost") && detail.contains("chaos ca --hint"), "\(detail)")
+        let markdown = try String(contentsOfFile: "\(run.folder)/report.md", encoding: .utf8)
+        #expect(markdown.contains("TLS handshakes failed"))
         try? FileManager.default.removeItem(atPath: run.home)
     }
 }

@@ -29,6 +29,9 @@ public struct Anomaly: Sendable, Codable, Equatable {
         case protocolError = "protocol"
         /// A message larger than `protocol.max_message`: counted, not audited (reported once per connection).
         case oversized
+        /// A TLS handshake that failed: a client that rejected chaos's certificate (the alert, its SNI and address,
+        /// and how to trust chaos's CA), or an upstream whose certificate failed verification.
+        case tls
     }
 
     /// What kind of anomaly (`class` in JSON).

@@ -15,6 +15,8 @@ extension ProtocolStats {
     public var calls: Int64 { get { self[counter: "calls"] } set { self[counter: "calls"] = newValue } }
     /// Messages larger than `max_message`: counted, not audited.
     public var oversized: Int64 { get { self[counter: "oversized"] } set { self[counter: "oversized"] = newValue } }
+    /// TLS handshakes that failed (`tls` anomalies): clients that rejected chaos's certificate, upstreams that failed.
+    public var tlsFailures: Int64 { get { self[counter: "tlsFailures"] } set { self[counter: "tlsFailures"] = newValue } }
     /// Connection directions whose bytes did not parse (`protocol` anomalies).
     public var protocolErrors: Int64 { get { self[counter: "protocolErrors"] } set { self[counter: "protocolErrors"] = newValue } }
 

@@ -11,7 +11,8 @@ public import ChaosProtocols
 public struct ProtocolStats: Sendable, Codable, Equatable {
     /// The audit's own counters, whatever the protocol.
     public static let auditCounters = [ProtocolCounter("oversized", "oversized messages"),
-                                       ProtocolCounter("protocolErrors", "protocol errors")]
+                                       ProtocolCounter("protocolErrors", "protocol errors"),
+                                       ProtocolCounter("tlsFailures", "TLS handshakes failed")]
     /// Every counter, the plug-ins' then the audit's.
     public static let knownCounters = ProtocolRegistry.counters(shared: auditCounters)
     /// Every family of counts by code.

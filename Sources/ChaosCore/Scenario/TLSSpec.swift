@@ -49,6 +49,10 @@ public struct TLSSpec: Sendable, Codable, Equatable {
         self.alpn = alpn
     }
 
+    /// How the reason of a connection refused because of TLS begins (a client that rejected chaos's certificate, an
+    /// upstream whose certificate failed): the audit reports such a refusal as a `tls` event.
+    public static let refusalPrefix = "tls: "
+
     /// The longest ALPN protocol name (RFC 7301: one length byte).
     public static let longestProtocolName = 255
 }

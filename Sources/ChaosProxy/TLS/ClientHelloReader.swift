@@ -75,8 +75,8 @@ final class ClientHelloReader: ChannelInboundHandler, RemovableChannelHandler {
     }
 }
 
-/// Reads the upstream leg until its TLS handshake is over (the relay reads only once the connection is wired), and
-/// tells when it is: its negotiated ALPN protocol, or why it failed.
+/// Reads a leg until its TLS handshake is over (the relay reads only once the connection is wired), and tells when
+/// it is: its negotiated ALPN protocol, or why it failed (once).
 final class HandshakeWatcher: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
 
@@ -84,6 +84,10 @@ final class HandshakeWatcher: ChannelInboundHandler, RemovableChannelHandler {
     private var finished = false
 
     init(done: EventLoopPromise<String?>) { self.done = done }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { context.read() }
+    }
 
     func channelActive(context: ChannelHandlerContext) {
         context.read()
@@ -96,7 +100,7 @@ final class HandshakeWatcher: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if case TLSUserEvent.handshakeCompleted(let negotiated) = event {
+        if case TLSUserEvent.handshakeCompleted(let negotiated) = event, !finished {
             finished = true
             done.succeed(negotiated)
         }
@@ -104,12 +108,19 @@ final class HandshakeWatcher: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        done.fail(error)
+        fail(error)
         context.fireErrorCaught(error)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        done.fail(ChannelError.ioOnClosedChannel)
+        fail(ChannelError.ioOnClosedChannel)
         context.fireChannelInactive()
+    }
+
+    /// Fails the handshake unless it is over (a later error is the relay's).
+    func fail(_ error: any Error) {
+        guard !finished else { return }
+        finished = true
+        done.fail(error)
     }
 }

@@ -58,19 +58,49 @@ extension ProxyServer {
             case .success(let (server, negotiated)):
                 do {
                     let answer = tls.clientAnswer(for: hello, negotiated: negotiated)
-                    let context = try tls.serverContext(name: tls.serverName(for: hello), protocols: answer)
-                    try Self.addTLSHandlers(NIOSSLServerHandler(context: context), to: client, watcher: nil)
-                    try client.pipeline.syncOperations.removeHandler(client.pipeline.syncOperations.handler(type: ClientHelloReader.self))
-                        .whenComplete { _ in _ = self.wire(id: id, client: client, server: server) }
+                    let name = tls.serverName(for: hello)
+                    let context = try tls.serverContext(name: name, protocols: answer)
+                    let accepted = loop.makePromise(of: String?.self)
+                    let watcher = HandshakeWatcher(done: accepted)
+                    let late = loop.scheduleTask(in: .nanoseconds(options.connectTimeout.nanoseconds)) {
+                        watcher.fail(ChaosError.badInput("no TLS handshake from the client in \(self.options.connectTimeout)"))
+                    }
+                    try Self.addTLSHandlers(NIOSSLServerHandler(context: context), to: client, watcher: watcher)
+                    // What the reader kept goes to the client's TLS handler; the connection is wired once the client accepted.
+                    _ = client.pipeline.syncOperations.removeHandler(try client.pipeline.syncOperations.handler(type: ClientHelloReader.self))
+                    accepted.futureResult.whenComplete { [self] result in
+                        late.cancel()
+                        switch result {
+                        case .success: _ = wire(id: id, client: client, server: server)
+                        case .failure(let error):
+                            server.close(promise: nil)
+                            clientRejected(client, name: name, hello: hello, error: error)
+                        }
+                    }
                 } catch {
                     server.closeWithReset()
                     upstreamFailed(client: client, reason: "TLS to the client \(hello.serverName ?? "(no SNI)"): \(error)")
                 }
             case .failure(let error):
                 connecting.whenSuccess { $0.closeWithReset() }
-                upstreamFailed(client: client, reason: "upstream \(upstream) (TLS\(offer.isEmpty ? "" : ", ALPN \(offer.joined(separator: ","))")): \(error)")
+                // A TCP failure is the upstream's, as on cleartext; a handshake that failed is a TLS event.
+                let tlsFailed = error is NIOSSLError || error is BoringSSLError
+                upstreamFailed(client: client, reason: (tlsFailed ? TLSSpec.refusalPrefix : "") + "upstream \(upstream) (TLS"
+                    + "\(offer.isEmpty ? "" : ", ALPN \(offer.joined(separator: ","))")): \(error)")
             }
         }
+    }
+
+    /// A client that did not complete its handshake with chaos's leaf (it does not trust chaos's CA, or pins another
+    /// certificate): a `tls` event naming the alert, the name and the client, with the hint to trust the CA.
+    private func clientRejected(_ client: any Channel, name: String, hello: ClientHello, error: any Error) {
+        counters.upstreamFailed()
+        let address = client.remoteAddress?.hostPort ?? "?"
+        sink?.record(TrafficEvent(time: clock.now(), connection: 0, kind: .refused(
+            proxy: spec.name,
+            reason: "\(TLSSpec.refusalPrefix)the client \(address) did not complete its handshake with chaos's certificate for "
+                + "\(hello.serverName.map { "SNI \($0)" } ?? "\(name) (no SNI)"): \(error); trust chaos's CA in the client (chaos ca --hint)")))
+        client.close(promise: nil)
     }
 
     /// Puts a leg's TLS handler in below its shaper, between the wire and plaintext meters of one record map.
