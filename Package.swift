@@ -124,7 +124,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "ChaosFuzz",
-            dependencies: ["ChaosCore", "ChaosAudit", "ChaosCapture", "ChaosProtocols"],
+            dependencies: ["ChaosCore", "ChaosAudit", "ChaosCapture", "ChaosProtocols", "ChaosTLS"],
             swiftSettings: strictSettings
         ),
         .executableTarget(

@@ -2,6 +2,7 @@ import ChaosAudit
 import ChaosCapture
 import ChaosCore
 import ChaosProtocols
+import ChaosTLS
 import Foundation
 
 /// One public input of chaos that fuzzing throws bytes at. Each must end without a trap, a hang or unbounded
@@ -25,7 +26,8 @@ struct FuzzTarget: Sendable {
                 audit(setup.input, spec: setup.spec, prelude: setup.prelude)
             }
         }
-        + [FuzzTarget(rawValue: "pcap") { pcap($0) }, FuzzTarget(rawValue: "api") { api($0) }]
+        + [FuzzTarget(rawValue: "pcap") { pcap($0) }, FuzzTarget(rawValue: "api") { api($0) },
+           FuzzTarget(rawValue: "tls") { tls($0) }]
 
     private init(rawValue: String, run: @escaping @Sendable ([UInt8]) -> Void) {
         self.rawValue = rawValue
@@ -44,6 +46,24 @@ struct FuzzTarget: Sendable {
         _ = timeline.lines(first: 20)
         _ = timeline.count(upTo: 1000)
     }
+
+    /// A TLS proxy's inputs: a client's first bytes (its ClientHello: SNI and ALPN), the leaf made for the name it
+    /// asks (long, IDN, empty, anything), and a `tls:` block read from a scenario.
+    private static func tls(_ data: [UInt8]) {
+        if case .hello(let hello, _) = ClientHello.parse(data) {
+            _ = try? leafIssuer?.leaf(for: hello.serverName ?? "")
+            _ = hello.protocols.count
+        }
+        let block = String(decoding: data, as: UTF8.self)
+        _ = try? Scenario.parse(yaml: "name: t\nduration: 1s\nproxies:\n  - name: p\n    listen: 127.0.0.1:1\n    upstream: 127.0.0.1:2\n    tls: "
+                                + block, file: "fuzz.yaml")
+    }
+
+    /// One CA for the run of the fuzzer, in a folder of its own.
+    private static let leafIssuer: LeafIssuer? = {
+        let home = FileManager.default.temporaryDirectory.appendingPathComponent("chaos-fuzz-ca-\(getpid())").path
+        return try? LeafIssuer(authority: CertificateAuthority.own(home: home))
+    }()
 
     private static func api(_ data: [UInt8]) {
         // What the control API does with a POST /faults body (ControlAPI.addFault), without the sockets.
