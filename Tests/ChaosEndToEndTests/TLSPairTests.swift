@@ -134,4 +134,25 @@ struct TLSPairTests {
         #expect(markdown.contains("TLS handshakes failed"))
         try? FileManager.default.removeItem(atPath: run.home)
     }
+
+    @Test("a grpcio pair over TLS (ALPN h2, keepalive, a GOAWAY) passes with every count equal to its logs")
+    func grpcPair() async throws {
+        let home = try Self.folder()
+        let flags = "--send-for 11 --tls-cert \(home)/server.pem --tls-ca \(home)/ca.pem --server-name localhost"
+        let run = try await ThirdPartyPairRun.run("tls-grpc-pair", capture: false, environment: ["CHAOS_HOME": home]) { listen, upstream in
+            GRPCPairTests.scenario(listen: listen, upstream: upstream, fields: .names, flags: flags)
+                .replacingOccurrences(of: "upstream: \"127.0.0.1:\(upstream)\"}",
+                                      with: "upstream: \"127.0.0.1:\(upstream)\", tls: {upstream: \(home)/upstream-ca.pem}}")
+        }
+        #expect(run.status == 0, "the run must pass (\(run.folder))")
+        let (lost, duplicated, json) = try ThirdPartyPairRun.compare(run.folder)
+        #expect(lost == 0 && duplicated == 0)
+        let events = try GRPCPairTests.events(json)
+        #expect((events["calls"] as? Int ?? 0) >= 2 && (events["pings"] as? Int ?? 0) > 0, "\(events)")
+        // The proxy's GOAWAY, written into the TLS stream, reached the clients.
+        #expect((events["goaways"] as? [String: Int])?["NO_ERROR"] ?? 0 >= 1, "\(events)")
+        let scenario = try String(contentsOfFile: run.scenario, encoding: .utf8)
+        #expect(scenario.contains("tls: {upstream:"), "the proxy speaks TLS")
+        try? FileManager.default.removeItem(atPath: home)
+    }
 }

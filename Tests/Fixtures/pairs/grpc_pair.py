@@ -178,7 +178,11 @@ async def run_server(args):
             race, request_deserializer=Request.FromString, response_serializer=Update.SerializeToString),
     })
     server.add_generic_rpc_handlers((handler,))
-    server.add_insecure_port(args.listen)
+    if args.tls_cert:
+        key, chain = split_pem(args.tls_cert)
+        server.add_secure_port(args.listen, grpc.ssl_server_credentials([(key, chain)]))
+    else:
+        server.add_insecure_port(args.listen)
     await server.start()
     await stop_event().wait()
     await server.stop(0.5)
@@ -189,7 +193,7 @@ async def run_client(args):
     producer, consumer = Producer(args), Consumer(args.stream, "down", log)
     stop_all = stop_event()
     keepalive_ms = int(args.keepalive * 1000)
-    channel = grpc.aio.insecure_channel(args.connect, options=[
+    channel = (grpc.aio.secure_channel if args.tls_ca else channel_without_tls)(args.connect, *tls_credentials(args), options=[
         ("grpc.keepalive_time_ms", keepalive_ms),
         ("grpc.keepalive_timeout_ms", int(args.keepalive_timeout * 1000)),
         # grpc-core's chttp2 transport times a keepalive PING out with the ping timeout (keepalive_timeout_ms alone
@@ -199,6 +203,8 @@ async def run_client(args):
         ("grpc.http2.max_pings_without_data", 0),
         ("grpc.initial_reconnect_backoff_ms", 200),
         ("grpc.max_reconnect_backoff_ms", 1000),
+        # With TLS: the name asked for (SNI) and checked in the certificate; unused on a cleartext channel.
+        ("grpc.ssl_target_name_override", args.server_name),
     ])
     race = channel.stream_stream(METHOD, request_serializer=Request.SerializeToString,
                                  response_deserializer=Update.FromString)
@@ -267,6 +273,24 @@ async def run_client(args):
 
 
 
+def split_pem(path):
+    """A PEM file of a private key and a certificate chain (trustme's), as grpc wants them: the key, then the chain."""
+    text = open(path, "rb").read()
+    begin = text.index(b"-----BEGIN CERTIFICATE-----")
+    return text[:begin], text[begin:]
+
+
+def tls_credentials(args):
+    """The client's channel credentials trusting --tls-ca (chaos's CA through chaos), or nothing for cleartext."""
+    if not args.tls_ca:
+        return ()
+    return (grpc.ssl_channel_credentials(root_certificates=open(args.tls_ca, "rb").read()),)
+
+
+def channel_without_tls(target, options):
+    return grpc.aio.insecure_channel(target, options=options)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("role", choices=["server", "client"])
@@ -280,6 +304,9 @@ def main():
     parser.add_argument("--send-for", type=float, default=1e9)
     parser.add_argument("--drop-on-resume", type=int, default=0)
     parser.add_argument("--call-for", type=float, default=0)
+    parser.add_argument("--tls-cert", help="server: serve TLS with this PEM (key and certificate chain)")
+    parser.add_argument("--tls-ca", help="client: dial with TLS (ALPN h2), trusting this CA file")
+    parser.add_argument("--server-name", default="localhost", help="client: the TLS server name asked for")
     args = parser.parse_args()
     asyncio.run(run_server(args) if args.role == "server" else run_client(args))
 
