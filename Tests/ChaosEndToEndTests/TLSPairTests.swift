@@ -155,4 +155,35 @@ struct TLSPairTests {
         #expect(scenario.contains("tls: {upstream:"), "the proxy speaks TLS")
         try? FileManager.default.removeItem(atPath: home)
     }
+
+    @Test("disconnect mode close ends a TLS connection with close_notify then FIN; mode truncate with a FIN alone",
+          arguments: [("close", "clean"), ("truncate", "truncated")])
+    func truncate(mode: String, seen: String) async throws {
+        let home = try Self.folder()
+        let script = ChaosCLI.packageRoot.appendingPathComponent("Tests/Fixtures/pairs/tls_end.py").path
+        let run = try await ThirdPartyPairRun.run("tls-end", capture: false, environment: ["CHAOS_HOME": home]) { listen, upstream in
+            """
+            name: tls-end
+            duration: 4s
+            proxies:
+              - name: api
+                listen: "127.0.0.1:\(listen)"
+                upstream: "127.0.0.1:\(upstream)"
+                tls: {upstream: \(home)/upstream-ca.pem}
+            pair:
+              server:
+                run: python3 \(script) server --listen 127.0.0.1:{upstream.port} --tls-cert \(home)/server.pem
+                ready: tcp 127.0.0.1:{upstream.port}
+                stop_grace: 1s
+              client:
+                run: python3 \(script) client --connect 127.0.0.1:{listen.port} --tls-ca \(home)/ca.pem --log {run_dir}/end.txt
+            faults:
+              - disconnect: {at: 2s, mode: \(mode)}
+            """
+        }
+        #expect(run.status == 0, "\(run.folder)")
+        let end = try String(contentsOfFile: "\(run.folder)/end.txt", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(end == seen, "the client saw \(end)")
+        try? FileManager.default.removeItem(atPath: home)
+    }
 }

@@ -61,6 +61,9 @@ public enum DisconnectMode: String, Sendable, Codable, Equatable, CaseIterable {
     case clientOnly = "client-only"
     /// RST to the server; the client leg is left half-open.
     case serverOnly = "server-only"
+    /// FIN to both sides with no TLS close_notify before it (an app that takes it for a clean end has a truncation
+    /// bug); on a cleartext connection, as `close`.
+    case truncate
 }
 
 /// A protocol whose frame boundaries the proxy follows, to inject a frame of its own between two frames.

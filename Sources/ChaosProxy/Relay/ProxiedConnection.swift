@@ -39,6 +39,8 @@ final class ProxiedConnection: @unchecked Sendable {
     /// Per leg (by ``Side/slot``), for a TLS leg: where its plaintext bytes went on the wire, so that an acknowledged
     /// wire offset says which plaintext was delivered.
     var recordMaps: [TLSRecordMap?] = [nil, nil]
+    /// A `disconnect mode: truncate` cut it: its TLS legs end with a FIN and no close_notify.
+    var truncating = false
 
     /// One leg: its channel, relay and the shaper of bytes written to it.
     struct Leg {
@@ -170,6 +172,7 @@ final class ProxiedConnection: @unchecked Sendable {
     /// A fault cuts the connection as `mode` says; returns whether it was live to cut.
     func cut(_ mode: DisconnectMode, linger: ChaosDuration) -> Bool {
         eventLoop.preconditionInEventLoop()
+        if mode == .truncate { truncating = true }
         let actions = machine.cut(mode, linger: linger)
         perform(actions)
         return !actions.isEmpty
@@ -230,6 +233,7 @@ final class ProxiedConnection: @unchecked Sendable {
                 pollAcknowledgements(side, beforeReset: beforeReset)
                 sink?.record(TrafficEvent(time: clock.now(), connection: id, kind: .closed(side, kind)))
             case .sendFIN(let side):
+                if truncating, let map = recordMaps[side.slot] { map.shutdownBelowTLS(all: false); break }
                 legs[side]!.relay.shutdownOutput() // behind the bytes, and any slow_close, in the shaper
             case .discard(let side):
                 legs[side]!.shaper.discardHeld()
@@ -238,6 +242,7 @@ final class ProxiedConnection: @unchecked Sendable {
                 legs[side]!.shaper.discardHeld()
                 legs[side]!.channel.closeWithReset()
             case .close(let side):
+                if truncating, let map = recordMaps[side.slot] { map.shutdownBelowTLS(all: true); break }
                 legs[side]!.channel.close(promise: nil)
             case .closeInOrder:
                 break // the last FIN closed its channel (NIO closes a channel shut both ways), the other one already was

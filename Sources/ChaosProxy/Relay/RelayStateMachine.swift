@@ -200,7 +200,7 @@ struct RelayStateMachine: Sendable {
         switch mode {
         case .reset:
             for side in Side.allCases where !leg(side).closed { actions += abort(side) }
-        case .close:
+        case .close, .truncate: // truncate differs only below TLS: the connection sends no close_notify
             for side in Side.allCases where !leg(side).closed {
                 actions += record(side, .cutByFault) + [.discard(side)]
                 legs[side.slot].discardsReads = true

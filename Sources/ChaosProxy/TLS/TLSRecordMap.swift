@@ -22,6 +22,15 @@ final class TLSRecordMap {
     private var pointsStart = 0
     /// Told of wire bytes as they are written (the leg's acknowledgement tracker counts wire bytes).
     var onWire: ((Int) -> Void)?
+    /// The wire meter's place in the pipeline, below the TLS handler.
+    var belowTLS: ChannelHandlerContext?
+
+    /// Ends the leg under its TLS handler, so that no close_notify goes out: a FIN (`all` false) or a close.
+    func shutdownBelowTLS(all: Bool) {
+        guard let context = belowTLS else { return }
+        context.flush()
+        context.close(mode: all ? .all : .output, promise: nil)
+    }
 
     func wroteWire(_ count: Int) {
         wire += Int64(count)
@@ -73,6 +82,9 @@ final class TLSWireMeter: ChannelOutboundHandler, RemovableChannelHandler {
     let map: TLSRecordMap
 
     init(map: TLSRecordMap) { self.map = map }
+
+    func handlerAdded(context: ChannelHandlerContext) { map.belowTLS = context }
+    func handlerRemoved(context: ChannelHandlerContext) { map.belowTLS = nil }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         map.wroteWire(unwrapOutboundIn(data).readableBytes)

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""How a TLS connection ended, as the client's own ssl module (OpenSSL) saw it (nothing of chaos's own code).
+
+  tls_end.py server --listen HOST:PORT --tls-cert PEM          a TLS server that holds each connection open
+  tls_end.py client --connect HOST:PORT --tls-ca CA --log FILE  reads until the end, then writes to FILE:
+      "clean"      the peer sent close_notify, then FIN (read returned b"")
+      "truncated"  a FIN with no close_notify (ssl.SSLEOFError: EOF occurred in violation of protocol)
+      "reset"      a TCP reset
+"""
+import argparse
+import asyncio
+import signal
+import socket
+import ssl
+import sys
+
+
+async def serve(args):
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(args.tls_cert)
+
+    async def hold(reader, writer):
+        await reader.read()  # until the client's end
+        writer.close()
+
+    host, port = args.listen.rsplit(":", 1)
+    server = await asyncio.start_server(hold, host, int(port), ssl=context)
+    async with server:
+        await server.serve_forever()
+
+
+def client(args):
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM, signal.SIGINT])
+    context = ssl.create_default_context(cafile=args.tls_ca)
+    host, port = args.connect.rsplit(":", 1)
+    end = "none"
+    try:
+        with context.wrap_socket(socket.create_connection((host, int(port))), server_hostname="localhost",
+                                 suppress_ragged_eofs=False) as tls:
+            tls.sendall(b"hello\n")
+            while True:
+                if not tls.recv(4096):
+                    end = "clean"
+                    break
+    except ssl.SSLEOFError:
+        end = "truncated"
+    except ConnectionResetError:
+        end = "reset"
+    with open(args.log, "w") as log:
+        log.write(end + "\n")
+    signal.sigwait([signal.SIGTERM, signal.SIGINT])  # a pair's client lives until the run stops it
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("role", choices=["server", "client"])
+    parser.add_argument("--listen")
+    parser.add_argument("--connect")
+    parser.add_argument("--tls-cert")
+    parser.add_argument("--tls-ca")
+    parser.add_argument("--log")
+    args = parser.parse_args()
+    if args.role == "server":
+        asyncio.run(serve(args))
+    else:
+        client(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
