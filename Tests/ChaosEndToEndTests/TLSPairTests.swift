@@ -156,10 +156,11 @@ struct TLSPairTests {
         try? FileManager.default.removeItem(atPath: home)
     }
 
-    @Test("disconnect mode close ends a TLS connection with close_notify then FIN; mode truncate with a FIN alone",
-          arguments: [("close", "clean"), ("truncate", "truncated")])
-    func truncate(mode: String, seen: String) async throws {
-        let home = try Self.folder()
+    /// A run of Tests/Fixtures/pairs/tls_end.py (a TLS server holding connections open, a client that writes how its
+    /// connection ended to end.txt) through a `tls:` proxy; `client` replaces the client's command.
+    static func endRun(tls: String, server: String = "", client: String? = nil, faults: String)
+        async throws -> (folder: String, home: String, status: Int32) {
+        let home = try folder()
         let script = ChaosCLI.packageRoot.appendingPathComponent("Tests/Fixtures/pairs/tls_end.py").path
         let run = try await ThirdPartyPairRun.run("tls-end", capture: false, environment: ["CHAOS_HOME": home]) { listen, upstream in
             """
@@ -169,21 +170,56 @@ struct TLSPairTests {
               - name: api
                 listen: "127.0.0.1:\(listen)"
                 upstream: "127.0.0.1:\(upstream)"
-                tls: {upstream: \(home)/upstream-ca.pem}
+                tls: {upstream: \(home)/upstream-ca.pem\(tls.isEmpty ? "" : ", " + tls.replacingOccurrences(of: "HOME", with: home))}
             pair:
               server:
-                run: python3 \(script) server --listen 127.0.0.1:{upstream.port} --tls-cert \(home)/server.pem
+                run: python3 \(script) server --listen 127.0.0.1:{upstream.port} --tls-cert \(home)/server.pem \(server.replacingOccurrences(of: "HOME", with: home))
                 ready: tcp 127.0.0.1:{upstream.port}
                 stop_grace: 1s
               client:
-                run: python3 \(script) client --connect 127.0.0.1:{listen.port} --tls-ca \(home)/ca.pem --log {run_dir}/end.txt
+                run: \(client?.replacingOccurrences(of: "HOME", with: home) ?? "python3 \(script) client --connect 127.0.0.1:{listen.port} --tls-ca \(home)/ca.pem --log {run_dir}/end.txt")
             faults:
-              - disconnect: {at: 2s, mode: \(mode)}
+            \(faults)
             """
         }
+        return (run.folder, home, run.status)
+    }
+
+    static func end(_ folder: String) throws -> String {
+        try String(contentsOfFile: "\(folder)/end.txt", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    @Test("disconnect mode close ends a TLS connection with close_notify then FIN; mode truncate with a FIN alone",
+          arguments: [("close", "clean"), ("truncate", "truncated")])
+    func truncate(mode: String, seen: String) async throws {
+        let run = try await Self.endRun(tls: "", faults: "  - disconnect: {at: 2s, mode: \(mode)}")
         #expect(run.status == 0, "\(run.folder)")
-        let end = try String(contentsOfFile: "\(run.folder)/end.txt", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
-        #expect(end == seen, "the client saw \(end)")
-        try? FileManager.default.removeItem(atPath: home)
+        #expect(try Self.end(run.folder) == seen)
+        try? FileManager.default.removeItem(atPath: run.home)
+    }
+
+    @Test("an upstream that requires a client certificate (mTLS): reached with client_cert; without it a tls event names the upstream")
+    func mutualTLS() async throws {
+        let with = try await Self.endRun(tls: "client_cert: {cert: HOME/client.pem, key: HOME/client.pem}",
+                                         server: "--client-ca HOME/upstream-ca.pem", faults: "  - disconnect: {at: 2s, mode: close}")
+        #expect(with.status == 0 && (try? Self.end(with.folder)) == "clean", "\(with.folder)")
+        let without = try await Self.endRun(tls: "", server: "--client-ca HOME/upstream-ca.pem", faults: "  []")
+        // TLS 1.3: the upstream refuses after the proxy's handshake completed, with an alert on the live connection.
+        let anomalies = try DeliveredMeansAcknowledgedTests.reportJSON(without.folder)["anomalies"] as? [[String: Any]] ?? []
+        let detail = anomalies.first { $0["class"] as? String == "tls" }?["detail"] as? String ?? ""
+        #expect(detail.contains("upstream 127.0.0.1:"), "\(anomalies.prefix(2))")
+        for run in [with, without] { try? FileManager.default.removeItem(atPath: run.home) }
+    }
+
+    @Test("openssl s_client asking for a name gets the leaf for that name, issued by chaos's CA, and verifies it")
+    func opensslSeesTheLeaf() async throws {
+        let command = "sh -c 'openssl s_client -connect 127.0.0.1:{listen.port} -servername api.example.test -alpn h2 "
+            + "-CAfile HOME/ca.pem < /dev/null > {run_dir}/s_client.txt 2>&1; echo done > {run_dir}/end.txt; exec sleep 30'"
+        let run = try await Self.endRun(tls: "", client: command, faults: "  []")
+        let output = try String(contentsOfFile: "\(run.folder)/s_client.txt", encoding: .utf8)
+        #expect(output.contains("CN = api.example.test") || output.contains("CN=api.example.test"), "\(output.prefix(600))")
+        #expect(output.contains("O = chaos") || output.contains("O=chaos"), "issued by chaos's CA")
+        #expect(output.contains("Verify return code: 0 (ok)"), "\(output.suffix(400))")
+        try? FileManager.default.removeItem(atPath: run.home)
     }
 }

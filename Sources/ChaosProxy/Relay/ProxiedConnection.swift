@@ -1,6 +1,7 @@
 import ChaosCore
 import NIOCore
 import NIOPosix
+import NIOSSL
 
 /// One client connection and its upstream leg, with both legs' relays and shapers and the faults
 /// active on it. What passes, when a FIN or a reset is passed on, what a cut does and what is
@@ -41,6 +42,8 @@ final class ProxiedConnection: @unchecked Sendable {
     var recordMaps: [TLSRecordMap?] = [nil, nil]
     /// A `disconnect mode: truncate` cut it: its TLS legs end with a FIN and no close_notify.
     var truncating = false
+    /// Told when a TLS leg fails in TLS (an alert after the handshake: an upstream that wants a client certificate).
+    var onTLSFailure: ((Side, any Error) -> Void)?
 
     /// One leg: its channel, relay and the shaper of bytes written to it.
     struct Leg {
@@ -214,6 +217,7 @@ final class ProxiedConnection: @unchecked Sendable {
 
     /// A leg failed: a reset from its peer is passed on as a reset to the other leg.
     func legFailed(_ side: Side, error: any Error) {
+        if recordMaps[side.slot] != nil, error is NIOSSLError || error is BoringSSLError { onTLSFailure?(side, error) }
         let reset = (error as? IOError).map { $0.errnoCode == ECONNRESET || $0.errnoCode == EPIPE } ?? false
         pollAcknowledgements(side)
         perform(machine.failed(side, reset: reset))

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """How a TLS connection ended, as the client's own ssl module (OpenSSL) saw it (nothing of chaos's own code).
 
-  tls_end.py server --listen HOST:PORT --tls-cert PEM          a TLS server that holds each connection open
+  tls_end.py server --listen HOST:PORT --tls-cert PEM [--client-ca CA]
+                                                               a TLS server that holds each connection open
   tls_end.py client --connect HOST:PORT --tls-ca CA --log FILE  reads until the end, then writes to FILE:
       "clean"      the peer sent close_notify, then FIN (read returned b"")
       "truncated"  a FIN with no close_notify (ssl.SSLEOFError: EOF occurred in violation of protocol)
@@ -18,6 +19,9 @@ import sys
 async def serve(args):
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(args.tls_cert)
+    if args.client_ca:  # mTLS: a client without a certificate from this CA is refused
+        context.verify_mode = ssl.CERT_REQUIRED
+        context.load_verify_locations(cafile=args.client_ca)
 
     async def hold(reader, writer):
         await reader.read()  # until the client's end
@@ -46,6 +50,8 @@ def client(args):
         end = "truncated"
     except ConnectionResetError:
         end = "reset"
+    except (ssl.SSLError, OSError) as error:
+        end = f"failed: {error}"
     with open(args.log, "w") as log:
         log.write(end + "\n")
     signal.sigwait([signal.SIGTERM, signal.SIGINT])  # a pair's client lives until the run stops it
@@ -59,6 +65,7 @@ def main():
     parser.add_argument("--tls-cert")
     parser.add_argument("--tls-ca")
     parser.add_argument("--log")
+    parser.add_argument("--client-ca", help="server: require a client certificate from this CA (mTLS)")
     args = parser.parse_args()
     if args.role == "server":
         asyncio.run(serve(args))
