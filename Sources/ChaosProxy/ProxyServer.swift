@@ -264,15 +264,7 @@ public final class ProxyServer: Sendable {
             for (side, channel) in [(Side.client, client), (.server, server)] {
                 connection.recordMaps[side.slot] = try? channel.pipeline.syncOperations.handler(type: TLSWireMeter.self).map
             }
-            if connection.recordMaps.contains(where: { $0 != nil }) {
-                let upstream = spec.upstream, name = spec.name, address = client.remoteAddress?.hostPort ?? "?"
-                connection.onTLSFailure = { [weak self] side, error in
-                    guard let self else { return }
-                    let who = side == .server ? "the upstream \(upstream)" : "the client \(address)"
-                    sink?.record(TrafficEvent(time: clock.now(), connection: 0, kind: .refused(
-                        proxy: name, reason: "\(TLSSpec.refusalPrefix)\(who) ended the connection with a TLS error: \(error)")))
-                }
-            }
+            if connection.recordMaps.contains(where: { $0 != nil }) { reportTLSFailures(of: connection, client: client) }
             if let frames = options.frames, adopted == nil, let plugin = ProtocolRegistry.plugin(following: frames) {
                 connection.protocolFrames = ProtocolFrames(plugin: plugin)
             }

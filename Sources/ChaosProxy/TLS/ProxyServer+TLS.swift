@@ -103,6 +103,18 @@ extension ProxyServer {
         client.close(promise: nil)
     }
 
+    /// A TLS leg that fails in TLS once wired (an upstream's alert after the handshake: it wants a client
+    /// certificate) is a `tls` event naming that side.
+    func reportTLSFailures(of connection: ProxiedConnection, client: any Channel) {
+        let upstream = spec.upstream, name = spec.name, address = client.remoteAddress?.hostPort ?? "?"
+        connection.onTLSFailure = { [weak self] side, error in
+            guard let self else { return }
+            let who = side == .server ? "the upstream \(upstream)" : "the client \(address)"
+            sink?.record(TrafficEvent(time: clock.now(), connection: 0, kind: .refused(
+                proxy: name, reason: "\(TLSSpec.refusalPrefix)\(who) ended the connection with a TLS error: \(error)")))
+        }
+    }
+
     /// Puts a leg's TLS handler in below its shaper, between the wire and plaintext meters of one record map.
     private static func addTLSHandlers(_ handler: any ChannelHandler, to channel: any Channel, watcher: HandshakeWatcher?) throws {
         let sync = channel.pipeline.syncOperations

@@ -21,7 +21,7 @@ import argparse
 import asyncio
 import json
 import signal
-import ssl
+from pair_tls import add_arguments, client_tls, server_tls
 import sys
 import time
 
@@ -229,22 +229,6 @@ async def run_client(args):
         await asyncio.sleep(0.2)
 
 
-def server_tls(args):
-    """The server's TLS context (its own certificate), or None for cleartext."""
-    if not args.tls_cert:
-        return None
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(args.tls_cert)
-    return context
-
-
-def client_tls(args):
-    """The client's TLS context (trusting --tls-ca: chaos's CA when it goes through chaos), or None."""
-    if not args.tls_ca:
-        return None
-    return ssl.create_default_context(cafile=args.tls_ca)
-
-
 _stop = None
 
 
@@ -270,9 +254,7 @@ def main():
     parser.add_argument("--timeout", type=float, default=2.5)
     parser.add_argument("--send-for", type=float, default=1e9)
     parser.add_argument("--drop-on-resume", type=int, default=0)
-    parser.add_argument("--tls-cert", help="server: speak TLS with this PEM (key and certificate chain)")
-    parser.add_argument("--tls-ca", help="client: speak TLS, trusting this CA file")
-    parser.add_argument("--server-name", default="localhost", help="client: the TLS server name (SNI) asked for")
+    add_arguments(parser)
     args = parser.parse_args()
     asyncio.run(run_server(args) if args.role == "server" else run_client(args))
 

@@ -23,7 +23,7 @@ producing after S seconds.
 import argparse
 import asyncio
 import json
-import ssl
+from pair_tls import add_arguments, client_tls, server_tls
 import random
 import sys
 import time
@@ -239,7 +239,7 @@ async def run_client(args):
         conn += 1
         try:
             _, connection = await loop.create_connection(
-                lambda: Connection(args, log, conn, True, welcome, args.stream, producer, consumer), host, int(port), ssl=client_tls(args), server_hostname=args.server_name if args.tls_ca else None)
+                lambda: Connection(args, log, conn, True, welcome, args.stream, producer, consumer), host, int(port), ssl=client_tls(args, alpn=["http/1.1"]), server_hostname=args.server_name if args.tls_ca else None)
         except OSError:
             await asyncio.sleep(0.2)
             continue
@@ -249,24 +249,6 @@ async def run_client(args):
         stopper.cancel()
         connection.close(1000 if stop.is_set() else None, abort=not stop.is_set())
         await asyncio.sleep(0.2)
-
-
-def server_tls(args):
-    """The server's TLS context (its own certificate), or None for cleartext."""
-    if not args.tls_cert:
-        return None
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(args.tls_cert)
-    return context
-
-
-def client_tls(args):
-    """The client's TLS context (trusting --tls-ca: chaos's CA when it goes through chaos), or None."""
-    if not args.tls_ca:
-        return None
-    context = ssl.create_default_context(cafile=args.tls_ca)
-    context.set_alpn_protocols(["http/1.1"])
-    return context
 
 
 def main():
@@ -281,9 +263,7 @@ def main():
     parser.add_argument("--timeout", type=float, default=2.5)
     parser.add_argument("--send-for", type=float, default=1e9)
     parser.add_argument("--drop-on-resume", type=int, default=0)
-    parser.add_argument("--tls-cert", help="server: speak TLS (wss) with this PEM (key and certificate chain)")
-    parser.add_argument("--tls-ca", help="client: speak TLS (wss), trusting this CA file")
-    parser.add_argument("--server-name", default="localhost", help="client: the TLS server name (SNI) asked for")
+    add_arguments(parser)
     parser.add_argument("--dup-every", type=int, default=0)
     args = parser.parse_args()
     asyncio.run(run_server(args) if args.role == "server" else run_client(args))
