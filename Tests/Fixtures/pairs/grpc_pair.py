@@ -28,10 +28,12 @@ import asyncio
 import os
 import sys
 import time
+from functools import partial
 
 import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
+from pair_tls import add_arguments, split_pem
 from resumable_pair import START, Consumer, Log, stop_event
 PROTOSET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "protos", "follow.protoset")
 METHOD = "/follow.v1.Follow/Race"
@@ -179,7 +181,7 @@ async def run_server(args):
     })
     server.add_generic_rpc_handlers((handler,))
     if args.tls_cert:
-        key, chain = split_pem(args.tls_cert)
+        key, chain = split_pem(args.tls_cert)  # grpc wants the key and the chain apart
         server.add_secure_port(args.listen, grpc.ssl_server_credentials([(key, chain)]))
     else:
         server.add_insecure_port(args.listen)
@@ -193,7 +195,8 @@ async def run_client(args):
     producer, consumer = Producer(args), Consumer(args.stream, "down", log)
     stop_all = stop_event()
     keepalive_ms = int(args.keepalive * 1000)
-    channel = (grpc.aio.secure_channel if args.tls_ca else channel_without_tls)(args.connect, *tls_credentials(args), options=[
+    credentials = grpc.ssl_channel_credentials(root_certificates=open(args.tls_ca, "rb").read()) if args.tls_ca else None
+    channel = (partial(grpc.aio.secure_channel, credentials=credentials) if args.tls_ca else grpc.aio.insecure_channel)(args.connect, options=[
         ("grpc.keepalive_time_ms", keepalive_ms),
         ("grpc.keepalive_timeout_ms", int(args.keepalive_timeout * 1000)),
         # grpc-core's chttp2 transport times a keepalive PING out with the ping timeout (keepalive_timeout_ms alone
@@ -273,24 +276,6 @@ async def run_client(args):
 
 
 
-def split_pem(path):
-    """A PEM file of a private key and a certificate chain (trustme's), as grpc wants them: the key, then the chain."""
-    text = open(path, "rb").read()
-    begin = text.index(b"-----BEGIN CERTIFICATE-----")
-    return text[:begin], text[begin:]
-
-
-def tls_credentials(args):
-    """The client's channel credentials trusting --tls-ca (chaos's CA through chaos), or nothing for cleartext."""
-    if not args.tls_ca:
-        return ()
-    return (grpc.ssl_channel_credentials(root_certificates=open(args.tls_ca, "rb").read()),)
-
-
-def channel_without_tls(target, options):
-    return grpc.aio.insecure_channel(target, options=options)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("role", choices=["server", "client"])
@@ -304,9 +289,7 @@ def main():
     parser.add_argument("--send-for", type=float, default=1e9)
     parser.add_argument("--drop-on-resume", type=int, default=0)
     parser.add_argument("--call-for", type=float, default=0)
-    parser.add_argument("--tls-cert", help="server: serve TLS with this PEM (key and certificate chain)")
-    parser.add_argument("--tls-ca", help="client: dial with TLS (ALPN h2), trusting this CA file")
-    parser.add_argument("--server-name", default="localhost", help="client: the TLS server name asked for")
+    add_arguments(parser)
     args = parser.parse_args()
     asyncio.run(run_server(args) if args.role == "server" else run_client(args))
 

@@ -26,3 +26,10 @@ def add_arguments(parser):
     parser.add_argument("--tls-cert", help="server: speak TLS with this PEM (key and certificate chain)")
     parser.add_argument("--tls-ca", help="client: speak TLS, trusting this CA file")
     parser.add_argument("--server-name", default="localhost", help="client: the TLS server name (SNI) asked for")
+
+
+def split_pem(path):
+    """A PEM file of a private key and a certificate chain (trustme's), as grpc wants them: the key, then the chain."""
+    text = open(path, "rb").read()
+    begin = text.index(b"-----BEGIN CERTIFICATE-----")
+    return text[:begin], text[begin:]
