@@ -47,3 +47,17 @@ struct ClientHelloTests {
         #expect(why.contains(reason), "\(why)")
     }
 }
+
+@Suite("TLS errors as a report shows them")
+struct TLSFailureTests {
+    struct Described: Error, CustomStringConvertible { let description: String }
+
+    @Test("BoringSSL's reason codes, each once, without source paths; another error as it describes itself")
+    func codes() {
+        let boring = Described(description: "handshakeFailed(sslError([Error: 268435568 error:10000070:SSL routines:OPENSSL_internal:"
+            + "BAD_PACKET_LENGTH at /x/ssl_aead_ctx.cc:242, Error: 1 error:1000008b:SSL routines:OPENSSL_internal:"
+            + "DECRYPTION_FAILED_OR_BAD_RECORD_MAC at /x/tls_record.cc:190, error:OPENSSL_internal:BAD_PACKET_LENGTH]))")
+        #expect(TLSFailure.describe(boring) == "BAD_PACKET_LENGTH, DECRYPTION_FAILED_OR_BAD_RECORD_MAC")
+        #expect(TLSFailure.describe(Described(description: "connection reset")) == "connection reset")
+    }
+}

@@ -86,7 +86,7 @@ extension ProxyServer {
                 // A TCP failure is the upstream's, as on cleartext; a handshake that failed is a TLS event.
                 let tlsFailed = error is NIOSSLError || error is BoringSSLError
                 upstreamFailed(client: client, reason: (tlsFailed ? TLSSpec.refusalPrefix : "") + "upstream \(upstream) (TLS"
-                    + "\(offer.isEmpty ? "" : ", ALPN \(offer.joined(separator: ","))")): \(error)")
+                    + "\(offer.isEmpty ? "" : ", ALPN \(offer.joined(separator: ","))")): \(tlsFailed ? TLSFailure.describe(error) : "\(error)")")
             }
         }
     }
@@ -98,8 +98,9 @@ extension ProxyServer {
         let address = client.remoteAddress?.hostPort ?? "?"
         sink?.record(TrafficEvent(time: clock.now(), connection: 0, kind: .refused(
             proxy: spec.name,
-            reason: "\(TLSSpec.refusalPrefix)the client \(address) did not complete its handshake with chaos's certificate for "
-                + "\(hello.serverName.map { "SNI \($0)" } ?? "\(name) (no SNI)"): \(error); trust chaos's CA in the client (chaos ca --hint)")))
+            reason: "\(TLSSpec.refusalPrefix)the client \(address) aborted its handshake with chaos's certificate for "
+                + "\(hello.serverName.map { "SNI \($0)" } ?? "\(name) (no SNI)") (\(TLSFailure.describe(error))): most likely it does not "
+                + "trust chaos's CA; trust it in the client (chaos ca --hint)")))
         client.close(promise: nil)
     }
 
@@ -111,7 +112,7 @@ extension ProxyServer {
             guard let self else { return }
             let who = side == .server ? "the upstream \(upstream)" : "the client \(address)"
             sink?.record(TrafficEvent(time: clock.now(), connection: 0, kind: .refused(
-                proxy: name, reason: "\(TLSSpec.refusalPrefix)\(who) ended the connection with a TLS error: \(error)")))
+                proxy: name, reason: "\(TLSSpec.refusalPrefix)\(who) ended the connection with a TLS error: \(TLSFailure.describe(error))")))
         }
     }
 
