@@ -94,6 +94,9 @@ struct ControlAPITests {
             let (every, drawn) = try apiRequest(apiPort, "POST", "/faults", body: #"{"disconnect": {"every": "1s", "mode": "reset"}}"#)
             #expect(every == 201, "\(drawn)")
             #expect(!drawn.contains(#""00:00:00.000"#) && !drawn.contains(#""00:00:01.000"#), "\(drawn)")
+            // A fault for a while with no 'at' begins now, whenever the request comes.
+            let (now, window) = try apiRequest(apiPort, "POST", "/faults", body: #"{"stall": {"for": "300ms"}}"#)
+            #expect(now == 201 && !window.contains(#""00:00:00.000"#), "\(window)")
             #expect(try apiRequest(apiPort, "DELETE", "/faults").0 == 200)
         }
     }

@@ -56,8 +56,8 @@ extension ScenarioReader {
     func schedule(_ map: YAMLMapping, kind: FaultKind, what: String, duration: ChaosDuration) throws -> Schedule {
         var at = try map["at"].map { try $0.durationRange("\(what).at") }
         let everyValue = map["every"]
-        // Through the control API an instant fault with neither 'at' nor 'every' happens now, as a toxic does.
-        if at == nil, everyValue == nil, kind.isInstant || kind == .handoff, let instantAt { at = DurationRange(exactly: instantAt) }
+        // Through the control API a fault with neither 'at' nor 'every' begins now, as a toxic does.
+        if at == nil, everyValue == nil, let instantAt { at = DurationRange(exactly: instantAt) }
         let every = try everyValue.map { try $0.durationRange("\(what).every") }
         if let every, every.lower < .milliseconds(1), let everyValue {
             throw everyValue.error("\(what).every must be at least 1ms (a faster schedule means nothing to a network)")
@@ -218,8 +218,8 @@ extension ScenarioReader {
 extension FaultRule {
     /// Parses one fault written as in a scenario's `faults:` list, e.g. `{"latency": {"add": "100ms"}}`
     /// (JSON is YAML too), for the control API. `source` names it in messages.
-    /// `instantAt`: when an instant fault (disconnect, handoff…) gives neither `at` nor `every`, it happens then
-    /// (the control API passes zero: now); nil: such a fault is refused, as in a scenario.
+    /// `instantAt`: when a fault gives neither `at` nor `every`, it begins then
+    /// (the control API passes its clock's now); nil: a fault for a while then begins at 0, an instant one is refused, as in a scenario.
     public static func parse(_ text: String, proxies: [ProxySpec], duration: ChaosDuration,
                              source: String = "request", instantAt: ChaosDuration? = nil) throws -> FaultRule {
         let root: Node
