@@ -79,7 +79,7 @@ public final class PairSupervisor: Sendable {
             if let ready = server.ready {
                 try await waitReady(command(ready, index: 1), member: member, timeout: readyTimeout, interrupted: interrupted)
             } else {
-                try await checkAlive(member, within: 0.3, interrupted: interrupted)
+                try await checkAlive([member], within: Self.startupWindow, interrupted: interrupted)
             }
         }
         if let client = pair.client {
@@ -87,7 +87,7 @@ public final class PairSupervisor: Sendable {
             for index in 1...client.count {
                 started.append(try launch(name: "client-\(index)", command: command(client.run, index: index)))
             }
-            for member in started { try await checkAlive(member, within: 0.3, interrupted: interrupted) }
+            try await checkAlive(started, within: Self.startupWindow, interrupted: interrupted)
         }
     }
 
@@ -171,14 +171,23 @@ public final class PairSupervisor: Sendable {
             + "its stderr is in \(err)" + (tail.isEmpty ? "" : ": \(tail)"))
     }
 
-    private func checkAlive(_ member: Member, within seconds: Double, interrupted: @Sendable () -> Bool) async throws {
+    /// How long a started member must stay alive not to have "exited at once": long enough for a cold start of a
+    /// large binary on a loaded machine to reach its argument check (0.3 s was not, on a fresh clone under `make test`).
+    static let startupWindow = 1.0
+
+    /// Waits `seconds` (one window for all of `members`, started together); the first that exits is a `pair` error.
+    private func checkAlive(_ members: [Member], within seconds: Double, interrupted: @Sendable () -> Bool) async throws {
         let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
+        repeat {
             try Self.check(interrupted)
-            if let status = exitStatus(of: member) { throw failure(member, "exited at once with status \(status)") }
+            for member in members {
+                if let status = exitStatus(of: member) { throw failure(member, "exited at once with status \(status)") }
+            }
             try? await Task.sleep(nanoseconds: 20_000_000)
+        } while Date() < deadline
+        for member in members {
+            if let status = exitStatus(of: member) { throw failure(member, "exited at once with status \(status)") }
         }
-        if let status = exitStatus(of: member) { throw failure(member, "exited at once with status \(status)") }
     }
 
     private func waitReady(_ check: String, member: Member, timeout: Double, interrupted: @Sendable () -> Bool) async throws {
