@@ -18,7 +18,7 @@ public struct ScenarioOverrides: Sendable {
 
     /// The keys `--set` accepts.
     public static let keys = [
-        "name", "duration", "seed", "proxies.NAME.listen", "proxies.NAME.upstream", "pair.client.count",
+        "name", "duration", "seed", "proxies.NAME.listen", "proxies.NAME.upstream", "proxies.NAME.tls", "pair.client.count",
         "pair.client.run", "pair.server.run", "capture",
     ]
 
@@ -58,10 +58,15 @@ public struct ScenarioOverrides: Sendable {
         case 1 where key == "capture":
             guard let on = ["true": true, "false": false, "on": true, "off": false][value] else { throw bad("true or false") }
             scenario.capture = CaptureSpec(enabled: on, ringBytes: scenario.capture?.ringBytes)
-        case 3 where parts[0] == "proxies" && (parts[2] == "listen" || parts[2] == "upstream"):
+        case 3 where parts[0] == "proxies" && ["listen", "upstream", "tls"].contains(parts[2]):
             guard let index = scenario.proxies.firstIndex(where: { $0.name == parts[1] }) else {
                 throw ChaosError.badInput("--set \(key): no proxy named '\(parts[1])'; proxies: "
                     + scenario.proxies.map(\.name).joined(separator: ", "))
+            }
+            if parts[2] == "tls" {
+                // `off` makes the proxy cleartext; anything else is a tls block as a scenario writes it.
+                scenario.proxies[index].tls = value == "off" ? nil : try TLSSpec.parse(value, source: "--set \(key)")
+                return
             }
             guard let address = HostPort(parsing: value) else { throw bad("an address like 127.0.0.1:7000") }
             if parts[2] == "listen" { scenario.proxies[index].listen = address } else { scenario.proxies[index].upstream = address }

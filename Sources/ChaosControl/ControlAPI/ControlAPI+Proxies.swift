@@ -13,6 +13,8 @@ extension ControlAPI {
         var listen: String?
         var upstream: String?
         var enabled: Bool?
+        /// A `tls:` block as a scenario writes it (`{"upstream": "insecure"}`); `false` (on an update): cleartext.
+        var tls: JSONValue?
     }
 
     /// A proxy as Toxiproxy shows it.
@@ -22,11 +24,13 @@ extension ControlAPI {
         var upstream: String
         var enabled: Bool
         var toxics: [Toxic]
+        var tls: TLSSpec.Form?
     }
 
     func view(_ proxy: Managed) -> ProxyView {
         ProxyView(name: proxy.spec.name, listen: proxy.server.boundAddress?.hostPort ?? "\(proxy.spec.listen)",
-                  upstream: "\(proxy.spec.upstream)", enabled: proxy.enabled, toxics: proxy.toxics.map(\.toxic))
+                  upstream: "\(proxy.spec.upstream)", enabled: proxy.enabled, toxics: proxy.toxics.map(\.toxic),
+                  tls: proxy.spec.tls?.form)
     }
 
     /// `GET /proxies`: an object keyed by name.
@@ -62,7 +66,17 @@ extension ControlAPI {
             return .failure(APIResponseError(.error("bad request body: upstream must be HOST:PORT, found '\(upstreamText)'\(suffix)",
                                                     status: .badRequest)))
         }
-        return .success(ProxySpec(name: name, listen: listen, upstream: upstream))
+        var spec = ProxySpec(name: name, listen: listen, upstream: upstream)
+        if let tls = body.tls, tls != .bool(false) {
+            do {
+                spec.tls = try TLSSpec.parse(tls.jsonText, source: "tls")
+            } catch let error as ChaosError {
+                return .failure(APIResponseError(.error("bad request body: \(error.message)\(suffix)", status: .badRequest)))
+            } catch {
+                return .failure(APIResponseError(.error("bad request body: tls: \(error)\(suffix)", status: .badRequest)))
+            }
+        }
+        return .success(spec)
     }
 
     /// `POST /proxies`: 201 with the proxy (its bound `listen`), 409 when the name is taken.
@@ -120,12 +134,15 @@ extension ControlAPI {
         // as `listen`: that is no change (else the proxy would restart and reset its connections).
         let listen = update.listen.flatMap { proxy.isBound(to: $0) ? nil : $0 } ?? "\(proxy.spec.listen)"
         let merged = ProxyBody(name: name, listen: listen,
-                               upstream: update.upstream ?? "\(proxy.spec.upstream)", enabled: update.enabled ?? proxy.enabled)
-        let spec: ProxySpec
+                               upstream: update.upstream ?? "\(proxy.spec.upstream)", enabled: update.enabled ?? proxy.enabled,
+                               tls: update.tls)
+        var spec: ProxySpec
         switch Self.spec(merged) {
         case .success(let parsed): spec = parsed
         case .failure(let error): return error.response
         }
+        // An update without `tls` keeps the proxy's; `"tls": false` ends it.
+        if update.tls == nil { spec.tls = proxy.spec.tls }
         let enabled = merged.enabled ?? true
         if spec != proxy.spec {
             await close(proxy)
@@ -197,7 +214,8 @@ extension ControlAPI {
         var views: [ProxyView] = []
         for (spec, enabled) in specs {
             if let existing = state.withLock({ $0.proxies[spec.name] }) {
-                if existing.spec.upstream == spec.upstream, existing.spec.listen == spec.listen || existing.isBound(to: "\(spec.listen)") {
+                if existing.spec.upstream == spec.upstream, existing.spec.tls == spec.tls,
+                   existing.spec.listen == spec.listen || existing.isBound(to: "\(spec.listen)") {
                     let update = await updateProxy(spec.name, body: enabled ? #"{"enabled":true}"# : #"{"enabled":false}"#)
                     guard update.status == .ok else { return update }
                     if let proxy = state.withLock({ $0.proxies[spec.name] }) { views.append(view(proxy)) }

@@ -48,6 +48,9 @@ struct Proxy: AsyncParsableCommand {
 
     @OptionGroup var relay: RelayOptions
 
+    @OptionGroup(title: "TLS on the --listen proxy (PRODUCT.md section 9)")
+    var tlsOptions: TLSOptions
+
     /// Whether the proxy audits live: a scenario or any protocol flag was given.
     var audits: Bool { protocolOptions.protocolFrom != nil || protocolOptions.flagsGiven }
 
@@ -57,6 +60,7 @@ struct Proxy: AsyncParsableCommand {
             throw ValidationError("--upstream must be HOST:PORT, found '\(upstream)'")
         }
         guard (listen == nil) == (upstream == nil) else { throw ValidationError("--listen and --upstream go together") }
+        if tlsOptions.given, listen == nil { throw ValidationError("the --tls flags set up the --listen proxy; give --listen and --upstream") }
         guard listen != nil || api != nil || config != nil else {
             throw ValidationError("give --listen and --upstream, --config FILE, or --api HOST:PORT to make proxies at run time")
         }
@@ -73,7 +77,8 @@ struct Proxy: AsyncParsableCommand {
     func run() async throws {
         var specs: [ProxySpec] = [], disabled: Set<String> = []
         if let listen, let upstream {
-            specs.append(ProxySpec(name: "proxy", listen: HostPort(parsing: listen)!, upstream: HostPort(parsing: upstream)!))
+            specs.append(ProxySpec(name: "proxy", listen: HostPort(parsing: listen)!, upstream: HostPort(parsing: upstream)!,
+                                   tls: try tlsOptions.spec()))
         }
         if let config {
             for entry in try ToxiproxyConfig.load(path: config) {
