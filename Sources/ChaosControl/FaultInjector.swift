@@ -175,6 +175,8 @@ public final class FaultInjector: Sendable {
                 hit += await proxy.disconnect(ids, mode: mode, linger: linger)
             case .refuse:
                 await proxy.beginRefusing()
+            case .handshake(let mode):
+                proxy.beginHandshakeFault(mode)
             case .handoff:
                 // Blackout: nothing passes on the connections it hits (and on new ones, when it hits all).
                 hit += await proxy.addShaping(occurrence.effect, key: key, to: ids)
@@ -194,6 +196,7 @@ public final class FaultInjector: Sendable {
             switch occurrence.effect {
             case .disconnect, .wsClose, .goaway: break
             case .refuse: await proxy.endRefusing()
+            case .handshake(let mode): proxy.endHandshakeFault(mode)
             case .handoff(_, let to, _, let linger):
                 if !cancelled {
                     // The address changed: the client side is reset, the server side never hears of it,

@@ -24,6 +24,11 @@ public protocol FaultTarget: AnyObject, Sendable {
     func beginRefusing() async
     /// Accepts again once every refusal has ended.
     func endRefusing() async
+    /// New TLS handshakes hang or fail (`mode`) until the matching ``endHandshakeFault(_:)``; nested calls are
+    /// counted. A proxy without TLS ignores it.
+    func beginHandshakeFault(_ mode: HandshakeMode)
+    /// Ends one ``beginHandshakeFault(_:)``; stalled handshakes go on once no stall is left.
+    func endHandshakeFault(_ mode: HandshakeMode)
     /// The link profile new connections start with from now on.
     func setBaseline(_ profile: LinkProfile?)
 }

@@ -68,6 +68,8 @@ public final class ProxyServer: Sendable {
         var stopped = false
         /// The TLS of a proxy with a `tls:` block, made when it starts.
         var tls: TLSInterceptor?
+        /// Handshake faults in force (nested occurrences counted), and the handshakes a stall holds.
+        var handshakeFaults = HandshakeFaults()
     }
 
     /// A proxy for `spec`; events go to `sink`, times come from `clock`, connection numbers from `ids`.

@@ -21,7 +21,7 @@ struct FaultSpecTests {
             try Scenario.parse(yaml: Self.header + "  - \(kind): {at: 1s}\n", file: "t.yaml")
         }
         #expect("\(error)".contains("t.yaml:6:5: error: unknown key '\(kind)' in a fault; expected one of: disconnect, latency, "
-            + "bandwidth, partition, handoff, refuse, slice, stall, link, ws-close, goaway"), "\(error)")
+            + "bandwidth, partition, handoff, refuse, slice, stall, link, ws-close, goaway, handshake"), "\(error)")
     }
 
     @Test("drawing maps only the ranged fields, in field order; the rest is the value written")
@@ -55,5 +55,30 @@ struct FaultSpecTests {
         let timeline = Timeline(seed: 1, duration: scenario.duration, occurrences: [bad])
         let error = try #require(throws: ChaosError.self) { try timeline.checkInvariants(against: scenario, source: "run/timeline.json") }
         #expect("\(error)".contains("run/timeline.json: occurrences[0].add must be at least 0 and at most 10 years, found"), "\(error)")
+    }
+
+    @Test("a handshake fault: mode stall by default, its summary and JSON; only on a tls: proxy, named where it is written")
+    func handshakeFault() throws {
+        let proxies = """
+        name: t
+        duration: 10s
+        proxies:
+          - {name: plain, listen: "127.0.0.1:7000", upstream: "127.0.0.1:7001"}
+          - {name: secure, listen: "127.0.0.1:7002", upstream: "127.0.0.1:7003", tls: {upstream: insecure}}
+        faults:
+
+        """
+        let scenario = try Scenario.parse(yaml: proxies + "  - handshake: {at: 1s, for: 2s}\n  - handshake: {every: 3s, for: 1s, mode: fail, proxy: secure}\n",
+                                          file: "t.yaml")
+        #expect(scenario.faults.map(\.parameters) == [.handshake(mode: .stall), .handshake(mode: .fail)])
+        #expect(FaultEffect.handshake(mode: .fail).summary == "mode=fail")
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        #expect(String(decoding: try encoder.encode(FaultEffect.handshake(mode: .fail)), as: UTF8.self) == #"{"handshake":{"mode":"fail"}}"#)
+        let error = try #require(throws: ChaosError.self) {
+            try Scenario.parse(yaml: proxies + "  - handshake: {at: 1s, for: 2s, proxy: plain}\n", file: "t.yaml")
+        }
+        #expect("\(error)".contains("t.yaml:8:5: error: a handshake fault acts on TLS handshakes, but proxy 'plain' has no tls: block"),
+                "\(error)")
     }
 }

@@ -17,12 +17,12 @@ struct ChaosCLI {
 
     /// Runs `chaos arguments…` to completion on its own thread (never blocking the cooperative pool).
     static func run(_ arguments: [String], timeout: Double = 60, environment: [String: String]? = nil,
-                    signal: (after: Double, number: Int32)? = nil) async throws -> Result {
+                    signal: (after: Double, number: Int32)? = nil, program: String? = nil) async throws -> Result {
         try await withCheckedThrowingContinuation { continuation in
             Thread.detachNewThread {
                 do {
                     continuation.resume(returning: try runBlocking(arguments, timeout: timeout, environment: environment,
-                                                                   signal: signal))
+                                                                   signal: signal, program: program))
                 } catch { continuation.resume(throwing: error) }
             }
         }

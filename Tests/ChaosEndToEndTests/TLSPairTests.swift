@@ -222,4 +222,18 @@ struct TLSPairTests {
         #expect(output.contains("Verify return code: 0 (ok)"), "\(output.suffix(400))")
         try? FileManager.default.removeItem(atPath: run.home)
     }
+
+    @Test("handshake faults through the control API, seen by Python's ssl: fail is a handshake_failure alert, stall holds the handshake until lifted, a live connection echoes through both; tls via POST /proxies")
+    func handshakeFaults() async throws {
+        let driver = ChaosCLI.packageRoot.appendingPathComponent("Tests/Fixtures/pairs/tls_handshake_fault.py").path
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tls-handshake-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let result = try await ChaosCLI.run(["python3", driver, ChaosCLI.executable, folder], timeout: 120,
+                                              program: "/usr/bin/env")
+        let output = result.stdout + result.stderr
+        #expect(result.status == 0, "\(output)")
+        #expect(output.contains("mode fail: a new client's handshake: alert: SSLV3_ALERT_HANDSHAKE_FAILURE"), "\(output)")
+        #expect(output.contains("stall lifted: the held client's handshake completes and echoes"), "\(output)")
+        #expect(output.hasSuffix("PASS\n") || output.contains("\nPASS\n"), "\(output)")
+    }
 }

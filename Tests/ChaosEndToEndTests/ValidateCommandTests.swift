@@ -36,6 +36,11 @@ struct ValidateCommandTests {
         (["validate", "Scenarios/quickstart.yaml", "--duration", "2000000h"], "duration must be above 0 and at most 10 years"),
         (["run", "Scenarios/quickstart.yaml", "--set", "duration=2000000h"], "duration must be above 0 and at most 10 years"),
         (["validate", "Scenarios/quickstart.yaml", "--set", "proxies.nope.listen=1.2.3.4:5"], "no proxy named 'nope'"),
+        (["validate", "Scenarios/quickstart.yaml", "--set", "proxies.stream.tls={upstream: no/roots.pem}"],
+         "--set proxies.stream.tls:1:12: error: tls.upstream must be verify, insecure, cleartext or a PEM file of roots; cannot read 'no/roots.pem'"),
+        (["validate", "Scenarios/quickstart.yaml", "--set", "proxies.stream.tls={verify: true}"], "unknown key 'verify' in tls"),
+        (["proxy", "--listen", "127.0.0.1:1", "--upstream", "127.0.0.1:2", "--tls-upstream", "no/roots.pem"], "tls.upstream must be"),
+        (["proxy", "--listen", "127.0.0.1:1", "--upstream", "127.0.0.1:2", "--tls-client-cert", "c.pem"], "--tls-client-cert and --tls-client-key go together"),
         (["proxy", "--listen", "nowhere", "--upstream", "127.0.0.1:1"], "--listen must be HOST:PORT"),
         (["proxy", "--listen", "127.0.0.1:1", "--upstream", "127.0.0.1:2", "--busy-poll", "5s"], "--busy-poll must be a duration up to 10ms"),
         (["run", "Scenarios/quickstart.yaml", "--busy-poll", "banana"], "--busy-poll must be a duration up to 10ms"),
@@ -45,6 +50,26 @@ struct ValidateCommandTests {
         let result = try await ChaosCLI.run(arguments)
         #expect(result.status == 2, "exit \(result.status): \(result.stderr)")
         #expect(result.stderr.contains(fragment), "stderr: \(result.stderr)")
+    }
+
+    @Test("--set proxies.NAME.tls replaces a proxy's tls block as a scenario writes it, or ends it (off): a handshake fault then has no TLS proxy")
+    func setTLS() async throws {
+        let scenario = FileManager.default.temporaryDirectory.appendingPathComponent("set-tls-\(UUID().uuidString).yaml").path
+        try """
+        name: set-tls
+        duration: 10s
+        proxies:
+          - {name: api, listen: "127.0.0.1:7000", upstream: "127.0.0.1:7001", tls: {upstream: verify}}
+        faults:
+          - handshake: {at: 2s, for: 1s, mode: fail}
+        """.write(toFile: scenario, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: scenario) }
+        let with = try await ChaosCLI.run(["validate", scenario, "--set", "proxies.api.tls={upstream: insecure, alpn: [h2]}"])
+        #expect(with.status == 0, "\(with.stderr)")
+        #expect(with.stdout.contains("handshake") && with.stdout.contains("mode=fail"), "\(with.stdout)")
+        let off = try await ChaosCLI.run(["validate", scenario, "--set", "proxies.api.tls=off"])
+        #expect(off.status == 2 && off.stderr.contains("faults[0]: a handshake fault acts on TLS handshakes, but no proxy it reaches has a tls: block"),
+                "\(off.stderr)")
     }
 
     @Test("validate prints the same timeline for the same seed and another for another seed")

@@ -56,6 +56,8 @@ struct FaultInjectorTests {
         }
         func beginRefusing() async { note("refuse") }
         func endRefusing() async { note("accept") }
+        func beginHandshakeFault(_ mode: HandshakeMode) { note("handshake \(mode.rawValue)") }
+        func endHandshakeFault(_ mode: HandshakeMode) { note("handshakes \(mode.rawValue) over") }
         func setBaseline(_ profile: LinkProfile?) { note("baseline \(profile?.name ?? "none")") }
     }
 

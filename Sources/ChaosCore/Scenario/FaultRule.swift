@@ -29,6 +29,8 @@ public enum FaultKind: String, Sendable, Codable, Equatable, CaseIterable {
     case wsClose = "ws-close"
     /// An HTTP/2 GOAWAY sent to the client at a frame boundary as a draining server would, then the TCP connection closed.
     case goaway
+    /// New TLS handshakes hang or fail with an alert for a while (a `tls:` proxy's; live connections untouched).
+    case handshake
     /// Toxiproxy's toxics that no scenario fault does (the control API makes them; a scenario cannot name them).
     case slowClose = "slow_close", limitData = "limit_data", resetPeer = "reset_peer", timeout
 
@@ -49,6 +51,15 @@ public enum FaultKind: String, Sendable, Codable, Equatable, CaseIterable {
         default: nil
         }
     }
+}
+
+/// What a `handshake` fault does to the TLS handshakes that begin while it lasts.
+public enum HandshakeMode: String, Sendable, Codable, Equatable, CaseIterable {
+    /// The client's ClientHello is read and never answered until the fault ends (a captive portal, a stuck
+    /// middlebox); then the handshake goes on, unless the client gave up.
+    case stall
+    /// The client's ClientHello is answered with a fatal `handshake_failure` alert and the connection closed.
+    case fail
 }
 
 /// How `disconnect` cuts a connection.

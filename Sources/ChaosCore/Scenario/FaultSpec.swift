@@ -32,6 +32,9 @@ public enum FaultSpec<Span: FaultSpan>: Sendable, Codable, Equatable {
     case link(LinkProfile)
     case wsClose(code: Int, side: CloseSide, grace: ChaosDuration)
     case goaway(grace: ChaosDuration)
+    /// New TLS handshakes on a `tls:` proxy hang (`stall`) or get an alert (`fail`) while it lasts; live connections
+    /// are untouched.
+    case handshake(mode: HandshakeMode)
     /// A FIN travelling that way is passed on `delay` late.
     case slowClose(delay: ChaosDuration, direction: DirectionSet)
     /// `bytes` (read since it reached the connection) pass that way, then both legs are closed.
@@ -56,6 +59,7 @@ public enum FaultSpec<Span: FaultSpan>: Sendable, Codable, Equatable {
         case .link: .link
         case .wsClose: .wsClose
         case .goaway: .goaway
+        case .handshake: .handshake
         case .slowClose: .slowClose
         case .limitData: .limitData
         case .resetPeer: .resetPeer
@@ -81,6 +85,7 @@ public enum FaultSpec<Span: FaultSpan>: Sendable, Codable, Equatable {
         case .link(let profile): [("profile", profile.name)]
         case .wsClose(let code, let side, let grace): [("code", "\(code)"), ("side", side.rawValue), ("grace", "\(grace)")]
         case .goaway(let grace): [("grace", "\(grace)")]
+        case .handshake(let mode): [("mode", mode.rawValue)]
         case .slowClose(let delay, let direction): [("delay", "\(delay)"), ("direction", direction.rawValue)]
         case .limitData(let bytes, let direction): [("bytes", "\(bytes)"), ("direction", direction.rawValue)]
         case .resetPeer(let after, let direction): [("after", "\(after)"), ("direction", direction.rawValue)]
@@ -116,6 +121,7 @@ extension FaultSpec {
         case .link(let profile): .link(profile)
         case .wsClose(let code, let side, let grace): .wsClose(code: code, side: side, grace: grace)
         case .goaway(let grace): .goaway(grace: grace)
+        case .handshake(let mode): .handshake(mode: mode)
         case .slowClose(let delay, let direction): .slowClose(delay: delay, direction: direction)
         case .limitData(let bytes, let direction): .limitData(bytes: bytes, direction: direction)
         case .resetPeer(let after, let direction): .resetPeer(after: after, direction: direction)

@@ -16,6 +16,7 @@ extension ScenarioReader {
         case .link: ["profile"]
         case .wsClose: ["code", "side", "grace"]
         case .goaway: ["grace"]
+        case .handshake: ["mode"]
         case .slowClose, .limitData, .resetPeer, .timeout: [] // not in a scenario
         }
     }
@@ -48,6 +49,13 @@ extension ScenarioReader {
                     + proxies.map(\.name).joined(separator: ", "))
             }
             proxy = name
+        }
+        if kind == .handshake {
+            let reached = proxies.filter { proxy == nil || $0.name == proxy }
+            guard reached.contains(where: { $0.tls != nil }) else {
+                throw entry.keyValue.error("a handshake fault acts on TLS handshakes, but "
+                    + (proxy.map { "proxy '\($0)' has no tls: block" } ?? "no proxy has a tls: block"))
+            }
         }
         return FaultRule(kind: kind, schedule: schedule, parameters: parameters, proxy: proxy,
                          line: entry.keyValue.location.line)
@@ -165,6 +173,8 @@ extension ScenarioReader {
             return .wsClose(code: Int(code), side: side, grace: try grace())
         case .goaway:
             return .goaway(grace: try grace())
+        case .handshake:
+            return .handshake(mode: try map["mode"]?.choice("\(what).mode", of: HandshakeMode.self) ?? .stall)
         case .slowClose, .limitData, .resetPeer, .timeout:
             throw map.owner.error("\(what) is a Toxiproxy toxic: add it through the control API (POST /proxies/NAME/toxics)")
         }

@@ -38,7 +38,12 @@ extension Scenario {
         }
         if let spec = protocolSpec { try spec.checkInvariants(framings: framings, bad) }
         if let baseline { try baseline.checkInvariants("baseline", bad) }
-        for (index, rule) in faults.enumerated() { try rule.checkInvariants("faults[\(index)]", proxies: names, bad) }
+        for (index, rule) in faults.enumerated() {
+            try rule.checkInvariants("faults[\(index)]", proxies: names, bad)
+            if rule.kind == .handshake, !proxies.contains(where: { $0.tls != nil && (rule.proxy == nil || rule.proxy == $0.name) }) {
+                throw bad("faults[\(index)]: a handshake fault acts on TLS handshakes, but no proxy it reaches has a tls: block")
+            }
+        }
         try checkFrameProtocol(framings: framings, bad)
     }
 
@@ -209,7 +214,7 @@ extension FaultSpec {
         case .resetPeer(let after, _): try Scenario.check(after, "\(field).after", positive: false, bad)
         case .timeout(let after, _): if let after { try Scenario.check(after, "\(field).after", positive: true, bad) }
         case .limitData(let bytes, _): if bytes < 0 { throw bad("\(field).bytes must be at least 0, found \(bytes)") }
-        case .partition, .refuse, .stall: break
+        case .partition, .refuse, .stall, .handshake: break
         }
     }
 }

@@ -72,7 +72,7 @@ extension ShapingSettings {
                 settings.latency = settings.latency.saturatingAdding(profile.latency.nanoseconds)
                 settings.jitter = max(settings.jitter, profile.jitter.nanoseconds)
                 cap(profile.bandwidth(direction))
-            case .disconnect, .refuse, .wsClose, .goaway, .limitData, .resetPeer: break
+            case .disconnect, .refuse, .wsClose, .goaway, .handshake, .limitData, .resetPeer: break
             }
         }
         return settings
@@ -87,7 +87,7 @@ extension FaultEffect {
              .stall(let directions), .slice(_, _, let directions, _), .slowClose(_, let directions), .timeout(_, let directions):
             directions.contains(direction)
         case .handoff, .link: true
-        case .disconnect, .refuse, .wsClose, .goaway, .limitData, .resetPeer: false
+        case .disconnect, .refuse, .wsClose, .goaway, .handshake, .limitData, .resetPeer: false
         }
     }
 

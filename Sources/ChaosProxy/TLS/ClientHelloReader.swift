@@ -12,6 +12,9 @@ final class ClientHelloReader: ChannelInboundHandler, RemovableChannelHandler {
     private var kept: [UInt8] = []
     private var told = false
     private let onHello: (Result<ClientHello, ClientHelloError>) -> Void
+    private var context: ChannelHandlerContext?
+    /// Set while a handshake fault holds the client: told when the client leaves.
+    private var onGone: (() -> Void)?
 
     /// Why no ClientHello came.
     struct ClientHelloError: Error, CustomStringConvertible {
@@ -21,7 +24,40 @@ final class ClientHelloReader: ChannelInboundHandler, RemovableChannelHandler {
     init(onHello: @escaping (Result<ClientHello, ClientHelloError>) -> Void) { self.onHello = onHello }
 
     func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
         if context.channel.isActive { context.read() }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+        onGone = nil
+    }
+
+    /// While a handshake fault stalls the client: reads on (what comes is kept for the TLS handler), so that a client
+    /// that gives up is noticed and `gone` called (once).
+    func hold(gone: @escaping () -> Void) {
+        onGone = gone
+        context?.read()
+    }
+
+    /// Ends the hold: nothing more is read until the client's TLS handler asks.
+    func release() { onGone = nil }
+
+    /// Answers the ClientHello with a fatal `handshake_failure` alert (a TLS record, written below every other
+    /// handler) and closes the connection.
+    func refuse() {
+        guard let context else { return }
+        onGone = nil
+        let alert: [UInt8] = [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28] // alert record: fatal (2), handshake_failure (40)
+        context.writeAndFlush(NIOAny(context.channel.allocator.buffer(bytes: alert))).whenComplete { _ in
+            context.close(promise: nil)
+        }
+    }
+
+    private func departed() {
+        guard let gone = onGone else { return }
+        onGone = nil
+        gone()
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -41,21 +77,23 @@ final class ClientHelloReader: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        if !told { context.read() }
+        if !told || onGone != nil { context.read() }
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if case ChannelEvent.inputClosed = event, !told { tell(.failure(.init(description: "the client closed before its ClientHello"))) }
+        if case ChannelEvent.inputClosed = event {
+            if !told { tell(.failure(.init(description: "the client closed before its ClientHello"))) } else { departed() }
+        }
         context.fireUserInboundEventTriggered(event)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if !told { tell(.failure(.init(description: "the client's connection failed before its ClientHello: \(error)"))) }
+        if !told { tell(.failure(.init(description: "the client's connection failed before its ClientHello: \(error)"))) } else { departed() }
         context.fireErrorCaught(error)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        if !told { tell(.failure(.init(description: "the client left before its ClientHello"))) }
+        if !told { tell(.failure(.init(description: "the client left before its ClientHello"))) } else { departed() }
         context.fireChannelInactive()
     }
 

@@ -16,14 +16,20 @@ extension ProxyServer {
         let deadline = loop.scheduleTask(in: .nanoseconds(options.connectTimeout.nanoseconds)) { [self] in
             upstreamFailed(client: client, reason: "TLS: no ClientHello from \(client.remoteAddress?.hostPort ?? "?") in \(options.connectTimeout)")
         }
+        var readerOrNil: ClientHelloReader?
         let reader = ClientHelloReader { [self] result in
+            deadline.cancel()
             switch result {
-            case .success(let hello): dialTLS(client, hello: hello, id: id, tls: tls, generator: generator, deadline: deadline)
+            case .success(let hello):
+                guard let reader = readerOrNil else { return }
+                gateHandshake(client, reader: reader, hello: hello) { [self] in
+                    dialTLS(client, hello: hello, id: id, tls: tls, generator: generator)
+                }
             case .failure(let error):
-                deadline.cancel()
                 upstreamFailed(client: client, reason: "TLS from \(client.remoteAddress?.hostPort ?? "?"): \(error)")
             }
         }
+        readerOrNil = reader
         do {
             try addLegHandlers(client, side: .client, generator: generator)
             try client.pipeline.syncOperations.addHandler(reader, position: .first)
@@ -35,8 +41,11 @@ extension ProxyServer {
 
     /// Dials the upstream for a client whose ClientHello is `hello`, then answers the client.
     private func dialTLS(_ client: any Channel, hello: ClientHello, id: ConnectionID, tls: TLSInterceptor,
-                         generator: SeededGenerator, deadline: Scheduled<Void>) {
+                         generator: SeededGenerator) {
         let loop = client.eventLoop
+        let deadline = loop.scheduleTask(in: .nanoseconds(options.connectTimeout.nanoseconds)) { [self] in
+            upstreamFailed(client: client, reason: "TLS: the upstream \(spec.upstream) did not complete its handshake in \(options.connectTimeout)")
+        }
         let offer = tls.upstreamOffer(for: hello)
         let handshake = loop.makePromise(of: String?.self)
         let upstream = spec.upstream
