@@ -78,7 +78,7 @@ struct FaultSpecTests {
         let error = try #require(throws: ChaosError.self) {
             try Scenario.parse(yaml: proxies + "  - handshake: {at: 1s, for: 2s, proxy: plain}\n", file: "t.yaml")
         }
-        #expect("\(error)".contains("t.yaml:8:5: error: a handshake fault acts on TLS handshakes, but proxy 'plain' has no tls: block"),
+        #expect("\(error)".contains("t.yaml:7:5: error: a handshake fault acts on TLS handshakes, but proxy 'plain' has no tls: block"),
                 "\(error)")
     }
 }
