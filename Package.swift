@@ -98,6 +98,7 @@ let package = Package(
         .target(
             name: "ChaosDemo",
             dependencies: ["ChaosCore", .product(name: "Logging", package: "swift-log"),
+                           .product(name: "NIOSSL", package: "swift-nio-ssl"),
                            .product(name: "NIOHTTP1", package: "swift-nio"),
                            .product(name: "NIOWebSocket", package: "swift-nio"),
                            .product(name: "GRPCCore", package: "grpc-swift-2"),

@@ -5,6 +5,7 @@ extension ClientEngine {
     func connectionActive(_ channel: any Channel) {
         guard !stopped else { channel.close(promise: nil); return }
         self.channel = channel
+        lastActivated = channel
         established = false
         closingBecause = nil
         status.connectionsOpened += 1

@@ -2,6 +2,7 @@ import ChaosCore
 import Logging
 import NIOCore
 import NIOPosix
+import NIOSSL
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -27,6 +28,8 @@ final class ClientEngine: WireConnectionDelegate, @unchecked Sendable {
     var downstream: InboundSequencer
     var schedule: ReconnectSchedule
     var channel: (any Channel)?
+    /// The last connection that came up (a connection that closes without coming up is a failed connect).
+    var lastActivated: (any Channel)?
     var established = false
     var needsAck = false
     var closingBecause: DisconnectReason?
@@ -126,6 +129,10 @@ final class ClientEngine: WireConnectionDelegate, @unchecked Sendable {
             .channelOption(.allowRemoteHalfClosure, value: true)
             .channelInitializer { [configuration] channel in
                 channel.eventLoop.makeCompletedFuture {
+                    if let tls = configuration.tls {
+                        let context = try tls.context(alpn: configuration.transport == .websocket ? ["http/1.1"] : [])
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: tls.serverName))
+                    }
                     switch configuration.transport {
                     case .tcp, .grpc: // gRPC has its own engine: never here
                         try channel.pipeline.syncOperations.addHandlers([
@@ -142,6 +149,14 @@ final class ClientEngine: WireConnectionDelegate, @unchecked Sendable {
                 switch result {
                 case .success(let channel):
                     if self.stopped { channel.close(promise: nil) }
+                    // A connection that closes before it is up (a TLS handshake refused, a WebSocket upgrade that
+                    // failed) reports nothing else: it is a failed connect, and the client tries again.
+                    channel.closeFuture.whenComplete { _ in
+                        guard !self.stopped, self.lastActivated !== channel else { return }
+                        self.log?.event("connect-failed", ["stream": self.stream, "error": "closed before the connection was up"])
+                        self.status.disconnects[.connectFailed, default: 0] += 1
+                        self.scheduleReconnect(after: .connectFailed)
+                    }
                 case .failure(let error):
                     self.log?.event("connect-failed", ["stream": self.stream, "error": "\(error)"])
                     self.status.disconnects[.connectFailed, default: 0] += 1

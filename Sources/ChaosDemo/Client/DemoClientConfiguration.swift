@@ -31,6 +31,8 @@ public struct DemoClientConfiguration: Sendable {
     public var connectTimeout: ChaosDuration
     /// TCP (NDJSON lines) or WebSocket (one text message per line, the stream in a request header); set it after `init`.
     public var transport: DemoTransport = .tcp
+    /// TLS to the server (or to chaos's `tls:` proxy); nil: cleartext. Set it after `init`.
+    public var tls: DemoClientTLS?
     /// Where diagnostics go.
     public var logger: Logger
 

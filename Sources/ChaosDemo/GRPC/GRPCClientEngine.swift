@@ -124,8 +124,14 @@ final class GRPCClientEngine: Sendable {
         config.backoff = .init(initial: .milliseconds(100), max: .seconds(1), multiplier: 1.6, jitter: 0)
         let target = configuration.connect
         do {
+            var security = HTTP2ClientTransport.Posix.TransportSecurity.plaintext
+            if let tls = configuration.tls {
+                // The SNI name (and :authority) the certificate is checked against; the address stays the one given.
+                config.http2.authority = tls.serverName
+                security = .tls { $0.trustRoots = .certificates([.file(path: tls.trustRoots, format: .pem)]) }
+            }
             let transport = try HTTP2ClientTransport.Posix(target: .ipv4(address: target.host, port: target.port),
-                                                           transportSecurity: .plaintext, config: config)
+                                                           transportSecurity: security, config: config)
             try await withGRPCClient(transport: transport) { client in
                 let stub = Chaos_Demo_V1_Stream.Client(wrapping: client)
                 while !Task.isCancelled, !state.withLock({ $0.stopped }) {

@@ -19,6 +19,8 @@ public struct DemoServerConfiguration: Sendable {
     public var queueCapacity: Int
     /// TCP (NDJSON lines) or WebSocket (one text message per line); set it after `init`.
     public var transport: DemoTransport = .tcp
+    /// TLS with the server's own certificate; nil: cleartext. Set it after `init`.
+    public var tls: DemoServerTLS?
     /// Where diagnostics go.
     public var logger: Logger
 

@@ -2,6 +2,7 @@ import ChaosCore
 import Logging
 import NIOCore
 import NIOPosix
+import NIOSSL
 
 /// The server's state and behaviour, confined to one event loop.
 ///
@@ -30,6 +31,7 @@ final class ServerEngine: WireConnectionDelegate, @unchecked Sendable {
     func start() async throws -> DemoAddress {
         let processedLog = try ProcessedLog(path: configuration.logPath)
         let idle = TimeAmount.nanoseconds(configuration.effectiveIdleTimeout.nanoseconds)
+        let tls = try configuration.tls?.context(alpn: configuration.transport == .websocket ? ["http/1.1"] : [])
         let bootstrap = ServerBootstrap(group: loop)
             .serverChannelOption(.backlog, value: 1024)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -37,6 +39,7 @@ final class ServerEngine: WireConnectionDelegate, @unchecked Sendable {
             .childChannelOption(.allowRemoteHalfClosure, value: true)
             .childChannelInitializer { [configuration] channel in
                 channel.eventLoop.makeCompletedFuture {
+                    if let tls { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls)) }
                     try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: idle))
                     switch configuration.transport {
                     case .tcp, .grpc: // gRPC has its own engine: never here

@@ -217,7 +217,9 @@ final class ProxiedConnection: @unchecked Sendable {
 
     /// A leg failed: a reset from its peer is passed on as a reset to the other leg.
     func legFailed(_ side: Side, error: any Error) {
-        if recordMaps[side.slot] != nil, error is NIOSSLError || error is BoringSSLError { onTLSFailure?(side, error) }
+        // A peer answering a cut of chaos's (a truncate, a reset) with an EOF is the fault's doing, not a TLS failure of the pair's.
+        let ownTruncate = (truncating || machine.isCut) && (error as? NIOSSLError) == .uncleanShutdown
+        if recordMaps[side.slot] != nil, !ownTruncate, error is NIOSSLError || error is BoringSSLError { onTLSFailure?(side, error) }
         let reset = (error as? IOError).map { $0.errnoCode == ECONNRESET || $0.errnoCode == EPIPE } ?? false
         pollAcknowledgements(side)
         perform(machine.failed(side, reset: reset))

@@ -1,6 +1,7 @@
 import ArgumentParser
 import ChaosCore
 import ChaosDemo
+import ChaosTLS
 import Dispatch
 import Foundation
 
@@ -33,6 +34,10 @@ struct DemoServerCommand: AsyncParsableCommand {
     var queue = 1000
     @Option(help: "tcp (NDJSON lines), websocket (one text message per line, WebSocket pings as heartbeats) or grpc (one bidirectional-streaming call, HTTP/2 keepalive).")
     var transport = "tcp"
+    @Option(help: "Serve TLS with this certificate chain (PEM), e.g. Scenarios/tls/demo-server.pem.")
+    var tlsCert: String?
+    @Option(help: "The private key of --tls-cert (PEM; default: the --tls-cert file).")
+    var tlsKey: String?
 
     func run() async throws {
         var config = DemoServerConfiguration(
@@ -42,6 +47,8 @@ struct DemoServerCommand: AsyncParsableCommand {
             idleTimeout: try idleTimeout.map { try DemoDurationFlag.parse($0, flag: "--idle-timeout") },
             queueCapacity: queue)
         config.transport = try DemoTransportFlag.parse(transport)
+        if tlsKey != nil, tlsCert == nil { throw ValidationError("--tls-key needs --tls-cert") }
+        config.tls = tlsCert.map { DemoServerTLS(certificate: $0, key: tlsKey ?? $0) }
         let server = DemoServer(configuration: config)
         let bound = try await server.start()
         // Written straight to the descriptor: the runner reads this line while stdout is a pipe.
@@ -84,6 +91,12 @@ struct DemoClientCommand: AsyncParsableCommand {
     var queue = 1000
     @Option(help: "tcp (NDJSON lines), websocket (the stream named in an X-Chaos-Stream upgrade header) or grpc (x-chaos-stream metadata, HTTP/2 keepalive).")
     var transport = "tcp"
+    @Flag(help: "Speak TLS, trusting chaos's CA (chaos ca; $CHAOS_HOME), as an app under test that trusts it does.")
+    var tls = false
+    @Option(help: "Speak TLS, trusting the roots in this PEM file instead of chaos's CA.")
+    var tlsCa: String?
+    @Option(help: "The TLS server name sent (SNI) and verified.")
+    var tlsServerName = "localhost"
 
     func run() async throws {
         var config = DemoClientConfiguration(
@@ -95,6 +108,12 @@ struct DemoClientCommand: AsyncParsableCommand {
             heartbeatTimeout: try DemoDurationFlag.parse(heartbeatTimeout, flag: "--heartbeat-timeout"),
             queueCapacity: queue)
         config.transport = try DemoTransportFlag.parse(transport)
+        if tls || tlsCa != nil {
+            guard TLSSpec.isServerName(tlsServerName) else { throw ValidationError("--tls-server-name must be a host name, found '\(tlsServerName)'") }
+            let roots = try tlsCa ?? CertificateAuthority.own().certificatePath
+            guard FileManager.default.isReadableFile(atPath: roots) else { throw ValidationError("--tls-ca: cannot read '\(roots)'") }
+            config.tls = DemoClientTLS(trustRoots: roots, serverName: tlsServerName)
+        }
         let client = DemoClient(configuration: config)
         try await client.start()
         let signals = DemoSignals { await client.stop() }
