@@ -107,6 +107,7 @@ final class ProxiedConnection: @unchecked Sendable {
                 if let map {
                     acknowledgements[side.slot].wrote(Int(map.wire))
                     map.onWire = { [weak self] count in self?.wrote(count, to: side) }
+                    map.onClosing = { [weak self] in self?.pollAcknowledgements(side) }
                 }
             }
         }

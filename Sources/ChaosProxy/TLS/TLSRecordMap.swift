@@ -22,6 +22,9 @@ final class TLSRecordMap {
     private var pointsStart = 0
     /// Told of wire bytes as they are written (the leg's acknowledgement tracker counts wire bytes).
     var onWire: ((Int) -> Void)?
+    /// Told just before the socket closes, while what its peer acknowledged can still be read (a TLS handler that
+    /// answers the peer's close_notify closes the channel itself: no FIN reaches the relay first).
+    var onClosing: (() -> Void)?
     /// The wire meter's place in the pipeline, below the TLS handler.
     var belowTLS: ChannelHandlerContext?
 
@@ -89,6 +92,11 @@ final class TLSWireMeter: ChannelOutboundHandler, RemovableChannelHandler {
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         map.wroteWire(unwrapOutboundIn(data).readableBytes)
         context.write(data, promise: promise)
+    }
+
+    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        if mode == .all { map.onClosing?() }
+        context.close(mode: mode, promise: promise)
     }
 }
 
