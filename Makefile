@@ -77,6 +77,7 @@ fuzz: deps
 
 bench: deps
 	bash Benchmarks/proxy-bench.sh
+	bash Benchmarks/tls-bench.sh --no-build
 	bash Benchmarks/fault-accuracy.sh
 
 clean:

@@ -35,8 +35,9 @@ struct ShippedScenariosTests {
         let timeline = Timeline(scenario: scenario, seed: scenario.seed ?? 1)
         #expect(Array(timeline).count >= 10)
         #expect(Set(Array(timeline).map(\.kind)).count >= 5)
-        // Every fault a plain TCP pair can meet (ws-close and goaway need a WebSocket or HTTP/2 pair).
-        let tcpKinds = Set(FaultKind.scenarioKinds.filter { $0.framing == nil })
+        // Every fault a plain TCP pair can meet (ws-close and goaway need a WebSocket or HTTP/2 pair, handshake a TLS
+        // proxy: the TLS scenarios have it).
+        let tcpKinds = Set(FaultKind.scenarioKinds.filter { $0.framing == nil && $0 != .handshake })
         #expect(tcpKinds.subtracting(Array(timeline).map(\.kind)).isEmpty,
                 "quickstart misses \(tcpKinds.subtracting(Array(timeline).map(\.kind)))")
         #expect(scenario.duration <= .seconds(Int64(120)))
@@ -49,5 +50,17 @@ struct ShippedScenariosTests {
         let timeline = Timeline(scenario: scenario, seed: 1)
         #expect(Array(timeline).last!.at > .seconds(Int64(71 * 3600)))
         #expect(Set(Array(timeline).map(\.kind)).isSuperset(of: [.disconnect, .latency, .partition, .handoff]))
+    }
+
+    @Test("the TLS scenarios have both handshake modes and a truncate, on a tls: proxy that verifies the demo server's own CA")
+    func tlsScenarios() throws {
+        for name in ["websocket-tls.yaml", "grpc-tls.yaml"] {
+            let scenario = try Scenario.load(path: scenariosDirectory.appendingPathComponent(name).path)
+            guard case .roots(let roots) = scenario.proxies[0].tls?.upstream else { Issue.record("\(name): no roots file"); continue }
+            #expect(roots.hasSuffix("Scenarios/tls/demo-ca.pem"))
+            let effects = Array(Timeline(scenario: scenario, seed: scenario.seed ?? 1)).map(\.effect)
+            #expect(effects.contains(.handshake(mode: .fail)) && effects.contains(.handshake(mode: .stall)), "\(name)")
+            #expect(effects.contains(.disconnect(mode: .truncate, linger: .seconds(Int64(30)))), "\(name)")
+        }
     }
 }

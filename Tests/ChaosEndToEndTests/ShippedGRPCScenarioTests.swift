@@ -5,10 +5,14 @@ import Testing
 @Suite("Scenarios/grpc.yaml with the built-in gRPC pair", .serialized, .timeLimit(.minutes(3)))
 struct ShippedGRPCScenarioTests {
     let scenario = ShippedPairScenario(file: "Scenarios/grpc.yaml", proxy: "grpc", transport: "grpc", streamPrefix: "g")
+    let overTLS = ShippedPairScenario(file: "Scenarios/grpc-tls.yaml", proxy: "grpcs", transport: "grpc", streamPrefix: "g")
 
     @Test("the naive gRPC client fails it: lost > 0, exactly the seqs its consumers' logs never show")
     func naiveFails() async throws { try await scenario.naiveFails() }
 
     @Test("the resilient gRPC pair passes it (resets, a FIN, a GOAWAY in 25 s): lost 0, duplicated 0, counts equal its logs")
     func resilientPasses() async throws { try await scenario.resilientPasses() }
+
+    @Test("Scenarios/grpc-tls.yaml: the pair over TLS (the server's own certificate, the client trusting chaos's CA) passes resets, a truncate, a handshake fail and a GOAWAY in 25 s: lost 0, counts equal its logs")
+    func resilientPassesOverTLS() async throws { try await overTLS.resilientPasses() }
 }
