@@ -37,10 +37,10 @@ extension ProxyServer {
         for resume in resumed { resume() }
     }
 
-    /// Lets the handshake of `client` (its ClientHello read by `reader`) go on now (`proceed`), holds it until the
-    /// stall ends, or refuses it with an alert, as the handshake faults in force say. A fail outranks a stall.
-    func gateHandshake(_ client: any Channel, reader: ClientHelloReader, hello: ClientHello,
-                       proceed: @escaping @Sendable () -> Void) {
+    /// Lets the handshake of `client` (its ClientHello read by its ``ClientHelloReader``) go on now (`proceed`), holds
+    /// it until the stall ends, or refuses it with an alert, as the handshake faults in force say. A fail outranks a
+    /// stall. Runs on the client's event loop.
+    func gateHandshake(_ client: any Channel, hello: ClientHello, proceed: @escaping @Sendable () -> Void) {
         let key = ObjectIdentifier(client)
         let name = hello.serverName.map { "SNI \($0)" } ?? "no SNI"
         let resume: @Sendable () -> Void = { [self] in
@@ -56,9 +56,10 @@ extension ProxyServer {
             state.handshakeFaults.held[key] = resume
             return .stall
         }
+        guard let mode else { return proceed() }
+        // Looked up rather than captured: the reader's own callback calls this, and must not keep the reader alive.
+        guard let reader = try? client.pipeline.syncOperations.handler(type: ClientHelloReader.self) else { return }
         switch mode {
-        case nil:
-            proceed()
         case .fail:
             refusedByFault(client, "answered the ClientHello (\(name)) with a handshake_failure alert")
             reader.refuse()

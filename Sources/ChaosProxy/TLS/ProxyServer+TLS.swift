@@ -16,20 +16,17 @@ extension ProxyServer {
         let deadline = loop.scheduleTask(in: .nanoseconds(options.connectTimeout.nanoseconds)) { [self] in
             upstreamFailed(client: client, reason: "TLS: no ClientHello from \(client.remoteAddress?.hostPort ?? "?") in \(options.connectTimeout)")
         }
-        var readerOrNil: ClientHelloReader?
         let reader = ClientHelloReader { [self] result in
             deadline.cancel()
             switch result {
             case .success(let hello):
-                guard let reader = readerOrNil else { return }
-                gateHandshake(client, reader: reader, hello: hello) { [self] in
+                gateHandshake(client, hello: hello) { [self] in
                     dialTLS(client, hello: hello, id: id, tls: tls, generator: generator)
                 }
             case .failure(let error):
                 upstreamFailed(client: client, reason: "TLS from \(client.remoteAddress?.hostPort ?? "?"): \(error)")
             }
         }
-        readerOrNil = reader
         do {
             try addLegHandlers(client, side: .client, generator: generator)
             try client.pipeline.syncOperations.addHandler(reader, position: .first)
