@@ -92,6 +92,23 @@ extension AuditEngine {
         }
     }
 
+    /// The consumer on `side` had ended its TLS session when the first `offset` bytes' last ones were written, and its
+    /// TCP took them: the messages they complete are taken after close, delivered only if the consumer's own
+    /// acknowledgements vouch for them later (see ``StreamLedger/confirmTakenAfterClose(upTo:)``). Acks they carry
+    /// are not counted.
+    /// Once the run is stopping no later acknowledgement can come: as on a cleartext half-close, what the consumer's
+    /// TCP took is delivered (a stopped client reads what its server still sends after its own close_notify).
+    func acknowledgedAfterClose(_ offset: Int64, by side: Side, connection id: ConnectionID, time: Int64) {
+        if isStopping { return acknowledged(offset, by: side, connection: id, time: time) }
+        guard let connection = connections[id] else { return }
+        let pipe = connection.pipe(.delivered, side.other.producing)
+        guard offset > pipe.acknowledged else { return }
+        pipe.acknowledged = offset
+        while let message = pipe.pending.popFirst(endingBy: offset) {
+            if let seq = message.seq { _ = message.stream.ledger.takenAfterClose.insert(seq) }
+        }
+    }
+
     @inline(__always)
     private func delivered(seq: Int64?, ack: Int64?, _ stream: ConnectionStream, connection: ConnectionID, time: Int64,
                            late: Bool = false) {
@@ -168,6 +185,7 @@ extension AuditEngine {
     private func acknowledge(_ ack: Int64, on ledger: StreamLedger) {
         let partner = ledger.partnerIndex.map { ledgers[$0] } ?? self.ledger(ledger.name, ledger.direction.reversed)
         if ack > (partner.ackedUpTo ?? .min) { partner.ackedUpTo = ack }
+        if !partner.takenAfterClose.isEmpty { partner.confirmTakenAfterClose(upTo: ack) }
     }
 
     @inline(__always)

@@ -65,6 +65,8 @@ public final class AuditEngine {
     public private(set) var now: Int64 = 0
     /// Set by ``finish()``: later events are ignored.
     public private(set) var isFinished = false
+    /// The run is stopping (its pair is being stopped): see ``acknowledgedAfterClose(_:by:connection:time:)``.
+    var isStopping = false
     private var finalResult: AuditResult?
 
     struct StreamKey: Hashable {
@@ -106,6 +108,8 @@ public final class AuditEngine {
             feed(bytes, role: .delivered, direction: side.other.producing, connection: event.connection, time: event.time)
         case .acknowledged(let side, let offset):
             acknowledged(offset, by: side, connection: event.connection, time: event.time)
+        case .acknowledgedAfterClose(let side, let offset):
+            acknowledgedAfterClose(offset, by: side, connection: event.connection, time: event.time)
         case .opened:
             connectionStats.opened += 1
             activity.count(.opened, at: event.time)
@@ -131,6 +135,7 @@ public final class AuditEngine {
             faults.ended(mark)
             if event.connection == 0 { recovery.faultEnded(mark, at: event.time) }
         case .stopping:
+            isStopping = true
             recovery.stopping(at: event.time)
         }
     }

@@ -38,6 +38,11 @@ public struct TrafficEvent: Hashable, Sendable {
         /// `side`'s TCP has acknowledged the first `upTo` bytes written to it on this connection
         /// (cumulative: it only grows). Bytes written and never acknowledged were not delivered.
         case acknowledged(Side, upTo: Int64)
+        /// `side` had already ended its TLS session (sent close_notify) when these bytes were written to it, and its
+        /// TCP acknowledged them up to `upTo` (cumulative, like `acknowledged`). Whether its application read them
+        /// depends on its TLS stack (some read after their own close_notify, some drop), so a message they carry
+        /// counts delivered only if the consumer's own acknowledgements (the protocol's `ack` field) cover it later.
+        case acknowledgedAfterClose(Side, upTo: Int64)
         /// `side` stopped sending: its leg was closed `how`.
         case closed(Side, CloseKind)
         /// A fault began; `connection` is 0 when it is run-wide.

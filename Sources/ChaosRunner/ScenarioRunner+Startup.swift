@@ -11,7 +11,8 @@ extension ScenarioRunner {
         let scenario = configuration.scenario
         guard let folder, configuration.capture ?? scenario.capture?.enabled ?? false else { return nil }
         let writer = try CaptureWriter(directory: folder.url.path, ringBytes: scenario.capture?.ringBytes.map { Int($0) },
-                                       startedAt: startedAt.timeIntervalSince1970)
+                                       startedAt: startedAt.timeIntervalSince1970,
+                                       decryptedProxies: Set(scenario.proxies.filter { $0.tls != nil }.map(\.name)))
         sink.add { writer.record($0) }
         return writer
     }

@@ -29,28 +29,47 @@ public final class LeafIssuer: Sendable {
         caCertificate = try NIOSSLCertificate(bytes: authority.derBytes, format: .der)
     }
 
-    /// The leaf for `name` (a DNS name or an IP address), made now if new. Throws `badInput` for a name no
-    /// certificate can carry.
-    public func leaf(for name: String) throws -> Leaf {
+    /// The most names a leaf copies from its upstream's certificate.
+    public static let copiedNamesLimit = 100
+
+    /// The leaf for `name` (a DNS name or an IP address), made now if new, also naming `alsoNaming` (the verified
+    /// upstream certificate's other names: DNS names, wildcards, IP addresses; those no certificate can carry are
+    /// skipped). Throws `badInput` for a `name` no certificate can carry.
+    public func leaf(for name: String, alsoNaming others: [String] = []) throws -> Leaf {
         let name = name.lowercased()
-        if let leaf = leaves.withLock({ $0.byName[name] }) { return leaf }
-        let made = try make(name)
+        let extra = Self.copyable(others, besides: name)
+        let key = ([name] + extra).joined(separator: "\u{0}")
+        if let leaf = leaves.withLock({ $0.byName[key] }) { return leaf }
+        let made = try make(name, extra: extra)
         return leaves.withLock { cache in
-            if let leaf = cache.byName[name] { return leaf }
-            cache.byName[name] = made
-            cache.order.append(name)
+            if let leaf = cache.byName[key] { return leaf }
+            cache.byName[key] = made
+            cache.order.append(key)
             if cache.order.count > Self.capacity { cache.byName[cache.order.removeFirst()] = nil }
             return made
         }
     }
 
-    private func make(_ name: String) throws -> Leaf {
+    /// `names` lowercased, without `name`, repeats and names no certificate can carry, in order, at most
+    /// ``copiedNamesLimit``.
+    static func copyable(_ names: [String], besides name: String) -> [String] {
+        var seen: Set<String> = [name], kept: [String] = []
+        for other in names.lazy.map({ $0.lowercased() }) where kept.count < copiedNamesLimit {
+            let bare = other.hasPrefix("*.") ? String(other.dropFirst(2)) : other
+            guard TLSSpec.isServerName(bare), seen.insert(other).inserted else { continue }
+            kept.append(other)
+        }
+        return kept
+    }
+
+    private func make(_ name: String, extra: [String]) throws -> Leaf {
         guard TLSSpec.isServerName(name) else { throw ChaosError.badInput("no certificate can name '\(name.prefix(80))'") }
         let signing = P256.Signing.PrivateKey()
         let key = Certificate.PrivateKey(signing)
         let now = Date()
-        let alternative: GeneralName = if let address = Self.addressBytes(name) { .ipAddress(ASN1OctetString(contentBytes: address[...])) }
-            else { .dnsName(name) }
+        let alternatives: [GeneralName] = ([name] + extra).map { name in
+            if let address = Self.addressBytes(name) { .ipAddress(ASN1OctetString(contentBytes: address[...])) } else { .dnsName(name) }
+        }
         let certificate = try Certificate(
             version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: key.publicKey,
             notValidBefore: now.addingTimeInterval(-3_600), notValidAfter: now.addingTimeInterval(7 * 86_400),
@@ -60,7 +79,7 @@ public final class LeafIssuer: Sendable {
                 Critical(BasicConstraints.notCertificateAuthority)
                 Critical(KeyUsage(digitalSignature: true))
                 try ExtendedKeyUsage([.serverAuth, .clientAuth])
-                SubjectAlternativeNames([alternative])
+                SubjectAlternativeNames(alternatives)
                 SubjectKeyIdentifier(hash: key.publicKey)
             },
             issuerPrivateKey: authority.privateKey)
@@ -68,6 +87,34 @@ public final class LeafIssuer: Sendable {
         try serializer.serialize(certificate)
         return Leaf(chain: [try NIOSSLCertificate(bytes: serializer.serializedBytes, format: .der), caCertificate],
                     key: try NIOSSLPrivateKey(bytes: Array(signing.pemRepresentation.utf8), format: .pem))
+    }
+
+    /// The DNS names and IP addresses among `certificate`'s subject alternative names (none when it has none or
+    /// they cannot be read).
+    public static func alternativeNames(of certificate: NIOSSLCertificate) -> [String] {
+        guard let der = try? certificate.toDERBytes(), let parsed = try? Certificate(derEncoded: der),
+              let names = try? parsed.extensions.subjectAlternativeNames else { return [] }
+        return names.compactMap { name in
+            switch name {
+            case .dnsName(let dns): return dns
+            case .ipAddress(let octets): return Self.addressText(Array(octets.bytes))
+            default: return nil
+            }
+        }
+    }
+
+    /// The text of a 4- or 16-byte address; nil otherwise.
+    static func addressText(_ bytes: [UInt8]) -> String? {
+        let family: Int32
+        switch bytes.count {
+        case 4: family = AF_INET
+        case 16: family = AF_INET6
+        default: return nil
+        }
+        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+        return bytes.withUnsafeBytes { raw in
+            inet_ntop(family, raw.baseAddress, &text, socklen_t(text.count)) != nil ? String(cString: text) : nil
+        }
     }
 
     /// The bytes of an IPv4 or IPv6 address; nil for a DNS name.

@@ -70,11 +70,21 @@ public final class TLSInterceptor: Sendable {
         return upstreamIsTLS ? [] : Array(hello.protocols.prefix(1))
     }
 
-    /// The context that answers a client as `name` with `protocols`.
-    public func serverContext(name: String, protocols: [String]) throws -> NIOSSLContext {
-        let key = name.lowercased() + "\u{0}" + protocols.joined(separator: "\u{0}")
+    /// Whether leaves copy the upstream certificate's other names: only when the upstream was verified (`verify` or a
+    /// roots file), so that no name chaos did not check reaches a client.
+    public var copiesUpstreamNames: Bool {
+        switch spec.upstream {
+        case .verify, .roots: true
+        case .insecure, .cleartext: false
+        }
+    }
+
+    /// The context that answers a client as `name` with `protocols`, its leaf also naming `upstreamNames` (the
+    /// verified upstream certificate's subject alternative names).
+    public func serverContext(name: String, protocols: [String], upstreamNames: [String] = []) throws -> NIOSSLContext {
+        let key = ([name.lowercased()] + protocols + ["\u{1}"] + upstreamNames).joined(separator: "\u{0}")
         if let context = serverContexts.withLock({ $0[key] }) { return context }
-        let leaf = try issuer.leaf(for: name)
+        let leaf = try issuer.leaf(for: name, alsoNaming: upstreamNames)
         var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: leaf.chain.map { .certificate($0) },
                                                                      privateKey: .privateKey(leaf.key))
         configuration.applicationProtocols = protocols

@@ -67,12 +67,44 @@ struct CaptureWriterTests {
         }
     }
 
-    @Test("a ring keeps its files within the bound, deletes the oldest, and a frozen ring keeps the anomaly")
-    func ringRotation() throws {
+    @Test("a capture of TLS proxies is pcapng marked as decrypted (section and first-packet comments); tshark and the reader read it")
+    func decryptedCaptureIsMarked() throws {
+        let directory = try TestSupport.makeTemporaryDirectory()
+        defer { TestSupport.removeDirectory(directory) }
+        let run = Self.scriptedRun()
+        let writer = try CaptureWriter(directory: directory, startedAt: 1_700_000_000, decryptedProxies: ["stream"])
+        writer.record(contentsOf: run.events)
+        try writer.close()
+        let path = directory + "/capture.pcap"
+        let magic = [UInt8](try #require(FileManager.default.contents(atPath: path)).prefix(4))
+        #expect(magic == [0x0a, 0x0d, 0x0d, 0x0a], "pcapng")
+        let info = try TestSupport.run("/usr/bin/capinfos", [path])
+        #expect(info.stdout.contains("pcapng") && info.stdout.contains("DECRYPTED: connections of the TLS proxies stream"), "\(info.stdout)")
+        let comments = try TestSupport.run("/usr/bin/tshark", ["-n", "-r", path, "-Y", "frame.comment", "-T", "fields", "-e", "frame.comment"])
+        let lines = comments.stdout.split(separator: "\n").filter { !$0.isEmpty }
+        #expect(lines.count == 2 && lines.allSatisfy { $0.contains("decrypted by chaos: proxy stream terminates TLS") }, "\(comments.stdout)")
+        let listing = try TestSupport.run("/usr/bin/tshark", ["-n", "-r", path, "-o", "tcp.check_checksum:TRUE"])
+        #expect(listing.status == 0 && !listing.stdout.lowercased().contains("malformed"))
+        let follow = try Tshark.follow(path: path, stream: 0)
+        #expect(TestSupport.same(follow.initiatorBytes, run.upstream[0]))
+        let (_, statistics) = try CaptureReader.readAll(path: path)
+        #expect(statistics.packets == writer.statistics.packets)
+        // Without TLS proxies the capture stays classic pcap.
+        let plain = try CaptureWriter(directory: directory + "/plain", startedAt: 1_700_000_000)
+        plain.record(contentsOf: run.events)
+        try plain.close()
+        let plainMagic = [UInt8](try #require(FileManager.default.contents(atPath: directory + "/plain/capture.pcap")).prefix(4))
+        #expect(plainMagic == [0xd4, 0xc3, 0xb2, 0xa1] || plainMagic == [0x4d, 0x3c, 0xb2, 0xa1], "classic pcap: \(plainMagic)")
+    }
+
+    @Test("a ring keeps its files within the bound, deletes the oldest, and a frozen ring keeps the anomaly (pcap and pcapng)",
+          arguments: [false, true])
+    func ringRotation(decrypted: Bool) throws {
         let directory = try TestSupport.makeTemporaryDirectory()
         defer { TestSupport.removeDirectory(directory) }
         let ring = 1 << 20
-        let writer = try CaptureWriter(directory: directory, ringBytes: ring, startedAt: 1_700_000_000)
+        let writer = try CaptureWriter(directory: directory, ringBytes: ring, startedAt: 1_700_000_000,
+                                       decryptedProxies: decrypted ? ["p"] : [])
         let endpoints = ConnectionEndpoints(proxy: "p", client: "127.0.0.1:1", listen: "127.0.0.1:2",
                                             proxyLocal: "127.0.0.1:3", server: "127.0.0.1:4")
         writer.record(TrafficEvent(time: 0, connection: 1, kind: .opened(endpoints)))

@@ -11,4 +11,13 @@ struct ShippedWebSocketScenarioTests {
 
     @Test("the resilient WebSocket pair passes it: lost 0, duplicated 0, counts equal its logs")
     func resilientPasses() async throws { try await scenario.resilientPasses() }
+
+    /// 38 s reach past the partition (28-34 s), which ends as the server's idle timeout closes its TLS session
+    /// (close_notify) while the client's held messages are being written to it, and the stop, when each client closes
+    /// its session first and still reads the server's last messages.
+    @Test("Scenarios/websocket-tls.yaml: the pair over wss passes resets, a truncate, a handshake fail, a partition and a stall in 38 s: lost 0, no tls anomaly, counts equal its logs")
+    func resilientPassesOverTLS() async throws {
+        try await ShippedPairScenario(file: "Scenarios/websocket-tls.yaml", proxy: "wss", transport: "websocket", streamPrefix: "w",
+                                      resilientDuration: "38s").resilientPasses()
+    }
 }

@@ -70,12 +70,12 @@ struct TLSPairTests {
     }
 
     static func run(pair: String, bug: String, websocket: Bool, capture: Bool = false, clientTrusts: String = "ca.pem")
-        async throws -> (folder: String, home: String, status: Int32) {
+        async throws -> (folder: String, home: String, status: Int32, scenario: String) {
         let home = try folder()
         let run = try await ThirdPartyPairRun.run("tls-pair", capture: capture, environment: ["CHAOS_HOME": home]) {
             scenario(listen: $0, upstream: $1, pair: pair, home: home, bug: bug, websocket: websocket, clientTrusts: clientTrusts)
         }
-        return (run.folder, home, run.status)
+        return (run.folder, home, run.status, run.scenario)
     }
 
     @Test("an NDJSON pair over TLS passes with every count equal to its logs; keys.log holds both legs' secrets")
@@ -99,7 +99,7 @@ struct TLSPairTests {
         #expect(lost > 0)
     }
 
-    @Test("a WebSocket pair over wss (ALPN http/1.1, deflate) passes with counts equal to its logs; tshark decrypts a tcpdump -i lo of it with keys.log")
+    @Test("a WebSocket pair over wss (ALPN http/1.1, deflate) passes with counts equal to its logs; tshark decrypts a tcpdump -i lo of it with keys.log; capture.pcap is marked decrypted and audits as the live run")
     func websocketPair() async throws {
         let run = try await Self.run(pair: Self.websocket, bug: "", websocket: true, capture: true)
         #expect(run.status == 0, "the run must pass (\(run.folder))")
@@ -114,6 +114,20 @@ struct TLSPairTests {
         let ports = Set(shark.stdout.split(separator: "\n"))
         // Frames decrypted on both legs: toward the proxy's port and toward the upstream's.
         #expect(ports.count >= 2, "tshark saw WebSocket frames on \(ports.sorted()) only")
+        // chaos's own capture holds the decrypted WebSocket bytes, says so in the file, and audits as the live run did.
+        let info = try ChaosCLI.runBlocking(["capinfos", "\(run.folder)/capture.pcap"], timeout: 60, program: "/usr/bin/env")
+        #expect(info.stdout.contains("DECRYPTED: connections of the TLS proxies stream"), "\(info.stdout)")
+        let comments = try ChaosCLI.runBlocking(["tshark", "-r", "\(run.folder)/capture.pcap", "-Y", "frame.comment", "-T", "fields",
+                                                 "-e", "frame.comment"], timeout: 60, program: "/usr/bin/env")
+        #expect(comments.stdout.contains("decrypted by chaos: proxy stream terminates TLS"), "\(comments.stdout.prefix(300))")
+        let offline = try await ChaosCLI.run(["audit", "\(run.folder)/capture.pcap", "--protocol-from", run.scenario,
+                                              "--out", "\(run.folder)-offline"])
+        #expect(offline.status == 0, "\(offline.stdout)\n\(offline.stderr)")
+        let live = try DeliveredMeansAcknowledgedTests.streams(run.folder)
+        let audited = try DeliveredMeansAcknowledgedTests.streams("\(run.folder)-offline")
+        for (key, stream) in live {
+            #expect(audited[key]?["ok"] == stream["ok"] && audited[key]?["lost"] == stream["lost"], "\(key): offline \(audited[key] ?? [:]) live \(stream)")
+        }
         try? FileManager.default.removeItem(atPath: run.home)
     }
 
@@ -211,15 +225,19 @@ struct TLSPairTests {
         for run in [with, without] { try? FileManager.default.removeItem(atPath: run.home) }
     }
 
-    @Test("openssl s_client asking for a name gets the leaf for that name, issued by chaos's CA, and verifies it")
+    @Test("openssl s_client asking for a name gets the leaf for that name, issued by chaos's CA, and verifies it; the leaf also carries the verified upstream certificate's names")
     func opensslSeesTheLeaf() async throws {
         let command = "sh -c 'openssl s_client -connect 127.0.0.1:{listen.port} -servername api.example.test -alpn h2 "
-            + "-CAfile HOME/ca.pem < /dev/null > {run_dir}/s_client.txt 2>&1; echo done > {run_dir}/end.txt; exec sleep 30'"
+            + "-CAfile HOME/ca.pem < /dev/null 2>&1 | tee {run_dir}/s_client.txt | openssl x509 -noout -ext subjectAltName "
+            + "> {run_dir}/san.txt 2>&1; echo done > {run_dir}/end.txt; exec sleep 30'"
         let run = try await Self.endRun(tls: "", client: command, faults: "  []")
         let output = try String(contentsOfFile: "\(run.folder)/s_client.txt", encoding: .utf8)
         #expect(output.contains("CN = api.example.test") || output.contains("CN=api.example.test"), "\(output.prefix(600))")
         #expect(output.contains("O = chaos") || output.contains("O=chaos"), "issued by chaos's CA")
         #expect(output.contains("Verify return code: 0 (ok)"), "\(output.suffix(400))")
+        // The upstream's certificate (trustme) names localhost and 127.0.0.1; chaos verified it with its CA.
+        let names = try String(contentsOfFile: "\(run.folder)/san.txt", encoding: .utf8)
+        #expect(names.contains("DNS:api.example.test, DNS:localhost, IP Address:127.0.0.1"), "\(names)")
         try? FileManager.default.removeItem(atPath: run.home)
     }
 

@@ -55,6 +55,22 @@ struct CertificateAuthorityTests {
         #expect(throws: ChaosError.self) { try issuer.leaf(for: bad) }
     }
 
+    @Test("a leaf copies the upstream's other names (DNS, wildcard, IPv4, IPv6) after its own, skipping repeats and names no certificate can carry")
+    func leafCopiesUpstreamNames() throws {
+        let home = Self.home()
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let issuer = try LeafIssuer(authority: try CertificateAuthority.own(home: home))
+        let upstream = ["API.example.test", "www.example.test", "*.example.test", "127.0.0.1", "::1", "a b", "*.", "www.example.test"]
+        let leaf = try issuer.leaf(for: "api.example.test", alsoNaming: upstream)
+        #expect(LeafIssuer.alternativeNames(of: leaf.chain[0]) == ["api.example.test", "www.example.test", "*.example.test", "127.0.0.1", "::1"])
+        // Another set of upstream names is another leaf; the same set is the cached one.
+        #expect(try issuer.leaf(for: "api.example.test").chain[0] != leaf.chain[0])
+        #expect(try issuer.leaf(for: "api.example.test", alsoNaming: upstream).chain[0] == leaf.chain[0])
+        #expect(LeafIssuer.alternativeNames(of: try issuer.leaf(for: "api.example.test").chain[0]) == ["api.example.test"])
+        let many = (0..<300).map { "n\($0).example.test" }
+        #expect(LeafIssuer.alternativeNames(of: try issuer.leaf(for: "x.test", alsoNaming: many).chain[0]).count == LeafIssuer.copiedNamesLimit + 1)
+    }
+
     @Test("a client that trusts the CA completes a handshake with the leaf for its SNI, ALPN answered as asked")
     func handshake() throws {
         let home = Self.home()

@@ -21,6 +21,11 @@ final class StreamLedger {
     var highestSent: Int64
     /// The highest cumulative ack from the other direction.
     var ackedUpTo: Int64?
+    /// Seqs whose bytes a consumer's TCP took after it had ended its TLS session (close_notify): whether its
+    /// application read them depends on its TLS stack, so they count delivered only once its own ack vouches for them.
+    var takenAfterClose = SeqRangeSet()
+    /// The seqs of ``takenAfterClose`` the consumer's acks vouched for.
+    var confirmedAfterClose = SeqRangeSet()
     /// The ledger of the same stream in the other direction (where acks for this one travel).
     var partnerIndex: Int?
     /// A `seq jump` was already reported for this stream.
@@ -40,24 +45,45 @@ final class StreamLedger {
     /// The stream's result; a checkpoint (`final` false) does not yet count seqs still in flight as lost.
     func result(final: Bool) -> StreamResult {
         var result = counts
-        result.ok = deliveredSeqs.count
-        var upper = highestDelivered
+        let taken = takenSeqs
+        result.ok = taken.count
+        var upper = max(highestDelivered, taken.max ?? highestDelivered)
         if final { upper = max(upper, highestSent) }
         if let cut = cutInFlight.max { upper = max(upper, cut) }
         let expected = max(0, upper - seqStart + 1)
-        result.lost = expected - deliveredSeqs.count(from: seqStart, through: upper)
-        if let ackedUpTo { result.unacked = deliveredSeqs.count(above: ackedUpTo) }
+        result.lost = expected - taken.count(from: seqStart, through: upper)
+        if let ackedUpTo { result.unacked = taken.count(above: ackedUpTo) }
         result.updateRatio()
-        return StreamResult(stream: name, direction: direction, counts: result, firstSeq: deliveredSeqs.min,
-                            highestSeq: deliveredSeqs.max, ackedUpTo: ackedUpTo)
+        return StreamResult(stream: name, direction: direction, counts: result, firstSeq: taken.min,
+                            highestSeq: taken.max, ackedUpTo: ackedUpTo)
     }
 
     /// The seq ranges counted as lost (for the anomaly list), at most `limit`.
     func lostRanges(final: Bool, limit: Int) -> [SeqRangeSet.Interval] {
-        var upper = highestDelivered
+        let taken = takenSeqs
+        var upper = max(highestDelivered, taken.max ?? highestDelivered)
         if final { upper = max(upper, highestSent) }
         if let cut = cutInFlight.max { upper = max(upper, cut) }
-        return deliveredSeqs.holes(from: seqStart, through: upper, limit: limit)
+        return taken.holes(from: seqStart, through: upper, limit: limit)
+    }
+
+    /// The consumer acknowledged every seq up to `ack`. That vouches for the seqs it took after its TLS close only when
+    /// `ack` is past every seq delivered to it otherwise: a consumer whose "cumulative" ack is really the highest seq it
+    /// saw would cover a seq its TLS stack dropped as soon as a later one arrives (a producer that skipped it on resume
+    /// must still be caught), while an ack no delivered seq explains can only come from what it took after close.
+    func confirmTakenAfterClose(upTo ack: Int64) {
+        guard ack > highestDelivered else { return }
+        for interval in takenAfterClose.intervals where interval.lower <= ack {
+            confirmedAfterClose.insert(interval.lower, through: min(interval.upper, ack))
+        }
+    }
+
+    /// The seqs the consumer has: those delivered, and those taken after its TLS close that its acks vouched for.
+    private var takenSeqs: SeqRangeSet {
+        guard !confirmedAfterClose.isEmpty else { return deliveredSeqs }
+        var taken = deliveredSeqs
+        taken.formUnion(confirmedAfterClose)
+        return taken
     }
 }
 

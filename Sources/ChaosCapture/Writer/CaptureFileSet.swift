@@ -3,7 +3,7 @@ import Foundation
 
 /// Where synthesized packets go: one growing `capture.pcap`, or a ring of `capture-NNN.pcap`
 /// files whose total size stays within a bound (the oldest file is deleted first), which can be
-/// frozen to keep what surrounds an anomaly.
+/// frozen to keep what surrounds an anomaly. Files are classic pcap, or pcapng with `comment` as their section comment.
 final class CaptureFileSet {
     /// The smallest ring chaos accepts.
     static let minimumRingBytes = 1 << 20
@@ -12,7 +12,9 @@ final class CaptureFileSet {
     private let ringBytes: Int?
     private let segmentBytes: Int
     private var closedFiles: [(path: String, bytes: Int)] = []
-    private var current: PcapDumpFile?
+    private var current: (any CaptureFile)?
+    /// The section comment of pcapng files; nil: classic pcap.
+    private let comment: String?
     private var nextIndex = 0
     private var frozen = false
     private var full = false
@@ -22,7 +24,7 @@ final class CaptureFileSet {
     private(set) var writtenPackets = 0
 
     /// Opens the first file in `directory` (created if missing).
-    init(directory: String, ringBytes: Int?) throws {
+    init(directory: String, ringBytes: Int?, comment: String?) throws {
         if let ringBytes, ringBytes < Self.minimumRingBytes {
             throw ChaosError.badInput("capture ring of \(ringBytes) bytes is too small: it must be at least 1MB")
         }
@@ -34,15 +36,17 @@ final class CaptureFileSet {
         self.directory = directory
         self.ringBytes = ringBytes
         self.segmentBytes = ringBytes.map { $0 / 8 } ?? Int.max
-        current = try PcapDumpFile(path: nextPath())
+        self.comment = comment
+        current = try Self.open(nextPath(), comment: comment)
     }
 
     /// Opens a single file at `path`, with no ring.
-    init(path: String) throws {
+    init(path: String, comment: String?) throws {
         directory = (path as NSString).deletingLastPathComponent
         ringBytes = nil
         segmentBytes = Int.max
-        current = try PcapDumpFile(path: path)
+        self.comment = comment
+        current = try Self.open(path, comment: comment)
     }
 
     /// The files that exist now, oldest first.
@@ -52,12 +56,12 @@ final class CaptureFileSet {
     var totalBytes: Int { closedFiles.reduce(0) { $0 + $1.bytes } + (current?.bytesWritten ?? 0) }
 
     /// Writes one packet, rotating and pruning the ring as needed.
-    func write(_ packet: UnsafeRawBufferPointer, epochNanoseconds: Int64) throws {
+    func write(_ packet: UnsafeRawBufferPointer, epochNanoseconds: Int64, comment packetComment: String? = nil) throws {
         guard !full, let file = current else {
             droppedPackets += 1
             return
         }
-        let recordBytes = PcapDumpFile.recordHeaderBytes + packet.count
+        let recordBytes = file.recordBytes(packet: packet.count, comment: packetComment)
         var target = file
         if let ringBytes {
             if file.bytesWritten + recordBytes > segmentBytes {
@@ -73,7 +77,7 @@ final class CaptureFileSet {
                 deleteOldest()
             }
         }
-        target.write(packet, epochNanoseconds: epochNanoseconds)
+        target.write(packet, epochNanoseconds: epochNanoseconds, comment: packetComment)
         writtenPackets += 1
     }
 
@@ -93,12 +97,17 @@ final class CaptureFileSet {
         current?.close()
     }
 
-    private func rotate() throws -> PcapDumpFile {
+    private static func open(_ path: String, comment: String?) throws -> any CaptureFile {
+        if let comment { return try PcapngFile(path: path, comment: comment) }
+        return try PcapDumpFile(path: path)
+    }
+
+    private func rotate() throws -> any CaptureFile {
         if let file = current {
             file.close()
             closedFiles.append((file.path, file.bytesWritten))
         }
-        let file = try PcapDumpFile(path: nextPath())
+        let file = try Self.open(nextPath(), comment: comment)
         current = file
         return file
     }

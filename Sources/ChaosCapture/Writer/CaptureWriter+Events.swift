@@ -15,14 +15,15 @@ extension CaptureWriter {
                                           peerDialled: false, seed: id &* 2 &+ 2))
             let clientHandshake = connection.clientLeg.handshake()
             let serverHandshake = connection.serverLeg.handshake()
-            try emit(clientHandshake, on: connection.clientLeg, payload: [], time: event.time)
+            let note = decryptedProxies.contains(endpoints.proxy) ? Self.decryptedComment(proxy: endpoints.proxy) : nil
+            try emit(clientHandshake, on: connection.clientLeg, payload: [], time: event.time, firstComment: note)
             try emit(serverHandshake, on: connection.serverLeg, payload: [], time: event.time)
             storeOrForget(connection, id: id)
         case .read(let side, let bytes):
             try transfer(bytes, on: side, fromPeer: true, id: id, time: event.time)
         case .written(let side, let bytes):
             try transfer(bytes, on: side, fromPeer: false, id: id, time: event.time)
-        case .acknowledged(let side, let bytes):
+        case .acknowledged(let side, let bytes), .acknowledgedAfterClose(let side, let bytes):
             guard var connection = connections[id] else { break }
             let ack = connection[side].acknowledge(upTo: bytes)
             try emit(ack, on: connection[side], payload: [], time: event.time)
@@ -80,18 +81,20 @@ extension CaptureWriter {
         while lingeringOrder.count > Self.lingeringLimit { connections[lingeringOrder.removeFirst()] = nil }
     }
 
-    private func emit(_ segments: [PlannedSegment], on leg: SynthesizedLeg, payload: [UInt8], time: Int64) throws {
+    /// Writes `segments` of `leg`; the first carries `firstComment`, if any.
+    private func emit(_ segments: [PlannedSegment], on leg: SynthesizedLeg, payload: [UInt8], time: Int64,
+                      firstComment: String? = nil) throws {
         guard !segments.isEmpty else { return }
         let stamp = startedAtNanoseconds &+ time
         try payload.withUnsafeBytes { bytes in
-            for segment in segments {
+            for (index, segment) in segments.enumerated() {
                 let source = segment.fromPeer ? leg.peer : leg.proxyEnd
                 let destination = segment.fromPeer ? leg.proxyEnd : leg.peer
                 let slice = UnsafeRawBufferPointer(rebasing: bytes[segment.payload])
                 try builder.withSegment(from: source, to: destination, sequence: segment.sequence,
                                         acknowledgement: segment.acknowledgement, flags: segment.flags,
                                         payload: slice) { packet in
-                    try files.write(packet, epochNanoseconds: stamp)
+                    try files.write(packet, epochNanoseconds: stamp, comment: index == 0 ? firstComment : nil)
                 }
             }
         }

@@ -11,9 +11,11 @@ import Foundation
 /// is a FIN from that side's peer, propagated as a FIN from the proxy on the other leg (the relay
 /// half-closes); `.reset` and `.error` are an RST from the peer; `.cutByFault` an RST from the proxy.
 ///
-/// The file has link type RAW (IPv4/IPv6, no link header) and nanosecond timestamps
-/// (`startedAt` + the event's time). Packets are buffered and flushed about once a second of event
-/// time and on ``flush()`` / ``close()``.
+/// The file has link type RAW (IPv4/IPv6, no link header) and nanosecond timestamps (`startedAt` + the
+/// event's time). It is classic pcap, or, when some proxies terminate TLS, pcapng marked as decrypted: its
+/// section comment says which proxies' connections hold decrypted application bytes, and the first packet
+/// of each of their connections says so too (Wireshark shows both; classic pcap has no comments).
+/// Packets are buffered and flushed about once a second of event time and on ``flush()`` / ``close()``.
 ///
 /// Thread-safe: every method takes one lock, so several producers may share a writer; one serial
 /// consumer is the cheapest use.
@@ -33,6 +35,21 @@ public final class CaptureWriter: @unchecked Sendable {
     var ignoredEvents = 0
     private var firstError: (any Error)?
     private var closed = false
+    /// The proxies whose connections' payloads are decrypted TLS (they terminate it).
+    let decryptedProxies: Set<String>
+
+    /// The section comment of a capture whose `decrypted` proxies terminate TLS; nil (classic pcap) when none does.
+    static func sectionComment(decrypted: Set<String>) -> String? {
+        guard !decrypted.isEmpty else { return nil }
+        return "chaos: both legs of every proxied connection, synthesized from the bytes the proxy relayed. DECRYPTED: "
+            + "connections of the TLS proxies \(decrypted.sorted().joined(separator: ", ")) hold the application bytes "
+            + "chaos decrypted (no TLS records); keys.log in the run folder decrypts a wire capture of the run."
+    }
+
+    /// The comment on the first packet of a connection of a proxy that terminates TLS.
+    static func decryptedComment(proxy: String) -> String {
+        "decrypted by chaos: proxy \(proxy) terminates TLS; this connection's payloads are its application bytes"
+    }
 
     /// Writes `capture.pcap` in `directory`, or, with `ringBytes`, a ring of `capture-000.pcap`,
     /// `capture-001.pcap`, … whose total size stays within `ringBytes` (oldest deleted first).
@@ -41,16 +58,21 @@ public final class CaptureWriter: @unchecked Sendable {
     ///   - ringBytes: the ring bound in bytes (at least 1 MiB), or nil for one unbounded file.
     ///   - startedAt: the run's start as seconds since the Unix epoch; event times are added to it.
     /// - Throws: `ChaosError` `.badInput` for a ring under 1 MiB, `.io` when a file cannot be created.
-    public init(directory: String, ringBytes: Int? = nil, startedAt: Double) throws {
-        files = try CaptureFileSet(directory: directory, ringBytes: ringBytes)
+    ///   - decryptedProxies: the proxies that terminate TLS: the file says their connections are decrypted.
+    public init(directory: String, ringBytes: Int? = nil, startedAt: Double, decryptedProxies: Set<String> = []) throws {
+        files = try CaptureFileSet(directory: directory, ringBytes: ringBytes, comment: Self.sectionComment(decrypted: decryptedProxies))
         startedAtNanoseconds = Int64((startedAt * 1e9).rounded())
+        self.decryptedProxies = decryptedProxies
     }
 
     /// Writes one unbounded pcap file at `path`.
-    /// - Parameter startedAt: the run's start as seconds since the Unix epoch.
-    public init(path: String, startedAt: Double) throws {
-        files = try CaptureFileSet(path: path)
+    /// - Parameters:
+    ///   - startedAt: the run's start as seconds since the Unix epoch.
+    ///   - decryptedProxies: the proxies that terminate TLS: the file says their connections are decrypted.
+    public init(path: String, startedAt: Double, decryptedProxies: Set<String> = []) throws {
+        files = try CaptureFileSet(path: path, comment: Self.sectionComment(decrypted: decryptedProxies))
         startedAtNanoseconds = Int64((startedAt * 1e9).rounded())
+        self.decryptedProxies = decryptedProxies
     }
 
     /// What the writer has done so far.

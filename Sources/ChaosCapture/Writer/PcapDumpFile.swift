@@ -4,7 +4,7 @@ import Foundation
 
 /// One pcap file written through libpcap (`pcap_open_dead` + `pcap_dump_open`): link type RAW
 /// (IPv4/IPv6 without a link header), nanosecond timestamps. Needs no privileges.
-final class PcapDumpFile {
+final class PcapDumpFile: CaptureFile {
     /// The size of the pcap file header.
     static let fileHeaderBytes = 24
     /// The size of each packet record header.
@@ -40,8 +40,11 @@ final class PcapDumpFile {
 
     deinit { close() }
 
-    /// Appends one packet stamped `nanoseconds` after the Unix epoch.
-    func write(_ packet: UnsafeRawBufferPointer, epochNanoseconds nanoseconds: Int64) {
+    /// The bytes a packet of `count` bytes takes in the file (classic pcap has no comments: `comment` is not written).
+    func recordBytes(packet count: Int, comment: String?) -> Int { Self.recordHeaderBytes + count }
+
+    /// Appends one packet stamped `nanoseconds` after the Unix epoch (classic pcap cannot keep `comment`).
+    func write(_ packet: UnsafeRawBufferPointer, epochNanoseconds nanoseconds: Int64, comment: String?) {
         guard !closed, let bytes = packet.baseAddress else { return }
         var header = pcap_pkthdr()
         header.ts.tv_sec = Int(nanoseconds / 1_000_000_000)

@@ -25,9 +25,14 @@ extension ProxiedConnection {
         guard trafficSink != nil, acknowledgements[side.slot].isOutstanding,
               let kernel = legs[side]!.channel.kernelAcknowledgements() else { return }
         let notSent = beforeReset && !kernel.over ? kernel.notSent : nil
-        if let offset = acknowledgements[side.slot].update(kernelBytesAcked: kernel.bytesAcked, notSentBeforeReset: notSent),
-           let delivered = recordMaps[side.slot].map({ $0.newlyCovered(by: offset) }) ?? offset {
-            trafficSink?.record(TrafficEvent(time: clock.now(), connection: id, kind: .acknowledged(side, upTo: delivered)))
+        if let offset = acknowledgements[side.slot].update(kernelBytesAcked: kernel.bytesAcked, notSentBeforeReset: notSent) {
+            let covered = recordMaps[side.slot].map { $0.newlyCovered(by: offset) } ?? (offset, nil)
+            if let delivered = covered.delivered {
+                trafficSink?.record(TrafficEvent(time: clock.now(), connection: id, kind: .acknowledged(side, upTo: delivered)))
+            }
+            if let taken = covered.afterClose {
+                trafficSink?.record(TrafficEvent(time: clock.now(), connection: id, kind: .acknowledgedAfterClose(side, upTo: taken)))
+            }
         }
         if !kernel.over, acknowledgements[side.slot].isOutstanding { scheduleAcknowledgementPoll(side) }
     }

@@ -219,7 +219,14 @@ final class ProxiedConnection: @unchecked Sendable {
     /// A leg failed: a reset from its peer is passed on as a reset to the other leg.
     func legFailed(_ side: Side, error: any Error) {
         // A peer answering a cut of chaos's (a truncate, a reset) with an EOF is the fault's doing, not a TLS failure of the pair's.
-        let ownTruncate = (truncating || machine.isCut) && (error as? NIOSSLError) == .uncleanShutdown
+        let unclean = (error as? NIOSSLError) == .uncleanShutdown
+        // A peer that sent close_notify and then closed its socket without waiting for ours closed in order (TLS lets
+        // each side close its write side on its own); NIO's handler calls that EOF unclean. Its closure follows.
+        if unclean, recordMaps[side.slot]?.endedAfterCloseNotify == true {
+            pollAcknowledgements(side)
+            return
+        }
+        let ownTruncate = (truncating || machine.isCut) && unclean
         if recordMaps[side.slot] != nil, !ownTruncate, error is NIOSSLError || error is BoringSSLError { onTLSFailure?(side, error) }
         let reset = (error as? IOError).map { $0.errnoCode == ECONNRESET || $0.errnoCode == EPIPE } ?? false
         pollAcknowledgements(side)

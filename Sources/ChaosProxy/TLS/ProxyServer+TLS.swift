@@ -65,7 +65,12 @@ extension ProxyServer {
                 do {
                     let answer = tls.clientAnswer(for: hello, negotiated: negotiated)
                     let name = tls.serverName(for: hello)
-                    let context = try tls.serverContext(name: name, protocols: answer)
+                    // A client that pins a host name sees the names the verified upstream's certificate carries.
+                    let upstreamNames = tls.copiesUpstreamNames
+                        ? ((try? server.pipeline.syncOperations.handler(type: NIOSSLClientHandler.self))?.peerCertificate)
+                            .map(LeafIssuer.alternativeNames) ?? []
+                        : []
+                    let context = try tls.serverContext(name: name, protocols: answer, upstreamNames: upstreamNames)
                     let accepted = loop.makePromise(of: String?.self)
                     let watcher = HandshakeWatcher(done: accepted)
                     let late = loop.scheduleTask(in: .nanoseconds(options.connectTimeout.nanoseconds)) {

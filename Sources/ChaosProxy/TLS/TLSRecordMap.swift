@@ -1,4 +1,5 @@
 import NIOCore
+import NIOSSL
 import NIOTLS
 
 /// Delivered means acknowledged under TLS too: a leg's peer has taken a plaintext byte once its TCP acknowledged the
@@ -13,12 +14,16 @@ final class TLSRecordMap {
     private(set) var plaintext: Int64 = 0
     /// Whether the handshake is over (before it, the TLS handler holds what it is given).
     var handshakeDone = false
-    /// Whether the peer closed its side (close_notify, or a FIN). TLS stacks discard what arrives after they sent
-    /// close_notify (Python's and OpenSSL's shutdown read and drop it while their TCP acknowledges it), so plaintext
-    /// written after that is never covered: it is not delivered, as bytes a cleartext peer's closed socket resets.
+    /// Whether the peer closed its side (close_notify, or a FIN). What a TLS stack does with records that arrive
+    /// after it sent close_notify differs (Python's and OpenSSL's shutdown read and drop them, swift-nio-ssl's
+    /// closing handler still hands them to its application), while its TCP acknowledges them either way: plaintext
+    /// written after that is covered only as taken after close (see ``TrafficEvent/Kind/acknowledgedAfterClose(_:upTo:)``).
     var peerClosed = false
-    /// (plaintext end, wire end) pairs not yet covered by an acknowledgement, oldest first.
-    private var points: [(plaintext: Int64, wire: Int64)] = []
+    /// The peer's TCP connection ended after its close_notify (NIO's TLS handler calls that EOF unclean when chaos had
+    /// not answered with its own yet): an orderly close, whenever the relay learns of it.
+    var endedAfterCloseNotify = false
+    /// (plaintext end, wire end, written after the peer closed) points not yet covered by an acknowledgement, oldest first.
+    private var points: [(plaintext: Int64, wire: Int64, afterClose: Bool)] = []
     private var pointsStart = 0
     /// Told of wire bytes as they are written (the leg's acknowledgement tracker counts wire bytes).
     var onWire: ((Int) -> Void)?
@@ -45,38 +50,49 @@ final class TLSRecordMap {
     /// After a flush went through the TLS handler: everything handed to it is on the wire now, if the handler wrote
     /// since `wire` was `before` (a handler that is closing fails the writes instead: those bytes are never sent).
     func flushed(wroteSince before: Int64) {
-        guard handshakeDone, !peerClosed, plaintext > (points.last?.plaintext ?? 0), wire > before else { return }
-        points.append((plaintext, wire))
+        guard handshakeDone, plaintext > (points.last?.plaintext ?? 0), wire > before else { return }
+        points.append((plaintext, wire, peerClosed))
     }
 
     /// The wire offset of the last point (0 before the first).
     var lastPointWire: Int64 { points.last?.wire ?? 0 }
 
-    /// The plaintext offset last reported delivered.
+    /// The plaintext offsets last reported delivered, and taken after close.
     private var reported: Int64 = 0
+    private var reportedAfterClose: Int64 = 0
 
-    /// The plaintext offset `wireAcknowledged` wire bytes cover, when it moved past the last one reported.
-    func newlyCovered(by wireAcknowledged: Int64) -> Int64? {
+    /// The plaintext offsets `wireAcknowledged` wire bytes cover, each when it moved past the last one reported:
+    /// `delivered` up to the last point written before the peer closed, `afterClose` up to the last one after.
+    func newlyCovered(by wireAcknowledged: Int64) -> (delivered: Int64?, afterClose: Int64?) {
         let covered = plaintext(coveredBy: wireAcknowledged)
-        guard covered > reported else { return nil }
-        reported = covered
-        return covered
+        var result: (delivered: Int64?, afterClose: Int64?) = (nil, nil)
+        if covered.delivered > reported {
+            reported = covered.delivered
+            result.delivered = covered.delivered
+        }
+        if covered.afterClose > max(reportedAfterClose, reported) {
+            reportedAfterClose = covered.afterClose
+            result.afterClose = covered.afterClose
+        }
+        return result
     }
 
-    /// The plaintext offset covered by `wireAcknowledged` wire bytes.
-    func plaintext(coveredBy wireAcknowledged: Int64) -> Int64 {
-        var covered: Int64 = 0
+    /// The plaintext offsets covered by `wireAcknowledged` wire bytes: before the peer closed, and after it.
+    func plaintext(coveredBy wireAcknowledged: Int64) -> (delivered: Int64, afterClose: Int64) {
         while pointsStart < points.count, points[pointsStart].wire <= wireAcknowledged {
-            covered = points[pointsStart].plaintext
+            let point = points[pointsStart]
+            if point.afterClose { coveredAfterClose = point.plaintext } else { coveredBeforeClose = point.plaintext }
             pointsStart += 1
         }
-        if pointsStart > 0 { covered = max(covered, points[pointsStart - 1].plaintext) }
         if pointsStart > 64, pointsStart * 2 > points.count {
             points.removeFirst(pointsStart - 1)
             pointsStart = 1
         }
-        return covered
+        return (coveredBeforeClose, coveredAfterClose)
     }
+
+    private var coveredBeforeClose: Int64 = 0
+    private var coveredAfterClose: Int64 = 0
 }
 
 /// Below a leg's TLS handler: counts the wire bytes written.
@@ -118,6 +134,12 @@ final class TLSPlaintextMeter: ChannelDuplexHandler, RemovableChannelHandler {
         let before = map.wire
         context.flush()
         map.flushed(wroteSince: before)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // Seen here as it happens: a relay not yet wired learns of it later, after the inputClosed that follows it.
+        if map.peerClosed, (error as? NIOSSLError) == .uncleanShutdown { map.endedAfterCloseNotify = true }
+        context.fireErrorCaught(error)
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {

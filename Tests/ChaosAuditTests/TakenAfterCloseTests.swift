@@ -1,0 +1,83 @@
+import ChaosAudit
+import ChaosCore
+import Testing
+
+/// Bytes a consumer's TCP took after it had ended its TLS session (close_notify): whether its application read them
+/// depends on its TLS stack, so the audit asks the consumer's own acknowledgements, or trusts TCP once the run stops.
+@Suite("Taken after the consumer's TLS close")
+struct TakenAfterCloseTests {
+    private func audit(_ script: TrafficScript) throws -> AuditResult {
+        let engine = try AuditEngine(spec: ProtocolSpec(ack: "ack"))
+        engine.ingest(script.events)
+        return engine.finish()
+    }
+
+    /// The producer of the downstream acknowledges, on connection `connection`, every downstream seq up to `seq`.
+    private func consumerAcks(_ s: inout TrafficScript, _ connection: ConnectionID, upTo seq: Int) {
+        let ack = Array("{\"type\":\"ACK\",\"stream\":\"s\",\"ack\":\(seq)}\n".utf8)
+        s.sendBytes(connection, .upstream, ack)
+        s.deliverBytes(connection, .upstream, ack)
+    }
+
+    /// Seqs 1-3 written on connection 1: seq 1 acknowledged before the consumer's close_notify, 2 and 3 taken after it.
+    private func closedWithTwoTakenAfter() -> TrafficScript {
+        var s = TrafficScript()
+        s.open(1); s.send(1, [1, 2, 3]); s.write(1, [1, 2, 3])
+        let one = Int64(TrafficScript.message(1).count), three = Int64(TrafficScript.messages([1, 2, 3]).count)
+        s.at(0.5); s.acknowledge(1, .downstream, upTo: one)
+        s.at(0.6); s.add(1, .acknowledgedAfterClose(.client, upTo: three))
+        s.at(1); s.close(1)
+        return s
+    }
+
+    @Test("an ack past everything else delivered (the consumer's resume point) vouches for them: lost 0, no resend needed")
+    func coveredByTheConsumersAck() throws {
+        var s = closedWithTwoTakenAfter()
+        s.at(2); s.open(2); consumerAcks(&s, 2, upTo: 3); s.relay(2, [4, 5])
+        let result = try audit(s)
+        #expect(result.totals.ok == 5)
+        #expect(result.totals.lost == 0)
+    }
+
+    @Test("what the consumer never acknowledges and nobody resends is lost (a TLS stack that drops after its close_notify)")
+    func notCoveredIsLost() throws {
+        var s = closedWithTwoTakenAfter()
+        s.at(2); s.open(2); consumerAcks(&s, 2, upTo: 1); s.relay(2, [4, 5])
+        let result = try audit(s)
+        #expect(result.totals.ok == 3)
+        #expect(result.totals.lost == 2)
+        #expect(result.anomalies.contains { $0.kind == .lost && $0.fromSeq == 2 && $0.toSeq == 3 })
+    }
+
+    @Test("an ack that a later delivered seq explains vouches for nothing: a producer that skipped them on resume is caught")
+    func highestSeenAckDoesNotVouch() throws {
+        var s = closedWithTwoTakenAfter()
+        // The producer resumes past 2 and 3 (its bug); the consumer acks the highest seq it saw, 5.
+        s.at(2); s.open(2); consumerAcks(&s, 2, upTo: 1); s.relay(2, [4, 5]); consumerAcks(&s, 2, upTo: 5)
+        let result = try audit(s)
+        #expect(result.totals.ok == 3)
+        #expect(result.totals.lost == 2)
+    }
+
+    @Test("resent on the next connection, they are delivered once: neither lost nor duplicated")
+    func resentIsDeliveredOnce() throws {
+        var s = closedWithTwoTakenAfter()
+        s.at(2); s.open(2); consumerAcks(&s, 2, upTo: 1); s.relay(2, [2, 3, 4])
+        let result = try audit(s)
+        #expect(result.totals.ok == 4 && result.totals.lost == 0)
+        #expect(result.totals.duplicated == 0)
+    }
+
+    @Test("once the run is stopping no later ack can come: what the consumer's TCP took is delivered, as on a half-close")
+    func stoppingTrustsTCP() throws {
+        var s = TrafficScript()
+        s.open(1); s.send(1, [1, 2, 3]); s.write(1, [1, 2, 3])
+        let one = Int64(TrafficScript.message(1).count), three = Int64(TrafficScript.messages([1, 2, 3]).count)
+        s.at(0.5); s.acknowledge(1, .downstream, upTo: one)
+        s.at(0.6); s.add(0, .stopping)
+        s.at(0.7); s.add(1, .acknowledgedAfterClose(.client, upTo: three))
+        s.at(1); s.close(1)
+        let result = try audit(s)
+        #expect(result.totals.ok == 3 && result.totals.lost == 0)
+    }
+}
