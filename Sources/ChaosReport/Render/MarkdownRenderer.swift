@@ -72,6 +72,7 @@ public struct MarkdownRenderer: Sendable {
     /// What "delivered" means, under the delivery table (readers of a pull request should not have to guess).
     static let deliveredMeaning = "*Delivered* = the consumer's TCP acknowledged the message's last byte (or had it when the "
         + "proxy itself reset the connection), not merely written by the proxy; *sent* = read by the proxy from the producer. "
+        + "*ok* also counts a message a TLS consumer's TCP took after its close_notify once the consumer's own ack vouched for it. "
         + "Limit: a consumer that closes its socket with unread data its kernel already acknowledged counts as having received it."
 
     private func row(_ stream: String, _ direction: String, _ c: DeliveryCounts) -> String {
