@@ -54,6 +54,8 @@ extension ScenarioRunner {
             "listen.port": "\(first.boundAddress?.port ?? first.spec.listen.port)", "listen.host": first.spec.listen.host,
             "upstream.port": "\(first.spec.upstream.port)", "upstream.host": first.spec.upstream.host,
             "run_dir": directory.path, "seed": "\(configuration.timeline.seed)",
+            // The scenario file's folder, absolute: files a pair needs beside its scenario, wherever chaos runs from.
+            "scenario_dir": URL(fileURLWithPath: configuration.scenario.file).deletingLastPathComponent().standardizedFileURL.path,
         ]
         return PairSupervisor(pair: pairSpec, values: values, directory: directory, selfPath: configuration.selfPath,
                               now: { clock.now() })

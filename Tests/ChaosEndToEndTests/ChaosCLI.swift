@@ -17,24 +17,27 @@ struct ChaosCLI {
 
     /// Runs `chaos arguments…` to completion on its own thread (never blocking the cooperative pool).
     static func run(_ arguments: [String], timeout: Double = 60, environment: [String: String]? = nil,
-                    signal: (after: Double, number: Int32)? = nil, program: String? = nil) async throws -> Result {
+                    signal: (after: Double, number: Int32)? = nil, program: String? = nil,
+                    directory: URL? = nil) async throws -> Result {
         try await withCheckedThrowingContinuation { continuation in
             Thread.detachNewThread {
                 do {
                     continuation.resume(returning: try runBlocking(arguments, timeout: timeout, environment: environment,
-                                                                   signal: signal, program: program))
+                                                                   signal: signal, program: program, directory: directory))
                 } catch { continuation.resume(throwing: error) }
             }
         }
     }
 
-    /// Runs `chaos arguments…` to completion (killed after `timeout` seconds), blocking this thread.
+    /// Runs `chaos arguments…` to completion (killed after `timeout` seconds), blocking this thread, in `directory`
+    /// (default: the package root).
     static func runBlocking(_ arguments: [String], timeout: Double = 60, environment: [String: String]? = nil,
-                    signal: (after: Double, number: Int32)? = nil, program: String? = nil) throws -> Result {
+                    signal: (after: Double, number: Int32)? = nil, program: String? = nil,
+                    directory: URL? = nil) throws -> Result {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: program ?? executable)
         process.arguments = arguments
-        process.currentDirectoryURL = packageRoot
+        process.currentDirectoryURL = directory ?? packageRoot
         if let environment { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         let out = FileManager.default.temporaryDirectory.appendingPathComponent("chaos-out-\(UUID().uuidString)")
         let err = FileManager.default.temporaryDirectory.appendingPathComponent("chaos-err-\(UUID().uuidString)")

@@ -14,6 +14,8 @@ struct ShippedPairScenario {
     var streamPrefix: String
     /// How long the resilient run lasts (`--duration`).
     var resilientDuration = "25s"
+    /// Run from another folder than the checkout, the scenario named by its absolute path (what `{scenario_dir}` is for).
+    var fromElsewhere = false
 
     private func run(naive: Bool) async throws -> (result: ChaosCLI.Result, folder: URL) {
         let listen = ChaosCLI.freePort()
@@ -22,13 +24,14 @@ struct ShippedPairScenario {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("chaos-\(transport)-\(UUID().uuidString)")
         // The naive run reaches the handoff (46 s): its blackout drops what was in flight, which a naive client never
         // resends, so it loses messages whatever the timing; a reset alone may catch nothing in flight.
-        var arguments = ["run", file, "--duration", naive ? "50s" : resilientDuration, "--out", folder.path,
+        let scenarioPath = fromElsewhere ? ChaosCLI.packageRoot.appendingPathComponent(file).path : file
+        var arguments = ["run", scenarioPath, "--duration", naive ? "50s" : resilientDuration, "--out", folder.path,
                          "--set", "proxies.\(proxy).listen=127.0.0.1:\(listen)", "--set", "proxies.\(proxy).upstream=127.0.0.1:\(upstream)"]
         if naive {
             arguments += ["--set", "pair.client.run=chaos demo client --naive --transport \(transport) --connect 127.0.0.1:{listen.port} "
                 + "--stream \(streamPrefix){index} --rate 20 --log {run_dir}/client-{index}.jsonl"]
         }
-        return (try await ChaosCLI.run(arguments, timeout: 90), folder)
+        return (try await ChaosCLI.run(arguments, timeout: 90, directory: fromElsewhere ? FileManager.default.temporaryDirectory : nil), folder)
     }
 
     /// The naive client fails: lost > 0, exactly the seqs its consumers' logs never show.

@@ -5,7 +5,8 @@ import Foundation
 /// rules file:line:column as it reads).
 extension ProcessSpec {
     /// The placeholders a command line may hold.
-    public static let placeholders = ["index", "listen.port", "upstream.port", "listen.host", "upstream.host", "run_dir", "seed"]
+    public static let placeholders = ["index", "listen.port", "upstream.port", "listen.host", "upstream.host", "run_dir", "seed",
+                                      "scenario_dir"]
 
     func checkInvariants(_ field: String, _ bad: (String) -> ChaosError) throws {
         guard !run.trimmingCharacters(in: .whitespaces).isEmpty else { throw bad("\(field).run is empty") }

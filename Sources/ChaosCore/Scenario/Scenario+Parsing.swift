@@ -148,7 +148,7 @@ struct ScenarioReader {
         guard !run.trimmingWhitespace.isEmpty else { throw runValue.error("\(what).run is empty; expected a command") }
         for placeholder in Self.placeholders(in: run) where !ProcessSpec.placeholders.contains(placeholder) {
             throw runValue.error("unknown placeholder {\(placeholder)} in \(what).run; expected {index}, {listen.port}, "
-                + "{upstream.port}, {listen.host}, {upstream.host}, {run_dir} or {seed}")
+                + "{upstream.port}, {listen.host}, {upstream.host}, {run_dir}, {scenario_dir} or {seed}")
         }
         var ready: String?
         if let readyValue = map["ready"] {
