@@ -52,6 +52,20 @@ struct TLSOptions: ParsableArguments {
         if let tlsCaCert, let tlsCaKey { block["ca"] = ["cert": tlsCaCert, "key": tlsCaKey] }
         if let tlsClientCert, let tlsClientKey { block["client_cert"] = ["cert": tlsClientCert, "key": tlsClientKey] }
         let text = String(decoding: try JSONSerialization.data(withJSONObject: block, options: [.sortedKeys]), as: UTF8.self)
-        return try TLSSpec.parse(text, source: "--tls flags")
+        do {
+            return try TLSSpec.parse(text, source: "--tls flags")
+        } catch var error as ChaosError {
+            // The block is made from flags: name the flag, not a place in text the user never wrote.
+            error.location = nil
+            error.message = Self.flagNames.reduce(error.message) { $0.replacingOccurrences(of: $1.key, with: $1.flag) }
+            throw error
+        }
     }
+
+    /// The scenario's keys and the flags that set them, the longest keys first.
+    private static let flagNames: [(key: String, flag: String)] = [
+        ("tls.client_cert.cert", "--tls-client-cert"), ("tls.client_cert.key", "--tls-client-key"), ("tls.client_cert", "--tls-client-cert"),
+        ("tls.ca.cert", "--tls-ca-cert"), ("tls.ca.key", "--tls-ca-key"), ("tls.ca", "--tls-ca-cert"),
+        ("tls.server_name", "--tls-server-name"), ("tls.upstream", "--tls-upstream"), ("tls.alpn", "--tls-alpn"),
+    ]
 }
