@@ -181,7 +181,7 @@ public final class FaultInjector: Sendable {
                 // Blackout: nothing passes on the connections it hits (and on new ones, when it hits all).
                 hit += await proxy.addShaping(occurrence.effect, key: key, to: ids)
                 handoff[ObjectIdentifier(proxy)] = ids ?? proxy.liveConnections
-            case .latency, .bandwidth, .partition, .stall, .slice, .link, .slowClose, .limitData, .resetPeer, .timeout:
+            case .latency, .bandwidth, .partition, .stall, .slice, .link, .loss, .mtu, .slowClose, .limitData, .resetPeer, .timeout:
                 hit += await proxy.addShaping(occurrence.effect, key: key, to: ids, draw: draw(occurrence))
             case .wsClose, .goaway:
                 hit += await proxy.protocolClose(ids, occurrence.effect)

@@ -21,7 +21,7 @@ struct FaultSpecTests {
             try Scenario.parse(yaml: Self.header + "  - \(kind): {at: 1s}\n", file: "t.yaml")
         }
         #expect("\(error)".contains("t.yaml:6:5: error: unknown key '\(kind)' in a fault; expected one of: disconnect, latency, "
-            + "bandwidth, partition, handoff, refuse, slice, stall, link, ws-close, goaway, handshake"), "\(error)")
+            + "bandwidth, partition, handoff, refuse, slice, stall, link, loss, mtu, ws-close, goaway, handshake"), "\(error)")
     }
 
     @Test("drawing maps only the ranged fields, in field order; the rest is the value written")
@@ -80,5 +80,24 @@ struct FaultSpecTests {
         }
         #expect("\(error)".contains("t.yaml:7:5: error: a handshake fault acts on TLS handshakes, but proxy 'plain' has no tls: block"),
                 "\(error)")
+    }
+
+    @Test("loss and mtu: defaults (burst 1, size 1280, both ways), percent or fraction, summaries, JSON round trip")
+    func lossAndMTU() throws {
+        let scenario = try Scenario.parse(yaml: Self.header + """
+          - loss: {at: 1s, for: 2s, rate: 2%, burst: 3, direction: upstream}
+          - loss: {at: 1s, for: 2s, rate: 0.005}
+          - mtu: {at: 1s, for: 2s}
+          - mtu: {at: 1s, for: 2s, size: 576, direction: downstream}
+
+        """, file: "t.yaml")
+        #expect(scenario.faults.map(\.parameters) == [.loss(rate: 0.02, burst: 3, direction: .upstream), .loss(rate: 0.005, burst: 1, direction: .both),
+                                                     .mtu(size: 1280, direction: .both), .mtu(size: 576, direction: .downstream)])
+        #expect(scenario.faults.map(\.parameters.summary) == ["rate=2% burst=3 direction=upstream", "rate=0.5% burst=1 direction=both",
+                                                             "size=1280 direction=both", "size=576 direction=downstream"])
+        for fault in scenario.faults {
+            let data = try JSONEncoder().encode(fault.parameters)
+            #expect(try JSONDecoder().decode(FaultParameters.self, from: data) == fault.parameters)
+        }
     }
 }

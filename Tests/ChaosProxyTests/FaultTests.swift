@@ -183,6 +183,51 @@ struct FaultTests {
         await harness.shutdown()
     }
 
+    @Test("an MTU black hole passes a 500-byte exchange and stalls a 20 KB response while it lasts; after it, the response arrives whole")
+    func mtuBlackHole() async throws {
+        let harness = try await ProxyHarness()
+        try await offPool {
+            let (client, server) = try harness.connectPair()
+            try blockingAwait { await harness.proxy.addShaping(.mtu(size: 1280, direction: .both), key: ShapingKey(occurrence: 1), to: nil) }
+            let request = pattern(count: 500, seed: 1), small = pattern(count: 500, seed: 2), big = pattern(count: 20_000, seed: 3)
+            try client.sendAll(request)
+            expectSameBytes(server.receive(exactly: 500), request)
+            try server.sendAll(small)
+            expectSameBytes(client.receive(exactly: 500), small)
+            try server.sendAll(big)
+            client.setTimeout(0.7)
+            #expect(client.receive() == .error(EAGAIN), "a byte of the big response crossed the black hole")
+            let legs = try establishedLegs(ports: [harness.port, harness.upstream.port])
+            #expect(legs[harness.port] == 2 && legs[harness.upstream.port] == 2, "both legs stay ESTABLISHED: \(legs)")
+            try blockingAwait { await harness.proxy.removeShaping(key: ShapingKey(occurrence: 1)) }
+            client.setTimeout(10)
+            expectSameBytes(client.receive(exactly: big.count), big)
+            client.close(); server.close()
+        }
+        await harness.shutdown()
+    }
+
+    @Test("loss delays what it loses by a retransmission timeout and keeps every byte, in order")
+    func lossKeepsBytes() async throws {
+        let harness = try await ProxyHarness()
+        try await offPool {
+            let (client, server) = try harness.connectPair()
+            try blockingAwait { await harness.proxy.addShaping(.loss(rate: 0.2, burst: 2, direction: .upstream), key: ShapingKey(occurrence: 1), to: nil) }
+            let data = pattern(count: 300_000, seed: 11)
+            let start = DispatchTime.now().uptimeNanoseconds
+            let reader = Background { server.receive(exactly: data.count) }
+            for offset in stride(from: 0, to: data.count, by: 1460) {
+                try client.sendAll(Array(data[offset..<min(offset + 1460, data.count)]))
+            }
+            let got = try #require(reader.join())
+            expectSameBytes(got, data)
+            // About 40 of ~205 pieces lost: at least one 200 ms retransmission timeout passed.
+            #expect(DispatchTime.now().uptimeNanoseconds - start >= 200_000_000)
+            client.close(); server.close()
+        }
+        await harness.shutdown()
+    }
+
     /// Counts, per port, the ESTABLISHED sockets `ss -tn` lists with that port at either end.
     func establishedLegs(ports: [Int]) throws -> [Int: Int] {
         let process = Process()

@@ -25,6 +25,10 @@ public struct FaultRule: Sendable, Codable, Equatable {
 /// The faults of PRODUCT §3, plus `link` (a link profile for a while).
 public enum FaultKind: String, Sendable, Codable, Equatable, CaseIterable {
     case disconnect, latency, bandwidth, partition, handoff, refuse, slice, stall, link
+    /// Packet loss as TCP shows it to the application (retransmission delays, head-of-line blocking).
+    case loss
+    /// A path-MTU black hole: big writes stall, small ones pass.
+    case mtu
     /// A WebSocket close frame sent by the proxy at a frame boundary, then the TCP connection closed after a grace time.
     case wsClose = "ws-close"
     /// An HTTP/2 GOAWAY sent to the client at a frame boundary as a draining server would, then the TCP connection closed.

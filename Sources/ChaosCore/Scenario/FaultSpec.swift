@@ -30,6 +30,13 @@ public enum FaultSpec<Span: FaultSpan>: Sendable, Codable, Equatable {
     /// Writes cut into pieces of `maxBytes` (± up to `variation`, drawn per piece), `delay` apart.
     case slice(maxBytes: Int, delay: DurationRange, direction: DirectionSet, variation: Int? = nil)
     case link(LinkProfile)
+    /// TCP under packet loss as the application sees it: each MSS-sized piece that way is lost with a seeded
+    /// Gilbert-Elliott model (`rate` of pieces lost on average, in bursts of `burst` pieces on average) and arrives
+    /// after a retransmission timeout (200 ms, doubling while its retransmissions are lost), order kept.
+    case loss(rate: Double, burst: Double, direction: DirectionSet)
+    /// A path-MTU black hole: writes that fit a `size`-byte packet pass; the first larger one that way stalls that
+    /// direction (held, bounded) for as long as the fault lasts.
+    case mtu(size: Int, direction: DirectionSet)
     case wsClose(code: Int, side: CloseSide, grace: ChaosDuration)
     case goaway(grace: ChaosDuration)
     /// New TLS handshakes on a `tls:` proxy hang (`stall`) or get an alert (`fail`) while it lasts; live connections
@@ -57,6 +64,8 @@ public enum FaultSpec<Span: FaultSpan>: Sendable, Codable, Equatable {
         case .handoff: .handoff
         case .slice: .slice
         case .link: .link
+        case .loss: .loss
+        case .mtu: .mtu
         case .wsClose: .wsClose
         case .goaway: .goaway
         case .handshake: .handshake
@@ -83,6 +92,9 @@ public enum FaultSpec<Span: FaultSpan>: Sendable, Codable, Equatable {
             [("size", "\(maxBytes)"), ("delay", "\(delay)"), ("direction", direction.rawValue)]
                 + (variation.map { [("variation", "\($0)")] } ?? [])
         case .link(let profile): [("profile", profile.name)]
+        case .loss(let rate, let burst, let direction):
+            [("rate", Self.percent(rate)), ("burst", Self.compact(burst)), ("direction", direction.rawValue)]
+        case .mtu(let size, let direction): [("size", "\(size)"), ("direction", direction.rawValue)]
         case .wsClose(let code, let side, let grace): [("code", "\(code)"), ("side", side.rawValue), ("grace", "\(grace)")]
         case .goaway(let grace): [("grace", "\(grace)")]
         case .handshake(let mode): [("mode", mode.rawValue)]
@@ -95,6 +107,15 @@ public enum FaultSpec<Span: FaultSpan>: Sendable, Codable, Equatable {
 
     /// `key=value key=value`.
     public var summary: String { parameters.map { "\($0.0)=\($0.1)" }.joined(separator: " ") }
+
+    /// A fraction as a percentage: `2%`, `0.5%`.
+    static func percent(_ fraction: Double) -> String { compact(fraction * 100) + "%" }
+
+    /// A number without a trailing `.0`, rounded to 4 decimals: `3`, `2.5`.
+    static func compact(_ value: Double) -> String {
+        let rounded = (value * 10_000).rounded() / 10_000
+        return rounded == rounded.rounded() && abs(rounded) < 1e15 ? "\(Int64(rounded))" : "\(rounded)"
+    }
 }
 
 /// A fault's parameters as written: ranges not yet drawn.
@@ -119,6 +140,8 @@ extension FaultSpec {
         case .slice(let maxBytes, let delay, let direction, let variation):
             .slice(maxBytes: maxBytes, delay: delay, direction: direction, variation: variation)
         case .link(let profile): .link(profile)
+        case .loss(let rate, let burst, let direction): .loss(rate: rate, burst: burst, direction: direction)
+        case .mtu(let size, let direction): .mtu(size: size, direction: direction)
         case .wsClose(let code, let side, let grace): .wsClose(code: code, side: side, grace: grace)
         case .goaway(let grace): .goaway(grace: grace)
         case .handshake(let mode): .handshake(mode: mode)

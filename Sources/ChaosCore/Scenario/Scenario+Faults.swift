@@ -14,6 +14,8 @@ extension ScenarioReader {
         case .slice: ["size", "delay", "direction"]
         case .stall: ["direction"]
         case .link: ["profile"]
+        case .loss: ["rate", "burst", "direction"]
+        case .mtu: ["size", "direction"]
         case .wsClose: ["code", "side", "grace"]
         case .goaway: ["grace"]
         case .handshake: ["mode"]
@@ -163,6 +165,18 @@ extension ScenarioReader {
             return .slice(maxBytes: size, delay: delay, direction: try direction(default: .both))
         case .link:
             return .link(try linkProfile(try map.required("profile"), what: "\(what).profile"))
+        case .loss:
+            let rateValue = try map.required("rate")
+            let rate = try rateValue.double("\(what).rate", in: -.greatestFiniteMagnitude ... .greatestFiniteMagnitude)
+            guard (0...FaultParameters.maximumLossRate).contains(rate) else {
+                throw rateValue.error("\(what).rate must be a share of packets from 0% to "
+                    + "\(FaultParameters.percent(FaultParameters.maximumLossRate)), found \(try rateValue.string("\(what).rate"))")
+            }
+            let burst = try map["burst"].map { try $0.double("\(what).burst (packets lost in a row, on average)", in: 1...FaultParameters.maximumLossBurst) } ?? 1
+            return .loss(rate: rate, burst: burst, direction: try direction(default: .both))
+        case .mtu:
+            let size = try map["size"].map { try $0.int("\(what).size (bytes per packet)", in: Int64(FaultParameters.mtuRange.lowerBound)...Int64(FaultParameters.mtuRange.upperBound)) } ?? 1280
+            return .mtu(size: Int(size), direction: try direction(default: .both))
         case .wsClose:
             let code = try map["code"].map { try $0.int("\(what).code", in: 1000...4999) } ?? 1012
             if !FaultParameters.sendableCloseCodes.contains(Int(code)), let value = map["code"] {

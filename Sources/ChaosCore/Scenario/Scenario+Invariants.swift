@@ -204,6 +204,17 @@ extension FaultSpec {
             if let variation, variation < 0 { throw bad("\(field).variation must be at least 0 bytes, found \(variation)") }
             try Scenario.check(delay, "\(field).delay", positive: false, bad)
         case .link(let profile): try profile.checkInvariants("\(field).profile", bad)
+        case .loss(let rate, let burst, _):
+            if !(0...FaultParameters.maximumLossRate).contains(rate) {
+                throw bad("\(field).rate must be between 0% and \(FaultParameters.percent(FaultParameters.maximumLossRate)), found \(rate)")
+            }
+            if !(1...FaultParameters.maximumLossBurst).contains(burst) {
+                throw bad("\(field).burst must be between 1 and \(Int(FaultParameters.maximumLossBurst)) packets, found \(burst)")
+            }
+        case .mtu(let size, _):
+            if !FaultParameters.mtuRange.contains(size) {
+                throw bad("\(field).size must be between \(FaultParameters.mtuRange.lowerBound) and \(FaultParameters.mtuRange.upperBound) bytes, found \(size)")
+            }
         case .wsClose(let code, _, let grace):
             if !FaultParameters.sendableCloseCodes.contains(code) {
                 throw bad("\(field).code must be a close code an endpoint may send (1000-1003, 1007-1014, 3000-4999), found \(code)")
@@ -246,6 +257,12 @@ extension FaultParameters {
     /// The WebSocket close codes an endpoint may put in a close frame (RFC 6455 section 7.4: 1004-1006 and
     /// 1015 are reserved for reports, 1016-2999 for the protocol's future).
     public static let sendableCloseCodes: [ClosedRange<Int>] = [1000...1003, 1007...1014, 3000...4999]
+    /// The highest `loss.rate` (at 100% nothing would ever arrive: use a partition).
+    public static let maximumLossRate = 0.99
+    /// The longest mean `loss.burst`, in packets.
+    public static let maximumLossBurst = 1000.0
+    /// The packet sizes an `mtu` fault takes: IPv4's minimum MTU to the largest IP packet.
+    public static let mtuRange = 68...65535
 }
 
 extension Array where Element == ClosedRange<Int> {

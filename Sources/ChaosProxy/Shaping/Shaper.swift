@@ -39,6 +39,10 @@ public struct Shaper {
     private var lastRelease: Int64 = .min
     private var linkFreeAt: Int64 = .min
     private var generator: SeededGenerator
+    /// Where the loss model's chain is.
+    private var lossState = LossState()
+    /// A write too big for the MTU black hole came: nothing passes until the fault ends.
+    public private(set) var isBlackHoled = false
     /// How far behind a bandwidth cap may fall and then catch up, nanoseconds.
     static let burst: Int64 = 50_000_000
     /// Above this many held bytes the producer is paused.
@@ -60,6 +64,8 @@ public struct Shaper {
     public mutating func update(_ settings: ShapingSettings) {
         self.settings = settings
         if settings.bytesPerSecond == nil { linkFreeAt = .min }
+        if settings.mtuPayload == nil { isBlackHoled = false }
+        if settings.loss == nil { lossState = LossState() }
     }
 
     /// Queues `item`, due after the current latency (plus jitter, never before an earlier item).
@@ -74,10 +80,22 @@ public struct Shaper {
             due = due.saturatingAdding(Int64(generator.next(upperBound: width)) - jitter)
         }
         if item == .shutdownOutput { due = due.saturatingAdding(settings.finDelay) }
-        due = max(due, now, lastRelease)
-        lastRelease = due
-        if case .data(let buffer) = item { heldBytes += buffer.readableBytes }
-        queue.append(Entry(item: item, releaseAt: due))
+        // When these bytes would arrive on their own; they still come after everything ahead of them.
+        let own = max(due, now)
+        due = max(own, lastRelease)
+        if case .data(let buffer) = item {
+            heldBytes += buffer.readableBytes
+            if let payload = settings.mtuPayload, buffer.readableBytes > payload { isBlackHoled = true }
+            if let model = settings.loss {
+                appendWithLoss(buffer, due: due, own: own, model)
+            } else {
+                queue.append(Entry(item: item, releaseAt: due))
+                lastRelease = due
+            }
+        } else {
+            queue.append(Entry(item: item, releaseAt: due))
+            lastRelease = due
+        }
         if !isPressured, heldBytes > highWater {
             isPressured = true
             return true
@@ -88,7 +106,7 @@ public struct Shaper {
     /// The next thing to do at `now`. Call repeatedly until it is not `.emit`.
     public mutating func next(now: Int64) -> Next {
         guard var head = queue.first else { return .idle }
-        if settings.hold { return .idle }
+        if settings.hold || isBlackHoled { return .idle }
         if head.releaseAt > now { return .wait(until: head.releaseAt) }
         guard case .data(var buffer) = head.item else {
             queue.removeFirst()
@@ -134,6 +152,30 @@ public struct Shaper {
         heldBytes = 0
         isPressured = false
         return dropped
+    }
+
+    /// Queues `buffer` due at `due` (`own`: when it would arrive were nothing ahead of it), cut where the loss model
+    /// loses a piece: a lost piece arrives its retransmission delay after `own`, and the bytes from it on wait for it
+    /// (order kept).
+    private mutating func appendWithLoss(_ buffer: ByteBuffer, due: Int64, own: Int64, _ model: LossModel) {
+        var segmentStart = 0, segmentDue = due, offset = 0
+        let count = buffer.readableBytes
+        while offset < count {
+            let delay = lossState.delay(model, &generator)
+            if delay > 0 {
+                let retransmitted = max(segmentDue, own.saturatingAdding(delay))
+                if offset > segmentStart {
+                    queue.append(Entry(item: .data(buffer.getSlice(at: buffer.readerIndex + segmentStart, length: offset - segmentStart)!),
+                                       releaseAt: segmentDue))
+                    segmentStart = offset
+                }
+                segmentDue = retransmitted
+            }
+            offset += LossModel.pieceBytes
+        }
+        queue.append(Entry(item: .data(buffer.getSlice(at: buffer.readerIndex + segmentStart, length: count - segmentStart)!),
+                           releaseAt: segmentDue))
+        lastRelease = segmentDue
     }
 
     /// A slice's size: `size`, or with a variation, drawn in `size - variation ... size + variation` (at least 1).

@@ -19,13 +19,18 @@ public struct ShapingSettings: Equatable, Sendable {
     public var sliceVariation = 0
     /// A half-close (FIN) waits this much longer than the bytes would, nanoseconds (Toxiproxy's `slow_close`).
     public var finDelay: Int64 = 0
+    /// Packet loss as TCP shows it (``LossModel``); nil: none.
+    public var loss: LossModel?
+    /// The largest write that fits one packet of a path-MTU black hole (its `size` minus IP and TCP headers); nil: none.
+    public var mtuPayload: Int?
 
     /// No shaping at all: bytes pass straight through.
     public static let none = ShapingSettings()
 
     /// Creates settings.
     public init(latency: Int64 = 0, jitter: Int64 = 0, bytesPerSecond: Int64? = nil, hold: Bool = false,
-                sliceBytes: Int? = nil, sliceDelay: ClosedRange<Int64> = 0...0, sliceVariation: Int = 0, finDelay: Int64 = 0) {
+                sliceBytes: Int? = nil, sliceDelay: ClosedRange<Int64> = 0...0, sliceVariation: Int = 0, finDelay: Int64 = 0,
+                loss: LossModel? = nil, mtuPayload: Int? = nil) {
         self.latency = latency
         self.jitter = jitter
         self.bytesPerSecond = bytesPerSecond
@@ -34,6 +39,8 @@ public struct ShapingSettings: Equatable, Sendable {
         self.sliceDelay = sliceDelay
         self.sliceVariation = sliceVariation
         self.finDelay = finDelay
+        self.loss = loss
+        self.mtuPayload = mtuPayload
     }
 }
 
@@ -67,6 +74,12 @@ extension ShapingSettings {
                     settings.sliceVariation = variation ?? 0
                 }
             case .slowClose(let delay, _): settings.finDelay = max(settings.finDelay, delay.nanoseconds)
+            case .loss(let rate, let burst, _):
+                // The heaviest loss wins.
+                if rate > (settings.loss?.rate ?? -1) { settings.loss = LossModel(rate: rate, burst: burst) }
+            case .mtu(let size, _):
+                let payload = max(1, size - LossModel.headerBytes)
+                settings.mtuPayload = min(settings.mtuPayload ?? .max, payload)
             case .link(let profile):
                 if profile.offline { settings.hold = true }
                 settings.latency = settings.latency.saturatingAdding(profile.latency.nanoseconds)
@@ -84,7 +97,8 @@ extension FaultEffect {
     public func shapes(_ direction: Direction) -> Bool {
         switch self {
         case .latency(_, _, let directions), .bandwidth(_, let directions), .partition(let directions),
-             .stall(let directions), .slice(_, _, let directions, _), .slowClose(_, let directions), .timeout(_, let directions):
+             .stall(let directions), .slice(_, _, let directions, _), .slowClose(_, let directions), .timeout(_, let directions),
+             .loss(_, _, let directions), .mtu(_, let directions):
             directions.contains(direction)
         case .handoff, .link: true
         case .disconnect, .refuse, .wsClose, .goaway, .handshake, .limitData, .resetPeer: false
