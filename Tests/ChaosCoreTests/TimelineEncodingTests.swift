@@ -15,7 +15,8 @@ struct TimelineEncodingTests {
         ("handoff", nil, 0xd3da99101cef99bb), ("handoff", 7, 0x6b7665d8f2344625), ("handoff", 23, 0x548d1c0cbdae385e),
         ("herd", nil, 0x901836ebb5001f41), ("herd", 7, 0xd2793fc18872806c), ("herd", 5, 0xceb559ebe7aaada6),
         ("naive", nil, 0xef9f359b5e90c750), ("naive", 7, 0x7feab632e5060c3e),
-        ("quickstart", nil, 0x902961f43a02f79f), ("quickstart", 7, 0xea8ed76ffd3b47fc), ("quickstart", 42, 0xe2df252aa27e3ad7),
+        // The quickstart gained an mtu and a loss fault (2026-11-26): its files changed with it, every other one did not.
+        ("quickstart", nil, 0xf836d90e9894162d), ("quickstart", 7, 0x5a9c544440d1e0ab), ("quickstart", 42, 0x212bdcab020783ba),
         ("soak-72h", nil, 0x1da02432263d35a3), ("soak-72h", 7, 0x7f11b736ae236676), ("soak-72h", 1, 0x25f38747792e4c00),
         ("websocket", nil, 0xdb27e9e5af2aa246), ("websocket", 7, 0xb12832f13f6e64af),
     ]
