@@ -1,4 +1,5 @@
 import ChaosCore
+import ChaosProtocols
 @testable import ChaosProxy
 import NIOCore
 import Testing
@@ -120,5 +121,31 @@ struct LossAndMTUShaperTests {
         let down = ShapingSettings.combining(effects, direction: .downstream)
         #expect(up.loss == LossModel(rate: 0.05, burst: 1) && down.loss == LossModel(rate: 0.01, burst: 2))
         #expect(up.mtuPayload == 1460 && down.mtuPayload == 536)
+    }
+
+    @Test("the mobile profiles: slow-4g and fast-3g as Lighthouse and WebPageTest define them, 2g-rural with its 2% loss each way")
+    func mobileProfiles() throws {
+        let rural = try #require(LinkProfile.named("2g-rural"))
+        #expect(rural.latency == .milliseconds(650) && rural.loss == 0.02)
+        #expect(rural.bandwidthDown == .kilobits(20) && rural.bandwidthUp == .kilobits(18))
+        for direction in Direction.allCases {
+            let settings = ShapingSettings.combining([.link(rural)], direction: direction)
+            #expect(settings.loss == LossModel(rate: 0.02, burst: 1) && settings.latency == 650 * ms)
+        }
+        let slow4g = try #require(LinkProfile.named("slow-4g")), fast3g = try #require(LinkProfile.named("fast-3g"))
+        #expect(slow4g.latency == .milliseconds(75) && slow4g.bandwidthDown?.bytesPerSecond == 204_800 && slow4g.bandwidthUp == .kilobits(750))
+        #expect(fast3g.latency == .milliseconds(75) && fast3g.bandwidthDown == .kilobits(1600) && fast3g.bandwidthUp == .kilobits(768))
+        #expect(ShapingSettings.combining([.link(slow4g)], direction: .downstream).loss == nil)
+        let scenario = try Scenario.parse(yaml: """
+        name: t
+        duration: 10s
+        proxies:
+          - {name: p, listen: "127.0.0.1:7000", upstream: "127.0.0.1:7001"}
+        faults:
+          - link: {at: 1s, for: 2s, profile: 2g-rural}
+          - handoff: {at: 5s, from: slow-4g, to: fast-3g}
+
+        """, file: "t.yaml")
+        #expect(scenario.faults.first?.parameters == .link(rural))
     }
 }

@@ -13,16 +13,19 @@ public struct LinkProfile: Sendable, Codable, Equatable, CustomStringConvertible
     public var bandwidthDown: ByteRate?
     /// Whether nothing passes at all (`offline`).
     public var offline: Bool
+    /// The share of packets lost each way (as the `loss` fault, independent losses); nil: none.
+    public var loss: Double?
 
     /// Creates a profile.
     public init(name: String, latency: ChaosDuration, jitter: ChaosDuration,
-                bandwidthUp: ByteRate?, bandwidthDown: ByteRate?, offline: Bool = false) {
+                bandwidthUp: ByteRate?, bandwidthDown: ByteRate?, offline: Bool = false, loss: Double? = nil) {
         self.name = name
         self.latency = latency
         self.jitter = jitter
         self.bandwidthUp = bandwidthUp
         self.bandwidthDown = bandwidthDown
         self.offline = offline
+        self.loss = loss
     }
 
     /// The cap for bytes travelling `direction`.
@@ -43,6 +46,15 @@ public struct LinkProfile: Sendable, Codable, Equatable, CustomStringConvertible
         LinkProfile(name: "very-bad-network", latency: .milliseconds(250), jitter: .milliseconds(100),
                     bandwidthUp: .kilobits(1000), bandwidthDown: .kilobits(1000)),
         LinkProfile(name: "offline", latency: .zero, jitter: .zero, bandwidthUp: nil, bandwidthDown: nil, offline: true),
+        // Lighthouse's mobileSlow4G (core/config/constants.js): 150 ms RTT, 1.6 x 1024 kbit/s down, 750 kbit/s up.
+        LinkProfile(name: "slow-4g", latency: .milliseconds(75), jitter: .zero,
+                    bandwidthUp: .kilobits(750), bandwidthDown: ByteRate(bytesPerSecond: 204_800)),
+        // WebPageTest's "3G Fast (1.6 Mbps/768 Kbps 150ms RTT)".
+        LinkProfile(name: "fast-3g", latency: .milliseconds(75), jitter: .zero,
+                    bandwidthUp: .kilobits(768), bandwidthDown: .kilobits(1600)),
+        // Facebook's Augmented Traffic Control "2G - Developing Rural": 650 ms each way, 20 kbit/s down, 18 up, 2% loss.
+        LinkProfile(name: "2g-rural", latency: .milliseconds(650), jitter: .zero,
+                    bandwidthUp: .kilobits(18), bandwidthDown: .kilobits(20), loss: 0.02),
     ]
 
     /// A built-in profile by name.
@@ -51,7 +63,7 @@ public struct LinkProfile: Sendable, Codable, Equatable, CustomStringConvertible
     public var description: String {
         if offline { return name }
         let up = bandwidthUp?.description ?? "unlimited", down = bandwidthDown?.description ?? "unlimited"
-        return "\(name)(latency=\(latency) jitter=\(jitter) up=\(up) down=\(down))"
+        return "\(name)(latency=\(latency) jitter=\(jitter) up=\(up) down=\(down)\(loss.map { " loss=\(FaultParameters.percent($0))" } ?? ""))"
     }
 }
 

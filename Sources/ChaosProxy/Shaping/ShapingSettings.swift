@@ -85,6 +85,7 @@ extension ShapingSettings {
                 settings.latency = settings.latency.saturatingAdding(profile.latency.nanoseconds)
                 settings.jitter = max(settings.jitter, profile.jitter.nanoseconds)
                 cap(profile.bandwidth(direction))
+                if let rate = profile.loss, rate > (settings.loss?.rate ?? -1) { settings.loss = LossModel(rate: rate, burst: 1) }
             case .disconnect, .refuse, .wsClose, .goaway, .handshake, .limitData, .resetPeer: break
             }
         }
