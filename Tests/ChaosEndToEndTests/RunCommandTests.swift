@@ -105,7 +105,9 @@ struct RunCommandTests {
         let took = run.result.seconds
         #expect([0, 1].contains(run.result.status), "exit \(run.result.status): \(run.result.stderr)")
         #expect(run.result.stdout.contains("stopped by signal"))
-        #expect(took < 20, "it stopped promptly (\(took) s): \(run.result.stdout)")
+        // Well short of the 60 s it was set to run (the pair's stop grace is up to 5 s per group; a loaded machine's
+        // debug build was seen to take 21 s in all).
+        #expect(took < 40, "it stopped promptly (\(took) s): \(run.result.stdout)")
         let report = try run.report()
         #expect(report.schema == "chaos.report/1")
         // Signalled about 6 s after launch (start-up of the debug build under load takes part of that): well before 60 s.
