@@ -39,6 +39,15 @@ final class ScriptedTCP {
         }
     }
 
+    /// A segment from the client carrying `payload` that the server never acknowledges: it resets the connection
+    /// instead (RST+ACK, its acknowledgement number past the payload, as Linux's reset of a socket closed unread).
+    func sendThenServerResets(_ payload: some Collection<UInt8>, on flow: inout Flow) {
+        let bytes = Array(payload)
+        add(flow, fromClient: true, flags: 0x18, sequence: flow.clientNext, acknowledgement: flow.serverNext, payload: bytes)
+        flow.clientNext &+= UInt32(bytes.count)
+        add(flow, fromClient: false, flags: 0x14, sequence: flow.serverNext, acknowledgement: flow.clientNext)
+    }
+
     /// Both FINs (the client's first) and the last ACK.
     func close(_ flow: inout Flow) {
         add(flow, fromClient: true, flags: 0x11, sequence: flow.clientNext, acknowledgement: flow.serverNext)

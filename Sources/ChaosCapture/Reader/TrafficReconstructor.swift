@@ -132,7 +132,9 @@ final class TrafficReconstructor {
             }
             if sent { try report(.fin(fromClient: false, time: time), of: flow) }
         }
-        if flags.contains(.ack) { try acknowledge(segment, on: flow, time: time) }
+        // A reset's acknowledgement number is no acknowledgement: a receiver that resets with bytes it has not read
+        // (a socket closed with unread data) drops them, and a live relay's TCP never counts it either.
+        if flags.contains(.ack), !flags.contains(.rst) { try acknowledge(segment, on: flow, time: time) }
         if flags.contains(.rst) {
             try flush(flow, time: time)
             // What the RST's sender sent went ahead of it: its receiver has those bytes.
