@@ -293,6 +293,9 @@ extension AuditEngine {
                    connection: connection.id, detail: "a frame cut in half when the \(side) leg closed (\(how.rawValue))")
         }
         // Written and not acknowledged (yet: a late acknowledgement still delivers them): their seqs are cut in flight.
+        // The consumer may have taken them all the same (its acknowledgement came after the proxy last read its
+        // socket, or rode on the reset that ended it): like messages taken after a TLS close, its own ack may vouch.
+        for message in writePipe.pending.waiting { if let seq = message.seq { _ = message.stream.ledger.takenAfterClose.insert(seq) } }
         let slot = consumed == .upstream ? 0 : 1
         for stream in connection.streams[slot].values where !stream.inFlight.isEmpty {
             stream.ledger.cutInFlight.formUnion(stream.inFlight)

@@ -80,4 +80,23 @@ struct TakenAfterCloseTests {
         let result = try audit(s)
         #expect(result.totals.ok == 3 && result.totals.lost == 0)
     }
+
+    @Test("a message written to a connection that ended before its acknowledgement was read: the consumer's resume ack vouches for it, a later seq's does not")
+    func unacknowledgedAtTheCutIsVouchedFor() throws {
+        func cut() -> TrafficScript {
+            var s = TrafficScript()
+            s.open(1); s.relay(1, [1, 2])
+            s.at(0.5); s.send(1, [3]); s.write(1, [3])
+            s.at(1); s.add(1, .closed(.client, .reset)); s.add(1, .closed(.server, .cutByFault))
+            return s
+        }
+        var vouched = cut()
+        vouched.at(2); vouched.open(2); consumerAcks(&vouched, 2, upTo: 3); vouched.relay(2, [4, 5])
+        let good = try audit(vouched)
+        #expect(good.totals.ok == 5 && good.totals.lost == 0)
+        var skipped = cut()
+        skipped.at(2); skipped.open(2); consumerAcks(&skipped, 2, upTo: 2); skipped.relay(2, [4, 5]); consumerAcks(&skipped, 2, upTo: 5)
+        let bad = try audit(skipped)
+        #expect(bad.totals.ok == 4 && bad.totals.lost == 1)
+    }
 }

@@ -50,6 +50,9 @@ struct PendingDeliveries {
         return entries[head]
     }
 
+    /// The entries still waiting, oldest first.
+    var waiting: ArraySlice<PendingDelivery> { entries[head...] }
+
     mutating func removeAll() {
         entries = []
         head = 0

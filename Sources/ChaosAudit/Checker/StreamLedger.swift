@@ -21,8 +21,9 @@ final class StreamLedger {
     var highestSent: Int64
     /// The highest cumulative ack from the other direction.
     var ackedUpTo: Int64?
-    /// Seqs whose bytes a consumer's TCP took after it had ended its TLS session (close_notify): whether its
-    /// application read them depends on its TLS stack, so they count delivered only once its own ack vouches for them.
+    /// Seqs whose delivery is unconfirmed: bytes a consumer's TCP took after it had ended its TLS session
+    /// (close_notify), whose application may or may not have read them, and messages written to a connection that
+    /// ended before their acknowledgement was read. They count delivered only once the consumer's own ack vouches.
     var takenAfterClose = SeqRangeSet()
     /// The seqs of ``takenAfterClose`` the consumer's acks vouched for.
     var confirmedAfterClose = SeqRangeSet()
