@@ -163,8 +163,9 @@ public final class PairSupervisor: Sendable {
 
     private func failure(_ member: Member, _ what: String) -> ChaosError {
         let err = directory.appendingPathComponent("\(member.name).err").path
-        let tail = (try? String(contentsOfFile: err, encoding: .utf8))?.split(separator: "\n").suffix(3)
-            .joined(separator: " | ") ?? ""
+        // Decoded leniently: a member that died mid-character still shows what it said.
+        let tail = FileManager.default.contents(atPath: err).map { String(decoding: $0, as: UTF8.self) }?
+            .split(separator: "\n").suffix(3).joined(separator: " | ") ?? ""
         let status = exitStatus(of: member)
         let missing = status == 127 ? " (command not found)" : ""
         return ChaosError(.pair, "pair \(member.name) \(what)\(missing): '\(member.command)'; "

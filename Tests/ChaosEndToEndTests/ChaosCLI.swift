@@ -10,6 +10,9 @@ struct ChaosCLI {
         var status: Int32
         var stdout: String
         var stderr: String
+        /// Whether a signal ended the process (then `status` is the signal's number, not an exit code: a SIGINT
+        /// from outside would otherwise pass for exit 2).
+        var signalled = false
         /// From launch to exit, measured on the thread that waited for it (not by a test task, which a busy
         /// cooperative pool may resume late).
         var seconds: Double = 0
@@ -62,9 +65,11 @@ struct ChaosCLI {
             Thread.sleep(forTimeInterval: 0.02)
         }
         process.waitUntilExit()
-        return Result(status: process.terminationStatus,
-                      stdout: (try? String(contentsOf: out, encoding: .utf8)) ?? "",
-                      stderr: (try? String(contentsOf: err, encoding: .utf8)) ?? "",
+        // Decoded leniently: one stray byte must not turn a whole output into "".
+        let text = { (url: URL) in (try? Data(contentsOf: url)).map { String(decoding: $0, as: UTF8.self) } ?? "" }
+        let killed = process.terminationReason == .uncaughtSignal
+        return Result(status: killed ? 128 + process.terminationStatus : process.terminationStatus,
+                      stdout: text(out), stderr: text(err), signalled: killed,
                       seconds: Date().timeIntervalSince(started))
     }
 
