@@ -38,6 +38,6 @@ extension AuditEngine {
         return AuditResult(complete: final, elapsedS: Double(now) / 1e9, totals: totals, streams: streams,
                            anomalies: anomalyList, anomalyCounts: anomalyCounts, recovery: recoverySummary,
                            faults: impacts, connections: connectionStats, messages: messageStats, activity: activity,
-                           protocolEvents: events.isEmpty ? nil : events)
+                           protocolEvents: events.isEmpty ? nil : events, path: pathTracker.result(at: now, limits: pathLimits))
     }
 }

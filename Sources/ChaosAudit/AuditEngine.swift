@@ -67,6 +67,11 @@ public final class AuditEngine {
     public private(set) var isFinished = false
     /// The run is stopping (its pair is being stopped): see ``acknowledgedAfterClose(_:by:connection:time:)``.
     var isStopping = false
+    /// The mobile path's events per connection, and the quiet gaps that show the pair's keepalive.
+    var pathTracker = PathTracker()
+    /// The NAT timeout and radio tail the run's mobile path set (the runner's); the pair's keepalive is judged
+    /// against them. Nil: judged only if the path's events show them.
+    public var pathLimits: PathLimits?
     private var finalResult: AuditResult?
 
     struct StreamKey: Hashable {
@@ -103,6 +108,7 @@ public final class AuditEngine {
         if now > nextRetirement { retireClosedConnections(before: now) }
         switch event.kind {
         case .read(let side, let bytes):
+            pathTracker.read(on: event.connection, at: event.time)
             feed(bytes, role: .sent, direction: side.producing, connection: event.connection, time: event.time)
         case .written(let side, let bytes):
             feed(bytes, role: .delivered, direction: side.other.producing, connection: event.connection, time: event.time)
@@ -115,6 +121,7 @@ public final class AuditEngine {
             activity.count(.opened, at: event.time)
             _ = state(of: event.connection)
             recovery.opened(at: event.time)
+            pathTracker.opened(event.connection, at: event.time)
         case .refused(_, let reason):
             connectionStats.refused += 1
             activity.count(.refused, at: event.time)
@@ -125,6 +132,7 @@ public final class AuditEngine {
             }
         case .closed(let side, let how):
             closed(event.connection, side: side, how: how, time: event.time)
+            pathTracker.closed(event.connection, how: how, at: event.time, fully: connections[event.connection]?.fullyClosed ?? true)
         case .faultStarted(let mark):
             faults.started(mark)
             if event.connection == 0 {
@@ -137,6 +145,9 @@ public final class AuditEngine {
         case .stopping:
             isStopping = true
             recovery.stopping(at: event.time)
+            pathTracker.stopping(at: event.time)
+        case .path(let pathEvent):
+            pathTracker.path(pathEvent, on: event.connection, at: event.time)
         }
     }
 

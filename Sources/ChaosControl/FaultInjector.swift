@@ -25,6 +25,13 @@ public final class FaultInjector: Sendable {
     private let sink: (any TrafficEventSink)?
     private let logger: Logger
     private let applied = Mutex<[Applied]>([])
+    private struct BlackoutKey: Hashable {
+        var occurrence: Int
+        var proxy: ObjectIdentifier
+    }
+    /// Handoffs with a dead WiFi, by occurrence index and proxy: the task that begins the blackout (refusing new connections)
+    /// once the dead WiFi is over; it returns whether it did.
+    private let blackouts = Mutex<[BlackoutKey: Task<Bool, Never>]>([:])
     private let onApplied: (@Sendable (FaultOccurrence, Applied) -> Void)?
 
     /// An injector for `timeline` over `proxies`; `onApplied` is told of each occurrence as it begins.
@@ -177,17 +184,40 @@ public final class FaultInjector: Sendable {
                 await proxy.beginRefusing()
             case .handshake(let mode):
                 proxy.beginHandshakeFault(mode)
-            case .handoff:
-                // Blackout: nothing passes on the connections it hits (and on new ones, when it hits all).
+            case .handoff(_, _, _, _, let deadWiFi, _):
+                // Blackout (and a dead WiFi before it): nothing passes on the connections it hits (and on new ones,
+                // when it hits all).
                 hit += await proxy.addShaping(occurrence.effect, key: key, to: ids)
                 handoff[ObjectIdentifier(proxy)] = ids ?? proxy.liveConnections
-            case .latency, .bandwidth, .partition, .stall, .slice, .link, .loss, .mtu, .slowClose, .limitData, .resetPeer, .timeout:
+                if let deadWiFi { beginBlackout(occurrence, after: deadWiFi, on: proxy) }
+            case .latency, .bandwidth, .partition, .stall, .slice, .link, .loss, .mtu, .radio, .nat, .slowClose, .limitData, .resetPeer, .timeout:
                 hit += await proxy.addShaping(occurrence.effect, key: key, to: ids, draw: draw(occurrence))
             case .wsClose, .goaway:
                 hit += await proxy.protocolClose(ids, occurrence.effect)
             }
         }
         return (hit, handoff)
+    }
+
+    /// A handoff's dead WiFi ends `after` its start: the blackout begins, in which the phone has no network (new
+    /// connections are refused).
+    private func beginBlackout(_ occurrence: FaultOccurrence, after deadWiFi: ChaosDuration, on proxy: any FaultTarget) {
+        let at = clock.now().saturatingAdding(deadWiFi.nanoseconds)
+        let clock = self.clock
+        let task = Task<Bool, Never> {
+            do { try await clock.sleep(until: at) } catch { return false }
+            await proxy.beginRefusing()
+            return true
+        }
+        blackouts.withLock { $0[BlackoutKey(occurrence: occurrence.index, proxy: ObjectIdentifier(proxy))] = task }
+    }
+
+    /// Ends a handoff's blackout task; returns whether it began refusing (the caller then ends that).
+    private func endBlackout(_ occurrence: FaultOccurrence, on proxy: any FaultTarget) async -> Bool {
+        let key = BlackoutKey(occurrence: occurrence.index, proxy: ObjectIdentifier(proxy))
+        guard let task = blackouts.withLock({ $0.removeValue(forKey: key) }) else { return false }
+        task.cancel()
+        return await task.value
     }
 
     private func end(_ occurrence: FaultOccurrence, handoffTargets: [ObjectIdentifier: [ConnectionID]],
@@ -197,13 +227,21 @@ public final class FaultInjector: Sendable {
             case .disconnect, .wsClose, .goaway: break
             case .refuse: await proxy.endRefusing()
             case .handshake(let mode): proxy.endHandshakeFault(mode)
-            case .handoff(_, let to, _, let linger):
+            case .handoff(_, let to, _, let linger, let deadWiFi, let newAddress):
+                let refused = await endBlackout(occurrence, on: proxy)
                 if !cancelled {
                     // The address changed: the client side is reset, the server side never hears of it,
-                    // and what was held in the blackout is gone with the old address.
-                    _ = await proxy.disconnect(handoffTargets[ObjectIdentifier(proxy)] ?? [], mode: .clientOnly, linger: linger)
+                    // and what was held in the blackout is gone with the old address. After a dead WiFi, the
+                    // connections made on it went the old way too.
+                    var old = handoffTargets[ObjectIdentifier(proxy)] ?? []
+                    if deadWiFi != nil, targets(occurrence, on: proxy) == nil { old = Array(Set(old).union(proxy.liveConnections)).sorted() }
+                    _ = await proxy.disconnect(old, mode: .clientOnly, linger: linger)
                     proxy.setBaseline(to)
+                    if let newAddress, let address = proxy.changeSourceAddress(pool: newAddress) {
+                        logger.info("handoff: new upstream connections come from \(address)", metadata: ["proxy.name": "\(proxy.name)"])
+                    }
                 }
+                if refused { await proxy.endRefusing() }
                 await proxy.removeShaping(key: ShapingKey(timeline: number, occurrence: occurrence.index))
             default:
                 await proxy.removeShaping(key: ShapingKey(timeline: number, occurrence: occurrence.index))

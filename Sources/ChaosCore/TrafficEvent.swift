@@ -52,6 +52,20 @@ public struct TrafficEvent: Hashable, Sendable {
         /// The run is ending and the pair is being stopped: closes after this are the run's own
         /// doing, not a fault's (run-wide, connection 0).
         case stopping
+        /// What the emulated mobile path did to this connection (a radio promotion, a NAT that forgot it, a lost
+        /// packet's retransmission): the proxy's own doing, which no capture shows.
+        case path(PathEvent)
+    }
+
+    /// What the emulated mobile path did to a connection (PRODUCT §11).
+    public enum PathEvent: Hashable, Sendable {
+        /// Its bytes waited `waited` nanoseconds for the radio to come out of idle (an RRC promotion).
+        case radioPromotion(waited: Int64)
+        /// The NAT forgot it: no byte either way for `idleTimeout` nanoseconds (it expired `idleTimeout` after its last
+        /// byte, `idleFor` before this event). From now on nothing passes either way and neither side is told.
+        case natExpired(idleTimeout: Int64, idleFor: Int64)
+        /// A piece travelling `direction` was lost and arrives `delay` nanoseconds late (its retransmission timeouts).
+        case retransmission(Direction, delay: Int64)
     }
 
     /// How one leg of a connection ended.

@@ -31,6 +31,8 @@ public protocol FaultTarget: AnyObject, Sendable {
     func endHandshakeFault(_ mode: HandshakeMode)
     /// The link profile new connections start with from now on.
     func setBaseline(_ profile: LinkProfile?)
+    /// New upstream connections come from the next address of `pool` (a handoff with `new_address`); returns it.
+    func changeSourceAddress(pool: [String]) -> String?
 }
 
 /// The time a ``FaultInjector`` runs on: the run's clock, or in tests a virtual one that a sleep

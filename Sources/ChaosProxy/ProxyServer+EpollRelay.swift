@@ -42,7 +42,7 @@ extension ProxyServer {
         guard let route, options.frames == nil else { return handOver(client, id: id) }
         let connection = EpollRelayConnection(id: id, client: client, loop: loop, route: route)
         let relayed = state.withLock { state in
-            guard !state.stopped, state.baseline == nil, state.shaping.isEmpty else { return false }
+            guard !state.stopped, state.baseline == nil, state.shaping.isEmpty, state.sourceAddress == nil else { return false }
             state.epollRelay[id] = connection
             return true
         }

@@ -24,6 +24,8 @@ public final class ProxyServer: Sendable {
     let upstreamAddress: SocketAddress?
     let logger: Logger
     let state = Mutex(State())
+    /// The radio of the phone behind this proxy (a `radio` fault or profile that is not `per: connection`).
+    let radio = RadioClock()
 
     /// Tuning knobs.
     public struct Options: Sendable {
@@ -70,6 +72,11 @@ public final class ProxyServer: Sendable {
         var tls: TLSInterceptor?
         /// Handshake faults in force (nested occurrences counted), and the handshakes a stall holds.
         var handshakeFaults = HandshakeFaults()
+        /// The local address new upstream connections come from since a handoff with `new_address` (nil: the
+        /// system's choice); such connections are NIO's.
+        var sourceAddress: SocketAddress?
+        /// How many handoffs with `new_address` have happened: the next takes the pool's next address.
+        var addressChanges = 0
     }
 
     /// A proxy for `spec`; events go to `sink`, times come from `clock`, connection numbers from `ids`.
@@ -209,8 +216,8 @@ public final class ProxyServer: Sendable {
             .channelInitializer { [self] server in
                 server.eventLoop.makeCompletedFuture { try self.addLegHandlers(server, side: .server, generator: generator) }
             }
-        let connecting = upstreamAddress.map { bootstrap.connect(to: $0) }
-            ?? bootstrap.connect(host: upstream.host, port: upstream.port)
+        let sourced = fromSourceAddress(bootstrap)
+        let connecting = upstreamAddress.map { sourced.connect(to: $0) } ?? sourced.connect(host: upstream.host, port: upstream.port)
         connecting.whenComplete { [self] result in
             switch result {
             case .success(let server): _ = wire(id: id, client: client, server: server)
@@ -273,7 +280,8 @@ public final class ProxyServer: Sendable {
             // A connection that started on the epoll relay started with no link profile. Its faults are on
             // before any byte passes (a timeout's timer starts with it).
             connection.start(baseline: adopted == nil ? baseline : nil,
-                             shaping: shaping.filter { $0.value.reaches(id) }.mapValues(\.effect), adopted: adopted)
+                             shaping: shaping.filter { $0.value.reaches(id) }.mapValues(\.effect), adopted: adopted,
+                             path: ConnectionPath(proxyRadio: radio))
             return connection
         } catch {
             client.closeWithReset()

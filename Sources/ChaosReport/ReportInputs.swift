@@ -97,7 +97,7 @@ extension RunReport {
                                                                       refused: audit.connections.refused),
                   expectations: [], messages: audit.messages, activity: audit.activity,
                   protocolEvents: audit.protocolEvents, pairExits: inputs.pairExits,
-                  extra: inputs.extra)
+                  extra: inputs.extra, path: audit.path)
         judge(inputs.expectations, errorReason: inputs.errorReason)
     }
 }

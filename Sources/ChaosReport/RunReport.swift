@@ -64,6 +64,9 @@ public struct RunReport: Sendable, Codable, Equatable {
     public var pairExits: [String: Int32]?
     /// Free-form extra facts (chaos version, host, capture file…).
     public var extra: [String: String]?
+    /// What the emulated mobile path did (radio promotions, NAT-killed connections and whether the pair noticed,
+    /// retransmission stalls) and the pair's keepalive next to the NAT timeout and radio tail; absent without one.
+    public var path: PathSummary? = nil
 }
 
 /// One fault occurrence of the timeline, as injected.

@@ -101,8 +101,9 @@ public final class ScenarioRunner: Sendable {
         try folder?.saveReplayInputs(scenario: scenario, timeline: timeline)
         let startedAt = Date()
         // Without a protocol there is nothing to audit: the engine then only counts connections.
-        let sink = RunSink(engine: try AuditEngine(spec: scenario.protocolSpec ?? ProtocolSpec()),
-                           audits: scenario.protocolSpec != nil)
+        let engine = try AuditEngine(spec: scenario.protocolSpec ?? ProtocolSpec())
+        engine.pathLimits = scenario.pathLimits
+        let sink = RunSink(engine: engine, audits: scenario.protocolSpec != nil)
         let capture = try startCapture(folder: folder, startedAt: startedAt, sink: sink)
         // With neither a report nor a capture (the bare `chaos proxy`), nothing reads the events:
         // the proxies then send none, and spend nothing per connection on them.

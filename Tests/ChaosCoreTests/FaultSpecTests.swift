@@ -21,7 +21,7 @@ struct FaultSpecTests {
             try Scenario.parse(yaml: Self.header + "  - \(kind): {at: 1s}\n", file: "t.yaml")
         }
         #expect("\(error)".contains("t.yaml:6:5: error: unknown key '\(kind)' in a fault; expected one of: disconnect, latency, "
-            + "bandwidth, partition, handoff, refuse, slice, stall, link, loss, mtu, ws-close, goaway, handshake"), "\(error)")
+            + "bandwidth, partition, handoff, refuse, slice, stall, link, loss, mtu, radio, nat, ws-close, goaway, handshake"), "\(error)")
     }
 
     @Test("drawing maps only the ranged fields, in field order; the rest is the value written")
@@ -99,5 +99,44 @@ struct FaultSpecTests {
             let data = try JSONEncoder().encode(fault.parameters)
             #expect(try JSONDecoder().decode(FaultParameters.self, from: data) == fault.parameters)
         }
+    }
+
+    @Test("radio, nat and a handoff's dead WiFi and new address parse with their defaults and round-trip through JSON")
+    func radioNATAndHandoff() throws {
+        let scenario = try Scenario.parse(yaml: Self.header + """
+          - radio: {at: 1s, for: 2s}
+          - radio: {at: 1s, for: 2s, promotion: 2s, tail: 14s, per: connection}
+          - nat: {at: 1s, for: 2s}
+          - nat: {at: 1s, for: 2s, idle_timeout: 20s}
+          - handoff: {at: 1s, blackout: 1s, dead_wifi: 2s..8s, new_address: true}
+          - handoff: {at: 1s, new_address: 127.0.0.3-127.0.0.4}
+          - link: {at: 1s, for: 2s, profile: {latency: 10ms, radio: {tail: 5s}, nat: {idle_timeout: 1m}}}
+
+        """, file: "t.yaml")
+        let parameters = scenario.faults.map(\.parameters)
+        #expect(parameters[0] == .radio(.lte))
+        #expect(parameters[1] == .radio(RadioModel(promotion: .seconds(Int64(2)), tail: .seconds(Int64(14)), perConnection: true)))
+        #expect(parameters[2] == .nat(idleTimeout: .seconds(Int64(300))))
+        #expect(parameters[3] == .nat(idleTimeout: .seconds(Int64(20))))
+        guard case .handoff(_, _, let blackout, _, let deadWiFi, let pool) = parameters[4] else { Issue.record("not a handoff"); return }
+        #expect(blackout == DurationRange(exactly: .seconds(Int64(1))))
+        #expect(deadWiFi == DurationRange(.seconds(Int64(2)), .seconds(Int64(8))))
+        #expect(pool == (2...9).map { "127.0.0.\($0)" })
+        guard case .handoff(_, _, _, _, nil, let range) = parameters[5] else { Issue.record("not a plain handoff"); return }
+        #expect(range == ["127.0.0.3", "127.0.0.4"])
+        guard case .link(let profile) = parameters[6] else { Issue.record("not a link"); return }
+        #expect(profile.radio == RadioModel(promotion: .milliseconds(260), tail: .seconds(Int64(5))))
+        #expect(profile.natIdleTimeout == .seconds(Int64(60)))
+        #expect(scenario.faults.map(\.parameters.summary).prefix(4) == ["promotion=260ms tail=11.5s", "promotion=2s tail=14s per=connection",
+                                                                      "idle_timeout=5m", "idle_timeout=20s"])
+        for fault in scenario.faults {
+            let data = try JSONEncoder().encode(fault.parameters)
+            #expect(try JSONDecoder().decode(FaultParameters.self, from: data) == fault.parameters)
+        }
+        // A handoff with a dead WiFi lasts it and its blackout.
+        let timeline = Timeline(scenario: scenario, seed: 5)
+        let handoff = try #require(timeline.first { $0.rule == 4 })
+        guard case .handoff(_, _, let drawnBlackout, _, let drawnDeadWiFi?, _) = handoff.effect else { Issue.record("no dead WiFi drawn"); return }
+        #expect(handoff.lasts == drawnBlackout + drawnDeadWiFi)
     }
 }

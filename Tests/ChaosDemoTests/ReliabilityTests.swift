@@ -29,19 +29,27 @@ struct ReliabilityTests {
         #expect(draws.contains { $0 < .milliseconds(25) } && draws.contains { $0 > .milliseconds(475) })
     }
 
-    @Test("the first retry after a reset has zero backoff; later ones back off; a success starts over")
+    @Test("every retry, the first after a reset too, is drawn with full jitter (no herd); later ones back off; a success starts over")
     func reconnectSchedule() {
         var schedule = ReconnectSchedule(policy: .standard, generator: SeededGenerator(seed: 1))
-        #expect(schedule.nextDelay(after: .reset) == .zero)
+        #expect(schedule.nextDelay(after: .reset) <= .milliseconds(500))
         let second = schedule.nextDelay(after: .connectFailed)
         #expect(second <= .seconds(Int64(1)))
-        let third = schedule.nextDelay(after: .reset) // not the first retry any more: jittered
+        let third = schedule.nextDelay(after: .reset)
         #expect(third <= .seconds(Int64(2)))
         schedule.connectionSucceeded()
         #expect(schedule.failures == 0)
-        #expect(schedule.nextDelay(after: .reset) == .zero)
-        schedule.connectionSucceeded()
         #expect(schedule.nextDelay(after: .heartbeatTimeout) <= .milliseconds(500))
+        // The first retry after a reset, for 100 clients with their own seeds: spread over the whole first window,
+        // so that no 50 ms holds more than a few of them.
+        let firsts = (0..<100).map { seed in
+            var client = ReconnectSchedule(policy: .standard, generator: SeededGenerator(seed: UInt64(seed)))
+            return client.nextDelay(after: .reset).nanoseconds
+        }.sorted()
+        #expect(firsts.allSatisfy { $0 <= 500_000_000 })
+        #expect(firsts.first! < 50_000_000 && firsts.last! > 450_000_000)
+        let densest = firsts.indices.map { low in firsts[low...].prefix { $0 - firsts[low] <= 50_000_000 }.count }.max()!
+        #expect(densest <= 25, "at most a quarter of them in any 50 ms, found \(densest)")
     }
 
     @Test("the bounded send queue drops the oldest unacknowledged messages and reports them as a gap")

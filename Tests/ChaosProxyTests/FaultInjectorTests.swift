@@ -59,6 +59,10 @@ struct FaultInjectorTests {
         func beginHandshakeFault(_ mode: HandshakeMode) { note("handshake \(mode.rawValue)") }
         func endHandshakeFault(_ mode: HandshakeMode) { note("handshakes \(mode.rawValue) over") }
         func setBaseline(_ profile: LinkProfile?) { note("baseline \(profile?.name ?? "none")") }
+        func changeSourceAddress(pool: [String]) -> String? {
+            note("source \(pool.first ?? "none")")
+            return pool.first
+        }
     }
 
     static func timeline(_ faults: String, duration: String = "5s") throws -> Timeline {

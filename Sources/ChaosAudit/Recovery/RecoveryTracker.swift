@@ -17,6 +17,8 @@ struct RecoveryTracker {
     private(set) var reconnect = LatencyRecorder()
     private(set) var resume = LatencyRecorder()
     private(set) var halfOpenDurations = LatencyRecorder()
+    /// The fastest the pair noticed a half-open connection (nanoseconds).
+    private var fastestNotice: Int64?
     /// Watches still measuring something, oldest first.
     private var open: [FaultWatch] = []
     /// Impacts of settled watches.
@@ -106,6 +108,7 @@ struct RecoveryTracker {
             } else {
                 watch.halfOpenNoticed += 1
                 halfOpenDurations.record(nanoseconds: lasted)
+                fastestNotice = min(fastestNotice ?? .max, lasted)
             }
             watch.halfOpenLongest = max(watch.halfOpenLongest, lasted)
         }
@@ -196,6 +199,7 @@ struct RecoveryTracker {
         summary.neverResumed = never
         summary.halfOpen = halfOpen
         summary.reconnectSpread = spreads
+        summary.noticedWithinS = fastestNotice.map { Double($0) / 1e9 }
         return (summary, impacts)
     }
 

@@ -24,12 +24,16 @@ public struct AuditResult: Sendable, Codable, Equatable {
     public var activity: ActivitySeries
     /// WebSocket handshakes, close codes, heartbeats, oversized messages; nil when there were none (lines framing).
     public var protocolEvents: ProtocolStats?
+    /// What the emulated mobile path did (radio, NAT, loss) and the findings on the pair's keepalive; nil when the
+    /// run had no mobile path.
+    public var path: PathSummary?
 
     /// Creates a result.
     public init(complete: Bool, elapsedS: Double, totals: DeliveryCounts, streams: [StreamResult], anomalies: [Anomaly],
                 anomalyCounts: [String: Int64], recovery: RecoverySummary, faults: [FaultImpact],
                 connections: ConnectionStats, messages: MessageStats, activity: ActivitySeries,
-                protocolEvents: ProtocolStats? = nil) {
+                protocolEvents: ProtocolStats? = nil, path: PathSummary? = nil) {
+        self.path = path
         self.complete = complete
         self.elapsedS = elapsedS
         self.totals = totals

@@ -16,9 +16,21 @@ public struct RecoverySummary: Sendable, Codable, Equatable {
     public var halfOpen: [HalfOpenRecord] = []
     /// Per mass disconnect (two or more connections closed): how reconnect attempts spread out.
     public var reconnectSpread: [ReconnectSpread] = []
+    /// The fastest the pair noticed a half-open connection in this run, in seconds: the detection window its
+    /// heartbeat (interval + timeout) allows, as measured. Nil: it noticed none.
+    public var noticedWithinS: Double?
 
     /// Empty.
     public init() {}
+
+    /// The half-open records the pair should have noticed and did not: connections left unnoticed for at least the
+    /// detection window its own heartbeat showed elsewhere in the run (all of them when it never noticed one). A
+    /// stall shorter than that window is one no heartbeat of this pair could catch, and is not held against it.
+    public var missedHalfOpens: [HalfOpenRecord] {
+        halfOpen.filter { record in
+            record.unnoticed > 0 && noticedWithinS.map { record.longestS >= $0 } ?? true
+        }
+    }
 }
 
 /// How one half-open partition (or handoff) was noticed by the pair.

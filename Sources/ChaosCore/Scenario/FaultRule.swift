@@ -29,6 +29,10 @@ public enum FaultKind: String, Sendable, Codable, Equatable, CaseIterable {
     case loss
     /// A path-MTU black hole: big writes stall, small ones pass.
     case mtu
+    /// The cellular radio's RRC states: after an idle tail, the next byte waits for the radio's promotion.
+    case radio
+    /// A carrier-grade NAT that silently forgets a connection idle for its timeout.
+    case nat
     /// A WebSocket close frame sent by the proxy at a frame boundary, then the TCP connection closed after a grace time.
     case wsClose = "ws-close"
     /// An HTTP/2 GOAWAY sent to the client at a frame boundary as a draining server would, then the TCP connection closed.

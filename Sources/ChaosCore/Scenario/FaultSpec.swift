@@ -26,7 +26,12 @@ public enum FaultSpec<Span: FaultSpan>: Sendable, Codable, Equatable {
     case partition(direction: DirectionSet)
     case stall(direction: DirectionSet)
     case refuse
-    case handoff(from: LinkProfile, to: LinkProfile, blackout: Span, linger: ChaosDuration)
+    /// WiFi → another network: for `deadWiFi` (when given) the old network is connected without internet (live and
+    /// new connections hang), then for `blackout` nothing passes; then every connection that went the old way is cut
+    /// on the client side, new ones get the `to` profile and, with `newAddress`, reach the upstream from the next
+    /// local address of that pool.
+    case handoff(from: LinkProfile, to: LinkProfile, blackout: Span, linger: ChaosDuration, deadWiFi: Span? = nil,
+                 newAddress: [String]? = nil)
     /// Writes cut into pieces of `maxBytes` (± up to `variation`, drawn per piece), `delay` apart.
     case slice(maxBytes: Int, delay: DurationRange, direction: DirectionSet, variation: Int? = nil)
     case link(LinkProfile)
@@ -37,6 +42,11 @@ public enum FaultSpec<Span: FaultSpan>: Sendable, Codable, Equatable {
     /// A path-MTU black hole: writes that fit a `size`-byte packet pass; the first larger one that way stalls that
     /// direction (held, bounded) for as long as the fault lasts.
     case mtu(size: Int, direction: DirectionSet)
+    /// The cellular radio's RRC state machine (``RadioModel``) while it lasts.
+    case radio(RadioModel)
+    /// A carrier-grade NAT: a connection with no byte either way for `idleTimeout` is silently dead from then on
+    /// (nothing passes either way, no FIN, no RST) until a side gives up; new connections start afresh.
+    case nat(idleTimeout: ChaosDuration)
     case wsClose(code: Int, side: CloseSide, grace: ChaosDuration)
     case goaway(grace: ChaosDuration)
     /// New TLS handshakes on a `tls:` proxy hang (`stall`) or get an alert (`fail`) while it lasts; live connections
@@ -66,6 +76,8 @@ public enum FaultSpec<Span: FaultSpan>: Sendable, Codable, Equatable {
         case .link: .link
         case .loss: .loss
         case .mtu: .mtu
+        case .radio: .radio
+        case .nat: .nat
         case .wsClose: .wsClose
         case .goaway: .goaway
         case .handshake: .handshake
@@ -86,8 +98,10 @@ public enum FaultSpec<Span: FaultSpan>: Sendable, Codable, Equatable {
         case .bandwidth(let rate, let direction): [("rate", "\(rate)"), ("direction", direction.rawValue)]
         case .partition(let direction), .stall(let direction): [("direction", direction.rawValue)]
         case .refuse: []
-        case .handoff(let from, let to, let blackout, let linger):
+        case .handoff(let from, let to, let blackout, let linger, let deadWiFi, let newAddress):
             [("from", from.name), ("to", to.name), ("blackout", "\(blackout)"), ("linger", "\(linger)")]
+                + (deadWiFi.map { [("dead_wifi", "\($0)")] } ?? [])
+                + (newAddress.map { [("new_address", $0.joined(separator: ","))] } ?? [])
         case .slice(let maxBytes, let delay, let direction, let variation):
             [("size", "\(maxBytes)"), ("delay", "\(delay)"), ("direction", direction.rawValue)]
                 + (variation.map { [("variation", "\($0)")] } ?? [])
@@ -95,6 +109,9 @@ public enum FaultSpec<Span: FaultSpan>: Sendable, Codable, Equatable {
         case .loss(let rate, let burst, let direction):
             [("rate", Self.percent(rate)), ("burst", Self.compact(burst)), ("direction", direction.rawValue)]
         case .mtu(let size, let direction): [("size", "\(size)"), ("direction", direction.rawValue)]
+        case .radio(let radio):
+            [("promotion", "\(radio.promotion)"), ("tail", "\(radio.tail)")] + (radio.perConnection ? [("per", "connection")] : [])
+        case .nat(let idleTimeout): [("idle_timeout", "\(idleTimeout)")]
         case .wsClose(let code, let side, let grace): [("code", "\(code)"), ("side", side.rawValue), ("grace", "\(grace)")]
         case .goaway(let grace): [("grace", "\(grace)")]
         case .handshake(let mode): [("mode", mode.rawValue)]
@@ -135,13 +152,17 @@ extension FaultSpec {
         case .partition(let direction): .partition(direction: direction)
         case .stall(let direction): .stall(direction: direction)
         case .refuse: .refuse
-        case .handoff(let from, let to, let blackout, let linger):
-            .handoff(from: from, to: to, blackout: try transform(blackout), linger: linger)
+        case .handoff(let from, let to, let blackout, let linger, let deadWiFi, let newAddress):
+            // The dead WiFi is drawn after the blackout, and only when given: older timelines draw as they did.
+            .handoff(from: from, to: to, blackout: try transform(blackout), linger: linger,
+                     deadWiFi: try deadWiFi.map(transform), newAddress: newAddress)
         case .slice(let maxBytes, let delay, let direction, let variation):
             .slice(maxBytes: maxBytes, delay: delay, direction: direction, variation: variation)
         case .link(let profile): .link(profile)
         case .loss(let rate, let burst, let direction): .loss(rate: rate, burst: burst, direction: direction)
         case .mtu(let size, let direction): .mtu(size: size, direction: direction)
+        case .radio(let radio): .radio(radio)
+        case .nat(let idleTimeout): .nat(idleTimeout: idleTimeout)
         case .wsClose(let code, let side, let grace): .wsClose(code: code, side: side, grace: grace)
         case .goaway(let grace): .goaway(grace: grace)
         case .handshake(let mode): .handshake(mode: mode)

@@ -15,10 +15,17 @@ public struct LinkProfile: Sendable, Codable, Equatable, CustomStringConvertible
     public var offline: Bool
     /// The share of packets lost each way (as the `loss` fault, independent losses); nil: none.
     public var loss: Double?
+    /// The phone's cellular radio (RRC states); nil: none (WiFi, or a link that is always connected).
+    public var radio: RadioModel?
+    /// A carrier-grade NAT's idle timeout; nil: no NAT forgets an idle connection.
+    public var natIdleTimeout: ChaosDuration?
 
     /// Creates a profile.
     public init(name: String, latency: ChaosDuration, jitter: ChaosDuration,
-                bandwidthUp: ByteRate?, bandwidthDown: ByteRate?, offline: Bool = false, loss: Double? = nil) {
+                bandwidthUp: ByteRate?, bandwidthDown: ByteRate?, offline: Bool = false, loss: Double? = nil,
+                radio: RadioModel? = nil, natIdleTimeout: ChaosDuration? = nil) {
+        self.radio = radio
+        self.natIdleTimeout = natIdleTimeout
         self.name = name
         self.latency = latency
         self.jitter = jitter
@@ -38,9 +45,9 @@ public struct LinkProfile: Sendable, Codable, Equatable, CustomStringConvertible
         LinkProfile(name: "wifi", latency: .milliseconds(2), jitter: .milliseconds(1),
                     bandwidthUp: .megabits(40), bandwidthDown: .megabits(40)),
         LinkProfile(name: "lte", latency: .milliseconds(25), jitter: .milliseconds(5),
-                    bandwidthUp: .megabits(10), bandwidthDown: .megabits(50)),
+                    bandwidthUp: .megabits(10), bandwidthDown: .megabits(50), radio: .lte),
         LinkProfile(name: "3g", latency: .milliseconds(100), jitter: .milliseconds(20),
-                    bandwidthUp: .kilobits(330), bandwidthDown: .kilobits(780)),
+                    bandwidthUp: .kilobits(330), bandwidthDown: .kilobits(780), radio: .umts),
         LinkProfile(name: "edge", latency: .milliseconds(200), jitter: .milliseconds(40),
                     bandwidthUp: .kilobits(200), bandwidthDown: .kilobits(240)),
         LinkProfile(name: "very-bad-network", latency: .milliseconds(250), jitter: .milliseconds(100),
@@ -55,6 +62,9 @@ public struct LinkProfile: Sendable, Codable, Equatable, CustomStringConvertible
         // Facebook's Augmented Traffic Control "2G - Developing Rural": 650 ms each way, 20 kbit/s down, 18 up, 2% loss.
         LinkProfile(name: "2g-rural", latency: .milliseconds(650), jitter: .zero,
                     bandwidthUp: .kilobits(18), bandwidthDown: .kilobits(20), loss: 0.02),
+        // A carrier-grade NAT that forgets a connection idle for 5 minutes; nothing else shaped.
+        LinkProfile(name: "cgnat", latency: .zero, jitter: .zero, bandwidthUp: nil, bandwidthDown: nil,
+                    natIdleTimeout: CarrierNAT.defaultIdleTimeout),
     ]
 
     /// A built-in profile by name.
@@ -63,7 +73,8 @@ public struct LinkProfile: Sendable, Codable, Equatable, CustomStringConvertible
     public var description: String {
         if offline { return name }
         let up = bandwidthUp?.description ?? "unlimited", down = bandwidthDown?.description ?? "unlimited"
-        return "\(name)(latency=\(latency) jitter=\(jitter) up=\(up) down=\(down)\(loss.map { " loss=\(FaultParameters.percent($0))" } ?? ""))"
+        return "\(name)(latency=\(latency) jitter=\(jitter) up=\(up) down=\(down)\(loss.map { " loss=\(FaultParameters.percent($0))" } ?? "")"
+            + (radio.map { " radio(\($0))" } ?? "") + (natIdleTimeout.map { " nat(idle_timeout=\($0))" } ?? "") + ")"
     }
 }
 

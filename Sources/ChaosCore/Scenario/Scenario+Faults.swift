@@ -9,13 +9,15 @@ extension ScenarioReader {
         case .latency: ["add", "jitter", "direction"]
         case .bandwidth: ["rate", "direction"]
         case .partition: ["direction"]
-        case .handoff: ["from", "to", "blackout", "linger"]
+        case .handoff: ["from", "to", "blackout", "linger", "dead_wifi", "new_address"]
         case .refuse: []
         case .slice: ["size", "delay", "direction"]
         case .stall: ["direction"]
         case .link: ["profile"]
         case .loss: ["rate", "burst", "direction"]
         case .mtu: ["size", "direction"]
+        case .radio: ["promotion", "tail", "per"]
+        case .nat: ["idle_timeout"]
         case .wsClose: ["code", "side", "grace"]
         case .goaway: ["grace"]
         case .handshake: ["mode"]
@@ -154,7 +156,9 @@ extension ScenarioReader {
             let to = try map["to"].map { try linkProfile($0, what: "\(what).to") } ?? LinkProfile.named("lte")!
             let blackout = try map["blackout"].map { try $0.durationRange("\(what).blackout") }
                 ?? DurationRange(exactly: .milliseconds(500))
-            return .handoff(from: from, to: to, blackout: blackout, linger: try linger())
+            let deadWiFi = try map["dead_wifi"].map { try $0.durationRange("\(what).dead_wifi") }
+            let newAddress = try map["new_address"].flatMap { try SourceAddressPool.parse($0, what: "\(what).new_address") }
+            return .handoff(from: from, to: to, blackout: blackout, linger: try linger(), deadWiFi: deadWiFi, newAddress: newAddress)
         case .slice:
             var size = 16
             if let sizeValue = map["size"] {
@@ -177,6 +181,10 @@ extension ScenarioReader {
         case .mtu:
             let size = try map["size"].map { try $0.int("\(what).size (bytes per packet)", in: Int64(FaultParameters.mtuRange.lowerBound)...Int64(FaultParameters.mtuRange.upperBound)) } ?? 1280
             return .mtu(size: Int(size), direction: try direction(default: .both))
+        case .radio:
+            return .radio(try radio(map, what: what, defaults: .lte))
+        case .nat:
+            return .nat(idleTimeout: try map["idle_timeout"].map { try $0.duration("\(what).idle_timeout") } ?? CarrierNAT.defaultIdleTimeout)
         case .wsClose:
             let code = try map["code"].map { try $0.int("\(what).code", in: 1000...4999) } ?? 1012
             if !FaultParameters.sendableCloseCodes.contains(Int(code)), let value = map["code"] {
@@ -223,7 +231,7 @@ extension ScenarioReader {
             }
             return profile
         }
-        let map = try value.mapping(what, allowed: ["name", "latency", "jitter", "bandwidth_up", "bandwidth_down"])
+        let map = try value.mapping(what, allowed: ["name", "latency", "jitter", "bandwidth_up", "bandwidth_down", "radio", "nat"])
         func rate(_ key: String) throws -> ByteRate? {
             guard let v = map[key] else { return nil }
             let text = try v.string("\(what).\(key)")
@@ -235,7 +243,28 @@ extension ScenarioReader {
         return LinkProfile(name: try map["name"]?.string("\(what).name") ?? "custom",
                            latency: try map["latency"].map { try $0.duration("\(what).latency") } ?? .zero,
                            jitter: try map["jitter"].map { try $0.duration("\(what).jitter") } ?? .zero,
-                           bandwidthUp: try rate("bandwidth_up"), bandwidthDown: try rate("bandwidth_down"))
+                           bandwidthUp: try rate("bandwidth_up"), bandwidthDown: try rate("bandwidth_down"),
+                           radio: try map["radio"].map { try radio(try $0.mapping("\(what).radio", allowed: ["promotion", "tail", "per"]),
+                                                                   what: "\(what).radio", defaults: .lte) },
+                           natIdleTimeout: try map["nat"].map { value in
+                               let nat = try value.mapping("\(what).nat", allowed: ["idle_timeout"])
+                               return try nat["idle_timeout"].map { try $0.duration("\(what).nat.idle_timeout") } ?? CarrierNAT.defaultIdleTimeout
+                           })
+    }
+
+    /// `{promotion, tail, per}`, each defaulting to `defaults`'s.
+    func radio(_ map: YAMLMapping, what: String, defaults: RadioModel) throws -> RadioModel {
+        let promotion = try map["promotion"].map { try $0.duration("\(what).promotion") } ?? defaults.promotion
+        var tail = defaults.tail
+        if let value = map["tail"] {
+            tail = try value.duration("\(what).tail")
+            guard tail.nanoseconds > 0 else { throw value.error("\(what).tail must be above 0 (the radio's idle timer), found \(tail)") }
+        }
+        let per = try map["per"]?.string("\(what).per") ?? "proxy"
+        guard per == "proxy" || per == "connection" else {
+            throw map["per"]!.error("\(what).per must be 'proxy' (one radio for the phone behind it) or 'connection', found '\(per)'")
+        }
+        return RadioModel(promotion: promotion, tail: tail, perConnection: per == "connection")
     }
 }
 

@@ -154,6 +154,8 @@ extension LinkProfile {
         for (name, rate) in [("bandwidth_up", bandwidthUp), ("bandwidth_down", bandwidthDown)] {
             if let rate, rate.bytesPerSecond < 1 { throw bad("\(field).\(name) must be at least 1 byte/s, found \(rate.bytesPerSecond)") }
         }
+        if let radio { try FaultEffect.radio(radio).checkInvariants("\(field).radio", bad) }
+        if let natIdleTimeout { try Scenario.check(natIdleTimeout, "\(field).nat.idle_timeout", positive: true, bad) }
     }
 }
 
@@ -194,11 +196,22 @@ extension FaultSpec {
             try Scenario.check(jitter, "\(field).jitter", positive: false, bad)
         case .bandwidth(let rate, _):
             if rate.bytesPerSecond < 1 { throw bad("\(field).rate must be at least 1 byte/s, found \(rate.bytesPerSecond)") }
-        case .handoff(let from, let to, let blackout, let linger):
+        case .handoff(let from, let to, let blackout, let linger, let deadWiFi, let newAddress):
             try from.checkInvariants("\(field).from", bad)
             try to.checkInvariants("\(field).to", bad)
             try Scenario.check(blackout.range, "\(field).blackout", positive: false, bad)
             try Scenario.check(linger, "\(field).linger", positive: false, bad)
+            if let deadWiFi { try Scenario.check(deadWiFi.range, "\(field).dead_wifi", positive: false, bad) }
+            if let newAddress {
+                if newAddress.isEmpty { throw bad("\(field).new_address must name at least one local address, found none") }
+                for address in newAddress where !SourceAddressPool.isIPAddress(address) {
+                    throw bad("\(field).new_address must be IP addresses, found '\(address)'")
+                }
+            }
+        case .radio(let radio):
+            try Scenario.check(radio.promotion, "\(field).promotion", positive: false, bad)
+            try Scenario.check(radio.tail, "\(field).tail", positive: true, bad)
+        case .nat(let idleTimeout): try Scenario.check(idleTimeout, "\(field).idle_timeout", positive: true, bad)
         case .slice(let maxBytes, let delay, _, let variation):
             if maxBytes < 1 { throw bad("\(field).size must be at least 1 byte, found \(maxBytes)") }
             if let variation, variation < 0 { throw bad("\(field).variation must be at least 0 bytes, found \(variation)") }

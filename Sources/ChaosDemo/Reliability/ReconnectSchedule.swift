@@ -15,10 +15,12 @@ public enum DisconnectReason: String, Hashable, Sendable {
 }
 
 /// The reconnect delays of the resilient client: full-jitter exponential backoff over consecutive
-/// failures, but no wait at all for the first retry after a reset, the way a WiFi→LTE handoff looks
-/// (the new network is up; waiting only adds to the outage).
+/// failures, from the first retry on (AWS's "Exponential Backoff And Jitter": a delay drawn in
+/// 0 … min(cap, base · 2ⁿ)). Clients cut together (a server restart, a mass disconnect) so spread out
+/// instead of coming back as a thundering herd. An immediate retry is only right when the client's own
+/// network changed, which only its operating system can tell it; behind chaos it never can.
 public struct ReconnectSchedule: Sendable {
-    /// The backoff policy used for every retry but the first one after a reset.
+    /// The backoff policy of every retry.
     public let policy: BackoffPolicy
     /// Consecutive retries since the last successful (resumed) connection.
     public private(set) var failures = 0
@@ -33,7 +35,6 @@ public struct ReconnectSchedule: Sendable {
     /// The delay before the next attempt, after the connection (or attempt) ended for `reason`.
     public mutating func nextDelay(after reason: DisconnectReason) -> ChaosDuration {
         defer { failures += 1 }
-        if reason == .reset && failures == 0 { return .zero }
         return policy.delay(afterFailures: failures, using: &generator)
     }
 

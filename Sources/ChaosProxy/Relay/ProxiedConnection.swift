@@ -81,9 +81,19 @@ final class ProxiedConnection: @unchecked Sendable {
 
     /// Wires the relays and starts reading both legs. Call on the event loop. An `adopted`
     /// connection was opened (and counted) by an epoll relay; its pending bytes go first.
-    func start(baseline: LinkProfile?, shaping: [ShapingKey: FaultEffect], adopted: Adoption? = nil) {
+    func start(baseline: LinkProfile?, shaping: [ShapingKey: FaultEffect], adopted: Adoption? = nil,
+               path: ConnectionPath? = nil) {
         eventLoop.preconditionInEventLoop()
         let client = legs[.client]!, server = legs[.server]!
+        if let path {
+            // The client leg's shaper carries what goes down to the client; the server leg's, what goes up.
+            client.shaper.join(path, direction: .downstream)
+            server.shaper.join(path, direction: .upstream)
+            if let sink = trafficSink {
+                let id = self.id, clock = self.clock
+                path.onEvent = { _, event in sink.record(TrafficEvent(time: clock.now(), connection: id, kind: .path(event))) }
+            }
+        }
         client.relay.partner = server.relay
         server.relay.partner = client.relay
         client.relay.connection = self

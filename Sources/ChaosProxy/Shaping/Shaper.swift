@@ -43,6 +43,10 @@ public struct Shaper {
     private var lossState = LossState()
     /// A write too big for the MTU black hole came: nothing passes until the fault ends.
     public private(set) var isBlackHoled = false
+    /// The connection's mobile path (radio, NAT, where their events go); nil: bytes cross no radio and no NAT.
+    public var path: ConnectionPath?
+    /// Which way these bytes travel (named in the path's events).
+    public var direction = Direction.upstream
     /// How far behind a bandwidth cap may fall and then catch up, nanoseconds.
     static let burst: Int64 = 50_000_000
     /// Above this many held bytes the producer is paused.
@@ -58,11 +62,12 @@ public struct Shaper {
     }
 
     /// True when nothing is held and nothing shapes: the handler may write straight through.
-    public var isPassThrough: Bool { queue.isEmpty && settings == .none }
+    public var isPassThrough: Bool { queue.isEmpty && settings == .none && path?.isDead != true }
 
-    /// Replaces the settings (a fault began or ended). Held data keeps its place and order.
-    public mutating func update(_ settings: ShapingSettings) {
+    /// Replaces the settings (a fault began or ended) at `now`. Held data keeps its place and order.
+    public mutating func update(_ settings: ShapingSettings, now: Int64 = 0) {
         self.settings = settings
+        if settings.natIdleTimeout != nil { path?.natBegan(at: now) }
         if settings.bytesPerSecond == nil { linkFreeAt = .min }
         if settings.mtuPayload == nil { isBlackHoled = false }
         if settings.loss == nil { lossState = LossState() }
@@ -71,7 +76,13 @@ public struct Shaper {
     /// Queues `item`, due after the current latency (plus jitter, never before an earlier item).
     /// Returns true when this made the shaper pressured.
     @discardableResult
-    public mutating func enqueue(_ item: Item, now: Int64) -> Bool {
+    public mutating func enqueue(_ item: Item, now arrival: Int64) -> Bool {
+        var now = arrival
+        if let path {
+            if let idleTimeout = settings.natIdleTimeout { path.natSaw(at: arrival, idleTimeout: idleTimeout) }
+            // The radio: after its idle tail, the bytes wait for its promotion before they go.
+            if let radio = settings.radio, !path.isDead { now = path.radioAdmit(at: arrival, radio) }
+        }
         var due = now.saturatingAdding(settings.latency)
         if settings.jitter > 0 {
             // A jitter past 2^61 ns (73 years) means "any delay": held there, the draw cannot overflow.
@@ -106,7 +117,7 @@ public struct Shaper {
     /// The next thing to do at `now`. Call repeatedly until it is not `.emit`.
     public mutating func next(now: Int64) -> Next {
         guard var head = queue.first else { return .idle }
-        if settings.hold || isBlackHoled { return .idle }
+        if settings.hold || isBlackHoled || path?.isDead == true { return .idle }
         if head.releaseAt > now { return .wait(until: head.releaseAt) }
         guard case .data(var buffer) = head.item else {
             queue.removeFirst()
@@ -164,6 +175,7 @@ public struct Shaper {
             let delay = lossState.delay(model, &generator)
             if delay > 0 {
                 let retransmitted = max(segmentDue, own.saturatingAdding(delay))
+                path?.retransmitted(direction, delay: delay, at: own)
                 if offset > segmentStart {
                     queue.append(Entry(item: .data(buffer.getSlice(at: buffer.readerIndex + segmentStart, length: offset - segmentStart)!),
                                        releaseAt: segmentDue))

@@ -40,9 +40,15 @@ public final class ShapingHandler: ChannelOutboundHandler, RemovableChannelHandl
     /// Bytes held right now.
     public var heldBytes: Int { shaper.heldBytes }
 
+    /// Joins the connection's mobile path (radio, NAT); `direction`: which way the bytes written here travel.
+    public func join(_ path: ConnectionPath, direction: Direction) {
+        shaper.path = path
+        shaper.direction = direction
+    }
+
     /// Applies new settings; call on the channel's event loop.
     public func apply(_ settings: ShapingSettings) {
-        shaper.update(settings)
+        shaper.update(settings, now: context.map(now) ?? 0)
         if let context { pump(context) }
     }
 

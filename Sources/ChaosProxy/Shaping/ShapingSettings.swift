@@ -23,6 +23,10 @@ public struct ShapingSettings: Equatable, Sendable {
     public var loss: LossModel?
     /// The largest write that fits one packet of a path-MTU black hole (its `size` minus IP and TCP headers); nil: none.
     public var mtuPayload: Int?
+    /// The phone's radio (RRC states) the bytes cross; nil: none.
+    public var radio: RadioModel?
+    /// A NAT forgets the connection after this many nanoseconds with no byte either way; nil: none.
+    public var natIdleTimeout: Int64?
 
     /// No shaping at all: bytes pass straight through.
     public static let none = ShapingSettings()
@@ -30,7 +34,9 @@ public struct ShapingSettings: Equatable, Sendable {
     /// Creates settings.
     public init(latency: Int64 = 0, jitter: Int64 = 0, bytesPerSecond: Int64? = nil, hold: Bool = false,
                 sliceBytes: Int? = nil, sliceDelay: ClosedRange<Int64> = 0...0, sliceVariation: Int = 0, finDelay: Int64 = 0,
-                loss: LossModel? = nil, mtuPayload: Int? = nil) {
+                loss: LossModel? = nil, mtuPayload: Int? = nil, radio: RadioModel? = nil, natIdleTimeout: Int64? = nil) {
+        self.radio = radio
+        self.natIdleTimeout = natIdleTimeout
         self.latency = latency
         self.jitter = jitter
         self.bytesPerSecond = bytesPerSecond
@@ -80,16 +86,31 @@ extension ShapingSettings {
             case .mtu(let size, _):
                 let payload = max(1, size - LossModel.headerBytes)
                 settings.mtuPayload = min(settings.mtuPayload ?? .max, payload)
+            case .radio(let radio): settings.add(radio)
+            case .nat(let idleTimeout): settings.addNAT(idleTimeout)
             case .link(let profile):
                 if profile.offline { settings.hold = true }
                 settings.latency = settings.latency.saturatingAdding(profile.latency.nanoseconds)
                 settings.jitter = max(settings.jitter, profile.jitter.nanoseconds)
                 cap(profile.bandwidth(direction))
                 if let rate = profile.loss, rate > (settings.loss?.rate ?? -1) { settings.loss = LossModel(rate: rate, burst: 1) }
+                if let radio = profile.radio { settings.add(radio) }
+                if let idleTimeout = profile.natIdleTimeout { settings.addNAT(idleTimeout) }
             case .disconnect, .refuse, .wsClose, .goaway, .handshake, .limitData, .resetPeer: break
             }
         }
         return settings
+    }
+
+    /// The slowest radio wins (the longest promotion; then the shortest tail, which idles soonest).
+    private mutating func add(_ radio: RadioModel) {
+        guard let current = self.radio else { return self.radio = radio }
+        if (radio.promotion, -radio.tail.nanoseconds) > (current.promotion, -current.tail.nanoseconds) { self.radio = radio }
+    }
+
+    /// The NAT that forgets soonest wins.
+    private mutating func addNAT(_ idleTimeout: ChaosDuration) {
+        natIdleTimeout = min(natIdleTimeout ?? .max, max(1, idleTimeout.nanoseconds))
     }
 }
 
@@ -101,7 +122,7 @@ extension FaultEffect {
              .stall(let directions), .slice(_, _, let directions, _), .slowClose(_, let directions), .timeout(_, let directions),
              .loss(_, _, let directions), .mtu(_, let directions):
             directions.contains(direction)
-        case .handoff, .link: true
+        case .handoff, .link, .radio, .nat: true
         case .disconnect, .refuse, .wsClose, .goaway, .handshake, .limitData, .resetPeer: false
         }
     }

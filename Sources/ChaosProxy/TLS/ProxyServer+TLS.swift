@@ -56,7 +56,8 @@ extension ProxyServer {
                     try Self.addTLSHandlers(handler, to: server, watcher: HandshakeWatcher(done: handshake))
                 }
             }
-        let connecting = upstreamAddress.map { bootstrap.connect(to: $0) } ?? bootstrap.connect(host: upstream.host, port: upstream.port)
+        let sourced = fromSourceAddress(bootstrap)
+        let connecting = upstreamAddress.map { sourced.connect(to: $0) } ?? sourced.connect(host: upstream.host, port: upstream.port)
         connecting.whenFailure { handshake.fail($0) }
         connecting.and(handshake.futureResult).whenComplete { [self] result in
             deadline.cancel()

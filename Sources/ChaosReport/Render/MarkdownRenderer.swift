@@ -45,6 +45,7 @@ public struct MarkdownRenderer: Sendable {
         out += section("Faults injected (\(report.faults.count))", faults(report))
         out += section("Recovery", recovery(report))
         if let events = report.protocolEvents { out += section("Protocol events", Self.protocolLines(events)) }
+        if let path = report.path { out += section("Mobile path", pathLines(path)) }
         let anomalyTotal = report.anomalyCounts.values.reduce(Int64(0)) { $0.addingReportingOverflow($1).overflow ? .max : $0 + $1 }
         out += section("First anomalies (\(anomalyTotal) in all)", anomalies(report), open: report.verdict != .pass)
         if let comparison { out += ["### Compared with the baseline", ""] + comparison.markdownLines() + [""] }
@@ -110,11 +111,42 @@ public struct MarkdownRenderer: Sendable {
                 + "\(ReportText.seconds(summary.p99)) | \(ReportText.seconds(summary.max)) |")
         }
         if r.neverResumed > 0 { lines += ["", "\(mark(false)) \(r.neverResumed) interrupted stream(s) never delivered a new message afterwards."] }
-        for h in r.halfOpen where h.unnoticed > 0 {
-            lines.append("\(warning) \(h.kind) #\(h.occurrence): the pair never noticed \(h.unnoticed) of \(h.connections) half-open connection(s) (longest \(ReportText.seconds(h.longestS))).")
+        for h in r.missedHalfOpens {
+            let window = r.noticedWithinS.map { "; it noticed others within \(ReportText.seconds($0))" } ?? "; it noticed none in this run"
+            lines.append("\(warning) \(h.kind) #\(h.occurrence): the pair never noticed \(h.unnoticed) of \(h.connections) half-open connection(s) (longest \(ReportText.seconds(h.longestS))\(window)).")
         }
         for s in r.reconnectSpread where s.herd {
             lines.append("\(warning) thundering herd after \(s.kind) #\(s.occurrence): \(s.densest) of \(s.attempts) reconnect attempts within \(ReportText.seconds(s.windowS)).")
+        }
+        return lines
+    }
+
+    private func pathLines(_ path: PathSummary) -> [String] {
+        var lines = ["| measure | value |", "|---|--:|"]
+        if let tail = path.radioTailS {
+            lines.append("| radio promotions waited for (tail \(ReportText.seconds(tail))) | \(path.radioPromotions), \(ReportText.seconds(path.radioPromotionS)) in all |")
+        }
+        if let timeout = path.natIdleTimeoutS {
+            lines.append("| connections a NAT forgot (idle timeout \(ReportText.seconds(timeout))) | \(path.natExpired), \(path.natNoticed) noticed by the pair |")
+            if path.natNoticedS.count > 0 {
+                lines.append("| NAT death → the pair noticed (p50 / max) | \(ReportText.seconds(path.natNoticedS.p50)) / \(ReportText.seconds(path.natNoticedS.max)) |")
+            }
+        }
+        if path.retransmissions > 0 {
+            lines.append("| retransmission stalls | \(path.retransmissions), \(ReportText.seconds(path.retransmissionStallS)) in all |")
+        }
+        if path.quietGapS.count > 0 {
+            lines.append("| the pair's longest quiet gap per connection (its keepalive; p50 / max) | \(ReportText.seconds(path.quietGapS.p50)) / \(ReportText.seconds(path.quietGapS.max)) |")
+        }
+        for finding in path.findings { lines += ["", "\(warning) \(finding)"] }
+        let touched = path.connections.filter { $0.natExpiredAtS != nil || $0.radioPromotions > 0 || $0.retransmissions > 0 }
+        if !touched.isEmpty {
+            lines += ["", "| connection | radio promotions | retransmission stalls | NAT forgot it at | noticed after |", "|--:|--:|--:|--:|--:|"]
+            for c in touched.prefix(rowLimit) {
+                lines.append("| \(c.connection) | \(c.radioPromotions) (\(ReportText.seconds(c.radioPromotionS))) | "
+                    + "\(c.retransmissions) (\(ReportText.seconds(c.retransmissionStallS))) | \(c.natExpiredAtS.map(ReportText.clock) ?? "") | "
+                    + "\(c.natNoticedAfterS.map(ReportText.seconds) ?? (c.natExpiredAtS == nil ? "" : "never")) |")
+            }
         }
         return lines
     }
