@@ -1,0 +1,126 @@
+import ChaosCore
+@testable import ChaosControl
+@testable import ChaosProxy
+import Foundation
+import Testing
+
+/// The mobile path's faults on real sockets: a carrier NAT that forgets idle connections, the radio's promotion, and
+/// a handoff whose dead WiFi hangs connections and whose new address the server sees.
+@Suite("Mobile path faults on real sockets", .serialized, .timeLimit(.minutes(2)))
+struct MobilePathFaultTests {
+    @Test("a NAT-dead connection passes nothing either way while ss shows both legs ESTABLISHED; a keepalive shorter than the timeout keeps its connection")
+    func natKillsIdleConnectionsSilently() async throws {
+        let harness = try await ProxyHarness()
+        try await offPool {
+            let (client, server) = try harness.connectPair()
+            let (kept, keptServer) = try harness.connectPair()
+            try blockingAwait { await harness.proxy.addShaping(.nat(idleTimeout: .milliseconds(500)), key: ShapingKey(occurrence: 1), to: nil) }
+            try client.sendAll(Array("hello".utf8))
+            #expect(server.receive(exactly: 5) == Array("hello".utf8))
+            // The second connection sends a keepalive every 150 ms (shorter than the 500 ms timeout) for 1.5 s; the
+            // first says nothing for as long.
+            for beat in 0..<10 {
+                try kept.sendAll([UInt8(beat)])
+                #expect(keptServer.receive(exactly: 1) == [UInt8(beat)])
+                Thread.sleep(forTimeInterval: 0.15)
+            }
+            try keptServer.sendAll(Array("still here".utf8))
+            #expect(kept.receive(exactly: 10) == Array("still here".utf8), "the kept-alive connection lives")
+            // The quiet one is dead: nothing passes either way, and nobody is told.
+            try client.sendAll(Array("anyone?".utf8))
+            try server.sendAll(Array("ping".utf8))
+            client.setTimeout(0.7)
+            server.setTimeout(0.7)
+            #expect(server.receive() == .error(EAGAIN), "a byte crossed a dead NAT mapping upstream")
+            #expect(client.receive() == .error(EAGAIN), "a byte crossed a dead NAT mapping downstream")
+            let legs = try FaultTests().establishedLegs(ports: [harness.port, harness.upstream.port])
+            #expect(legs[harness.port] == 4 && legs[harness.upstream.port] == 4, "every leg stays ESTABLISHED: \(legs)")
+            // Lifting the fault does not bring it back.
+            try blockingAwait { await harness.proxy.removeShaping(key: ShapingKey(occurrence: 1)) }
+            try client.sendAll(Array("hello?".utf8))
+            #expect(server.receive() == .error(EAGAIN))
+            let deaths = harness.events.all.filter { if case .path(.natExpired) = $0.kind { true } else { false } }
+            #expect(deaths.count == 1, "one connection died: \(deaths)")
+            for socket in [client, server, kept, keptServer] { socket.close() }
+        }
+        await harness.shutdown()
+    }
+
+    @Test("after the radio's idle tail the next byte waits its promotion; a keepalive shorter than the tail never does")
+    func radioPromotionAfterTheTail() async throws {
+        let harness = try await ProxyHarness()
+        try await offPool {
+            let (client, server) = try harness.connectPair()
+            let radio = RadioModel(promotion: .milliseconds(400), tail: .milliseconds(600))
+            try blockingAwait { await harness.proxy.addShaping(.radio(radio), key: ShapingKey(occurrence: 1), to: nil) }
+            // Bytes every 200 ms: the radio stays connected, no promotion.
+            for beat in 0..<5 {
+                try client.sendAll([UInt8(beat)])
+                #expect(server.receive(exactly: 1) == [UInt8(beat)])
+                Thread.sleep(forTimeInterval: 0.2)
+            }
+            #expect(promotions(harness).isEmpty)
+            // A second of quiet: the next byte (downstream here) waits the promotion, at least 400 ms.
+            Thread.sleep(forTimeInterval: 1.0)
+            let sent = DispatchTime.now().uptimeNanoseconds
+            try server.sendAll(Array("wake".utf8))
+            #expect(client.receive(exactly: 4) == Array("wake".utf8))
+            #expect(DispatchTime.now().uptimeNanoseconds - sent >= 400_000_000)
+            #expect(promotions(harness) == [400_000_000])
+            client.close(); server.close()
+        }
+        await harness.shutdown()
+    }
+
+    private func promotions(_ harness: ProxyHarness) -> [Int64] {
+        harness.events.all.compactMap { if case .path(.radioPromotion(let waited)) = $0.kind { waited } else { nil } }
+    }
+
+    @Test("a handoff: on the dead WiFi a new connection is accepted and never answered, in the blackout one is refused, after it every old connection's client leg is reset and the server sees new connections from the pool's next address")
+    func handoffWithDeadWiFiAndNewAddress() async throws {
+        let harness = try await ProxyHarness()
+        let handoff = FaultEffect.handoff(from: LinkProfile.named("wifi")!, to: LinkProfile.named("wifi")!,
+                                          blackout: .milliseconds(1_500), linger: .seconds(Int64(1)),
+                                          deadWiFi: .milliseconds(1_500), newAddress: ["127.0.0.2", "127.0.0.3"])
+        let start = ChaosDuration(nanoseconds: harness.clock.now()) + .milliseconds(500)
+        let occurrences = [0, 1].map { index in
+            FaultOccurrence(index: index, rule: 0, at: start + .seconds(Int64(4 * index)), lasts: .seconds(Int64(3)), proxy: nil,
+                            targets: .all, seed: 1, effect: handoff)
+        }
+        let injector = FaultInjector(timeline: Timeline(seed: 1, duration: .seconds(Int64(20)), occurrences: occurrences),
+                                     proxies: [harness.proxy], clock: harness.clock, sink: harness.events)
+        let (old, oldServer) = try harness.connectPair()
+        #expect(oldServer.peerAddress == "127.0.0.1")
+        let running = Task { await injector.run() }
+        try await offPool {
+            // Dead WiFi (0.5 s to 2 s): a new connection is accepted, and its request never answered.
+            Thread.sleep(forTimeInterval: 0.9)
+            let hanging = try TestSocket.connect(port: harness.port)
+            let hangingServer = try harness.upstream.accept()
+            try hanging.sendAll(Array("GET".utf8))
+            hangingServer.setTimeout(0.5)
+            #expect(hangingServer.receive() == .error(EAGAIN), "a request crossed the dead WiFi")
+            // Blackout (2 s to 3.5 s): no network, a connection attempt fails.
+            try blockingAwait { try await waitUntil("the blackout refuses") { harness.proxy.isRefusing } }
+            #expect((try? TestSocket.connect(port: harness.port, timeout: 1)) == nil, "connected during the blackout")
+            // After it: both connections that went the old way are reset on the client side.
+            try blockingAwait { try await waitUntil("the handoff ended") { !harness.proxy.isRefusing && harness.proxy.sourceAddress != nil } }
+            old.setTimeout(5)
+            hanging.setTimeout(5)
+            #expect(old.receive() == .error(ECONNRESET))
+            #expect(hanging.receive() == .error(ECONNRESET))
+            let (fresh, freshServer) = try harness.connectPair()
+            #expect(freshServer.peerAddress == "127.0.0.2", "the server sees the client's new address")
+            try fresh.sendAll(Array("hi".utf8))
+            #expect(freshServer.receive(exactly: 2) == Array("hi".utf8))
+            // The next handoff moves on to the pool's next address.
+            try blockingAwait { try await waitUntil("the second handoff ended") { harness.proxy.sourceAddress == "127.0.0.3" } }
+            let (later, laterServer) = try harness.connectPair()
+            #expect(laterServer.peerAddress == "127.0.0.3")
+            for socket in [old, oldServer, hanging, hangingServer, fresh, freshServer, later, laterServer] { socket.close() }
+        }
+        running.cancel()
+        _ = await running.value
+        await harness.shutdown()
+    }
+}
