@@ -42,6 +42,7 @@ extension AuditEngine {
         guard isPlausible(seq, connectionStream.ledger, pipe: pipe, connection: connection, time: time) else { return }
         if pipe.role == .sent {
             sent(seq, connectionStream, time: time)
+            if pathLimits?.radioTail != nil { pathTracker.message(on: connection.id, at: time) }
         } else {
             written(seq: seq, ack: fields.ack, connectionStream, endingAt: end, pipe: pipe, connection: connection, time: time)
         }

@@ -16,8 +16,9 @@ struct TimelineEncodingTests {
         ("herd", nil, 0x901836ebb5001f41), ("herd", 7, 0xd2793fc18872806c), ("herd", 5, 0xceb559ebe7aaada6),
         ("naive", nil, 0xef9f359b5e90c750), ("naive", 7, 0x7feab632e5060c3e),
         // The quickstart gained an mtu and a loss fault (2026-11-26): its files changed with it, every other one did not.
-        // The lte and 3g profiles gained their radio (2026-11-27): every file that names one changed with them.
-        ("quickstart", nil, 0x0bd080a290249b38), ("quickstart", 7, 0xbc0369f9a901609a), ("quickstart", 42, 0x9246951a1bf9b5c3),
+        // The lte and 3g profiles gained their radio (2026-11-27): every file that names one changed with them; the
+        // quickstart gained a radio and a nat fault.
+        ("quickstart", nil, 0xa7876bcbe3872c09), ("quickstart", 7, 0xbb9dab19e0135567), ("quickstart", 42, 0x78c494f20784cba1),
         ("soak-72h", nil, 0xa5390822cece31e7), ("soak-72h", 7, 0x34a1641b316660b6), ("soak-72h", 1, 0x1f63e305df78a276),
         ("websocket", nil, 0x9a226cf57cd98470), ("websocket", 7, 0x5aa3df5101e634f5),
     ]

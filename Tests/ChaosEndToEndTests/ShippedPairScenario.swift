@@ -14,6 +14,10 @@ struct ShippedPairScenario {
     var streamPrefix: String
     /// How long the resilient run lasts (`--duration`).
     var resilientDuration = "25s"
+    /// How long the naive run lasts: long enough to reach a fault that drops what was in flight.
+    var naiveDuration = "50s"
+    /// The naive client's flags before `--connect` (`--naive`, and `--transport` when not lines).
+    var naiveFlags: String { transport == "lines" ? "--naive" : "--naive --transport \(transport)" }
     /// Run from another folder than the checkout, the scenario named by its absolute path (what `{scenario_dir}` is for).
     var fromElsewhere = false
 
@@ -25,10 +29,10 @@ struct ShippedPairScenario {
         // The naive run reaches the handoff (46 s): its blackout drops what was in flight, which a naive client never
         // resends, so it loses messages whatever the timing; a reset alone may catch nothing in flight.
         let scenarioPath = fromElsewhere ? ChaosCLI.packageRoot.appendingPathComponent(file).path : file
-        var arguments = ["run", scenarioPath, "--duration", naive ? "50s" : resilientDuration, "--out", folder.path,
+        var arguments = ["run", scenarioPath, "--duration", naive ? naiveDuration : resilientDuration, "--out", folder.path,
                          "--set", "proxies.\(proxy).listen=127.0.0.1:\(listen)", "--set", "proxies.\(proxy).upstream=127.0.0.1:\(upstream)"]
         if naive {
-            arguments += ["--set", "pair.client.run=chaos demo client --naive --transport \(transport) --connect 127.0.0.1:{listen.port} "
+            arguments += ["--set", "pair.client.run=chaos demo client \(naiveFlags) --connect 127.0.0.1:{listen.port} "
                 + "--stream \(streamPrefix){index} --rate 20 --log {run_dir}/client-{index}.jsonl"]
         }
         return (try await ChaosCLI.run(arguments, timeout: 90, directory: fromElsewhere ? FileManager.default.temporaryDirectory : nil), folder)

@@ -9,12 +9,22 @@ struct PathTracker {
         var longestGap: Int64 = 0
         var record: PathConnectionRecord?
         var natExpiredAt: Int64?
+        /// When its last audited message was sent, and the longest time between two (nil: none yet).
+        var lastMessage: Int64?
+        var longestMessageGap: Int64?
+
+        /// The longest time without a message up to `time` (the quiet after the last one counts); nil: none sent.
+        func messageGap(at time: Int64) -> Int64? {
+            lastMessage.map { max(longestMessageGap ?? 0, time - $0) }
+        }
     }
 
     private var live: [ConnectionID: Live] = [:]
     private var summary = PathSummary()
     private var noticed = LatencyRecorder()
     private var gaps = LatencyRecorder()
+    /// Per connection that sent two messages or more: the longest time between two.
+    private var messageGaps = LatencyRecorder()
     private var listed: [PathConnectionRecord] = []
     private var stoppedAt: Int64?
     /// The shortest NAT timeout the path's events showed (nanoseconds): a NAT added through the control API is
@@ -31,6 +41,14 @@ struct PathTracker {
         guard var connection = live[id] else { return }
         connection.longestGap = max(connection.longestGap, time - connection.lastByte)
         connection.lastByte = time
+        live[id] = connection
+    }
+
+    /// An audited message was sent on `id` (only followed under a radio: it tells keepalives from data).
+    mutating func message(on id: ConnectionID, at time: Int64) {
+        guard var connection = live[id] else { return }
+        if let last = connection.lastMessage { connection.longestMessageGap = max(connection.longestMessageGap ?? 0, time - last) }
+        connection.lastMessage = time
         live[id] = connection
     }
 
@@ -82,6 +100,7 @@ struct PathTracker {
     private mutating func finish(_ connection: Live, at time: Int64) {
         // The gap up to its end counts too: a connection that died quiet was quiet that long.
         gaps.record(nanoseconds: max(connection.longestGap, time - connection.lastByte))
+        if let gap = connection.messageGap(at: time) { messageGaps.record(nanoseconds: gap) }
         if let record = connection.record, listed.count < PathSummary.connectionLimit { listed.append(record) }
     }
 
@@ -89,10 +108,11 @@ struct PathTracker {
     func result(at time: Int64, limits: PathLimits?) -> PathSummary? {
         guard seenPathEvent || limits != nil else { return nil }
         var result = summary
-        var gaps = self.gaps
+        var gaps = self.gaps, messageGaps = self.messageGaps
         var listed = self.listed
         for (_, connection) in live.sorted(by: { $0.key < $1.key }) {
             gaps.record(nanoseconds: max(connection.longestGap, time - connection.lastByte))
+            if let gap = connection.messageGap(at: time) { messageGaps.record(nanoseconds: gap) }
             if let record = connection.record, listed.count < PathSummary.connectionLimit { listed.append(record) }
         }
         result.connections = listed.sorted { $0.connection < $1.connection }
@@ -100,6 +120,7 @@ struct PathTracker {
         result.quietGapS = gaps.summary
         result.natIdleTimeoutS = (limits?.natIdleTimeout ?? seenNATTimeout).map { Double($0) / 1e9 }
         result.radioTailS = limits?.radioTail.map { Double($0) / 1e9 }
+        result.messageGapS = messageGaps.summary
         result.findings = Self.findings(result)
         return result
     }
@@ -118,10 +139,12 @@ struct PathTracker {
             findings.append("the pair's longest quiet gap (\(seconds(keepalive))) reaches the NAT's \(seconds(timeout)) idle timeout: "
                 + "on a real network such a connection dies silently; send a keepalive more often.")
         }
-        if let tail = path.radioTailS, let keepalive, path.quietGapS.count > 0, keepalive < tail / 2 {
-            findings.append("the pair never let the radio idle: its longest quiet gap (\(seconds(keepalive))) is well under the "
-                + "radio's \(seconds(tail)) tail, so on a phone the radio never idles (battery); if that traffic is a "
-                + "keepalive rather than data, it may be sent less often.")
+        // Only a keepalive is held against the pair: messages that come more often than the tail keep a radio busy
+        // on any phone, while a keepalive that does so between rarer messages only costs the battery.
+        if let tail = path.radioTailS, let keepalive, keepalive < tail / 2, path.messageGapS.count > 0, path.messageGapS.p50 >= tail {
+            findings.append("the pair's keepalive never lets the radio idle: its longest quiet gap (\(seconds(keepalive))) is well under "
+                + "the radio's \(seconds(tail)) tail while its messages are \(seconds(path.messageGapS.p50)) apart (p50), so on a "
+                + "phone the radio stays connected for the keepalive alone (battery); send it less often unless a NAT forgets sooner.")
         }
         return findings
     }

@@ -17,6 +17,8 @@ public struct PathSummary: Sendable, Codable, Equatable {
     public var retransmissionStallS = 0.0
     /// Per connection: its longest time with no byte either way (the pair's effective keepalive interval).
     public var quietGapS = LatencySummary()
+    /// Per connection: the longest time between two of its audited messages (followed under a radio only).
+    public var messageGapS = LatencySummary()
     /// The NAT idle timeout in force, in seconds (nil: none).
     public var natIdleTimeoutS: Double?
     /// The radio tail in force, in seconds (nil: no radio).

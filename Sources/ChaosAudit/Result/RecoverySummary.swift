@@ -16,8 +16,8 @@ public struct RecoverySummary: Sendable, Codable, Equatable {
     public var halfOpen: [HalfOpenRecord] = []
     /// Per mass disconnect (two or more connections closed): how reconnect attempts spread out.
     public var reconnectSpread: [ReconnectSpread] = []
-    /// The fastest the pair noticed a half-open connection in this run, in seconds: the detection window its
-    /// heartbeat (interval + timeout) allows, as measured. Nil: it noticed none.
+    /// The fastest the pair noticed a connection half-open in a partition or stall in this run, in seconds: the
+    /// detection window its heartbeat (interval + timeout) allows, as measured. Nil: it noticed none.
     public var noticedWithinS: Double?
 
     /// Empty.

@@ -101,7 +101,7 @@ public enum FaultSpec<Span: FaultSpan>: Sendable, Codable, Equatable {
         case .handoff(let from, let to, let blackout, let linger, let deadWiFi, let newAddress):
             [("from", from.name), ("to", to.name), ("blackout", "\(blackout)"), ("linger", "\(linger)")]
                 + (deadWiFi.map { [("dead_wifi", "\($0)")] } ?? [])
-                + (newAddress.map { [("new_address", $0.joined(separator: ","))] } ?? [])
+                + (newAddress.map { [("new_address", SourceAddressPool.describe($0))] } ?? [])
         case .slice(let maxBytes, let delay, let direction, let variation):
             [("size", "\(maxBytes)"), ("delay", "\(delay)"), ("direction", direction.rawValue)]
                 + (variation.map { [("variation", "\($0)")] } ?? [])

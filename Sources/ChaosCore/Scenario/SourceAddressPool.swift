@@ -41,6 +41,12 @@ public enum SourceAddressPool {
         return addresses.map(\.0)
     }
 
+    /// The pool as written back: `A-B` for a run of IPv4 addresses in one /24, else the addresses with commas.
+    public static func describe(_ pool: [String]) -> String {
+        if pool.count > 2, let first = pool.first, let last = pool.last, range("\(first)-\(last)") == pool { return "\(first)-\(last)" }
+        return pool.joined(separator: ",")
+    }
+
     /// Whether `text` is an IPv4 or IPv6 address.
     public static func isIPAddress(_ text: String) -> Bool {
         var v4 = in_addr(), v6 = in6_addr()

@@ -10,7 +10,7 @@ public struct HTMLRenderer: Sendable {
 
     static let faultColors: [String: String] = [
         "disconnect": "#d62728", "latency": "#ff7f0e", "bandwidth": "#bcbd22", "partition": "#9467bd", "handoff": "#1f77b4",
-        "refuse": "#8c564b", "slice": "#e377c2", "stall": "#7f7f7f", "loss": "#aec7e8", "mtu": "#ffbb78", "link": "#17becf", "handshake": "#393b79",
+        "refuse": "#8c564b", "slice": "#e377c2", "stall": "#7f7f7f", "loss": "#aec7e8", "mtu": "#ffbb78", "radio": "#98df8a", "nat": "#c5b0d5", "link": "#17becf", "handshake": "#393b79",
     ]
     static let anomalyColors: [String: String] = [
         "gap": "#d62728", "lost": "#a50f15", "duplicated": "#ff7f0e", "redelivered": "#2ca02c", "reordered": "#9467bd",

@@ -124,7 +124,8 @@ public struct MarkdownRenderer: Sendable {
     private func pathLines(_ path: PathSummary) -> [String] {
         var lines = ["| measure | value |", "|---|--:|"]
         if let tail = path.radioTailS {
-            lines.append("| radio promotions waited for (tail \(ReportText.seconds(tail))) | \(path.radioPromotions), \(ReportText.seconds(path.radioPromotionS)) in all |")
+            let each = path.radioPromotions > 0 ? ", \(ReportText.seconds(path.radioPromotionS / Double(path.radioPromotions))) each" : ""
+            lines.append("| radio promotions waited for (tail \(ReportText.seconds(tail))) | \(path.radioPromotions), \(ReportText.seconds(path.radioPromotionS)) in all\(each) |")
         }
         if let timeout = path.natIdleTimeoutS {
             lines.append("| connections a NAT forgot (idle timeout \(ReportText.seconds(timeout))) | \(path.natExpired), \(path.natNoticed) noticed by the pair |")

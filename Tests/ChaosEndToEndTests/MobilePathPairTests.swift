@@ -1,0 +1,87 @@
+import Foundation
+import Testing
+
+/// Third-party peers under the mobile path's faults: grpcio with HTTP/2 keepalive behind a carrier NAT, and Python
+/// websockets pinging under the radio's RRC states. Both pairs stop producing early, so that only their keepalives
+/// cross the path afterwards.
+extension GRPCPairTests {
+    @Test("grpcio behind a NAT that forgets after 2 s: a 4 s keepalive dies silently and the report's finding names it and the pair's recovery; a 1 s keepalive keeps its connections: no loss, no finding",
+          arguments: [4.0, 1.0])
+    func keepaliveThroughNAT(keepalive: Double) async throws {
+        let run = try await Self.run(fields: .names, flags: "--send-for 3 --keepalive \(keepalive) --keepalive-timeout 1.5",
+                                     faults: "  - nat: {at: 0s, for: 16s, idle_timeout: 2s}")
+        #expect(run.status == 0, "the run must pass: nothing was in flight when the connections died (\(run.folder))")
+        let (lost, duplicated, json) = try Self.compare(run.folder)
+        #expect(lost == 0 && duplicated == 0)
+        let path = try #require(json["path"] as? [String: Any], "the report's mobile path section")
+        let findings = path["findings"] as? [String] ?? []
+        if keepalive > 2 {
+            #expect((path["nat_expired"] as? Int ?? 0) >= 2, "both clients' quiet connections died: \(path)")
+            #expect((path["nat_noticed"] as? Int ?? 0) >= 1, "the keepalive's timeout noticed: \(path)")
+            let noticed = try #require(path["nat_noticed_s"] as? [String: Any])
+            #expect((noticed["max"] as? Double ?? 0) > 0, "the time to notice is measured: \(noticed)")
+            #expect(findings.contains { $0.contains("NAT's 2.0 s idle timeout") && $0.contains("the pair noticed") }, "\(findings)")
+        } else {
+            #expect((path["nat_expired"] as? Int ?? -1) == 0, "\(path)")
+            #expect(findings.isEmpty, "\(findings)")
+        }
+        try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: run.folder).deletingLastPathComponent().path)
+    }
+}
+
+extension WebSocketPairTests {
+    @Test("Python websockets pinging every 3 s under a radio with a 1 s tail: each ping wakes the radio and the report shows the promotions and their cost; pinging every 0.4 s, the finding says the keepalive alone keeps the radio awake",
+          arguments: [3.0, 0.4])
+    func pingsUnderTheRadio(heartbeat: Double) async throws {
+        let common = "--send-for 2 --heartbeat \(heartbeat) --timeout 6"
+        let run = try await ThirdPartyPairRun.run("ws-radio", capture: false) { listen, upstream in
+            """
+            name: websocket-radio
+            duration: 14s
+            seed: 11
+            proxies:
+              - {name: stream, listen: "127.0.0.1:\(listen)", upstream: "127.0.0.1:\(upstream)"}
+            pair:
+              server:
+                run: python3 \(Self.pair) server --listen 127.0.0.1:{upstream.port} --log {run_dir}/server.jsonl \(common)
+                ready: tcp 127.0.0.1:{upstream.port}
+                stop_grace: 1s
+              client:
+                run: python3 \(Self.pair) client --connect 127.0.0.1:{listen.port} --stream c{index} --log {run_dir}/client-{index}.jsonl \(common)
+                count: 2
+                stop_grace: 1s
+            protocol:
+              framing: websocket
+              stream: header:x-stream
+              seq: seq
+              ack: ack
+              ignore: {type: [HELLO, WELCOME, ACK]}
+              downstream: {seq: n}
+            faults:
+              - radio: {at: 0s, for: 14s, promotion: 500ms, tail: 1s}
+            expect:
+              lost: 0
+              duplicated: 0
+            """
+        }
+        #expect(run.status == 0, "the run must pass (\(run.folder))")
+        let (lost, duplicated, json) = try ThirdPartyPairRun.compare(run.folder)
+        #expect(lost == 0 && duplicated == 0)
+        let path = try #require(json["path"] as? [String: Any], "the report's mobile path section")
+        let promotions = path["radio_promotions"] as? Int ?? 0
+        let cost = path["radio_promotion_s"] as? Double ?? 0
+        let findings = path["findings"] as? [String] ?? []
+        let awake = findings.contains { $0.contains("never lets the radio idle") }
+        if heartbeat > 1 {
+            // About 11 s of pings only, one every 3 s per client: each ping (and the pong within its promotion) pays.
+            #expect(promotions >= 4, "\(path)")
+            #expect(cost > 0 && cost <= Double(promotions) * 0.5 + 0.001, "each promotion costs at most 500 ms: \(path)")
+            #expect(!awake, "\(findings)")
+            let report = try String(contentsOfFile: "\(run.folder)/report.md", encoding: .utf8)
+            #expect(report.contains("radio promotions waited for"), "the markdown report shows them")
+        } else {
+            #expect(awake, "\(findings)")
+        }
+        try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: run.folder).deletingLastPathComponent().path)
+    }
+}
