@@ -55,6 +55,43 @@ struct RecoveryTests {
         #expect(spread.attempts == 6 && spread.connectionsClosed == 6 && spread.herd == herd)
     }
 
+    @Test("three clients back together: a herd when they came at once (no backoff), not when their full-jitter draws met later",
+          arguments: [(0.01, true), (0.3, false)])
+    func fewClientsTogether(after: Double, herd: Bool) throws {
+        var s = TrafficScript()
+        for id in 1...3 as ClosedRange<UInt64> { s.open(id); s.relay(id, [1], stream: "s\(id)") }
+        s.at(5); s.fault("disconnect", 0, started: true)
+        for id in 1...3 as ClosedRange<UInt64> { s.close(id, .cutByFault) }
+        s.fault("disconnect", 0, started: false)
+        for index in 0..<3 { s.at(5 + after + Double(index) * 0.01); s.open(UInt64(10 + index)) }
+        let engine = try AuditEngine(spec: ProtocolSpec())
+        engine.ingest(s.events)
+        let spread = try #require(engine.finish().recovery.reconnectSpread.first)
+        #expect(spread.attempts == 3 && spread.densest == 3 && spread.herd == herd)
+    }
+
+    @Test("a half-open stall shorter than the detection window the pair's heartbeat showed is not held against it; one longer is, and all are when it noticed none")
+    func halfOpenJudgedAgainstTheHeartbeat() throws {
+        func run(noticedPartition: Bool) throws -> RecoverySummary {
+            var s = TrafficScript()
+            s.open(1); s.relay(1, [1])
+            s.at(2); s.fault("stall", 0, started: true); s.at(3.5); s.fault("stall", 0, started: false)
+            s.at(10); s.fault("partition", 1, started: true)
+            if noticedPartition { s.at(13); s.close(1, .fin) }
+            s.at(16); s.fault("partition", 1, started: false)
+            let engine = try AuditEngine(spec: ProtocolSpec())
+            engine.ingest(s.events)
+            return engine.finish().recovery
+        }
+        let noticing = try run(noticedPartition: true)
+        #expect(noticing.noticedWithinS.map { abs($0 - 3) < 0.01 } == true)
+        #expect(noticing.halfOpen.first { $0.kind == "stall" }?.unnoticed == 1)
+        #expect(noticing.missedHalfOpens.isEmpty, "a 1.5 s stall is shorter than the 3 s the heartbeat needs")
+        let blind = try run(noticedPartition: false)
+        #expect(blind.noticedWithinS == nil)
+        #expect(blind.missedHalfOpens.map(\.kind) == ["stall", "partition"])
+    }
+
     @Test("a half-open partition lasts until the pair closes the connection; one never noticed is reported")
     func halfOpen() throws {
         var s = TrafficScript()

@@ -205,6 +205,13 @@ struct RecoveryTracker {
         return (summary, impacts)
     }
 
+    /// A thundering herd: most attempts inside one short window. Three or four clients whose full-jitter backoff
+    /// happens to land together are not one: with that few, only a herd that also came at once (no backoff at all)
+    /// counts; from five attempts on, a chance meeting in one window is too unlikely to matter.
+    static func isHerd(densest: Int, attempts: Int, firstAfter: Int64) -> Bool {
+        densest >= 3 && Double(densest) >= 0.8 * Double(attempts) && (attempts >= 5 || firstAfter <= herdWindow)
+    }
+
     private static func spread(of watch: FaultWatch) -> ReconnectSpread? {
         guard watch.connectionsClosed >= 2, let disruption = watch.disruption, let first = watch.attempts.first,
               let last = watch.attempts.last else { return nil }
@@ -218,6 +225,6 @@ struct RecoveryTracker {
                                connectionsClosed: watch.connectionsClosed, attempts: attempts,
                                firstS: Double(first - disruption) / 1e9, spreadS: Double(last - first) / 1e9,
                                densest: densest, windowS: Double(herdWindow) / 1e9,
-                               herd: densest >= 3 && Double(densest) >= 0.8 * Double(attempts))
+                               herd: Self.isHerd(densest: densest, attempts: attempts, firstAfter: first - disruption))
     }
 }
