@@ -72,6 +72,15 @@ struct MobilePathFaultTests {
         await harness.shutdown()
     }
 
+    /// Connects through the proxy once it listens again (it binds its socket again a moment after a refusal ends).
+    static func connectPair(_ harness: ProxyHarness) throws -> (client: TestSocket, server: TestSocket) {
+        for _ in 0..<50 {
+            if let client = try? TestSocket.connect(port: harness.port, timeout: 1) { return (client, try harness.upstream.accept()) }
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        return try harness.connectPair()
+    }
+
     private func promotions(_ harness: ProxyHarness) -> [Int64] {
         harness.events.all.compactMap { if case .path(.radioPromotion(let waited)) = $0.kind { waited } else { nil } }
     }
@@ -109,18 +118,43 @@ struct MobilePathFaultTests {
             hanging.setTimeout(5)
             #expect(old.receive() == .error(ECONNRESET))
             #expect(hanging.receive() == .error(ECONNRESET))
-            let (fresh, freshServer) = try harness.connectPair()
+            let (fresh, freshServer) = try Self.connectPair(harness)
             #expect(freshServer.peerAddress == "127.0.0.2", "the server sees the client's new address")
             try fresh.sendAll(Array("hi".utf8))
             #expect(freshServer.receive(exactly: 2) == Array("hi".utf8))
             // The next handoff moves on to the pool's next address.
             try blockingAwait { try await waitUntil("the second handoff ended") { harness.proxy.sourceAddress == "127.0.0.3" } }
-            let (later, laterServer) = try harness.connectPair()
+            let (later, laterServer) = try Self.connectPair(harness)
             #expect(laterServer.peerAddress == "127.0.0.3")
             for socket in [old, oldServer, hanging, hangingServer, fresh, freshServer, later, laterServer] { socket.close() }
         }
         running.cancel()
         _ = await running.value
         await harness.shutdown()
+    }
+
+    @Test("radio and nat posted to the control API apply at once and list in GET /faults; a NAT posted there forgets an idle connection; bad values are 400 naming the field")
+    func throughTheControlAPI() async throws {
+        try await withControlAPI { harness, apiPort in
+            let (client, server) = try harness.connectPair()
+            let (nat, natBody) = try apiRequest(apiPort, "POST", "/faults", body: #"{"nat": {"idle_timeout": "300ms"}}"#)
+            #expect(nat == 201, "\(natBody)")
+            let (radio, radioBody) = try apiRequest(apiPort, "POST", "/faults", body: #"{"radio": {"promotion": "100ms", "tail": "10s", "per": "connection"}}"#)
+            #expect(radio == 201, "\(radioBody)")
+            let listed = try apiRequest(apiPort, "GET", "/faults").1
+            #expect(listed.contains(#"\"nat\""#) && listed.contains(#"\"per\": \"connection\""#), "\(listed)")
+            try client.sendAll([1])
+            #expect(server.receive(exactly: 1) == [1])
+            Thread.sleep(forTimeInterval: 0.6)
+            try client.sendAll([2])
+            server.setTimeout(0.5)
+            #expect(server.receive() == .error(EAGAIN), "the NAT forgot the quiet connection")
+            for body in [#"{"nat": {"idle_timeout": "0s"}}"#, #"{"radio": {"tail": "0s"}}"#, #"{"handoff": {"new_address": []}}"#] {
+                let (status, reason) = try apiRequest(apiPort, "POST", "/faults", body: body)
+                #expect(status == 400, "\(body): \(reason)")
+            }
+            #expect(try apiRequest(apiPort, "DELETE", "/faults").0 == 200)
+            client.close(); server.close()
+        }
     }
 }
