@@ -129,7 +129,7 @@ enum EagerTimeline {
                 let effect = rule.parameters.drawn(with: &generator)
                 var lasts: ChaosDuration = switch effect {
                 case .disconnect, .wsClose, .goaway: .zero
-                case .handoff(_, _, let blackout, _, _, _): blackout
+                case .handoff(_, _, let blackout, _, let deadWiFi, _): blackout + (deadWiFi ?? .zero)
                 default: schedule.lasts.map { generator.draw($0) } ?? (stop - start)
                 }
                 let seed = generator.next()
