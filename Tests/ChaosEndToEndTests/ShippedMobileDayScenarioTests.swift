@@ -2,16 +2,17 @@ import Testing
 
 /// `Scenarios/mobile-day.yaml` and its WebSocket twin as a user runs them: a phone's day (a handoff with a dead WiFi
 /// and a new address, LTE with its radio behind a carrier NAT with loss, a tunnel, slow 3G, back to WiFi). The
-/// resilient pair passes with counts equal to its logs; the naive client fails with its logs' holes as lost. The gRPC
+/// resilient pair passes with counts equal to its logs and a report with no thundering herd and no half-open it should
+/// have noticed; the naive client fails with its logs' holes as lost, and its report flags one of them. The gRPC
 /// twin runs with the gRPC suites (ShippedGRPCScenarioTests).
 @Suite("Scenarios/mobile-day.yaml over lines and WebSocket", .serialized)
 struct ShippedMobileDayScenarioTests {
     /// The whole day over lines (both handoffs); its first 36 s over WebSocket (the dead-WiFi handoff to a new
     /// address, the NAT, loss, a reset, the tunnel, the start of slow 3G). The naive runs end after the first handoff.
     static let lines = ShippedPairScenario(file: "Scenarios/mobile-day.yaml", proxy: "phone", transport: "lines", streamPrefix: "d",
-                                           resilientDuration: "60s", naiveDuration: "22s")
+                                           resilientDuration: "60s", naiveDuration: "22s", judgesFindings: true)
     static let websocket = ShippedPairScenario(file: "Scenarios/mobile-day-websocket.yaml", proxy: "phone", transport: "websocket",
-                                               streamPrefix: "w", resilientDuration: "36s", naiveDuration: "22s")
+                                               streamPrefix: "w", resilientDuration: "36s", naiveDuration: "22s", judgesFindings: true)
 
     @Test("the resilient pair passes a phone's day over lines: lost 0, duplicated 0, counts equal its logs")
     func linesPass() async throws { try await Self.lines.resilientPasses() }

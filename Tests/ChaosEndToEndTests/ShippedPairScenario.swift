@@ -18,6 +18,9 @@ struct ShippedPairScenario {
     var naiveDuration = "50s"
     /// The naive client's flags before `--connect` (`--naive`, and `--transport` when not lines).
     var naiveFlags: String { transport == "lines" ? "--naive" : "--naive --transport \(transport)" }
+    /// Whether the findings are checked too: the resilient pair's report has no thundering herd and no half-open it
+    /// should have noticed, and the naive client's has one of them.
+    var judgesFindings = false
     /// Run from another folder than the checkout, the scenario named by its absolute path (what `{scenario_dir}` is for).
     var fromElsewhere = false
 
@@ -46,11 +49,22 @@ struct ShippedPairScenario {
         let report = try run.report()
         let truth = try GroundTruthLog(folder: folder)
         #expect(report.totals.lost > 0)
+        if judgesFindings {
+            let warnings = try Self.warnings(folder)
+            #expect(warnings.contains { $0.contains("thundering herd") || $0.contains("never noticed") },
+                    "the naive client retries at once and has no heartbeat: \(warnings)")
+        }
         for stream in report.streams {
             #expect(stream.lost == Int64(truth.holes(stream.key).count), "\(stream.key): audit lost vs log holes")
             #expect(stream.ok == Int64(truth.distinct(stream.key).count), "\(stream.key): audit ok vs seqs processed")
         }
         run.remove()
+    }
+
+    /// The report's warnings (its `⚠` lines).
+    static func warnings(_ folder: URL) throws -> [String] {
+        try String(contentsOf: folder.appendingPathComponent("report.md"), encoding: .utf8).split(separator: "\n")
+            .filter { $0.hasPrefix("⚠") }.map(String.init)
     }
 
     /// The resilient pair passes: lost 0, duplicated 0, ok equal to its logs, three clients each way, nothing undecodable.
@@ -67,6 +81,12 @@ struct ShippedPairScenario {
             let processed = Int64(truth.distinct(stream.key).count)
             matched = matched && stream.ok == processed
             #expect(stream.ok == processed, "\(stream.key): audit ok vs seqs processed (run folder kept: \(folder.path))")
+        }
+        if judgesFindings {
+            let warnings = try Self.warnings(folder)
+            let flagged = warnings.contains { $0.contains("thundering herd") || $0.contains("never noticed") }
+            #expect(!flagged, "full-jitter backoff and a heartbeat leave nothing to flag: \(warnings)")
+            matched = matched && !flagged
         }
         let counts = try DeliveredMeansAcknowledgedTests.reportJSON(folder.path)["anomaly_counts"] as? [String: Any] ?? [:]
         #expect(counts["protocol"] == nil && counts["undecodable"] == nil && counts["tls"] == nil,
