@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Runs the built `chaos` executable as a real child process, with a time limit.
 struct ChaosCLI {
@@ -73,11 +74,35 @@ struct ChaosCLI {
                       seconds: Date().timeIntervalSince(started))
     }
 
-    /// A TCP port that is free right now on 127.0.0.1 (below 32768 is not guaranteed; tests only).
+    /// Ports handed out by ``freePort()`` in this process: never twice.
+    private static let handedOut = Mutex<Set<Int>>([])
+
+    /// A TCP port that is free right now on 127.0.0.1, for a process the test starts to bind later. Drawn below the
+    /// kernel's ephemeral range (32768-60999 here): a port the kernel chose and released could be taken, before the
+    /// process binds it, as the source port of any connection on the machine (a run of the suite met that).
     static func freePort() -> Int {
+        for _ in 0..<500 {
+            let port = Int.random(in: 20_000..<32_000)
+            guard handedOut.withLock({ $0.insert(port).inserted }) else { continue }
+            if canBind(port) { return port }
+        }
         let (fd, port) = boundPort()
         close(fd)
         return port
+    }
+
+    /// Whether 127.0.0.1:`port` can be bound now (nothing listens there, nothing lingers in TIME_WAIT).
+    private static func canBind(_ port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        } == 0
     }
 
     /// A socket bound to a free port on 127.0.0.1 and not listening: while it stays open, nothing else can take
