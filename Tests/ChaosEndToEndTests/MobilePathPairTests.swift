@@ -30,7 +30,7 @@ extension GRPCPairTests {
 }
 
 extension WebSocketPairTests {
-    @Test("Python websockets pinging every 3 s under a radio with a 1 s tail: each ping wakes the radio and the report shows the promotions and their cost; pinging every 0.4 s, the finding says the keepalive alone keeps the radio awake",
+    @Test("Python websockets pinging every 3 s under a radio per connection with a 1 s tail: each ping wakes the radio and the report shows the promotions and their cost; pinging every 0.4 s, the finding says the keepalive alone keeps the radio awake",
           arguments: [3.0, 0.4])
     func pingsUnderTheRadio(heartbeat: Double) async throws {
         let common = "--send-for 2 --heartbeat \(heartbeat) --timeout 6"
@@ -58,7 +58,7 @@ extension WebSocketPairTests {
               ignore: {type: [HELLO, WELCOME, ACK]}
               downstream: {seq: n}
             faults:
-              - radio: {at: 0s, for: 14s, promotion: 500ms, tail: 1s}
+              - radio: {at: 0s, for: 14s, promotion: 500ms, tail: 1s, per: connection}
             expect:
               lost: 0
               duplicated: 0
@@ -73,7 +73,8 @@ extension WebSocketPairTests {
         let findings = path["findings"] as? [String] ?? []
         let awake = findings.contains { $0.contains("never lets the radio idle") }
         if heartbeat > 1 {
-            // About 11 s of pings only, one every 3 s per client: each ping (and the pong within its promotion) pays.
+            // About 11 s of pings only, one every 3 s per client, each on its own radio (one radio for both would let
+            // one client's ping wake it for the other's): each ping (and the pong within its promotion) pays.
             #expect(promotions >= 4, "\(path)")
             #expect(cost > 0 && cost <= Double(promotions) * 0.5 + 0.001, "each promotion costs at most 500 ms: \(path)")
             #expect(!awake, "\(findings)")
