@@ -34,35 +34,9 @@ extension WebSocketPairTests {
           arguments: [3.0, 0.4])
     func pingsUnderTheRadio(heartbeat: Double) async throws {
         let common = "--send-for 2 --heartbeat \(heartbeat) --timeout 6"
-        let run = try await ThirdPartyPairRun.run("ws-radio", capture: false) { listen, upstream in
-            """
-            name: websocket-radio
-            duration: 14s
-            seed: 11
-            proxies:
-              - {name: stream, listen: "127.0.0.1:\(listen)", upstream: "127.0.0.1:\(upstream)"}
-            pair:
-              server:
-                run: python3 \(Self.pair) server --listen 127.0.0.1:{upstream.port} --log {run_dir}/server.jsonl \(common)
-                ready: tcp 127.0.0.1:{upstream.port}
-                stop_grace: 1s
-              client:
-                run: python3 \(Self.pair) client --connect 127.0.0.1:{listen.port} --stream c{index} --log {run_dir}/client-{index}.jsonl \(common)
-                count: 2
-                stop_grace: 1s
-            protocol:
-              framing: websocket
-              stream: header:x-stream
-              seq: seq
-              ack: ack
-              ignore: {type: [HELLO, WELCOME, ACK]}
-              downstream: {seq: n}
-            faults:
-              - radio: {at: 0s, for: 14s, promotion: 500ms, tail: 1s, per: connection}
-            expect:
-              lost: 0
-              duplicated: 0
-            """
+        let run = try await ThirdPartyPairRun.run("ws-radio", capture: false) {
+            Self.scenario(listen: $0, upstream: $1, bug: "", name: "websocket-radio", duration: "14s", flags: common,
+                          faults: "  - radio: {at: 0s, for: 14s, promotion: 500ms, tail: 1s, per: connection}")
         }
         #expect(run.status == 0, "the run must pass (\(run.folder))")
         let (lost, duplicated, json) = try ThirdPartyPairRun.compare(run.folder)

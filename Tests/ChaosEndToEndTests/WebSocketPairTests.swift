@@ -13,11 +13,20 @@ struct WebSocketPairTests {
     /// The reset comes once the pair stopped producing (`--send-for 11`): a reset in mid-stream can discard a
     /// message the consumer's kernel had taken but the (slow, Python) consumer had not read yet, which the audit
     /// counts as delivered (README, "The audit": the one limit), so the logs could not be the ground truth.
-    static func scenario(listen: Int, upstream: Int, bug: String) -> String {
-        let common = "--send-for 11 --heartbeat 1 --timeout 2.5 \(bug)"
+    static let faults = """
+          - partition: {at: 2s, for: 4s, direction: both}
+          - disconnect: {at: 8s, mode: close}
+          - disconnect: {at: 12s, mode: reset}
+        """
+
+    /// The pair's scenario: `flags` for both ends (heartbeat, timeout, when to stop producing, `bug`), `faults` as
+    /// scenario lines.
+    static func scenario(listen: Int, upstream: Int, bug: String, name: String = "websocket-pair", duration: String = "16s",
+                         flags: String = "--send-for 11 --heartbeat 1 --timeout 2.5", faults: String = faults) -> String {
+        let common = "\(flags) \(bug)"
         return """
-        name: websocket-pair
-        duration: 16s
+        name: \(name)
+        duration: \(duration)
         seed: 11
         proxies:
           - {name: stream, listen: "127.0.0.1:\(listen)", upstream: "127.0.0.1:\(upstream)"}
@@ -38,9 +47,7 @@ struct WebSocketPairTests {
           ignore: {type: [HELLO, WELCOME, ACK]}
           downstream: {seq: n}
         faults:
-          - partition: {at: 2s, for: 4s, direction: both}
-          - disconnect: {at: 8s, mode: close}
-          - disconnect: {at: 12s, mode: reset}
+        \(faults)
         expect:
           lost: 0
           duplicated: 0

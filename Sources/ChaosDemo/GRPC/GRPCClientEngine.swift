@@ -119,38 +119,36 @@ final class GRPCClientEngine: Sendable {
         let interval = max(configuration.heartbeatInterval.nanoseconds, timeout + 50_000_000)
         config.connection.keepalive = naive ? nil : .init(time: .nanoseconds(interval), timeout: .nanoseconds(timeout),
                                                           allowWithoutCalls: true)
-        // Within one call's transport: short reconnects without its unseeded jitter. Each call has a transport of
-        // its own, so that a lost connection is dialled again only after the seeded full-jitter backoff between
-        // calls (a transport kept across calls redials at once, every client together: a thundering herd).
+        // The transport's own reconnects between calls: short, and without its unseeded jitter (the seeded
+        // full-jitter backoff between calls is ours).
         config.backoff = .init(initial: .milliseconds(100), max: .seconds(1), multiplier: 1.6, jitter: 0)
         let target = configuration.connect
-        var security = HTTP2ClientTransport.Posix.TransportSecurity.plaintext
-        if let tls = configuration.tls {
-            // The SNI name (and :authority) the certificate is checked against; the address stays the one given.
-            config.http2.authority = tls.serverName
-            security = .tls { $0.trustRoots = .certificates([.file(path: tls.trustRoots, format: .pem)]) }
-        }
-        while !Task.isCancelled, !state.withLock({ $0.stopped }) {
-            let reason: DisconnectReason
-            do {
-                let transport = try HTTP2ClientTransport.Posix(target: .ipv4(address: target.host, port: target.port),
-                                                               transportSecurity: security, config: config)
-                reason = try await withGRPCClient(transport: transport) { client in
-                    await call(Chaos_Demo_V1_Stream.Client(wrapping: client))
+        do {
+            var security = HTTP2ClientTransport.Posix.TransportSecurity.plaintext
+            if let tls = configuration.tls {
+                // The SNI name (and :authority) the certificate is checked against; the address stays the one given.
+                config.http2.authority = tls.serverName
+                security = .tls { $0.trustRoots = .certificates([.file(path: tls.trustRoots, format: .pem)]) }
+            }
+            let transport = try HTTP2ClientTransport.Posix(target: .ipv4(address: target.host, port: target.port),
+                                                           transportSecurity: security, config: config)
+            try await withGRPCClient(transport: transport) { client in
+                let stub = Chaos_Demo_V1_Stream.Client(wrapping: client)
+                while !Task.isCancelled, !state.withLock({ $0.stopped }) {
+                    let reason = await call(stub)
+                    guard !Task.isCancelled, !state.withLock({ $0.stopped }) else { return }
+                    let delay = state.withLock { state -> ChaosDuration in
+                        let delay = naive ? (reason == .connectFailed ? .milliseconds(100) : .zero) : state.schedule.nextDelay(after: reason)
+                        state.status.reconnectDelays.append(delay)
+                        if state.status.reconnectDelays.count > 256 { state.status.reconnectDelays.removeFirst(128) }
+                        return delay
+                    }
+                    log?.event("reconnect", ["stream": stream, "after": reason.rawValue, "delay_ms": Int(delay.nanoseconds / 1_000_000)])
+                    try? await Task.sleep(nanoseconds: UInt64(delay.nanoseconds))
                 }
-            } catch {
-                log?.event("client-failed", ["stream": stream, "error": "\(error)"])
-                reason = .connectFailed
             }
-            guard !Task.isCancelled, !state.withLock({ $0.stopped }) else { return }
-            let delay = state.withLock { state -> ChaosDuration in
-                let delay = naive ? (reason == .connectFailed ? .milliseconds(100) : .zero) : state.schedule.nextDelay(after: reason)
-                state.status.reconnectDelays.append(delay)
-                if state.status.reconnectDelays.count > 256 { state.status.reconnectDelays.removeFirst(128) }
-                return delay
-            }
-            log?.event("reconnect", ["stream": stream, "after": reason.rawValue, "delay_ms": Int(delay.nanoseconds / 1_000_000)])
-            try? await Task.sleep(nanoseconds: UInt64(delay.nanoseconds))
+        } catch {
+            log?.event("client-failed", ["stream": stream, "error": "\(error)"])
         }
     }
 
