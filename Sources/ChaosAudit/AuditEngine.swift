@@ -71,7 +71,9 @@ public final class AuditEngine {
     var pathTracker = PathTracker()
     /// The NAT timeout and radio tail the run's mobile path set (the runner's); the pair's keepalive is judged
     /// against them. Nil: judged only if the path's events show them.
-    public var pathLimits: PathLimits?
+    public var pathLimits: PathLimits? {
+        didSet { if pathLimits != nil { pathTracker.watching = true } }
+    }
     private var finalResult: AuditResult?
 
     struct StreamKey: Hashable {

@@ -32,13 +32,17 @@ struct PathTracker {
     private var seenNATTimeout: Int64?
     /// Whether anything is worth reporting (a path event, or limits to judge the keepalive against).
     private var seenPathEvent = false
+    /// Whether connections are followed at all: once the run has limits or the path has spoken. Until then an audit
+    /// (a capture's, a run with no mobile path) spends nothing per event here.
+    var watching = false
 
     mutating func opened(_ id: ConnectionID, at time: Int64) {
+        guard watching else { return }
         live[id] = Live(lastByte: time)
     }
 
     mutating func read(on id: ConnectionID, at time: Int64) {
-        guard var connection = live[id] else { return }
+        guard watching, var connection = live[id] else { return }
         connection.longestGap = max(connection.longestGap, time - connection.lastByte)
         connection.lastByte = time
         live[id] = connection
@@ -54,6 +58,7 @@ struct PathTracker {
 
     mutating func path(_ event: TrafficEvent.PathEvent, on id: ConnectionID, at time: Int64) {
         seenPathEvent = true
+        watching = true
         var connection = live[id] ?? Live(lastByte: time)
         var record = connection.record ?? PathConnectionRecord(connection: id)
         switch event {
