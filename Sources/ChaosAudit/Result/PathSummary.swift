@@ -40,11 +40,13 @@ public struct PathSummary: Sendable, Codable, Equatable {
 public struct PathConnectionRecord: Sendable, Codable, Equatable {
     /// The connection.
     public var connection: UInt64
-    /// Radio promotions its bytes waited for, and how long in all (seconds).
+    /// Radio promotions its bytes waited for.
     public var radioPromotions = 0
+    /// How long they waited in all, in seconds.
     public var radioPromotionS = 0.0
-    /// Retransmission stalls, and their delays summed (seconds).
+    /// Retransmission stalls (lost pieces that arrived late).
     public var retransmissions = 0
+    /// Their delays summed, in seconds.
     public var retransmissionStallS = 0.0
     /// When a NAT forgot it (seconds since the start); nil: none did.
     public var natExpiredAtS: Double?
