@@ -59,6 +59,11 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .target(
+            name: "ChaosTLSDecryption",
+            dependencies: ["ChaosCore", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: strictSettings
+        ),
+        .target(
             name: "ChaosProxy",
             dependencies: ["ChaosCore", "ChaosProtocols", "ChaosTLS", "CChaosEpoll", .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "Logging", package: "swift-log"),
                            .product(name: "NIOHTTP1", package: "swift-nio")] + nio,
@@ -92,7 +97,7 @@ let package = Package(
         ),
         .target(
             name: "ChaosCapture",
-            dependencies: ["ChaosCore", "CPcap"],
+            dependencies: ["ChaosCore", "CPcap", "ChaosTLSDecryption"],
             swiftSettings: strictSettings
         ),
         .target(
@@ -117,7 +122,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "chaos",
-            dependencies: ["ChaosCore", "ChaosProxy", "ChaosControl", "ChaosRunner", "ChaosDemo", "ChaosAudit", "ChaosReport",
+            dependencies: ["ChaosCore", "ChaosProxy", "ChaosControl", "ChaosRunner", "ChaosDemo", "ChaosAudit", "ChaosReport", "ChaosTLSDecryption",
                            "ChaosCapture", "ChaosProtocols", "ChaosTLS",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log")] + nio,

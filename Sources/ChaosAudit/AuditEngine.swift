@@ -150,6 +150,11 @@ public final class AuditEngine {
             pathTracker.stopping(at: event.time)
         case .path(let pathEvent):
             pathTracker.path(pathEvent, on: event.connection, at: event.time)
+        case .tls(.negotiated(let alpn, _, _)):
+            state(of: event.connection).session.negotiated(alpn: alpn)
+        case .tls(.problem(let reason)):
+            protocolStats.protocolErrors += 1
+            record(.protocolError, nil, direction: .upstream, time: event.time, connection: event.connection, detail: reason)
         }
     }
 

@@ -55,6 +55,18 @@ public struct TrafficEvent: Hashable, Sendable {
         /// What the emulated mobile path did to this connection (a radio promotion, a NAT that forgot it, a lost
         /// packet's retransmission): the proxy's own doing, which no capture shows.
         case path(PathEvent)
+        /// What the connection's TLS said, as a capture's decryption read it (``TLSNote``).
+        case tls(TLSNote)
+    }
+
+    /// What a capture's TLS decryption learnt of a connection.
+    public enum TLSNote: Hashable, Sendable {
+        /// The handshake chose `alpn` (nil: no ALPN), with the protocol `version` (`TLS 1.3`) and cipher `suite`
+        /// (`TLS_AES_128_GCM_SHA256`). Comes before the connection's first decrypted byte.
+        case negotiated(alpn: String?, version: String, suite: String)
+        /// The conversation could not be (or no longer can be) decrypted: why, naming the record. The bytes it
+        /// concerns are not audited.
+        case problem(String)
     }
 
     /// What the emulated mobile path did to a connection (PRODUCT §11).

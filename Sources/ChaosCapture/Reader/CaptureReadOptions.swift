@@ -1,3 +1,5 @@
+public import ChaosTLSDecryption
+
 /// How ``CaptureReader`` reads a capture.
 public struct CaptureReadOptions: Hashable, Sendable {
     /// How the two legs of a connection through a proxy are recognised.
@@ -32,6 +34,10 @@ public struct CaptureReadOptions: Hashable, Sendable {
     public var proxyPairingWindow: Int64
     /// The proxy name put into `ConnectionEndpoints.proxy`.
     public var proxyName: String
+    /// The secrets to decrypt TLS conversations with (nil: TLS bytes are audited as they are). A flow whose first
+    /// bytes are a TLS record is decrypted, and its plaintext audited; one the key log cannot open is a `protocol`
+    /// anomaly (`TrafficEvent.TLSNote.problem`) and its bytes are not audited.
+    public var keyLog: KeyLog?
 
     /// Creates options; the defaults read every packet and pair legs automatically within 1 s
     /// (30 s with an explicit proxy port).

@@ -28,6 +28,12 @@ public struct CaptureStatistics: Hashable, Sendable {
     public var captureLossBytes = 0
     /// Holes counted in `captureLossBytes`.
     public var captureLossHoles = 0
+    /// With a key log: flows that spoke TLS, those decrypted with no problem, their records decrypted and the
+    /// application bytes those held (both ways).
+    public var tlsConversations = 0
+    public var tlsDecrypted = 0
+    public var tlsRecords = 0
+    public var tlsPlaintextBytes: Int64 = 0
 
     /// Empty statistics.
     public init() {}

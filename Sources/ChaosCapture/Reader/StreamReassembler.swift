@@ -6,8 +6,9 @@
 /// Offsets are relative to the first payload byte and 64-bit, so sequence-number wrap-around is
 /// handled by unwrapping each 32-bit number next to the expected offset.
 struct StreamReassembler {
-    /// Bytes in sequence order, ready to report.
-    typealias Deliver = ([UInt8]) throws -> Void
+    /// Bytes in sequence order, ready to report, and the capture loss counted before them (a TLS decryption stops
+    /// at a hole).
+    typealias Deliver = (_ bytes: [UInt8], _ lossBefore: Int) throws -> Void
 
     /// The most out-of-order bytes held before the oldest hole is given up as capture loss.
     static let maximumHeldBytes = 32 << 20
@@ -144,7 +145,7 @@ struct StreamReassembler {
     private mutating func emit(_ bytes: [UInt8], _ deliver: Deliver) throws {
         next += Int64(bytes.count)
         deliveredBytes += bytes.count
-        try deliver(bytes)
+        try deliver(bytes, lossBytes)
     }
 
     /// Reports held segments that have become contiguous.

@@ -1,4 +1,5 @@
 import ChaosCore
+import ChaosTLSDecryption
 
 /// What one TCP flow reports before it is known which connection (and which leg) it is.
 enum FlowEvent {
@@ -7,6 +8,10 @@ enum FlowEvent {
     case reset(fromClient: Bool, time: Int64)
     /// The receiver of the bytes travelling `towardServer` acknowledged the first `bytes` of them.
     case acknowledged(towardServer: Bool, bytes: Int64, time: Int64)
+    /// As `acknowledged`, of plaintext written after the receiver ended its TLS session (close_notify).
+    case acknowledgedAfterClose(towardServer: Bool, bytes: Int64, time: Int64)
+    /// What the flow's TLS decryption learnt.
+    case tls(TrafficEvent.TLSNote, time: Int64)
 }
 
 /// A flow event held while the flow's role is undecided, with its place in the order events were seen
@@ -63,6 +68,11 @@ final class TCPFlow {
     var wasReset = false
     /// Whether the flow's counters went into the statistics.
     var counted = false
+    /// With a key log: whether the first payload was looked at, and the flow's TLS decryption when it spoke TLS.
+    var tlsDecided = false
+    var tls: TLSConversation?
+    /// The capture loss of the direction whose bytes are being reported, counted before them.
+    var lossBeforeData = 0
 
     init(serial: Int, client: WireEndpoint, server: WireEndpoint, openedWithSYN: Bool, synSequence: UInt32?, time: Int64) {
         self.serial = serial
@@ -97,6 +107,12 @@ final class TCPFlow {
             statistics.outOfOrderSegments += stream.outOfOrderSegments
             statistics.captureLossBytes += stream.lossBytes
             statistics.captureLossHoles += stream.lossHoles
+        }
+        if let tls {
+            statistics.tlsConversations += 1
+            if !tls.hadProblem, tls.recordsDecrypted > 0 { statistics.tlsDecrypted += 1 }
+            statistics.tlsRecords += tls.recordsDecrypted
+            statistics.tlsPlaintextBytes += tls.plaintextBytes
         }
     }
 }

@@ -1,4 +1,5 @@
 import ChaosCore
+import ChaosTLSDecryption
 
 extension TrafficReconstructor {
     /// Decides what a new flow is: a connection of its own, a server leg of a waiting client leg,
@@ -120,11 +121,46 @@ extension TrafficReconstructor {
     private func replayHeld(_ flows: TCPFlow...) throws {
         let held = flows.flatMap { flow in flow.releaseHeld().map { (held: $0, flow: flow) } }
             .sorted { $0.held.order < $1.held.order }
-        for (event, flow) in held { try report(event.event, of: flow) }
+        for (event, flow) in held { try route(event.event, of: flow) }  // already through the flow's TLS
+    }
+
+    /// Maps a flow event to traffic events (through the flow's TLS decryption, with a key log).
+    func report(_ event: FlowEvent, of flow: TCPFlow) throws {
+        guard let keyLog = options.keyLog else { return try route(event, of: flow) }
+        switch event {
+        case .data(let towardServer, let bytes, let time):
+            if !flow.tlsDecided, !bytes.isEmpty {
+                flow.tlsDecided = true
+                if TLSConversation.looksLikeTLS(bytes) {
+                    flow.tls = TLSConversation(keyLog: keyLog, client: flow.client.text, server: flow.server.text)
+                }
+            }
+            guard let tls = flow.tls else { return try route(event, of: flow) }
+            try route(tls.receive(bytes, towardServer: towardServer, captureLoss: flow.lossBeforeData), of: flow, time: time)
+        case .acknowledged(let towardServer, let bytes, let time):
+            guard let tls = flow.tls else { return try route(event, of: flow) }
+            try route(tls.acknowledge(towardServer: towardServer, tcpBytes: bytes), of: flow, time: time)
+        default:
+            try route(event, of: flow)
+        }
+    }
+
+    private func route(_ outputs: [TLSConversation.Output], of flow: TCPFlow, time: Int64) throws {
+        for output in outputs {
+            switch output {
+            case .plaintext(let towardServer, let bytes):
+                try route(.data(towardServer: towardServer, bytes: bytes, time: time), of: flow)
+            case .acknowledged(let towardServer, let upTo, let afterClose):
+                try route(afterClose ? .acknowledgedAfterClose(towardServer: towardServer, bytes: upTo, time: time)
+                          : .acknowledged(towardServer: towardServer, bytes: upTo, time: time), of: flow)
+            case .note(let note):
+                try route(.tls(note, time: time), of: flow)
+            }
+        }
     }
 
     /// Maps a flow event to traffic events by the flow's role (held while it is pending).
-    func report(_ event: FlowEvent, of flow: TCPFlow) throws {
+    private func route(_ event: FlowEvent, of flow: TCPFlow) throws {
         if case .data(_, let bytes, _) = event, !bytes.isEmpty, !flow.carriedPayload { flow.carriedPayload = true }
         switch flow.role {
         case .pending:
@@ -144,6 +180,10 @@ extension TrafficReconstructor {
                 outbox.append(TrafficEvent(time: time, connection: id, kind: .closed(fromClient ? .client : .server, .reset)))
             case .acknowledged(let towardServer, let bytes, let time):
                 outbox.append(TrafficEvent(time: time, connection: id, kind: .acknowledged(towardServer ? .server : .client, upTo: bytes)))
+            case .acknowledgedAfterClose(let towardServer, let bytes, let time):
+                outbox.append(TrafficEvent(time: time, connection: id, kind: .acknowledgedAfterClose(towardServer ? .server : .client, upTo: bytes)))
+            case .tls(let note, let time):
+                outbox.append(TrafficEvent(time: time, connection: id, kind: .tls(note)))
             }
         case .clientLeg(let id), .serverLeg(let id):
             let leg: Side
@@ -167,6 +207,15 @@ extension TrafficReconstructor {
                 // Only the peer's acknowledgements of what the proxy wrote to it matter to the audit.
                 if towardServer != peerIsFlowClient {
                     outbox.append(TrafficEvent(time: time, connection: id, kind: .acknowledged(leg, upTo: bytes)))
+                }
+            case .acknowledgedAfterClose(let towardServer, let bytes, let time):
+                if towardServer != peerIsFlowClient {
+                    outbox.append(TrafficEvent(time: time, connection: id, kind: .acknowledgedAfterClose(leg, upTo: bytes)))
+                }
+            case .tls(let note, let time):
+                // A proxy's two legs are two TLS sessions: the client leg's ALPN and problems speak for the connection.
+                if leg == .client || { if case .problem = note { true } else { false } }() {
+                    outbox.append(TrafficEvent(time: time, connection: id, kind: .tls(note)))
                 }
             }
         }

@@ -122,12 +122,14 @@ final class TrafficReconstructor {
         }
         let fin = flags.contains(.fin)
         if fromClient {
-            let sent = try flow.towardServer.add(sequence: sequence, payload: segment.payload, fin: fin) { bytes in
+            let sent = try flow.towardServer.add(sequence: sequence, payload: segment.payload, fin: fin) { bytes, loss in
+                flow.lossBeforeData = loss
                 try self.report(.data(towardServer: true, bytes: bytes, time: time), of: flow)
             }
             if sent { try report(.fin(fromClient: true, time: time), of: flow) }
         } else {
-            let sent = try flow.towardClient.add(sequence: sequence, payload: segment.payload, fin: fin) { bytes in
+            let sent = try flow.towardClient.add(sequence: sequence, payload: segment.payload, fin: fin) { bytes, loss in
+                flow.lossBeforeData = loss
                 try self.report(.data(towardServer: false, bytes: bytes, time: time), of: flow)
             }
             if sent { try report(.fin(fromClient: false, time: time), of: flow) }
@@ -152,10 +154,12 @@ final class TrafficReconstructor {
     private func acknowledge(_ segment: DecodedSegment, on flow: TCPFlow, time: Int64) throws {
         let towardServer = segment.source != flow.client
         let reached = towardServer
-            ? try flow.towardServer.acknowledge(segment.acknowledgement) { bytes in
+            ? try flow.towardServer.acknowledge(segment.acknowledgement) { bytes, loss in
+                flow.lossBeforeData = loss
                 try self.report(.data(towardServer: true, bytes: bytes, time: time), of: flow)
             }
-            : try flow.towardClient.acknowledge(segment.acknowledgement) { bytes in
+            : try flow.towardClient.acknowledge(segment.acknowledgement) { bytes, loss in
+                flow.lossBeforeData = loss
                 try self.report(.data(towardServer: false, bytes: bytes, time: time), of: flow)
             }
         if reached { try report(.fin(fromClient: towardServer, time: time), of: flow) }
@@ -170,11 +174,13 @@ final class TrafficReconstructor {
     }
 
     private func flush(_ flow: TCPFlow, time: Int64) throws {
-        let clientDone = try flow.towardServer.finish { bytes in
+        let clientDone = try flow.towardServer.finish { bytes, loss in
+            flow.lossBeforeData = loss
             try self.report(.data(towardServer: true, bytes: bytes, time: time), of: flow)
         }
         if clientDone { try report(.fin(fromClient: true, time: time), of: flow) }
-        let serverDone = try flow.towardClient.finish { bytes in
+        let serverDone = try flow.towardClient.finish { bytes, loss in
+            flow.lossBeforeData = loss
             try self.report(.data(towardServer: false, bytes: bytes, time: time), of: flow)
         }
         if serverDone { try report(.fin(fromClient: false, time: time), of: flow) }

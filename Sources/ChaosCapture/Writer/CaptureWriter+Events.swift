@@ -30,7 +30,7 @@ extension CaptureWriter {
             storeOrForget(connection, id: id)
         case .closed(let side, let how):
             try close(side, how, id: id, time: event.time)
-        case .refused, .faultStarted, .faultEnded, .stopping, .path:
+        case .refused, .faultStarted, .faultEnded, .stopping, .path, .tls:
             break
         }
     }

@@ -5,7 +5,7 @@ extension ScenarioReader {
     func protocolSpec(_ value: YAMLValue) throws -> ProtocolSpec {
         let map = try value.mapping("protocol", allowed: [
             "framing", "format", "seq", "stream", "id", "ack", "type", "ignore",
-            "regex", "seq_start", "max_message", "upstream", "downstream", "descriptors", "methods",
+            "regex", "seq_start", "max_message", "upstream", "downstream", "descriptors", "methods", "keylog",
         ] + framings.optionKeys)
         var spec = ProtocolSpec()
         let framingName = try map["framing"]?.string("protocol.framing") ?? spec.framing.name
@@ -58,6 +58,16 @@ extension ScenarioReader {
         }
         if let descriptorsValue = map["descriptors"] {
             try readDescriptors(descriptorsValue, into: &spec, map: map)
+        }
+        if let keylogValue = map["keylog"] {
+            let items = keylogValue.isSequence ? try keylogValue.sequence("protocol.keylog") : [keylogValue]
+            spec.keylog = try items.map { item in
+                // Read by `chaos audit`, not now: a run's own keys.log exists only once the run has been.
+                let given = try item.string("protocol.keylog")
+                guard !given.isEmpty else { throw item.error("protocol.keylog must name an NSS key log file") }
+                return given.hasPrefix("/") ? given
+                    : URL(fileURLWithPath: file).deletingLastPathComponent().appendingPathComponent(given).standardizedFileURL.path
+            }
         }
         try checkNumberPaths(spec, map: map, at: value)
         return spec

@@ -19,10 +19,14 @@ public protocol ProtocolSession: AnyObject {
     /// The events the connection's end means, once both its legs closed (WebSocket: no close frame after an
     /// accepted upgrade is 1006); `readCount` gives how many codes of a family were read on it.
     func ended(readCount: (String) -> Int) -> [ProtocolEvent]
+    /// The connection's TLS handshake chose `alpn` (nil: none): told before its first byte, when the bytes come from
+    /// a decrypted capture. `framing: auto` picks its protocol by it.
+    func negotiated(alpn: String?)
 }
 
 extension ProtocolSession {
     public func requestHeader(_ name: String) -> String? { nil }
     public func requestQuery(_ name: String) -> String? { nil }
     public func ended(readCount: (String) -> Int) -> [ProtocolEvent] { [] }
+    public func negotiated(alpn: String?) {}
 }

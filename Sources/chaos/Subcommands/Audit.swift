@@ -4,6 +4,7 @@ import ChaosCapture
 import ChaosCore
 import ChaosReport
 import ChaosRunner
+import ChaosTLSDecryption
 import Foundation
 
 /// `chaos audit CAPTURE…`: audit a capture taken anywhere with the same engine, into the same report.
@@ -35,6 +36,10 @@ struct Audit: AsyncParsableCommand {
     @Flag(help: "Do not pair proxy legs: each TCP flow is its own connection.")
     var noPairing = false
 
+    @Option(help: ArgumentHelp("An NSS key log (SSLKEYLOGFILE, a run's keys.log) to decrypt TLS with (repeatable).",
+                               valueName: "file"))
+    var keylog: [String] = []
+
     @Option(help: "The report folder (default: Reports/<name>-<UTC time>/).")
     var out: String?
 
@@ -44,6 +49,12 @@ struct Audit: AsyncParsableCommand {
         let engine = try AuditEngine(spec: spec)
         var options = CaptureReadOptions(filter: filter, serverPort: serverPort)
         if noPairing { options.pairing = .off } else if let proxyPort { options.pairing = .proxyPort(proxyPort) }
+        let keylogs = keylog + (scenario?.protocolSpec?.keylog ?? [])
+        if !keylogs.isEmpty {
+            var keys = KeyLog()
+            for path in keylogs { try keys.read(path: path) }
+            options.keyLog = keys
+        }
         let statistics = try CaptureReader.read(paths: captures, options: options) { engine.ingest($0) }
         let audit = engine.finish()
         let name = scenario?.name ?? "capture"
@@ -54,6 +65,13 @@ struct Audit: AsyncParsableCommand {
                      "capture.loss_holes": "\(statistics.captureLossHoles)",
                      "capture.retransmitted_bytes": "\(statistics.retransmittedBytes)"]
         if statistics.skippedPackets > 0 { extra["capture.skipped_packets"] = "\(statistics.skippedPackets)" }
+        if options.keyLog != nil {
+            extra["capture.keylog"] = keylogs.joined(separator: ", ")
+            extra["capture.tls_conversations"] = "\(statistics.tlsConversations)"
+            extra["capture.tls_decrypted"] = "\(statistics.tlsDecrypted)"
+            extra["capture.tls_records"] = "\(statistics.tlsRecords)"
+            extra["capture.tls_plaintext_bytes"] = "\(statistics.tlsPlaintextBytes)"
+        }
         let report = RunReport(ReportInputs(
             scenario: name, seed: scenario?.seed ?? 0, startedAt: Date(), elapsed: .seconds(audit.elapsedS), complete: true,
             timeline: Timeline(seed: scenario?.seed ?? 0, duration: .seconds(audit.elapsedS), occurrences: []), audit: audit,
@@ -64,6 +82,10 @@ struct Audit: AsyncParsableCommand {
         Console.line("read \(statistics.packets) packets, \(statistics.connections) connection(s) "
             + "(\(statistics.pairedConnections) paired through a proxy), capture loss \(statistics.captureLossBytes) bytes "
             + "in \(statistics.captureLossHoles) hole(s)")
+        if options.keyLog != nil {
+            Console.line("TLS: \(statistics.tlsDecrypted) of \(statistics.tlsConversations) conversation(s) decrypted, "
+                + "\(statistics.tlsRecords) records, \(statistics.tlsPlaintextBytes) plaintext bytes")
+        }
         Console.line("messages: \(totals.sent) sent, \(totals.delivered) delivered, \(totals.ok) ok, \(totals.lost) lost, "
             + "\(totals.duplicated) duplicated, \(totals.redelivered) redelivered, \(totals.reordered) reordered, \(totals.gaps) gaps")
         Console.line("verdict: \(report.verdict.rawValue.uppercased())")
