@@ -100,6 +100,6 @@ struct SSEAuditTests {
         let refused = try #require(throws: ChaosError.self) {
             try ProtocolSpec(framing: .lines, stream: "query:s").checkInvariants { ChaosError.badInput($0) }
         }
-        #expect(refused.message.contains("query:NAME names a query parameter of the request that opened the stream; it needs framing websocket or sse"))
+        #expect(refused.message.contains("query:NAME names a query parameter of the request that opened the stream; it needs framing websocket, sse or auto"))
     }
 }

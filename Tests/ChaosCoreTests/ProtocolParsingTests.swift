@@ -80,11 +80,11 @@ struct ProtocolParsingTests {
     }
 
     @Test("protocol mistakes are errors at their line and column", arguments: [
-        ("  framing: lines\n  stream: query:s", "7:11", "query:NAME names a query parameter of the request that opened the stream; it needs framing websocket or sse"),
+        ("  framing: lines\n  stream: query:s", "7:11", "query:NAME names a query parameter of the request that opened the stream; it needs framing websocket, sse or auto"),
         ("  framing: websocket\n  stream: \"header:\"", "7:11", "protocol.stream header: needs a name after 'header:'"),
         ("  framing: websocket\n  max_message: 1GB2", "7:16", "protocol.max_message must be a size from 1KB to 1GB"),
         ("  framing: websocket\n  downstream: {sequence: n}", "7:16", "unknown key 'sequence' in protocol.downstream"),
-        ("  framing: grpc\n  stream: query:s", "7:11", "query:NAME names a query parameter of the request that opened the stream; it needs framing websocket or sse"),
+        ("  framing: grpc\n  stream: query:s", "7:11", "query:NAME names a query parameter of the request that opened the stream; it needs framing websocket, sse or auto"),
         ("  framing: websocket\n  methods: [/a.B/C]", "7:12", "protocol.methods is for framing grpc"),
         ("  framing: grpc\n  methods: [Race]", "7:13", "protocol.methods: 'Race' is not an RPC path like /package.Service/Method"),
         ("  framing: grpc\n  descriptors: nowhere.protoset", "7:16", "protocol.descriptors: cannot read the descriptor set"),
@@ -102,13 +102,13 @@ struct ProtocolParsingTests {
         ("  framing: grpc\n  upstream: {seq: '2'}\n  downstream: {ack: '6'}", "6:3",
          "found 'seq' (read downstream, a default: give it in protocol.downstream)"),
         ("  framing: grpc\n  seq: '2'\n  downstream: {seq: '3', ack: acked}", "8:31", "found 'acked' (read downstream)"),
-        ("  framing: lines\n  stream: rpc", "7:11", "protocol.stream rpc (each call a stream) needs framing grpc; a field named rpc is /rpc"),
+        ("  framing: lines\n  stream: rpc", "7:11", "protocol.stream rpc (each call a stream) needs framing grpc or auto; a field named rpc is /rpc"),
         ("  framing: websocket\n  downstream: {stream: rpc}", "7:24", "protocol.downstream.stream rpc (each call a stream) needs framing grpc"),
         ("  framing: lines\n  length_bytes: 2", "7:17", "protocol.length_bytes is not an option of framing lines"),
         ("  framing: length-prefixed\n  length_bytes: 3", "7:17", "protocol.length_bytes must be 1, 2 or 4, found 3"),
         ("  framing: length-prefixed\n  length_offset: -9", "7:18", "protocol.length_offset must be within -8...8, found -9"),
-        ("  framing: mqtt", "6:12", "protocol.framing must be one of lines, length-prefixed, websocket, grpc, sse, found 'mqtt'"),
-        ("  framing: sse\n  format: protobuf", "7:11", "protocol.format protobuf needs binary messages: framing length-prefixed, websocket or grpc"),
+        ("  framing: mqtt", "6:12", "protocol.framing must be one of lines, length-prefixed, websocket, grpc, sse, auto, found 'mqtt'"),
+        ("  framing: sse\n  format: protobuf", "7:11", "protocol.format protobuf needs binary messages: framing length-prefixed, websocket, grpc or auto"),
     ])
     func mistakes(block: String, at: String, message: String) {
         do {

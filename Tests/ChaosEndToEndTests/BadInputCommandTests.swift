@@ -82,7 +82,7 @@ struct BadInputCommandTests {
 
     @Test("chaos audit's --framing comes from the protocol registry: a name it lacks lists its names, a plug-in's option out of range names the flag; exit 2",
           arguments: [
-              (["--framing", "mqtt"], "--framing must be one of lines, length-prefixed, websocket, grpc, sse, found 'mqtt'"),
+              (["--framing", "mqtt"], "--framing must be one of lines, length-prefixed, websocket, grpc, sse, auto, found 'mqtt'"),
               (["--framing", "length-prefixed", "--length-bytes", "3"], "--framing length-prefixed: --length-bytes must be 1, 2 or 4, found 3"),
           ])
     func framingFlags(flags: [String], message: String) async throws {

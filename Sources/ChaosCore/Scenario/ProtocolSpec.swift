@@ -39,7 +39,7 @@ public struct ProtocolSpec: Sendable, Codable, Equatable {
     /// gRPC: the RPCs audited (`/package.Service/Method`); nil: every RPC.
     public var methods: [String]?
     /// NSS key logs (`keylog:`, absolute once read from a scenario) that `chaos audit` decrypts a capture's TLS with.
-    public var keylog: [String] = []
+    public var keylog: [String]?
 
     /// Creates a protocol spec; defaults match the reference pair's NDJSON (framing `lines`).
     public init(framing: Framing = Framing(name: "lines"), format: Format = .json, seq: String = "seq", stream: String? = "stream",

@@ -9,6 +9,7 @@ public enum ProtocolRegistry {
         WebSocketProtocol.self,
         GRPCProtocol.self,
         SSEProtocol.self,
+        AutoProtocol.self,
     ]
 
     /// The plug-in that `name` (a `protocol.framing` value) names.
