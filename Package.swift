@@ -178,6 +178,11 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .testTarget(
+            name: "ChaosTLSDecryptionTests",
+            dependencies: ["ChaosCore", "ChaosTLSDecryption", "ChaosCapture", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
             name: "ChaosReportTests",
             dependencies: ["ChaosCore", "ChaosAudit", "ChaosReport", "ChaosProtocols"],
             swiftSettings: strictSettings
