@@ -130,7 +130,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "ChaosFuzz",
-            dependencies: ["ChaosCore", "ChaosAudit", "ChaosCapture", "ChaosProtocols", "ChaosTLS"],
+            dependencies: ["ChaosCore", "ChaosAudit", "ChaosCapture", "ChaosProtocols", "ChaosTLS", "ChaosTLSDecryption"],
             swiftSettings: strictSettings
         ),
         .executableTarget(

@@ -3,6 +3,7 @@ import ChaosCapture
 import ChaosCore
 import ChaosProtocols
 import ChaosTLS
+import ChaosTLSDecryption
 import Foundation
 
 /// One public input of chaos that fuzzing throws bytes at. Each must end without a trap, a hang or unbounded
@@ -27,7 +28,7 @@ struct FuzzTarget: Sendable {
             }
         }
         + [FuzzTarget(rawValue: "pcap") { pcap($0) }, FuzzTarget(rawValue: "api") { api($0) },
-           FuzzTarget(rawValue: "tls") { tls($0) }]
+           FuzzTarget(rawValue: "tls") { tls($0) }, FuzzTarget(rawValue: "tls-capture") { tlsCapture($0) }]
 
     private init(rawValue: String, run: @escaping @Sendable ([UInt8]) -> Void) {
         self.rawValue = rawValue
@@ -57,6 +58,33 @@ struct FuzzTarget: Sendable {
         let block = String(decoding: data, as: UTF8.self)
         _ = try? Scenario.parse(yaml: "name: t\nduration: 1s\nproxies:\n  - name: p\n    listen: 127.0.0.1:1\n    upstream: 127.0.0.1:2\n    tls: "
                                 + block, file: "fuzz.yaml")
+    }
+
+    /// A capture's TLS decryption: a key log (the bytes before the first 0), then the conversation's TCP bytes and
+    /// acknowledgements as pieces of [control, length (2 bytes), bytes]: control bit 0 picks the direction (0:
+    /// client → server), bit 1 makes the piece an acknowledgement of `length` × 16 bytes instead, bit 2 counts capture
+    /// loss before it.
+    private static func tlsCapture(_ data: [UInt8]) {
+        let split = data.firstIndex(of: 0) ?? data.count
+        var keys = KeyLog()
+        try? keys.add(text: Array(data[..<split]), source: "fuzz")
+        let conversation = TLSConversation(keyLog: keys, client: "c:1", server: "s:2")
+        var loss = [0, 0]
+        var index = split + 1
+        while index + 3 <= data.count {
+            let control = data[index]
+            let length = Int(data[index + 1]) << 8 | Int(data[index + 2])
+            index += 3
+            let towardServer = control & 1 == 0
+            if control & 4 != 0 { loss[towardServer ? 0 : 1] += 1 }
+            if control & 2 != 0 {
+                _ = conversation.acknowledge(towardServer: towardServer, tcpBytes: Int64(length) * 16)
+            } else {
+                let end = min(data.count, index + length)
+                _ = conversation.receive(Array(data[index..<end]), towardServer: towardServer, captureLoss: loss[towardServer ? 0 : 1])
+                index = end
+            }
+        }
     }
 
     /// One CA for the run of the fuzzer, in a folder of its own.
