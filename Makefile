@@ -78,6 +78,7 @@ fuzz: deps
 bench: deps
 	bash Benchmarks/proxy-bench.sh
 	bash Benchmarks/tls-bench.sh --no-build
+	bash Benchmarks/tls-capture-bench.sh
 	bash Benchmarks/fault-accuracy.sh
 
 clean:

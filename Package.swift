@@ -151,6 +151,13 @@ let package = Package(
             path: "Benchmarks/CaptureBench",
             swiftSettings: strictSettings
         ),
+        .executableTarget(
+            name: "TLSCaptureBench",
+            dependencies: ["ChaosCore", "ChaosCapture", "ChaosAudit", "ChaosTLSDecryption",
+                           .product(name: "Crypto", package: "swift-crypto")],
+            path: "Benchmarks/TLSCaptureBench",
+            swiftSettings: strictSettings
+        ),
         .testTarget(name: "ChaosCoreTests", dependencies: ["ChaosCore", "ChaosProtocols"], swiftSettings: strictSettings),
         .testTarget(
             name: "ChaosProtocolsTests",
