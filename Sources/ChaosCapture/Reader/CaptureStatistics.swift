@@ -32,6 +32,8 @@ public struct CaptureStatistics: Hashable, Sendable {
     /// application bytes those held (both ways).
     public var tlsConversations = 0
     public var tlsDecrypted = 0
+    /// With a key log: TLS flows that could not be decrypted, in whole or in part (each a `protocol` anomaly).
+    public var tlsFailed = 0
     public var tlsRecords = 0
     public var tlsPlaintextBytes: Int64 = 0
 

@@ -111,6 +111,7 @@ final class TCPFlow {
         if let tls {
             statistics.tlsConversations += 1
             if !tls.hadProblem, tls.recordsDecrypted > 0 { statistics.tlsDecrypted += 1 }
+            if tls.hadProblem { statistics.tlsFailed += 1 }
             statistics.tlsRecords += tls.recordsDecrypted
             statistics.tlsPlaintextBytes += tls.plaintextBytes
         }

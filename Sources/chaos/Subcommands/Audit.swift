@@ -71,12 +71,17 @@ struct Audit: AsyncParsableCommand {
             extra["capture.tls_decrypted"] = "\(statistics.tlsDecrypted)"
             extra["capture.tls_records"] = "\(statistics.tlsRecords)"
             extra["capture.tls_plaintext_bytes"] = "\(statistics.tlsPlaintextBytes)"
+            extra["capture.tls_failed"] = "\(statistics.tlsFailed)"
         }
+        // What could not be decrypted was not audited: no verdict can vouch for it.
+        let undecrypted = statistics.tlsFailed == 0 ? nil
+            : "\(statistics.tlsFailed) of \(statistics.tlsConversations) TLS conversation(s) could not be decrypted "
+                + "(in whole or in part; see the protocol anomalies): their bytes were not audited"
         let report = RunReport(ReportInputs(
             scenario: name, seed: scenario?.seed ?? 0, startedAt: Date(), elapsed: .seconds(audit.elapsedS), complete: true,
             timeline: Timeline(seed: scenario?.seed ?? 0, duration: .seconds(audit.elapsedS), occurrences: []), audit: audit,
             expectations: scenario?.expectations ?? [], replay: "chaos audit " + CommandLine.arguments.dropFirst(2).joined(separator: " "),
-            extra: extra))
+            errorReason: undecrypted, extra: extra))
         try report.write(toDirectory: folder.url.path)
         let totals = audit.totals
         Console.line("read \(statistics.packets) packets, \(statistics.connections) connection(s) "
@@ -84,11 +89,12 @@ struct Audit: AsyncParsableCommand {
             + "in \(statistics.captureLossHoles) hole(s)")
         if options.keyLog != nil {
             Console.line("TLS: \(statistics.tlsDecrypted) of \(statistics.tlsConversations) conversation(s) decrypted, "
-                + "\(statistics.tlsRecords) records, \(statistics.tlsPlaintextBytes) plaintext bytes")
+                + "\(statistics.tlsRecords) records, \(statistics.tlsPlaintextBytes) plaintext bytes"
+                + (statistics.tlsFailed > 0 ? "; \(statistics.tlsFailed) could not be decrypted" : ""))
         }
         Console.line("messages: \(totals.sent) sent, \(totals.delivered) delivered, \(totals.ok) ok, \(totals.lost) lost, "
             + "\(totals.duplicated) duplicated, \(totals.redelivered) redelivered, \(totals.reordered) reordered, \(totals.gaps) gaps")
-        Console.line("verdict: \(report.verdict.rawValue.uppercased())")
+        Console.line("verdict: \(report.verdict.rawValue.uppercased())" + (report.verdictReason.map { " (\($0))" } ?? ""))
         Console.line("report: \(folder.url.appendingPathComponent("report.md").path)")
         switch report.verdict.rawValue {
         case "pass": return
