@@ -64,6 +64,26 @@ struct BadInputCommandTests {
         #expect(!FileManager.default.fileExists(atPath: marker), "the shell ran a command from a path")
     }
 
+    @Test("chaos audit --keylog: a malformed key log line is exit 2 at file:line:column; a key log without the capture's keys is an ERROR verdict, exit 2, naming the client random")
+    func keylogs() async throws {
+        let fixtures = ChaosCLI.packageRoot.appendingPathComponent("Tests/Fixtures/captures/tls").path
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("keylog-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        try "# keys\nCLIENT_RANDOM zz00 0011\n".write(toFile: "\(base)/bad.keys", atomically: true, encoding: .utf8)
+        let bad = try await ChaosCLI.run(["audit", "\(fixtures)/tls13-chacha20.pcap", "--keylog", "\(base)/bad.keys", "--out", "\(base)/bad"])
+        #expect(bad.status == 2 && bad.stderr.contains("key log \(base)/bad.keys:2:15: the client random is not hex"), "\(bad.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: "\(base)/bad"))
+        let other = try await ChaosCLI.run(["audit", "\(fixtures)/tls13-chacha20.pcap", "--keylog", "\(fixtures)/tls12-chacha20.keys",
+                                            "--out", "\(base)/other"])
+        #expect(other.status == 2 && other.stdout.contains("verdict: ERROR (1 of 1 TLS conversation(s) could not be decrypted"), "\(other.stdout)")
+        let report = try String(contentsOfFile: "\(base)/other/report.md", encoding: .utf8)
+        #expect(report.contains("no keys for client random"), "\(report.prefix(2_000))")
+        let good = try await ChaosCLI.run(["audit", "\(fixtures)/tls13-chacha20.pcap", "--keylog", "\(fixtures)/tls13-chacha20.keys",
+                                           "--out", "\(base)/good"])
+        #expect(good.status == 0 && good.stdout.contains("TLS: 1 of 1 conversation(s) decrypted") && good.stdout.contains("100 ok"), "\(good.stdout)")
+    }
+
     @Test("chaos audit's gRPC flags: a field no RPC has, a descriptor set that is not one, --method without grpc, are exit 2 naming the mistake",
           arguments: [
               (["--framing", "grpc", "--descriptors", "Tests/Fixtures/protos/follow.protoset", "--seq", "sequence"],
