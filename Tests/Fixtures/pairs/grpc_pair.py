@@ -291,6 +291,9 @@ def main():
     parser.add_argument("--call-for", type=float, default=0)
     add_arguments(parser)
     args = parser.parse_args()
+    if args.keylog or args.tls_version or args.tls_cipher:
+        # grpcio's TLS is BoringSSL, with no key log and no cipher choice: tls_terminator.py does TLS for it.
+        parser.error("--keylog, --tls-version and --tls-cipher: put tls_terminator.py in front of a cleartext server")
     asyncio.run(run_server(args) if args.role == "server" else run_client(args))
 
 

@@ -21,7 +21,7 @@ import argparse
 import asyncio
 import json
 import signal
-from pair_tls import add_arguments, client_tls, server_tls
+from pair_tls import add_arguments, client_tls, prepare, server_tls
 import sys
 import time
 
@@ -256,6 +256,7 @@ def main():
     parser.add_argument("--drop-on-resume", type=int, default=0)
     add_arguments(parser)
     args = parser.parse_args()
+    prepare(args)
     asyncio.run(run_server(args) if args.role == "server" else run_client(args))
 
 

@@ -19,11 +19,24 @@ handled the moment its bytes arrive: what the kernel acknowledged is what was re
 --drop-on-resume N: on every resume the producer throws away the first N messages the other side had not
 processed. --dup-every N: every Nth message is sent twice in a row on the same connection. --send-for S stops
 producing after S seconds.
+
+--reconnect-every S (client): with no proxy in the path nothing cuts a connection, so the client cuts its own every
+S seconds, in the middle of a message, as a client killed mid-write would: it writes the first fragment of its next
+MSG, then aborts the connection (transport.abort(): no close frame, no close_notify, its kernel's FIN), logs
+
+  {"t": 2.5, "event": "cut", "stream": "c1", "conn": 1}
+
+and reconnects. The cut message never reached the server whole, so the resume retransmits it, or with
+--drop-on-resume N throws it away: a hole in the server's log, a message lost on the wire. (No cut makes a message
+once --send-for is over: the last cut messages would otherwise be the highest seqs, and no hole.)
+
+--no-deflate (client) offers no permessage-deflate: messages travel as written, which tshark 4.0 reads whole (it
+cannot inflate a compressed message sent in fragments). --keylog, --tls-version and --tls-cipher (pair_tls.py) pin TLS and write the key log for offline decryption.
 """
 import argparse
 import asyncio
 import json
-from pair_tls import add_arguments, client_tls, server_tls
+from pair_tls import add_arguments, client_tls, prepare, server_tls
 import random
 import sys
 import time
@@ -76,7 +89,8 @@ class Connection(asyncio.Protocol):
         self.producer, self.consumer = producer, consumer
         if is_client:
             self.ws = ClientProtocol(parse_uri(f"{'wss' if args.tls_ca else 'ws'}://{args.connect}/feed"),
-                                     extensions=enable_client_permessage_deflate(None), max_size=None)
+                                     extensions=None if args.no_deflate else enable_client_permessage_deflate(None),
+                                     max_size=None)
         else:
             self.ws = ServerProtocol(extensions=enable_server_permessage_deflate(None), max_size=None)
         self.transport = None
@@ -174,6 +188,16 @@ class Connection(asyncio.Protocol):
         elif kind == "ACK" and self.producer:
             self.producer.acked(message["ack"])
 
+    def cut(self):
+        """--reconnect-every: the first fragment of the next MSG (while producing), then an abort."""
+        if (self.producer and self.ws.state is State.OPEN and not self.transport.is_closing()
+                and time.monotonic() - START < self.args.send_for):
+            _, text = self.producer.make()
+            data = text.encode()
+            self.ws.send_text(data[:len(data) // 3], fin=False)
+            self.flush()
+        self.close(abort=True)
+
     def close(self, code=None, reason="", abort=False):
         """Closes the connection (with a close frame when `code` is given). `abort` gives up on a dead connection:
         its socket is closed at once, so nothing that arrives later is acknowledged by our kernel and left unread
@@ -245,9 +269,16 @@ async def run_client(args):
             continue
         log.write(event="connected", stream=args.stream, conn=conn)
         stopper = asyncio.ensure_future(stop.wait())
-        await asyncio.wait([connection.closed, stopper], return_when=asyncio.FIRST_COMPLETED)
+        cutter = asyncio.ensure_future(asyncio.sleep(args.reconnect_every)) if args.reconnect_every else None
+        await asyncio.wait([connection.closed, stopper] + ([cutter] if cutter else []), return_when=asyncio.FIRST_COMPLETED)
         stopper.cancel()
-        connection.close(1000 if stop.is_set() else None, abort=not stop.is_set())
+        if cutter is not None and cutter.done() and not stop.is_set() and not connection.closed.done():
+            log.write(event="cut", stream=args.stream, conn=conn)
+            connection.cut()
+        else:
+            connection.close(1000 if stop.is_set() else None, abort=not stop.is_set())
+        if cutter is not None:
+            cutter.cancel()
         await asyncio.sleep(0.2)
 
 
@@ -265,7 +296,10 @@ def main():
     parser.add_argument("--drop-on-resume", type=int, default=0)
     add_arguments(parser)
     parser.add_argument("--dup-every", type=int, default=0)
+    parser.add_argument("--no-deflate", action="store_true", help="client: do not offer permessage-deflate")
+    parser.add_argument("--reconnect-every", type=float, default=0, help="client: cut the connection mid-message every S seconds")
     args = parser.parse_args()
+    prepare(args)
     asyncio.run(run_server(args) if args.role == "server" else run_client(args))
 
 
