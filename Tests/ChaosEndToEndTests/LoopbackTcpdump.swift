@@ -6,11 +6,13 @@ struct LoopbackTcpdump {
     /// The pcap file it writes.
     let file: String
 
-    /// Starts tcpdump on `ports` and gives it a second to attach.
-    static func start(ports: [Int], file: String) async throws -> LoopbackTcpdump {
+    /// Starts tcpdump on `ports` and gives it a second to attach. `immediate` hands it each packet as it comes
+    /// (`--immediate-mode`) rather than a buffer's worth at a time, so that the last packets of a run are written
+    /// before ``stop()`` sees the file stop growing.
+    static func start(ports: [Int], file: String, immediate: Bool = false) async throws -> LoopbackTcpdump {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["tcpdump", "-i", "lo", "-U", "-B", "32768", "-s", "0", "-w", file,
+        process.arguments = ["tcpdump", "-i", "lo"] + (immediate ? ["--immediate-mode"] : []) + ["-U", "-B", "32768", "-s", "0", "-w", file,
                              ports.map { "tcp port \($0)" }.joined(separator: " or ")]
         process.standardError = FileHandle.nullDevice
         process.standardOutput = FileHandle.nullDevice
