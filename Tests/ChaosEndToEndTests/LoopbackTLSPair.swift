@@ -125,10 +125,11 @@ struct LoopbackTLSPair {
             processes.append(process)
         }
 
-        /// SIGTERM to every one, then up to 5 s for them to end; SIGKILL for any still running.
+        /// SIGTERM to every one, then 1.5 s for them to end (a scenario's `stop_grace`: grpcio's processes take longer
+        /// to wind down than that, and their logs are written line by line); SIGKILL for any still running.
         func stop() async throws {
             for process in processes where process.isRunning { Foundation.kill(process.processIdentifier, SIGTERM) }
-            for _ in 0..<250 where processes.contains(where: \.isRunning) { try await Task.sleep(nanoseconds: 20_000_000) }
+            for _ in 0..<75 where processes.contains(where: \.isRunning) { try await Task.sleep(nanoseconds: 20_000_000) }
             kill()
         }
 

@@ -20,8 +20,8 @@ struct TLSCaptureAuditTests {
         /// The cipher suite's code point, as tshark prints it (`0x1302`).
         var suite: String
         var tls13: Bool
-        /// `--no-deflate`: tshark 4.0 cannot inflate a compressed message sent in fragments, so only then does it read
-        /// every message's text (and the message counts are compared).
+        /// permessage-deflate (the pair's default) or `--no-deflate`: tshark 4.0 cannot inflate a compressed message sent
+        /// in fragments, so only without it do its message texts count (see ``checkWebSocketCounts(_:folder:json:deflate:_:)``).
         var deflate: Bool
         var testDescription: String { name }
     }
@@ -36,28 +36,24 @@ struct TLSCaptureAuditTests {
              suite: "0xcca9", tls13: false, deflate: false),
     ]
 
-    @Test("websockets over wss, no proxy, every client cutting its connection in mid-message and resuming: chaos audit --keylog of tcpdump -i lo equals the pair's logs, and tshark with the key log sees the pinned suite and the same messages",
+    @Test("websockets over wss, no proxy, every client cutting its connection in mid-message and resuming: chaos audit --keylog of tcpdump -i lo equals the pair's logs, and tshark with the key log sees the pinned suite and as many messages",
           arguments: websocketPins)
     func websocketPair(pins: Pins) async throws {
-        let pair = try await LoopbackTLSPair.run(.websocket, name: "tls-capture-ws", clientFlags: pins.flags + ["--reconnect-every", "3"])
+        let pair = try await LoopbackTLSPair.run(.websocket, name: "tls-capture-ws", seconds: 7,
+                                                 clientFlags: pins.flags + ["--reconnect-every", "2.5"])
+        var checks = Checks(folder: pair.folder)
         let (folder, result) = try await pair.audit()
-        #expect(result.status == 0, "a correct pair passes (\(pair.folder)): \(result.stdout)\n\(result.stderr)")
+        checks.expect(result.status == 0, "a correct pair passes: \(result.stdout)\n\(result.stderr)")
         let (lost, duplicated, json) = try ThirdPartyPairRun.compare(folder)
-        #expect(lost == 0 && duplicated == 0)
+        checks.expect(try Self.logsMatch(folder) && lost == 0 && duplicated == 0, "the audit equals the logs, lost \(lost), duplicated \(duplicated)")
         let handshakes = try Self.serverChoices(pair)
-        #expect(handshakes.count >= 4, "two clients, each cut once and resumed: \(handshakes)")
-        #expect(handshakes.allSatisfy { $0 == (pins.suite, pins.tls13) }, "\(pins.name): the servers chose \(handshakes)")
+        checks.expect(handshakes.count >= 4, "two clients, each cut once and resumed: \(handshakes)")
+        checks.expect(handshakes.allSatisfy { $0 == (pins.suite, pins.tls13) }, "\(pins.name): the servers chose \(handshakes)")
         let events = json["protocol_events"] as? [String: Any] ?? [:]
-        #expect((events["upgrades"] as? Int ?? 0) == handshakes.count, "every conversation decrypted: \(events)")
-        try Self.checkTLSExtra(json, conversations: handshakes.count)
-        if !pins.deflate {
-            let shark = try Self.tsharkWebSocketMessages(pair)
-            let decrypted = try Self.sentByDirection(folder)
-            #expect(shark.up > 0 && shark.down > 0)
-            #expect(shark.up == decrypted.up && shark.down == decrypted.down,
-                    "MSG messages client->server, server->client: tshark \(shark), chaos \(decrypted) (\(pair.folder))")
-        }
-        if result.status == 0, lost == 0 { pair.remove() }
+        checks.expect((events["upgrades"] as? Int ?? 0) == handshakes.count, "every conversation decrypted: \(events)")
+        Self.checkTLSExtra(json, conversations: handshakes.count, &checks)
+        try Self.checkWebSocketCounts(pair, folder: folder, json: json, deflate: pins.deflate, &checks)
+        checks.removeIfPassed()
     }
 
     @Test("websockets over wss dropping a message on every resume, no proxy: the audit fails and its losses are the logs' holes")
@@ -65,17 +61,19 @@ struct TLSCaptureAuditTests {
         let pair = try await LoopbackTLSPair.run(.websocket, name: "tls-capture-ws-drop",
                                                  clientFlags: ["--reconnect-every", "2.5", "--drop-on-resume", "1"],
                                                  serverFlags: ["--drop-on-resume", "1"])
+        var checks = Checks(folder: pair.folder)
         let (folder, result) = try await pair.audit()
-        #expect(result.status == 1, "the pair lost messages (\(pair.folder)): \(result.stdout)\n\(result.stderr)")
+        checks.expect(result.status == 1, "the pair lost messages: \(result.stdout)\n\(result.stderr)")
         let (lost, _, _) = try ThirdPartyPairRun.compare(folder)
+        checks.expect(try Self.logsMatch(folder), "the audit equals the logs")
         // Each client cuts a message in half twice while producing; the resume then drops it.
-        #expect(lost >= 2, "lost \(lost) (\(pair.folder))")
+        checks.expect(lost >= 2, "lost \(lost)")
         let logs = try DeliveredMeansAcknowledgedTests.ConsumerLog.read(pair.folder)
         let holes = logs.values.reduce(0) { $0 + $1.holes.count }
-        #expect(lost == Int64(holes), "lost \(lost), holes in the logs \(holes)")
+        checks.expect(lost == Int64(holes), "lost \(lost), holes in the logs \(holes)")
         let lostSeqs = try DeliveredMeansAcknowledgedTests.lostSeqs(folder)
-        for (key, log) in logs { #expect(lostSeqs[key, default: []] == log.holes, "\(key): lost seqs vs log holes") }
-        if result.status == 1, lost == Int64(holes) { pair.remove() }
+        for (key, log) in logs { checks.expect(lostSeqs[key, default: []] == log.holes, "\(key): lost seqs vs log holes") }
+        checks.removeIfPassed()
     }
 
     @Test("grpcio over TLS through a Python TLS terminator, no proxy: chaos audit --keylog equals the pair's logs, and tshark sees the pinned version and as many MSG messages", arguments: [
@@ -83,63 +81,67 @@ struct TLSCaptureAuditTests {
         (["--tls-version", "1.2", "--tls-cipher", "aes128"], "0xc02b", false),
     ])
     func grpcPair(flags: [String], suite: String, tls13: Bool) async throws {
-        let pair = try await LoopbackTLSPair.run(.grpc, name: "tls-capture-grpc", terminatorFlags: flags)
+        let pair = try await LoopbackTLSPair.run(.grpc, name: "tls-capture-grpc", seconds: 7, terminatorFlags: flags)
+        var checks = Checks(folder: pair.folder)
         let (folder, result) = try await pair.audit()
-        #expect(result.status == 0, "a correct pair passes (\(pair.folder)): \(result.stdout)\n\(result.stderr)")
+        checks.expect(result.status == 0, "a correct pair passes: \(result.stdout)\n\(result.stderr)")
         let (lost, duplicated, json) = try ThirdPartyPairRun.compare(folder)
-        #expect(lost == 0 && duplicated == 0)
+        checks.expect(try Self.logsMatch(folder) && lost == 0 && duplicated == 0, "the audit equals the logs, lost \(lost), duplicated \(duplicated)")
         let handshakes = try Self.serverChoices(pair)
-        #expect(!handshakes.isEmpty && handshakes.allSatisfy { $0 == (suite, tls13) }, "\(flags): \(handshakes)")
+        checks.expect(!handshakes.isEmpty && handshakes.allSatisfy { $0 == (suite, tls13) }, "\(flags): \(handshakes)")
         let events = json["protocol_events"] as? [String: Any] ?? [:]
-        #expect((events["calls"] as? Int ?? 0) >= 2, "\(events)")
-        try Self.checkTLSExtra(json, conversations: handshakes.count)
+        checks.expect((events["calls"] as? Int ?? 0) >= 2, "\(events)")
+        Self.checkTLSExtra(json, conversations: handshakes.count, &checks)
+        // gRPC messages are per HTTP/2 stream and direction, which tshark reassembles right: MSG messages each way.
         let shark = try Self.tsharkGRPCMessages(pair)
         let decrypted = try Self.sentByDirection(folder)
-        #expect(shark.up > 0 && shark.down > 0)
-        #expect(shark.up == decrypted.up && shark.down == decrypted.down,
-                "MSG messages client->server, server->client: tshark \(shark), chaos \(decrypted) (\(pair.folder))")
-        if result.status == 0, lost == 0 { pair.remove() }
+        checks.expect(shark.up > 0 && shark.down > 0 && shark.up == decrypted.up && shark.down == decrypted.down,
+                      "MSG messages client->server, server->client: tshark \(shark), chaos sent \(decrypted)")
+        checks.removeIfPassed()
     }
 
     @Test("a chaos run over TLS (a WebSocket pair through a tls: proxy, a partition, a FIN and a reset): chaos audit of a tcpdump -i lo of both legs with the run's keys.log gives the live counts")
     func liveRunAuditedOffline() async throws {
         let run = try await TLSPairTests.run(pair: TLSPairTests.websocket, bug: "", websocket: true, capture: true)
-        #expect(run.status == 0, "the run must pass (\(run.folder))")
+        var checks = Checks(folder: URL(fileURLWithPath: run.folder).deletingLastPathComponent().path)
+        defer { try? FileManager.default.removeItem(atPath: run.home) }
+        checks.expect(run.status == 0, "the run must pass")
         let text = try String(contentsOfFile: run.scenario, encoding: .utf8)
         let listen = try #require(text.firstMatch(of: /listen: "127\.0\.0\.1:(\d+)"/).map { String($0.1) })
         let tcpdump = URL(fileURLWithPath: run.folder).deletingLastPathComponent().appendingPathComponent("lo.pcap").path
         let out = "\(run.folder)-tcpdump"
         let offline = try await ChaosCLI.run(["audit", tcpdump, "--keylog", "\(run.folder)/keys.log", "--protocol-from", run.scenario,
                                               "--proxy-port", listen, "--out", out], timeout: 120)
-        #expect(offline.status == 0, "\(offline.stdout)\n\(offline.stderr)")
+        checks.expect(offline.status == 0, "\(offline.stdout)\n\(offline.stderr)")
         let live = try DeliveredMeansAcknowledgedTests.streams(run.folder)
         let audited = try DeliveredMeansAcknowledgedTests.streams(out)
-        #expect(live.count == 4 && audited.count == 4, "c1, c2 each way: live \(live.keys.sorted()), offline \(audited.keys.sorted())")
-        var same = true
+        checks.expect(live.count == 4 && audited.count == 4, "c1, c2 each way: live \(live.keys.sorted()), offline \(audited.keys.sorted())")
         for (key, stream) in live {
             for count in ["delivered", "ok", "lost", "duplicated", "redelivered"] {
-                #expect(audited[key]?[count] == stream[count], "\(key) \(count): offline \(audited[key]?[count] ?? -1), live \(stream[count] ?? -1)")
-                same = same && audited[key]?[count] == stream[count]
+                checks.expect(audited[key]?[count] == stream[count], "\(key) \(count): offline \(audited[key]?[count] ?? -1), live \(stream[count] ?? -1)")
             }
             // As in CaptureAuditTests: the wire carries messages the proxy never read (written just before a fault cut
-            // that leg, acknowledged by the proxy's kernel, discarded unread), and a capture orders the events of
-            // different connections by packet time; what was delivered is exact.
-            for count in ["sent", "recovered"] {
-                let difference = abs((audited[key]?[count] ?? 0) - (stream[count] ?? 0))
-                #expect(difference <= 4, "\(key) \(count): offline \(audited[key]?[count] ?? -1), live \(stream[count] ?? -1)")
-            }
+            // that leg, acknowledged by the proxy's kernel, discarded unread), so `sent` may differ by a few; what was
+            // delivered is exact. `recovered` is not compared: whether the partition's held messages count as recovered
+            // differs between a live audit and a capture's even in cleartext (this scenario without tls: live 0 on
+            // every stream, a tcpdump of it about 95 on each).
+            let difference = abs((audited[key]?["sent"] ?? 0) - (stream["sent"] ?? 0))
+            checks.expect(difference <= 4, "\(key) sent: offline \(audited[key]?["sent"] ?? -1), live \(stream["sent"] ?? -1)")
         }
         let json = try DeliveredMeansAcknowledgedTests.reportJSON(out)
         let counts = json["anomaly_counts"] as? [String: Any] ?? [:]
-        #expect(counts["protocol"] == nil && counts["undecodable"] == nil, "no protocol errors: \(counts)")
-        if same { try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: run.folder).deletingLastPathComponent().path) }
-        try? FileManager.default.removeItem(atPath: run.home)
+        checks.expect(counts["protocol"] == nil && counts["undecodable"] == nil, "no protocol errors: \(counts)")
+        let extra = json["extra"] as? [String: String] ?? [:]
+        checks.expect(extra["capture.tls_conversations"] != nil && extra["capture.tls_conversations"] == extra["capture.tls_decrypted"],
+                      "both legs of every connection decrypted: \(extra)")
+        checks.removeIfPassed()
     }
 
     /// What a fixture's NAME.json says (make_tls_captures.py).
     struct Fixture: Decodable {
         struct Direction: Decodable {
             var lines: Int
+            var bytes: Int
             var seqs: [Int]
             var holes: [Int]
             var repeated: [Int]
@@ -162,8 +164,8 @@ struct TLSCaptureAuditTests {
         defer { try? FileManager.default.removeItem(atPath: out) }
         let result = try await ChaosCLI.run(["audit", "\(Self.fixtures)/\(name).pcap", "--keylog", "\(Self.fixtures)/\(name).keys",
                                              "--out", out])
-        let flawed = !fixture.downstream.holes.isEmpty || !fixture.downstream.repeated.isEmpty
-        #expect(result.status == (flawed ? 1 : 0), "\(result.stdout)\n\(result.stderr)")
+        // No scenario, so no expectations: the verdict passes whatever the counts.
+        #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
         let streams = try DeliveredMeansAcknowledgedTests.streams(out)
         for (direction, expected) in [("upstream", fixture.upstream), ("downstream", fixture.downstream)] {
             let stream = try #require(streams["c1/\(direction)"], "\(direction) in \(streams.keys.sorted())")
@@ -172,7 +174,10 @@ struct TLSCaptureAuditTests {
             #expect(stream["duplicated"] == Int64(expected.repeated.count), "\(name) \(direction) duplicated")
         }
         let json = try DeliveredMeansAcknowledgedTests.reportJSON(out)
-        try Self.checkTLSExtra(json, conversations: 1)
+        var checks = Checks(folder: out)
+        Self.checkTLSExtra(json, conversations: 1, &checks)
+        let extra = json["extra"] as? [String: String] ?? [:]
+        #expect(extra["capture.tls_plaintext_bytes"] == "\(fixture.upstream.bytes + fixture.downstream.bytes)", "\(extra)")
         let counts = json["anomaly_counts"] as? [String: Any] ?? [:]
         #expect(counts["protocol"] == nil && counts["undecodable"] == nil, "\(name): \(counts)")
     }
@@ -208,10 +213,10 @@ struct TLSCaptureAuditTests {
 
     /// tshark with the key log: WebSocket text messages of type MSG, client to server and server to client.
     static func tsharkWebSocketMessages(_ pair: LoopbackTLSPair) throws -> (up: Int, down: Int) {
-        let rows = try tsharkFields(pair, filter: "websocket", field: "websocket.payload.text")
+        let rows = try tsharkFields(pair, filter: "websocket", fields: ["websocket.payload.text"])
         var up = 0, down = 0
-        for (fromServer, value) in rows {
-            let count = value.matches(of: /"type": "MSG"/).count
+        for (fromServer, values) in rows {
+            let count = values[0].matches(of: /"type": "MSG"/).count
             if fromServer { down += count } else { up += count }
         }
         return (up, down)
@@ -220,25 +225,26 @@ struct TLSCaptureAuditTests {
     /// tshark with the key log: gRPC messages whose `kind` (field 5 of RaceRequest, 7 of RaceUpdate) is MSG, client to
     /// server and server to client (no schema: a length-delimited field value of the bytes "MSG").
     static func tsharkGRPCMessages(_ pair: LoopbackTLSPair) throws -> (up: Int, down: Int) {
-        let rows = try tsharkFields(pair, filter: "grpc", field: "protobuf.field.value")
+        let rows = try tsharkFields(pair, filter: "grpc", fields: ["protobuf.field.value"])
         var up = 0, down = 0
-        for (fromServer, value) in rows {
-            let count = value.split(separator: "|").filter { $0 == "4d5347" }.count
+        for (fromServer, values) in rows {
+            let count = values[0].split(separator: "|").filter { $0 == "4d5347" }.count
             if fromServer { down += count } else { up += count }
         }
         return (up, down)
     }
 
-    /// Rows of (from the server?, every occurrence of `field` joined by `|`) for the packets matching `filter`.
-    static func tsharkFields(_ pair: LoopbackTLSPair, filter: String, field: String) throws -> [(Bool, String)] {
+    /// Rows of (from the server?, for each of `fields` every occurrence joined by `|`) for the packets matching `filter`,
+    /// tshark decrypting with the pair's key log.
+    static func tsharkFields(_ pair: LoopbackTLSPair, filter: String, fields: [String]) throws -> [(Bool, [String])] {
         let shark = try ChaosCLI.runBlocking(["tshark", "-r", pair.capture, "-o", "tls.keylog_file:\(pair.keylog)", "-Y", filter,
-                                              "-T", "fields", "-E", "occurrence=a", "-E", "aggregator=|", "-e", "tcp.srcport",
-                                              "-e", field], timeout: 120, program: "/usr/bin/env")
+                                              "-T", "fields", "-E", "occurrence=a", "-E", "aggregator=|", "-e", "tcp.srcport"]
+                                             + fields.flatMap { ["-e", $0] }, timeout: 120, program: "/usr/bin/env")
         #expect(shark.status == 0, "\(shark.stderr)")
         return shark.stdout.split(separator: "\n").compactMap { row in
-            let fields = row.split(separator: "\t", maxSplits: 1, omittingEmptySubsequences: false)
-            guard fields.count == 2, let port = Int(fields[0]) else { return nil }
-            return (port == pair.port, String(fields[1]))
+            let values = row.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
+            guard values.count == fields.count + 1, let port = Int(values[0]) else { return nil }
+            return (port == pair.port, Array(values.dropFirst()))
         }
     }
 
@@ -252,9 +258,73 @@ struct TLSCaptureAuditTests {
     }
 
     /// The report's `extra` counts every TLS conversation of the capture, and says each was decrypted.
-    static func checkTLSExtra(_ json: [String: Any], conversations: Int) throws {
+    static func checkTLSExtra(_ json: [String: Any], conversations: Int, _ checks: inout Checks) {
         let extra = json["extra"] as? [String: String] ?? [:]
-        #expect(extra["capture.tls_conversations"] == "\(conversations)", "\(extra)")
-        #expect(extra["capture.tls_decrypted"] == "\(conversations)", "\(extra)")
+        checks.expect(extra["capture.tls_conversations"] == "\(conversations)" && extra["capture.tls_decrypted"] == "\(conversations)",
+                      "\(conversations) TLS conversations, all decrypted: \(extra)")
+    }
+
+    /// tshark's WebSocket count against chaos's. tshark 4.0 reassembles a fragmented message per conversation, not per
+    /// direction: when both ends send fragmented messages at once, a message's text holds the other direction's
+    /// fragments too (`{"type": "MSG", "n": 35, "p{"type": "MSG", "seq": 35, "ayload"…`), and with permessage-deflate
+    /// it cannot inflate them at all. What it reads right is each frame's header: the data messages each way (frames
+    /// with FIN of opcode text, binary or continuation) equal what chaos decoded, its MSGs (`sent`) and the messages
+    /// it ignored (HELLO, WELCOME, ACK: `messages.ignored`, counted once as read from the producer and once as written
+    /// to the consumer); and without deflate the MSG texts, wherever tshark puts them, add up to chaos's `sent`.
+    static func checkWebSocketCounts(_ pair: LoopbackTLSPair, folder: String, json: [String: Any], deflate: Bool,
+                                     _ checks: inout Checks) throws {
+        let frames = try tsharkWebSocketDataMessages(pair)
+        let decrypted = try sentByDirection(folder)
+        let ignored = ((json["messages"] as? [String: Any])?["ignored"] as? Int) ?? -1
+        checks.expect(frames.up > 0 && frames.down > 0 && frames.up + frames.down == decrypted.up + decrypted.down + ignored / 2,
+                      "WebSocket data messages: tshark \(frames) (both ways \(frames.up + frames.down)), chaos sent \(decrypted) + ignored \(ignored) / 2")
+        if !deflate {
+            let texts = try tsharkWebSocketMessages(pair)
+            checks.expect(texts.up + texts.down == decrypted.up + decrypted.down, "MSG texts: tshark \(texts), chaos sent \(decrypted)")
+        }
+    }
+
+    /// tshark with the key log: complete WebSocket data messages (a frame with FIN, opcode 0, 1 or 2) each way.
+    static func tsharkWebSocketDataMessages(_ pair: LoopbackTLSPair) throws -> (up: Int, down: Int) {
+        let rows = try tsharkFields(pair, filter: "websocket", fields: ["websocket.opcode", "websocket.fin"])
+        var up = 0, down = 0
+        for (fromServer, values) in rows {
+            for (code, fin) in zip(values[0].split(separator: "|"), values[1].split(separator: "|"))
+            where ["0", "1", "2"].contains(code) && (fin == "1" || fin == "True") {
+                if fromServer { down += 1 } else { up += 1 }
+            }
+        }
+        return (up, down)
+    }
+
+    /// Whether every stream's ok, lost, duplicated and redelivered equal the logs (what ``ThirdPartyPairRun/compare(_:oneWay:)``
+    /// expects, as a value: a test keeps its folder when they differ).
+    static func logsMatch(_ folder: String) throws -> Bool {
+        let logs = try DeliveredMeansAcknowledgedTests.ConsumerLog.read(folder)
+        let streams = try DeliveredMeansAcknowledgedTests.streams(folder)
+        return !logs.isEmpty && logs.count == streams.count && logs.allSatisfy { key, log in
+            let stream = streams[key] ?? [:]
+            return stream["ok"] == Int64(log.distinct.count) && stream["lost"] == Int64(log.holes.count)
+                && stream["duplicated"] == Int64(log.duplicated) && stream["redelivered"] == Int64(log.redelivered)
+        }
+    }
+
+    /// `#expect`s that remember whether one failed: a test removes its folder only when all passed (its path is in
+    /// every failure).
+    struct Checks {
+        let folder: String
+        private(set) var failed = false
+
+        init(folder: String) { self.folder = folder }
+
+        mutating func expect(_ condition: Bool, _ comment: @autoclosure () -> String,
+                             sourceLocation: SourceLocation = #_sourceLocation) {
+            if !condition { failed = true }
+            #expect(condition, "\(comment()) (\(folder))", sourceLocation: sourceLocation)
+        }
+
+        func removeIfPassed() {
+            if !failed { try? FileManager.default.removeItem(atPath: folder) }
+        }
     }
 }
