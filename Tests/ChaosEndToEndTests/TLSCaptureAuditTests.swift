@@ -148,8 +148,15 @@ struct TLSCaptureAuditTests {
         }
 
         var name: String
+        var clientRandom: String
         var upstream: Direction
         var downstream: Direction
+
+        static func load(_ name: String) throws -> Fixture {
+            let decoder = JSONDecoder()
+            decoder.keyDecodingStrategy = .convertFromSnakeCase
+            return try decoder.decode(Fixture.self, from: Data(contentsOf: URL(fileURLWithPath: "\(TLSCaptureAuditTests.fixtures)/\(name).json")))
+        }
     }
 
     static let fixtureNames = ["tls13-aes128gcm", "tls13-aes256gcm", "tls13-chacha20", "tls12-aes128gcm", "tls12-aes256gcm",
@@ -158,8 +165,7 @@ struct TLSCaptureAuditTests {
     @Test("each committed TLS capture (Python ssl and openssl s_client, TLS 1.3 and 1.2, AES-GCM and ChaCha20, KeyUpdates) audits with its key log to the lines, holes and repeats its JSON file says",
           arguments: fixtureNames)
     func fixture(name: String) async throws {
-        let data = try Data(contentsOf: URL(fileURLWithPath: "\(Self.fixtures)/\(name).json"))
-        let fixture = try JSONDecoder().decode(Fixture.self, from: data)
+        let fixture = try Fixture.load(name)
         let out = FileManager.default.temporaryDirectory.appendingPathComponent("tls-fixture-\(name)-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: out) }
         let result = try await ChaosCLI.run(["audit", "\(Self.fixtures)/\(name).pcap", "--keylog", "\(Self.fixtures)/\(name).keys",
@@ -182,17 +188,23 @@ struct TLSCaptureAuditTests {
         #expect(counts["protocol"] == nil && counts["undecodable"] == nil, "\(name): \(counts)")
     }
 
-    @Test("a TLS capture with a key log that lacks its client random: a protocol anomaly says so, nothing is audited as delivered")
+    @Test("a TLS capture with a key log that lacks its client random: a protocol anomaly names the client random, nothing is audited, the verdict is ERROR (exit 2)")
     func wrongKeylog() async throws {
+        let fixture = try Fixture.load("tls13-aes128gcm")
         let out = FileManager.default.temporaryDirectory.appendingPathComponent("tls-fixture-nokeys-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: out) }
         let result = try await ChaosCLI.run(["audit", "\(Self.fixtures)/tls13-aes128gcm.pcap", "--keylog",
                                              "\(Self.fixtures)/tls12-aes128gcm.keys", "--out", out])
-        #expect(result.status != 2, "a conversation without keys is an anomaly, not a bad capture: \(result.stdout)\n\(result.stderr)")
+        #expect(result.status == 2, "\(result.stdout)\n\(result.stderr)")
         let json = try DeliveredMeansAcknowledgedTests.reportJSON(out)
+        #expect(json["verdict"] as? String == "error")
         let anomalies = json["anomalies"] as? [[String: Any]] ?? []
-        let tls = anomalies.filter { $0["class"] as? String == "protocol" }
-        #expect(tls.contains { ($0["detail"] as? String ?? "").localizedCaseInsensitiveContains("key") }, "\(anomalies.prefix(3))")
+        #expect(anomalies.contains { $0["class"] as? String == "protocol"
+                    && ($0["detail"] as? String ?? "").contains("no keys for client random \(fixture.clientRandom)") },
+                "\(anomalies.prefix(3))")
+        let extra = json["extra"] as? [String: String] ?? [:]
+        #expect(extra["capture.tls_conversations"] == "1" && extra["capture.tls_decrypted"] == "0" && extra["capture.tls_failed"] == "1",
+                "\(extra)")
         let streams = try DeliveredMeansAcknowledgedTests.streams(out)
         #expect(streams.values.allSatisfy { ($0["delivered"] ?? 0) == 0 }, "\(streams)")
     }
@@ -260,7 +272,8 @@ struct TLSCaptureAuditTests {
     /// The report's `extra` counts every TLS conversation of the capture, and says each was decrypted.
     static func checkTLSExtra(_ json: [String: Any], conversations: Int, _ checks: inout Checks) {
         let extra = json["extra"] as? [String: String] ?? [:]
-        checks.expect(extra["capture.tls_conversations"] == "\(conversations)" && extra["capture.tls_decrypted"] == "\(conversations)",
+        checks.expect(extra["capture.tls_conversations"] == "\(conversations)" && extra["capture.tls_decrypted"] == "\(conversations)"
+                      && (extra["capture.tls_failed"] ?? "0") == "0",
                       "\(conversations) TLS conversations, all decrypted: \(extra)")
     }
 
