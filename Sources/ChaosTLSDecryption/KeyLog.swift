@@ -1,4 +1,4 @@
-public import ChaosCore
+import ChaosCore
 import Foundation
 
 /// An NSS key log (the `SSLKEYLOGFILE` format curl, Chrome, Firefox, Python's `keylog_filename`, Go's `KeyLogWriter`,

@@ -89,7 +89,6 @@ extension WebSocketDecoder {
         case 8:
             guard control.count != 1 else { return stop("a close frame with a 1-byte payload (a code takes 2)", at: end, output) }
             let code = control.count >= 2 ? UInt16(control[0]) << 8 | UInt16(control[1]) : nil
-            let reason = control.count > 2 ? String(decoding: control[2...], as: UTF8.self) : ""
             phase = .closed
             output(.event(.coded("closeCodes", code: code.map(String.init) ?? "none"), at: end))
         case 9: output(.event(.counted("pings"), at: end))
