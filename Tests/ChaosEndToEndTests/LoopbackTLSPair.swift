@@ -95,9 +95,11 @@ struct LoopbackTLSPair {
     /// `chaos audit lo.pcap --keylog keys.log --protocol-from SCENARIO --out FOLDER/audit`, with the pair's logs copied
     /// beside the report (``ThirdPartyPairRun/compare(_:oneWay:)`` reads both from one folder). Returns the audit
     /// folder and chaos's result.
-    func audit(keylog: String? = nil, name: String = "audit", extra: [String] = []) async throws -> (folder: String, result: ChaosCLI.Result) {
+    func audit(keylog: String? = nil, name: String = "audit", scenario: String? = nil, extra: [String] = []) async throws
+        -> (folder: String, result: ChaosCLI.Result)
+    {
         let out = "\(folder)/\(name)"
-        let result = try await ChaosCLI.run(["audit", capture, "--keylog", keylog ?? self.keylog, "--protocol-from", scenario,
+        let result = try await ChaosCLI.run(["audit", capture, "--keylog", keylog ?? self.keylog, "--protocol-from", scenario ?? self.scenario,
                                              "--out", out] + extra, timeout: 120)
         if FileManager.default.fileExists(atPath: out) {
             for log in try FileManager.default.contentsOfDirectory(atPath: folder) where log.hasSuffix(".jsonl") {
@@ -105,6 +107,17 @@ struct LoopbackTLSPair {
             }
         }
         return (out, result)
+    }
+
+    /// The pair's scenario with `framing: auto` instead of its own framing: each connection's protocol is then chosen by
+    /// the ALPN its decrypted handshake shows.
+    func autoFramingScenario() throws -> String {
+        let text = try String(contentsOfFile: scenario, encoding: .utf8)
+        // Auto's default format is JSON (a WebSocket pair's); gRPC's protobuf is then said outright.
+        let grpcFormat = text.contains("format:") ? "" : "\n  format: protobuf"
+        return try ChaosCLI.scenarioFile(text
+            .replacingOccurrences(of: "framing: websocket", with: "framing: auto")
+            .replacingOccurrences(of: "  framing: grpc", with: "  framing: auto" + grpcFormat))
     }
 
     func remove() { try? FileManager.default.removeItem(atPath: folder) }

@@ -53,6 +53,7 @@ struct TLSCaptureAuditTests {
         checks.expect((events["upgrades"] as? Int ?? 0) == handshakes.count, "every conversation decrypted: \(events)")
         Self.checkTLSExtra(json, conversations: handshakes.count, &checks)
         try Self.checkWebSocketCounts(pair, folder: folder, json: json, deflate: pins.deflate, &checks)
+        try await Self.checkAutoFraming(pair, json, &checks)
         checks.removeIfPassed()
     }
 
@@ -97,6 +98,7 @@ struct TLSCaptureAuditTests {
         let decrypted = try Self.sentByDirection(folder)
         checks.expect(shark.up > 0 && shark.down > 0 && shark.up == decrypted.up && shark.down == decrypted.down,
                       "MSG messages client->server, server->client: tshark \(shark), chaos sent \(decrypted)")
+        try await Self.checkAutoFraming(pair, json, &checks)
         checks.removeIfPassed()
     }
 
@@ -212,6 +214,19 @@ struct TLSCaptureAuditTests {
     // MARK: - What tshark and the report say
 
     /// Every ServerHello of the capture: the cipher suite (`0x1302`) and whether it chose TLS 1.3.
+    /// `framing: auto` picks the pair's protocol from each conversation's ALPN (http/1.1 or h2): the same totals and
+    /// streams as the framing named outright.
+    static func checkAutoFraming(_ pair: LoopbackTLSPair, _ named: [String: Any], _ checks: inout Checks) async throws {
+        let (folder, result) = try await pair.audit(name: "audit-auto", scenario: try pair.autoFramingScenario())
+        checks.expect(result.status == 0, "framing auto: \(result.stdout)\n\(result.stderr)")
+        let auto = try DeliveredMeansAcknowledgedTests.reportJSON(folder)
+        checks.expect(NSDictionary(dictionary: auto["totals"] as? [String: Any] ?? [:])
+                          .isEqual(to: named["totals"] as? [String: Any] ?? ["none": 0]),
+                      "framing auto totals \(auto["totals"] ?? "none") vs \(named["totals"] ?? "none")")
+        checks.expect(NSArray(array: auto["streams"] as? [Any] ?? []).isEqual(to: named["streams"] as? [Any] ?? [0]),
+                      "framing auto streams equal the named framing's")
+    }
+
     static func serverChoices(_ pair: LoopbackTLSPair) throws -> [(String, Bool)] {
         let shark = try ChaosCLI.runBlocking(["tshark", "-r", pair.capture, "-Y", "tls.handshake.type == 2", "-T", "fields",
                                               "-e", "tls.handshake.ciphersuite", "-e", "tls.handshake.extensions.supported_version"],
