@@ -27,7 +27,8 @@ struct BadInputCommandTests {
 
     @Test("kill -9 in the middle of a run leaves a report.json checkpoint that chaos report reads")
     func killNineLeavesACheckpoint() async throws {
-        let run = try await RunFolderUnderTest.run([RunCommandTests.resilient, "--duration", "60s"], signal: (after: 5, number: SIGKILL))
+        let run = try await RunFolderUnderTest.run([RunCommandTests.resilient, "--duration", "60s"], signal: (after: 5, number: SIGKILL),
+                                              signalOnceCheckpointed: true)
         // The pair outlives a chaos killed with -9: stop what this run started.
         for pid in PairProcesses.alive(mentioning: run.folder.path) { kill(pid, SIGKILL) }
         #expect(run.result.status != 0)

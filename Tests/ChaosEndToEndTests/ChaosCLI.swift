@@ -20,14 +20,16 @@ struct ChaosCLI {
     }
 
     /// Runs `chaos arguments…` to completion on its own thread (never blocking the cooperative pool).
+    /// `signalOnceExists`: the signal waits, past its `after`, for this file to exist (a run's first checkpoint).
     static func run(_ arguments: [String], timeout: Double = 60, environment: [String: String]? = nil,
-                    signal: (after: Double, number: Int32)? = nil, program: String? = nil,
+                    signal: (after: Double, number: Int32)? = nil, signalOnceExists: String? = nil, program: String? = nil,
                     directory: URL? = nil) async throws -> Result {
         try await withCheckedThrowingContinuation { continuation in
             Thread.detachNewThread {
                 do {
                     continuation.resume(returning: try runBlocking(arguments, timeout: timeout, environment: environment,
-                                                                   signal: signal, program: program, directory: directory))
+                                                                   signal: signal, signalOnceExists: signalOnceExists,
+                                                                   program: program, directory: directory))
                 } catch { continuation.resume(throwing: error) }
             }
         }
@@ -36,7 +38,7 @@ struct ChaosCLI {
     /// Runs `chaos arguments…` to completion (killed after `timeout` seconds), blocking this thread, in `directory`
     /// (default: the package root).
     static func runBlocking(_ arguments: [String], timeout: Double = 60, environment: [String: String]? = nil,
-                    signal: (after: Double, number: Int32)? = nil, program: String? = nil,
+                    signal: (after: Double, number: Int32)? = nil, signalOnceExists: String? = nil, program: String? = nil,
                     directory: URL? = nil) throws -> Result {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: program ?? executable)
@@ -55,7 +57,8 @@ struct ChaosCLI {
         var signalled = false
         while process.isRunning {
             let elapsed = Date().timeIntervalSince(started)
-            if let signal, !signalled, elapsed >= signal.after {
+            if let signal, !signalled, elapsed >= signal.after,
+               signalOnceExists.map({ FileManager.default.fileExists(atPath: $0) }) ?? true {
                 kill(process.processIdentifier, signal.number)
                 signalled = true
             }

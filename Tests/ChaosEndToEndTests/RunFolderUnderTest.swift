@@ -9,8 +9,10 @@ struct RunFolderUnderTest {
     let upstreamPort: Int
 
     /// `chaos run ARGUMENTS --out FOLDER --set proxies.stream.listen=… --set proxies.stream.upstream=…`.
+    /// `signalOnceCheckpointed`: the signal waits for the run's first report.json checkpoint (a loaded machine may
+    /// start the pair later than the signal's time).
     static func run(_ arguments: [String], timeout: Double = 90,
-                    signal: (after: Double, number: Int32)? = nil) async throws -> RunFolderUnderTest {
+                    signal: (after: Double, number: Int32)? = nil, signalOnceCheckpointed: Bool = false) async throws -> RunFolderUnderTest {
         let listen = ChaosCLI.freePort()
         var upstream = ChaosCLI.freePort()
         while upstream == listen { upstream = ChaosCLI.freePort() }
@@ -18,7 +20,8 @@ struct RunFolderUnderTest {
         let result = try await ChaosCLI.run(
             ["run"] + arguments + ["--out", folder.path, "--set", "proxies.stream.listen=127.0.0.1:\(listen)",
                                    "--set", "proxies.stream.upstream=127.0.0.1:\(upstream)"],
-            timeout: timeout, signal: signal)
+            timeout: timeout, signal: signal,
+            signalOnceExists: signalOnceCheckpointed ? folder.appendingPathComponent("report.json").path : nil)
         return RunFolderUnderTest(folder: folder, result: result, listenPort: listen, upstreamPort: upstream)
     }
 
