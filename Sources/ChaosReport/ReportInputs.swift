@@ -32,6 +32,8 @@ public struct ReportInputs: Sendable {
     public var pairExits: [String: Int32]?
     /// Set when the run could not be judged: the verdict is then `error` with this reason.
     public var errorReason: String?
+    /// How long the relay waited for the live audit, in seconds (nil: no live audit).
+    public var auditBackpressureS: Double?
     /// Free-form extra facts.
     public var extra: [String: String]?
 
@@ -39,7 +41,7 @@ public struct ReportInputs: Sendable {
     public init(scenario: String, seed: UInt64, startedAt: Date, elapsed: ChaosDuration, complete: Bool, timeline: Timeline,
                 audit: AuditResult, expectations: [Expectation], replay: String, planned: ChaosDuration? = nil,
                 connections: ConnectionCounts? = nil, faultConnections: [Int: Int] = [:], pairExits: [String: Int32]? = nil,
-                errorReason: String? = nil, extra: [String: String]? = nil) {
+                errorReason: String? = nil, extra: [String: String]? = nil, auditBackpressureS: Double? = nil) {
         self.scenario = scenario
         self.seed = seed
         self.startedAt = startedAt
@@ -55,6 +57,7 @@ public struct ReportInputs: Sendable {
         self.pairExits = pairExits
         self.errorReason = errorReason
         self.extra = extra
+        self.auditBackpressureS = auditBackpressureS
     }
 }
 
@@ -97,7 +100,7 @@ extension RunReport {
                                                                       refused: audit.connections.refused),
                   expectations: [], messages: audit.messages, activity: audit.activity,
                   protocolEvents: audit.protocolEvents, pairExits: inputs.pairExits,
-                  extra: inputs.extra, path: audit.path)
+                  extra: inputs.extra, path: audit.path, auditBackpressureS: inputs.auditBackpressureS)
         judge(inputs.expectations, errorReason: inputs.errorReason)
     }
 }

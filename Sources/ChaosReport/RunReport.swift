@@ -67,6 +67,9 @@ public struct RunReport: Sendable, Codable, Equatable {
     /// What the emulated mobile path did (radio promotions, NAT-killed connections and whether the pair noticed,
     /// retransmission stalls) and the pair's keepalive next to the NAT timeout and radio tail; absent without one.
     public var path: PathSummary? = nil
+    /// How long, in seconds, the relay waited for the live audit because the audit's queue was full: the pair then
+    /// saw a slower network than the scenario's (0: never; absent for a capture's audit).
+    public var auditBackpressureS: Double? = nil
 }
 
 /// One fault occurrence of the timeline, as injected.

@@ -1,62 +1,111 @@
 import ChaosAudit
 import ChaosCore
 import ChaosProxy
+import Foundation
 import Synchronization
 
-/// The proxies' one event sink during a run: feeds the audit engine (and any extra consumers, such
-/// as the capture writer) inline under one lock, so events reach them in time order and a slow
-/// consumer slows the proxy instead of filling a queue.
+/// The proxies' one event sink during a run. The relay threads hand events to a bounded ``AuditQueue``; the audit
+/// engine (and any extra consumers, such as the capture writer) take them on a thread of their own, in the order
+/// they were handed over. The relay never waits for the audit while the audit keeps up; when it cannot, the full
+/// queue holds the relay back (never unbounded memory) and the time it did is the report's `audit_backpressure_s`.
 final class RunSink: TrafficEventSink {
     private struct State {
         var engine: AuditEngine
         var consumers: [@Sendable (TrafficEvent) -> Void] = []
-        var lastTime: Int64 = 0
-        var messages: Int64 = 0
     }
 
-    // Sendable: the non-Sendable engine lives inside the Mutex and is only reached through it.
-    private let state: Mutex<State>
+    /// The engine and consumers, shared with the audit's thread.
+    private final class Shared: Sendable {
+        // Sendable: the non-Sendable engine lives inside the Mutex and is only reached through it.
+        let state: Mutex<State>
+        init(_ state: sending State) { self.state = Mutex(state) }
+    }
 
+    /// How many bytes of events may wait for the audit by default (a few hundred milliseconds of a fast pair).
+    static let defaultCapacity = 64 << 20
+
+    private let shared: Shared
+    private let queue: AuditQueue
     private let audits: Bool
+    private let hasConsumers = Atomic(false)
+    private let finished = Mutex<AuditResult?>(nil)
 
     /// A sink feeding `engine`; with `audits` false (no protocol), bytes are not framed, only connections seen.
-    init(engine: sending AuditEngine, audits: Bool) {
-        state = Mutex(State(engine: engine))
+    /// `capacity`: the bytes of events that may wait for the audit. `slowdown`: a pause per event on the audit's
+    /// thread (tests only: an audit deliberately slower than the relay).
+    init(engine: sending AuditEngine, audits: Bool, capacity: Int = RunSink.defaultCapacity, slowdown: Duration? = nil) {
+        let shared = Shared(State(engine: engine))
+        let queue = AuditQueue(capacity: capacity)
+        self.shared = shared
+        self.queue = queue
         self.audits = audits
+        let pause = slowdown.map { UInt32(clamping: $0.components.attoseconds / 1_000_000_000_000 + $0.components.seconds * 1_000_000) }
+        let thread = Thread {
+            while let batch = queue.take() {
+                shared.state.withLock { state in
+                    for event in batch {
+                        switch event.kind {
+                        case .read where !audits, .written where !audits: break
+                        default: state.engine.ingest(event)
+                        }
+                        for consumer in state.consumers { consumer(event) }
+                        if let pause { usleep(pause) }
+                    }
+                }
+                queue.done(batch.count)
+            }
+        }
+        thread.name = "chaos-audit"
+        thread.start()
+    }
+
+    /// `CHAOS_AUDIT_QUEUE_BYTES`: the bytes of events that may wait for the audit (default ``defaultCapacity``).
+    static var capacityFromEnvironment: Int {
+        ProcessInfo.processInfo.environment["CHAOS_AUDIT_QUEUE_BYTES"].flatMap { Int($0) }.map { max($0, 4_096) } ?? defaultCapacity
+    }
+
+    /// `CHAOS_TEST_AUDIT_SLOWDOWN_US`: a test hook that makes the audit pause that many microseconds per event.
+    static var slowdownFromEnvironment: Duration? {
+        ProcessInfo.processInfo.environment["CHAOS_TEST_AUDIT_SLOWDOWN_US"].flatMap { Int($0) }.map { .microseconds(min(max($0, 0), 1_000_000)) }
     }
 
     /// Adds a consumer that gets every event after the audit.
     func add(_ consumer: @escaping @Sendable (TrafficEvent) -> Void) {
-        state.withLock { $0.consumers.append(consumer) }
+        shared.state.withLock { $0.consumers.append(consumer) }
+        hasConsumers.store(true, ordering: .relaxed)
     }
 
     func record(_ event: TrafficEvent) {
-        state.withLock { state in
-            var event = event
-            // Events from several event loops race to the lock by microseconds; keep time monotonic.
-            if event.time < state.lastTime { event.time = state.lastTime } else { state.lastTime = event.time }
-            switch event.kind {
-            case .read where !audits, .written where !audits: break
-            default: state.engine.ingest(event)
-            }
-            for consumer in state.consumers { consumer(event) }
-        }
+        queue.append(event)
     }
 
     /// Bytes matter to the audit (with a protocol) and to consumers such as the capture writer.
-    var recordsTraffic: Bool { audits || state.withLock { !$0.consumers.isEmpty } }
+    var recordsTraffic: Bool { audits || hasConsumers.load(ordering: .relaxed) }
 
-    /// The delivery totals so far (cheap: for progress lines).
-    func totals() -> DeliveryCounts? { audits ? state.withLock { $0.engine.totalsSoFar() } : nil }
+    /// The delivery totals so far (cheap, and as far as the audit has got: for progress lines).
+    func totals() -> DeliveryCounts? { audits ? shared.state.withLock { $0.engine.totalsSoFar() } : nil }
 
     /// The recovery histograms so far (for `/metrics`).
     func recoveryHistograms() -> (reconnect: DurationHistogram, resume: DurationHistogram) {
-        state.withLock { $0.engine.recoveryHistograms() }
+        shared.state.withLock { $0.engine.recoveryHistograms() }
     }
 
-    /// The audit so far (for checkpoints).
-    func snapshot() -> AuditResult { state.withLock { $0.engine.snapshot() } }
+    /// The audit so far (for checkpoints), once it has taken every event recorded before.
+    func snapshot() -> AuditResult {
+        queue.waitUntilTaken()
+        return shared.state.withLock { $0.engine.snapshot() }
+    }
 
-    /// Ends the audit: in-flight messages count as lost, partial frames as truncated.
-    func finish() -> AuditResult { state.withLock { $0.engine.finish() } }
+    /// How long the relay waited for the audit, in seconds, and the most bytes of events that waited for it.
+    var backpressure: (seconds: Double, peakBytes: Int) { queue.backpressure }
+
+    /// Ends the audit once it has taken every event: in-flight messages count as lost, partial frames as truncated.
+    func finish() -> AuditResult {
+        if let result = finished.withLock({ $0 }) { return result }
+        queue.waitUntilTaken()
+        queue.close()
+        let result = shared.state.withLock { $0.engine.finish() }
+        finished.withLock { $0 = result }
+        return result
+    }
 }

@@ -9,7 +9,7 @@ import Foundation
 extension ScenarioRunner {
     func makeReport(audit: AuditResult, complete: Bool, elapsed: Int64, startedAt: Date, injector: FaultInjector?,
                             proxies: [ProxyServer], pair: PairSupervisor?, interrupted: Bool = false,
-                            startupError: String? = nil) -> RunReport {
+                            startupError: String? = nil, auditQueue: (seconds: Double, peakBytes: Int)? = nil) -> RunReport {
         let scenario = configuration.scenario
         var faultConnections: [Int: Int] = [:]
         for applied in injector?.appliedSoFar ?? [] { faultConnections[applied.occurrence] = applied.connections }
@@ -31,6 +31,7 @@ extension ScenarioRunner {
         }
         var extra: [String: String] = [:]
         if interrupted { extra["interrupted"] = "stopped by SIGINT/SIGTERM before the planned end" }
+        if let auditQueue { extra["audit.queue_peak_bytes"] = "\(auditQueue.peakBytes)" }
         for proxy in proxies {
             extra["proxy.\(proxy.spec.name).bytes_upstream"] = "\(proxy.counters.upstream)"
             extra["proxy.\(proxy.spec.name).bytes_downstream"] = "\(proxy.counters.downstream)"
@@ -43,6 +44,6 @@ extension ScenarioRunner {
             elapsed: .nanoseconds(elapsed), complete: complete, timeline: configuration.timeline, audit: audit,
             expectations: scenario.expectations, replay: configuration.replayCommand, planned: configuration.timeline.duration,
             connections: connections, faultConnections: faultConnections, pairExits: pairExits,
-            errorReason: errorReason, extra: extra))
+            errorReason: errorReason, extra: extra, auditBackpressureS: auditQueue?.seconds))
     }
 }

@@ -103,7 +103,8 @@ public final class ScenarioRunner: Sendable {
         // Without a protocol there is nothing to audit: the engine then only counts connections.
         let engine = try AuditEngine(spec: scenario.protocolSpec ?? ProtocolSpec())
         engine.pathLimits = scenario.pathLimits
-        let sink = RunSink(engine: engine, audits: scenario.protocolSpec != nil)
+        let sink = RunSink(engine: engine, audits: scenario.protocolSpec != nil, capacity: RunSink.capacityFromEnvironment,
+                           slowdown: RunSink.slowdownFromEnvironment)
         let capture = try startCapture(folder: folder, startedAt: startedAt, sink: sink)
         // With neither a report nor a capture (the bare `chaos proxy`), nothing reads the events:
         // the proxies then send none, and spend nothing per connection on them.
@@ -128,7 +129,8 @@ public final class ScenarioRunner: Sendable {
         let state = RunState()
         let report = { @Sendable [self] (audit: AuditResult, complete: Bool, elapsed: Int64, interrupted: Bool, error: String?) in
             makeReport(audit: audit, complete: complete, elapsed: elapsed, startedAt: startedAt, injector: injector,
-                       proxies: proxies, pair: state.pair, interrupted: interrupted, startupError: error)
+                       proxies: proxies, pair: state.pair, interrupted: interrupted, startupError: error,
+                       auditQueue: sink.backpressure)
         }
         let checkpoint = folder.map { folder in
             { @Sendable (now: Int64) in

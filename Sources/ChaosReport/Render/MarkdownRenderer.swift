@@ -21,6 +21,10 @@ public struct MarkdownRenderer: Sendable {
     public func render(_ report: RunReport, comparison: ReportComparison? = nil) -> String {
         var out: [String] = [verdictLine(report), ""]
         if let reason = report.verdictReason { out += ["> \(reason)", ""] }
+        if let held = report.auditBackpressureS, held >= 0.001 {
+            out += ["> The audit could not keep up: the relay waited \(ReportText.seconds(held)) in all for it, so the pair saw "
+                + "a slower network than the scenario's faults alone made.", ""]
+        }
         let t = report.totals
         out.append("Scenario `\(report.scenario)`, seed \(report.seed), started \(report.startedAt), ran "
             + ReportText.seconds(report.elapsedS) + (report.complete ? "" : " (checkpoint: the run is still going or was killed)")
