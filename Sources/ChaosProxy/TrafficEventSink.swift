@@ -1,8 +1,9 @@
 public import ChaosCore
 public import NIOCore
 
-/// Receives the proxy's ``TrafficEvent``s. Called on the proxy's event loops, inline: keep it
-/// fast; a slow sink slows the proxy (real backpressure, never an unbounded queue).
+/// Receives the proxy's ``TrafficEvent``s. Called on the proxy's event loops and relay threads, inline: keep it
+/// fast (hand the event over); a sink that cannot keep up holds the proxy back (real backpressure, never an
+/// unbounded queue).
 public protocol TrafficEventSink: Sendable {
     /// Records one event.
     func record(_ event: TrafficEvent)
