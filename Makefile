@@ -41,7 +41,7 @@ demo: build
 # The Toxiproxy client checks (one chaos process each, a bandwidth measured as a ratio) run with them.
 # Nothing here asserts a wall-clock tolerance: timing is tested in virtual time, and measured by `make bench`.
 # Every protocol's third-party pair suite (`<Protocol>PairTests`) but gRPC's is one of them, whatever the protocol.
-HEAVY_SUITES := \.CaptureAuditTests|LoopbackCaptureTests|DeliveredMeansAcknowledgedTests|\.(?!GRPC)\w+PairTests|ToxiproxyClientTests|ShippedWebSocketScenarioTests|ShippedMobileDayScenarioTests
+HEAVY_SUITES := \.CaptureAuditTests|LoopbackCaptureTests|DeliveredMeansAcknowledgedTests|\.(?!GRPC)\w+PairTests|ToxiproxyClientTests|ShippedWebSocketScenarioTests|ShippedMobileDayScenarioTests|AuditBackpressureTests
 # The gRPC pairs (Python grpcio, then the grpc-swift reference pair) last, one at a time: their consumers are the
 # slowest, and the comparison with their logs wants the machine to themselves.
 GRPC_SUITES := GRPCPairTests|ShippedGRPCScenarioTests
@@ -83,6 +83,7 @@ bench: deps
 	bash Benchmarks/proxy-bench.sh
 	bash Benchmarks/tls-bench.sh --no-build
 	bash Benchmarks/tls-capture-bench.sh
+	bash Benchmarks/audit-throughput.sh --no-build
 	bash Benchmarks/fault-accuracy.sh
 
 clean:

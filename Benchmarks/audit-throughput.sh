@@ -1,43 +1,53 @@
 #!/usr/bin/env bash
-# Audit throughput: NDJSON lines (~100-byte messages) echoed through `chaos proxy` (no audit) and
-# through `chaos run` with the live audit (lines framing, every message read, written and
-# acknowledged by the consumer's TCP, both ways), in turn in one run; prints messages per second
-# and the ratio of the audited path to the bare proxy (absolute numbers mean little on a shared
-# 2-core machine; ratios do).
+# Audit throughput (issue 24): one producer pushes MESSAGES messages of ~SIZE bytes through each path into a sink, in
+# one run: the direct loopback path, `chaos proxy` (relay only), and `chaos run` auditing them as NDJSON lines, as
+# WebSocket text frames and as gRPC messages. Prints messages per second (medians of ROUNDS interleaved rounds),
+# each path's ratio to the direct path, the WebSocket and gRPC audits' ratio to the lines audit, how long the relay
+# waited for the audit (the report's audit_backpressure_s), and checks that each run's report counted every
+# message sent and delivered, none lost or duplicated. Absolute numbers mean little on a shared 2-core machine;
+# ratios measured in the same run do.
 #
-#   Benchmarks/audit-throughput.sh [--messages N] [--rounds R] [--port-base P] [--chaos PATH] [--no-build]
+#   Benchmarks/audit-throughput.sh [--messages N] [--size BYTES] [--rounds R] [--port-base P] [--chaos PATH]
+#                                  [--no-build] [--markdown FILE]
 #
-# --chaos runs another build (an earlier commit's binary) for an A/B comparison in the same run.
-# Needs: swift, python3. Listens on 127.0.0.1 ports base+1 .. base+3.
+# Peers: socat (as a user's own quick test would), the producer `socat FILE!!/dev/null TCP:…` and the sink
+# `socat TCP-LISTEN:… ANSWER!!/dev/null`; the sink first writes what the protocol's server says first (a 101 upgrade;
+# HTTP/2 SETTINGS and response headers). Timed from the producer's start to the sink's exit (every byte arrived).
+# --chaos runs another build (an earlier commit's binary) for an A/B comparison.
+# Needs: swift, socat, python3, ss. Listens on 127.0.0.1 ports base+1 .. base+3.
 set -euo pipefail
 
-MESSAGES=400000
+MESSAGES=2000000
+SIZE=100
 ROUNDS=3
 BASE=29200
 BUILD=1
 CHAOS=""
+MARKDOWN=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --messages) MESSAGES="$2"; shift ;;
+        --size) SIZE="$2"; shift ;;
         --rounds) ROUNDS="$2"; shift ;;
         --port-base) BASE="$2"; shift ;;
         --chaos) CHAOS="$2"; shift ;;
         --no-build) BUILD=0 ;;
-        -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --markdown) MARKDOWN="$2"; shift ;;
+        -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "audit-throughput: unknown option '$1'" >&2; exit 2 ;;
     esac
     shift
+done
+for tool in socat python3 ss swift; do
+    command -v "$tool" >/dev/null || { echo "audit-throughput: '$tool' is not installed" >&2; exit 2; }
 done
 
 cd "$(dirname "$0")/.."
 if [[ $BUILD == 1 ]]; then
     echo "building (release)..." >&2
     swift build -c release --product chaos >&2
-    swift build -c release --product chaos-bench >&2
 fi
-BIN=$(swift build -c release --show-bin-path)
-CHAOS=${CHAOS:-$BIN/chaos}
-BENCH="$BIN/chaos-bench"
+CHAOS=${CHAOS:-$(swift build -c release --show-bin-path)/chaos}
 WORK=$(mktemp -d)
 PIDS=()
 cleanup() {
@@ -47,61 +57,104 @@ cleanup() {
 }
 trap cleanup EXIT
 
-ECHO_PORT=$((BASE + 1)) PROXY_PORT=$((BASE + 2)) RUN_PORT=$((BASE + 3))
-"$BENCH" echo-server --port "$ECHO_PORT" & PIDS+=($!)
-"$CHAOS" proxy --listen "127.0.0.1:$PROXY_PORT" --upstream "127.0.0.1:$ECHO_PORT" >"$WORK/proxy.log" 2>&1 & PIDS+=($!)
-cat >"$WORK/audit.yaml" <<EOF
-name: audit-throughput
+SINK_PORT=$((BASE + 1)) PROXY_PORT=$((BASE + 2)) RUN_PORT=$((BASE + 3))
+echo "writing $MESSAGES messages of ~$SIZE bytes as lines, WebSocket frames and gRPC messages..." >&2
+python3 Benchmarks/audit_traffic.py "$WORK" "$MESSAGES" "$SIZE"
+
+wait_listening() {  # PORT: waits (at most 20 s) until something listens on it
+    for _ in $(seq 200); do
+        ss -ltnH "sport = :$1" | grep -q . && return 0
+        sleep 0.1
+    done
+    echo "audit-throughput: nothing listens on port $1" >&2
+    exit 1
+}
+
+# One push of FRAMING's traffic to PORT, into a fresh sink; prints messages per second.
+push() {  # FRAMING PORT
+    socat -t 0 TCP-LISTEN:$SINK_PORT,reuseaddr "OPEN:$WORK/$1.answer,rdonly,ignoreeof!!OPEN:/dev/null,wronly" & local sink=$!
+    wait_listening "$SINK_PORT"
+    local start end
+    start=$(date +%s%N)
+    socat "OPEN:$WORK/$1.bin,rdonly!!OPEN:/dev/null,wronly" "TCP:127.0.0.1:$2" & local producer=$!
+    wait "$sink"
+    end=$(date +%s%N)
+    wait "$producer" || true
+    echo $(( MESSAGES * 1000000000 / (end - start) ))
+}
+
+protocol_yaml() {  # FRAMING
+    case "$1" in
+        lines) printf '  framing: lines\n  format: json\n  seq: seq\n  stream: stream\n' ;;
+        websocket) printf '  framing: websocket\n  format: json\n  seq: seq\n  stream: stream\n' ;;
+        grpc) printf '  framing: grpc\n  format: protobuf\n  seq: "1"\n  stream: header:x-session\n' ;;
+    esac
+}
+
+# One audited push: a fresh `chaos run` of a scenario with one proxy and FRAMING's audit; checks its report.
+audited_push() {  # FRAMING ROUND
+    local folder="$WORK/run-$1-$2"
+    cat >"$WORK/$1.yaml" <<YAML
+name: audit-throughput-$1
 duration: 1h
 seed: 1
 proxies:
-  - {name: lines, listen: "127.0.0.1:$RUN_PORT", upstream: "127.0.0.1:$ECHO_PORT"}
+  - {name: bench, listen: "127.0.0.1:$RUN_PORT", upstream: "127.0.0.1:$SINK_PORT"}
 protocol:
-  framing: lines
-  format: json
-  seq: seq
-  stream: stream
+$(protocol_yaml "$1")
 faults: []
-EOF
-"$CHAOS" run "$WORK/audit.yaml" --out "$WORK/run" >"$WORK/run.log" 2>&1 & RUN_PID=$!; PIDS+=($RUN_PID)
-sleep 2
+YAML
+    "$CHAOS" run "$WORK/$1.yaml" --out "$folder" >"$folder.log" 2>&1 & local run=$!
+    wait_listening "$RUN_PORT"
+    local rate
+    rate=$(push "$1" "$RUN_PORT")
+    kill -INT "$run" 2>/dev/null || true
+    wait "$run" || true
+    python3 - "$folder/report.json" "$MESSAGES" "$1" >>"$WORK/checks" <<'PY' || { echo "audit-throughput: $1 round $2: the report does not count every message (see $folder.log)" >&2; cat "$folder.log" >&2; exit 1; }
+import json, sys
+report = json.load(open(sys.argv[1]))
+totals, expected = report["totals"], int(sys.argv[2])
+got = {key: totals.get(key) for key in ("sent", "delivered", "ok", "lost", "duplicated")}
+want = {"sent": expected, "delivered": expected, "ok": expected, "lost": 0, "duplicated": 0}
+if got != want:
+    sys.exit("%s: %s, expected %s" % (sys.argv[3], got, want))
+print("%s %.3f" % (sys.argv[3], report.get("audit_backpressure_s", 0)))
+PY
+    echo "$rate"
+}
 
-# One client: sends N lines and reads the echo back; prints messages per second (one way).
-cat >"$WORK/client.py" <<'EOF'
-import socket, sys, threading, time
-port, count = int(sys.argv[1]), int(sys.argv[2])
-pad = "x" * 48
-blob = b"".join(b'{"type":"MSG","stream":"b","seq":%d,"payload":"%s"}\n' % (seq, pad.encode()) for seq in range(1, count + 1))
-sock = socket.create_connection(("127.0.0.1", port))
-sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-start = time.monotonic()
-sender = threading.Thread(target=sock.sendall, args=(blob,))
-sender.start()
-got = 0
-while got < len(blob):
-    chunk = sock.recv(1 << 20)
-    if not chunk:
-        sys.exit("connection closed after %d of %d bytes" % (got, len(blob)))
-    got += len(chunk)
-elapsed = time.monotonic() - start
-sender.join()
-sock.close()
-print("%.0f" % (count / elapsed))
-EOF
+"$CHAOS" proxy --listen "127.0.0.1:$PROXY_PORT" --upstream "127.0.0.1:$SINK_PORT" >"$WORK/proxy.log" 2>&1 & PIDS+=($!)
+wait_listening "$PROXY_PORT"
 
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-bare=() audited=()
+declare -A rates
 for round in $(seq "$ROUNDS"); do
-    bare+=("$(python3 "$WORK/client.py" "$PROXY_PORT" "$MESSAGES")")
-    audited+=("$(python3 "$WORK/client.py" "$RUN_PORT" "$MESSAGES")")
+    echo "round $round of $ROUNDS..." >&2
+    rates[direct]+="$(push lines "$SINK_PORT") "
+    rates[proxy]+="$(push lines "$PROXY_PORT") "
+    for framing in lines websocket grpc; do
+        rates[direct-$framing]+="$(push "$framing" "$SINK_PORT") "
+        rates[run-$framing]+="$(audited_push "$framing" "$round") "
+    done
 done
-B=$(printf '%s\n' "${bare[@]}" | median)
-A=$(printf '%s\n' "${audited[@]}" | median)
-kill -INT "$RUN_PID" 2>/dev/null || true
-wait "$RUN_PID" 2>/dev/null || true
-delivered=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["totals"]["delivered"])' "$WORK/run/report.json" 2>/dev/null || echo "?")
-echo "audit throughput ($MESSAGES NDJSON messages of ~100 bytes, echoed; medians of $ROUNDS rounds; $CHAOS)"
-echo "  chaos proxy (no audit)     $B messages/s each way   rounds: ${bare[*]}"
-echo "  chaos run (live audit)     $A messages/s each way   rounds: ${audited[*]}"
-awk -v a="$A" -v b="$B" 'BEGIN { printf "  ratio audited / bare:      %.2fx\n", a / b }'
-echo "  the audit delivered $delivered messages (expected $((2 * MESSAGES * ROUNDS)): both ways, every round)"
+
+median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+backpressure() { awk -v f="$1" '$1 == f { if ($2 > m) m = $2 } END { printf "%.2f", m }' "$WORK/checks"; }
+D=$(median <<<"${rates[direct]}")
+P=$(median <<<"${rates[proxy]}")
+L=$(median <<<"${rates[run-lines]}")
+{
+    echo "audit throughput: $MESSAGES messages of ~$SIZE bytes, one producer, medians of $ROUNDS rounds ($CHAOS)"
+    printf '  %-34s %12s  %-14s  %s\n' "path" "messages/s" "ratio" "rounds"
+    printf '  %-34s %12s  %-14s  %s\n' "direct (lines)" "$D" "1.00x" "${rates[direct]}"
+    printf '  %-34s %12s  %-14s  %s\n' "chaos proxy (no audit)" "$P" "$(awk -v a="$P" -v d="$D" 'BEGIN{printf "%.2fx direct", a/d}')" "${rates[proxy]}"
+    for framing in lines websocket grpc; do
+        R=$(median <<<"${rates[run-$framing]}")
+        DF=$(median <<<"${rates[direct-$framing]}")
+        ratio=$(awk -v a="$R" -v d="$DF" 'BEGIN{printf "%.2fx direct", a/d}')
+        [[ $framing != lines ]] && ratio+=$(awk -v a="$R" -v l="$L" 'BEGIN{printf ", %.2fx lines", a/l}')
+        printf '  %-34s %12s  %-14s  %s  (backpressure up to %s s)\n' "chaos run, $framing audit" "$R" "$ratio" "${rates[run-$framing]}" "$(backpressure "$framing")"
+    done
+    echo "  every audited round's report: sent = delivered = ok = $MESSAGES, lost 0, duplicated 0"
+} | tee "$WORK/table"
+[[ -n $MARKDOWN ]] && cp "$WORK/table" "$MARKDOWN"
+exit 0

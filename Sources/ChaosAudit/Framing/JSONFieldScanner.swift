@@ -28,6 +28,13 @@ struct JSONFieldScanner {
     let activeMask: UInt64
     let activeCount: Int
 
+    /// Every path component's bytes, one after another (read through ``Keys`` on the hot path: no array of arrays,
+    /// so no reference counting per key compared).
+    private let keyBytes: [UInt8]
+    /// Per field `f`: `layout[2f]` its first component's index, `layout[2f + 1]` its depth; then per component `c`
+    /// (after the fields): its start in `keyBytes` and its length.
+    private let layout: [Int]
+
     /// `names` are keys (`seq`) or JSON pointers (`/meta/seq`, with `~1` for `/` and `~0` for `~`); an empty
     /// name keeps its slot but is not looked for. At most 64 fields.
     init(fields names: [String]) {
@@ -36,6 +43,16 @@ struct JSONFieldScanner {
         for (index, name) in names.enumerated() where !name.isEmpty && index < 64 { mask |= 1 << UInt64(index) }
         activeMask = mask
         activeCount = mask.nonzeroBitCount
+        var bytes: [UInt8] = [], fieldLayout: [Int] = [], componentLayout: [Int] = []
+        for path in paths {
+            fieldLayout += [componentLayout.count / 2, path.count]
+            for component in path {
+                componentLayout += [bytes.count, component.count]
+                bytes += component
+            }
+        }
+        keyBytes = bytes
+        layout = fieldLayout + componentLayout
     }
 
     static func components(_ name: String) -> [[UInt8]] {
@@ -45,17 +62,48 @@ struct JSONFieldScanner {
         }
     }
 
-    /// Fills `spans` (one per wanted field, in order). Returns false when `frame` is not a JSON object.
-    func scan(_ frame: UnsafeBufferPointer<UInt8>, into spans: inout [FieldSpan]) -> Bool {
-        for index in spans.indices { spans[index] = .missing }
-        var cursor = Self.skipSpace(frame, 0)
-        guard cursor < frame.count, frame[cursor] == UInt8(ascii: "{") else { return false }
-        var remaining = activeCount
-        return scanObject(frame, &cursor, level: 0, wanted: activeMask, &spans, &remaining)
+    /// The wanted keys, borrowed for one scan.
+    private struct Keys {
+        let bytes: UnsafeBufferPointer<UInt8>
+        let layout: UnsafeBufferPointer<Int>
+        let fields: Int
+
+        /// How many components field `field`'s path has.
+        @inline(__always)
+        func depth(_ field: Int) -> Int { layout[2 &* field &+ 1] }
+
+        /// Whether the key `b[start..<end]` is component `level` of field `field`'s path.
+        @inline(__always)
+        func matches(_ field: Int, _ level: Int, _ b: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int, _ escaped: Bool) -> Bool {
+            let component = 2 &* fields &+ 2 &* (layout[2 &* field] &+ level)
+            let keyStart = layout[component], keyLength = layout[component &+ 1]
+            let key = UnsafeBufferPointer(rebasing: bytes[keyStart..<(keyStart &+ keyLength)])
+            if escaped { return JSONFieldScanner.unescape(b, start, end).elementsEqual(key) }
+            guard end &- start == keyLength else { return false }
+            guard keyLength > 0 else { return true }
+            return memcmp(b.baseAddress! + start, key.baseAddress!, keyLength) == 0
+        }
     }
 
-    private func scanObject(_ b: UnsafeBufferPointer<UInt8>, _ i: inout Int, level: Int, wanted: UInt64,
-                            _ spans: inout [FieldSpan], _ remaining: inout Int) -> Bool {
+    /// Fills `spans` (one per wanted field, in order). Returns false when `frame` is not a JSON object.
+    func scan(_ frame: UnsafeBufferPointer<UInt8>, into spans: inout [FieldSpan]) -> Bool {
+        let fields = paths.count
+        return spans.withUnsafeMutableBufferPointer { spans in
+            for index in spans.indices { spans[index] = .missing }
+            var cursor = Self.skipSpace(frame, 0)
+            guard cursor < frame.count, frame[cursor] == UInt8(ascii: "{") else { return false }
+            var remaining = activeCount
+            return keyBytes.withUnsafeBufferPointer { bytes in
+                layout.withUnsafeBufferPointer { layout in
+                    let keys = Keys(bytes: bytes, layout: layout, fields: fields)
+                    return scanObject(frame, &cursor, level: 0, wanted: activeMask, keys, spans, &remaining)
+                }
+            }
+        }
+    }
+
+    private func scanObject(_ b: UnsafeBufferPointer<UInt8>, _ i: inout Int, level: Int, wanted: UInt64, _ keys: Keys,
+                            _ spans: UnsafeMutableBufferPointer<FieldSpan>, _ remaining: inout Int) -> Bool {
         i += 1 // '{'
         i = Self.skipSpace(b, i)
         if i < b.count, b[i] == UInt8(ascii: "}") { i += 1; return true }
@@ -72,9 +120,9 @@ struct JSONFieldScanner {
             while bits != 0 {
                 let field = bits.trailingZeroBitCount
                 bits &= bits - 1
-                let path = paths[field]
-                if level < path.count, Self.keyEquals(b, keyStart, keyEnd, keyEscaped, path[level]) {
-                    if path.count == level + 1 { leaf |= 1 << UInt64(field) } else { deeper |= 1 << UInt64(field) }
+                let depth = keys.depth(field)
+                if level < depth, keys.matches(field, level, b, keyStart, keyEnd, keyEscaped) {
+                    if depth == level + 1 { leaf |= 1 << UInt64(field) } else { deeper |= 1 << UInt64(field) }
                 }
             }
             if leaf != 0 {
@@ -84,13 +132,13 @@ struct JSONFieldScanner {
                 if isString {
                     guard let (end, hasEscapes) = Self.skipString(b, &i) else { return false }
                     escaped = hasEscapes
-                    assign(FieldSpan(start: valueStart, end: end, isString: true, hasEscapes: escaped), leaf, &spans, &remaining)
+                    assign(FieldSpan(start: valueStart, end: end, isString: true, hasEscapes: escaped), leaf, spans, &remaining)
                 } else {
                     guard Self.skipValue(b, &i) else { return false }
-                    assign(FieldSpan(start: valueStart, end: i, isString: false, hasEscapes: false), leaf, &spans, &remaining)
+                    assign(FieldSpan(start: valueStart, end: i, isString: false, hasEscapes: false), leaf, spans, &remaining)
                 }
             } else if deeper != 0, b[i] == UInt8(ascii: "{") {
-                guard scanObject(b, &i, level: level + 1, wanted: deeper, &spans, &remaining) else { return false }
+                guard scanObject(b, &i, level: level + 1, wanted: deeper, keys, spans, &remaining) else { return false }
             } else {
                 guard Self.skipValue(b, &i) else { return false }
             }
@@ -104,7 +152,7 @@ struct JSONFieldScanner {
     }
 
     @inline(__always)
-    private func assign(_ span: FieldSpan, _ fields: UInt64, _ spans: inout [FieldSpan], _ remaining: inout Int) {
+    private func assign(_ span: FieldSpan, _ fields: UInt64, _ spans: UnsafeMutableBufferPointer<FieldSpan>, _ remaining: inout Int) {
         var bits = fields
         while bits != 0 {
             let field = bits.trailingZeroBitCount
@@ -170,19 +218,6 @@ struct JSONFieldScanner {
             i += 1
         }
         return i > start
-    }
-
-    @inline(__always)
-    private static func keyEquals(_ b: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int, _ escaped: Bool,
-                                  _ key: [UInt8]) -> Bool {
-        if escaped { return unescape(b, start, end) == key }
-        guard end - start == key.count else { return false }
-        var index = 0
-        while index < key.count {
-            if b[start + index] != key[index] { return false }
-            index += 1
-        }
-        return true
     }
 
     /// The text of a JSON string's contents (`\n`, `\"`, `\u00e9`, surrogate pairs) as UTF-8 bytes.

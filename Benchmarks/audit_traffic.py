@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Writes the audit-throughput benchmark's traffic (Benchmarks/audit-throughput.sh): MESSAGES messages of about
+SIZE bytes from one producer, as NDJSON lines, as masked WebSocket text frames after an upgrade request, and as
+gRPC messages (one per DATA frame) on one call after the HTTP/2 preface, plus the canned answers a sink sends
+back (a 101 upgrade, and HTTP/2 SETTINGS and response headers).
+
+  audit_traffic.py DIR MESSAGES SIZE
+
+Files: DIR/lines.bin, DIR/websocket.bin, DIR/websocket.answer, DIR/grpc.bin, DIR/grpc.answer, and DIR/lines.answer
+(empty). Every message carries stream "b" and seq 1..MESSAGES (JSON field `seq`; protobuf field 1)."""
+import os
+import struct
+import sys
+
+
+def line(seq, size):
+    head = b'{"type":"MSG","stream":"b","seq":%d,"payload":"' % seq
+    pad = max(size - len(head) - 3, 1)
+    return head + b"x" * pad + b'"}\n'
+
+
+def ws_frame(payload, mask=b"\x11\x22\x33\x44"):
+    length = len(payload)
+    if length < 126:
+        header = bytes([0x81, 0x80 | length])
+    elif length < 65536:
+        header = bytes([0x81, 0x80 | 126]) + struct.pack(">H", length)
+    else:
+        header = bytes([0x81, 0x80 | 127]) + struct.pack(">Q", length)
+    key = (mask * (length // 4 + 1))[:length]
+    masked = (int.from_bytes(payload, "big") ^ int.from_bytes(key, "big")).to_bytes(length, "big")
+    return header + mask + masked
+
+
+def varint(value):
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def h2_frame(kind, flags, stream, payload):
+    return struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + struct.pack(">I", stream) + payload
+
+
+def hpack_literal(name, value):
+    """A literal header field without indexing, new name, no Huffman (RFC 7541 6.2.2)."""
+    name, value = name.encode(), value.encode()
+    assert len(name) < 127 and len(value) < 127
+    return b"\x00" + bytes([len(name)]) + name + bytes([len(value)]) + value
+
+
+def main():
+    folder, messages, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    with open(os.path.join(folder, "lines.bin"), "wb") as out:
+        for seq in range(1, messages + 1):
+            out.write(line(seq, size))
+    open(os.path.join(folder, "lines.answer"), "wb").close()
+
+    with open(os.path.join(folder, "websocket.bin"), "wb") as out:
+        out.write(b"GET /bench HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                  b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+        for seq in range(1, messages + 1):
+            out.write(ws_frame(line(seq, size)[:-1]))
+    with open(os.path.join(folder, "websocket.answer"), "wb") as out:
+        out.write(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                  b"Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n")
+
+    headers = b"".join(hpack_literal(n, v) for n, v in [
+        (":method", "POST"), (":scheme", "http"), (":path", "/bench.v1.Bench/Push"), (":authority", "127.0.0.1"),
+        ("content-type", "application/grpc"), ("te", "trailers"), ("x-session", "b")])
+    with open(os.path.join(folder, "grpc.bin"), "wb") as out:
+        out.write(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + h2_frame(4, 0, 0, b"") + h2_frame(1, 4, 1, headers))
+        for seq in range(1, messages + 1):
+            pad = max(size - 16, 1)
+            body = b"\x08" + varint(seq) + b"\x12" + varint(pad) + b"x" * pad
+            out.write(h2_frame(0, 0, 1, b"\x00" + struct.pack(">I", len(body)) + body))
+    with open(os.path.join(folder, "grpc.answer"), "wb") as out:
+        out.write(h2_frame(4, 0, 0, b"") + h2_frame(4, 1, 0, b"")
+                  + h2_frame(1, 4, 1, hpack_literal(":status", "200") + hpack_literal("content-type", "application/grpc")))
+
+
+if __name__ == "__main__":
+    main()
