@@ -6,17 +6,23 @@ extension AuditEngine {
     @inline(__always)
     func audit(_ frame: UnsafeBufferPointer<UInt8>, endingAt end: Int64, pipe: FramePipe, connection: ConnectionState,
                time: Int64, call: GRPCCall? = nil) {
+        let copies = call == nil && layer.writtenCopiesRead
+        if copies, pipe.role == .delivered,
+           let copy = connection.pipe(.sent, pipe.direction).readCopies.take(endingAt: end, frame) {
+            return auditWrittenCopy(of: copy, endingAt: end, pipe: pipe, connection: connection, time: time)
+        }
         let slot = pipe.direction == .upstream ? 0 : 1
+        let byHandshake = slot == 0 ? namesStreamByHandshake.upstream : namesStreamByHandshake.downstream
         var fields: MessageFields
         if let call {
             fields = extract(frame, of: call, slot: slot)
-            if handshakeStreamSources[slot] != nil {
+            if byHandshake {
                 fields.streamInPlace = nil
                 fields.stream = streamName(of: call, slot: slot, connection: connection)?[...]
             }
         } else {
             fields = extractors[slot].extract(frame)
-            if handshakeStreamSources[slot] != nil {
+            if byHandshake {
                 fields.streamInPlace = nil
                 fields.stream = connection.handshakeStreams[slot]?[...]
             }
@@ -35,10 +41,17 @@ extension AuditEngine {
             if let ack = fields.ack, pipe.role == .delivered {
                 written(seq: nil, ack: ack, stream(fields, pipe: pipe, connection: connection), endingAt: end, pipe: pipe,
                         connection: connection, time: time)
+            } else if copies, pipe.role == .sent, fields.ack == nil {
+                pipe.readCopies.append(ReadCopy(end: end, length: frame.count, hash: ReadCopies.hash(frame), seq: nil, ack: nil,
+                                                ignored: fields.ignored, stream: nil))
             }
             return
         }
         let connectionStream = stream(fields, pipe: pipe, connection: connection)
+        if copies, pipe.role == .sent {
+            pipe.readCopies.append(ReadCopy(end: end, length: frame.count, hash: ReadCopies.hash(frame), seq: seq, ack: fields.ack,
+                                            ignored: false, stream: connectionStream))
+        }
         guard isPlausible(seq, connectionStream.ledger, pipe: pipe, connection: connection, time: time) else { return }
         if pipe.role == .sent {
             sent(seq, connectionStream, time: time)
@@ -46,6 +59,26 @@ extension AuditEngine {
         } else {
             written(seq: seq, ack: fields.ack, connectionStream, endingAt: end, pipe: pipe, connection: connection, time: time)
         }
+    }
+
+    /// A message written to its consumer whose fields were read as it was read from the producer (its bytes are the
+    /// same): counted and judged as ``audit(_:endingAt:pipe:connection:time:call:)`` would, without reading them again.
+    private func auditWrittenCopy(of copy: ReadCopy, endingAt end: Int64, pipe: FramePipe, connection: ConnectionState,
+                                  time: Int64) {
+        if copy.ignored {
+            messageStats.ignored += 1
+        } else if copy.seq == nil, copy.ack == nil {
+            messageStats.unsequenced += 1
+        }
+        guard let seq = copy.seq, let stream = copy.stream else { return }
+        if pipe.cached !== stream {
+            // What looking the stream up on this pipe would have left in its cache.
+            pipe.cached = stream
+            pipe.cachedName = stream.name ?? []
+            pipe.cachedDefault = stream.name == nil
+        }
+        guard isPlausible(seq, stream.ledger, pipe: pipe, connection: connection, time: time) else { return }
+        written(seq: seq, ack: copy.ack, stream, endingAt: end, pipe: pipe, connection: connection, time: time)
     }
 
     /// Whether `seq` can be audited: a seq more than ``seqJumpLimit`` past the highest of its stream so far is a
@@ -161,6 +194,7 @@ extension AuditEngine {
             result = existing
         } else {
             result = ConnectionStream(ledger: ledger)
+            result.name = name.map(Array.init)
             connection.streams[slot][ledger.index] = result
         }
         pipe.cached = result

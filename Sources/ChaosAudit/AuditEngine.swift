@@ -38,6 +38,8 @@ public final class AuditEngine {
     let callReaderIndex: [String: Int]
     /// Per direction: where the stream name comes from when it is not a field (`header:`, `query:`, `rpc`).
     let handshakeStreamSources: [ProtocolSpec.StreamSource?]
+    /// Per direction: whether ``handshakeStreamSources`` names one (read per message: a Bool costs no copy).
+    let namesStreamByHandshake: (upstream: Bool, downstream: Bool)
     /// Makes each connection's leg decoders.
     let layer: ProtocolLayer
     var ledgers: [StreamLedger] = []
@@ -101,6 +103,7 @@ public final class AuditEngine {
             case .field, nil: nil
             }
         }
+        namesStreamByHandshake = (handshakeStreamSources[0] != nil, handshakeStreamSources[1] != nil)
     }
 
     /// Feeds one event. Events must come in time order.

@@ -12,6 +12,8 @@ struct ProtocolLayer {
     let schema: ProtobufSchema?
     /// gRPC: the RPCs audited (`methods:`, and with descriptors only those it describes); nil: every RPC.
     let auditedMethods: Set<String>?
+    /// The bytes written to a consumer are the bytes read from its producer (``ProtocolFramer/proxyWritesOnlyRelayedBytes``).
+    let writtenCopiesRead: Bool
 
     /// The layer for `spec`; throws `ChaosError.badInput` for a framing the audit cannot read.
     init(spec: ProtocolSpec) throws {
@@ -21,5 +23,6 @@ struct ProtocolLayer {
         if let schema { methods = (methods ?? Set(schema.methods.keys)).intersection(schema.methods.keys) }
         auditedMethods = methods
         framer = try ProtocolRegistry.plugin(reading: spec.framing).framer(spec, auditedMethods: methods)
+        writtenCopiesRead = framer.proxyWritesOnlyRelayedBytes
     }
 }

@@ -134,3 +134,40 @@ struct AcknowledgementTests {
         #expect(result.totals.gaps == 10)
     }
 }
+
+/// The written copy of a message reuses what was read from it (lines and length-prefixed framings, whose written
+/// bytes are the read bytes) only when it is the same message: same end, length and bytes.
+@Suite("Read copies: a written message is read again unless it is the one read")
+struct ReadCopyTests {
+    @Test("written bytes that differ from the read ones at the same offsets are read for what they say")
+    func differentBytesAreReadAgain() throws {
+        var s = TrafficScript()
+        s.open(1)
+        s.sendBytes(1, .downstream, Array("{\"stream\":\"s\",\"seq\":1}\n{\"stream\":\"s\",\"seq\":2}\n".utf8))
+        s.writeBytes(1, .downstream, Array("{\"stream\":\"s\",\"seq\":1}\n{\"stream\":\"s\",\"seq\":3}\n".utf8))
+        s.acknowledge(1, .downstream)
+        let engine = try AuditEngine(spec: ProtocolSpec())
+        engine.ingest(s.events)
+        let result = engine.finish()
+        let stream = try #require(result.streams.first { $0.stream == "s" })
+        // Seq 3 was delivered, after a gap where seq 2 should be: had the written copy of the second message been
+        // taken for the read one, seq 2 would count delivered and there would be no gap.
+        #expect(stream.highestSeq == 3 && stream.counts.gaps == 1, "\(stream)")
+    }
+
+    @Test("the same bytes written in other pieces than they were read count exactly as read", arguments: [1, 7, 40, 4_096])
+    func samePiecesOrNot(piece: Int) throws {
+        let bytes = TrafficScript.messages(Array(1...50))
+        var s = TrafficScript()
+        s.open(1)
+        s.sendBytes(1, .downstream, bytes)
+        for start in stride(from: 0, to: bytes.count, by: piece) {
+            s.writeBytes(1, .downstream, Array(bytes[start..<min(bytes.count, start + piece)]))
+        }
+        s.acknowledge(1, .downstream)
+        let engine = try AuditEngine(spec: ProtocolSpec())
+        engine.ingest(s.events)
+        let totals = engine.finish().totals
+        #expect(totals.sent == 50 && totals.ok == 50 && totals.lost == 0 && totals.duplicated == 0)
+    }
+}

@@ -42,6 +42,18 @@ struct WebSocketDecoderTests {
         #expect(strict.phase == .stopped)
     }
 
+    @Test("a long masked message unmasks right whatever the reads' sizes: eight bytes at a time from any key position",
+          arguments: [1, 3, 5, 7, 8, 13, 4_096])
+    func maskedAcrossReads(chunk: Int) {
+        let (decoder, head) = Self.client()
+        let body = (0..<1_003).map { "{\"seq\":\($0)}"[...].utf8.map { Character(Unicode.Scalar($0)) } }.joined().prefix(1_003)
+        let text = String(body)
+        let frame = W.frame(1, Array(text.utf8), mask: W.clientMask)
+        let seen = Decoded.feed(decoder, head + frame + W.frame(1, Array("tail".utf8), mask: W.clientMask), chunk: chunk)
+        #expect(seen.dropFirst().first == .message(text, end: head.count + frame.count, binary: false))
+        #expect(seen.last.map { if case .message("tail", _, false) = $0 { true } else { false } } == true)
+    }
+
     @Test("a fragmented message with a ping and a pong between its frames is one message, ending at its last frame")
     func fragmentation() {
         let (decoder, head) = Self.client()

@@ -81,6 +81,8 @@ final class FramePipe {
     var acknowledged: Int64 = 0
     /// Messages written and not yet acknowledged, oldest first (`delivered` pipes).
     var pending = PendingDeliveries()
+    /// What was read from messages not yet written (`sent` pipes, when written bytes copy read ones).
+    var readCopies = ReadCopies()
 
     init(role: Role, direction: Direction, decoder: any LegDecoder) {
         self.role = role

@@ -91,6 +91,8 @@ final class StreamLedger {
 /// One stream in one direction on one connection: what this connection delivered and what it holds in flight.
 final class ConnectionStream {
     let ledger: StreamLedger
+    /// The name a message gave it (its bytes as read), or nil for the connection's default stream.
+    var name: [UInt8]? = nil
     /// Seqs delivered on this connection (for duplicates within a connection).
     var deliveredHere = SeqRangeSet()
     /// Seqs read from the producer on this connection and not yet written to the consumer.

@@ -19,8 +19,9 @@ struct FieldSpan: Equatable {
 /// its bytes once, without building any objects: the per-message hot path of the audit.
 ///
 /// It is not a validator: it stops as soon as every wanted field was found, and skips values it does not
-/// need by matching brackets and strings (with escapes).
-struct JSONFieldScanner {
+/// need by matching brackets and strings (with escapes). A class: the extractor reads it once per message, and a
+/// reference costs one retain where a struct of arrays cost one per array.
+final class JSONFieldScanner {
     /// Each wanted field as path components (unescaped key bytes).
     let paths: [[[UInt8]]]
 
@@ -80,8 +81,13 @@ struct JSONFieldScanner {
             let key = UnsafeBufferPointer(rebasing: bytes[keyStart..<(keyStart &+ keyLength)])
             if escaped { return JSONFieldScanner.unescape(b, start, end).elementsEqual(key) }
             guard end &- start == keyLength else { return false }
-            guard keyLength > 0 else { return true }
-            return memcmp(b.baseAddress! + start, key.baseAddress!, keyLength) == 0
+            // Keys are short: a loop here beats a call to memcmp.
+            var index = 0
+            while index < keyLength {
+                guard b[start &+ index] == key[index] else { return false }
+                index &+= 1
+            }
+            return true
         }
     }
 

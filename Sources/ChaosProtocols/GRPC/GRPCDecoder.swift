@@ -38,7 +38,9 @@ final class GRPCDecoder: LegDecoder {
             case .data(let stream, let payload, let endStream, let endOffset):
                 let end = Int(endOffset - base)
                 if let call = session.call(stream), call.audited, resetStreams.isEmpty || !resetStreams.contains(stream) {
-                    var splitter = splitters.removeValue(forKey: stream) ?? GRPCMessageSplitter()
+                    // Most DATA frames start a message: no partial one waits, and no dictionary is touched.
+                    var splitter = splitters.isEmpty ? GRPCMessageSplitter()
+                        : splitters.removeValue(forKey: stream) ?? GRPCMessageSplitter()
                     payload.withUnsafeBufferPointer { bytes in
                         splitter.feed(bytes, cap: cap) { piece in
                             switch piece {

@@ -51,7 +51,15 @@ final class GRPCSession {
 
     /// The call on `stream`, if its request headers were read.
     @inline(__always)
-    func call(_ stream: UInt32) -> GRPCCall? { calls[stream] }
+    func call(_ stream: UInt32) -> GRPCCall? {
+        if let recent, recent.stream == stream { return recent.call }
+        let found = calls[stream]
+        recent = found.map { (stream, $0) }
+        return found
+    }
+
+    /// The call looked up last (a DATA frame's stream is most often the previous one's): no hashing per message.
+    private var recent: (stream: UInt32, call: GRPCCall)?
 
     /// The call whose request headers `fields` are; the first leg to read them makes it, and `isNew` says so.
     func open(_ stream: UInt32, fields: [HTTP2HeaderField]) -> (call: GRPCCall, isNew: Bool) {
@@ -62,6 +70,7 @@ final class GRPCSession {
         calls[stream] = call
         order.append(stream)
         if order.count - oldest > Self.callLimit {
+            if recent?.stream == order[oldest] { recent = nil }
             calls[order[oldest]] = nil
             oldest += 1
             if oldest > Self.callLimit {

@@ -4,6 +4,14 @@ public import ChaosCore
 public protocol ProtocolFramer: Sendable {
     /// The session of a new connection.
     func makeSession() -> any ProtocolSession
+    /// Whether the proxy never writes bytes of its own in this protocol (no frames of its faults, such as a GOAWAY or
+    /// a close frame): what it writes to a consumer is then exactly what it read from the producer, in order, and
+    /// the audit reads each message's fields once. False by default.
+    var proxyWritesOnlyRelayedBytes: Bool { get }
+}
+
+extension ProtocolFramer {
+    public var proxyWritesOnlyRelayedBytes: Bool { false }
 }
 
 /// What the legs of one connection share (what its handshake decided, the calls opened on it), and the maker of

@@ -1,3 +1,5 @@
+import Glibc
+
 /// Cuts one direction of one connection's byte stream into frames (messages), whatever the read sizes.
 ///
 /// Complete frames are handed over in place (no copy); only a frame split across reads is buffered.
@@ -95,13 +97,10 @@ public struct FrameSplitter {
 
     @inline(__always)
     static func newline(in buffer: UnsafeBufferPointer<UInt8>, from start: Int) -> Int? {
-        var index = start
-        let count = buffer.count
-        while index < count {
-            if buffer[index] == 10 { return index }
-            index += 1
-        }
-        return nil
+        // memchr: the C library's vectorised scan, several times faster than a byte loop over ~100-byte lines.
+        guard start < buffer.count, let base = buffer.baseAddress,
+              let found = memchr(base + start, 10, buffer.count - start) else { return nil }
+        return base.distance(to: found.assumingMemoryBound(to: UInt8.self))
     }
 
     private mutating func splitPrefixed(_ input: UnsafeBufferPointer<UInt8>, width: Int, offset: Int,

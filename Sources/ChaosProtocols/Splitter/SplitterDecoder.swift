@@ -30,5 +30,8 @@ final class SplitterSession: ProtocolSession, ProtocolFramer {
 
     func makeSession() -> any ProtocolSession { self }
 
+    /// Lines and length-prefixed frames carry nothing of the proxy's own.
+    var proxyWritesOnlyRelayedBytes: Bool { true }
+
     func makeDecoder(_ direction: Direction, cap: Int) -> any LegDecoder { SplitterDecoder(mode: mode, maximumFrame: cap) }
 }

@@ -32,13 +32,27 @@ extension WebSocketDecoder {
         let old = buffer.count
         buffer.append(contentsOf: chunk)
         guard masked else { return }
-        let key = mask, start = maskIndex
-        buffer.withUnsafeMutableBufferPointer { bytes in
-            for index in 0..<chunk.count {
-                bytes[old + index] ^= UInt8(truncatingIfNeeded: key >> (8 * UInt32((start + index) & 3)))
+        // Byte i of the chunk is masked with key byte (maskIndex + i) % 4: turn the key so that its byte 0 is the
+        // chunk's first, then unmask eight bytes at a time.
+        let shift = 8 * UInt32(maskIndex & 3)
+        let turned = mask >> shift | mask << (32 - shift)
+        let wide = UInt64(turned) | UInt64(turned) << 32
+        let count = chunk.count
+        buffer.withUnsafeMutableBytes { bytes in
+            let base = bytes.baseAddress! + old
+            var index = 0
+            while index + 8 <= count {
+                let word = UInt64(littleEndian: base.loadUnaligned(fromByteOffset: index, as: UInt64.self)) ^ wide
+                base.storeBytes(of: word.littleEndian, toByteOffset: index, as: UInt64.self)
+                index += 8
+            }
+            while index < count {
+                base.storeBytes(of: base.load(fromByteOffset: index, as: UInt8.self) ^ UInt8(truncatingIfNeeded: turned >> (8 * UInt32(index & 3))),
+                                toByteOffset: index, as: UInt8.self)
+                index += 1
             }
         }
-        maskIndex = (maskIndex + chunk.count) & 3
+        maskIndex = (maskIndex + count) & 3
     }
 
     /// Inflates part of a compressed message's payload (unmasked first, through a bounded scratch buffer).
