@@ -42,8 +42,8 @@ struct HTTP2FrameDecodingTests {
         #expect(Frames.decode(bytes, sender: .server, chunk: chunk) == [
             .headers(stream: 1, fields: [HTTP2HeaderField(":status", "200"), HTTP2HeaderField("content-type", "application/grpc")],
                      endStream: false),
-            .data(stream: 1, payload: body, endStream: false, endOffset: ends[0]),
-            .data(stream: 1, payload: body, endStream: false, endOffset: ends[1]),
+            .data(stream: 1, payload: body[...], endStream: false, endOffset: ends[0]),
+            .data(stream: 1, payload: body[...], endStream: false, endOffset: ends[1]),
             .data(stream: 1, payload: [], endStream: true, endOffset: ends[2]),
         ])
     }

@@ -23,7 +23,7 @@ extension HTTP2DirectionDecoder {
         switch type {
         case 0: // DATA
             guard stream != 0, let body = unpadded(payload, flags: flags) else { return bad("DATA", &events) }
-            events.append(.data(stream: stream, payload: Array(pending[body]), endStream: flags & 0x1 != 0,
+            events.append(.data(stream: stream, payload: pending[body], endStream: flags & 0x1 != 0,
                                 endOffset: endOffset))
         case 1: // HEADERS
             guard stream != 0, var body = unpadded(payload, flags: flags) else { return bad("HEADERS", &events) }

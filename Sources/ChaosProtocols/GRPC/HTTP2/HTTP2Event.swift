@@ -10,8 +10,8 @@ public enum HTTP2Event: Equatable, Sendable {
     /// (a request with no body, or a response's trailers).
     case headers(stream: UInt32, fields: [HTTP2HeaderField], endStream: Bool)
     /// A DATA frame's payload (padding removed), and whether it ends the stream. `endOffset` is one past its last
-    /// byte on the wire.
-    case data(stream: UInt32, payload: [UInt8], endStream: Bool, endOffset: Int64)
+    /// byte on the wire. The payload is a slice of the decoder's own buffer: no copy per frame.
+    case data(stream: UInt32, payload: ArraySlice<UInt8>, endStream: Bool, endOffset: Int64)
     /// RST_STREAM with its error code.
     case reset(stream: UInt32, code: UInt32)
     /// GOAWAY: the last stream the sender will process, the error code and the debug data as text.
