@@ -2,6 +2,7 @@ import ChaosAudit
 import ChaosCore
 import ChaosProxy
 import Foundation
+import Glibc
 import Synchronization
 
 /// The proxies' one event sink during a run. The relay threads hand events to a bounded ``AuditQueue``; the audit
@@ -20,6 +21,10 @@ final class RunSink: TrafficEventSink {
         let state: Mutex<State>
         init(_ state: sending State) { self.state = Mutex(state) }
     }
+
+    /// The audit thread's nice value: below the relay and the pair under test, so that on a loaded machine the audit,
+    /// not the pair, waits (the pair is what the run measures).
+    static let niceness: Int32 = 5
 
     /// How many bytes of events may wait for the audit by default (a few hundred milliseconds of a fast pair).
     static let defaultCapacity = 64 << 20
@@ -41,6 +46,11 @@ final class RunSink: TrafficEventSink {
         self.audits = audits
         let pause = slowdown.map { UInt32(clamping: $0.components.attoseconds / 1_000_000_000_000 + $0.components.seconds * 1_000_000) }
         let thread = Thread {
+            // Named from inside (a Linux thread starts with its creator's name), and yielding to the pair and the
+            // relay on a busy machine: the queue takes up the difference and holds the relay back only when full.
+            Thread.current.name = "chaos-audit"
+            // Linux keeps a nice value per thread: `who` 0 is this thread alone.
+            setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, Self.niceness)
             while let batch = queue.take() {
                 shared.state.withLock { state in
                     for event in batch {
@@ -55,7 +65,6 @@ final class RunSink: TrafficEventSink {
                 queue.done(batch.count)
             }
         }
-        thread.name = "chaos-audit"
         thread.start()
     }
 
