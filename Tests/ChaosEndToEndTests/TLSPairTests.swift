@@ -152,7 +152,7 @@ struct TLSPairTests {
     @Test("a grpcio pair over TLS (ALPN h2, keepalive, a GOAWAY) passes with every count equal to its logs")
     func grpcPair() async throws {
         let home = try Self.folder()
-        let flags = "--send-for 11 --tls-cert \(home)/server.pem --tls-ca \(home)/ca.pem --server-name localhost"
+        let flags = "\(GRPCPairTests.producing) --tls-cert \(home)/server.pem --tls-ca \(home)/ca.pem --server-name localhost"
         let run = try await ThirdPartyPairRun.run("tls-grpc-pair", capture: false, environment: ["CHAOS_HOME": home]) { listen, upstream in
             GRPCPairTests.scenario(listen: listen, upstream: upstream, fields: .names, flags: flags)
                 .replacingOccurrences(of: "upstream: \"127.0.0.1:\(upstream)\"}",
