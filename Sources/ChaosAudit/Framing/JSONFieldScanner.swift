@@ -22,8 +22,8 @@ struct FieldSpan: Equatable {
 /// need by matching brackets and strings (with escapes). A class: the extractor reads it once per message, and a
 /// reference costs one retain where a struct of arrays cost one per array.
 final class JSONFieldScanner {
-    /// Each wanted field as path components (unescaped key bytes).
-    let paths: [[[UInt8]]]
+    /// How many fields are scanned for (wanted or placeholders).
+    private let fieldCount: Int
 
     /// The fields actually wanted (an empty name is a placeholder that is never looked for).
     let activeMask: UInt64
@@ -39,7 +39,9 @@ final class JSONFieldScanner {
     /// `names` are keys (`seq`) or JSON pointers (`/meta/seq`, with `~1` for `/` and `~0` for `~`); an empty
     /// name keeps its slot but is not looked for. At most 64 fields.
     init(fields names: [String]) {
-        paths = names.map(Self.components)
+        // Each wanted field as path components (unescaped key bytes), laid out flat below.
+        let paths = names.map(Self.components)
+        fieldCount = paths.count
         var mask: UInt64 = 0
         for (index, name) in names.enumerated() where !name.isEmpty && index < 64 { mask |= 1 << UInt64(index) }
         activeMask = mask
@@ -93,7 +95,7 @@ final class JSONFieldScanner {
 
     /// Fills `spans` (one per wanted field, in order). Returns false when `frame` is not a JSON object.
     func scan(_ frame: UnsafeBufferPointer<UInt8>, into spans: inout [FieldSpan]) -> Bool {
-        let fields = paths.count
+        let fields = fieldCount
         return spans.withUnsafeMutableBufferPointer { spans in
             for index in spans.indices { spans[index] = .missing }
             var cursor = Self.skipSpace(frame, 0)
