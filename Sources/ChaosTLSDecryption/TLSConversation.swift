@@ -56,6 +56,15 @@ public final class TLSConversation {
     public private(set) var plaintextBytes: Int64 = 0
     /// Whether a problem stopped (part of) the decryption.
     public private(set) var hadProblem = false
+    /// The key log has no keys for this conversation's client random, and the client has sent nothing since its
+    /// ClientHello but ChangeCipherSpecs and plaintext alerts: a handshake it abandoned (killed while connecting, a
+    /// certificate it refused, a probe), which carried no application data, not a conversation the audit failed to
+    /// read. Its first record of any other kind makes it one.
+    public var abandonedHandshake: Bool { missingKeys != nil }
+    /// Why the conversation cannot be decrypted, held until the client shows it went past its ClientHello.
+    private var missingKeys: String?
+    /// Whether the client sent a record that is not its ClientHello, a ChangeCipherSpec or a plaintext alert.
+    private var clientWentOn = false
 
     /// A conversation between `client` and `server` (text, for messages), decrypted with `keyLog`.
     public init(keyLog: KeyLog, client: String, server: String) {
@@ -66,6 +75,10 @@ public final class TLSConversation {
     /// Takes the next TCP bytes travelling `towardServer`; `captureLoss` is the reassembler's count of bytes that
     /// direction lost so far (a hole stops its decryption: record boundaries and numbers are lost with it).
     public func receive(_ bytes: [UInt8], towardServer: Bool, captureLoss: Int = 0) -> [Output] {
+        if missingKeys != nil {
+            if towardServer { watchForClientProgress(bytes) }
+            return take()
+        }
         if stopped { return [] }
         if client.records == 0, server.records == 0, client.buffer.isEmpty, server.buffer.isEmpty,
            bytes.first != 22 {
@@ -84,6 +97,7 @@ public final class TLSConversation {
             direction.buffer += bytes
             while direction.phase != .stopped, !stopped {
                 if let length = direction.declaredLength, length > Self.largestRecord {
+                    if towardServer { clientWentOn = true }
                     direction.records += 1
                     stopDirection(&direction, "record \(direction.records) is \(length) bytes, over 2^14 + 256")
                     return
@@ -130,6 +144,7 @@ public final class TLSConversation {
     private func process(header: ArraySlice<UInt8>, body: ArraySlice<UInt8>, end: Int64, in direction: inout TLSDirection) {
         let type = header[header.startIndex]
         let version = (header[header.startIndex + 1], header[header.startIndex + 2])
+        if direction.towardServer, !(20...22).contains(type) { clientWentOn = true }
         if type == 20 {  // ChangeCipherSpec: TLS 1.2 switches this direction to its new key; TLS 1.3 ignores it
             if suite?.isTLS13 == false, let next = direction.pendingCipher {
                 direction.cipher = next
@@ -219,6 +234,7 @@ public final class TLSConversation {
     }
 
     private func handshakeMessage(_ type: UInt8, _ body: ArraySlice<UInt8>, in direction: inout TLSDirection) {
+        if direction.towardServer, type != 1 { clientWentOn = true }
         switch (type, direction.towardServer) {
         case (1, true):
             guard let hello = ClientHelloFacts(body: body) else {
@@ -257,7 +273,13 @@ public final class TLSConversation {
         self.suite = suite
         let random = clientHello.random.map { byte in (byte < 16 ? "0" : "") + String(byte, radix: 16) }.joined()
         guard let secrets = keyLog.secrets(for: clientHello.random) else {
-            return stop("TLS, no keys for client random \(random) in the key log: not decrypted")
+            let reason = "TLS, no keys for client random \(random) in the key log: not decrypted"
+            // Records the client sent past its hello (read before the ServerHello, or already buffered) show it went on.
+            guard !clientWentOn else { return stop(reason) }
+            stopped = true
+            missingKeys = reason
+            heldClientRecords = []
+            return watchForClientProgress([])
         }
         self.secrets = secrets
         if suite.isTLS13 {
@@ -321,6 +343,27 @@ public final class TLSConversation {
         guard !announced, let suite else { return }
         announced = true
         outputs.append(.note(.negotiated(alpn: alpn, version: suite.isTLS13 ? "TLS 1.3" : "TLS 1.2", suite: suite.name)))
+    }
+
+    /// With no keys: the client's records after its ClientHello. Any but a ChangeCipherSpec or a plaintext alert (a TLS
+    /// 1.2 key exchange, a TLS 1.3 Finished, application data) means the handshake went on without keys in the log: a
+    /// problem.
+    private func watchForClientProgress(_ bytes: [UInt8]) {
+        guard let reason = missingKeys else { return }
+        client.buffer += bytes
+        while let record = client.nextRecord() {
+            guard (20...21).contains(record.header[record.header.startIndex]) else {
+                missingKeys = nil
+                stopped = false
+                return stop(reason)
+            }
+        }
+        if let length = client.declaredLength, length > Self.largestRecord {
+            missingKeys = nil
+            stopped = false
+            return stop(reason)
+        }
+        client.compact()
     }
 
     // MARK: - Problems

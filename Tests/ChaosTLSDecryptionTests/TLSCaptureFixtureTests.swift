@@ -111,6 +111,25 @@ struct TLSCaptureFixtureTests {
         #expect(statistics.tlsConversations == 1 && statistics.tlsDecrypted == 0)
     }
 
+    @Test("a capture that ends after the server's first flight, with no keys: one abandoned handshake, nothing failed; with the client's next packet, one failure")
+    func abandonedHandshakeInACapture() throws {
+        let packets = try PcapPackets(path: Self.folder.appendingPathComponent("tls13-aes128gcm.pcap").path)
+        let serverFlight = try #require(packets.firstPayload(fromClient: false))
+        let clientNext = try #require(packets.firstPayload(fromClient: true, after: serverFlight))
+        for (last, abandoned) in [(serverFlight, true), (clientNext, false)] {
+            let path = NSTemporaryDirectory() + "chaos-abandoned-\(UUID().uuidString).pcap"
+            defer { try? FileManager.default.removeItem(atPath: path) }
+            try packets.write(through: last, to: path)
+            var options = CaptureReadOptions()
+            options.keyLog = KeyLog()
+            let (events, statistics) = try CaptureReader.readAll(path: path, options: options)
+            let problems = events.filter { if case .tls(.problem) = $0.kind { true } else { false } }
+            #expect(statistics.tlsConversations == 1 && statistics.tlsDecrypted == 0)
+            #expect(statistics.tlsAbandoned == (abandoned ? 1 : 0) && statistics.tlsFailed == (abandoned ? 0 : 1), "\(statistics)")
+            #expect(problems.count == (abandoned ? 0 : 1), "\(problems)")
+        }
+    }
+
     @Test("a wrong secret: decryption failed at a numbered record, each direction once", arguments: ["tls13-aes128gcm", "tls12-aes256gcm"])
     func wrongSecret(name: String) throws {
         let text = try String(contentsOf: Self.folder.appendingPathComponent("\(name).keys"), encoding: .utf8)
@@ -127,5 +146,45 @@ struct TLSCaptureFixtureTests {
         }
         #expect(!problems.isEmpty && problems.allSatisfy { $0.contains("decryption failed at record") }, "\(problems)")
         #expect(!events.contains { if case .read = $0.kind { true } else { false } })
+    }
+}
+
+/// A classic pcap of Ethernet/IPv4/TCP packets (the fixtures'), cut after a chosen packet.
+struct PcapPackets {
+    let header: Data
+    /// Each packet's record (its 16-byte header and data), whether the client sent it, and its TCP payload's length.
+    let packets: [(record: Data, fromClient: Bool, payload: Int)]
+
+    init(path: String) throws {
+        let file = try Data(contentsOf: URL(fileURLWithPath: path))
+        header = file.prefix(24)
+        var packets: [(Data, Bool, Int)] = []
+        var offset = 24
+        var clientPort: UInt16?
+        func u16(_ at: Int) -> Int { Int(file[at]) << 8 | Int(file[at + 1]) }
+        while offset + 16 <= file.count {
+            let length = Int(file[offset + 8]) | Int(file[offset + 9]) << 8 | Int(file[offset + 10]) << 16 | Int(file[offset + 11]) << 24
+            let ip = offset + 16 + 14
+            let ipHeader = Int(file[ip] & 0x0F) * 4
+            let tcp = ip + ipHeader
+            let source = UInt16(u16(tcp))
+            if clientPort == nil { clientPort = source }  // the SYN's sender
+            let payload = u16(ip + 2) - ipHeader - Int(file[tcp + 12] >> 4) * 4
+            packets.append((file.subdata(in: offset..<(offset + 16 + length)), source == clientPort, payload))
+            offset += 16 + length
+        }
+        self.packets = packets
+    }
+
+    /// The index of the first packet with payload from the client (or the server) after `after`.
+    func firstPayload(fromClient: Bool, after: Int = -1) -> Int? {
+        packets.indices.first { $0 > after && packets[$0].fromClient == fromClient && packets[$0].payload > 0 }
+    }
+
+    /// Writes the packets up to and including index `last`.
+    func write(through last: Int, to path: String) throws {
+        var out = header
+        for packet in packets[...last] { out += packet.record }
+        try out.write(to: URL(fileURLWithPath: path))
     }
 }

@@ -18,8 +18,10 @@ struct TLSConversationProblemTests {
         handshake(1, [3, 3] + [UInt8](repeating: random, count: 32) + [0] + [0, 2, UInt8(suite >> 8), UInt8(suite & 0xFF)] + [1, 0])
     }
 
+    /// A ServerHello choosing `suite`; a TLS 1.3 suite (0x13xx) comes with supported_versions saying TLS 1.3.
     static func serverHello(suite: UInt16) -> [UInt8] {
-        handshake(2, [3, 3] + [UInt8](repeating: 9, count: 32) + [0, UInt8(suite >> 8), UInt8(suite & 0xFF), 0])
+        let versions: [UInt8] = suite >> 8 == 0x13 ? [0, 6, 0x00, 0x2B, 0, 2, 3, 4] : []
+        return handshake(2, [3, 3] + [UInt8](repeating: 9, count: 32) + [0, UInt8(suite >> 8), UInt8(suite & 0xFF), 0] + versions)
     }
 
     static func problems(_ outputs: [TLSConversation.Output]) -> [String] {
@@ -78,6 +80,44 @@ struct TLSConversationProblemTests {
         _ = tls.receive(Self.record(22, Self.clientHello()), towardServer: true)
         let problems = Self.problems(tls.receive(Self.record(23, [1, 2, 3]), towardServer: true, captureLoss: 1_200))
         #expect(problems.count == 1 && problems[0].contains("capture loss after record 1"), "\(problems)")
+    }
+
+    @Test("no keys, and the client sent nothing after its ClientHello but ChangeCipherSpecs and alerts: an abandoned handshake, not a problem",
+          arguments: [UInt16(0xC02F), 0x1301])
+    func abandonedHandshake(suite: UInt16) {
+        let tls = Self.conversation()
+        _ = tls.receive(Self.record(22, Self.clientHello(suite: suite)), towardServer: true)
+        #expect(Self.problems(tls.receive(Self.record(22, Self.serverHello(suite: suite)) + Self.record(23, [1, 2, 3]),
+                                          towardServer: false)).isEmpty)
+        let ccs = Self.record(20, [1]), alert = Self.record(21, [2, 40])
+        // A ChangeCipherSpec and an alert, the alert's bytes split across two reads.
+        #expect(Self.problems(tls.receive(ccs + alert.prefix(3), towardServer: true)).isEmpty)
+        #expect(Self.problems(tls.receive(Array(alert.dropFirst(3)), towardServer: true)).isEmpty)
+        #expect(tls.abandonedHandshake && !tls.hadProblem)
+    }
+
+    @Test("no keys, and the client goes on (a key exchange, a Finished, data): the problem names the client random",
+          arguments: [Self.record(22, Self.handshake(16, [0, 1, 2])), Self.record(23, [UInt8](repeating: 5, count: 30))])
+    func clientWentOnWithoutKeys(next: [UInt8]) {
+        let tls = Self.conversation()
+        _ = tls.receive(Self.record(22, Self.clientHello()), towardServer: true)
+        #expect(Self.problems(tls.receive(Self.record(22, Self.serverHello(suite: 0xC02F)), towardServer: false)).isEmpty)
+        #expect(tls.abandonedHandshake)
+        // The record comes in two reads: its header first.
+        #expect(Self.problems(tls.receive(Self.record(20, [1]) + next.prefix(4), towardServer: true)).isEmpty)
+        let problems = Self.problems(tls.receive(Array(next.dropFirst(4)), towardServer: true))
+        #expect(problems.count == 1 && problems[0].contains("no keys for client random 0101"), "\(problems)")
+        #expect(!tls.abandonedHandshake && tls.hadProblem)
+        #expect(tls.receive(Self.record(23, [1, 2, 3]), towardServer: true).isEmpty, "nothing more once stopped")
+    }
+
+    @Test("no keys, and the client's protected records came before the ServerHello: a problem at once")
+    func clientRecordsBeforeServerHello() {
+        let tls = Self.conversation()
+        _ = tls.receive(Self.record(22, Self.clientHello(suite: 0x1301)) + Self.record(23, [UInt8](repeating: 5, count: 30)), towardServer: true)
+        let problems = Self.problems(tls.receive(Self.record(22, Self.serverHello(suite: 0x1301)), towardServer: false))
+        #expect(problems.count == 1 && problems[0].contains("no keys for client random"), "\(problems)")
+        #expect(!tls.abandonedHandshake)
     }
 
     @Test("garbage after a ClientHello never crashes: every prefix of random records", arguments: 0..<20)

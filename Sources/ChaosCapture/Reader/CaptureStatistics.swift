@@ -34,6 +34,9 @@ public struct CaptureStatistics: Hashable, Sendable {
     public var tlsDecrypted = 0
     /// With a key log: TLS flows that could not be decrypted, in whole or in part (each a `protocol` anomaly).
     public var tlsFailed = 0
+    /// With a key log: TLS flows whose client sent nothing after its ClientHello and whose keys are not in the log (a
+    /// client killed while connecting, a probe): no application data, so nothing unaudited.
+    public var tlsAbandoned = 0
     public var tlsRecords = 0
     public var tlsPlaintextBytes: Int64 = 0
 

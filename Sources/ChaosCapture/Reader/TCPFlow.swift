@@ -112,6 +112,7 @@ final class TCPFlow {
             statistics.tlsConversations += 1
             if !tls.hadProblem, tls.recordsDecrypted > 0 { statistics.tlsDecrypted += 1 }
             if tls.hadProblem { statistics.tlsFailed += 1 }
+            if tls.abandonedHandshake { statistics.tlsAbandoned += 1 }
             statistics.tlsRecords += tls.recordsDecrypted
             statistics.tlsPlaintextBytes += tls.plaintextBytes
         }

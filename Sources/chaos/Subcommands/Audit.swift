@@ -72,6 +72,7 @@ struct Audit: AsyncParsableCommand {
             extra["capture.tls_records"] = "\(statistics.tlsRecords)"
             extra["capture.tls_plaintext_bytes"] = "\(statistics.tlsPlaintextBytes)"
             extra["capture.tls_failed"] = "\(statistics.tlsFailed)"
+            extra["capture.tls_abandoned"] = "\(statistics.tlsAbandoned)"
         }
         // What could not be decrypted was not audited: no verdict can vouch for it.
         let undecrypted = statistics.tlsFailed == 0 ? nil
@@ -90,7 +91,9 @@ struct Audit: AsyncParsableCommand {
         if options.keyLog != nil {
             Console.line("TLS: \(statistics.tlsDecrypted) of \(statistics.tlsConversations) conversation(s) decrypted, "
                 + "\(statistics.tlsRecords) records, \(statistics.tlsPlaintextBytes) plaintext bytes"
-                + (statistics.tlsFailed > 0 ? "; \(statistics.tlsFailed) could not be decrypted" : ""))
+                + (statistics.tlsFailed > 0 ? "; \(statistics.tlsFailed) could not be decrypted" : "")
+                + (statistics.tlsAbandoned > 0 ? "; \(statistics.tlsAbandoned) abandoned in the handshake (no keys needed: "
+                    + "the client sent nothing after its ClientHello)" : ""))
         }
         Console.line("messages: \(totals.sent) sent, \(totals.delivered) delivered, \(totals.ok) ok, \(totals.lost) lost, "
             + "\(totals.duplicated) duplicated, \(totals.redelivered) redelivered, \(totals.reordered) reordered, \(totals.gaps) gaps")

@@ -22,11 +22,14 @@ producing after S seconds.
 
 --reconnect-every S (client): with no proxy in the path nothing cuts a connection, so the client cuts its own every
 S seconds, in the middle of a message, as a client killed mid-write would: it writes the first fragment of its next
-MSG, then aborts the connection (transport.abort(): no close frame, no close_notify, its kernel's FIN), logs
+MSG, then aborts the connection (transport.abort(): no close frame, no close_notify, its kernel's FIN or RST), logs
 
   {"t": 2.5, "event": "cut", "stream": "c1", "conn": 1}
 
-and reconnects. The cut message never reached the server whole, so the resume retransmits it, or with
+and reconnects. Before the abort it reads (and logs, sending nothing) what its kernel already holds: bytes that arrived
+while the cut was being written are acknowledged by the kernel, often in the cut's own segment, and a client that
+dropped them unread would have them counted delivered by any observer of TCP and then resent by the server (one
+redelivered that no log shows). The cut message never reached the server whole, so the resume retransmits it, or with
 --drop-on-resume N throws it away: a hole in the server's log, a message lost on the wire. (No cut makes a message
 once --send-for is over: the last cut messages would otherwise be the highest seqs, and no hole.)
 
@@ -38,6 +41,7 @@ import asyncio
 import json
 from pair_tls import add_arguments, client_tls, prepare, server_tls
 import random
+import select
 import sys
 import time
 
@@ -94,6 +98,7 @@ class Connection(asyncio.Protocol):
         else:
             self.ws = ServerProtocol(extensions=enable_server_permessage_deflate(None), max_size=None)
         self.transport = None
+        self.cutting = False
         self.fragments = []
         self.last_heard = time.monotonic()
         self.closed = asyncio.get_running_loop().create_future()
@@ -117,7 +122,7 @@ class Connection(asyncio.Protocol):
                 self.transport.write_eof()
 
     def send(self, obj_or_text, fragments=1):
-        if self.ws.state is not State.OPEN or self.transport.is_closing():
+        if self.cutting or self.ws.state is not State.OPEN or self.transport.is_closing():
             return
         data = (obj_or_text if isinstance(obj_or_text, str) else json.dumps(obj_or_text)).encode()
         if fragments == 1:
@@ -188,14 +193,24 @@ class Connection(asyncio.Protocol):
         elif kind == "ACK" and self.producer:
             self.producer.acked(message["ack"])
 
-    def cut(self):
-        """--reconnect-every: the first fragment of the next MSG (while producing), then an abort."""
+    async def cut(self):
+        """--reconnect-every: the first fragment of the next MSG (while producing), then an abort once the kernel holds
+        nothing unread (at most 0.1 s): what arrives meanwhile is read and logged, and answered with nothing (a
+        message is half-written)."""
+        for task in self.tasks:
+            task.cancel()
         if (self.producer and self.ws.state is State.OPEN and not self.transport.is_closing()
                 and time.monotonic() - START < self.args.send_for):
             _, text = self.producer.make()
             data = text.encode()
             self.ws.send_text(data[:len(data) // 3], fin=False)
             self.flush()
+        self.cutting = True
+        sock = self.transport.get_extra_info("socket")
+        for _ in range(50):
+            if sock is None or sock.fileno() < 0 or not select.select([sock.fileno()], [], [], 0)[0]:
+                break
+            await asyncio.sleep(0.002)
         self.close(abort=True)
 
     def close(self, code=None, reason="", abort=False):
@@ -274,7 +289,7 @@ async def run_client(args):
         stopper.cancel()
         if cutter is not None and cutter.done() and not stop.is_set() and not connection.closed.done():
             log.write(event="cut", stream=args.stream, conn=conn)
-            connection.cut()
+            await connection.cut()
         else:
             connection.close(1000 if stop.is_set() else None, abort=not stop.is_set())
         if cutter is not None:
