@@ -51,6 +51,7 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .target(name: "CChaosEpoll"),
+        .target(name: "CChaosClock"),
         .target(
             name: "ChaosProtocols",
             dependencies: ["ChaosCore", "CZlib", .product(name: "NIOHPACK", package: "swift-nio-http2"),
@@ -121,10 +122,11 @@ let package = Package(
         ),
         .target(
             name: "ChaosRunner",
-            dependencies: ["ChaosCore", "ChaosProtocols", "ChaosTLS", "ChaosProxy", "ChaosControl", "ChaosAudit", "ChaosReport", "ChaosCapture",
+            dependencies: ["ChaosCore", "CChaosClock", "ChaosProtocols", "ChaosTLS", "ChaosProxy", "ChaosControl", "ChaosAudit", "ChaosReport", "ChaosCapture",
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                           .product(name: "UnixSignals", package: "swift-service-lifecycle")] + nio,
+                           .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                           .product(name: "Crypto", package: "swift-crypto")] + nio,
             swiftSettings: strictSettings
         ),
         .executableTarget(

@@ -36,12 +36,16 @@ public struct ReportInputs: Sendable {
     public var auditBackpressureS: Double?
     /// Free-form extra facts.
     public var extra: [String: String]?
+    /// The fleet's agents that applied the timeline (a `chaos run --agent` run, or a merge): each fault's detail names
+    /// them (`agents`).
+    public var faultAgents: [String]?
 
     /// Creates the inputs; only the first few are required.
     public init(scenario: String, seed: UInt64, startedAt: Date, elapsed: ChaosDuration, complete: Bool, timeline: Timeline,
                 audit: AuditResult, expectations: [Expectation], replay: String, planned: ChaosDuration? = nil,
                 connections: ConnectionCounts? = nil, faultConnections: [Int: Int] = [:], pairExits: [String: Int32]? = nil,
-                errorReason: String? = nil, extra: [String: String]? = nil, auditBackpressureS: Double? = nil) {
+                errorReason: String? = nil, extra: [String: String]? = nil, auditBackpressureS: Double? = nil,
+                faultAgents: [String]? = nil) {
         self.scenario = scenario
         self.seed = seed
         self.startedAt = startedAt
@@ -58,6 +62,7 @@ public struct ReportInputs: Sendable {
         self.errorReason = errorReason
         self.extra = extra
         self.auditBackpressureS = auditBackpressureS
+        self.faultAgents = faultAgents
     }
 }
 
@@ -77,10 +82,12 @@ extension RunReport {
         let impacts = Dictionary(audit.faults.map { ($0.occurrence, $0) }, uniquingKeysWith: { first, _ in first })
         let faults = inputs.timeline.occurrences(through: inputs.elapsed).map { occurrence in
             let impact = impacts[occurrence.index]
+            var detail = Dictionary(occurrence.effect.parameters, uniquingKeysWith: { first, _ in first })
+            if let agents = inputs.faultAgents { detail["agents"] = agents.joined(separator: ", ") }
             return FaultRecord(kind: occurrence.kind.rawValue, occurrence: occurrence.index, atS: occurrence.at.seconds,
                                forS: occurrence.lasts.seconds,
                                connections: inputs.faultConnections[occurrence.index] ?? impact?.connectionsClosed ?? 0,
-                               detail: Dictionary(occurrence.effect.parameters, uniquingKeysWith: { first, _ in first }),
+                               detail: detail,
                                proxy: occurrence.proxy, reconnectS: impact?.reconnectS, resumeS: impact?.resumeS)
         }
         // Faults and toxics added through the control API are not in the timeline: their marks tell what they were.

@@ -9,7 +9,8 @@ import Foundation
 extension ScenarioRunner {
     func makeReport(audit: AuditResult, complete: Bool, elapsed: Int64, startedAt: Date, injector: FaultInjector?,
                             proxies: [ProxyServer], pair: PairSupervisor?, interrupted: Bool = false,
-                            startupError: String? = nil, auditQueue: (seconds: Double, peakBytes: Int)? = nil) -> RunReport {
+                            startupError: String? = nil, auditQueue: (seconds: Double, peakBytes: Int)? = nil,
+                            agentFacts: [String: String] = [:]) -> RunReport {
         let scenario = configuration.scenario
         var faultConnections: [Int: Int] = [:]
         for applied in injector?.appliedSoFar ?? [] { faultConnections[applied.occurrence] = applied.connections }
@@ -32,6 +33,8 @@ extension ScenarioRunner {
         var extra: [String: String] = [:]
         if interrupted { extra["interrupted"] = "stopped by SIGINT/SIGTERM before the planned end" }
         if let auditQueue { extra["audit.queue_peak_bytes"] = "\(auditQueue.peakBytes)" }
+        if let agent = configuration.agent { extra["agent"] = agent }
+        extra.merge(agentFacts) { _, new in new }
         for proxy in proxies {
             extra["proxy.\(proxy.spec.name).bytes_upstream"] = "\(proxy.counters.upstream)"
             extra["proxy.\(proxy.spec.name).bytes_downstream"] = "\(proxy.counters.downstream)"
@@ -44,6 +47,7 @@ extension ScenarioRunner {
             elapsed: .nanoseconds(elapsed), complete: complete, timeline: configuration.timeline, audit: audit,
             expectations: scenario.expectations, replay: configuration.replayCommand, planned: configuration.timeline.duration,
             connections: connections, faultConnections: faultConnections, pairExits: pairExits,
-            errorReason: errorReason, extra: extra, auditBackpressureS: auditQueue?.seconds))
+            errorReason: errorReason, extra: extra, auditBackpressureS: auditQueue?.seconds,
+            faultAgents: configuration.agent.map { [$0] }))
     }
 }

@@ -9,6 +9,7 @@ public import Logging
 import NIOCore
 import NIOPosix
 import ServiceLifecycle
+import Synchronization
 import UnixSignals
 
 /// `chaos run`: starts the scenario's proxies and pair, applies the fault timeline for the run's
@@ -53,6 +54,14 @@ public final class ScenarioRunner: Sendable {
         public var frames: FrameProtocol?
         /// How often report.json is checkpointed.
         public var checkpointEvery: ChaosDuration = .seconds(Int64(60))
+        /// `--agent`: this run is one agent of a fleet, writing its traffic events to `events.bin` for
+        /// `chaos report --merge`; nil: a run on its own.
+        public var agent: String?
+        /// `--start-at`: the wall-clock moment the run's clock starts (the fleet's agents share it, so a shared
+        /// schedule strikes every agent at once); nil: now.
+        public var startAt: Date?
+        /// The most bytes the agent's event ring may hold.
+        public var eventRingBytes = EventFileWriter.defaultRingBytes
 
         /// Creates a configuration.
         public init(scenario: Scenario, timeline: Timeline, out: String? = nil, replayCommand: String, selfPath: String) {
@@ -109,8 +118,16 @@ public final class ScenarioRunner: Sendable {
         // With neither a report nor a capture (the bare `chaos proxy`), nothing reads the events:
         // the proxies then send none, and spend nothing per connection on them.
         let eventSink = folder != nil || capture != nil || scenario.protocolSpec != nil ? sink : nil
+        let zero = try await clockZero()
         let loops = try await RelayLoops.start(busyPoll: configuration.busyPoll, epollRelay: configuration.epollRelay)
-        let clock = RunClock()
+        let clock = RunClock(start: zero.deadline)
+        let agent = try folder.flatMap { folder in
+            try configuration.agent.map { name in
+                try AgentRecorder(folder: folder.url.path, agent: name, scenario: scenario, timeline: timeline,
+                                  clockZero: zero.date, ringBytes: configuration.eventRingBytes)
+            }
+        }
+        if let agent { sink.add { agent.record($0) } }
         let keyLog = try folder.flatMap { folder in try scenario.proxies.contains { $0.tls != nil } ? KeyLogFile(folder: folder.url) : nil }
         defer { keyLog?.close() }
         let factory = proxyFactory(loops: loops, clock: clock, sink: eventSink, keyLog: keyLog)
@@ -127,10 +144,11 @@ public final class ScenarioRunner: Sendable {
                 + "\(occurrence.effect.summary) -> \(applied.connections) connection(s)")
         }
         let state = RunState()
+        let agentFacts = Mutex<[String: String]>([:])
         let report = { @Sendable [self] (audit: AuditResult, complete: Bool, elapsed: Int64, interrupted: Bool, error: String?) in
             makeReport(audit: audit, complete: complete, elapsed: elapsed, startedAt: startedAt, injector: injector,
                        proxies: proxies, pair: state.pair, interrupted: interrupted, startupError: error,
-                       auditQueue: sink.backpressure)
+                       auditQueue: sink.backpressure, agentFacts: agentFacts.withLock { $0 })
         }
         let checkpoint = folder.map { folder in
             { @Sendable (now: Int64) in
@@ -188,9 +206,11 @@ public final class ScenarioRunner: Sendable {
             do { try capture.close() } catch { output("capture: \(error)") }
             output("capture: \(capture.paths.joined(separator: ", ")) (\(capture.statistics.packets) packets)")
         }
+        let audited = sink.finish()
+        if let agent { agentFacts.withLock { $0 = agent.close() } }
         if let failure {
             // The run cannot be judged: leave a report that says why (verdict error), then fail with exit 2.
-            if let folder { try? report(sink.finish(), true, elapsed, false, "\(failure)").write(toDirectory: folder.url.path) }
+            if let folder { try? report(audited, true, elapsed, false, "\(failure)").write(toDirectory: folder.url.path) }
             throw failure
         }
         let interrupted = !state.ranToEnd
@@ -200,12 +220,29 @@ public final class ScenarioRunner: Sendable {
         }
         var verdict = "pass", exitCode: Int32 = 0
         if let folder {
-            let final = report(sink.finish(), true, elapsed, interrupted, nil)
+            let final = report(audited, true, elapsed, interrupted, nil)
             try final.write(toDirectory: folder.url.path)
             verdict = final.verdict.rawValue
             exitCode = verdict == "pass" ? 0 : verdict == "fail" ? 1 : 2
         }
         return Outcome(interrupted: interrupted, elapsed: elapsed, applied: injector.appliedSoFar, traffic: traffic,
                        folder: folder?.url, verdict: verdict, exitCode: exitCode)
+    }
+}
+
+extension ScenarioRunner {
+    /// The run clock's zero: now, or `--start-at` (waited for). Returns it as a deadline and as a wall-clock date.
+    func clockZero() async throws -> (deadline: NIODeadline, date: Date) {
+        guard let startAt = configuration.startAt else { return (.now(), Date()) }
+        let wait = startAt.timeIntervalSinceNow
+        if wait > 0 {
+            output("waiting \(String(format: "%.1f", wait)) s for --start-at \(startAt.ISO8601Format())")
+        } else if wait < -1 {
+            output("--start-at \(startAt.ISO8601Format()) was \(String(format: "%.1f", -wait)) s ago: "
+                + "this agent's timeline is late by as much")
+        }
+        let deadline = NIODeadline.now() + .nanoseconds(Int64(max(wait, 0) * 1e9))
+        if wait > 0 { try await Task.sleep(nanoseconds: UInt64(wait * 1e9)) }
+        return (deadline, wait > 0 ? startAt : Date())
     }
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import ChaosCore
 import ChaosReport
+import ChaosRunner
 import Foundation
 
 /// `chaos report DIR`: renders a finished (or checkpointed) run's report.json to stdout.
@@ -17,7 +18,42 @@ struct Report: AsyncParsableCommand {
     }
 
     @Argument(help: "The run's folder (Reports/<scenario>-<time>/).")
-    var directory: String
+    var directory: String?
+
+    @Option(name: .long, parsing: .upToNextOption,
+            help: "Merge these agents' run folders (chaos run --agent) into one audit and report, written to --out and rendered.")
+    var merge: [String] = []
+
+    @Option(help: "With --merge: the merged run's folder (default: Reports/<scenario>-merged-<UTC time>/).")
+    var out: String?
+
+    @Option(name: .customLong("clock-offset"), help: "With --merge: AGENT=DURATION, how far that agent's clock was ahead (250ms, -1.5s); subtracted.")
+    var clockOffsets: [String] = []
+
+    func validate() throws {
+        if merge.isEmpty {
+            guard directory != nil else { throw ValidationError("give a run's folder, or --merge DIR… to merge a fleet's agents") }
+            if out != nil || !clockOffsets.isEmpty { throw ValidationError("--out and --clock-offset go with --merge") }
+        } else if directory != nil {
+            throw ValidationError("give either a run's folder or --merge DIR…, not both")
+        }
+        _ = try offsets()
+    }
+
+    /// `--clock-offset AGENT=DURATION` as agent → nanoseconds.
+    func offsets() throws -> [String: Int64] {
+        var offsets: [String: Int64] = [:]
+        for text in clockOffsets {
+            let parts = text.split(separator: "=", maxSplits: 1).map(String.init)
+            let negative = parts.count == 2 && parts[1].hasPrefix("-")
+            guard parts.count == 2, !parts[0].isEmpty,
+                  let duration = ChaosDuration(parsing: negative ? String(parts[1].dropFirst()) : parts[1]) else {
+                throw ValidationError("--clock-offset must be AGENT=DURATION (such as b=250ms or b=-1.5s), found '\(text)'")
+            }
+            offsets[parts[0]] = negative ? -duration.nanoseconds : duration.nanoseconds
+        }
+        return offsets
+    }
 
     @Option(name: .long, help: "Output format: \(Format.allCases.map(\.rawValue).joined(separator: ", ")).")
     var format: Format = .markdown
@@ -26,7 +62,15 @@ struct Report: AsyncParsableCommand {
     var compare: String?
 
     func run() async throws {
-        let report = try RunReport.load(fromDirectory: directory)
+        let report: RunReport
+        if merge.isEmpty {
+            report = try RunReport.load(fromDirectory: directory ?? "")
+        } else {
+            let command = "chaos report --merge " + merge.joined(separator: " ") + clockOffsets.map { " --clock-offset \($0)" }.joined()
+            let merged = try FleetMerge.merge(folders: merge, out: out, clockOffsets: try offsets(), command: command)
+            report = merged.report
+            FileHandle.standardError.write(Data("merged \(merge.count) agent(s): \(merged.folder.path)\n".utf8))
+        }
         let comparison = try compare.map { baseline in
             ReportComparison(current: report, baseline: try RunReport.load(fromDirectory: baseline), baselineName: baseline)
         }
@@ -51,5 +95,7 @@ struct Report: AsyncParsableCommand {
             }
         }
         FileHandle.standardOutput.write(Data(text.utf8))
+        // A merge judges the fleet's run: its exit says the verdict, as chaos run's does (a soak's Job fails with it).
+        if !merge.isEmpty, report.verdict != .pass { throw ExitCode(report.verdict == .fail ? 1 : 2) }
     }
 }

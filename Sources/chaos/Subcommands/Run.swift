@@ -23,8 +23,11 @@ struct Run: AsyncParsableCommand {
 
     @OptionGroup var relay: RelayOptions
 
+    @OptionGroup var fleet: AgentOptions
+
     func validate() throws {
         if let metrics, HostPort(parsing: metrics) == nil { throw ValidationError("--metrics must be HOST:PORT, found '\(metrics)'") }
+        try fleet.check()
     }
 
     func run() async throws {
@@ -40,6 +43,9 @@ struct Run: AsyncParsableCommand {
         if capture { configuration.capture = true }
         relay.apply(to: &configuration)
         configuration.controlAPI = metrics.flatMap(HostPort.init(parsing:))
+        try fleet.apply(to: &configuration)
+        if let agent = fleet.agent { replay += " --agent \(agent)" }
+        configuration.replayCommand = replay
         try await RunSummary.run(configuration)
     }
 }

@@ -1,0 +1,180 @@
+import ChaosAudit
+public import ChaosCore
+public import ChaosReport
+public import Foundation
+
+/// `chaos report --merge DIR…`: the run folders of a fleet's agents (`chaos run --agent`) joined into one audit and
+/// one report. The agents' events are streamed from their `events.bin` rings and merged by wall-clock time (each
+/// agent's clock zero, less the offset the user measured for its host), so a logical stream whose connections went
+/// through different agents is judged as one stream. Memory is a chunk per agent plus the audit's own state (open
+/// connections and streams), not the run's length.
+public enum FleetMerge {
+    /// One agent's run folder, opened.
+    struct Agent {
+        let folder: String
+        let reader: EventFileReader
+        let scenario: Scenario
+        let timeline: Timeline
+        let report: RunReport?
+        /// Nanoseconds to add to this agent's event times to put them on the merged timeline.
+        var shift: Int64 = 0
+        var name: String { reader.header.agent }
+    }
+
+    /// A pending event of agent `agent`, ordered by merged time, then agent, then its order in the agent's file.
+    struct Pending: Comparable {
+        let time: Int64
+        let agent: Int
+        let order: Int64
+        let event: TrafficEvent
+        static func < (lhs: Pending, rhs: Pending) -> Bool { (lhs.time, lhs.agent, lhs.order) < (rhs.time, rhs.agent, rhs.order) }
+        static func == (lhs: Pending, rhs: Pending) -> Bool { (lhs.time, lhs.agent, lhs.order) == (rhs.time, rhs.agent, rhs.order) }
+    }
+
+    /// Connection numbers of agent `index` (from 0) on the merged timeline: the agent's own plus `index` × this.
+    public static let connectionStride: ConnectionID = 1_000_000_000
+
+    /// Merges `folders` into `out` (nil: `Reports/<scenario>-merged-<time>/`). `clockOffsets`: agent name → nanoseconds
+    /// its clock was ahead of true time (subtracted). Returns the report and its folder.
+    public static func merge(folders: [String], out: String?, clockOffsets: [String: Int64] = [:], command: String)
+        throws -> (report: RunReport, folder: URL)
+    {
+        var agents = try open(folders)
+        for name in clockOffsets.keys where !agents.contains(where: { $0.name == name }) {
+            throw ChaosError.badInput("--clock-offset names agent '\(name)', which is not among the merged agents (\(agents.map(\.name).joined(separator: ", ")))")
+        }
+        let zeros = agents.map { $0.reader.header.startedAtNs - (clockOffsets[$0.name] ?? 0) }
+        let base = zeros.min() ?? 0
+        for index in agents.indices { agents[index].shift = zeros[index] - base }
+        let first = agents[0]
+        let engine = try AuditEngine(spec: first.scenario.protocolSpec ?? ProtocolSpec())
+        engine.pathLimits = first.scenario.pathLimits
+        try feed(agents, into: engine, audits: first.scenario.protocolSpec != nil)
+        let audit = engine.finish()
+        let report = RunReport(inputs(agents, audit: audit, base: base, clockOffsets: clockOffsets, command: command))
+        let folder = try RunFolder(scenario: first.scenario.name + "-merged", out: out)
+        try report.write(toDirectory: folder.url.path)
+        return (report, folder.url)
+    }
+
+    /// Opens every folder and checks that they are one fleet's: one scenario, one seed, distinct agent names.
+    static func open(_ folders: [String]) throws -> [Agent] {
+        guard !folders.isEmpty else { throw ChaosError.badInput("--merge needs at least one agent's run folder") }
+        var agents: [Agent] = []
+        for folder in folders {
+            guard FileManager.default.fileExists(atPath: folder) else {
+                throw ChaosError.badInput("\(folder): no such run folder")
+            }
+            let reader = try EventFileReader(folder: folder)
+            let (scenario, timeline) = try RunFolder.loadReplayInputs(from: folder)
+            let report = try? RunReport.load(fromDirectory: folder)
+            let agent = Agent(folder: folder, reader: reader, scenario: scenario, timeline: timeline, report: report)
+            if let other = agents.first(where: { $0.name == agent.name }) {
+                throw ChaosError.badInput("\(folder) and \(other.folder) are both agent '\(agent.name)': each agent of a fleet needs its own name")
+            }
+            if let other = agents.first {
+                let header = agent.reader.header, expected = other.reader.header
+                if header.seed != expected.seed {
+                    throw ChaosError.badInput("agent '\(agent.name)' (\(folder)) ran seed \(header.seed), agent '\(other.name)' (\(other.folder)) "
+                        + "seed \(expected.seed): a merge needs every agent on one scenario and seed")
+                }
+                if header.scenarioDigest != expected.scenarioDigest || header.scenario != expected.scenario {
+                    throw ChaosError.badInput("agent '\(agent.name)' (\(folder)) ran another scenario than agent '\(other.name)' (\(other.folder)): "
+                        + "'\(header.scenario)' and '\(expected.scenario)' differ in their timeline, protocol or expectations")
+                }
+            }
+            agents.append(agent)
+        }
+        return agents
+    }
+
+    /// Streams every agent's events into `engine` in merged time order.
+    static func feed(_ agents: [Agent], into engine: AuditEngine, audits: Bool) throws {
+        var heap = MinHeap<Pending>()
+        var order = [Int64](repeating: 0, count: agents.count)
+        func pull(_ index: Int) throws {
+            guard let event = try agents[index].reader.next() else { return }
+            order[index] += 1
+            heap.insert(Pending(time: event.time + agents[index].shift, agent: index, order: order[index], event: event))
+        }
+        for index in agents.indices { try pull(index) }
+        // A shared schedule strikes every agent with the same occurrence: run-wide marks count once.
+        var runWideMarks = Set<String>()
+        var stopped = false
+        while let next = heap.popMin() {
+            try pull(next.agent)
+            var event = next.event
+            event.time = next.time
+            if event.connection != 0 {
+                event.connection += ConnectionID(next.agent) * connectionStride
+            } else {
+                switch event.kind {
+                case .faultStarted(let mark), .faultEnded(let mark):
+                    let started = if case .faultStarted = event.kind { true } else { false }
+                    guard runWideMarks.insert("\(started) \(mark.occurrence) \(mark.kind)").inserted else { continue }
+                case .stopping:
+                    // The first agent to stop ends the run: its pair is being stopped.
+                    guard !stopped else { continue }
+                    stopped = true
+                default: break
+                }
+            }
+            switch event.kind {
+            case .read where !audits, .written where !audits: continue
+            default: engine.ingest(event)
+            }
+        }
+    }
+
+    /// The merged report's inputs: the agents' counts summed, their facts labelled by agent.
+    static func inputs(_ agents: [Agent], audit: AuditResult, base: Int64, clockOffsets: [String: Int64], command: String) -> ReportInputs {
+        let first = agents[0]
+        let reports = agents.compactMap(\.report)
+        var faultConnections: [Int: Int] = [:]
+        for report in reports {
+            for fault in report.faults { faultConnections[fault.occurrence, default: 0] += fault.connections }
+        }
+        let connections = reports.count == agents.count ? ConnectionCounts(
+            opened: reports.map(\.connections.opened).reduce(0, +), cutByFault: reports.map(\.connections.cutByFault).reduce(0, +),
+            refused: reports.map(\.connections.refused).reduce(0, +)) : nil
+        var pairExits: [String: Int32]?
+        var extra: [String: String] = ["merge.agents": agents.map(\.name).joined(separator: ", ")]
+        var errors: [String] = []
+        var elapsed: Int64 = 0
+        var errorBoundUs: Int64 = 0
+        for agent in agents {
+            let header = agent.reader.header
+            let prefix = "merge.agent.\(agent.name)"
+            extra["\(prefix).folder"] = agent.folder
+            extra["\(prefix).clock_offset_ms"] = String(format: "%.3f", Double(clockOffsets[agent.name] ?? 0) / 1e6)
+            extra["\(prefix).clock"] = header.clockSynchronized == true ? "synchronised, estimated error \(header.clockErrorUs ?? 0) µs"
+                : header.clockSynchronized == false ? "not synchronised" : "unknown"
+            errorBoundUs = max(errorBoundUs, header.clockSynchronized == true ? header.clockErrorUs ?? 0 : 0)
+            if agent.reader.firstSegment > 0 {
+                errors.append("agent '\(agent.name)': its first \(agent.reader.firstSegment) event segment(s) were removed by its ring, "
+                    + "so the run's start cannot be judged (give the agents a larger --event-ring)")
+            }
+            guard let report = agent.report else {
+                errors.append("agent '\(agent.name)' (\(agent.folder)) has no report.json: it did not finish")
+                continue
+            }
+            elapsed = max(elapsed, Int64(report.elapsedS * 1e9) + agent.shift)
+            if report.verdict == .error, let reason = report.verdictReason { errors.append("agent '\(agent.name)': \(reason)") }
+            for (name, status) in report.pairExits ?? [:] {
+                pairExits = pairExits ?? [:]
+                pairExits?[agents.count == 1 ? name : "\(agent.name)/\(name)"] = status
+            }
+            if agents.count == 1 { extra.merge(report.extra ?? [:]) { current, _ in current } }
+        }
+        // Two agents' timestamps may be apart by both clocks' errors.
+        extra["merge.ordering_bound_ms"] = String(format: "%.3f", Double(2 * errorBoundUs) / 1e3)
+        let backpressure = reports.compactMap(\.auditBackpressureS).max()
+        return ReportInputs(
+            scenario: first.scenario.name, seed: first.timeline.seed, startedAt: Date(timeIntervalSince1970: Double(base) / 1e9),
+            elapsed: .nanoseconds(elapsed), complete: reports.count == agents.count && reports.allSatisfy(\.complete),
+            timeline: first.timeline, audit: audit, expectations: first.scenario.expectations, replay: command,
+            planned: first.timeline.duration, connections: connections, faultConnections: faultConnections, pairExits: pairExits,
+            errorReason: errors.isEmpty ? nil : errors.joined(separator: "; "), extra: extra, auditBackpressureS: backpressure,
+            faultAgents: agents.map(\.name))
+    }
+}
