@@ -37,6 +37,8 @@ final class ClientEngine: WireConnectionDelegate, @unchecked Sendable {
     var heartbeat: RepeatedTask?
     var pingTimeout: Scheduled<Void>?
     var reconnect: Scheduled<Void>?
+    /// Connection attempts so far: each takes the next of the configured addresses.
+    var attempts = 0
     var deadline: Scheduled<Void>?
     var stopped = false
     var status = DemoClientStatus()
@@ -122,7 +124,8 @@ final class ClientEngine: WireConnectionDelegate, @unchecked Sendable {
     func connect() {
         reconnect = nil
         guard !stopped else { return }
-        let target = configuration.connect
+        let target = configuration.addresses[attempts % configuration.addresses.count]
+        attempts += 1
         ClientBootstrap(group: loop)
             .connectTimeout(.nanoseconds(configuration.connectTimeout.nanoseconds))
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)

@@ -5,6 +5,11 @@ public import Logging
 public struct DemoClientConfiguration: Sendable {
     /// The server (or the chaos proxy in front of it).
     public var connect: DemoAddress
+    /// More addresses of the same server: each reconnect takes the next one after `connect`, in turn (a phone that
+    /// moves between WiFi and LTE reaches the service through another node). Set it after `init`.
+    public var alsoConnect: [DemoAddress] = []
+    /// Every address, in the order connects take them.
+    public var addresses: [DemoAddress] { [connect] + alsoConnect }
     /// The logical stream name sent in HELLO.
     public var stream: String
     /// Upstream data messages per second (0: none).

@@ -18,18 +18,18 @@ struct AgentOptions: ParsableArguments {
     func check() throws {
         if let agent {
             guard (1...63).contains(agent.count), agent.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) else {
-                throw ValidationError("--agent must be 1 to 63 letters, digits, '.', '_' or '-', found '\\(agent)'")
+                throw ValidationError("--agent must be 1 to 63 letters, digits, '.', '_' or '-', found '\(agent)'")
             }
         }
         if let startAt, Self.date(startAt) == nil {
-            throw ValidationError("--start-at must be an RFC 3339 time such as 2026-11-27T12:00:00Z, found '\\(startAt)'")
+            throw ValidationError("--start-at must be an RFC 3339 time such as 2026-11-27T12:00:00Z, found '\(startAt)'")
         }
         if startAt != nil || eventRing != nil, agent == nil {
             throw ValidationError("--start-at and --event-ring belong to a fleet's agent: add --agent NAME")
         }
         if let eventRing {
             guard let bytes = Self.bytes(eventRing), bytes >= 1 << 20 else {
-                throw ValidationError("--event-ring must be a size of at least 1MB (such as 512MB or 4GB), found '\\(eventRing)'")
+                throw ValidationError("--event-ring must be a size of at least 1MB (such as 512MB or 4GB), found '\(eventRing)'")
             }
         }
     }

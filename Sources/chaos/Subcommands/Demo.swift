@@ -65,6 +65,8 @@ struct DemoClientCommand: AsyncParsableCommand {
 
     @Option(help: "Server (or proxy) address, HOST:PORT.")
     var connect = "127.0.0.1:7000"
+    @Option(name: .customLong("also-connect"), help: "Another address of the server (repeatable): each reconnect takes the next address in turn, as a phone moving between WiFi and LTE reaches another node (TCP transport).")
+    var alsoConnect: [String] = []
     @Option(help: "Logical stream name.")
     var stream = "c1"
     @Option(help: "Upstream messages per second.")
@@ -108,6 +110,14 @@ struct DemoClientCommand: AsyncParsableCommand {
             heartbeatTimeout: try DemoDurationFlag.parse(heartbeatTimeout, flag: "--heartbeat-timeout"),
             queueCapacity: queue)
         config.transport = try DemoTransportFlag.parse(transport)
+        config.alsoConnect = try alsoConnect.map { try DemoAddress(parsing: $0) }
+        if !config.alsoConnect.isEmpty, config.transport == .grpc {
+            throw ValidationError("--also-connect works with --transport tcp or websocket")
+        }
+        config.alsoConnect = try alsoConnect.map { try DemoAddress(parsing: $0) }
+        if !config.alsoConnect.isEmpty, config.transport == .grpc {
+            throw ValidationError("--also-connect works with --transport tcp or websocket")
+        }
         if tls || tlsCa != nil {
             guard TLSSpec.isServerName(tlsServerName) else { throw ValidationError("--tls-server-name must be a host name, found '\(tlsServerName)'") }
             let roots = try tlsCa ?? CertificateAuthority.own().certificatePath

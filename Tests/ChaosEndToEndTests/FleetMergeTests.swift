@@ -1,0 +1,193 @@
+import ChaosCore
+import Foundation
+import Testing
+
+/// A fleet of agents on one machine (PRODUCT.md section 12): `chaos run --agent` writes each agent's traffic events to
+/// events.bin, and `chaos report --merge` joins them into one audit. Agent `a` runs the demo pair; agent `b` is a second
+/// proxy in front of the same server; each client's reconnects alternate between the two (`--also-connect`, a phone
+/// moving between WiFi and LTE), so every stream's messages are split between the agents: each agent alone sees holes,
+/// the merge sees each stream whole and equals the pair's own logs.
+@Suite("Fleet merge: chaos run --agent and chaos report --merge", .timeLimit(.minutes(3)))
+struct FleetMergeTests {
+    static func scenario(listen: Int, upstream: Int, other: Int?, name: String = "fleet", seed: Int = 7) -> String {
+        let pair = other.map { other in
+            """
+            pair:
+              server:
+                run: chaos demo server --listen 127.0.0.1:{upstream.port} --rate 20 --log {run_dir}/server.jsonl
+                ready: tcp 127.0.0.1:{upstream.port}
+              client:
+                run: chaos demo client --connect 127.0.0.1:{listen.port} --also-connect 127.0.0.1:\(other) --stream c{index} --rate 20 --log {run_dir}/client-{index}.jsonl --backoff-base 100ms --backoff-cap 300ms
+                count: 2
+
+            """
+        } ?? ""
+        return """
+        name: \(name)
+        duration: 10s
+        seed: \(seed)
+        proxies:
+          - {name: stream, listen: "127.0.0.1:\(listen)", upstream: "127.0.0.1:\(upstream)"}
+        \(pair)protocol:
+          framing: lines
+          seq: seq
+          stream: stream
+          ack: ack
+          ignore: {type: [PING, PONG, HELLO, WELCOME, ACK, GAP]}
+        faults:
+          - disconnect: {every: 2s..3s, mode: reset, until: 8s}
+        expect:
+          lost: 0
+          duplicated: 0
+        """
+    }
+
+    static func report(_ folder: String) throws -> [String: Any] {
+        let data = try Data(contentsOf: URL(fileURLWithPath: folder).appendingPathComponent("report.json"))
+        return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+    }
+
+    /// stream/direction → its ok, lost, duplicated, redelivered, reordered and sent.
+    static func streams(_ json: [String: Any]) -> [String: [String: Int]] {
+        var out: [String: [String: Int]] = [:]
+        for stream in json["streams"] as? [[String: Any]] ?? [] {
+            let key = "\(stream["stream"] ?? "")/\(stream["direction"] ?? "")"
+            out[key] = ["ok": stream["ok"] as? Int ?? -1, "lost": stream["lost"] as? Int ?? -1,
+                        "duplicated": stream["duplicated"] as? Int ?? -1, "sent": stream["sent"] as? Int ?? -1,
+                        "redelivered": stream["redelivered"] as? Int ?? -1, "reordered": stream["reordered"] as? Int ?? -1]
+        }
+        return out
+    }
+
+    /// The distinct seqs the demo pair's consumers logged: client-N.jsonl (downstream), server.jsonl (upstream).
+    static func logged(_ folder: String) throws -> [String: Int] {
+        var seqs: [String: Set<Int>] = [:]
+        for name in try FileManager.default.contentsOfDirectory(atPath: folder) where name.hasSuffix(".jsonl") {
+            for line in try String(contentsOfFile: "\(folder)/\(name)", encoding: .utf8).split(separator: "\n") {
+                guard let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                      let stream = object["stream"] as? String, let direction = object["dir"] as? String,
+                      let seq = object["seq"] as? Int else { continue }
+                seqs["\(stream)/\(direction == "up" ? "upstream" : "downstream")", default: []].insert(seq)
+            }
+        }
+        return seqs.mapValues(\.count)
+    }
+
+    /// Copies an agent's run folder, its events rewritten under a changed header (another clock, another seed).
+    static func rewrite(_ folder: String, to copy: String, _ change: (inout EventFileHeader) -> Void) throws {
+        try FileManager.default.copyItem(atPath: folder, toPath: copy)
+        for name in try FileManager.default.contentsOfDirectory(atPath: copy) where name.hasPrefix("events") {
+            try FileManager.default.removeItem(atPath: "\(copy)/\(name)")
+        }
+        let reader = try EventFileReader(folder: folder)
+        var header = reader.header
+        change(&header)
+        let writer = try EventFileWriter(folder: copy, header: header)
+        while let event = try reader.next() { writer.write(event) }
+        writer.close()
+    }
+
+    /// The fields of a report that the merge of one agent must reproduce.
+    static let judged = ["totals", "streams", "anomaly_counts", "anomalies", "faults", "connections", "verdict", "recovery",
+                         "messages", "protocol_events", "expectations"]
+
+    @Test("the merge of one agent's run folder equals that run's own report")
+    func singleAgent() async throws {
+        let listen = ChaosCLI.freePort(), upstream = ChaosCLI.freePort()
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-one-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        let file = try ChaosCLI.scenarioFile(Self.scenario(listen: listen, upstream: upstream, other: listen))
+        let run = try await ChaosCLI.run(["run", file, "--agent", "solo", "--out", "\(base)/solo"], timeout: 90)
+        #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
+        let merge = try await ChaosCLI.run(["report", "--merge", "\(base)/solo", "--out", "\(base)/merged", "--format", "json"], timeout: 60)
+        #expect(merge.status == 0, "\(merge.stderr)")
+        let own = try Self.report("\(base)/solo"), merged = try Self.report("\(base)/merged")
+        for key in Self.judged {
+            let left = try JSONSerialization.data(withJSONObject: own[key] ?? NSNull(), options: [.sortedKeys, .fragmentsAllowed])
+            let right = try JSONSerialization.data(withJSONObject: merged[key] ?? NSNull(), options: [.sortedKeys, .fragmentsAllowed])
+            #expect(left == right, "\(key): \(String(decoding: left, as: UTF8.self).prefix(400)) vs \(String(decoding: right, as: UTF8.self).prefix(400))")
+        }
+        let extra = own["extra"] as? [String: String] ?? [:]
+        #expect(extra["agent"] == "solo" && Int(extra["agent.events"] ?? "") ?? 0 > 100, "\(extra)")
+        #expect(FileManager.default.fileExists(atPath: "\(base)/solo/events.bin"))
+    }
+
+    @Test("two agents, each client's reconnects alternating between them: each agent alone sees holes, the merge equals the pair's logs; a clock offset is corrected by --clock-offset; bad event files, seeds and names are exit 2")
+    func twoAgents() async throws {
+        let listenA = ChaosCLI.freePort(), upstream = ChaosCLI.freePort()
+        var listenB = ChaosCLI.freePort()
+        while listenB == listenA || listenB == upstream { listenB = ChaosCLI.freePort() }
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-two-\(UUID().uuidString)").path
+        var checks = TLSCaptureAuditTests.Checks(folder: base)
+        let fileA = try ChaosCLI.scenarioFile(Self.scenario(listen: listenA, upstream: upstream, other: listenB))
+        let fileB = try ChaosCLI.scenarioFile(Self.scenario(listen: listenB, upstream: upstream, other: nil))
+        let start = Date().addingTimeInterval(3).ISO8601Format()
+        async let runB = ChaosCLI.run(["run", fileB, "--agent", "b", "--start-at", start, "--out", "\(base)/b"], timeout: 90)
+        let runA = try await ChaosCLI.run(["run", fileA, "--agent", "a", "--start-at", start, "--out", "\(base)/a"], timeout: 90)
+        _ = try await runB
+        checks.expect(runA.stdout.contains("waiting"), "agent a waited for --start-at: \(runA.stdout)")
+
+        // Alone, each agent saw part of every stream.
+        let logs = try Self.logged("\(base)/a")
+        checks.expect(logs.count == 4 && logs.values.allSatisfy { $0 > 50 }, "c1, c2 both ways in the logs: \(logs)")
+        for agent in ["a", "b"] {
+            let alone = Self.streams(try Self.report("\(base)/\(agent)"))
+            checks.expect(alone.values.contains { $0["lost"] ?? 0 > 0 }, "agent \(agent) alone sees holes: \(alone)")
+        }
+        let merge = try await ChaosCLI.run(["report", "--merge", "\(base)/a", "\(base)/b", "--out", "\(base)/merged"], timeout: 60)
+        checks.expect(merge.status == 0, "the merged fleet passes: \(merge.stdout)\n\(merge.stderr)")
+        let merged = try Self.report("\(base)/merged")
+        let streams = Self.streams(merged)
+        checks.expect(Set(streams.keys) == Set(logs.keys), "one stream per logged stream: \(streams.keys.sorted())")
+        for (key, count) in logs {
+            checks.expect(streams[key]?["ok"] == count && streams[key]?["lost"] == 0 && streams[key]?["duplicated"] == 0,
+                          "\(key): merged \(streams[key] ?? [:]), the log read \(count)")
+        }
+        let connections = merged["connections"] as? [String: Any] ?? [:]
+        let opened = ["a", "b"].compactMap { (try? Self.report("\(base)/\($0)"))?["connections"] as? [String: Any] }
+            .compactMap { $0["opened"] as? Int }.reduce(0, +)
+        checks.expect(connections["opened"] as? Int == opened && opened >= 6, "connections opened: \(connections) vs \(opened)")
+        let faults = merged["faults"] as? [[String: Any]] ?? []
+        checks.expect(!faults.isEmpty && faults.allSatisfy { ($0["detail"] as? [String: String])?["agents"] == "a, b" },
+                      "faults labelled by agent: \(faults)")
+
+        // Agent b's clock 3 s ahead: merged as it is, b's connections fall in the wrong place of each stream; with
+        // --clock-offset b=3s the merge is the same as before.
+        try Self.rewrite("\(base)/b", to: "\(base)/b-ahead") { $0.startedAtNs += 3_000_000_000 }
+        let skewed = try await ChaosCLI.run(["report", "--merge", "\(base)/a", "\(base)/b-ahead", "--out", "\(base)/skewed"], timeout: 60)
+        let misordered = Self.streams(try Self.report("\(base)/skewed"))
+        checks.expect(skewed.status != 2 && misordered != streams, "an uncorrected 3 s skew misorders the streams: \(misordered)")
+        let corrected = try await ChaosCLI.run(["report", "--merge", "\(base)/a", "\(base)/b-ahead", "--clock-offset", "b=3s",
+                                             "--out", "\(base)/corrected"], timeout: 60)
+        let restored = Self.streams(try Self.report("\(base)/corrected"))
+        checks.expect(corrected.status == 0 && restored == streams,
+                      "--clock-offset b=3s restores the merge: \(corrected.stdout)\n\(corrected.stderr)")
+        let extra = try Self.report("\(base)/corrected")["extra"] as? [String: String] ?? [:]
+        checks.expect(extra["merge.agent.b.clock_offset_ms"] == "3000.000" && extra["merge.ordering_bound_ms"] != nil, "\(extra)")
+
+        // Bad input: exit 2, naming the file or agent, nothing merged.
+        try Self.rewrite("\(base)/b", to: "\(base)/b-seed") { $0.seed = 8 }
+        try FileManager.default.copyItem(atPath: "\(base)/b", toPath: "\(base)/b-cut")
+        let events = "\(base)/b-cut/events.bin"
+        let size = try FileManager.default.attributesOfItem(atPath: events)[.size] as? Int ?? 0
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: events))
+        try handle.truncate(atOffset: UInt64(size - 7))
+        try handle.close()
+        try FileManager.default.copyItem(atPath: "\(base)/b", toPath: "\(base)/b-foreign")
+        try Data("GIF89a this is not an event file".utf8).write(to: URL(fileURLWithPath: "\(base)/b-foreign/events.bin"))
+        let bad: [([String], String)] = [
+            (["\(base)/a", "\(base)/b-seed"], "ran seed 8"),
+            (["\(base)/a", "\(base)/b-cut"], "b-cut/events.bin is truncated at byte"),
+            (["\(base)/a", "\(base)/b-foreign"], "b-foreign/events.bin is not a chaos event file"),
+            (["\(base)/a", "\(base)/a"], "both agent 'a'"),
+            (["\(base)/a", "\(base)/missing"], "missing: no such run folder"),
+            (["\(base)/a", "\(base)/b", "--clock-offset", "z=1s"], "names agent 'z'"),
+        ]
+        for (arguments, message) in bad {
+            let result = try await ChaosCLI.run(["report", "--merge"] + arguments + ["--out", "\(base)/bad"], timeout: 60)
+            checks.expect(result.status == 2 && result.stderr.contains(message), "\(arguments.last ?? ""): \(result.status) \(result.stderr)")
+            checks.expect(!FileManager.default.fileExists(atPath: "\(base)/bad/report.json"), "nothing merged for \(message)")
+        }
+        checks.removeIfPassed()
+    }
+}
