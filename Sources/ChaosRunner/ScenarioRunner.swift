@@ -42,6 +42,8 @@ public final class ScenarioRunner: Sendable {
         public var capture: Bool?
         /// Where to serve the HTTP control API (`chaos proxy --api`); nil: none.
         public var controlAPI: HostPort?
+        /// Who may use it: open on loopback, a bearer token elsewhere.
+        public var apiAccess = APIAccess.open
         /// Proxies that start disabled (refusing connections) until the control API enables them.
         public var disabledProxies: Set<String> = []
         /// How long the proxy's event loops keep polling after relaying bytes (zero: off); see ``BusyPolling``.
@@ -181,7 +183,7 @@ public final class ScenarioRunner: Sendable {
                 }
                 extras.metrics = { AuditMetrics.text(sink.snapshot(), histograms: sink.recoveryHistograms()) }
             }
-            let api = ControlAPI(proxies: proxies, factory: factory, seed: timeline.seed, extras: extras)
+            let api = ControlAPI(proxies: proxies, factory: factory, seed: timeline.seed, extras: extras, access: configuration.apiAccess)
             services.append(.init(service: ControlAPIService(api: api, address: address, output: output), serviceName: "control API"))
         }
         services.append(.init(service: CheckpointService(

@@ -10,6 +10,8 @@ struct APIResponse: Sendable {
     /// JSON (or text for `/metrics`); empty for 204.
     var body: String
     var contentType = "application/json"
+    /// More response headers (`WWW-Authenticate` on a 401).
+    var extraHeaders: [(String, String)] = []
 
     /// Toxiproxy's 204 No Content.
     static let noContent = APIResponse(status: .noContent, body: "")

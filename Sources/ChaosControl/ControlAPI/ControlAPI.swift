@@ -39,6 +39,8 @@ public final class ControlAPI: Sendable {
     let factory: ProxyFactory
     let seed: UInt64
     let extras: Extras
+    /// Who may use it (``APIAccess``).
+    public let access: APIAccess
     let state: Mutex<State>
     /// The request being answered: the next one waits for it.
     private let tail = Mutex<Task<Void, Never>?>(nil)
@@ -102,7 +104,8 @@ public final class ControlAPI: Sendable {
     }
 
     /// An API over the run's `proxies`; new ones come from `factory`; faults and toxicity draws come from `seed`.
-    public init(proxies: [ProxyServer], factory: ProxyFactory, seed: UInt64 = 0, extras: Extras = Extras()) {
+    public init(proxies: [ProxyServer], factory: ProxyFactory, seed: UInt64 = 0, extras: Extras = Extras(), access: APIAccess = .open) {
+        self.access = access
         self.factory = factory
         self.extras = extras
         self.seed = seed

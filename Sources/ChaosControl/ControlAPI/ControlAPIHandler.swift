@@ -69,6 +69,15 @@ final class ControlAPIHandler: ChannelInboundHandler {
             api.answering(connection, true)
             let text = String(buffer: body)
             let path = String(head.uri.split(separator: "?").first ?? "")
+            guard api.access.admits(path: path, authorization: head.headers.first(name: "Authorization")) else {
+                api.answering(connection, false)
+                var response = APIResponse.error("this API requires a bearer token: Authorization: Bearer <the token of --api-token-file>",
+                                                 status: .unauthorized)
+                response.extraHeaders = [("WWW-Authenticate", "Bearer")]
+                respond(context: context, response: response, keepAlive: head.isKeepAlive)
+                if head.isKeepAlive { armDeadline(context: context) }
+                return
+            }
             let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
             let api = self.api
             let keepAlive = head.isKeepAlive
@@ -89,6 +98,7 @@ final class ControlAPIHandler: ChannelInboundHandler {
         if !response.body.isEmpty { headers.add(name: "Content-Type", value: response.contentType) }
         headers.add(name: "Content-Length", value: "\(response.body.utf8.count)")
         if !keepAlive { headers.add(name: "Connection", value: "close") }
+        for (name, value) in response.extraHeaders { headers.add(name: name, value: value) }
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: response.status, headers: headers))), promise: nil)
         if !response.body.isEmpty {
             context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: response.body)))), promise: nil)

@@ -124,7 +124,7 @@ final class ClientEngine: WireConnectionDelegate, @unchecked Sendable {
     func connect() {
         reconnect = nil
         guard !stopped else { return }
-        let target = configuration.addresses[attempts % configuration.addresses.count]
+        let target = configuration.addresses[(configuration.firstAddress + attempts) % configuration.addresses.count]
         attempts += 1
         ClientBootstrap(group: loop)
             .connectTimeout(.nanoseconds(configuration.connectTimeout.nanoseconds))

@@ -10,6 +10,8 @@ public struct DemoClientConfiguration: Sendable {
     public var alsoConnect: [DemoAddress] = []
     /// Every address, in the order connects take them.
     public var addresses: [DemoAddress] { [connect] + alsoConnect }
+    /// The index in ``addresses`` of the first connect (many streams of one process start spread over them).
+    public var firstAddress = 0
     /// The logical stream name sent in HELLO.
     public var stream: String
     /// Upstream data messages per second (0: none).

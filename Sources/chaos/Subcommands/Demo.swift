@@ -69,6 +69,8 @@ struct DemoClientCommand: AsyncParsableCommand {
     var alsoConnect: [String] = []
     @Option(help: "Logical stream name.")
     var stream = "c1"
+    @Option(help: "Run this many clients in one process, streams STREAM-1…STREAM-N, each with its own --log and --state (the number goes before the file's extension), their first connects spread over the addresses.")
+    var streams = 1
     @Option(help: "Upstream messages per second.")
     var rate: Double = 20
     @Option(help: "JSONL file of processed downstream messages and connection events.")
@@ -124,11 +126,33 @@ struct DemoClientCommand: AsyncParsableCommand {
             guard FileManager.default.isReadableFile(atPath: roots) else { throw ValidationError("--tls-ca: cannot read '\(roots)'") }
             config.tls = DemoClientTLS(trustRoots: roots, serverName: tlsServerName)
         }
-        let client = DemoClient(configuration: config)
-        try await client.start()
-        let signals = DemoSignals { await client.stop() }
-        await client.run()
+        guard (1...10_000).contains(streams) else { throw ValidationError("--streams must be 1 to 10000, found \(streams)") }
+        let clients = (1...streams).map { index in
+            var one = config
+            if streams > 1 {
+                one.stream = "\(stream)-\(index)"
+                one.logPath = log.map { Self.numbered($0, index) }
+                one.statePath = state.map { Self.numbered($0, index) }
+                one.firstAddress = index - 1
+            }
+            return DemoClient(configuration: one)
+        }
+        for client in clients { try await client.start() }
+        let signals = DemoSignals { for client in clients { await client.stop() } }
+        await withTaskGroup(of: Void.self) { group in
+            for client in clients { group.addTask { await client.run() } }
+        }
         signals.cancel()
+    }
+}
+
+extension DemoClientCommand {
+    /// `path` with `-index` before its extension: `logs/c.jsonl` → `logs/c-3.jsonl`.
+    static func numbered(_ path: String, _ index: Int) -> String {
+        let url = URL(fileURLWithPath: path)
+        let ext = url.pathExtension
+        let stem = url.deletingPathExtension().lastPathComponent + "-\(index)"
+        return url.deletingLastPathComponent().appendingPathComponent(ext.isEmpty ? stem : stem + "." + ext).path
     }
 }
 

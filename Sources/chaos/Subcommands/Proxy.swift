@@ -48,6 +48,9 @@ struct Proxy: AsyncParsableCommand {
 
     @OptionGroup var relay: RelayOptions
 
+    @OptionGroup(title: "Control API access (a bearer token when --api is not on loopback)")
+    var access: APIAccessOptions
+
     @OptionGroup(title: "TLS on the --listen proxy (PRODUCT.md section 9)")
     var tlsOptions: TLSOptions
 
@@ -107,6 +110,7 @@ struct Proxy: AsyncParsableCommand {
         configuration.disabledProxies = disabled
         relay.apply(to: &configuration)
         configuration.controlAPI = api.flatMap(HostPort.init(parsing:))
+        configuration.apiAccess = try access.access(for: configuration.controlAPI, flag: "--api")
         configuration.frames = frames.flatMap(FrameProtocol.init(rawValue:))
         let outcome = try await ScenarioRunner(configuration: configuration, output: { Console.line($0) }).run()
         for traffic in outcome.traffic {

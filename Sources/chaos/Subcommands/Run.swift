@@ -25,6 +25,8 @@ struct Run: AsyncParsableCommand {
 
     @OptionGroup var fleet: AgentOptions
 
+    @OptionGroup var access: APIAccessOptions
+
     func validate() throws {
         if let metrics, HostPort(parsing: metrics) == nil { throw ValidationError("--metrics must be HOST:PORT, found '\(metrics)'") }
         try fleet.check()
@@ -43,6 +45,7 @@ struct Run: AsyncParsableCommand {
         if capture { configuration.capture = true }
         relay.apply(to: &configuration)
         configuration.controlAPI = metrics.flatMap(HostPort.init(parsing:))
+        configuration.apiAccess = try access.access(for: configuration.controlAPI, flag: "--metrics")
         try fleet.apply(to: &configuration)
         if let agent = fleet.agent { replay += " --agent \(agent)" }
         configuration.replayCommand = replay
