@@ -5,7 +5,7 @@ SWIFT ?= swift
 APT_PACKAGES := libpcap-dev zlib1g-dev tshark tcpdump socat haproxy iperf3 iproute2 jq python3
 CHAOS := .build/debug/chaos
 
-.PHONY: all deps build demo test bench fuzz clean
+.PHONY: all deps build demo test bench fuzz clean check-manifests
 
 all: build
 
@@ -41,7 +41,7 @@ demo: build
 # The Toxiproxy client checks (one chaos process each, a bandwidth measured as a ratio) run with them.
 # Nothing here asserts a wall-clock tolerance: timing is tested in virtual time, and measured by `make bench`.
 # Every protocol's third-party pair suite (`<Protocol>PairTests`) but gRPC's is one of them, whatever the protocol.
-HEAVY_SUITES := \.CaptureAuditTests|LoopbackCaptureTests|DeliveredMeansAcknowledgedTests|\.(?!GRPC)\w+PairTests|ToxiproxyClientTests|ShippedWebSocketScenarioTests|ShippedMobileDayScenarioTests
+HEAVY_SUITES := \.CaptureAuditTests|LoopbackCaptureTests|DeliveredMeansAcknowledgedTests|\.(?!GRPC)\w+PairTests|ToxiproxyClientTests|ShippedWebSocketScenarioTests|ShippedMobileDayScenarioTests|FleetMergeTests
 # The gRPC pairs (Python grpcio, then the grpc-swift reference pair) last, one at a time: their consumers are the
 # slowest, and the comparison with their logs wants the machine to themselves.
 GRPC_SUITES := GRPCPairTests|ShippedGRPCScenarioTests
@@ -52,7 +52,12 @@ TLS_CAPTURE_SUITES := TLSCaptureAuditTests
 # Python peers' start past the first faults.
 BACKPRESSURE_SUITES := AuditBackpressureTests
 
-test: deps
+# The Kubernetes manifests (deploy/kubernetes): kustomize renders every overlay, kubernetes-validate --strict checks
+# the output against the Kubernetes 1.30 schemas, and the conventions (hardening, token, --agent) hold (~5 s).
+check-manifests:
+	Tests/deploy/check-manifests.sh
+
+test: deps check-manifests
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --skip "$(HEAVY_SUITES)|$(GRPC_SUITES)|$(TLS_CAPTURE_SUITES)|$(BACKPRESSURE_SUITES)"
 	$(SWIFT) test --skip-build --filter "$(HEAVY_SUITES)"
@@ -61,6 +66,8 @@ test: deps
 	$(SWIFT) test --skip-build --filter GRPCPairTests
 	$(SWIFT) test --skip-build --filter ShippedGRPCScenarioTests
 	.build/debug/chaos-fuzz replay Fuzz/corpus
+	.build/debug/chaos validate deploy/kubernetes/base/scenario.yaml >/dev/null
+	.build/debug/chaos validate deploy/kubernetes/sidecar/scenario.yaml >/dev/null
 
 # libFuzzer over every public input (scenario files, the lines, length-prefixed, websocket, grpc and sse audit, pcap/pcapng files,
 # control-API bodies), FUZZ_SECONDS each (default 600), in a build of its own with the fuzzer and AddressSanitizer.

@@ -14,6 +14,22 @@ struct BadInputCommandTests {
         #expect(!FileManager.default.fileExists(atPath: folder))
     }
 
+    @Test("the control API off loopback without a token, a short token, --metrics-open without one, bad fleet flags: exit 2 naming the flag, nothing started",
+          arguments: [(["proxy", "--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:1", "--api", "0.0.0.0:0"], "needs --api-token-file"),
+                      (["proxy", "--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:1", "--api", "0.0.0.0:0", "--api-token-file", "Scenarios"],
+                       "--api-token-file Scenarios"),
+                      (["run", "Scenarios/quickstart.yaml", "--metrics", "127.0.0.1:0", "--metrics-open"], "--metrics-open goes with"),
+                      (["run", "Scenarios/quickstart.yaml", "--agent", "a/b"], "--agent must be"),
+                      (["run", "Scenarios/quickstart.yaml", "--agent", "a", "--start-at", "noon"], "--start-at must be an RFC 3339"),
+                      (["run", "Scenarios/quickstart.yaml", "--start-at", "2026-11-27T12:00:00Z"], "add --agent NAME"),
+                      (["run", "Scenarios/quickstart.yaml", "--agent", "a", "--event-ring", "1KB"], "--event-ring must be"),
+                      (["report", "--merge"], "--merge"),
+                      (["report", "Reports/x", "--merge", "Reports/y"], "not both")])
+    func accessAndFleetFlags(arguments: [String], message: String) async throws {
+        let result = try await ChaosCLI.run(arguments, timeout: 20)
+        #expect(result.status == 2 && result.stderr.contains(message), "\(arguments): \(result.status) \(result.stderr)")
+    }
+
     @Test("--set meets the scenario file's rules (one rule set for every road): each break is exit 2 naming the field",
           arguments: [("proxies.stream.upstream=127.0.0.1:0", "upstream"), ("proxies.stream.upstream=127.0.0.1:7000", "upstream"),
                       ("pair.server.run=x {nope}", "placeholder")])
