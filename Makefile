@@ -41,7 +41,7 @@ demo: build
 # The Toxiproxy client checks (one chaos process each, a bandwidth measured as a ratio) run with them.
 # Nothing here asserts a wall-clock tolerance: timing is tested in virtual time, and measured by `make bench`.
 # Every protocol's third-party pair suite (`<Protocol>PairTests`) but gRPC's is one of them, whatever the protocol.
-HEAVY_SUITES := \.CaptureAuditTests|LoopbackCaptureTests|DeliveredMeansAcknowledgedTests|\.(?!GRPC)\w+PairTests|ToxiproxyClientTests|ShippedWebSocketScenarioTests|ShippedMobileDayScenarioTests|FleetMergeTests
+HEAVY_SUITES := \.CaptureAuditTests|LoopbackCaptureTests|DeliveredMeansAcknowledgedTests|\.(?!GRPC)\w+PairTests|ToxiproxyClientTests|ShippedWebSocketScenarioTests|ShippedMobileDayScenarioTests|FleetMergeTests|FleetNamespaceTests
 # The gRPC pairs (Python grpcio, then the grpc-swift reference pair) last, one at a time: their consumers are the
 # slowest, and the comparison with their logs wants the machine to themselves.
 GRPC_SUITES := GRPCPairTests|ShippedGRPCScenarioTests

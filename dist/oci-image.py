@@ -230,6 +230,8 @@ def main():
         layer.directory("reports", 0o755, UID, GID)
         layer.directory("tmp", 0o1777)
         layer.directory("root", 0o700)
+        for mount_point in ["proc", "dev", "sys"]:  # the runtime mounts them; the Swift runtime reads /proc/self
+            layer.directory(mount_point, 0o555 if mount_point != "dev" else 0o755)
 
         # /bin/sh and the libraries, at the host's paths with the host's links (merged /usr: /bin -> usr/bin, ...).
         shell = os.path.realpath("/bin/sh")

@@ -200,8 +200,16 @@ done
 echo "check-image: /etc/passwd has uid 65532; /reports and /etc/chaos belong to 65532"
 
 # Run it from the image's files: chroot as the image's user with only the image's environment.
+# The Swift runtime reads its arguments from /proc/self/cmdline, and chaos run's pair needs /dev/null: as a container
+# runtime does, give the chroot a /proc of its own (a new pid and mount namespace, so nothing stays mounted) and /dev.
 chroot_bin=$(command -v chroot) || fail "needs chroot (coreutils)"
-in_image() { (cd "$rootfs" && env -i "${image_env[@]}" "$chroot_bin" --userspec="$user" "$rootfs" "$@"); }
+command -v unshare >/dev/null 2>&1 || fail "needs unshare (util-linux)"
+mkdir -p "$rootfs/proc" "$rootfs/dev"
+# shellcheck disable=SC2016
+image_runner=(unshare --mount --pid --fork --mount-proc="$rootfs/proc"
+              /bin/sh -c 'mount --rbind /dev "$0/dev" && exec "$@"' "$rootfs"
+              env -i "${image_env[@]}" "$chroot_bin" --userspec="$user" "$rootfs")
+in_image() { (cd "$rootfs" && "${image_runner[@]}" "$@"); }
 version=$(in_image "$entry" --version) || fail "chroot: chaos --version failed"
 [ -z "$ref" ] || [ "$ref" = "$version" ] || fail "chaos --version says $version, the image's tag is $ref"
 echo "check-image: chroot $rootfs (uid $user) $entry --version: $version"
@@ -215,8 +223,49 @@ fi
 shell_version=$(in_image /bin/sh -c 'chaos --version') || fail "chroot: /bin/sh -c 'chaos --version' failed"
 [ "$shell_version" = "$version" ] || fail "/bin/sh -c 'chaos --version' printed $shell_version"
 echo "check-image: chroot ... /bin/sh -c 'chaos --version': $shell_version"
-in_image /bin/sh -c 'touch /reports/.w && rm /reports/.w' || fail "uid $user cannot write /reports"
-echo "check-image: uid $user writes /reports"
+for d in /reports /etc/chaos; do
+  in_image /bin/sh -c ": > $d/.written-by-65532" || fail "uid $user cannot write $d"
+  rm -f "$rootfs$d/.written-by-65532"
+done
+echo "check-image: uid $user writes /reports and /etc/chaos"
+
+# A 5-second run inside the image: the built-in pair started by chaos run through /bin/sh, the run folder in /reports.
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+listen=$(free_port)
+upstream=$(free_port)
+while [ "$upstream" = "$listen" ]; do upstream=$(free_port); done
+cat >"$rootfs/tmp/smoke.yaml" <<YAML
+name: image-smoke
+duration: 5s
+seed: 11
+proxies:
+  - {name: stream, listen: "127.0.0.1:$listen", upstream: "127.0.0.1:$upstream"}
+pair:
+  server:
+    run: chaos demo server --listen 127.0.0.1:{upstream.port} --rate 20 --log {run_dir}/server.jsonl
+    ready: tcp 127.0.0.1:{upstream.port}
+  client:
+    run: chaos demo client --connect 127.0.0.1:{listen.port} --stream c{index} --rate 20 --log {run_dir}/client-{index}.jsonl --state {run_dir}/client-{index}.state
+    count: 1
+protocol: {framing: lines, format: json, seq: seq, stream: stream, id: id, ack: ack, ignore: {type: [PING, PONG, HELLO, WELCOME, ACK, GAP]}}
+faults:
+  - disconnect: {at: 2s, mode: reset}
+expect: {lost: 0, duplicated: 0}
+YAML
+chmod 0644 "$rootfs/tmp/smoke.yaml"
+run_status=0
+(cd "$rootfs" && timeout 120 "${image_runner[@]}" "$entry" run /tmp/smoke.yaml --out /reports/smoke) \
+  >"$work/run.out" 2>&1 || run_status=$?
+if [ "$run_status" != 0 ]; then
+  cat "$work/run.out" >&2
+  tail -n 20 "$rootfs"/reports/smoke/*.err >&2 2>/dev/null || true
+  fail "chroot: chaos run /tmp/smoke.yaml exited $run_status, expected 0"
+fi
+grep -q '^verdict: PASS' "$work/run.out" || { cat "$work/run.out" >&2; fail "chaos run in the image printed no 'verdict: PASS'"; }
+[ "$(stat -c %u "$rootfs/reports/smoke/report.json")" = 65532 ] || fail "the run folder is not uid 65532's"
+echo "check-image: chroot ... chaos run (5 s, demo server + client through /bin/sh, a reset) --out /reports/smoke: exit 0, verdict PASS"
 
 # Other readers of the layout, when installed.
 if command -v skopeo >/dev/null 2>&1; then

@@ -1,0 +1,34 @@
+import Foundation
+import Testing
+
+/// The fleet across hosts, on one machine (PRODUCT.md section 12): Tests/fleet/netns-fleet.sh puts a server, three
+/// agents and a phone of 300 streams in network namespaces of their own (addresses that exist only inside them,
+/// removed at the end); each stream's reconnects move to the next agent; one shared timeline of disconnects and a herd
+/// disconnect; the merged report must equal the pair's logs for every stream. `make scale` runs the same script larger.
+@Suite("Fleet across network namespaces", .timeLimit(.minutes(3)))
+struct FleetNamespaceTests {
+    /// Root with a working `ip netns`: the test needs both, and says so when it is not run.
+    static let namespacesAvailable: Bool = {
+        guard getuid() == 0, let result = try? ChaosCLI.runBlocking(["ip", "netns", "list"], timeout: 10, program: "/usr/bin/env") else {
+            return false
+        }
+        return result.status == 0
+    }()
+
+    @Test("three agents in their own namespaces, 300 streams moving between them: the merged report equals the pair's logs",
+          .enabled(if: namespacesAvailable, "needs root and iproute2's ip netns (network namespaces as hosts)"))
+    func threeAgents() async throws {
+        let out = FileManager.default.temporaryDirectory.appendingPathComponent("netns-fleet-\(UUID().uuidString)").path
+        let script = ChaosCLI.packageRoot.appendingPathComponent("Tests/fleet/netns-fleet.sh").path
+        let result = try ChaosCLI.runBlocking([script, ChaosCLI.executable, out, "300", "20", "3"], timeout: 150, program: "/usr/bin/env")
+        let summary = result.stdout.split(separator: "\n").last.map(String.init) ?? ""
+        #expect(result.status == 0, "\(summary)\n\(result.stderr) (\(out))")
+        let json = try JSONSerialization.jsonObject(with: Data(summary.utf8)) as? [String: Any] ?? [:]
+        #expect(json["matching"] as? Int == 600 && json["lost"] as? Int == 0 && json["duplicated"] as? Int == 0, "\(json)")
+        #expect((json["connections"] as? Int ?? 0) > 600, "reconnects through the agents: \(json)")
+        let left = try ChaosCLI.runBlocking(["ip", "netns", "list"], timeout: 10, program: "/usr/bin/env").stdout
+        let prefix = json["namespaces"] as? String ?? "chf"
+        #expect(!left.contains(prefix), "every namespace \(prefix)* removed: \(left)")
+        if result.status == 0 { try? FileManager.default.removeItem(atPath: out) }
+    }
+}

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# A fleet of chaos agents on one machine, with network namespaces as hosts: a server, AGENTS agents and a "phone"
+# (one process holding STREAMS streams of the reference pair) in namespaces of their own, joined by veth links to a
+# bridge in a hub namespace. Nothing is added to the host's own namespace: the addresses exist only inside these
+# namespaces, and every namespace (with its links) is removed at the end. Each stream's reconnects go to the next
+# agent in turn (WiFi through one node, LTE through another); the agents apply one shared timeline (disconnects every
+# few seconds, then one herd disconnect of everything); `chaos report --merge` joins the agents' events, and the
+# merged report is compared with the pair's own logs, stream by stream.
+#
+#   Tests/fleet/netns-fleet.sh CHAOS OUT [STREAMS] [SECONDS] [AGENTS]
+#
+# Prints one JSON line last: streams, matching, lost, duplicated, the merge's verdict, seconds and peak RSS.
+# Exit 0 when the merged report equals the logs (lost 0, duplicated 0); 77 when namespaces are unavailable.
+set -euo pipefail
+CHAOS=$(readlink -f "$1"); OUT=$2; STREAMS=${3:-300}; SECONDS_RUN=${4:-20}; AGENTS=${5:-3}
+if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null || ! ip netns list >/dev/null 2>&1; then
+  echo "netns-fleet: network namespaces need root and iproute2 (ip netns): not run"; exit 77
+fi
+mkdir -p "$OUT"; OUT=$(readlink -f "$OUT")
+TAG=$(printf '%04x' $((RANDOM % 65536)))
+NET="10.$((RANDOM % 200 + 20)).$((RANDOM % 250))"
+HUB="chf$TAG-hub"; SERVER="chf$TAG-srv"; PHONE="chf$TAG-ph"
+HOSTS=("$SERVER" "$PHONE"); for i in $(seq 1 "$AGENTS"); do HOSTS+=("chf$TAG-a$i"); done
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  sleep 0.5
+  for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+  for ns in "$HUB" "${HOSTS[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+
+ip netns add "$HUB"
+ip -n "$HUB" link add br0 type bridge
+ip -n "$HUB" link set br0 up
+ip -n "$HUB" link set lo up
+# host index → address: server .10, phone .20, agent i .(i+1)
+address() { case $1 in 0) echo "$NET.10" ;; 1) echo "$NET.20" ;; *) echo "$NET.$(( $1 ))" ;; esac; }
+for index in "${!HOSTS[@]}"; do
+  ns=${HOSTS[$index]}; ip netns add "$ns"
+  ip link add "v$TAG$index" type veth peer name "w$TAG$index"
+  ip link set "v$TAG$index" netns "$ns"; ip link set "w$TAG$index" netns "$HUB"
+  ip -n "$HUB" link set "w$TAG$index" master br0 up
+  ip -n "$ns" addr add "$(address "$index")/24" dev "v$TAG$index"
+  ip -n "$ns" link set "v$TAG$index" up; ip -n "$ns" link set lo up
+done
+SERVER_IP=$(address 0)
+# More descriptors for many streams (two per proxied stream on an agent, one per stream on the phone and the server).
+ulimit -n 65536 2>/dev/null || ulimit -n 20000 2>/dev/null || true
+
+# One scenario for every agent (they listen on the same port in their own namespace).
+HERD=$(( SECONDS_RUN * 2 / 3 ))
+cat > "$OUT/agent.yaml" <<YAML
+name: netns-fleet
+duration: ${SECONDS_RUN}s
+seed: 11
+proxies:
+  - {name: edge, listen: "0.0.0.0:9000", upstream: "$SERVER_IP:7001"}
+protocol:
+  framing: lines
+  seq: seq
+  stream: stream
+  ack: ack
+  ignore: {type: [PING, PONG, HELLO, WELCOME, ACK, GAP]}
+faults:
+  - disconnect: {every: 5s..9s, mode: reset, targets: 30%, until: $(( HERD - 2 ))s}
+  - disconnect: {at: ${HERD}s, mode: reset}
+expect:
+  lost: 0
+  duplicated: 0
+YAML
+"$CHAOS" validate "$OUT/agent.yaml" >/dev/null
+
+ip netns exec "$SERVER" "$CHAOS" demo server --listen "$SERVER_IP:7001" --rate 0.5 --log "$OUT/server.jsonl" \
+  > "$OUT/server.out" 2>&1 & PIDS+=($!)
+START=$(date -u -d "+4 seconds" +%Y-%m-%dT%H:%M:%SZ)
+AGENT_PIDS=()
+for i in $(seq 1 "$AGENTS"); do
+  ip netns exec "chf$TAG-a$i" "$CHAOS" run "$OUT/agent.yaml" --agent "a$i" --start-at "$START" --out "$OUT/a$i" \
+    > "$OUT/a$i.out" 2>&1 & PIDS+=($!); AGENT_PIDS+=($!)
+done
+CONNECT=(--connect "$(address 2):9000"); for i in $(seq 2 "$AGENTS"); do CONNECT+=(--also-connect "$(address $(( i + 1 ))):9000"); done
+mkdir -p "$OUT/phone"
+sleep 3
+ip netns exec "$PHONE" "$CHAOS" demo client "${CONNECT[@]}" --stream s --streams "$STREAMS" --rate 0.5 \
+  --backoff-base 200ms --backoff-cap 2s --log "$OUT/phone/c.jsonl" > "$OUT/phone.out" 2>&1 & PIDS+=($!)
+PHONE_PID=$!
+# Peak RSS of the agents while they run (kB), sampled every second.
+PEAK=0
+while kill -0 "${AGENT_PIDS[0]}" 2>/dev/null; do
+  for pid in "${AGENT_PIDS[@]}"; do
+    rss=$(ps -o rss= -p "$pid" 2>/dev/null || true); rss=${rss// /}; rss=${rss:-0}
+    [ "$rss" -gt "$PEAK" ] && PEAK=$rss
+  done
+  sleep 1
+done
+STATUS=0
+for pid in "${AGENT_PIDS[@]}"; do wait "$pid" || true; done
+kill "$PHONE_PID" 2>/dev/null || true; wait "$PHONE_PID" 2>/dev/null || true
+FOLDERS=(); for i in $(seq 1 "$AGENTS"); do FOLDERS+=("$OUT/a$i"); done
+BEGIN=$(date +%s.%N)
+"$CHAOS" report --merge "${FOLDERS[@]}" --out "$OUT/merged" --format markdown > "$OUT/merged.md" 2> "$OUT/merge.err" || STATUS=$?
+MERGE_S=$(awk -v end="$(date +%s.%N)" -v begin="$BEGIN" 'BEGIN { printf "%.3f", end - begin }')
+python3 - "$OUT" "$STREAMS" "$STATUS" "$MERGE_S" "$PEAK" "chf$TAG-" <<'PY'
+import glob, json, sys
+out, streams, status, merge_s, peak, prefix = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+seqs = {}
+for path in glob.glob(out + "/phone/*.jsonl") + [out + "/server.jsonl"]:
+    for line in open(path):
+        o = json.loads(line)
+        if "seq" in o and "dir" in o:
+            seqs.setdefault((o["stream"], "upstream" if o["dir"] == "up" else "downstream"), set()).add(o["seq"])
+report = json.load(open(out + "/merged/report.json"))
+merged = {(s["stream"], s["direction"]): s for s in report["streams"]}
+matching = sum(1 for key, got in seqs.items() if key in merged and merged[key]["ok"] == len(got))
+mismatches = [(k, merged.get(k, {}).get("ok"), len(v)) for k, v in seqs.items() if merged.get(k, {}).get("ok") != len(v)][:5]
+totals = report["totals"]
+print(json.dumps({"streams": streams, "logged": len(seqs), "matching": matching, "mismatches": mismatches,
+                  "lost": totals["lost"], "duplicated": totals["duplicated"], "ok": totals["ok"],
+                  "connections": report["connections"]["opened"], "verdict": report["verdict"], "merge_exit": status,
+                  "merge_s": round(merge_s, 2), "agent_peak_rss_kb": peak, "namespaces": prefix}))
+sys.exit(0 if status == 0 and matching == len(seqs) == len(merged) and len(seqs) == 2 * streams else 1)
+PY
