@@ -28,7 +28,8 @@ struct FuzzTarget: Sendable {
             }
         }
         + [FuzzTarget(rawValue: "pcap") { pcap($0) }, FuzzTarget(rawValue: "api") { api($0) },
-           FuzzTarget(rawValue: "tls") { tls($0) }, FuzzTarget(rawValue: "tls-capture") { tlsCapture($0) }]
+           FuzzTarget(rawValue: "tls") { tls($0) }, FuzzTarget(rawValue: "tls-capture") { tlsCapture($0) },
+           FuzzTarget(rawValue: "events") { events($0) }]
 
     private init(rawValue: String, run: @escaping @Sendable ([UInt8]) -> Void) {
         self.rawValue = rawValue
@@ -164,4 +165,26 @@ struct FuzzTarget: Sendable {
         _ = try? CaptureReader.read(path: capturePath) { engine.ingest($0) }
         _ = engine.finish()
     }
+
+    /// An agent's events.bin (`chaos report --merge` reads it): the bytes as the folder's only segment, read back and
+    /// fed to a lines audit as a merge would (out-of-order times, unknown connections and all).
+    private static func events(_ data: [UInt8]) {
+        guard FileManager.default.createFile(atPath: eventsFolder + "/events.bin", contents: Data(data)),
+              let reader = try? EventFileReader(folder: eventsFolder),
+              let engine = try? AuditEngine(spec: ProtocolSpec(framing: .lines, seq: "seq", stream: "stream", ack: "ack"))
+        else { return }
+        var count = 0
+        while count < 100_000, let event = try? reader.next() {
+            engine.ingest(event)
+            count += 1
+        }
+        _ = engine.finish()
+    }
+
+    /// The folder the events target writes its input to (one per process).
+    static let eventsFolder: String = {
+        let path = NSTemporaryDirectory() + "chaos-fuzz-events-\(getpid())"
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }()
 }
