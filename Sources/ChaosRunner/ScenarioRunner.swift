@@ -64,6 +64,9 @@ public final class ScenarioRunner: Sendable {
         public var startAt: Date?
         /// The most bytes the agent's event ring may hold.
         public var eventRingBytes = EventFileWriter.defaultRingBytes
+        /// `--hold`: once the run is over, an agent keeps serving its events and report on the control API until
+        /// SIGTERM (a merge fetches them from it; Kubernetes does not restart a finished run).
+        public var hold = false
 
         /// Creates a configuration.
         public init(scenario: Scenario, timeline: Timeline, out: String? = nil, replayCommand: String, selfPath: String) {
@@ -183,6 +186,10 @@ public final class ScenarioRunner: Sendable {
                 }
                 extras.metrics = { AuditMetrics.text(sink.snapshot(), histograms: sink.recoveryHistograms()) }
             }
+            if agent != nil, let folder {
+                extras.agentFolder = folder.url.path
+                extras.agentFinished = { false }
+            }
             let api = ControlAPI(proxies: proxies, factory: factory, seed: timeline.seed, extras: extras, access: configuration.apiAccess)
             services.append(.init(service: ControlAPIService(api: api, address: address, output: output), serviceName: "control API"))
         }
@@ -227,6 +234,9 @@ public final class ScenarioRunner: Sendable {
             verdict = final.verdict.rawValue
             exitCode = verdict == "pass" ? 0 : verdict == "fail" ? 1 : 2
         }
+        if configuration.hold, agent != nil, let folder, let address = configuration.controlAPI {
+            try await hold(folder: folder, address: address, seed: timeline.seed)
+        }
         return Outcome(interrupted: interrupted, elapsed: elapsed, applied: injector.appliedSoFar, traffic: traffic,
                        folder: folder?.url, verdict: verdict, exitCode: exitCode)
     }
@@ -246,5 +256,24 @@ extension ScenarioRunner {
         let deadline = NIODeadline.now() + .nanoseconds(Int64(max(wait, 0) * 1e9))
         if wait > 0 { try await Task.sleep(nanoseconds: UInt64(wait * 1e9)) }
         return (deadline, wait > 0 ? startAt : Date())
+    }
+}
+
+extension ScenarioRunner {
+    /// `--hold`: serves the finished agent's events, run files and final report on the control API (no proxies: the
+    /// run is over) until SIGINT or SIGTERM.
+    func hold(folder: RunFolder, address: HostPort, seed: UInt64) async throws {
+        var extras = ControlAPI.Extras()
+        extras.agentFolder = folder.url.path
+        extras.agentFinished = { true }
+        let reportPath = folder.url.appendingPathComponent("report.json").path
+        extras.report = { (FileManager.default.contents(atPath: reportPath)).map { String(decoding: $0, as: UTF8.self) } ?? "{}" }
+        let factory = ProxyFactory(group: MultiThreadedEventLoopGroup.singleton, sink: nil, clock: RunClock(), seed: SeededGenerator(seed: seed))
+        let api = ControlAPI(proxies: [], factory: factory, seed: seed, extras: extras, access: configuration.apiAccess)
+        output("holding: the run is over; its events and report stay on the control API until SIGTERM")
+        var group = ServiceGroupConfiguration(services: [.init(service: ControlAPIService(api: api, address: address, output: output))],
+                                              logger: logger)
+        group.gracefulShutdownSignals = [.sigint, .sigterm]
+        try await ServiceGroup(configuration: group).run()
     }
 }

@@ -102,4 +102,36 @@ struct EventFileTests {
         try good.write(to: URL(fileURLWithPath: "\(folder)/events.2.bin"))
         #expect(throws: ChaosError.self) { try EventFileReader(folder: folder) }
     }
+
+    @Test("pages (GET /events) rebuild every segment byte for byte, each cut at a record's end; a bad cursor is named")
+    func pages() throws {
+        let folder = try Self.folder(), copy = try Self.folder()
+        defer { try? FileManager.default.removeItem(atPath: folder); try? FileManager.default.removeItem(atPath: copy) }
+        let writer = try EventFileWriter(folder: folder, header: Self.header, ringBytes: 4 << 20)
+        for index in 0..<3_000 { writer.write(TrafficEvent(time: Int64(index), connection: 2, kind: .read(.server, [UInt8](repeating: 1, count: 700)))) }
+        writer.close()
+        var cursor = "0:0", pages = 0
+        while FileManager.default.fileExists(atPath: EventFileWriter.path(folder: folder, segment: Int(cursor.split(separator: ":")[0])!)) {
+            let page = try EventFilePage.read(folder: folder, cursor: cursor, limit: 70_000)
+            let path = EventFileWriter.path(folder: copy, segment: page.segment)
+            if page.offset == 0 { FileManager.default.createFile(atPath: path, contents: nil) }
+            let handle = try #require(FileHandle(forWritingAtPath: path))
+            try handle.seekToEnd()
+            try handle.write(contentsOf: page.bytes)
+            try handle.close()
+            #expect(page.bytes.count <= 70_000 + 800, "a page stops at the first record end past its limit")
+            cursor = page.next
+            pages += 1
+        }
+        #expect(pages > 20 && writer.paths.count > 1, "\(pages) pages of \(writer.paths.count) segments")
+        for path in writer.paths {
+            let name = (path as NSString).lastPathComponent
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Data(contentsOf: URL(fileURLWithPath: "\(copy)/\(name)")), "\(name)")
+        }
+        #expect(try Self.readAll(copy).count == 3_000)
+        for bad in ["x", "1", "-1:0", "0:x"] {
+            #expect(throws: ChaosError.self, "\(bad)") { try EventFilePage.read(folder: folder, cursor: bad) }
+        }
+        #expect(throws: ChaosError.self) { try EventFilePage.read(folder: folder, cursor: "99:0") }
+    }
 }

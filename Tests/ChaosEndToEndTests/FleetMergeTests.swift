@@ -190,4 +190,61 @@ struct FleetMergeTests {
         }
         checks.removeIfPassed()
     }
+
+    @Test("held agents (--hold) serve their events and report on the control API behind a token: chaos report --merge URL… fetches them (waiting for the runs to end) and equals the pair's logs; an unreachable agent or a missing token is exit 2")
+    func heldAgentsByURL() async throws {
+        let listenA = ChaosCLI.freePort(), upstream = ChaosCLI.freePort()
+        var listenB = ChaosCLI.freePort()
+        while listenB == listenA || listenB == upstream { listenB = ChaosCLI.freePort() }
+        let apiA = ChaosCLI.freePort(), apiB = ChaosCLI.freePort()
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-url-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
+        var checks = TLSCaptureAuditTests.Checks(folder: base)
+        let token = "\(base)/token"
+        try "merge-token-\(UUID().uuidString)\n".write(toFile: token, atomically: true, encoding: .utf8)
+        let fileA = try ChaosCLI.scenarioFile(Self.scenario(listen: listenA, upstream: upstream, other: listenB))
+        let fileB = try ChaosCLI.scenarioFile(Self.scenario(listen: listenB, upstream: upstream, other: nil))
+        let start = Date().addingTimeInterval(3).ISO8601Format()
+        var agents: [Process] = []
+        for (name, file, api) in [("b", fileB, apiB), ("a", fileA, apiA)] {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: ChaosCLI.executable)
+            process.arguments = ["run", file, "--agent", name, "--start-at", start, "--out", "\(base)/\(name)", "--hold",
+                                 "--metrics", "127.0.0.1:\(api)", "--api-token-file", token]
+            process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
+            process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+            try process.run()
+            agents.append(process)
+        }
+        defer { for agent in agents where agent.isRunning { agent.terminate() } }
+        try await Task.sleep(nanoseconds: 4_000_000_000)
+        // While the runs go on, the merge waits for their last events.
+        let urls = ["http://127.0.0.1:\(apiA)", "http://127.0.0.1:\(apiB)"]
+        let merge = try await ChaosCLI.run(["report", "--merge"] + urls + ["--api-token-file", token, "--out", "\(base)/merged"], timeout: 90)
+        checks.expect(merge.status == 0, "the fleet merged by URL passes: \(merge.stderr)")
+        let logs = try Self.logged("\(base)/a")
+        let streams = Self.streams(try Self.report("\(base)/merged"))
+        checks.expect(logs.count == 4 && Set(streams.keys) == Set(logs.keys), "\(streams.keys.sorted()) vs \(logs.keys.sorted())")
+        for (key, count) in logs {
+            checks.expect(streams[key]?["ok"] == count && streams[key]?["lost"] == 0, "\(key): \(streams[key] ?? [:]) vs \(count) read")
+        }
+        checks.expect(agents.allSatisfy(\.isRunning), "the agents hold after their runs")
+        // The fetched copies are the agents' files byte for byte.
+        for (index, name) in ["a", "b"].enumerated() {
+            let fetched = try Data(contentsOf: URL(fileURLWithPath: "\(base)/merged/agents/\(index + 1)/events.bin"))
+            let own = try Data(contentsOf: URL(fileURLWithPath: "\(base)/\(name)/events.bin"))
+            checks.expect(fetched == own, "agent \(name)'s events.bin fetched whole (\(fetched.count) of \(own.count) bytes)")
+        }
+        let noToken = try await ChaosCLI.run(["report", "--merge", urls[0], "--out", "\(base)/no-token"], timeout: 30)
+        checks.expect(noToken.status == 2 && noToken.stderr.contains("answered 401"), "\(noToken.stderr)")
+        let dead = "http://127.0.0.1:\(ChaosCLI.freePort())"
+        let unreachable = try await ChaosCLI.run(["report", "--merge", urls[0], dead, "--api-token-file", token, "--out", "\(base)/dead"], timeout: 60)
+        checks.expect(unreachable.status == 2 && unreachable.stderr.contains("agent URL \(dead): cannot connect"), "\(unreachable.stderr)")
+        checks.expect(!FileManager.default.fileExists(atPath: "\(base)/dead/report.json"), "nothing merged")
+        for agent in agents { agent.terminate() }
+        for agent in agents { agent.waitUntilExit() }
+        checks.expect(agents.allSatisfy { $0.terminationStatus == 1 || $0.terminationStatus == 0 },
+                      "SIGTERM ends a held agent with its run's verdict: \(agents.map(\.terminationStatus))")
+        checks.removeIfPassed()
+    }
 }

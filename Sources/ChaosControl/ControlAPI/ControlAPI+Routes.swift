@@ -9,6 +9,8 @@ struct APIResponse: Sendable {
     var status: HTTPResponseStatus
     /// JSON (or text for `/metrics`); empty for 204.
     var body: String
+    /// Bytes to send instead of `body` (`/events` pages).
+    var bytes: [UInt8]?
     var contentType = "application/json"
     /// More response headers (`WWW-Authenticate` on a 401).
     var extraHeaders: [(String, String)] = []
@@ -42,13 +44,13 @@ struct APIError: Codable, Sendable {
 extension ControlAPI {
     /// Answers one request: one that changes something after every such request before it; a read (GET: proxies,
     /// toxics, `/metrics`, `/report`) at once, from the state as it is.
-    func handle(method: HTTPMethod, path: String, body: String) async -> APIResponse {
-        if method == .GET { return await route(method: method, path: path, body: body) }
-        return await serialized { [self] in await route(method: method, path: path, body: body) }
+    func handle(method: HTTPMethod, path: String, query: String = "", body: String) async -> APIResponse {
+        if method == .GET { return await route(method: method, path: path, query: query, body: body) }
+        return await serialized { [self] in await route(method: method, path: path, query: query, body: body) }
     }
 
     /// The one router of both kinds of route: Toxiproxy's and chaos's own.
-    private func route(method: HTTPMethod, path: String, body: String) async -> APIResponse {
+    private func route(method: HTTPMethod, path: String, query: String, body: String) async -> APIResponse {
         let parts = path.split(separator: "/").map { $0.removingPercentEncoding ?? String($0) }
         let at = { (index: Int) in index < parts.count ? parts[index] : "" }
         let write = method == .POST || method == .PATCH
@@ -61,6 +63,8 @@ extension ControlAPI {
                               status: .notFound)
             }
             return APIResponse(status: .ok, body: report())
+        case (.GET, 1, "events", _): return events(query: query)
+        case (.GET, 2, "run", _): return runFile(at(1))
         case (.POST, 1, "reset", _): return await reset()
         case (.POST, 1, "populate", _): return await populate(body)
         case (.GET, 1, "proxies", _): return .json(proxyViews())
@@ -80,7 +84,8 @@ extension ControlAPI {
             guard let id = Int(at(1)) else { return .error("fault id must be a number, found '\(at(1))'", status: .badRequest) }
             return await liftFaults(id)
         default:
-            return .error("no route \(method) \(path); routes: GET /version, GET /metrics, GET /report, POST /reset, POST /populate, "
+            return .error("no route \(method) \(path); routes: GET /version, GET /metrics, GET /report, GET /events?since=S:O, "
+                + "GET /run/scenario.json|timeline.json|report.json, POST /reset, POST /populate, "
                 + "GET|POST /proxies, GET|POST|DELETE /proxies/NAME, GET|POST /proxies/NAME/toxics, "
                 + "GET|POST|DELETE /proxies/NAME/toxics/TOXIC, GET|POST|DELETE /faults, DELETE /faults/ID", status: .notFound)
         }

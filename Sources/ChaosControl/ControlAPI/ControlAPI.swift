@@ -51,6 +51,11 @@ public final class ControlAPI: Sendable {
         public var report: (@Sendable () -> String)?
         /// Prometheus families appended to `GET /metrics`.
         public var metrics: (@Sendable () -> String)?
+        /// A fleet agent's run folder (`chaos run --agent`): `GET /events` pages its events.bin ring, `GET /run/NAME`
+        /// serves its scenario.json, timeline.json and (once written) report.json; nil: 404.
+        public var agentFolder: String?
+        /// Whether the agent has written its last event (then a page that ends the last segment says so).
+        public var agentFinished: (@Sendable () -> Bool)?
 
         /// Extras; none by default.
         public init(report: (@Sendable () -> String)? = nil, metrics: (@Sendable () -> String)? = nil) {

@@ -82,7 +82,8 @@ final class ControlAPIHandler: ChannelInboundHandler {
             let api = self.api
             let keepAlive = head.isKeepAlive
             Task {
-                let response = await api.handle(method: head.method, path: path, body: text)
+                let query = head.uri.split(separator: "?", maxSplits: 1).dropFirst().first.map(String.init) ?? ""
+                let response = await api.handle(method: head.method, path: path, query: query, body: text)
                 loopBound.eventLoop.execute {
                     let (handler, context) = loopBound.value
                     handler.respond(context: context, response: response, keepAlive: keepAlive)
@@ -95,12 +96,15 @@ final class ControlAPIHandler: ChannelInboundHandler {
 
     private func respond(context: ChannelHandlerContext, response: APIResponse, keepAlive: Bool) {
         var headers = HTTPHeaders()
-        if !response.body.isEmpty { headers.add(name: "Content-Type", value: response.contentType) }
-        headers.add(name: "Content-Length", value: "\(response.body.utf8.count)")
+        let length = response.bytes?.count ?? response.body.utf8.count
+        if length > 0 { headers.add(name: "Content-Type", value: response.contentType) }
+        headers.add(name: "Content-Length", value: "\(length)")
         if !keepAlive { headers.add(name: "Connection", value: "close") }
         for (name, value) in response.extraHeaders { headers.add(name: name, value: value) }
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: response.status, headers: headers))), promise: nil)
-        if !response.body.isEmpty {
+        if let bytes = response.bytes {
+            if !bytes.isEmpty { context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: bytes)))), promise: nil) }
+        } else if !response.body.isEmpty {
             context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: response.body)))), promise: nil)
         }
         let channel = context.channel

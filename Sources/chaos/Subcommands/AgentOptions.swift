@@ -14,6 +14,9 @@ struct AgentOptions: ParsableArguments {
     @Option(name: .customLong("event-ring"), help: "The most bytes the agent's events.bin ring keeps (default 4GB; at least 1MB).")
     var eventRing: String?
 
+    @Flag(help: "Once the run is over, keep serving its events and report on the control API (--metrics) until SIGTERM, for chaos report --merge URL.")
+    var hold = false
+
     /// The agent's name, checked: letters, digits, `.`, `_` and `-`, at most 63 (a Kubernetes pod name fits).
     func check() throws {
         if let agent {
@@ -24,8 +27,8 @@ struct AgentOptions: ParsableArguments {
         if let startAt, Self.date(startAt) == nil {
             throw ValidationError("--start-at must be an RFC 3339 time such as 2026-11-27T12:00:00Z, found '\(startAt)'")
         }
-        if startAt != nil || eventRing != nil, agent == nil {
-            throw ValidationError("--start-at and --event-ring belong to a fleet's agent: add --agent NAME")
+        if startAt != nil || eventRing != nil || hold, agent == nil {
+            throw ValidationError("--start-at, --event-ring and --hold belong to a fleet's agent: add --agent NAME")
         }
         if let eventRing {
             guard let bytes = Self.bytes(eventRing), bytes >= 1 << 20 else {
@@ -38,6 +41,7 @@ struct AgentOptions: ParsableArguments {
         configuration.agent = agent
         configuration.startAt = startAt.flatMap(Self.date)
         if let bytes = eventRing.flatMap(Self.bytes) { configuration.eventRingBytes = bytes }
+        configuration.hold = hold
     }
 
     static func date(_ text: String) -> Date? {

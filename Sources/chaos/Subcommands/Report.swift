@@ -27,17 +27,41 @@ struct Report: AsyncParsableCommand {
     @Option(help: "With --merge: the merged run's folder (default: Reports/<scenario>-merged-<UTC time>/).")
     var out: String?
 
+    @Option(name: .customLong("api-token-file"), help: "With --merge of agent URLs: the file holding the agents' bearer token.")
+    var apiTokenFile: String?
+
     @Option(name: .customLong("clock-offset"), help: "With --merge: AGENT=DURATION, how far that agent's clock was ahead (250ms, -1.5s); subtracted.")
     var clockOffsets: [String] = []
 
     func validate() throws {
         if merge.isEmpty {
             guard directory != nil else { throw ValidationError("give a run's folder, or --merge DIR… to merge a fleet's agents") }
-            if out != nil || !clockOffsets.isEmpty { throw ValidationError("--out and --clock-offset go with --merge") }
+            if out != nil || !clockOffsets.isEmpty || apiTokenFile != nil {
+                throw ValidationError("--out, --clock-offset and --api-token-file go with --merge")
+            }
         } else if directory != nil {
             throw ValidationError("give either a run's folder or --merge DIR…, not both")
         }
         _ = try offsets()
+    }
+
+    /// The merge's folders: each `http://HOST:PORT` fetched first (``AgentDownload``) into OUT/agents/N (or a temporary
+    /// folder), the others as given.
+    func fetchAgents() throws -> [String] {
+        let urls = merge.filter { $0.hasPrefix("http://") || $0.hasPrefix("https://") }
+        guard !urls.isEmpty else { return merge }
+        let token = try apiTokenFile.map { path -> String in
+            guard let data = FileManager.default.contents(atPath: path) else { throw ChaosError.badInput("--api-token-file \(path): cannot read it") }
+            return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let base = out.map { "\($0)/agents" } ?? NSTemporaryDirectory() + "chaos-merge-\(UUID().uuidString)"
+        return try merge.enumerated().map { index, entry in
+            guard entry.hasPrefix("http://") || entry.hasPrefix("https://") else { return entry }
+            let folder = "\(base)/\(index + 1)"
+            FileHandle.standardError.write(Data("fetching \(entry) into \(folder)\n".utf8))
+            try AgentDownload.fetch(url: entry, token: token, into: folder)
+            return folder
+        }
     }
 
     /// `--clock-offset AGENT=DURATION` as agent → nanoseconds.
@@ -67,7 +91,7 @@ struct Report: AsyncParsableCommand {
             report = try RunReport.load(fromDirectory: directory ?? "")
         } else {
             let command = "chaos report --merge " + merge.joined(separator: " ") + clockOffsets.map { " --clock-offset \($0)" }.joined()
-            let merged = try FleetMerge.merge(folders: merge, out: out, clockOffsets: try offsets(), command: command)
+            let merged = try FleetMerge.merge(folders: try fetchAgents(), out: out, clockOffsets: try offsets(), command: command)
             report = merged.report
             FileHandle.standardError.write(Data("merged \(merge.count) agent(s): \(merged.folder.path)\n".utf8))
         }

@@ -30,6 +30,7 @@ struct Run: AsyncParsableCommand {
     func validate() throws {
         if let metrics, HostPort(parsing: metrics) == nil { throw ValidationError("--metrics must be HOST:PORT, found '\(metrics)'") }
         try fleet.check()
+        if fleet.hold, metrics == nil { throw ValidationError("--hold serves the events on the control API: add --metrics HOST:PORT") }
     }
 
     func run() async throws {
