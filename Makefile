@@ -5,7 +5,7 @@ SWIFT ?= swift
 APT_PACKAGES := libpcap-dev zlib1g-dev tshark tcpdump socat haproxy iperf3 iproute2 jq python3
 CHAOS := .build/debug/chaos
 
-.PHONY: all deps build demo test bench fuzz clean check-manifests
+.PHONY: all deps build demo test bench fuzz clean check-manifests scale
 
 all: build
 
@@ -68,6 +68,16 @@ test: deps check-manifests
 	.build/debug/chaos-fuzz replay Fuzz/corpus
 	.build/debug/chaos validate deploy/kubernetes/base/scenario.yaml >/dev/null
 	.build/debug/chaos validate deploy/kubernetes/sidecar/scenario.yaml >/dev/null
+
+# The fleet at scale (PRODUCT.md section 12; root): SCALE_STREAMS streams of the reference pair through SCALE_AGENTS
+# agents, each in a network namespace of its own, for SCALE_SECONDS of disconnects and a herd disconnect; the merged
+# report is compared with the pair's logs stream by stream (Tests/fleet/netns-fleet.sh; make test runs 300 streams).
+SCALE_STREAMS ?= 50000
+SCALE_SECONDS ?= 600
+SCALE_AGENTS ?= 8
+scale: deps
+	$(SWIFT) build -c release --product chaos
+	Tests/fleet/netns-fleet.sh .build/release/chaos Reports/scale-$$(date -u +%Y%m%dT%H%M%SZ) $(SCALE_STREAMS) $(SCALE_SECONDS) $(SCALE_AGENTS)
 
 # libFuzzer over every public input (scenario files, the lines, length-prefixed, websocket, grpc and sse audit, pcap/pcapng files,
 # control-API bodies), FUZZ_SECONDS each (default 600), in a build of its own with the fuzzer and AddressSanitizer.

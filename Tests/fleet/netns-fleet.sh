@@ -73,6 +73,7 @@ YAML
 
 ip netns exec "$SERVER" "$CHAOS" demo server --listen "$SERVER_IP:7001" --rate 0.5 --log "$OUT/server.jsonl" \
   > "$OUT/server.out" 2>&1 & PIDS+=($!)
+SERVER_PID=$!
 START=$(date -u -d "+4 seconds" +%Y-%m-%dT%H:%M:%SZ)
 AGENT_PIDS=()
 for i in $(seq 1 "$AGENTS"); do
@@ -96,7 +97,9 @@ while kill -0 "${AGENT_PIDS[0]}" 2>/dev/null; do
 done
 STATUS=0
 for pid in "${AGENT_PIDS[@]}"; do wait "$pid" || true; done
+# The pair stops before its logs are read: the phone, then the server (each logs what it processed, then exits).
 kill "$PHONE_PID" 2>/dev/null || true; wait "$PHONE_PID" 2>/dev/null || true
+kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true
 FOLDERS=(); for i in $(seq 1 "$AGENTS"); do FOLDERS+=("$OUT/a$i"); done
 BEGIN=$(date +%s.%N)
 "$CHAOS" report --merge "${FOLDERS[@]}" --out "$OUT/merged" --format markdown > "$OUT/merged.md" 2> "$OUT/merge.err" || STATUS=$?
