@@ -39,13 +39,16 @@ public struct ReportInputs: Sendable {
     /// The fleet's agents that applied the timeline (a `chaos run --agent` run, or a merge): each fault's detail names
     /// them (`agents`).
     public var faultAgents: [String]?
+    /// A merge of agents that each drew their own timeline (`per-agent`): occurrence index → the agent that applied it
+    /// (named instead of ``faultAgents``).
+    public var faultAgentByOccurrence: [Int: String]?
 
     /// Creates the inputs; only the first few are required.
     public init(scenario: String, seed: UInt64, startedAt: Date, elapsed: ChaosDuration, complete: Bool, timeline: Timeline,
                 audit: AuditResult, expectations: [Expectation], replay: String, planned: ChaosDuration? = nil,
                 connections: ConnectionCounts? = nil, faultConnections: [Int: Int] = [:], pairExits: [String: Int32]? = nil,
                 errorReason: String? = nil, extra: [String: String]? = nil, auditBackpressureS: Double? = nil,
-                faultAgents: [String]? = nil) {
+                faultAgents: [String]? = nil, faultAgentByOccurrence: [Int: String]? = nil) {
         self.scenario = scenario
         self.seed = seed
         self.startedAt = startedAt
@@ -63,6 +66,7 @@ public struct ReportInputs: Sendable {
         self.extra = extra
         self.auditBackpressureS = auditBackpressureS
         self.faultAgents = faultAgents
+        self.faultAgentByOccurrence = faultAgentByOccurrence
     }
 }
 
@@ -83,7 +87,11 @@ extension RunReport {
         let faults = inputs.timeline.occurrences(through: inputs.elapsed).map { occurrence in
             let impact = impacts[occurrence.index]
             var detail = Dictionary(occurrence.effect.parameters, uniquingKeysWith: { first, _ in first })
-            if let agents = inputs.faultAgents { detail["agents"] = agents.joined(separator: ", ") }
+            if let agent = inputs.faultAgentByOccurrence?[occurrence.index] {
+                detail["agents"] = agent
+            } else if let agents = inputs.faultAgents {
+                detail["agents"] = agents.joined(separator: ", ")
+            }
             return FaultRecord(kind: occurrence.kind.rawValue, occurrence: occurrence.index, atS: occurrence.at.seconds,
                                forS: occurrence.lasts.seconds,
                                connections: inputs.faultConnections[occurrence.index] ?? impact?.connectionsClosed ?? 0,

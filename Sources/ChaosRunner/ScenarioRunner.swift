@@ -67,6 +67,8 @@ public final class ScenarioRunner: Sendable {
         /// `--hold`: once the run is over, an agent keeps serving its events and report on the control API until
         /// SIGTERM (a merge fetches them from it; Kubernetes does not restart a finished run).
         public var hold = false
+        /// The fleet's seed (the scenario's), which an agent's events.bin carries; nil: the timeline's.
+        public var fleetSeed: UInt64?
 
         /// Creates a configuration.
         public init(scenario: Scenario, timeline: Timeline, out: String? = nil, replayCommand: String, selfPath: String) {
@@ -129,6 +131,7 @@ public final class ScenarioRunner: Sendable {
         let agent = try folder.flatMap { folder in
             try configuration.agent.map { name in
                 try AgentRecorder(folder: folder.url.path, agent: name, scenario: scenario, timeline: timeline,
+                                  fleetSeed: configuration.fleetSeed ?? timeline.seed,
                                   clockZero: zero.date, ringBytes: configuration.eventRingBytes)
             }
         }

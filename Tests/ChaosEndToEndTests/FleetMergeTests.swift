@@ -9,7 +9,7 @@ import Testing
 /// the merge sees each stream whole and equals the pair's own logs.
 @Suite("Fleet merge: chaos run --agent and chaos report --merge", .timeLimit(.minutes(3)))
 struct FleetMergeTests {
-    static func scenario(listen: Int, upstream: Int, other: Int?, name: String = "fleet", seed: Int = 7) -> String {
+    static func scenario(listen: Int, upstream: Int, other: Int?, name: String = "fleet", seed: Int = 7, schedule: String = "shared") -> String {
         let pair = other.map { other in
             """
             pair:
@@ -26,6 +26,7 @@ struct FleetMergeTests {
         name: \(name)
         duration: 10s
         seed: \(seed)
+        fleet: {schedule: \(schedule)}
         proxies:
           - {name: stream, listen: "127.0.0.1:\(listen)", upstream: "127.0.0.1:\(upstream)"}
         \(pair)protocol:
@@ -112,15 +113,16 @@ struct FleetMergeTests {
         #expect(FileManager.default.fileExists(atPath: "\(base)/solo/events.bin"))
     }
 
-    @Test("two agents, each client's reconnects alternating between them: each agent alone sees holes, the merge equals the pair's logs; a clock offset is corrected by --clock-offset; bad event files, seeds and names are exit 2")
-    func twoAgents() async throws {
+    @Test("two agents, each client's reconnects alternating between them: each agent alone sees holes, the merge equals the pair's logs; a clock offset is corrected by --clock-offset; bad event files, seeds and names are exit 2",
+          arguments: ["shared", "per-agent"])
+    func twoAgents(schedule: String) async throws {
         let listenA = ChaosCLI.freePort(), upstream = ChaosCLI.freePort()
         var listenB = ChaosCLI.freePort()
         while listenB == listenA || listenB == upstream { listenB = ChaosCLI.freePort() }
         let base = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-two-\(UUID().uuidString)").path
         var checks = TLSCaptureAuditTests.Checks(folder: base)
-        let fileA = try ChaosCLI.scenarioFile(Self.scenario(listen: listenA, upstream: upstream, other: listenB))
-        let fileB = try ChaosCLI.scenarioFile(Self.scenario(listen: listenB, upstream: upstream, other: nil))
+        let fileA = try ChaosCLI.scenarioFile(Self.scenario(listen: listenA, upstream: upstream, other: listenB, schedule: schedule))
+        let fileB = try ChaosCLI.scenarioFile(Self.scenario(listen: listenB, upstream: upstream, other: nil, schedule: schedule))
         let start = Date().addingTimeInterval(3).ISO8601Format()
         async let runB = ChaosCLI.run(["run", fileB, "--agent", "b", "--start-at", start, "--out", "\(base)/b"], timeout: 90)
         let runA = try await ChaosCLI.run(["run", fileA, "--agent", "a", "--start-at", start, "--out", "\(base)/a"], timeout: 90)
@@ -148,8 +150,17 @@ struct FleetMergeTests {
             .compactMap { $0["opened"] as? Int }.reduce(0, +)
         checks.expect(connections["opened"] as? Int == opened && opened >= 6, "connections opened: \(connections) vs \(opened)")
         let faults = merged["faults"] as? [[String: Any]] ?? []
-        checks.expect(!faults.isEmpty && faults.allSatisfy { ($0["detail"] as? [String: String])?["agents"] == "a, b" },
-                      "faults labelled by agent: \(faults)")
+        let labels = faults.compactMap { ($0["detail"] as? [String: String])?["agents"] }
+        if schedule == "shared" {
+            checks.expect(!faults.isEmpty && labels.count == faults.count && labels.allSatisfy { $0 == "a, b" }, "one timeline, both agents: \(faults)")
+        } else {
+            // Each agent drew its own timeline from (seed, name): the merged one holds both, each fault with its agent.
+            let own = ["a", "b"].map { ((try? Self.report("\(base)/\($0)"))?["faults"] as? [[String: Any]] ?? []).count }
+            checks.expect(labels.count == faults.count && Set(labels) == ["a", "b"] && faults.count == own.reduce(0, +),
+                          "each agent's own faults, labelled: \(labels) of \(own)")
+            let times = ["a", "b"].map { ((try? Self.report("\(base)/\($0)"))?["faults"] as? [[String: Any]] ?? []).compactMap { $0["at_s"] as? Double } }
+            checks.expect(times[0] != times[1], "the agents' timelines differ: \(times)")
+        }
 
         // Agent b's clock 3 s ahead: merged as it is, b's connections fall in the wrong place of each stream; with
         // --clock-offset b=3s the merge is the same as before.

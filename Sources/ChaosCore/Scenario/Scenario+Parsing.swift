@@ -71,7 +71,7 @@ struct ScenarioReader {
 
     func scenario(_ root: YAMLValue) throws -> Scenario {
         let top = try root.mapping("the scenario", allowed: [
-            "name", "duration", "seed", "proxies", "pair", "protocol", "baseline", "faults", "expect", "capture",
+            "name", "duration", "seed", "proxies", "pair", "protocol", "baseline", "faults", "expect", "capture", "fleet",
         ])
         let name = try top.required("name").string("name")
         guard Scenario.isValidName(name) else {
@@ -90,9 +90,21 @@ struct ScenarioReader {
         try checkFrames(faults, at: faultValues, protocolSpec: protocolSpec)
         let expectations = try top["expect"].map(self.expectations) ?? []
         let capture = try top["capture"].map(self.capture)
-        return Scenario(name: name, duration: duration, seed: seed, proxies: proxies, pair: pair,
-                        protocolSpec: protocolSpec, baseline: baseline, faults: faults,
-                        expectations: expectations, capture: capture, file: file)
+        var scenario = Scenario(name: name, duration: duration, seed: seed, proxies: proxies, pair: pair,
+                                protocolSpec: protocolSpec, baseline: baseline, faults: faults,
+                                expectations: expectations, capture: capture, file: file)
+        scenario.fleet = try top["fleet"].map(self.fleet)
+        return scenario
+    }
+
+    func fleet(_ value: YAMLValue) throws -> FleetSpec {
+        let map = try value.mapping("fleet", allowed: ["schedule"])
+        guard let scheduleValue = map["schedule"] else { return FleetSpec() }
+        let text = try scheduleValue.string("fleet.schedule")
+        guard let schedule = FleetSpec.Schedule(rawValue: text) else {
+            throw scheduleValue.error("fleet.schedule must be shared or per-agent, found '\(text)'")
+        }
+        return FleetSpec(schedule: schedule)
     }
 
     // MARK: proxies

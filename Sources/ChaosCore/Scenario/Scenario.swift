@@ -32,6 +32,8 @@ public struct Scenario: Sendable, Codable, Equatable {
     public var capture: CaptureSpec?
     /// The path the scenario was read from.
     public var file: String
+    /// `fleet:`: how a fleet's agents share the timeline (nil: shared).
+    public var fleet: FleetSpec?
 
     /// Creates a scenario; prefer ``Scenario/load(path:)``, which validates.
     public init(name: String, duration: ChaosDuration, seed: UInt64?, proxies: [ProxySpec], pair: PairSpec?,
@@ -52,7 +54,7 @@ public struct Scenario: Sendable, Codable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case name, duration, seed, proxies, pair, protocolSpec = "protocol", baseline, faults
-        case expectations = "expect", capture, file
+        case expectations = "expect", capture, file, fleet
     }
 }
 

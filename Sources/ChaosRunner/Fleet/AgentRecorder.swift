@@ -12,23 +12,30 @@ final class AgentRecorder: Sendable {
 
     /// Opens `events.bin` in `folder` for agent `name` of a run of `scenario` with `seed`, whose clock's zero was
     /// `clockZero`.
-    init(folder: String, agent name: String, scenario: Scenario, timeline: Timeline, clockZero: Date, ringBytes: Int) throws {
+    init(folder: String, agent name: String, scenario: Scenario, timeline: Timeline, fleetSeed: UInt64, clockZero: Date,
+         ringBytes: Int) throws {
         let clock = HostClock.status()
         let header = EventFileHeader(agent: name, scenario: scenario.name, scenarioDigest: try Self.digest(scenario, timeline),
-                                     seed: timeline.seed,
+                                     seed: fleetSeed,
                                      startedAtNs: Int64((clockZero.timeIntervalSince1970 * 1e9).rounded()),
                                      clockErrorUs: clock.errorUs, clockSynchronized: clock.synchronized)
         self.header = header
         writer = Mutex(try EventFileWriter(folder: folder, header: header, ringBytes: ringBytes))
     }
 
-    /// SHA-256 of what makes two runs one fleet's: the drawn timeline, the protocol and the expectations (canonical
-    /// JSON). Addresses are left out: each host's agent may listen and dial where its host needs (`--set`).
+    /// SHA-256 of what makes two runs one fleet's: the drawn timeline (under `per-agent`, where each agent draws its own,
+    /// the timeline its rules draw from seed 0), the protocol and the expectations (canonical JSON).
+    /// Addresses are left out: each host's agent may listen and dial where its host needs (`--set`).
     static func digest(_ scenario: Scenario, _ timeline: Timeline) throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         var hash = SHA256()
-        hash.update(data: try encoder.encode(timeline))
+        if scenario.fleet?.schedule == .perAgent {
+            hash.update(data: Data("per-agent".utf8))
+            hash.update(data: try encoder.encode(Timeline(scenario: scenario, seed: 0, duration: timeline.duration)))
+        } else {
+            hash.update(data: try encoder.encode(timeline))
+        }
         hash.update(data: try encoder.encode(scenario.protocolSpec))
         hash.update(data: try encoder.encode(scenario.expectations))
         return hash.finalize().map { String(format: "%02x", $0) }.joined()

@@ -47,11 +47,12 @@ public enum FleetMerge {
         let base = zeros.min() ?? 0
         for index in agents.indices { agents[index].shift = zeros[index] - base }
         let first = agents[0]
+        let schedule = first.scenario.fleet?.schedule == .perAgent ? ownTimelines(agents) : nil
         let engine = try AuditEngine(spec: first.scenario.protocolSpec ?? ProtocolSpec())
         engine.pathLimits = first.scenario.pathLimits
-        try feed(agents, into: engine, audits: first.scenario.protocolSpec != nil)
+        try feed(agents, into: engine, audits: first.scenario.protocolSpec != nil, occurrences: schedule?.occurrences)
         let audit = engine.finish()
-        let report = RunReport(inputs(agents, audit: audit, base: base, clockOffsets: clockOffsets, command: command))
+        let report = RunReport(inputs(agents, audit: audit, base: base, clockOffsets: clockOffsets, command: command, schedule: schedule))
         let folder = try RunFolder(scenario: first.scenario.name + "-merged", out: out)
         try report.write(toDirectory: folder.url.path)
         return (report, folder.url)
@@ -88,8 +89,45 @@ public enum FleetMerge {
         return agents
     }
 
-    /// Streams every agent's events into `engine` in merged time order.
-    static func feed(_ agents: [Agent], into engine: AuditEngine, audits: Bool) throws {
+    /// Under `fleet: {schedule: per-agent}`, each agent applied its own timeline: the merged one holds every agent's
+    /// occurrences (shifted to the merged clock, numbered anew in time order), with the agent that applied each.
+    struct OwnTimelines {
+        var timeline: Timeline
+        /// Per agent: its occurrence index → the merged one.
+        var occurrences: [[Int: Int]]
+        /// Merged occurrence index → agent name.
+        var agentOf: [Int: String]
+    }
+
+    static func ownTimelines(_ agents: [Agent]) -> OwnTimelines {
+        var all: [(agent: Int, occurrence: FaultOccurrence)] = []
+        var duration: Int64 = 0
+        for (index, agent) in agents.enumerated() {
+            let through = agent.report.map { ChaosDuration.nanoseconds(Int64($0.elapsedS * 1e9)) } ?? agent.timeline.duration
+            for var occurrence in agent.timeline.occurrences(through: through) {
+                occurrence.at = .nanoseconds(occurrence.at.nanoseconds + agent.shift)
+                all.append((index, occurrence))
+            }
+            duration = max(duration, agent.timeline.duration.nanoseconds + agent.shift)
+        }
+        all.sort { ($0.occurrence.at.nanoseconds, $0.agent) < ($1.occurrence.at.nanoseconds, $1.agent) }
+        var map = [[Int: Int]](repeating: [:], count: agents.count)
+        var agentOf: [Int: String] = [:]
+        var merged: [FaultOccurrence] = []
+        for (number, entry) in all.enumerated() {
+            map[entry.agent][entry.occurrence.index] = number
+            agentOf[number] = agents[entry.agent].name
+            var occurrence = entry.occurrence
+            occurrence.index = number
+            merged.append(occurrence)
+        }
+        return OwnTimelines(timeline: Timeline(seed: agents[0].reader.header.seed, duration: .nanoseconds(duration), occurrences: merged),
+                            occurrences: map, agentOf: agentOf)
+    }
+
+    /// Streams every agent's events into `engine` in merged time order. `occurrences` (per-agent timelines): each
+    /// agent's fault marks renumbered to the merged timeline's; nil (a shared timeline): run-wide marks count once.
+    static func feed(_ agents: [Agent], into engine: AuditEngine, audits: Bool, occurrences: [[Int: Int]]? = nil) throws {
         var heap = MinHeap<Pending>()
         var order = [Int64](repeating: 0, count: agents.count)
         func pull(_ index: Int) throws {
@@ -105,11 +143,23 @@ public enum FleetMerge {
             try pull(next.agent)
             var event = next.event
             event.time = next.time
+            if let occurrences {
+                switch event.kind {
+                case .faultStarted(var mark):
+                    mark.occurrence = occurrences[next.agent][mark.occurrence] ?? mark.occurrence
+                    event.kind = .faultStarted(mark)
+                case .faultEnded(var mark):
+                    mark.occurrence = occurrences[next.agent][mark.occurrence] ?? mark.occurrence
+                    event.kind = .faultEnded(mark)
+                default: break
+                }
+            }
             if event.connection != 0 {
                 event.connection += ConnectionID(next.agent) * connectionStride
             } else {
                 switch event.kind {
                 case .faultStarted(let mark), .faultEnded(let mark):
+                    guard occurrences == nil else { break }
                     let started = if case .faultStarted = event.kind { true } else { false }
                     guard runWideMarks.insert("\(started) \(mark.occurrence) \(mark.kind)").inserted else { continue }
                 case .stopping:
@@ -127,12 +177,16 @@ public enum FleetMerge {
     }
 
     /// The merged report's inputs: the agents' counts summed, their facts labelled by agent.
-    static func inputs(_ agents: [Agent], audit: AuditResult, base: Int64, clockOffsets: [String: Int64], command: String) -> ReportInputs {
+    static func inputs(_ agents: [Agent], audit: AuditResult, base: Int64, clockOffsets: [String: Int64], command: String,
+                       schedule: OwnTimelines? = nil) -> ReportInputs {
         let first = agents[0]
         let reports = agents.compactMap(\.report)
         var faultConnections: [Int: Int] = [:]
-        for report in reports {
-            for fault in report.faults { faultConnections[fault.occurrence, default: 0] += fault.connections }
+        for (index, agent) in agents.enumerated() {
+            for fault in agent.report?.faults ?? [] {
+                let occurrence = schedule.map { $0.occurrences[index][fault.occurrence] ?? fault.occurrence } ?? fault.occurrence
+                faultConnections[occurrence, default: 0] += fault.connections
+            }
         }
         let connections = reports.count == agents.count ? ConnectionCounts(
             opened: reports.map(\.connections.opened).reduce(0, +), cutByFault: reports.map(\.connections.cutByFault).reduce(0, +),
@@ -170,11 +224,11 @@ public enum FleetMerge {
         extra["merge.ordering_bound_ms"] = String(format: "%.3f", Double(2 * errorBoundUs) / 1e3)
         let backpressure = reports.compactMap(\.auditBackpressureS).max()
         return ReportInputs(
-            scenario: first.scenario.name, seed: first.timeline.seed, startedAt: Date(timeIntervalSince1970: Double(base) / 1e9),
+            scenario: first.scenario.name, seed: first.reader.header.seed, startedAt: Date(timeIntervalSince1970: Double(base) / 1e9),
             elapsed: .nanoseconds(elapsed), complete: reports.count == agents.count && reports.allSatisfy(\.complete),
-            timeline: first.timeline, audit: audit, expectations: first.scenario.expectations, replay: command,
+            timeline: schedule?.timeline ?? first.timeline, audit: audit, expectations: first.scenario.expectations, replay: command,
             planned: first.timeline.duration, connections: connections, faultConnections: faultConnections, pairExits: pairExits,
             errorReason: errors.isEmpty ? nil : errors.joined(separator: "; "), extra: extra, auditBackpressureS: backpressure,
-            faultAgents: agents.map(\.name))
+            faultAgents: agents.map(\.name), faultAgentByOccurrence: schedule?.agentOf)
     }
 }

@@ -44,6 +44,12 @@ struct AgentOptions: ParsableArguments {
         configuration.hold = hold
     }
 
+    /// The seed of this run's timeline: the scenario's, or under `fleet: {schedule: per-agent}` the agent's own.
+    func timelineSeed(_ seed: UInt64, scenario: Scenario) -> UInt64 {
+        guard let agent, scenario.fleet?.schedule == .perAgent else { return seed }
+        return FleetSpec.agentSeed(seed, agent: agent)
+    }
+
     static func date(_ text: String) -> Date? {
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]

@@ -41,13 +41,14 @@ struct Run: AsyncParsableCommand {
         for setting in options.settings { replay += " --set \(setting)" }
         if capture { replay += " --capture" }
         var configuration = ScenarioRunner.Configuration(
-            scenario: scenario, timeline: Timeline(scenario: scenario, seed: seed), out: out,
+            scenario: scenario, timeline: Timeline(scenario: scenario, seed: fleet.timelineSeed(seed, scenario: scenario)), out: out,
             replayCommand: replay, selfPath: ExecutablePath.current)
         if capture { configuration.capture = true }
         relay.apply(to: &configuration)
         configuration.controlAPI = metrics.flatMap(HostPort.init(parsing:))
         configuration.apiAccess = try access.access(for: configuration.controlAPI, flag: "--metrics")
         try fleet.apply(to: &configuration)
+        configuration.fleetSeed = seed
         if let agent = fleet.agent { replay += " --agent \(agent)" }
         configuration.replayCommand = replay
         try await RunSummary.run(configuration)
