@@ -237,7 +237,8 @@ public final class ScenarioRunner: Sendable {
             verdict = final.verdict.rawValue
             exitCode = verdict == "pass" ? 0 : verdict == "fail" ? 1 : 2
         }
-        if configuration.hold, agent != nil, let folder, let address = configuration.controlAPI {
+        // A run ended by a signal is not held: the signal was meant for the agent as a whole.
+        if configuration.hold, !interrupted, agent != nil, let folder, let address = configuration.controlAPI {
             try await hold(folder: folder, address: address, seed: timeline.seed)
         }
         return Outcome(interrupted: interrupted, elapsed: elapsed, applied: injector.appliedSoFar, traffic: traffic,

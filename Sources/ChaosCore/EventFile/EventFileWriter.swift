@@ -24,6 +24,8 @@ public final class EventFileWriter {
     public private(set) var bytes: Int64 = 0
     /// Segments removed to keep the ring within its bound.
     public private(set) var segmentsRemoved = 0
+    /// Why writing stopped early (a full disk…): events after it are not in the ring; nil while all is well.
+    public private(set) var failure: String?
 
     /// The path of segment `number` in `folder`.
     public static func path(folder: String, segment number: Int) -> String {
@@ -58,7 +60,12 @@ public final class EventFileWriter {
     /// Writes what is buffered.
     public func flush() {
         guard let handle, !buffer.isEmpty else { return }
-        do { try handle.write(contentsOf: buffer) } catch { close(); return }
+        do { try handle.write(contentsOf: buffer) } catch {
+            failure = "writing \(segments.last ?? "events.bin") failed after \(events) events: \(error)"
+            try? handle.close()
+            self.handle = nil
+            return
+        }
         segmentWritten += buffer.count
         bytes += Int64(buffer.count)
         buffer.removeAll(keepingCapacity: true)
@@ -76,7 +83,10 @@ public final class EventFileWriter {
     private func rotate() {
         close()
         header.segment += 1
-        do { try open(segment: header.segment) } catch { return }
+        do { try open(segment: header.segment) } catch {
+            failure = "cannot open event segment \(header.segment): \(error)"
+            return
+        }
         while segments.count > segmentsKept {
             try? FileManager.default.removeItem(atPath: segments.removeFirst())
             segmentsRemoved += 1

@@ -53,6 +53,7 @@ final class AgentRecorder: Sendable {
             var facts = ["agent.events": "\(writer.events)", "agent.event_bytes": "\(writer.bytes)",
                          "agent.event_files": writer.paths.map { ($0 as NSString).lastPathComponent }.joined(separator: ", ")]
             if writer.segmentsRemoved > 0 { facts["agent.event_segments_removed"] = "\(writer.segmentsRemoved)" }
+            if let failure = writer.failure { facts["agent.events_failed"] = failure }
             return facts
         }
     }
