@@ -5,7 +5,7 @@ SWIFT ?= swift
 APT_PACKAGES := libpcap-dev zlib1g-dev tshark tcpdump socat haproxy iperf3 iproute2 jq python3
 CHAOS := .build/debug/chaos
 
-.PHONY: all deps build demo test bench fuzz clean check-manifests scale
+.PHONY: all deps build demo test bench fuzz clean check-manifests scale dist image action-check
 
 all: build
 
@@ -68,6 +68,24 @@ test: deps check-manifests
 	.build/debug/chaos-fuzz replay Fuzz/corpus
 	.build/debug/chaos validate deploy/kubernetes/base/scenario.yaml >/dev/null
 	.build/debug/chaos validate deploy/kubernetes/sidecar/scenario.yaml >/dev/null
+
+# A release tarball (dist/chaos-<version>-linux-<arch>.tar.gz + .sha256): a release build with the Swift runtime and
+# Foundation linked in (.build-release/, at idle CPU priority), checked to need only glibc, libpcap and zlib (ldd), and
+# run from the unpacked tarball with an empty environment (--version, validate, a 5 s run).
+dist: deps
+	dist/make-dist.sh
+	Tests/dist/check-tarball.sh $$(ls -t dist/chaos-*-linux-$$(uname -m).tar.gz | head -n 1)
+
+# The container image: built from Containerfile by podman, buildah or docker when one works; otherwise assembled from
+# the tarball as an OCI layout in dist/image/ (no engine needed), then checked (digests, config, and chaos run inside
+# its own root).
+image: dist
+	dist/make-image.sh
+	Tests/dist/check-image.sh $$(ls -td dist/image/chaos-*-oci/ | head -n 1)
+
+# The GitHub Action (.github/actions/chaos): its YAML and scripts linted, and its steps run here against the tarball.
+action-check: dist
+	Tests/dist/check-action.sh $$(ls -t dist/chaos-*-linux-$$(uname -m).tar.gz | head -n 1)
 
 # The fleet at scale (PRODUCT.md section 12; root): SCALE_STREAMS streams of the reference pair through SCALE_AGENTS
 # agents, each in a network namespace of its own, for SCALE_SECONDS of disconnects and a herd disconnect; the merged

@@ -75,8 +75,9 @@ chaos $version for Linux $arch
   README.md    the documentation
 
 Needs Linux $arch with glibc ${glibc:-(see objdump -T bin/chaos)} or newer, libpcap and zlib:
-  Debian, Ubuntu:  sudo apt-get install -y libpcap0.8 zlib1g
-  Fedora, RHEL:    sudo dnf install -y libpcap zlib
+  Debian, Ubuntu 22.04:  sudo apt-get install -y libpcap0.8 zlib1g
+  Ubuntu 24.04:          sudo apt-get install -y libpcap0.8t64 zlib1g
+  Fedora, RHEL:          sudo dnf install -y libpcap zlib
 (libstdc++ and libgcc_s, which every glibc distribution ships, too.)
 
 Install:

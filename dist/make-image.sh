@@ -94,14 +94,18 @@ if [ -n "$engine" ]; then
   fi
 fi
 if [ -z "$path" ]; then
-  why="no working container engine"
-  [ -n "$engine" ] && why="$engine's build failed"
+  why=""
+  for candidate in podman buildah docker; do
+    if ! command -v "$candidate" >/dev/null 2>&1; then why="$why${why:+, }$candidate not installed"
+    elif [ "$candidate" != "$engine" ]; then why="$why${why:+, }$candidate installed but '$candidate info' fails"; fi
+  done
+  [ -n "$engine" ] && why="$engine's build failed; $why"
   [ "$ENGINE" = none ] && why="CHAOS_IMAGE_ENGINE=none"
   log "assembling an OCI image layout from $tarball ($why)"
   python3 dist/oci-image.py "$tarball" "$layout" --name "$IMAGE_NAME"
   rm -f "$archive"
   tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$layout" -cf "$archive" oci-layout index.json blobs
-  path="oci-assembly (no engine: $why)"
+  path="oci-assembly ($why)"
 fi
 
 echo "image path: $path"

@@ -4,7 +4,13 @@
 # true); every run step names its shell and keeps ${{ }} out of its script (inputs reach scripts through env);
 # every run script passes shellcheck (when shellcheck is installed); actionlint passes on a workflow that uses
 # the action with every input (when actionlint is installed).
+# With a release tarball (Tests/dist/check-action.sh dist/chaos-<version>-linux-<arch>.tar.gz), it also runs the
+# action's steps here as a runner would (Tests/dist/run-action-locally.py: a stub gh serves the tarball as the
+# release): a passing scenario with expect pass, a failing one (the naive client) with expect fail, and the failing
+# one with expect pass, which must fail the action.
 set -euo pipefail
+tarball=""
+if [ $# -ge 1 ]; then tarball=$(realpath "$1"); fi
 cd "$(dirname "$0")/../.."
 action=.github/actions/chaos/action.yml
 fail() { echo "check-action: FAIL: $*" >&2; exit 1; }
@@ -84,5 +90,53 @@ YAML
   echo "check-action: actionlint $(actionlint --version | head -n 1): a workflow using the action with every input OK"
 else
   echo "check-action: actionlint not installed, not run"
+fi
+if [ -n "$tarball" ]; then
+  workspace="$work/workspace"
+  mkdir -p "$workspace"
+  free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+  for kind in resilient naive; do
+    listen=$(free_port); upstream=$(free_port)
+    while [ "$upstream" = "$listen" ]; do upstream=$(free_port); done
+    if [ "$kind" = naive ]; then client_flags="--naive"; else client_flags="--state {run_dir}/client-{index}.state"; fi
+    cat > "$workspace/$kind.yaml" <<YAML
+name: action-$kind
+duration: 5s
+seed: 3
+proxies:
+  - {name: stream, listen: "127.0.0.1:$listen", upstream: "127.0.0.1:$upstream"}
+pair:
+  server:
+    run: chaos demo server --listen 127.0.0.1:{upstream.port} --rate 50 --log {run_dir}/server.jsonl
+    ready: tcp 127.0.0.1:{upstream.port}
+  client:
+    run: chaos demo client $client_flags --connect 127.0.0.1:{listen.port} --stream c{index} --rate 50 --log {run_dir}/client-{index}.jsonl
+    count: 1
+protocol: {framing: lines, format: json, seq: seq, stream: stream, id: id, ack: ack, ignore: {type: [PING, PONG, HELLO, WELCOME, ACK, GAP]}}
+faults:
+  - latency:    {at: 1s, for: 1s, add: 300ms, direction: both}
+  - disconnect: {at: 1500ms, mode: reset}
+  - disconnect: {at: 3s, mode: reset}
+expect: {lost: 0, duplicated: 0}
+YAML
+  done
+  run_case() { # scenario expect -> prints the JSON line
+    rm -rf "$workspace/chaos-report"
+    python3 Tests/dist/run-action-locally.py "$tarball" "$workspace" "$1" "$2" 2>"$work/case.log" | tail -n 1
+  }
+  check_case() { # description json python-condition
+    python3 -c 'import json, sys; r = json.loads(sys.argv[1]); sys.exit(0 if eval(sys.argv[2]) else 1)' "$2" "$3" ||
+      { cat "$work/case.log" >&2; fail "$1: $2"; }
+    echo "check-action: locally: $1: $(python3 -c 'import json, sys; r = json.loads(sys.argv[1]); print("job", r["job"], "| verdict", r["outputs"]["verdict"], "| exit", r["outputs"]["exit-code"], "| comment", r["comment"], "| artifact", r["artifact"], "|", r["summary"][:90])' "$2")"
+  }
+  result=$(run_case resilient.yaml pass)
+  check_case "resilient pair, expect pass" "$result" \
+    'r["job"] == "success" and r["outputs"]["verdict"] == "pass" and r["comment"] and r["artifact"] and "PASS" in r["summary"]'
+  result=$(run_case naive.yaml fail)
+  check_case "naive client, expect fail" "$result" \
+    'r["job"] == "success" and r["outputs"]["verdict"] == "fail" and r["outputs"]["exit-code"] == "1" and r["artifact"]'
+  result=$(run_case naive.yaml pass)
+  check_case "naive client, expect pass (must fail the action)" "$result" \
+    'r["job"] == "failure" and r["steps"].get("_5") == "failure" and r["outputs"]["verdict"] == "fail" and r["artifact"]'
 fi
 echo "check-action: OK"
