@@ -41,7 +41,7 @@ demo: build
 # The Toxiproxy client checks (one chaos process each, a bandwidth measured as a ratio) run with them.
 # Nothing here asserts a wall-clock tolerance: timing is tested in virtual time, and measured by `make bench`.
 # Every protocol's third-party pair suite (`<Protocol>PairTests`) but gRPC's is one of them, whatever the protocol.
-HEAVY_SUITES := \.CaptureAuditTests|LoopbackCaptureTests|DeliveredMeansAcknowledgedTests|\.(?!GRPC)\w+PairTests|ToxiproxyClientTests|ShippedWebSocketScenarioTests|ShippedMobileDayScenarioTests|FleetMergeTests|FleetNamespaceTests
+HEAVY_SUITES := \.CaptureAuditTests|LoopbackCaptureTests|DeliveredMeansAcknowledgedTests|\.(?!GRPC)\w+PairTests|ToxiproxyClientTests|ShippedWebSocketScenarioTests|ShippedMobileDayScenarioTests
 # The gRPC pairs (Python grpcio, then the grpc-swift reference pair) last, one at a time: their consumers are the
 # slowest, and the comparison with their logs wants the machine to themselves.
 GRPC_SUITES := GRPCPairTests|ShippedGRPCScenarioTests
@@ -51,6 +51,9 @@ TLS_CAPTURE_SUITES := TLSCaptureAuditTests
 # The audit held back on purpose (two runs, about 12 s) on its own: started beside the heavy suites, it slowed their
 # Python peers' start past the first faults.
 BACKPRESSURE_SUITES := AuditBackpressureTests
+# The fleet (several chaos agents and a demo pair per test, then 300 streams across network namespaces) alone, one
+# test at a time: beside the heavy suites, its load delayed the Python peers' start and its own pair's connects.
+FLEET_SUITES := FleetMergeTests|FleetNamespaceTests
 
 # The Kubernetes manifests (deploy/kubernetes): kustomize renders every overlay, kubernetes-validate --strict checks
 # the output against the Kubernetes 1.30 schemas, and the conventions (hardening, token, --agent) hold (~5 s).
@@ -59,9 +62,11 @@ check-manifests:
 
 test: deps check-manifests
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build --skip "$(HEAVY_SUITES)|$(GRPC_SUITES)|$(TLS_CAPTURE_SUITES)|$(BACKPRESSURE_SUITES)"
+	$(SWIFT) test --skip-build --skip "$(HEAVY_SUITES)|$(GRPC_SUITES)|$(TLS_CAPTURE_SUITES)|$(BACKPRESSURE_SUITES)|$(FLEET_SUITES)"
 	$(SWIFT) test --skip-build --filter "$(HEAVY_SUITES)"
 	$(SWIFT) test --skip-build --filter "$(BACKPRESSURE_SUITES)"
+	$(SWIFT) test --skip-build --filter FleetMergeTests
+	$(SWIFT) test --skip-build --filter FleetNamespaceTests
 	$(SWIFT) test --skip-build --filter "$(TLS_CAPTURE_SUITES)"
 	$(SWIFT) test --skip-build --filter GRPCPairTests
 	$(SWIFT) test --skip-build --filter ShippedGRPCScenarioTests

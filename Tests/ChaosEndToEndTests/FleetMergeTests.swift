@@ -7,7 +7,7 @@ import Testing
 /// proxy in front of the same server; each client's reconnects alternate between the two (`--also-connect`, a phone
 /// moving between WiFi and LTE), so every stream's messages are split between the agents: each agent alone sees holes,
 /// the merge sees each stream whole and equals the pair's own logs.
-@Suite("Fleet merge: chaos run --agent and chaos report --merge", .timeLimit(.minutes(3)))
+@Suite("Fleet merge: chaos run --agent and chaos report --merge", .serialized, .timeLimit(.minutes(3)))
 struct FleetMergeTests {
     static func scenario(listen: Int, upstream: Int, other: Int?, name: String = "fleet", seed: Int = 7, schedule: String = "shared") -> String {
         let pair = other.map { other in
@@ -228,7 +228,10 @@ struct FleetMergeTests {
             agents.append(process)
         }
         defer { for agent in agents where agent.isRunning { agent.terminate() } }
-        try await Task.sleep(nanoseconds: 4_000_000_000)
+        // The agents' APIs come up once their clocks start (--start-at): at most 30 s on a loaded machine.
+        for port in [apiA, apiB] {
+            for _ in 0..<300 where !TCPPort.accepts(port) { try await Task.sleep(nanoseconds: 100_000_000) }
+        }
         // While the runs go on, the merge waits for their last events.
         let urls = ["http://127.0.0.1:\(apiA)", "http://127.0.0.1:\(apiB)"]
         let merge = try await ChaosCLI.run(["report", "--merge"] + urls + ["--api-token-file", token, "--out", "\(base)/merged"], timeout: 90)
