@@ -29,6 +29,8 @@ cleanup() {
   for ns in "$HUB" "${HOSTS[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
 }
 trap cleanup EXIT
+trap 'exit 143' TERM  # a test's timeout: the EXIT trap still removes the namespaces
+trap 'exit 130' INT
 
 ip netns add "$HUB"
 ip -n "$HUB" link add br0 type bridge
