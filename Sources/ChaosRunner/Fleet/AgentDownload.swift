@@ -18,7 +18,7 @@ public enum AgentDownload {
         var handles: [Int: FileHandle] = [:]
         defer { for handle in handles.values { try? handle.close() } }
         while true {
-            let answer = try agent.get("/events?since=\(cursor)")
+            let answer = try pageAfterRestart(agent, "/events?since=\(cursor)")
             guard answer.status == 200 else { throw refusal(answer, agent: agent, path: "/events?since=\(cursor)") }
             let segment = Int(answer.headers["x-chaos-segment"] ?? "") ?? -1
             guard segment >= 0, let next = answer.headers["x-chaos-next"] else {
@@ -45,6 +45,21 @@ public enum AgentDownload {
         try Data(try file("report.json", from: agent)).write(to: URL(fileURLWithPath: folder).appendingPathComponent("report.json"))
     }
 
+    /// How long an agent that answered before may refuse connections: between its run and `--hold` its API closes
+    /// and opens again.
+    static let restartWait: Double = 30
+
+    /// GETs `path` from an agent that has answered before, trying again while it refuses (at most ``restartWait``).
+    static func pageAfterRestart(_ agent: AgentHTTP, _ path: String) throws -> AgentHTTP.Answer {
+        let deadline = Date().addingTimeInterval(restartWait)
+        while true {
+            do { return try agent.get(path) } catch let error as ChaosError where error.message.contains("cannot connect") {
+                guard Date() < deadline else { throw error }
+                Thread.sleep(forTimeInterval: 0.5)
+            }
+        }
+    }
+
     /// The cursor of the oldest segment the agent still holds (its ring may have removed the first ones).
     static func firstCursor(_ agent: AgentHTTP) throws -> String {
         for segment in 0..<4_096 {
@@ -56,7 +71,7 @@ public enum AgentDownload {
     }
 
     static func file(_ name: String, from agent: AgentHTTP) throws -> [UInt8] {
-        let answer = try agent.get("/run/\(name)")
+        let answer = name == "report.json" ? try pageAfterRestart(agent, "/run/\(name)") : try agent.get("/run/\(name)")
         guard answer.status == 200 else { throw refusal(answer, agent: agent, path: "/run/\(name)") }
         return answer.body
     }

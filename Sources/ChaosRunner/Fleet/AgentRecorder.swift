@@ -41,10 +41,20 @@ final class AgentRecorder: Sendable {
         return hash.finalize().map { String(format: "%02x", $0) }.joined()
     }
 
-    /// Writes one event (on the audit's thread).
+    /// Writes one event (on the audit's thread); what is buffered reaches the file at least once a second, so a
+    /// merge fetching `GET /events` during the run sees it.
     func record(_ event: TrafficEvent) {
-        writer.withLock { $0.write(event) }
+        let now = DispatchTime.now().uptimeNanoseconds
+        writer.withLock { writer in
+            writer.write(event)
+            if now &- lastFlush.load(ordering: .relaxed) > 1_000_000_000 {
+                writer.flush()
+                lastFlush.store(now, ordering: .relaxed)
+            }
+        }
     }
+
+    private let lastFlush = Atomic<UInt64>(DispatchTime.now().uptimeNanoseconds)
 
     /// Closes the ring (after the audit took the last event); returns facts for the report.
     func close() -> [String: String] {
