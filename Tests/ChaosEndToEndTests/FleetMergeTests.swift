@@ -230,7 +230,11 @@ struct FleetMergeTests {
         defer { for agent in agents where agent.isRunning { agent.terminate() } }
         // The agents' APIs come up once their clocks start (--start-at): at most 30 s on a loaded machine.
         for port in [apiA, apiB] {
-            for _ in 0..<300 where !TCPPort.accepts(port) { try await Task.sleep(nanoseconds: 100_000_000) }
+            var waited = 0
+            while !TCPPort.accepts(port), waited < 300 {
+                try await Task.sleep(nanoseconds: 100_000_000)
+                waited += 1
+            }
         }
         // While the runs go on, the merge waits for their last events.
         let urls = ["http://127.0.0.1:\(apiA)", "http://127.0.0.1:\(apiB)"]
