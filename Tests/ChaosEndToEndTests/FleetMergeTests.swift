@@ -202,7 +202,7 @@ struct FleetMergeTests {
         checks.removeIfPassed()
     }
 
-    @Test("held agents (--hold) serve their events and report on the control API behind a token: chaos report --merge URL… fetches them (waiting for the runs to end) and equals the pair's logs; an unreachable agent or a missing token is exit 2")
+    @Test("held agents (--hold) serve their events and report on the control API behind a token: chaos report --merge URL… fetches them (waiting for the runs to end), measures and removes one agent's 3 s clock skew, and equals the pair's logs; an unreachable agent or a missing token is exit 2")
     func heldAgentsByURL() async throws {
         let listenA = ChaosCLI.freePort(), upstream = ChaosCLI.freePort()
         var listenB = ChaosCLI.freePort()
@@ -224,6 +224,8 @@ struct FleetMergeTests {
                                  "--metrics", "127.0.0.1:\(api)", "--api-token-file", token]
             process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
             process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+            // Agent b's host clock is 3 s ahead (the test hook): the merge must measure it and take it out.
+            if name == "b" { process.environment = ProcessInfo.processInfo.environment.merging(["CHAOS_TEST_CLOCK_SKEW": "3"]) { $1 } }
             try process.run()
             agents.append(process)
         }
@@ -247,6 +249,18 @@ struct FleetMergeTests {
             checks.expect(streams[key]?["ok"] == count && streams[key]?["lost"] == 0, "\(key): \(streams[key] ?? [:]) vs \(count) read")
         }
         checks.expect(agents.allSatisfy(\.isRunning), "the agents hold after their runs")
+        // The offsets measured over GET /clock: b's 3 s within the measurement's own bound, a's none, and the
+        // merge's ordering bound no tighter than the measurements.
+        let extra = try Self.report("\(base)/merged")["extra"] as? [String: String] ?? [:]
+        for (index, name, skew) in [(1, "a", 0.0), (2, "b", 3000.0)] {
+            let measured = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: "\(base)/merged/agents/\(index)/clock-offset.json"))) as? [String: Any] ?? [:]
+            let offset = Double(extra["merge.agent.\(name).clock_offset_ms"] ?? "") ?? -1
+            let uncertainty = ((measured["uncertainty_ns"] as? NSNumber)?.doubleValue ?? -1) / 1e6
+            checks.expect(uncertainty >= 0 && abs(offset - skew) <= uncertainty + 0.001 && measured["exchanges"] as? Int == 8,
+                          "agent \(name): measured \(offset) ms ± \(uncertainty) ms for a skew of \(skew) ms (\(measured))")
+            checks.expect(extra["merge.agent.\(name).clock_offset_from"]?.hasPrefix("measured by the merge") == true, "\(extra)")
+            checks.expect((Double(extra["merge.ordering_bound_ms"] ?? "") ?? -1) >= 2 * uncertainty - 0.001, "\(extra)")
+        }
         // The fetched copies are the agents' files byte for byte.
         for (index, name) in ["a", "b"].enumerated() {
             let fetched = try Data(contentsOf: URL(fileURLWithPath: "\(base)/merged/agents/\(index + 1)/events.bin"))

@@ -9,10 +9,19 @@
 #
 #   Tests/fleet/netns-fleet.sh CHAOS OUT [STREAMS] [SECONDS] [AGENTS]
 #
-# Prints one JSON line last: streams, matching, lost, duplicated, the merge's verdict, seconds and peak RSS.
-# Exit 0 when the merged report equals the logs (lost 0, duplicated 0); 77 when namespaces are unavailable.
+# Environment: RATE (messages per second each way on each stream, default 0.5), HEARTBEAT (default 1s; the timeout is
+# three of them), AGENT_FDS (each agent's descriptor limit, default 20000). The phone is one process per 10,000
+# streams (chaos demo client --streams' limit); the server and the phones may open more descriptors than the agents.
+#
+# Prints, per agent, its RSS and open descriptors sampled over the run (agents.tsv keeps every sample), then one JSON
+# line last: streams, matching, lost, duplicated, the merge's verdict, seconds and peak RSS, each agent's RSS and
+# descriptors after warm-up and at the end. Exit 0 when the merged report equals the logs (lost 0, duplicated 0); 77
+# when namespaces are unavailable.
 set -euo pipefail
 CHAOS=$(readlink -f "$1"); OUT=$2; STREAMS=${3:-300}; SECONDS_RUN=${4:-20}; AGENTS=${5:-3}
+RATE=${RATE:-0.5}; HEARTBEAT=${HEARTBEAT:-1s}; AGENT_FDS=${AGENT_FDS:-20000}
+HEARTBEAT_TIMEOUT="$(( ${HEARTBEAT%s} * 3 ))s"
+PHONES=$(( (STREAMS + 9999) / 10000 ))
 if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null || ! ip netns list >/dev/null 2>&1; then
   echo "netns-fleet: network namespaces need root and iproute2 (ip netns): not run"; exit 77
 fi
@@ -45,10 +54,14 @@ for index in "${!HOSTS[@]}"; do
   ip -n "$HUB" link set "w$TAG$index" master br0 up
   ip -n "$ns" addr add "$(address "$index")/24" dev "v$TAG$index"
   ip -n "$ns" link set "v$TAG$index" up; ip -n "$ns" link set lo up
+  # Each namespace has its own TCP settings: room for tens of thousands of connections and a herd's SYNs.
+  ip netns exec "$ns" sysctl -qw net.ipv4.ip_local_port_range="1024 65535" net.core.somaxconn=65535 \
+    net.ipv4.tcp_max_syn_backlog=65535 2>/dev/null || true
 done
 SERVER_IP=$(address 0)
-# More descriptors for many streams (two per proxied stream on an agent, one per stream on the phone and the server).
-ulimit -n 65536 2>/dev/null || ulimit -n 20000 2>/dev/null || true
+# The server and the phones hold a descriptor per stream (and a phone a log file per stream): more than an agent may
+# open. Each agent keeps the descriptor limit (two per proxied stream), set when it starts.
+ulimit -n 1048576 2>/dev/null || ulimit -n 65536 2>/dev/null || true
 
 # One scenario for every agent (they listen on the same port in their own namespace).
 HERD=$(( SECONDS_RUN * 2 / 3 ))
@@ -73,42 +86,70 @@ expect:
 YAML
 "$CHAOS" validate "$OUT/agent.yaml" >/dev/null
 
-ip netns exec "$SERVER" "$CHAOS" demo server --listen "$SERVER_IP:7001" --rate 0.5 --log "$OUT/server.jsonl" \
+ip netns exec "$SERVER" "$CHAOS" demo server --listen "$SERVER_IP:7001" --rate "$RATE" --log "$OUT/server.jsonl" \
+  --heartbeat "$HEARTBEAT" --heartbeat-timeout "$HEARTBEAT_TIMEOUT" \
   > "$OUT/server.out" 2>&1 & PIDS+=($!)
 SERVER_PID=$!
 START=$(date -u -d "+4 seconds" +%Y-%m-%dT%H:%M:%SZ)
 AGENT_PIDS=()
 for i in $(seq 1 "$AGENTS"); do
-  ip netns exec "chf$TAG-a$i" "$CHAOS" run "$OUT/agent.yaml" --agent "a$i" --start-at "$START" --out "$OUT/a$i" \
+  ip netns exec "chf$TAG-a$i" prlimit --nofile="$AGENT_FDS" "$CHAOS" run "$OUT/agent.yaml" --agent "a$i" --start-at "$START" --out "$OUT/a$i" \
     > "$OUT/a$i.out" 2>&1 & PIDS+=($!); AGENT_PIDS+=($!)
 done
 CONNECT=(--connect "$(address 2):9000"); for i in $(seq 2 "$AGENTS"); do CONNECT+=(--also-connect "$(address $(( i + 1 ))):9000"); done
 mkdir -p "$OUT/phone"
 sleep 3
-ip netns exec "$PHONE" "$CHAOS" demo client "${CONNECT[@]}" --stream s --streams "$STREAMS" --rate 0.5 \
-  --backoff-base 200ms --backoff-cap 2s --log "$OUT/phone/c.jsonl" > "$OUT/phone.out" 2>&1 & PIDS+=($!)
-PHONE_PID=$!
-# Peak RSS of the agents while they run (kB), sampled every second.
-PEAK=0
+PHONE_PIDS=()
+for p in $(seq 1 "$PHONES"); do
+  count=$(( p < PHONES ? 10000 : STREAMS - (PHONES - 1) * 10000 ))
+  ip netns exec "$PHONE" "$CHAOS" demo client "${CONNECT[@]}" --stream "p$p" --streams "$count" --rate "$RATE" \
+    --heartbeat "$HEARTBEAT" --heartbeat-timeout "$HEARTBEAT_TIMEOUT" \
+    --backoff-base 200ms --backoff-cap 2s --log "$OUT/phone/p$p.jsonl" > "$OUT/phone-$p.out" 2>&1 & PIDS+=($!); PHONE_PIDS+=($!)
+done
+# Each agent's RSS (kB) and open descriptors while it runs, sampled every SAMPLE seconds into agents.tsv.
+SAMPLE=$(( SECONDS_RUN >= 120 ? 10 : 1 ))
+printf 't_s\tagent\trss_kb\tfds\n' > "$OUT/agents.tsv"
+BEGUN=$(date +%s)
 while kill -0 "${AGENT_PIDS[0]}" 2>/dev/null; do
-  for pid in "${AGENT_PIDS[@]}"; do
-    rss=$(ps -o rss= -p "$pid" 2>/dev/null || true); rss=${rss// /}; rss=${rss:-0}
-    [ "$rss" -gt "$PEAK" ] && PEAK=$rss
+  for i in "${!AGENT_PIDS[@]}"; do
+    pid=${AGENT_PIDS[$i]}
+    rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$pid/status" 2>/dev/null || true)
+    fds=$( (ls "/proc/$pid/fd" 2>/dev/null || true) | wc -l)
+    [ -n "$rss" ] && printf '%s\ta%s\t%s\t%s\n' "$(( $(date +%s) - BEGUN ))" "$(( i + 1 ))" "$rss" "$fds" >> "$OUT/agents.tsv"
   done
-  sleep 1
+  sleep "$SAMPLE"
 done
 STATUS=0
 for pid in "${AGENT_PIDS[@]}"; do wait "$pid" || true; done
-# The pair stops before its logs are read: the phone, then the server (each logs what it processed, then exits).
-kill "$PHONE_PID" 2>/dev/null || true; wait "$PHONE_PID" 2>/dev/null || true
+# The pair stops before its logs are read: the phones, then the server (each logs what it processed, then exits).
+for pid in "${PHONE_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+for pid in "${PHONE_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
 kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true
 FOLDERS=(); for i in $(seq 1 "$AGENTS"); do FOLDERS+=("$OUT/a$i"); done
 BEGIN=$(date +%s.%N)
-"$CHAOS" report --merge "${FOLDERS[@]}" --out "$OUT/merged" --format markdown > "$OUT/merged.md" 2> "$OUT/merge.err" || STATUS=$?
+# The merge's peak RSS (kB) from GNU time when the machine has it.
+TIMED=(); [ -x /usr/bin/time ] && TIMED=(/usr/bin/time -f %M -o "$OUT/merge.rss")
+"${TIMED[@]}" "$CHAOS" report --merge "${FOLDERS[@]}" --out "$OUT/merged" --format markdown > "$OUT/merged.md" 2> "$OUT/merge.err" || STATUS=$?
 MERGE_S=$(awk -v end="$(date +%s.%N)" -v begin="$BEGIN" 'BEGIN { printf "%.3f", end - begin }')
-python3 - "$OUT" "$STREAMS" "$STATUS" "$MERGE_S" "$PEAK" "chf$TAG-" <<'PY'
-import glob, json, sys
-out, streams, status, merge_s, peak, prefix = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+MERGE_RSS=$(tail -n 1 "$OUT/merge.rss" 2>/dev/null | tr -dc 0-9); MERGE_RSS=${MERGE_RSS:-0}
+python3 - "$OUT" "$STREAMS" "$STATUS" "$MERGE_S" "$MERGE_RSS" "chf$TAG-" "$SECONDS_RUN" <<'PY'
+import csv, glob, json, sys
+out, streams, status, merge_s, merge_rss, prefix, seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]), sys.argv[6], int(sys.argv[7])
+# Each agent's RSS and descriptors: at the end of warm-up (a fifth of the run), the most after it, and at the end.
+samples = {}
+for row in csv.DictReader(open(out + "/agents.tsv"), delimiter="\t"):
+    samples.setdefault(row["agent"], []).append((int(row["t_s"]), int(row["rss_kb"]), int(row["fds"])))
+agents = {}
+for name in sorted(samples, key=lambda a: int(a[1:])):
+    rows = samples[name]
+    warm = [r for r in rows if r[0] >= seconds // 5] or rows
+    agents[name] = {"rss_mb_warm": round(warm[0][1] / 1024, 1), "rss_mb_max": round(max(r[1] for r in warm) / 1024, 1),
+                    "rss_mb_end": round(rows[-1][1] / 1024, 1), "fds_warm": warm[0][2], "fds_max": max(r[2] for r in warm),
+                    "fds_end": rows[-1][2]}
+    print(f"agent {name}: RSS {agents[name]['rss_mb_warm']} MB after warm-up, at most {agents[name]['rss_mb_max']} MB, "
+          f"{agents[name]['rss_mb_end']} MB at the end; descriptors {agents[name]['fds_warm']}, at most {agents[name]['fds_max']}, "
+          f"{agents[name]['fds_end']} at the end ({len(rows)} samples)")
+peak = max((max(r[1] for r in rows) for rows in samples.values()), default=0)
 seqs = {}
 for path in glob.glob(out + "/phone/*.jsonl") + [out + "/server.jsonl"]:
     for line in open(path):
@@ -123,6 +164,7 @@ totals = report["totals"]
 print(json.dumps({"streams": streams, "logged": len(seqs), "matching": matching, "mismatches": mismatches,
                   "lost": totals["lost"], "duplicated": totals["duplicated"], "ok": totals["ok"],
                   "connections": report["connections"]["opened"], "verdict": report["verdict"], "merge_exit": status,
-                  "merge_s": round(merge_s, 2), "agent_peak_rss_kb": peak, "namespaces": prefix}))
+                  "merge_s": round(merge_s, 2), "merge_rss_mb": round(merge_rss / 1024, 1), "agent_peak_rss_kb": peak,
+                  "agents": agents, "namespaces": prefix}))
 sys.exit(0 if status == 0 and matching == len(seqs) == len(merged) and len(seqs) == 2 * streams else 1)
 PY

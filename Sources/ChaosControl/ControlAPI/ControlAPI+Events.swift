@@ -2,7 +2,9 @@ import ChaosCore
 import Foundation
 import NIOHTTP1
 
-/// A fleet agent's routes: its traffic events and run files, for `chaos report --merge URL` (``FleetMerge``).
+/// A fleet agent's routes: its traffic events and run files, for `chaos report --merge URL` (``FleetMerge``), and
+/// `GET /clock` (`{"wall_ns": N}`: now on the agent's clock, ``AgentClock``), from which the merge measures the
+/// offset between the agent's host clock and its own.
 extension ControlAPI {
     /// `GET /events?since=SEGMENT:OFFSET[&limit=BYTES]`: a page of the event ring (``EventFilePage``) as
     /// application/octet-stream, with `X-Chaos-Segment`, `X-Chaos-Next` (the next page's cursor) and `X-Chaos-End:

@@ -64,6 +64,7 @@ extension ControlAPI {
             }
             return APIResponse(status: .ok, body: report())
         case (.GET, 1, "events", _): return events(query: query)
+        case (.GET, 1, "clock", _): return .json(["wall_ns": AgentClock.now()])
         case (.GET, 2, "run", _): return runFile(at(1))
         case (.POST, 1, "reset", _): return await reset()
         case (.POST, 1, "populate", _): return await populate(body)
@@ -84,7 +85,7 @@ extension ControlAPI {
             guard let id = Int(at(1)) else { return .error("fault id must be a number, found '\(at(1))'", status: .badRequest) }
             return await liftFaults(id)
         default:
-            return .error("no route \(method) \(path); routes: GET /version, GET /metrics, GET /report, GET /events?since=S:O, "
+            return .error("no route \(method) \(path); routes: GET /version, GET /metrics, GET /report, GET /events?since=S:O, GET /clock, "
                 + "GET /run/scenario.json|timeline.json|report.json, POST /reset, POST /populate, "
                 + "GET|POST /proxies, GET|POST|DELETE /proxies/NAME, GET|POST /proxies/NAME/toxics, "
                 + "GET|POST|DELETE /proxies/NAME/toxics/TOXIC, GET|POST|DELETE /faults, DELETE /faults/ID", status: .notFound)

@@ -4,7 +4,7 @@ import Foundation
 /// `chaos report --merge http://AGENT:PORT`: copies a held agent's run (`chaos run --agent NAME --hold`) into a local
 /// folder through its control API: scenario.json and timeline.json, the events.bin ring page by page
 /// (`GET /events?since=`), and the final report.json. The copy is byte for byte, so the merge reads it as it reads any
-/// agent's folder.
+/// agent's folder; beside it, `clock-offset.json`: the agent's clock offset, measured (``MeasuredClockOffset``).
 public enum AgentDownload {
     /// Fetches the agent at `url` into `folder` (created). Waits, at most `wait` seconds, for an agent still running.
     public static func fetch(url: String, token: String?, into folder: String, wait: Double = 600) throws {
@@ -13,6 +13,7 @@ public enum AgentDownload {
         for name in ["scenario.json", "timeline.json"] {
             try Data(try file(name, from: agent)).write(to: URL(fileURLWithPath: folder).appendingPathComponent(name))
         }
+        try MeasuredClockOffset.measure(agent).write(into: folder)
         let deadline = Date().addingTimeInterval(wait)
         var cursor = try firstCursor(agent)
         var handles: [Int: FileHandle] = [:]

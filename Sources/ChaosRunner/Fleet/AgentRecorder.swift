@@ -17,7 +17,7 @@ final class AgentRecorder: Sendable {
         let clock = HostClock.status()
         let header = EventFileHeader(agent: name, scenario: scenario.name, scenarioDigest: try Self.digest(scenario, timeline),
                                      seed: fleetSeed,
-                                     startedAtNs: Int64((clockZero.timeIntervalSince1970 * 1e9).rounded()),
+                                     startedAtNs: AgentClock.nanoseconds(of: clockZero),
                                      clockErrorUs: clock.errorUs, clockSynchronized: clock.synchronized)
         self.header = header
         writer = Mutex(try EventFileWriter(folder: folder, header: header, ringBytes: ringBytes))

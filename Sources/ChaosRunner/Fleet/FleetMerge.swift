@@ -5,7 +5,8 @@ public import Foundation
 
 /// `chaos report --merge DIR…`: the run folders of a fleet's agents (`chaos run --agent`) joined into one audit and
 /// one report. The agents' events are streamed from their `events.bin` rings and merged by wall-clock time (each
-/// agent's clock zero, less the offset the user measured for its host), so a logical stream whose connections went
+/// agent's clock zero, less its host clock's offset: given with `--clock-offset`, else as measured when the merge
+/// fetched the agent by URL, ``MeasuredClockOffset``), so a logical stream whose connections went
 /// through different agents is judged as one stream. Memory is a chunk per agent plus the audit's own state (open
 /// connections and streams), not the run's length.
 public enum FleetMerge {
@@ -35,7 +36,8 @@ public enum FleetMerge {
     public static let connectionStride: ConnectionID = 1_000_000_000
 
     /// Merges `folders` into `out` (nil: `Reports/<scenario>-merged-<time>/`). `clockOffsets`: agent name → nanoseconds
-    /// its clock was ahead of true time (subtracted). Returns the report and its folder.
+    /// its clock was ahead of true time (subtracted), over what a folder's `clock-offset.json` measured. Returns the
+    /// report and its folder.
     public static func merge(folders: [String], out: String?, clockOffsets: [String: Int64] = [:], command: String)
         throws -> (report: RunReport, folder: URL)
     {
@@ -43,7 +45,11 @@ public enum FleetMerge {
         for name in clockOffsets.keys where !agents.contains(where: { $0.name == name }) {
             throw ChaosError.badInput("--clock-offset names agent '\(name)', which is not among the merged agents (\(agents.map(\.name).joined(separator: ", ")))")
         }
-        let zeros = agents.map { $0.reader.header.startedAtNs - (clockOffsets[$0.name] ?? 0) }
+        let measured = try agents.map { try MeasuredClockOffset.load(folder: $0.folder) }
+        let clocks = agents.indices.map { index in
+            AgentClockState(given: clockOffsets[agents[index].name], measured: measured[index], header: agents[index].reader.header)
+        }
+        let zeros = agents.indices.map { agents[$0].reader.header.startedAtNs - clocks[$0].offsetNs }
         let base = zeros.min() ?? 0
         for index in agents.indices { agents[index].shift = zeros[index] - base }
         let first = agents[0]
@@ -52,7 +58,7 @@ public enum FleetMerge {
         engine.pathLimits = first.scenario.pathLimits
         try feed(agents, into: engine, audits: first.scenario.protocolSpec != nil, occurrences: schedule?.occurrences)
         let audit = engine.finish()
-        let report = RunReport(inputs(agents, audit: audit, base: base, clockOffsets: clockOffsets, command: command, schedule: schedule))
+        let report = RunReport(inputs(agents, audit: audit, base: base, clocks: clocks, command: command, schedule: schedule))
         let folder = try RunFolder(scenario: first.scenario.name + "-merged", out: out)
         try report.write(toDirectory: folder.url.path)
         return (report, folder.url)
@@ -177,7 +183,7 @@ public enum FleetMerge {
     }
 
     /// The merged report's inputs: the agents' counts summed, their facts labelled by agent.
-    static func inputs(_ agents: [Agent], audit: AuditResult, base: Int64, clockOffsets: [String: Int64], command: String,
+    static func inputs(_ agents: [Agent], audit: AuditResult, base: Int64, clocks: [AgentClockState], command: String,
                        schedule: OwnTimelines? = nil) -> ReportInputs {
         let first = agents[0]
         let reports = agents.compactMap(\.report)
@@ -195,15 +201,14 @@ public enum FleetMerge {
         var extra: [String: String] = ["merge.agents": agents.map(\.name).joined(separator: ", ")]
         var errors: [String] = []
         var elapsed: Int64 = 0
-        var errorBoundUs: Int64 = 0
-        for agent in agents {
+        for (agent, clock) in zip(agents, clocks) {
             let header = agent.reader.header
             let prefix = "merge.agent.\(agent.name)"
             extra["\(prefix).folder"] = agent.folder
-            extra["\(prefix).clock_offset_ms"] = String(format: "%.3f", Double(clockOffsets[agent.name] ?? 0) / 1e6)
+            extra["\(prefix).clock_offset_ms"] = String(format: "%.3f", Double(clock.offsetNs) / 1e6)
+            extra["\(prefix).clock_offset_from"] = clock.source
             extra["\(prefix).clock"] = header.clockSynchronized == true ? "synchronised, estimated error \(header.clockErrorUs ?? 0) µs"
                 : header.clockSynchronized == false ? "not synchronised" : "unknown"
-            errorBoundUs = max(errorBoundUs, header.clockSynchronized == true ? header.clockErrorUs ?? 0 : 0)
             if agent.reader.firstSegment > 0 {
                 errors.append("agent '\(agent.name)': its first \(agent.reader.firstSegment) event segment(s) were removed by its ring, "
                     + "so the run's start cannot be judged (give the agents a larger --event-ring)")
@@ -220,8 +225,9 @@ public enum FleetMerge {
             }
             if agents.count == 1 { extra.merge(report.extra ?? [:]) { current, _ in current } }
         }
-        // Two agents' timestamps may be apart by both clocks' errors.
-        extra["merge.ordering_bound_ms"] = String(format: "%.3f", Double(2 * errorBoundUs) / 1e3)
+        // Two agents' timestamps, corrected, may still be apart by both clocks' remaining errors.
+        let residual = clocks.map(\.residualNs).max() ?? 0
+        extra["merge.ordering_bound_ms"] = String(format: "%.3f", Double(2 * residual) / 1e6)
         let backpressure = reports.compactMap(\.auditBackpressureS).max()
         return ReportInputs(
             scenario: first.scenario.name, seed: first.reader.header.seed, startedAt: Date(timeIntervalSince1970: Double(base) / 1e9),
