@@ -144,6 +144,37 @@ struct PairTests {
         #expect((up.seqs("c1").last ?? 0) > 30)
     }
 
+    @Test("--send-for: after it both sides produce nothing new and keep the stream (heartbeats, acknowledgements), so nothing is in flight when the pair stops (TCP, WebSocket)",
+          arguments: [DemoTransport.tcp, .websocket])
+    func sendForQuietEnd(transport: DemoTransport) async throws {
+        let quietAfter = ChaosDuration.milliseconds(800)
+        let pair = try await PairHarness.start(rate: 100, transport: transport, sendFor: quietAfter)
+        defer { pair.removeFiles() }
+        let client = pair.client(port: pair.serverPort, rate: 100, sendFor: quietAfter)
+        try await client.start()
+        #expect(await eventually(within: 10) { await client.status().lastProcessedDown >= 5 })
+        // Past the quiet's start, everything produced is processed and acknowledged; a second later nothing has moved
+        // and the one connection is still up (its heartbeats answered).
+        try await Task.sleep(nanoseconds: 1_500_000_000)
+        #expect(await eventually(within: 10) {
+            let status = await client.status(), server = await pair.server.status(ofStream: "c1")
+            return status.unacknowledgedUp == 0 && server?.unacknowledgedDown == 0
+                && server?.lastProcessedUp == status.lastAssignedUp && server?.lastAssignedDown == status.lastProcessedDown
+        })
+        let before = await client.status(), serverBefore = await pair.server.status(ofStream: "c1")
+        try await Task.sleep(nanoseconds: 1_000_000_000)
+        let after = await client.status(), serverAfter = await pair.server.status(ofStream: "c1")
+        #expect(before.lastAssignedUp > 0 && before.lastProcessedDown > 0)
+        #expect(after.lastAssignedUp == before.lastAssignedUp && after.lastProcessedDown == before.lastProcessedDown)
+        #expect(serverAfter?.lastAssignedDown == serverBefore?.lastAssignedDown && serverAfter?.attached == true)
+        #expect(after.connectionsOpened == 1 && after.established)
+        await client.stop()
+        await pair.server.stop()
+        let down = try GroundTruth(path: pair.clientLog), up = try GroundTruth(path: pair.serverLog)
+        #expect(down.isExactlyOnceInOrder("c1") && down.seqs("c1").count == after.lastProcessedDown)
+        #expect(up.isExactlyOnceInOrder("c1") && up.seqs("c1").count == after.lastAssignedUp)
+    }
+
     @Test("a full send queue drops its oldest messages behind an explicit GAP marker that the server records")
     func queueOverflowGap() async throws {
         let pair = try await PairHarness.start(rate: 0)

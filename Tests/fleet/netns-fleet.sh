@@ -10,8 +10,12 @@
 #   Tests/fleet/netns-fleet.sh CHAOS OUT [STREAMS] [SECONDS] [AGENTS]
 #
 # Environment: RATE (messages per second each way on each stream, default 0.5), HEARTBEAT (default 1s; the timeout is
-# three of them), AGENT_FDS (each agent's descriptor limit, default 20000). The phone is one process per 10,000
-# streams (chaos demo client --streams' limit); the server and the phones may open more descriptors than the agents.
+# three of them), DISCONNECT_EVERY and DISCONNECT_SHARE (the disconnect fault's `every` and `targets`, default 5s..9s
+# and 30%), AGENT_FDS (each agent's descriptor limit, default 20000), PER_SERVER (streams per server, default
+# 5000). No process may open more descriptors than the machine's limit (20,000 here), so the streams are split into
+# groups of PER_SERVER: group k has its own server process (port 7000+k in the server namespace) and its own phone
+# process (a log file and a socket per stream), and every agent runs one proxy per group (edge-k, port 9000+k, to
+# server k), so a stream reaches its own server through whichever agent it reconnects through.
 #
 # Prints, per agent, its RSS and open descriptors sampled over the run (agents.tsv keeps every sample), then one JSON
 # line last: streams, matching, lost, duplicated, the merge's verdict, seconds and peak RSS, each agent's RSS and
@@ -20,8 +24,10 @@
 set -euo pipefail
 CHAOS=$(readlink -f "$1"); OUT=$2; STREAMS=${3:-300}; SECONDS_RUN=${4:-20}; AGENTS=${5:-3}
 RATE=${RATE:-0.5}; HEARTBEAT=${HEARTBEAT:-1s}; AGENT_FDS=${AGENT_FDS:-20000}
+DISCONNECT_EVERY=${DISCONNECT_EVERY:-5s..9s}; DISCONNECT_SHARE=${DISCONNECT_SHARE:-30%}
 HEARTBEAT_TIMEOUT="$(( ${HEARTBEAT%s} * 3 ))s"
-PHONES=$(( (STREAMS + 9999) / 10000 ))
+PER_SERVER=${PER_SERVER:-5000}
+GROUPS_N=$(( (STREAMS + PER_SERVER - 1) / PER_SERVER ))
 if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null || ! ip netns list >/dev/null 2>&1; then
   echo "netns-fleet: network namespaces need root and iproute2 (ip netns): not run"; exit 77
 fi
@@ -59,18 +65,14 @@ for index in "${!HOSTS[@]}"; do
     net.ipv4.tcp_max_syn_backlog=65535 2>/dev/null || true
 done
 SERVER_IP=$(address 0)
-# The server and the phones hold a descriptor per stream (and a phone a log file per stream): more than an agent may
-# open. Each agent keeps the descriptor limit (two per proxied stream), set when it starts.
-ulimit -n 1048576 2>/dev/null || ulimit -n 65536 2>/dev/null || true
-
-# One scenario for every agent (they listen on the same port in their own namespace).
+# One scenario for every agent (they listen on the same ports in their own namespace): a proxy per group.
 HERD=$(( SECONDS_RUN * 2 / 3 ))
 cat > "$OUT/agent.yaml" <<YAML
 name: netns-fleet
 duration: ${SECONDS_RUN}s
 seed: 11
 proxies:
-  - {name: edge, listen: "0.0.0.0:9000", upstream: "$SERVER_IP:7001"}
+$(for k in $(seq 1 "$GROUPS_N"); do echo "  - {name: edge-$k, listen: \"0.0.0.0:$(( 9000 + k ))\", upstream: \"$SERVER_IP:$(( 7000 + k ))\"}"; done)
 protocol:
   framing: lines
   seq: seq
@@ -78,7 +80,7 @@ protocol:
   ack: ack
   ignore: {type: [PING, PONG, HELLO, WELCOME, ACK, GAP]}
 faults:
-  - disconnect: {every: 5s..9s, mode: reset, targets: 30%, until: $(( HERD - 2 ))s}
+  - disconnect: {every: $DISCONNECT_EVERY, mode: reset, targets: $DISCONNECT_SHARE, until: $(( HERD - 2 ))s}
   - disconnect: {at: ${HERD}s, mode: reset}
 expect:
   lost: 0
@@ -86,45 +88,68 @@ expect:
 YAML
 "$CHAOS" validate "$OUT/agent.yaml" >/dev/null
 
-ip netns exec "$SERVER" "$CHAOS" demo server --listen "$SERVER_IP:7001" --rate "$RATE" --log "$OUT/server.jsonl" \
-  --heartbeat "$HEARTBEAT" --heartbeat-timeout "$HEARTBEAT_TIMEOUT" \
-  > "$OUT/server.out" 2>&1 & PIDS+=($!)
-SERVER_PID=$!
-START=$(date -u -d "+4 seconds" +%Y-%m-%dT%H:%M:%SZ)
+# The pair produces until the run's last QUIET seconds (--send-for), then only heartbeats and acknowledgements, so nothing
+# is in flight when it stops: a message the audit counts as sent is then either read or lost, never cut off unread.
+START=$(date -u -d "+6 seconds" +%Y-%m-%dT%H:%M:%SZ)
+END_AT=$(( $(date -u -d "$START" +%s) + SECONDS_RUN ))
+QUIET=$(( SECONDS_RUN / 20 > 5 ? SECONDS_RUN / 20 : 5 ))
+send_for() { echo "$(( END_AT - QUIET - $(date +%s) ))s"; }
+SERVER_PIDS=()
+for k in $(seq 1 "$GROUPS_N"); do
+  ip netns exec "$SERVER" "$CHAOS" demo server --listen "$SERVER_IP:$(( 7000 + k ))" --rate "$RATE" --log "$OUT/server-$k.jsonl" \
+    --heartbeat "$HEARTBEAT" --heartbeat-timeout "$HEARTBEAT_TIMEOUT" --send-for "$(send_for)" \
+    > "$OUT/server-$k.out" 2>&1 & PIDS+=($!); SERVER_PIDS+=($!)
+done
 AGENT_PIDS=()
 for i in $(seq 1 "$AGENTS"); do
-  ip netns exec "chf$TAG-a$i" prlimit --nofile="$AGENT_FDS" "$CHAOS" run "$OUT/agent.yaml" --agent "a$i" --start-at "$START" --out "$OUT/a$i" \
+  # --busy-poll 0: the agents share two cores with the pair, and polling after each relayed message would take them.
+  ip netns exec "chf$TAG-a$i" prlimit --nofile="$AGENT_FDS" "$CHAOS" run "$OUT/agent.yaml" --agent "a$i" --start-at "$START" \
+    --out "$OUT/a$i" --busy-poll 0 \
     > "$OUT/a$i.out" 2>&1 & PIDS+=($!); AGENT_PIDS+=($!)
 done
-CONNECT=(--connect "$(address 2):9000"); for i in $(seq 2 "$AGENTS"); do CONNECT+=(--also-connect "$(address $(( i + 1 ))):9000"); done
 mkdir -p "$OUT/phone"
-sleep 3
+sleep 5
 PHONE_PIDS=()
-for p in $(seq 1 "$PHONES"); do
-  count=$(( p < PHONES ? 10000 : STREAMS - (PHONES - 1) * 10000 ))
+for p in $(seq 1 "$GROUPS_N"); do
+  count=$(( p < GROUPS_N ? PER_SERVER : STREAMS - (GROUPS_N - 1) * PER_SERVER ))
+  CONNECT=(--connect "$(address 2):$(( 9000 + p ))")
+  for i in $(seq 2 "$AGENTS"); do CONNECT+=(--also-connect "$(address $(( i + 1 ))):$(( 9000 + p ))"); done
   ip netns exec "$PHONE" "$CHAOS" demo client "${CONNECT[@]}" --stream "p$p" --streams "$count" --rate "$RATE" \
-    --heartbeat "$HEARTBEAT" --heartbeat-timeout "$HEARTBEAT_TIMEOUT" \
+    --heartbeat "$HEARTBEAT" --heartbeat-timeout "$HEARTBEAT_TIMEOUT" --send-for "$(send_for)" \
     --backoff-base 200ms --backoff-cap 2s --log "$OUT/phone/p$p.jsonl" > "$OUT/phone-$p.out" 2>&1 & PIDS+=($!); PHONE_PIDS+=($!)
 done
+# The phones stop (SIGTERM: each stream sends FIN, reads what is still coming until the server closes, logs it) in the
+# quiet, while the agents still relay.
+STOP_AT=$(( END_AT - 2 ))
+PHONES_STOPPED=0
 # Each agent's RSS (kB) and open descriptors while it runs, sampled every SAMPLE seconds into agents.tsv.
 SAMPLE=$(( SECONDS_RUN >= 120 ? 10 : 1 ))
 printf 't_s\tagent\trss_kb\tfds\n' > "$OUT/agents.tsv"
 BEGUN=$(date +%s)
+TICK=0
 while kill -0 "${AGENT_PIDS[0]}" 2>/dev/null; do
+  if [ "$PHONES_STOPPED" = 0 ] && [ "$(date +%s)" -ge "$STOP_AT" ]; then
+    for pid in "${PHONE_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    PHONES_STOPPED=1
+  fi
+  TICK=$(( TICK + 1 ))
+  if [ $(( (TICK - 1) % SAMPLE )) != 0 ]; then sleep 1; continue; fi
   for i in "${!AGENT_PIDS[@]}"; do
     pid=${AGENT_PIDS[$i]}
     rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$pid/status" 2>/dev/null || true)
     fds=$( (ls "/proc/$pid/fd" 2>/dev/null || true) | wc -l)
     [ -n "$rss" ] && printf '%s\ta%s\t%s\t%s\n' "$(( $(date +%s) - BEGUN ))" "$(( i + 1 ))" "$rss" "$fds" >> "$OUT/agents.tsv"
   done
-  sleep "$SAMPLE"
+  sleep 1
 done
 STATUS=0
 for pid in "${AGENT_PIDS[@]}"; do wait "$pid" || true; done
-# The pair stops before its logs are read: the phones, then the server (each logs what it processed, then exits).
+# The pair stops before its logs are read: the phones (if the agents ended first), then the servers (each logs what it
+# processed, then exits).
 for pid in "${PHONE_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
 for pid in "${PHONE_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true
+for pid in "${SERVER_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+for pid in "${SERVER_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
 FOLDERS=(); for i in $(seq 1 "$AGENTS"); do FOLDERS+=("$OUT/a$i"); done
 BEGIN=$(date +%s.%N)
 # The merge's peak RSS (kB) from GNU time when the machine has it.
@@ -151,7 +176,7 @@ for name in sorted(samples, key=lambda a: int(a[1:])):
           f"{agents[name]['fds_end']} at the end ({len(rows)} samples)")
 peak = max((max(r[1] for r in rows) for rows in samples.values()), default=0)
 seqs = {}
-for path in glob.glob(out + "/phone/*.jsonl") + [out + "/server.jsonl"]:
+for path in glob.glob(out + "/phone/*.jsonl") + glob.glob(out + "/server-*.jsonl"):
     for line in open(path):
         o = json.loads(line)
         if "seq" in o and "dir" in o:

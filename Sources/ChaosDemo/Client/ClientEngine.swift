@@ -34,6 +34,8 @@ final class ClientEngine: WireConnectionDelegate, @unchecked Sendable {
     var needsAck = false
     var closingBecause: DisconnectReason?
     var producer: RepeatedTask?
+    /// When producing ends (`sendFor` after the engine was made); nil: never.
+    let sendUntil: NIODeadline?
     var heartbeat: RepeatedTask?
     var pingTimeout: Scheduled<Void>?
     var reconnect: Scheduled<Void>?
@@ -49,6 +51,7 @@ final class ClientEngine: WireConnectionDelegate, @unchecked Sendable {
         self.configuration = configuration
         self.loop = loop
         self.stoppedPromise = loop.makePromise()
+        self.sendUntil = configuration.sendFor.map { .now() + .nanoseconds($0.nanoseconds) }
         self.upstream = OutboundQueue(capacity: configuration.queueCapacity)
         self.downstream = InboundSequencer(deduplicates: !configuration.naive)
         self.schedule = ReconnectSchedule(policy: configuration.backoff,
@@ -191,7 +194,7 @@ final class ClientEngine: WireConnectionDelegate, @unchecked Sendable {
     // MARK: Producing
 
     func startProducer() {
-        guard configuration.rate > 0 else { return }
+        guard configuration.rate > 0, sendUntil.map({ NIODeadline.now() < $0 }) ?? true else { return }
         let period = TimeAmount.nanoseconds(Int64((1e9 / configuration.rate).rounded()))
         producer = loop.scheduleRepeatedTask(initialDelay: period, delay: period) { _ in self.produce() }
     }
@@ -199,6 +202,11 @@ final class ClientEngine: WireConnectionDelegate, @unchecked Sendable {
     /// One upstream message: number it, keep it until acknowledged (naive: don't), send it if connected.
     func produce() {
         guard !stopped else { return }
+        if let sendUntil, NIODeadline.now() >= sendUntil {
+            producer?.cancel()
+            producer = nil
+            return
+        }
         let (seq, dropped) = upstream.append()
         if naive {
             upstream.discardUnacknowledged()

@@ -24,6 +24,10 @@ public struct DemoClientConfiguration: Sendable {
     public var naive: Bool
     /// Stop by itself after this long; nil runs until stopped.
     public var duration: ChaosDuration?
+    /// Produce new messages only this long after starting, then stay connected (heartbeats, acknowledgements,
+    /// retransmissions after a reconnect) with nothing new: a soak's quiet end, so nothing is in flight when the
+    /// pair stops. nil: produce until stopped. Set it after `init`.
+    public var sendFor: ChaosDuration?
     /// Seed of the reconnect jitter; nil derives one from the stream name.
     public var seed: UInt64?
     /// Reconnect backoff (full jitter).

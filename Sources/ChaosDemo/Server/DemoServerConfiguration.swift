@@ -39,6 +39,10 @@ public struct DemoServerConfiguration: Sendable {
         self.logger = logger
     }
 
+    /// Produce new downstream messages only this long after starting, then keep every stream (heartbeats,
+    /// acknowledgements, retransmissions on resume) with nothing new; nil: produce until stopped. Set it after `init`.
+    public var sendFor: ChaosDuration?
+
     /// The idle timeout in force.
     public var effectiveIdleTimeout: ChaosDuration {
         idleTimeout ?? ChaosDuration(nanoseconds: 3 * heartbeatInterval.nanoseconds + heartbeatTimeout.nanoseconds)

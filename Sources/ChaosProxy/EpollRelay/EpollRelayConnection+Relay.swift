@@ -173,7 +173,13 @@ extension EpollRelayConnection {
             let waits = machine.leg(Self.side(slot)).awaitsAcknowledgements
             if waits ? checkAcknowledgementWait(slot) : pollAcknowledgements(slot) { more = true }
         }
-        if more, !isDone { watchAcknowledgements() }
+        guard more, !isDone else { return }
+        // A peer whose ACK waits for a reply (delayed ACK, tens of milliseconds) is polled less and less often.
+        acknowledgementPollsWaiting += 1
+        let delay = AcknowledgementTracker.pollDelay(afterPolls: acknowledgementPollsWaiting)
+        if delay <= AcknowledgementTracker.pollInterval { return watchAcknowledgements() }
+        watchingAcknowledgements = true
+        loop.schedule(after: UInt64(delay)) { [self] in acknowledgementPollDue() }
     }
 
     /// Reads what `slot`'s peer acknowledged and records it when it moved; returns whether bytes
@@ -190,6 +196,7 @@ extension EpollRelayConnection {
     private func wrote(_ count: Int, to target: Int) {
         guard route.trafficSink != nil else { return }
         legs[target].acknowledgements.wrote(count)
+        acknowledgementPollsWaiting = 0
         watchAcknowledgements()
     }
 

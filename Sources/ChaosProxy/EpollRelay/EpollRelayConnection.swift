@@ -34,6 +34,8 @@ final class EpollRelayConnection: EpollRelaySelectable, @unchecked Sendable {
     var acknowledgementDeadlines: [UInt64] = [0, 0]
     /// Registered with the loop for an acknowledgement poll.
     var watchingAcknowledgements = false
+    /// Acknowledgement polls since the last write that found bytes still outstanding (they space the next poll out).
+    var acknowledgementPollsWaiting = 0
     /// Bumped by every linger scheduled or cancelled: a timer from an earlier one does nothing.
     private var lingerGeneration = 0
 

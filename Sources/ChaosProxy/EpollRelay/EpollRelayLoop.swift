@@ -1,4 +1,5 @@
 import CChaosEpoll
+import ChaosCore
 import Glibc
 import Synchronization
 
@@ -32,7 +33,11 @@ final class EpollRelayLoop: @unchecked Sendable {
     private var acknowledgementWatch: [EpollRelayConnection] = []
     private var acknowledgementPollAt: UInt64?
     /// Other timed actions (rare: an accept pause), in no order.
-    private var timers: [(at: UInt64, action: () -> Void)] = []
+    /// Timers by due time (a heap: a loop with thousands of lingering connections finds the next one in O(log n)),
+    /// their actions by id.
+    private var timers = MinHeap<TimerEntry>()
+    private var timerActions: [UInt64: () -> Void] = [:]
+    private var nextTimerID: UInt64 = 0
     private var running = true
     /// Set once the thread has ended: registering is refused from then on.
     private var closed = false
@@ -173,13 +178,15 @@ final class EpollRelayLoop: @unchecked Sendable {
 
     /// Runs `action` on the loop's thread after `nanoseconds`.
     func schedule(after nanoseconds: UInt64, _ action: @escaping () -> Void) {
-        timers.append((Self.now() &+ nanoseconds, action))
+        nextTimerID &+= 1
+        timers.insert(TimerEntry(at: Self.now() &+ nanoseconds, id: nextTimerID))
+        timerActions[nextTimerID] = action
     }
 
     /// The earliest time a deadline or timer is due, if any.
     private var nextDue: UInt64? {
         let connect = deadlineHead < deadlines.count ? deadlines[deadlineHead].at : nil
-        let timer = timers.map(\.at).min()
+        let timer = timers.min?.at
         return [connect, timer, acknowledgementPollAt].compactMap { $0 }.min()
     }
 
@@ -243,11 +250,15 @@ final class EpollRelayLoop: @unchecked Sendable {
             acknowledgementPollAt = nil
             for connection in watched { connection.acknowledgementPollDue() }
         }
-        if !timers.isEmpty {
+        if let first = timers.min, first.at <= Self.now() {
+            // The timers due now run after they are taken, so one that schedules another waits for the next round.
             let now = Self.now()
-            let due = timers.filter { $0.at <= now }
-            timers.removeAll { $0.at <= now }
-            for timer in due { timer.action() }
+            var due: [() -> Void] = []
+            while let next = timers.min, next.at <= now {
+                _ = timers.popMin()
+                if let action = timerActions.removeValue(forKey: next.id) { due.append(action) }
+            }
+            for action in due { action() }
         }
         guard deadlineHead < deadlines.count else { return }
         let now = Self.now()
@@ -271,4 +282,11 @@ final class EpollRelayLoop: @unchecked Sendable {
         clock_gettime(CLOCK_MONOTONIC, &time)
         return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
     }
+}
+
+/// A timer's place in ``EpollRelayLoop``'s heap: due time, then the order it was scheduled in.
+private struct TimerEntry: Comparable, Sendable {
+    let at: UInt64
+    let id: UInt64
+    static func < (lhs: TimerEntry, rhs: TimerEntry) -> Bool { (lhs.at, lhs.id) < (rhs.at, rhs.id) }
 }

@@ -32,6 +32,8 @@ struct DemoServerCommand: AsyncParsableCommand {
     var idleTimeout: String?
     @Option(help: "Most unacknowledged downstream messages kept per stream.")
     var queue = 1000
+    @Option(help: "Produce new messages only this long after starting (e.g. 9m), then keep every stream with nothing new: a soak's quiet end, nothing in flight when the pair stops (tcp or websocket).")
+    var sendFor: String?
     @Option(help: "tcp (NDJSON lines), websocket (one text message per line, WebSocket pings as heartbeats) or grpc (one bidirectional-streaming call, HTTP/2 keepalive).")
     var transport = "tcp"
     @Option(help: "Serve TLS with this certificate chain (PEM), e.g. Scenarios/tls/demo-server.pem.")
@@ -47,6 +49,7 @@ struct DemoServerCommand: AsyncParsableCommand {
             idleTimeout: try idleTimeout.map { try DemoDurationFlag.parse($0, flag: "--idle-timeout") },
             queueCapacity: queue)
         config.transport = try DemoTransportFlag.parse(transport)
+        config.sendFor = try DemoDurationFlag.sendFor(sendFor, transport: config.transport)
         if tlsKey != nil, tlsCert == nil { throw ValidationError("--tls-key needs --tls-cert") }
         config.tls = tlsCert.map { DemoServerTLS(certificate: $0, key: tlsKey ?? $0) }
         let server = DemoServer(configuration: config)
@@ -93,6 +96,8 @@ struct DemoClientCommand: AsyncParsableCommand {
     var heartbeatTimeout = "3s"
     @Option(help: "Most unacknowledged upstream messages kept.")
     var queue = 1000
+    @Option(help: "Produce new messages only this long after starting (e.g. 9m), then stay connected with nothing new: a soak's quiet end, nothing in flight when the pair stops (tcp or websocket).")
+    var sendFor: String?
     @Option(help: "tcp (NDJSON lines), websocket (the stream named in an X-Chaos-Stream upgrade header) or grpc (x-chaos-stream metadata, HTTP/2 keepalive).")
     var transport = "tcp"
     @Flag(help: "Speak TLS, trusting chaos's CA (chaos ca; $CHAOS_HOME), as an app under test that trusts it does.")
@@ -112,10 +117,7 @@ struct DemoClientCommand: AsyncParsableCommand {
             heartbeatTimeout: try DemoDurationFlag.parse(heartbeatTimeout, flag: "--heartbeat-timeout"),
             queueCapacity: queue)
         config.transport = try DemoTransportFlag.parse(transport)
-        config.alsoConnect = try alsoConnect.map { try DemoAddress(parsing: $0) }
-        if !config.alsoConnect.isEmpty, config.transport == .grpc {
-            throw ValidationError("--also-connect works with --transport tcp or websocket")
-        }
+        config.sendFor = try DemoDurationFlag.sendFor(sendFor, transport: config.transport)
         config.alsoConnect = try alsoConnect.map { try DemoAddress(parsing: $0) }
         if !config.alsoConnect.isEmpty, config.transport == .grpc {
             throw ValidationError("--also-connect works with --transport tcp or websocket")
@@ -138,7 +140,12 @@ struct DemoClientCommand: AsyncParsableCommand {
             return DemoClient(configuration: one)
         }
         for client in clients { try await client.start() }
-        let signals = DemoSignals { for client in clients { await client.stop() } }
+        // Every stream stops at once: each drains its connection (up to 2 s), so one after another would take hours.
+        let signals = DemoSignals {
+            await withTaskGroup(of: Void.self) { group in
+                for client in clients { group.addTask { await client.stop() } }
+            }
+        }
         await withTaskGroup(of: Void.self) { group in
             for client in clients { group.addTask { await client.run() } }
         }
@@ -164,6 +171,13 @@ enum DemoDurationFlag {
             throw ChaosError.badInput("\(flag) expects a duration like 500ms, 3s or 2m, got '\(text)'")
         }
         return value
+    }
+
+    /// `--send-for`: a duration, for the tcp and websocket transports (gRPC's engines produce until stopped).
+    static func sendFor(_ text: String?, transport: DemoTransport) throws -> ChaosDuration? {
+        guard let text else { return nil }
+        guard transport != .grpc else { throw ValidationError("--send-for works with --transport tcp or websocket") }
+        return try parse(text, flag: "--send-for")
     }
 }
 

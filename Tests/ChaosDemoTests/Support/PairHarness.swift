@@ -16,7 +16,7 @@ struct PairHarness {
     /// Starts a server on 127.0.0.1:0 with fast heartbeats.
     static func start(rate: Double = 100, heartbeat: ChaosDuration = .milliseconds(200),
                       heartbeatTimeout: ChaosDuration = .milliseconds(400),
-                      transport: DemoTransport = .tcp) async throws -> PairHarness {
+                      transport: DemoTransport = .tcp, sendFor: ChaosDuration? = nil) async throws -> PairHarness {
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("chaos-demo-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -24,6 +24,7 @@ struct PairHarness {
             listen: DemoAddress(host: "127.0.0.1", port: 0), rate: rate, logPath: directory + "/server.jsonl",
             heartbeatInterval: heartbeat, heartbeatTimeout: heartbeatTimeout)
         configuration.transport = transport
+        configuration.sendFor = sendFor
         let server = DemoServer(configuration: configuration)
         let address = try await server.start()
         return PairHarness(directory: directory, server: server, serverPort: address.port, transport: transport)
@@ -31,13 +32,15 @@ struct PairHarness {
 
     /// A client of stream c1 connecting to `port` (the server's or a relay's).
     func client(port: Int, rate: Double = 100, naive: Bool = false, queueCapacity: Int = 1000,
-                heartbeat: ChaosDuration = .milliseconds(200), heartbeatTimeout: ChaosDuration = .milliseconds(400)) -> DemoClient {
+                heartbeat: ChaosDuration = .milliseconds(200), heartbeatTimeout: ChaosDuration = .milliseconds(400),
+                sendFor: ChaosDuration? = nil) -> DemoClient {
         var configuration = DemoClientConfiguration(
             connect: DemoAddress(host: "127.0.0.1", port: port), stream: "c1", rate: rate, logPath: clientLog,
             statePath: naive ? nil : statePath, naive: naive, seed: 9,
             backoff: BackoffPolicy(base: .milliseconds(100), cap: .seconds(Int64(1))),
             heartbeatInterval: heartbeat, heartbeatTimeout: heartbeatTimeout, queueCapacity: queueCapacity)
         configuration.transport = transport
+        configuration.sendFor = sendFor
         return DemoClient(configuration: configuration)
     }
 
