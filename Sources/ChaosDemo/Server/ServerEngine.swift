@@ -36,7 +36,7 @@ final class ServerEngine: WireConnectionDelegate, @unchecked Sendable {
         let idle = TimeAmount.nanoseconds(configuration.effectiveIdleTimeout.nanoseconds)
         let tls = try configuration.tls?.context(alpn: configuration.transport == .websocket ? ["http/1.1"] : [])
         let bootstrap = ServerBootstrap(group: loop)
-            .serverChannelOption(.backlog, value: 1024)
+            .serverChannelOption(.backlog, value: 8192) // a herd of thousands of reconnects at once (capped by net.core.somaxconn)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             .childChannelOption(.allowRemoteHalfClosure, value: true)
