@@ -118,6 +118,12 @@ for pair in sys.argv[1:]:
                  and ann.get("prometheus.io/path") == "/metrics", w, "prometheus.io scrape/port/path annotations")
             if o == "fleet":
                 need(d["spec"].get("replicas") == 3, w, "replicas: 3")
+                start = env.get("CHAOS_START_AT", {}).get("valueFrom", {}).get("configMapKeyRef", {})
+                need(flag(args, "--start-at") == "$(CHAOS_START_AT)" and start.get("key") == "start-at"
+                     and ("ConfigMap", start.get("name", "")) in named, w, "--start-at from the chaos-fleet ConfigMap's start-at")
+                need(c.get("startupProbe", {}).get("httpGet", {}).get("path") == "/metrics"
+                     and c["startupProbe"].get("periodSeconds", 10) * c["startupProbe"].get("failureThreshold", 3) >= 600,
+                     w, "a startup probe that waits at least 10 minutes for --start-at")
                 claim = mounts.get("/reports", {}).get("persistentVolumeClaim", {}).get("claimName")
                 pvc = named.get(("PersistentVolumeClaim", claim or ""), {})
                 need("ReadWriteMany" in pvc.get("spec", {}).get("accessModes", []), w, "/reports on a ReadWriteMany claim")

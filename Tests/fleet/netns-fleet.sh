@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# A fleet of chaos agents on one machine, with network namespaces as hosts: a server, AGENTS agents and a "phone"
-# (one process holding STREAMS streams of the reference pair) in namespaces of their own, joined by veth links to a
+# A fleet of chaos agents on one machine, with network namespaces as hosts: servers, AGENTS agents and a "phone"
+# (processes of up to 5,000 streams of the reference pair each) in namespaces of their own, joined by veth links to a
 # bridge in a hub namespace. Nothing is added to the host's own namespace: the addresses exist only inside these
 # namespaces, and every namespace (with its links) is removed at the end. Each stream's reconnects go to the next
 # agent in turn (WiFi through one node, LTE through another); the agents apply one shared timeline (disconnects every
-# few seconds, then one herd disconnect of everything); `chaos report --merge` joins the agents' events, and the
-# merged report is compared with the pair's own logs, stream by stream.
+# few seconds, then one herd disconnect of everything); the pair goes quiet for the run's last seconds; `chaos report
+# --merge` joins the agents' events, and the merged report is compared with the pair's own logs, stream by stream.
 #
 #   Tests/fleet/netns-fleet.sh CHAOS OUT [STREAMS] [SECONDS] [AGENTS]
 #
 # Environment: RATE (messages per second each way on each stream, default 0.5), HEARTBEAT (default 1s; the timeout is
 # three of them), DISCONNECT_EVERY and DISCONNECT_SHARE (the disconnect fault's `every` and `targets`, default 5s..9s
-# and 30%), AGENT_FDS (each agent's descriptor limit, default 20000), PER_SERVER (streams per server, default
+# and 30%), BACKOFF_CAP (the clients' reconnect backoff cap, default 2s; a herd of tens of thousands needs tens of
+# seconds to spread over), AGENT_FDS (each agent's descriptor limit, default 20000), PER_SERVER (streams per server, default
 # 5000). No process may open more descriptors than the machine's limit (20,000 here), so the streams are split into
 # groups of PER_SERVER: group k has its own server process (port 7000+k in the server namespace) and its own phone
 # process (a log file and a socket per stream), and every agent runs one proxy per group (edge-k, port 9000+k, to
@@ -24,7 +25,7 @@
 set -euo pipefail
 CHAOS=$(readlink -f "$1"); OUT=$2; STREAMS=${3:-300}; SECONDS_RUN=${4:-20}; AGENTS=${5:-3}
 RATE=${RATE:-0.5}; HEARTBEAT=${HEARTBEAT:-1s}; AGENT_FDS=${AGENT_FDS:-20000}
-DISCONNECT_EVERY=${DISCONNECT_EVERY:-5s..9s}; DISCONNECT_SHARE=${DISCONNECT_SHARE:-30%}
+DISCONNECT_EVERY=${DISCONNECT_EVERY:-5s..9s}; DISCONNECT_SHARE=${DISCONNECT_SHARE:-30%}; BACKOFF_CAP=${BACKOFF_CAP:-2s}
 HEARTBEAT_TIMEOUT="$(( ${HEARTBEAT%s} * 3 ))s"
 PER_SERVER=${PER_SERVER:-5000}
 GROUPS_N=$(( (STREAMS + PER_SERVER - 1) / PER_SERVER ))
@@ -116,7 +117,7 @@ for p in $(seq 1 "$GROUPS_N"); do
   for i in $(seq 2 "$AGENTS"); do CONNECT+=(--also-connect "$(address $(( i + 1 ))):$(( 9000 + p ))"); done
   ip netns exec "$PHONE" "$CHAOS" demo client "${CONNECT[@]}" --stream "p$p" --streams "$count" --rate "$RATE" \
     --heartbeat "$HEARTBEAT" --heartbeat-timeout "$HEARTBEAT_TIMEOUT" --send-for "$(send_for)" \
-    --backoff-base 200ms --backoff-cap 2s --log "$OUT/phone/p$p.jsonl" > "$OUT/phone-$p.out" 2>&1 & PIDS+=($!); PHONE_PIDS+=($!)
+    --backoff-base 200ms --backoff-cap "$BACKOFF_CAP" --log "$OUT/phone/p$p.jsonl" > "$OUT/phone-$p.out" 2>&1 & PIDS+=($!); PHONE_PIDS+=($!)
 done
 # The phones stop (SIGTERM: each stream sends FIN, reads what is still coming until the server closes, logs it) in the
 # quiet, while the agents still relay.

@@ -16,7 +16,8 @@ import Synchronization
 ///   409 exists, 400 bad input as `{"error": "…", "status": 400}`).
 /// - chaos's: `GET /faults`; `POST /faults` with one fault as a scenario writes it (answers
 ///   `201 {"id": N, "timeline": [...]}`); `DELETE /faults/N`, `DELETE /faults`; `GET /metrics` (Prometheus text);
-///   `GET /report` (the live audit, when the run audits: ``Extras``).
+///   `GET /report` (the live audit, when the run audits: ``Extras``); a fleet agent's `GET /events?since=`,
+///   `GET /run/{scenario,timeline,report}.json` and `GET /clock` (ControlAPI+Events.swift).
 ///
 /// Requests are answered one at a time, in the order they arrive. A body over 1 MiB gets 413 and the
 /// connection is closed without reading on; a request not complete within ``requestTimeout`` gets 408 and is
