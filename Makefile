@@ -98,18 +98,21 @@ action-check: dist
 # The fleet at scale (PRODUCT.md section 12; root): SCALE_STREAMS streams of the reference pair through SCALE_AGENTS
 # agents, each in a network namespace of its own, for SCALE_SECONDS of disconnects and a herd disconnect; the merged
 # report is compared with the pair's logs stream by stream (Tests/fleet/netns-fleet.sh; make test runs 300 streams).
-# Each stream sends a message each way every 1/SCALE_RATE s and a heartbeat every SCALE_HEARTBEAT; a disconnect
-# every 5-30 s cuts SCALE_SHARE of the connections; reconnects back off up to 30 s (a herd of 50,000 spreads out).
-# On 2 cores, where the pair, the agents and every namespace's TCP share the CPU, 50,000 streams fit at 0.05.
+# Each stream sends a message each way every 1/SCALE_RATE s and a heartbeat every SCALE_HEARTBEAT, and reconnects
+# over two agents in turn (its WiFi and its LTE path); a disconnect every 5-30 s cuts SCALE_SHARE of the connections,
+# before and after a herd disconnect of everything at 200 s; reconnects back off up to 30 s (a herd of 50,000 spreads
+# out); warm-up ends two minutes after the herd, once every stream has used both its paths and reconnected. On 2 cores, where the pair,
+# the agents and every namespace's TCP share the CPU, 50,000 streams fit at 0.05.
 SCALE_STREAMS ?= 50000
 SCALE_SECONDS ?= 600
-SCALE_AGENTS ?= 8
+SCALE_AGENTS ?= 10
 SCALE_RATE ?= 0.05
 SCALE_HEARTBEAT ?= 30s
 SCALE_SHARE ?= 5%
 scale: deps
 	$(SWIFT) build -c release --product chaos
 	RATE=$(SCALE_RATE) HEARTBEAT=$(SCALE_HEARTBEAT) DISCONNECT_EVERY=5s..30s DISCONNECT_SHARE=$(SCALE_SHARE) BACKOFF_CAP=30s \
+	  PATHS=2 HERD_AT=200 WARM_AT=320 \
 	  Tests/fleet/netns-fleet.sh .build/release/chaos Reports/scale-$$(date -u +%Y%m%dT%H%M%SZ) $(SCALE_STREAMS) $(SCALE_SECONDS) $(SCALE_AGENTS)
 
 # libFuzzer over every public input (scenario files, the lines, length-prefixed, websocket, grpc and sse audit, pcap/pcapng files,

@@ -12,7 +12,9 @@
 # Environment: RATE (messages per second each way on each stream, default 0.5), HEARTBEAT (default 1s; the timeout is
 # three of them), DISCONNECT_EVERY and DISCONNECT_SHARE (the disconnect fault's `every` and `targets`, default 5s..9s
 # and 30%), BACKOFF_CAP (the clients' reconnect backoff cap, default 2s; a herd of tens of thousands needs tens of
-# seconds to spread over), AGENT_FDS (each agent's descriptor limit, default 20000), PER_SERVER (streams per server, default
+# seconds to spread over), PATHS (how many agents each stream's reconnects take turns over, default all of them; 2 is a
+# phone's WiFi and LTE: group k's streams go through agents k and k+1), HERD_AT (the herd disconnect, default at two
+# thirds of the run), WARM_AT (when warm-up is over for the RSS and descriptor figures, default a fifth), AGENT_FDS (each agent's descriptor limit, default 20000), PER_SERVER (streams per server, default
 # 5000). No process may open more descriptors than the machine's limit (20,000 here), so the streams are split into
 # groups of PER_SERVER: group k has its own server process (port 7000+k in the server namespace) and its own phone
 # process (a log file and a socket per stream), and every agent runs one proxy per group (edge-k, port 9000+k, to
@@ -24,9 +26,11 @@
 # when namespaces are unavailable.
 set -euo pipefail
 CHAOS=$(readlink -f "$1"); OUT=$2; STREAMS=${3:-300}; SECONDS_RUN=${4:-20}; AGENTS=${5:-3}
+[ "$AGENTS" -ge 1 ] && [ "$AGENTS" -le 150 ] || { echo "netns-fleet: AGENTS must be 1 to 150, found $AGENTS" >&2; exit 2; }
 RATE=${RATE:-0.5}; HEARTBEAT=${HEARTBEAT:-1s}; AGENT_FDS=${AGENT_FDS:-20000}
 DISCONNECT_EVERY=${DISCONNECT_EVERY:-5s..9s}; DISCONNECT_SHARE=${DISCONNECT_SHARE:-30%}; BACKOFF_CAP=${BACKOFF_CAP:-2s}
 HEARTBEAT_TIMEOUT="$(( ${HEARTBEAT%s} * 3 ))s"
+PATHS=${PATHS:-$AGENTS}; HERD_AT=${HERD_AT:-$(( SECONDS_RUN * 2 / 3 ))}; WARM_AT=${WARM_AT:-$(( SECONDS_RUN / 5 ))}
 PER_SERVER=${PER_SERVER:-5000}
 GROUPS_N=$(( (STREAMS + PER_SERVER - 1) / PER_SERVER ))
 if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null || ! ip netns list >/dev/null 2>&1; then
@@ -52,8 +56,8 @@ ip netns add "$HUB"
 ip -n "$HUB" link add br0 type bridge
 ip -n "$HUB" link set br0 up
 ip -n "$HUB" link set lo up
-# host index → address: server .10, phone .20, agent i .(i+1)
-address() { case $1 in 0) echo "$NET.10" ;; 1) echo "$NET.20" ;; *) echo "$NET.$(( $1 ))" ;; esac; }
+# host index → address: server .10, phone .20, agent i .(101+i) (any number of agents up to 150)
+address() { case $1 in 0) echo "$NET.10" ;; 1) echo "$NET.20" ;; *) echo "$NET.$(( 100 + $1 ))" ;; esac; }
 for index in "${!HOSTS[@]}"; do
   ns=${HOSTS[$index]}; ip netns add "$ns"
   ip link add "v$TAG$index" type veth peer name "w$TAG$index"
@@ -67,7 +71,14 @@ for index in "${!HOSTS[@]}"; do
 done
 SERVER_IP=$(address 0)
 # One scenario for every agent (they listen on the same ports in their own namespace): a proxy per group.
-HERD=$(( SECONDS_RUN * 2 / 3 ))
+HERD=$HERD_AT
+QUIET=$(( SECONDS_RUN / 20 > 5 ? SECONDS_RUN / 20 : 5 ))
+# Disconnects before the herd and, when the run leaves room (a minute for the herd to reconnect, ten seconds before the
+# quiet), after it too.
+AFTER_HERD=""
+if [ $(( SECONDS_RUN - QUIET - 10 - HERD - 60 )) -ge 30 ]; then
+  AFTER_HERD="  - disconnect: {every: $DISCONNECT_EVERY, mode: reset, targets: $DISCONNECT_SHARE, after: $(( HERD + 60 ))s, until: $(( SECONDS_RUN - QUIET - 10 ))s}"
+fi
 cat > "$OUT/agent.yaml" <<YAML
 name: netns-fleet
 duration: ${SECONDS_RUN}s
@@ -83,6 +94,7 @@ protocol:
 faults:
   - disconnect: {every: $DISCONNECT_EVERY, mode: reset, targets: $DISCONNECT_SHARE, until: $(( HERD - 2 ))s}
   - disconnect: {at: ${HERD}s, mode: reset}
+$AFTER_HERD
 expect:
   lost: 0
   duplicated: 0
@@ -93,7 +105,6 @@ YAML
 # is in flight when it stops: a message the audit counts as sent is then either read or lost, never cut off unread.
 START=$(date -u -d "+6 seconds" +%Y-%m-%dT%H:%M:%SZ)
 END_AT=$(( $(date -u -d "$START" +%s) + SECONDS_RUN ))
-QUIET=$(( SECONDS_RUN / 20 > 5 ? SECONDS_RUN / 20 : 5 ))
 send_for() { echo "$(( END_AT - QUIET - $(date +%s) ))s"; }
 SERVER_PIDS=()
 for k in $(seq 1 "$GROUPS_N"); do
@@ -113,8 +124,12 @@ sleep 5
 PHONE_PIDS=()
 for p in $(seq 1 "$GROUPS_N"); do
   count=$(( p < GROUPS_N ? PER_SERVER : STREAMS - (GROUPS_N - 1) * PER_SERVER ))
-  CONNECT=(--connect "$(address 2):$(( 9000 + p ))")
-  for i in $(seq 2 "$AGENTS"); do CONNECT+=(--also-connect "$(address $(( i + 1 ))):$(( 9000 + p ))"); done
+  # Group p's streams take turns over PATHS agents, from agent p on (host index of agent i: i + 1).
+  CONNECT=()
+  for j in $(seq 0 $(( PATHS - 1 ))); do
+    agent=$(( (p - 1 + j) % AGENTS + 1 ))
+    CONNECT+=("$([ "$j" = 0 ] && echo --connect || echo --also-connect)" "$(address $(( agent + 1 ))):$(( 9000 + p ))")
+  done
   ip netns exec "$PHONE" "$CHAOS" demo client "${CONNECT[@]}" --stream "p$p" --streams "$count" --rate "$RATE" \
     --heartbeat "$HEARTBEAT" --heartbeat-timeout "$HEARTBEAT_TIMEOUT" --send-for "$(send_for)" \
     --backoff-base 200ms --backoff-cap "$BACKOFF_CAP" --log "$OUT/phone/p$p.jsonl" > "$OUT/phone-$p.out" 2>&1 & PIDS+=($!); PHONE_PIDS+=($!)
@@ -158,23 +173,26 @@ TIMED=(); [ -x /usr/bin/time ] && TIMED=(/usr/bin/time -f %M -o "$OUT/merge.rss"
 "${TIMED[@]}" "$CHAOS" report --merge "${FOLDERS[@]}" --out "$OUT/merged" --format markdown > "$OUT/merged.md" 2> "$OUT/merge.err" || STATUS=$?
 MERGE_S=$(awk -v end="$(date +%s.%N)" -v begin="$BEGIN" 'BEGIN { printf "%.3f", end - begin }')
 MERGE_RSS=$(tail -n 1 "$OUT/merge.rss" 2>/dev/null | tr -dc 0-9); MERGE_RSS=${MERGE_RSS:-0}
-python3 - "$OUT" "$STREAMS" "$STATUS" "$MERGE_S" "$MERGE_RSS" "chf$TAG-" "$SECONDS_RUN" <<'PY'
-import csv, glob, json, sys
-out, streams, status, merge_s, merge_rss, prefix, seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]), sys.argv[6], int(sys.argv[7])
-# Each agent's RSS and descriptors: at the end of warm-up (a fifth of the run), the most after it, and at the end.
+python3 - "$OUT" "$STREAMS" "$STATUS" "$MERGE_S" "$MERGE_RSS" "chf$TAG-" "$WARM_AT" "$SECONDS_RUN" <<'PY'
+import csv, glob, json, statistics, sys
+out, streams, status, merge_s, merge_rss, prefix, warm_at, seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]), sys.argv[6], int(sys.argv[7]), int(sys.argv[8])
+# Each agent's RSS and descriptors while it relays after warm-up (from WARM_AT to the run's end, not while it writes
+# its report): the first such sample, the median, the least and the most, and the last.
 samples = {}
 for row in csv.DictReader(open(out + "/agents.tsv"), delimiter="\t"):
     samples.setdefault(row["agent"], []).append((int(row["t_s"]), int(row["rss_kb"]), int(row["fds"])))
 agents = {}
 for name in sorted(samples, key=lambda a: int(a[1:])):
     rows = samples[name]
-    warm = [r for r in rows if r[0] >= seconds // 5] or rows
-    agents[name] = {"rss_mb_warm": round(warm[0][1] / 1024, 1), "rss_mb_max": round(max(r[1] for r in warm) / 1024, 1),
-                    "rss_mb_end": round(rows[-1][1] / 1024, 1), "fds_warm": warm[0][2], "fds_max": max(r[2] for r in warm),
-                    "fds_end": rows[-1][2]}
-    print(f"agent {name}: RSS {agents[name]['rss_mb_warm']} MB after warm-up, at most {agents[name]['rss_mb_max']} MB, "
-          f"{agents[name]['rss_mb_end']} MB at the end; descriptors {agents[name]['fds_warm']}, at most {agents[name]['fds_max']}, "
-          f"{agents[name]['fds_end']} at the end ({len(rows)} samples)")
+    warm = [r for r in rows if warm_at <= r[0] <= seconds - 2] or rows
+    mb = lambda kb: round(kb / 1024, 1)
+    a = agents[name] = {"rss_mb_warm": mb(warm[0][1]), "rss_mb_median": mb(statistics.median(r[1] for r in warm)),
+                        "rss_mb_min": mb(min(r[1] for r in warm)), "rss_mb_max": mb(max(r[1] for r in warm)),
+                        "rss_mb_end": mb(warm[-1][1]), "fds_warm": warm[0][2], "fds_min": min(r[2] for r in warm),
+                        "fds_max": max(r[2] for r in warm), "fds_end": warm[-1][2]}
+    print(f"agent {name}: RSS {a['rss_mb_warm']} MB after warm-up, median {a['rss_mb_median']}, {a['rss_mb_min']}-{a['rss_mb_max']}, "
+          f"{a['rss_mb_end']} MB at the end; descriptors {a['fds_warm']}, {a['fds_min']}-{a['fds_max']}, {a['fds_end']} at the end "
+          f"({len(warm)} samples from {warm[0][0]} s to {warm[-1][0]} s)")
 peak = max((max(r[1] for r in rows) for rows in samples.values()), default=0)
 seqs = {}
 for path in glob.glob(out + "/phone/*.jsonl") + glob.glob(out + "/server-*.jsonl"):
