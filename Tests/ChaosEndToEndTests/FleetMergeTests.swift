@@ -186,7 +186,10 @@ struct FleetMergeTests {
         try handle.close()
         try FileManager.default.copyItem(atPath: "\(base)/b", toPath: "\(base)/b-foreign")
         try Data("GIF89a this is not an event file".utf8).write(to: URL(fileURLWithPath: "\(base)/b-foreign/events.bin"))
+        try FileManager.default.copyItem(atPath: "\(base)/b", toPath: "\(base)/b-clock")
+        try Data("{\"offset_ns\": \"soon\"}".utf8).write(to: URL(fileURLWithPath: "\(base)/b-clock/clock-offset.json"))
         let bad: [([String], String)] = [
+            (["\(base)/a", "\(base)/b-clock"], "b-clock/clock-offset.json: not a clock offset measurement"),
             (["\(base)/a", "\(base)/b-seed"], "ran seed 8"),
             (["\(base)/a", "\(base)/b-cut"], "b-cut/events.bin is truncated at byte"),
             (["\(base)/a", "\(base)/b-foreign"], "b-foreign/events.bin is not a chaos event file"),

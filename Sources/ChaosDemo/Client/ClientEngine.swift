@@ -34,8 +34,8 @@ final class ClientEngine: WireConnectionDelegate, @unchecked Sendable {
     var needsAck = false
     var closingBecause: DisconnectReason?
     var producer: RepeatedTask?
-    /// When producing ends (`sendFor` after the engine was made); nil: never.
-    let sendUntil: NIODeadline?
+    /// How long new messages are produced (`sendFor` from the engine's making).
+    let sendWindow: SendWindow
     var heartbeat: RepeatedTask?
     var pingTimeout: Scheduled<Void>?
     var reconnect: Scheduled<Void>?
@@ -51,7 +51,7 @@ final class ClientEngine: WireConnectionDelegate, @unchecked Sendable {
         self.configuration = configuration
         self.loop = loop
         self.stoppedPromise = loop.makePromise()
-        self.sendUntil = configuration.sendFor.map { .now() + .nanoseconds($0.nanoseconds) }
+        self.sendWindow = SendWindow(sendFor: configuration.sendFor)
         self.upstream = OutboundQueue(capacity: configuration.queueCapacity)
         self.downstream = InboundSequencer(deduplicates: !configuration.naive)
         self.schedule = ReconnectSchedule(policy: configuration.backoff,
@@ -194,7 +194,7 @@ final class ClientEngine: WireConnectionDelegate, @unchecked Sendable {
     // MARK: Producing
 
     func startProducer() {
-        guard configuration.rate > 0, sendUntil.map({ NIODeadline.now() < $0 }) ?? true else { return }
+        guard configuration.rate > 0, sendWindow.isOpen else { return }
         let period = TimeAmount.nanoseconds(Int64((1e9 / configuration.rate).rounded()))
         producer = loop.scheduleRepeatedTask(initialDelay: period, delay: period) { _ in self.produce() }
     }
@@ -202,7 +202,7 @@ final class ClientEngine: WireConnectionDelegate, @unchecked Sendable {
     /// One upstream message: number it, keep it until acknowledged (naive: don't), send it if connected.
     func produce() {
         guard !stopped else { return }
-        if let sendUntil, NIODeadline.now() >= sendUntil {
+        if !sendWindow.isOpen {
             producer?.cancel()
             producer = nil
             return

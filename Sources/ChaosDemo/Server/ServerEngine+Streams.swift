@@ -39,7 +39,7 @@ extension ServerEngine {
     }
 
     private func startProducer(for stream: ServerStream) {
-        guard stream.producer == nil, configuration.rate > 0, sendUntil.map({ NIODeadline.now() < $0 }) ?? true else { return }
+        guard stream.producer == nil, configuration.rate > 0, sendWindow.isOpen else { return }
         let period = TimeAmount.nanoseconds(Int64((1e9 / configuration.rate).rounded()))
         let name = stream.name
         stream.producer = loop.scheduleRepeatedTask(initialDelay: period, delay: period) { _ in
@@ -50,7 +50,7 @@ extension ServerEngine {
     /// One downstream message: number it, keep it until acknowledged (unless the client is naive), send it.
     private func produce(on stream: ServerStream) {
         guard let connection = stream.attached, !stopped else { return }
-        if let sendUntil, NIODeadline.now() >= sendUntil {
+        if !sendWindow.isOpen {
             stream.producer?.cancel()
             stream.producer = nil
             return

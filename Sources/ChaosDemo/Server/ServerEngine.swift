@@ -21,14 +21,14 @@ final class ServerEngine: WireConnectionDelegate, @unchecked Sendable {
     private var connections: [ObjectIdentifier: ServerConnection] = [:]
     private var accepted = 0
     var stopped = false
-    /// When producing ends (`sendFor` after the engine was made); nil: never.
-    let sendUntil: NIODeadline?
+    /// How long new messages are produced (`sendFor` from the engine's making).
+    let sendWindow: SendWindow
 
     init(configuration: DemoServerConfiguration, loop: any EventLoop) {
         self.configuration = configuration
         self.loop = loop
         self.stoppedPromise = loop.makePromise()
-        self.sendUntil = configuration.sendFor.map { .now() + .nanoseconds($0.nanoseconds) }
+        self.sendWindow = SendWindow(sendFor: configuration.sendFor)
     }
 
     func start() async throws -> DemoAddress {
