@@ -83,10 +83,11 @@ struct CaptureAuditTests {
         }
         #expect(theirs.stdout.contains("capture loss 0 bytes"), "\(theirs.stdout)")
 
-        // tshark reads our capture with nothing malformed.
+        // tshark reads our capture with nothing malformed (its lines as data, whatever protocol their ports are registered to).
         let tshark = Process()
         tshark.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        tshark.arguments = ["tshark", "-r", "\(runDir)/capture.pcap", "-Y", "_ws.malformed || _ws.expert.severity == error"]
+        tshark.arguments = ["tshark", "-r", "\(runDir)/capture.pcap"] + (try TsharkDecodeAs.arguments("\(runDir)/capture.pcap", as: "data"))
+            + ["-Y", "_ws.malformed || _ws.expert.severity == error"]
         let pipe = Pipe()
         tshark.standardOutput = pipe
         tshark.standardError = FileHandle.nullDevice

@@ -228,8 +228,9 @@ struct TLSCaptureAuditTests {
     }
 
     static func serverChoices(_ pair: LoopbackTLSPair) throws -> [(String, Bool)] {
-        let shark = try ChaosCLI.runBlocking(["tshark", "-r", pair.capture, "-Y", "tls.handshake.type == 2", "-T", "fields",
-                                              "-e", "tls.handshake.ciphersuite", "-e", "tls.handshake.extensions.supported_version"],
+        let shark = try ChaosCLI.runBlocking(["tshark", "-r", pair.capture] + TsharkDecodeAs.arguments(pair.capture, as: "tls")
+                                             + ["-Y", "tls.handshake.type == 2", "-T", "fields",
+                                                "-e", "tls.handshake.ciphersuite", "-e", "tls.handshake.extensions.supported_version"],
                                              timeout: 60, program: "/usr/bin/env")
         #expect(shark.status == 0, "\(shark.stderr)")
         return shark.stdout.split(separator: "\n").map { row in
@@ -264,7 +265,8 @@ struct TLSCaptureAuditTests {
     /// Rows of (from the server?, for each of `fields` every occurrence joined by `|`) for the packets matching `filter`,
     /// tshark decrypting with the pair's key log.
     static func tsharkFields(_ pair: LoopbackTLSPair, filter: String, fields: [String]) throws -> [(Bool, [String])] {
-        let shark = try ChaosCLI.runBlocking(["tshark", "-r", pair.capture, "-o", "tls.keylog_file:\(pair.keylog)", "-Y", filter,
+        let shark = try ChaosCLI.runBlocking(["tshark", "-r", pair.capture] + TsharkDecodeAs.arguments(pair.capture, as: "tls")
+                                             + ["-o", "tls.keylog_file:\(pair.keylog)", "-Y", filter,
                                               "-T", "fields", "-E", "occurrence=a", "-E", "aggregator=|", "-e", "tcp.srcport"]
                                              + fields.flatMap { ["-e", $0] }, timeout: 120, program: "/usr/bin/env")
         #expect(shark.status == 0, "\(shark.stderr)")

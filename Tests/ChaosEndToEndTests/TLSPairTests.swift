@@ -108,7 +108,7 @@ struct TLSPairTests {
         let events = json["protocol_events"] as? [String: Any] ?? [:]
         #expect((events["upgrades"] as? Int ?? 0) >= 4, "\(events)")
         let tcpdump = URL(fileURLWithPath: run.folder).deletingLastPathComponent().appendingPathComponent("lo.pcap").path
-        let shark = try ChaosCLI.runBlocking(["tshark", "-r", tcpdump, "-o", "tls.keylog_file:\(run.folder)/keys.log",
+        let shark = try ChaosCLI.runBlocking(["tshark", "-r", tcpdump] + TsharkDecodeAs.arguments(tcpdump, as: "tls") + ["-o", "tls.keylog_file:\(run.folder)/keys.log",
                                               "-Y", "websocket", "-T", "fields", "-e", "tcp.dstport"], timeout: 60, program: "/usr/bin/env")
         #expect(shark.status == 0, "\(shark.stderr)")
         let ports = Set(shark.stdout.split(separator: "\n"))
