@@ -9,6 +9,13 @@ extension AuditEngine {
         let pipe = connection.pipe(role, direction)
         let start = pipe.offset
         pipe.offset += Int64(bytes.count)
+        if layer.writtenCopiesRead {
+            if role == .sent {
+                pipe.verbatim.read(bytes, at: start)
+            } else {
+                pipe.verbatim.written(bytes, at: start, lastRead: connection.pipe(.sent, direction).verbatim)
+            }
+        }
         bytes.withUnsafeBufferPointer { buffer in
             pipe.decoder.decode(buffer) { output in
                 switch output {

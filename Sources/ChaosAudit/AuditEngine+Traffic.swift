@@ -8,7 +8,8 @@ extension AuditEngine {
                time: Int64, call: GRPCCall? = nil) {
         let copies = call == nil && layer.writtenCopiesRead
         if copies, pipe.role == .delivered,
-           let copy = connection.pipe(.sent, pipe.direction).readCopies.take(endingAt: end, frame) {
+           let copy = connection.pipe(.sent, pipe.direction).readCopies.take(
+               endingAt: end, frame, sameBytes: end - Int64(frame.count) >= pipe.verbatim.writtenSince) {
             return auditWrittenCopy(of: copy, endingAt: end, pipe: pipe, connection: connection, time: time)
         }
         let slot = pipe.direction == .upstream ? 0 : 1

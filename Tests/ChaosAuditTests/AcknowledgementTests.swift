@@ -155,6 +155,44 @@ struct ReadCopyTests {
         #expect(stream.highestSeq == 3 && stream.counts.gaps == 1, "\(stream)")
     }
 
+    @Test("the read's own buffer handed over as the write (a whole read written at once) counts as read: alone, after a write in pieces, and with a message straddling reads")
+    func readBufferWrittenBack() throws {
+        let bytes = TrafficScript.messages(Array(1...60))
+        let reads = [Array(bytes[0..<700]), Array(bytes[700..<1_500]), Array(bytes[1_500...])]
+        var s = TrafficScript()
+        s.open(1)
+        // First read: written in two copies of its own (not its buffer); then each read's very buffer.
+        s.add(1, .read(.server, reads[0]))
+        s.add(1, .written(.client, Array(reads[0][0..<300])))
+        s.add(1, .written(.client, Array(reads[0][300...])))
+        for read in reads.dropFirst() {
+            s.add(1, .read(.server, read))
+            s.add(1, .written(.client, read))
+        }
+        s.acknowledge(1, .downstream, upTo: Int64(bytes.count))
+        let engine = try AuditEngine(spec: ProtocolSpec())
+        engine.ingest(s.events)
+        let totals = engine.finish().totals
+        #expect(totals.sent == 60 && totals.ok == 60 && totals.lost == 0 && totals.duplicated == 0 && totals.gaps == 0, "\(totals)")
+    }
+
+    @Test("a read's buffer written back at another offset than it was read (the proxy dropped bytes before it) is read for what it says")
+    func readBufferAtAnotherOffset() throws {
+        let first = Array("{\"stream\":\"s\",\"seq\":1}\n".utf8), second = Array("{\"stream\":\"s\",\"seq\":2}\n".utf8)
+        var s = TrafficScript()
+        s.open(1)
+        s.add(1, .read(.server, first))
+        s.add(1, .read(.server, second))
+        // The first message never reaches the consumer; the second's buffer is written at offset 0, not 24.
+        s.add(1, .written(.client, second))
+        s.acknowledge(1, .downstream, upTo: Int64(second.count))
+        let engine = try AuditEngine(spec: ProtocolSpec())
+        engine.ingest(s.events)
+        let result = engine.finish()
+        let stream = try #require(result.streams.first { $0.stream == "s" })
+        #expect(stream.counts.delivered == 1 && stream.highestSeq == 2 && stream.counts.gaps == 1, "\(stream)")
+    }
+
     @Test("the same bytes written in other pieces than they were read count exactly as read", arguments: [1, 7, 40, 4_096])
     func samePiecesOrNot(piece: Int) throws {
         let bytes = TrafficScript.messages(Array(1...50))

@@ -83,6 +83,8 @@ final class FramePipe {
     var pending = PendingDeliveries()
     /// What was read from messages not yet written (`sent` pipes, when written bytes copy read ones).
     var readCopies = ReadCopies()
+    /// Which written bytes are the very bytes read (the last read on a `sent` pipe; the span on a `delivered` one).
+    var verbatim = VerbatimWrites()
 
     init(role: Role, direction: Direction, decoder: any LegDecoder) {
         self.role = role

@@ -41,14 +41,16 @@ struct ReadCopies {
 
     /// The read copy of the written message `frame` that ends at `end` (in the written bytes, which are the read
     /// bytes), dropping older copies whose messages were never written; nil if the front copy is not this message.
-    mutating func take(endingAt end: Int64, _ frame: UnsafeBufferPointer<UInt8>) -> ReadCopy? {
+    /// `sameBytes`: the written bytes of the whole message are known to be the read ones at the same offsets
+    /// (``VerbatimWrites``), so its hash need not be compared.
+    mutating func take(endingAt end: Int64, _ frame: UnsafeBufferPointer<UInt8>, sameBytes: Bool = false) -> ReadCopy? {
         while count > 0 {
             let front = entries[head]
             guard front.end <= end else { return nil }
             head = (head + 1) % Self.capacity
             count -= 1
             if front.end == end {
-                return front.length == frame.count && front.hash == Self.hash(frame) ? front : nil
+                return front.length == frame.count && (sameBytes || front.hash == Self.hash(frame)) ? front : nil
             }
         }
         return nil

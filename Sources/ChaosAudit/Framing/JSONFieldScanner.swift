@@ -187,6 +187,15 @@ final class JSONFieldScanner {
         var j = i + 1
         var escaped = false
         let count = b.count
+        // Eight bytes at a time while none of them is a quote or a backslash (a payload's long plain text).
+        if let base = b.baseAddress {
+            let raw = UnsafeRawPointer(base)
+            while j &+ 8 <= count {
+                let word = raw.loadUnaligned(fromByteOffset: j, as: UInt64.self)
+                guard !Self.hasByte(word, 0x2222_2222_2222_2222), !Self.hasByte(word, 0x5C5C_5C5C_5C5C_5C5C) else { break }
+                j &+= 8
+            }
+        }
         while j < count {
             let c = b[j]
             if c == UInt8(ascii: "\"") { i = j + 1; return (j, escaped) }
@@ -194,6 +203,13 @@ final class JSONFieldScanner {
             j += 1
         }
         return nil
+    }
+
+    /// Whether any byte of `word` equals the byte repeated in `pattern` (the classic has-zero-byte test on their XOR).
+    @inline(__always)
+    static func hasByte(_ word: UInt64, _ pattern: UInt64) -> Bool {
+        let x = word ^ pattern
+        return (x &- 0x0101_0101_0101_0101) & ~x & 0x8080_8080_8080_8080 != 0
     }
 
     /// Skips any value (string, number, literal, object, array) starting at `i`.

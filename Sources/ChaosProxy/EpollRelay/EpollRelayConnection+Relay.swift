@@ -20,8 +20,9 @@ extension EpollRelayConnection {
                 if machine.leg(side).discardsReads { continue }
                 route.counters.add(bytes: count, producedBy: source == 0)
                 let bytes = UnsafeRawBufferPointer(rebasing: loop.scratch[0..<count])
-                recordTraffic(.read(side, Array(bytes)))
-                guard forward(bytes, to: target) else { return }
+                let read = recordsTraffic ? Array(bytes) : []
+                recordTraffic(.read(side, read))
+                guard forward(bytes, to: target, read: read) else { return }
             } else if count == 0 {
                 legs[source].readable = false
                 perform(machine.receivedFIN(side))
@@ -36,7 +37,9 @@ extension EpollRelayConnection {
 
     /// Writes `bytes` to `target`; what the socket does not take is kept as the target's
     /// pending bytes (and reading stops until they are written). Returns true when all went.
-    private func forward(_ bytes: UnsafeRawBufferPointer, to target: Int) -> Bool {
+    /// `read` is the read's own event copy: a write of the whole read hands the audit that same buffer (no second
+    /// copy, and the audit knows the written bytes are the read ones without comparing them).
+    private func forward(_ bytes: UnsafeRawBufferPointer, to target: Int, read: [UInt8]) -> Bool {
         var sent = 0
         while true {
             let count = send(legs[target].fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL))
@@ -51,7 +54,7 @@ extension EpollRelayConnection {
             return false
         }
         if sent > 0 {
-            recordTraffic(.written(Self.side(target), Array(UnsafeRawBufferPointer(rebasing: bytes[0..<sent]))))
+            recordTraffic(.written(Self.side(target), sent == read.count ? read : Array(UnsafeRawBufferPointer(rebasing: bytes[0..<sent]))))
             wrote(sent, to: target)
         }
         guard sent < bytes.count else { return true }
@@ -212,6 +215,9 @@ extension EpollRelayConnection {
     }
 
     /// Records a byte event when the sink wants them; only then are the bytes copied.
+    /// Whether traffic events are recorded at all (a `chaos proxy` without an audit records none).
+    var recordsTraffic: Bool { route.trafficSink != nil }
+
     func recordTraffic(_ kind: @autoclosure () -> TrafficEvent.Kind) {
         guard let sink = route.trafficSink else { return }
         sink.record(TrafficEvent(time: route.clock.now(), connection: id, kind: kind()))

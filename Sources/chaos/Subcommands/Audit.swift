@@ -55,7 +55,7 @@ struct Audit: AsyncParsableCommand {
             for path in keylogs { try keys.read(path: path) }
             options.keyLog = keys
         }
-        let statistics = try CaptureReader.read(paths: captures, options: options) { engine.ingest($0) }
+        let statistics = try CaptureReader.readPipelined(paths: captures, options: options) { engine.ingest($0) }
         let audit = engine.finish()
         let name = scenario?.name ?? "capture"
         let folder = try RunFolder(scenario: name + "-audit", out: out)
