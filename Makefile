@@ -141,6 +141,7 @@ bench: deps
 	bash Benchmarks/tls-bench.sh --no-build
 	bash Benchmarks/tls-capture-bench.sh
 	bash Benchmarks/audit-throughput.sh --no-build
+	bash Benchmarks/offline-audit.sh --no-build
 	bash Benchmarks/fault-accuracy.sh
 
 clean:
