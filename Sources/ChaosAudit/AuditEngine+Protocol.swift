@@ -6,6 +6,7 @@ extension AuditEngine {
     @inline(__always)
     func feed(_ bytes: [UInt8], role: FramePipe.Role, direction: Direction, connection id: ConnectionID, time: Int64) {
         let connection = state(of: id)
+        leaveLockstep(connection, direction)
         let pipe = connection.pipe(role, direction)
         let start = pipe.offset
         pipe.offset += Int64(bytes.count)
@@ -34,7 +35,7 @@ extension AuditEngine {
         }
     }
 
-    private func framingProblem(_ problem: FrameSplitter.Problem, pipe: FramePipe, connection: ConnectionState, time: Int64) {
+    func framingProblem(_ problem: FrameSplitter.Problem, pipe: FramePipe, connection: ConnectionState, time: Int64) {
         messageStats.framingErrors += 1
         guard !connection.reportedFraming else { return }
         connection.reportedFraming = true

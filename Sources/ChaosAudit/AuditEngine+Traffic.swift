@@ -1,4 +1,5 @@
 import ChaosCore
+import Glibc
 import ChaosProtocols
 
 extension AuditEngine {
@@ -72,6 +73,14 @@ extension AuditEngine {
             messageStats.unsequenced += 1
         }
         guard let seq = copy.seq, let stream = copy.stream else { return }
+        writtenCopy(seq: seq, ack: copy.ack, stream, endingAt: end, pipe: pipe, connection: connection, time: time)
+    }
+
+    /// The written copy of a message of `stream` whose fields were read from its read copy: judged on `pipe` as if
+    /// read there.
+    @inline(__always)
+    func writtenCopy(seq: Int64, ack: Int64?, _ stream: ConnectionStream, endingAt end: Int64, pipe: FramePipe,
+                     connection: ConnectionState, time: Int64) {
         if pipe.cached !== stream {
             // What looking the stream up on this pipe would have left in its cache.
             pipe.cached = stream
@@ -79,13 +88,13 @@ extension AuditEngine {
             pipe.cachedDefault = stream.name == nil
         }
         guard isPlausible(seq, stream.ledger, pipe: pipe, connection: connection, time: time) else { return }
-        written(seq: seq, ack: copy.ack, stream, endingAt: end, pipe: pipe, connection: connection, time: time)
+        written(seq: seq, ack: ack, stream, endingAt: end, pipe: pipe, connection: connection, time: time)
     }
 
     /// Whether `seq` can be audited: a seq more than ``seqJumpLimit`` past the highest of its stream so far is a
     /// `seq jump` anomaly (counted, reported once per stream, not audited), never billions of lost messages.
     @inline(__always)
-    private func isPlausible(_ seq: Int64, _ ledger: StreamLedger, pipe: FramePipe, connection: ConnectionState,
+    func isPlausible(_ seq: Int64, _ ledger: StreamLedger, pipe: FramePipe, connection: ConnectionState,
                              time: Int64) -> Bool {
         let (limit, overflow) = max(ledger.highestSent, ledger.highestDelivered).addingReportingOverflow(Self.seqJumpLimit)
         guard seq > limit, !overflow else { return true }
@@ -101,7 +110,7 @@ extension AuditEngine {
 
     /// A message was written to its consumer: delivered now, or once the consumer's TCP acknowledged its last byte.
     @inline(__always)
-    private func written(seq: Int64?, ack: Int64?, _ stream: ConnectionStream, endingAt end: Int64, pipe: FramePipe,
+    func written(seq: Int64?, ack: Int64?, _ stream: ConnectionStream, endingAt end: Int64, pipe: FramePipe,
                          connection: ConnectionState, time: Int64) {
         guard deliveryPoint == .acknowledged, end > pipe.acknowledged else {
             return delivered(seq: seq, ack: ack, stream, connection: connection.id, time: time)
@@ -170,12 +179,20 @@ extension AuditEngine {
 
     /// The state of the stream the message names (or the connection's default stream) on this connection.
     @inline(__always)
-    private func stream(_ fields: MessageFields, pipe: FramePipe, connection: ConnectionState) -> ConnectionStream {
+    func stream(_ fields: MessageFields, pipe: FramePipe, connection: ConnectionState) -> ConnectionStream {
         if let inPlace = fields.streamInPlace {
-            if let cached = pipe.cached, !pipe.cachedDefault, inPlace.elementsEqual(pipe.cachedName) { return cached }
+            if let cached = pipe.cached, !pipe.cachedDefault, Self.sameBytes(inPlace, pipe.cachedName) { return cached }
             return stream(Array(inPlace)[...], pipe: pipe, connection: connection)
         }
         return stream(fields.stream, pipe: pipe, connection: connection)
+    }
+
+    /// Whether `bytes` are `name`'s bytes (one length check and one `memcmp`).
+    @inline(__always)
+    static func sameBytes(_ bytes: UnsafeBufferPointer<UInt8>, _ name: [UInt8]) -> Bool {
+        guard bytes.count == name.count else { return false }
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return true }
+        return name.withUnsafeBufferPointer { memcmp(base, $0.baseAddress!, bytes.count) == 0 }
     }
 
     /// The state of the stream named `name` (or the connection's default stream) on this connection.
@@ -225,7 +242,7 @@ extension AuditEngine {
     }
 
     @inline(__always)
-    private func sent(_ seq: Int64, _ stream: ConnectionStream, time: Int64) {
+    func sent(_ seq: Int64, _ stream: ConnectionStream, time: Int64) {
         let ledger = stream.ledger
         guard seq >= ledger.seqStart else { messageStats.belowStart += 1; return }
         ledger.counts.sent += 1
@@ -278,6 +295,8 @@ extension AuditEngine {
     /// `synthetic` closes come from ``finish()`` (the run ended, not the pair): they do not count as recovery events.
     func closed(_ id: ConnectionID, side: Side, how: TrafficEvent.CloseKind, time: Int64, synthetic: Bool = false) {
         guard let connection = connections[id] else { return }
+        leaveLockstep(connection, .upstream)
+        leaveLockstep(connection, .downstream)
         let first = !connection.clientClosed && !connection.serverClosed
         if side == .client { connection.clientClosed = true } else { connection.serverClosed = true }
         if how == .cutByFault, !connection.cutByFault {
@@ -319,6 +338,7 @@ extension AuditEngine {
     func endDeliveries(toward side: Side, of connection: ConnectionState, how: TrafficEvent.CloseKind, time: Int64) {
         guard connection.deliveriesEnded.insert(side).inserted else { return }
         let consumed = side.other.producing
+        leaveLockstep(connection, consumed)
         let writePipe = connection.pipe(.delivered, consumed)
         if writePipe.decoder.hasPartialMessage {
             writePipe.decoder.dropPartial()

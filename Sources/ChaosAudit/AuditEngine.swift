@@ -77,6 +77,8 @@ public final class AuditEngine {
         didSet { if pathLimits != nil { pathTracker.watching = true } }
     }
     private var finalResult: AuditResult?
+    /// A read waiting to see whether the next event writes its very buffer (see ``ingest(_:)``).
+    var heldRead: TrafficEvent?
 
     struct StreamKey: Hashable {
         var name: String
@@ -107,10 +109,38 @@ public final class AuditEngine {
     }
 
     /// Feeds one event. Events must come in time order.
+    ///
+    /// A read (lines and length-prefixed framings) is held until the next event: when that is the write of the
+    /// same buffer at the same offset (the relay wrote the read whole; a capture's standalone connection), the pair
+    /// is audited in one pass (``relayed(_:_:)``). Anything else first audits the held read as it came.
     public func ingest(_ event: TrafficEvent) {
         guard !isFinished else { return }
+        if let held = heldRead {
+            heldRead = nil
+            if relayed(held, event) {
+                if event.time > now { now = event.time }
+                return
+            }
+            process(held: held)
+        }
         if event.time > now { now = event.time }
         if now > nextRetirement { retireClosedConnections(before: now) }
+        if case .read(_, let bytes) = event.kind, layer.writtenCopiesRead, !bytes.isEmpty {
+            pathTracker.read(on: event.connection, at: event.time)
+            heldRead = event
+            return
+        }
+        process(event)
+    }
+
+    /// Audits a read held by ``ingest(_:)`` that no write of its own buffer followed (its path tracking is done).
+    func process(held event: TrafficEvent) {
+        guard case .read(let side, let bytes) = event.kind else { return process(event) }
+        feed(bytes, role: .sent, direction: side.producing, connection: event.connection, time: event.time)
+    }
+
+    /// Audits any event but a held read.
+    private func process(_ event: TrafficEvent) {
         switch event.kind {
         case .read(let side, let bytes):
             pathTracker.read(on: event.connection, at: event.time)
@@ -166,10 +196,18 @@ public final class AuditEngine {
         for event in events { ingest(event) }
     }
 
+    /// Audits the read ``ingest(_:)`` holds, if any (before a snapshot or the end).
+    func flushHeldRead() {
+        guard let held = heldRead else { return }
+        heldRead = nil
+        process(held: held)
+    }
+
     /// The result so far, without changing any state (for the minute checkpoint). Seqs still in flight on live
     /// connections are not counted as lost yet.
     public func snapshot() -> AuditResult {
         if let finalResult { return finalResult }
+        flushHeldRead()
         return result(final: false)
     }
 
@@ -179,6 +217,7 @@ public final class AuditEngine {
     @discardableResult
     public func finish() -> AuditResult {
         if let finalResult { return finalResult }
+        flushHeldRead()
         for id in connections.keys.sorted() {
             guard let connection = connections[id] else { continue }
             if !connection.clientClosed { closed(id, side: .client, how: .fin, time: now, synthetic: true) }

@@ -36,6 +36,9 @@ final class ConnectionState {
     static let pendingPingLimit = 8
     /// Whether the connection's end was judged (``AuditEngine/connectionEnded(_:)``).
     var endJudged = false
+    /// Per direction (upstream 0, downstream 1): every read so far was written whole at once, and audited as one
+    /// relayed pair (``AuditEngine/relayed(_:_:)``): the delivered pipe's decoder was skipped and stands behind.
+    var lockstep = [false, false]
 
     init(id: ConnectionID, layer: ProtocolLayer) {
         self.id = id

@@ -7,8 +7,9 @@ struct PendingDelivery {
     var seq: Int64?
     /// The cumulative ack it carries for the other direction, when it carries one.
     var ack: Int64?
-    /// The stream it belongs to on its connection.
-    var stream: ConnectionStream
+    /// The stream it belongs to on its connection. Unowned: the connection's `streams` keep it as long as the
+    /// connection (and so these pending deliveries) live, and plain data costs no reference counting per message.
+    unowned(unsafe) var stream: ConnectionStream
 }
 
 /// Messages written to one consumer and waiting for its TCP's acknowledgement, oldest first (the

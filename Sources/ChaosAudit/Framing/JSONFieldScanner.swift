@@ -56,6 +56,35 @@ final class JSONFieldScanner {
         }
         keyBytes = bytes
         layout = fieldLayout + componentLayout
+        let short = paths.flatMap { path -> [UInt64] in
+            guard path.count == 1, path[0].count <= 8 else { return [0, UInt64.max] }
+            return path[0].withUnsafeBufferPointer { [Self.word($0, 0, $0.count), UInt64($0.count)] }
+        }
+        shortKeys = short
+        allShort = (0..<paths.count).allSatisfy { mask & (1 << UInt64($0)) == 0 || short[2 * $0 + 1] != .max }
+    }
+
+    /// Every wanted field is a top-level key of at most eight bytes: ``scanFlat(_:_:_:)`` reads them.
+    private let allShort: Bool
+
+    /// Per field `f`: a top-level key of at most eight bytes as one little-endian word (`shortKeys[2f]`) and its
+    /// length (`shortKeys[2f + 1]`; `UInt64.max` for a longer key or a path): most keys match in one comparison.
+    private let shortKeys: [UInt64]
+
+    /// The bytes `b[start..<start + length]` (length at most 8) as a little-endian word, zero above them.
+    @inline(__always)
+    static func word(_ b: UnsafeBufferPointer<UInt8>, _ start: Int, _ length: Int) -> UInt64 {
+        if start &+ 8 <= b.count, let base = b.baseAddress {
+            let all = UnsafeRawPointer(base).loadUnaligned(fromByteOffset: start, as: UInt64.self)
+            return length == 8 ? all : all & ((1 << UInt64(length &* 8)) &- 1)
+        }
+        var value: UInt64 = 0
+        var index = length
+        while index > 0 {
+            index &-= 1
+            value = value << 8 | UInt64(b[start &+ index])
+        }
+        return value
     }
 
     static func components(_ name: String) -> [[UInt8]] {
@@ -70,6 +99,7 @@ final class JSONFieldScanner {
         let bytes: UnsafeBufferPointer<UInt8>
         let layout: UnsafeBufferPointer<Int>
         let fields: Int
+        let short: UnsafeBufferPointer<UInt64>
 
         /// How many components field `field`'s path has.
         @inline(__always)
@@ -98,13 +128,17 @@ final class JSONFieldScanner {
         let fields = fieldCount
         return spans.withUnsafeMutableBufferPointer { spans in
             for index in spans.indices { spans[index] = .missing }
+            if allShort, let found = shortKeys.withUnsafeBufferPointer({ scanFlat(frame, spans, $0) }) { return found }
+            for index in spans.indices { spans[index] = .missing }
             var cursor = Self.skipSpace(frame, 0)
             guard cursor < frame.count, frame[cursor] == UInt8(ascii: "{") else { return false }
             var remaining = activeCount
             return keyBytes.withUnsafeBufferPointer { bytes in
                 layout.withUnsafeBufferPointer { layout in
-                    let keys = Keys(bytes: bytes, layout: layout, fields: fields)
-                    return scanObject(frame, &cursor, level: 0, wanted: activeMask, keys, spans, &remaining)
+                    shortKeys.withUnsafeBufferPointer { short in
+                        let keys = Keys(bytes: bytes, layout: layout, fields: fields, short: short)
+                        return scanObject(frame, &cursor, level: 0, wanted: activeMask, keys, spans, &remaining)
+                    }
                 }
             }
         }
@@ -125,9 +159,15 @@ final class JSONFieldScanner {
             guard i < b.count else { return false }
             var leaf: UInt64 = 0, deeper: UInt64 = 0
             var bits = wanted
+            let keyLength = keyEnd &- keyStart
+            let keyWord = level == 0 && !keyEscaped && keyLength <= 8 ? Self.word(b, keyStart, keyLength) : 0
             while bits != 0 {
                 let field = bits.trailingZeroBitCount
                 bits &= bits - 1
+                if level == 0, !keyEscaped, keys.short[2 &* field &+ 1] != .max {
+                    if UInt64(keyLength) == keys.short[2 &* field &+ 1], keyWord == keys.short[2 &* field] { leaf |= 1 << UInt64(field) }
+                    continue
+                }
                 let depth = keys.depth(field)
                 if level < depth, keys.matches(field, level, b, keyStart, keyEnd, keyEscaped) {
                     if depth == level + 1 { leaf |= 1 << UInt64(field) } else { deeper |= 1 << UInt64(field) }
@@ -160,7 +200,7 @@ final class JSONFieldScanner {
     }
 
     @inline(__always)
-    private func assign(_ span: FieldSpan, _ fields: UInt64, _ spans: UnsafeMutableBufferPointer<FieldSpan>, _ remaining: inout Int) {
+    func assign(_ span: FieldSpan, _ fields: UInt64, _ spans: UnsafeMutableBufferPointer<FieldSpan>, _ remaining: inout Int) {
         var bits = fields
         while bits != 0 {
             let field = bits.trailingZeroBitCount
@@ -187,15 +227,8 @@ final class JSONFieldScanner {
         var j = i + 1
         var escaped = false
         let count = b.count
-        // Eight bytes at a time while none of them is a quote or a backslash (a payload's long plain text).
-        if let base = b.baseAddress {
-            let raw = UnsafeRawPointer(base)
-            while j &+ 8 <= count {
-                let word = raw.loadUnaligned(fromByteOffset: j, as: UInt64.self)
-                guard !Self.hasByte(word, 0x2222_2222_2222_2222), !Self.hasByte(word, 0x5C5C_5C5C_5C5C_5C5C) else { break }
-                j &+= 8
-            }
-        }
+        // Eight bytes at a time to the first quote or backslash (a payload's plain text, a key).
+        j = Self.quoteOrBackslash(b, from: j)
         while j < count {
             let c = b[j]
             if c == UInt8(ascii: "\"") { i = j + 1; return (j, escaped) }
@@ -205,11 +238,28 @@ final class JSONFieldScanner {
         return nil
     }
 
-    /// Whether any byte of `word` equals the byte repeated in `pattern` (the classic has-zero-byte test on their XOR).
+    /// The high bit of each byte of `word` that equals the byte repeated in `pattern` (the classic has-zero-byte test
+    /// on their XOR); bytes above the first such byte may be marked falsely, so only the lowest mark is exact.
     @inline(__always)
-    static func hasByte(_ word: UInt64, _ pattern: UInt64) -> Bool {
+    static func bytesEqual(_ word: UInt64, _ pattern: UInt64) -> UInt64 {
         let x = word ^ pattern
-        return (x &- 0x0101_0101_0101_0101) & ~x & 0x8080_8080_8080_8080 != 0
+        return (x &- 0x0101_0101_0101_0101) & ~x & 0x8080_8080_8080_8080
+    }
+
+    /// The index of the first quote or backslash at or after `start`, read eight bytes at a time while eight remain
+    /// (`start` itself, or a later index, when fewer do: the caller's byte loop goes on from there).
+    @inline(__always)
+    static func quoteOrBackslash(_ b: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
+        guard let base = b.baseAddress else { return start }
+        let raw = UnsafeRawPointer(base)
+        var j = start
+        while j &+ 8 <= b.count {
+            let word = raw.loadUnaligned(fromByteOffset: j, as: UInt64.self)
+            let marks = bytesEqual(word, 0x2222_2222_2222_2222) | bytesEqual(word, 0x5C5C_5C5C_5C5C_5C5C)
+            if marks != 0 { return j &+ marks.trailingZeroBitCount >> 3 }
+            j &+= 8
+        }
+        return j
     }
 
     /// Skips any value (string, number, literal, object, array) starting at `i`.

@@ -32,6 +32,10 @@ struct MessageExtractor {
     private let hasAck: Bool
     /// For each ignore rule: the field's index among the scanned fields and the values that exclude a message.
     private let ignoreRules: [(field: Int, values: [[UInt8]])]
+    /// The same rules flat, for the JSON hot path (plain integers: no reference counting per value compared): per
+    /// value, its field's index, and where its bytes lie in ``ignoreBytes``.
+    private let ignoreValues: [(field: Int, start: Int, count: Int)]
+    private let ignoreBytes: [UInt8]
     /// Field names in scanning order: seq, stream, ack, then the ignore fields.
     private let fieldNames: [String]
     /// Reused for every message (no allocation on the hot path).
@@ -57,6 +61,15 @@ struct MessageExtractor {
             names.append(name)
         }
         ignoreRules = rules
+        var flat: [(Int, Int, Int)] = [], flatBytes: [UInt8] = []
+        for (field, values) in rules {
+            for value in values {
+                flat.append((field, flatBytes.count, value.count))
+                flatBytes += value
+            }
+        }
+        ignoreValues = flat
+        ignoreBytes = flatBytes
         fieldNames = names
         self.zigzag = names.map { zigzag.contains($0) }
         spans = Array(repeating: .missing, count: names.count)
@@ -97,10 +110,21 @@ struct MessageExtractor {
     private mutating func extractJSON(_ frame: UnsafeBufferPointer<UInt8>, _ scanner: JSONFieldScanner) -> MessageFields {
         var fields = MessageFields()
         guard scanner.scan(frame, into: &spans) else { fields.undecodable = true; return fields }
-        for rule in ignoreRules {
-            let span = spans[rule.field]
-            guard span.isPresent else { continue }
-            for value in rule.values where Self.equals(frame, span, value) { fields.ignored = true }
+        if !ignoreValues.isEmpty {
+            fields.ignored = spans.withUnsafeBufferPointer { spans in
+                ignoreValues.withUnsafeBufferPointer { values in
+                    ignoreBytes.withUnsafeBufferPointer { bytes in
+                        for value in values {
+                            let span = spans[value.field]
+                            if span.isPresent, span.end &- span.start == value.count,
+                               value.count == 0 || memcmp(frame.baseAddress! + span.start, bytes.baseAddress! + value.start, value.count) == 0 {
+                                return true
+                            }
+                        }
+                        return false
+                    }
+                }
+            }
         }
         let seqSpan = spans[0]
         if seqSpan.isPresent {
@@ -118,13 +142,6 @@ struct MessageExtractor {
             }
         }
         return fields
-    }
-
-    @inline(__always)
-    private static func equals(_ frame: UnsafeBufferPointer<UInt8>, _ span: FieldSpan, _ value: [UInt8]) -> Bool {
-        guard span.end - span.start == value.count else { return false }
-        for index in 0..<value.count where frame[span.start + index] != value[index] { return false }
-        return true
     }
 
     private mutating func extractProtobuf(_ frame: UnsafeBufferPointer<UInt8>, _ scanner: ProtobufFieldScanner) -> MessageFields {

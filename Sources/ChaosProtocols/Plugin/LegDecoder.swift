@@ -51,4 +51,14 @@ public protocol LegDecoder: AnyObject {
     var hasPartialMessage: Bool { get }
     /// Forgets a partial message (after it was counted as truncated, or when its producer stopped sending).
     func dropPartial()
+    /// Whether the decoder stands between two messages with nothing buffered and nothing failed, so that a decoder of
+    /// the same kind in the same state could stand in for it (false unless the decoder says so).
+    var atMessageBoundary: Bool { get }
+    /// Takes `other`'s state as its own (`other` decoded the same bytes this one skipped); false when it cannot.
+    func adoptState(of other: any LegDecoder) -> Bool
+}
+
+extension LegDecoder {
+    public var atMessageBoundary: Bool { false }
+    public func adoptState(of other: any LegDecoder) -> Bool { false }
 }

@@ -40,6 +40,9 @@ public struct FrameSplitter {
     /// Whether part of a frame is waiting for the rest (a close now truncates it).
     var hasPartialFrame: Bool { !desynchronised && !partial.isEmpty }
 
+    /// Between two frames, with nothing buffered and the stream still in step with its framing.
+    var isAtBoundary: Bool { !desynchronised && partial.isEmpty }
+
     /// Forgets a partial frame (after it was counted as truncated).
     mutating func dropPartial() { partial.removeAll(keepingCapacity: false) }
 

@@ -17,6 +17,14 @@ final class SplitterDecoder: LegDecoder {
     var hasPartialMessage: Bool { splitter.hasPartialFrame }
 
     func dropPartial() { splitter.dropPartial() }
+
+    var atMessageBoundary: Bool { splitter.isAtBoundary }
+
+    func adoptState(of other: any LegDecoder) -> Bool {
+        guard let other = other as? SplitterDecoder, other.splitter.mode == splitter.mode else { return false }
+        splitter = other.splitter
+        return true
+    }
 }
 
 /// The session of `lines` and `length-prefixed` connections: nothing is shared between legs, so one session

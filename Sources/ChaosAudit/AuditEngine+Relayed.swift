@@ -1,0 +1,99 @@
+import ChaosCore
+import ChaosProtocols
+
+/// A read and the write of its very buffer at the same offset, audited in one pass (lines and length-prefixed
+/// framings): the bytes the consumer was handed are the bytes the producer sent, so each message is framed and its
+/// fields read once, and counted as sent and as written at once. The delivered pipe's decoder is skipped while a
+/// direction stays in this lockstep and takes the sent pipe's state when it leaves it (any other event on the
+/// direction, a close), so whatever follows is decoded as it would have been.
+extension AuditEngine {
+    /// Audits `held` (a read) and `event` together when `event` writes the read's buffer at the offset it was read
+    /// at; false (nothing done) otherwise.
+    func relayed(_ held: TrafficEvent, _ event: TrafficEvent) -> Bool {
+        guard event.connection == held.connection, case .read(let side, let bytes) = held.kind,
+              case .written(let target, let written) = event.kind, target == side.other, written.count == bytes.count,
+              Self.sameBuffer(bytes, written) else { return false }
+        let connection = state(of: held.connection)
+        let direction = side.producing
+        let slot = direction == .upstream ? 0 : 1
+        let sent = connection.pipe(.sent, direction), delivered = connection.pipe(.delivered, direction)
+        guard sent.offset == delivered.offset else { return false }
+        if !connection.lockstep[slot] {
+            guard sent.decoder.atMessageBoundary, delivered.decoder.atMessageBoundary else { return false }
+            connection.lockstep[slot] = true
+        }
+        let start = sent.offset
+        sent.offset += Int64(bytes.count)
+        delivered.offset = sent.offset
+        var stepped = true
+        bytes.withUnsafeBufferPointer { buffer in
+            sent.decoder.decode(buffer) { output in
+                switch output {
+                case .message(let body, let end, _):
+                    self.auditRelayed(body, endingAt: start + Int64(end), sent: sent, delivered: delivered, connection: connection,
+                                      read: held.time, written: event.time)
+                case .problem(.framing(let problem), _):
+                    // Both copies stop fitting the framing here; the delivered decoder takes the stopped state below.
+                    self.framingProblem(problem, pipe: sent, connection: connection, time: held.time)
+                    self.framingProblem(problem, pipe: delivered, connection: connection, time: event.time)
+                    stepped = false
+                default:
+                    stepped = false
+                }
+            }
+        }
+        if !stepped { leaveLockstep(connection, direction) }
+        return true
+    }
+
+    /// Ends `direction`'s lockstep: the delivered pipe's decoder takes the state of the sent pipe's, which decoded the
+    /// same bytes at the same offsets.
+    func leaveLockstep(_ connection: ConnectionState, _ direction: Direction) {
+        let slot = direction == .upstream ? 0 : 1
+        guard connection.lockstep[slot] else { return }
+        connection.lockstep[slot] = false
+        _ = connection.pipe(.delivered, direction).decoder.adoptState(of: connection.pipe(.sent, direction).decoder)
+    }
+
+    /// One message of a relayed pair: what ``audit(_:endingAt:pipe:connection:time:call:)`` does for its read copy
+    /// and then for its written copy, with its fields read once.
+    @inline(__always)
+    private func auditRelayed(_ frame: UnsafeBufferPointer<UInt8>, endingAt end: Int64, sent: FramePipe, delivered: FramePipe,
+                              connection: ConnectionState, read readTime: Int64, written writtenTime: Int64) {
+        let slot = sent.direction == .upstream ? 0 : 1
+        var fields = extractors[slot].extract(frame)
+        if slot == 0 ? namesStreamByHandshake.upstream : namesStreamByHandshake.downstream {
+            fields.streamInPlace = nil
+            fields.stream = connection.handshakeStreams[slot]?[...]
+        }
+        if fields.undecodable {
+            undecodable(frame, pipe: sent, connection: connection, time: readTime)
+            undecodable(frame, pipe: delivered, connection: connection, time: writtenTime)
+            return
+        }
+        if fields.ignored {
+            messageStats.ignored += 2
+        } else if fields.seq == nil, fields.ack == nil {
+            messageStats.unsequenced += 2
+        }
+        guard let seq = fields.ignored ? nil : fields.seq else {
+            if let ack = fields.ack {
+                written(seq: nil, ack: ack, stream(fields, pipe: delivered, connection: connection), endingAt: end, pipe: delivered,
+                        connection: connection, time: writtenTime)
+            }
+            return
+        }
+        let connectionStream = stream(fields, pipe: sent, connection: connection)
+        if isPlausible(seq, connectionStream.ledger, pipe: sent, connection: connection, time: readTime) {
+            self.sent(seq, connectionStream, time: readTime)
+            if pathLimits?.radioTail != nil { pathTracker.message(on: connection.id, at: readTime) }
+        }
+        writtenCopy(seq: seq, ack: fields.ack, connectionStream, endingAt: end, pipe: delivered, connection: connection, time: writtenTime)
+    }
+
+    /// Whether two arrays share one buffer (the relay handed the read's own array over as the write's).
+    @inline(__always)
+    static func sameBuffer(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        a.withUnsafeBufferPointer { a in b.withUnsafeBufferPointer { a.baseAddress == $0.baseAddress } }
+    }
+}
