@@ -15,9 +15,9 @@ extension CaptureReader {
             var batch: [TrafficEvent] = []
             var bytes = 0
             do {
-                let statistics = try read(paths: paths, options: options) { event in
-                    bytes += PipelinedEvents.cost(of: event)
-                    batch.append(event)
+                let statistics = try readBatches(paths: paths, options: options) { events in
+                    for event in events { bytes += PipelinedEvents.cost(of: event) }
+                    batch.append(contentsOf: events)
                     if batch.count >= PipelinedEvents.batchEvents || bytes >= PipelinedEvents.batchBytes {
                         guard channel.put(batch, bytes: bytes) else { throw PipelinedEvents.Stopped() }
                         batch.removeAll(keepingCapacity: true)

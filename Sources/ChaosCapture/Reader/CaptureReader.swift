@@ -31,6 +31,15 @@ public enum CaptureReader {
     /// oldest first).
     public static func read(paths: [String], options: CaptureReadOptions = CaptureReadOptions(),
                             _ handler: (TrafficEvent) throws -> Void) throws -> CaptureStatistics {
+        try readBatches(paths: paths, options: options) { events in
+            for event in events { try handler(event) }
+        }
+    }
+
+    /// ``read(paths:options:_:)``, handing the events over as the reconstruction releases them, several at a time
+    /// (one array per packet that released any: no copy of each event on the way).
+    static func readBatches(paths: [String], options: CaptureReadOptions,
+                            _ handler: ([TrafficEvent]) throws -> Void) throws -> CaptureStatistics {
         let reconstructor = TrafficReconstructor(options: options)
         var firstTimestamp: Int64?
         for path in paths {
@@ -76,8 +85,8 @@ public enum CaptureReader {
         return (events, statistics)
     }
 
-    private static func drain(_ reconstructor: TrafficReconstructor, _ handler: (TrafficEvent) throws -> Void) throws {
-        for event in reconstructor.outbox { try handler(event) }
+    private static func drain(_ reconstructor: TrafficReconstructor, _ handler: ([TrafficEvent]) throws -> Void) throws {
+        try handler(reconstructor.outbox)
         reconstructor.outbox.removeAll(keepingCapacity: true)
     }
 }

@@ -119,6 +119,11 @@ extension TrafficReconstructor {
 
     /// Reports the events `flows` held, interleaved in the order they were seen.
     private func replayHeld(_ flows: TCPFlow...) throws {
+        if flows.count == 1, let flow = flows.first {
+            // One flow's events are in order already.
+            for event in flow.releaseHeld() { try route(event.event, of: flow) }
+            return
+        }
         let held = flows.flatMap { flow in flow.releaseHeld().map { (held: $0, flow: flow) } }
             .sorted { $0.held.order < $1.held.order }
         for (event, flow) in held { try route(event.event, of: flow) }  // already through the flow's TLS
