@@ -114,7 +114,7 @@ PY
     printf '  %-22s %-26s %10s %12s  %s\n' "" "tshark -z io,stat,0" "$(rate "$size" "$T")" "" "${times[tshark]}"
     printf '  %-22s %-26s %10s %12s  %s\n' "" "chaos audit (lines)" "$(rate "$size" "$C")" \
         "$(awk -v t="$T" -v c="$C" 'BEGIN { printf "%.2fx tshark", t / c }')" "${times[chaos]}"
-    echo "  ($messages messages each way summed, every one ok in every round)"
+    echo "  ($messages messages in all, both ways; every one counted ok in every round)"
     } | tee -a "$WORK/table"
     rm -f "$capture"
 done
