@@ -124,6 +124,9 @@ struct FuzzTarget: Sendable {
             }
         }
         open()
+        // The last read of each producer: a write with the top bit set hands that very buffer over, as the relay does
+        // when the consumer's socket takes a read whole (the audit's relayed pairs).
+        var lastRead: [Side: [UInt8]] = [:]
         var index = 0
         while index < data.count {
             let control = data[index]
@@ -134,10 +137,13 @@ struct FuzzTarget: Sendable {
             let side: Side = control & 1 == 0 ? .client : .server
             let kind: TrafficEvent.Kind
             switch (control >> 1) & 3 {
-            case 0: kind = .read(side.other, bytes)
+            case 0:
+                lastRead[side.other] = bytes
+                kind = .read(side.other, bytes)
             case 1:
-                written[side, default: 0] += Int64(bytes.count)
-                kind = .written(side, bytes)
+                let payload = control & 0x80 != 0 ? lastRead[side.other] ?? bytes : bytes
+                written[side, default: 0] += Int64(payload.count)
+                kind = .written(side, payload)
             case 2: kind = .acknowledged(side, upTo: written[side, default: 0] - Int64(bytes.first ?? 0) % 8)
             default:
                 if control & 0x80 != 0 {
