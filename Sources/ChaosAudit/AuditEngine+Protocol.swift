@@ -14,7 +14,9 @@ extension AuditEngine {
             if role == .sent {
                 pipe.verbatim.read(bytes, at: start)
             } else {
-                pipe.verbatim.written(bytes, at: start, lastRead: connection.pipe(.sent, direction).verbatim)
+                let sent = connection.pipe(.sent, direction)
+                pipe.verbatim.written(bytes, at: start, lastRead: sent.verbatim)
+                sent.verbatim.forgetRead()
             }
         }
         bytes.withUnsafeBufferPointer { buffer in

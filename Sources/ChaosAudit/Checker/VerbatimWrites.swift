@@ -4,7 +4,7 @@
 /// hashing its bytes again (``ReadCopies/take(endingAt:_:sameBytes:)``).
 struct VerbatimWrites {
     /// On a `sent` pipe: the last read, kept alive so that its buffer's address cannot be reused by another array
-    /// while a write may still be compared with it, and the offset it started at.
+    /// while a write may still be compared with it, and the offset it started at (until the next write).
     private var lastRead: [UInt8] = []
     private var lastReadStart: Int64 = -1
     /// On a `delivered` pipe: the written bytes `writtenSince..<writtenEnd` are the read bytes at the same offsets.
@@ -16,6 +16,14 @@ struct VerbatimWrites {
     mutating func read(_ bytes: [UInt8], at start: Int64) {
         lastRead = bytes
         lastReadStart = start
+    }
+
+    /// Lets the last read go once a write was compared with it: the buffer is kept only between a read and the next
+    /// write of its direction (at most one read per direction, as the relay holds), never for an idle connection.
+    @inline(__always)
+    mutating func forgetRead() {
+        lastRead = []
+        lastReadStart = -1
     }
 
     /// `bytes` were written to the consumer at offset `start`; `lastRead` is the producer's `sent` pipe's record.
