@@ -140,3 +140,14 @@ public struct ConnectionEndpoints: Hashable, Sendable, Codable {
         self.server = server
     }
 }
+
+extension TrafficEvent {
+    /// What holding this event in memory costs a bounded hand-over (the audit's queue, the pipelined capture reader):
+    /// its payload's bytes and a fixed part for the event itself.
+    public var queuedBytes: Int {
+        switch kind {
+        case .read(_, let bytes), .written(_, let bytes): 64 + bytes.count
+        default: 64
+        }
+    }
+}

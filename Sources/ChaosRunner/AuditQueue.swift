@@ -24,17 +24,10 @@ final class AuditQueue: @unchecked Sendable {
 
     init(capacity: Int) { self.capacity = max(capacity, 1) }
 
-    /// What one event costs the queue: its bytes, and a fixed part for the event itself.
-    static func cost(of event: TrafficEvent) -> Int {
-        switch event.kind {
-        case .read(_, let bytes), .written(_, let bytes): 64 + bytes.count
-        default: 64
-        }
-    }
 
     /// Appends `event`, waiting while the queue is full.
     func append(_ event: TrafficEvent) {
-        let cost = Self.cost(of: event)
+        let cost = event.queuedBytes
         condition.lock()
         if bytes + cost > capacity, bytes > 0, !closed {
             let start = DispatchTime.now().uptimeNanoseconds

@@ -16,7 +16,7 @@ extension CaptureReader {
             var bytes = 0
             do {
                 let statistics = try readBatches(paths: paths, options: options) { events in
-                    for event in events { bytes += PipelinedEvents.cost(of: event) }
+                    for event in events { bytes += event.queuedBytes }
                     batch.append(contentsOf: events)
                     if batch.count >= PipelinedEvents.batchEvents || bytes >= PipelinedEvents.batchBytes {
                         guard channel.put(batch, bytes: bytes) else { throw PipelinedEvents.Stopped() }
@@ -61,12 +61,6 @@ final class PipelinedEvents: @unchecked Sendable {
     private var stopped = false
     private var end: Result<CaptureStatistics, any Error>?
 
-    static func cost(of event: TrafficEvent) -> Int {
-        switch event.kind {
-        case .read(_, let bytes), .written(_, let bytes): 64 + bytes.count
-        default: 64
-        }
-    }
 
     /// Hands `batch` over, waiting for room; false once the handler stopped (the reader should stop too).
     func put(_ batch: [TrafficEvent], bytes cost: Int) -> Bool {
