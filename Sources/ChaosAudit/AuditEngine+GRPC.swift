@@ -56,7 +56,7 @@ extension AuditEngine {
     /// The fields of a gRPC message: read by its RPC's reader (with a descriptor set) or the direction's.
     @inline(__always)
     func extract(_ frame: UnsafeBufferPointer<UInt8>, of call: GRPCCall, slot: Int) -> MessageFields {
-        guard !callReaders.isEmpty else { return extractors[slot].extract(frame) }
+        guard !callReaders.isEmpty else { return extract(frame, slot: slot) }
         if call.readerIndex == nil { call.readerIndex = callReaderIndex[call.path] ?? -1 }
         guard let reader = call.readerIndex, reader >= 0, callReaders[reader * 2 + slot] != nil else {
             var fields = MessageFields()

@@ -61,10 +61,11 @@ extension AuditEngine {
     private func auditRelayed(_ frame: UnsafeBufferPointer<UInt8>, endingAt end: Int64, sent: FramePipe, delivered: FramePipe,
                               connection: ConnectionState, read readTime: Int64, written writtenTime: Int64) {
         let slot = sent.direction == .upstream ? 0 : 1
-        var fields = extractors[slot].extract(frame)
-        if slot == 0 ? namesStreamByHandshake.upstream : namesStreamByHandshake.downstream {
-            fields.streamInPlace = nil
-            fields.stream = connection.handshakeStreams[slot]?[...]
+        let fields = extract(frame, slot: slot)
+        let byHandshake = slot == 0 ? namesStreamByHandshake.upstream : namesStreamByHandshake.downstream
+        func connectionStream(_ pipe: FramePipe) -> ConnectionStream {
+            byHandshake ? stream(named: connection.handshakeStreams[slot]?[...], pipe: pipe, connection: connection)
+                : stream(fields, pipe: pipe, connection: connection)
         }
         if fields.undecodable {
             undecodable(frame, pipe: sent, connection: connection, time: readTime)
@@ -78,17 +79,23 @@ extension AuditEngine {
         }
         guard let seq = fields.ignored ? nil : fields.seq else {
             if let ack = fields.ack {
-                written(seq: nil, ack: ack, stream(fields, pipe: delivered, connection: connection), endingAt: end, pipe: delivered,
-                        connection: connection, time: writtenTime)
+                written(seq: nil, ack: ack, connectionStream(delivered), endingAt: end, pipe: delivered, connection: connection,
+                        time: writtenTime)
             }
             return
         }
-        let connectionStream = stream(fields, pipe: sent, connection: connection)
+        let connectionStream = connectionStream(sent)
         if isPlausible(seq, connectionStream.ledger, pipe: sent, connection: connection, time: readTime) {
             self.sent(seq, connectionStream, time: readTime)
             if pathLimits?.radioTail != nil { pathTracker.message(on: connection.id, at: readTime) }
         }
         writtenCopy(seq: seq, ack: fields.ack, connectionStream, endingAt: end, pipe: delivered, connection: connection, time: writtenTime)
+    }
+
+    /// The fields of a message of direction `slot` (upstream 0, downstream 1), read by that direction's extractor.
+    @inline(__always)
+    func extract(_ frame: UnsafeBufferPointer<UInt8>, slot: Int) -> MessageFields {
+        (slot == 0 ? upstreamExtractor : downstreamExtractor).unsafelyUnwrapped.extract(frame)
     }
 
     /// Whether two arrays share one buffer (the relay handed the read's own array over as the write's).

@@ -15,19 +15,12 @@ extension AuditEngine {
         }
         let slot = pipe.direction == .upstream ? 0 : 1
         let byHandshake = slot == 0 ? namesStreamByHandshake.upstream : namesStreamByHandshake.downstream
-        var fields: MessageFields
-        if let call {
-            fields = extract(frame, of: call, slot: slot)
-            if byHandshake {
-                fields.streamInPlace = nil
-                fields.stream = streamName(of: call, slot: slot, connection: connection)?[...]
-            }
-        } else {
-            fields = extractors[slot].extract(frame)
-            if byHandshake {
-                fields.streamInPlace = nil
-                fields.stream = connection.handshakeStreams[slot]?[...]
-            }
+        let fields = if let call { extract(frame, of: call, slot: slot) } else { extract(frame, slot: slot) }
+        /// The message's stream: named by the connection's handshake or its gRPC call where the protocol says so.
+        func connectionStream() -> ConnectionStream {
+            guard byHandshake else { return stream(fields, pipe: pipe, connection: connection) }
+            let name = if let call { streamName(of: call, slot: slot, connection: connection) } else { connection.handshakeStreams[slot] }
+            return stream(named: name?[...], pipe: pipe, connection: connection)
         }
         if fields.undecodable {
             undecodable(frame, pipe: pipe, connection: connection, time: time)
@@ -41,15 +34,14 @@ extension AuditEngine {
         }
         guard let seq else {
             if let ack = fields.ack, pipe.role == .delivered {
-                written(seq: nil, ack: ack, stream(fields, pipe: pipe, connection: connection), endingAt: end, pipe: pipe,
-                        connection: connection, time: time)
+                written(seq: nil, ack: ack, connectionStream(), endingAt: end, pipe: pipe, connection: connection, time: time)
             } else if copies, pipe.role == .sent, fields.ack == nil {
                 pipe.readCopies.append(ReadCopy(end: end, length: frame.count, hash: ReadCopies.hash(frame), seq: nil, ack: nil,
                                                 ignored: fields.ignored, stream: nil))
             }
             return
         }
-        let connectionStream = stream(fields, pipe: pipe, connection: connection)
+        let connectionStream = connectionStream()
         if copies, pipe.role == .sent {
             pipe.readCopies.append(ReadCopy(end: end, length: frame.count, hash: ReadCopies.hash(frame), seq: seq, ack: fields.ack,
                                             ignored: false, stream: connectionStream))
@@ -180,11 +172,11 @@ extension AuditEngine {
     /// The state of the stream the message names (or the connection's default stream) on this connection.
     @inline(__always)
     func stream(_ fields: MessageFields, pipe: FramePipe, connection: ConnectionState) -> ConnectionStream {
-        if let inPlace = fields.streamInPlace {
-            if let cached = pipe.cached, !pipe.cachedDefault, Self.sameBytes(inPlace, pipe.cachedName) { return cached }
-            return stream(Array(inPlace)[...], pipe: pipe, connection: connection)
+        if let name = fields.stream {
+            if let cached = pipe.cached, !pipe.cachedDefault, Self.sameBytes(name, pipe.cachedName) { return cached }
+            return stream(named: Array(name)[...], pipe: pipe, connection: connection)
         }
-        return stream(fields.stream, pipe: pipe, connection: connection)
+        return stream(named: nil, pipe: pipe, connection: connection)
     }
 
     /// Whether `bytes` are `name`'s bytes (one length check and one `memcmp`).
@@ -196,7 +188,7 @@ extension AuditEngine {
     }
 
     /// The state of the stream named `name` (or the connection's default stream) on this connection.
-    private func stream(_ name: ArraySlice<UInt8>?, pipe: FramePipe, connection: ConnectionState) -> ConnectionStream {
+    func stream(named name: ArraySlice<UInt8>?, pipe: FramePipe, connection: ConnectionState) -> ConnectionStream {
         if let cached = pipe.cached {
             if let name {
                 if !pipe.cachedDefault, name.elementsEqual(pipe.cachedName) { return cached }

@@ -31,7 +31,10 @@ public final class AuditEngine {
     /// Every stream's first seq.
     public let seqStart: Int64
     /// Per direction (upstream 0, downstream 1): reads the fields of that direction's messages.
-    var extractors: [MessageExtractor]
+    let extractors: [MessageExtractor]
+    /// ``extractors``' two, read per message with no reference counting (the array keeps them).
+    unowned(unsafe) let upstreamExtractor: MessageExtractor?
+    unowned(unsafe) let downstreamExtractor: MessageExtractor?
     /// gRPC with a descriptor set: per RPC, the readers of its request (`2i`) and response (`2i + 1`) messages.
     var callReaders: [MessageExtractor?]
     /// gRPC with a descriptor set: `/package.Service/Method` → its index in ``callReaders`` (halved).
@@ -96,6 +99,8 @@ public final class AuditEngine {
         let directions = [Direction.upstream, .downstream].map(spec.resolved(for:))
         // With a descriptor set, the shared readers are never used (each RPC has its own); names are not field numbers.
         extractors = layer.schema == nil ? try directions.map { try MessageExtractor(spec: $0) } : []
+        upstreamExtractor = extractors.first
+        downstreamExtractor = extractors.last
         (callReaders, callReaderIndex) = try Self.callReaders(spec: spec, layer: layer)
         handshakeStreamSources = directions.map {
             switch $0.streamSource {

@@ -48,9 +48,21 @@ public struct SeqRangeSet: Sendable, Equatable, Codable {
         return index < intervals.count && intervals[index].lower <= value
     }
 
-    /// Adds `value`; returns false when it was already a member.
-    @discardableResult
+    /// Adds `value`; returns false when it was already a member. The next seq of the last interval (a stream in
+    /// order) is inlined at the caller: one comparison and one store.
+    @discardableResult @inline(__always)
     public mutating func insert(_ value: Int64) -> Bool {
+        let last = intervals.count &- 1
+        if last >= 0, value == intervals[last].upper &+ 1 {
+            intervals[last].upper = value
+            count &+= 1
+            return true
+        }
+        return insertElsewhere(value)
+    }
+
+    /// ``insert(_:)`` of a value that does not extend the last interval.
+    private mutating func insertElsewhere(_ value: Int64) -> Bool {
         let last = intervals.count - 1
         if last >= 0 {
             let tail = intervals[last]
@@ -106,9 +118,20 @@ public struct SeqRangeSet: Sendable, Equatable, Codable {
         for interval in other.intervals { insert(interval.lower, through: interval.upper) }
     }
 
-    /// Removes `value`; returns false when it was not a member.
-    @discardableResult
+    /// Removes `value`; returns false when it was not a member. The lowest member of a first interval that keeps
+    /// others (a stream delivered in order) is inlined at the caller.
+    @discardableResult @inline(__always)
     public mutating func remove(_ value: Int64) -> Bool {
+        if !intervals.isEmpty, value == intervals[0].lower, value != intervals[0].upper {
+            intervals[0].lower = value &+ 1
+            count &-= 1
+            return true
+        }
+        return removeElsewhere(value)
+    }
+
+    /// ``remove(_:)`` of any other value.
+    private mutating func removeElsewhere(_ value: Int64) -> Bool {
         guard let first = intervals.first else { return false }
         if value == first.lower {
             if first.lower == first.upper { intervals.removeFirst() } else { intervals[0].lower = value &+ 1 }

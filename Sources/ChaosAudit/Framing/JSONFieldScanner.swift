@@ -62,14 +62,45 @@ final class JSONFieldScanner {
         }
         shortKeys = short
         allShort = (0..<paths.count).allSatisfy { mask & (1 << UInt64($0)) == 0 || short[2 * $0 + 1] != .max }
+        var byLength = [UInt64](repeating: 0, count: 9)
+        for field in 0..<paths.count where mask & (1 << UInt64(field)) != 0 && short[2 * field + 1] != .max {
+            byLength[Int(short[2 * field + 1])] |= 1 << UInt64(field)
+        }
+        flatKeys = .allocate(capacity: short.count + 9)
+        _ = flatKeys.initialize(from: short + byLength)
+        spans = .allocate(capacity: max(paths.count, 1))
+        spans.initialize(repeating: .missing)
+        predictions = .allocate(capacity: Self.predictionCapacity)
     }
 
-    /// Every wanted field is a top-level key of at most eight bytes: ``scanFlat(_:_:_:)`` reads them.
+    deinit {
+        flatKeys.deallocate()
+        spans.deallocate()
+        predictions.deallocate()
+    }
+
+    /// How many of a message's first keys are predicted.
+    static let predictionCapacity = 16
+    /// The last message's first keys, in order (``scanFlat(_:_:_:fields:)``: messages of one producer mostly share
+    /// their keys' order, so a key is mostly one masked comparison of sixteen bytes).
+    let predictions: UnsafeMutablePointer<KeyPrediction>
+    /// How many of ``predictions`` hold.
+    var predictionCount = 0
+
+    /// Where the last ``scan(_:)`` found each wanted field (one span per field, in order; ``FieldSpan/missing`` when
+    /// absent): the scanner's own buffer, valid until the next scan.
+    let spans: UnsafeMutableBufferPointer<FieldSpan>
+
+    /// Every wanted field is a top-level key of at most eight bytes: ``scanFlat(_:_:_:fields:)`` reads them.
     private let allShort: Bool
 
     /// Per field `f`: a top-level key of at most eight bytes as one little-endian word (`shortKeys[2f]`) and its
     /// length (`shortKeys[2f + 1]`; `UInt64.max` for a longer key or a path): most keys match in one comparison.
     private let shortKeys: [UInt64]
+
+    /// ``shortKeys`` followed by, for each key length 0...8, the wanted fields with a short key of that length (a
+    /// bit per field): what ``scanFlat(_:_:_:fields:)`` reads, in memory the scanner owns (no array access per key).
+    private let flatKeys: UnsafeMutableBufferPointer<UInt64>
 
     /// The bytes `b[start..<start + length]` (length at most 8) as a little-endian word, zero above them.
     @inline(__always)
@@ -123,22 +154,21 @@ final class JSONFieldScanner {
         }
     }
 
-    /// Fills `spans` (one per wanted field, in order). Returns false when `frame` is not a JSON object.
-    func scan(_ frame: UnsafeBufferPointer<UInt8>, into spans: inout [FieldSpan]) -> Bool {
-        let fields = fieldCount
-        return spans.withUnsafeMutableBufferPointer { spans in
-            for index in spans.indices { spans[index] = .missing }
-            if allShort, let found = shortKeys.withUnsafeBufferPointer({ scanFlat(frame, spans, $0) }) { return found }
-            for index in spans.indices { spans[index] = .missing }
-            var cursor = Self.skipSpace(frame, 0)
-            guard cursor < frame.count, frame[cursor] == UInt8(ascii: "{") else { return false }
-            var remaining = activeCount
-            return keyBytes.withUnsafeBufferPointer { bytes in
-                layout.withUnsafeBufferPointer { layout in
-                    shortKeys.withUnsafeBufferPointer { short in
-                        let keys = Keys(bytes: bytes, layout: layout, fields: fields, short: short)
-                        return scanObject(frame, &cursor, level: 0, wanted: activeMask, keys, spans, &remaining)
-                    }
+    /// Fills ``spans``. Returns false when `frame` is not a JSON object. `flat` false: the general scan only (what
+    /// the tests hold the flat pass to).
+    func scan(_ frame: UnsafeBufferPointer<UInt8>, flat: Bool = true) -> Bool {
+        let fields = fieldCount, spans = spans
+        for index in 0..<fields { spans[index] = .missing }
+        if flat, allShort, let found = scanFlat(frame, spans, UnsafeBufferPointer(flatKeys), fields: fields) { return found }
+        for index in 0..<fields { spans[index] = .missing }
+        var cursor = Self.skipSpace(frame, 0)
+        guard cursor < frame.count, frame[cursor] == UInt8(ascii: "{") else { return false }
+        var remaining = activeCount
+        return keyBytes.withUnsafeBufferPointer { bytes in
+            layout.withUnsafeBufferPointer { layout in
+                shortKeys.withUnsafeBufferPointer { short in
+                    let keys = Keys(bytes: bytes, layout: layout, fields: fields, short: short)
+                    return scanObject(frame, &cursor, level: 0, wanted: activeMask, keys, spans, &remaining)
                 }
             }
         }
@@ -285,13 +315,15 @@ final class JSONFieldScanner {
             return false
         }
         let start = i
-        while i < b.count {
-            let c = b[i]
-            if c == UInt8(ascii: ",") || c == UInt8(ascii: "}") || c == UInt8(ascii: "]") || c == 0x20 || c == 0x0A
-                || c == 0x0D || c == 0x09 { break }
-            i += 1
-        }
+        while i < b.count, !endsValue(b[i]) { i += 1 }
         return i > start
+    }
+
+    /// Whether `c` ends a number or a literal: a comma, a closing bracket or white space.
+    @inline(__always)
+    static func endsValue(_ c: UInt8) -> Bool {
+        c == UInt8(ascii: ",") || c == UInt8(ascii: "}") || c == UInt8(ascii: "]") || c == 0x20 || c == 0x0A || c == 0x0D
+            || c == 0x09
     }
 
     /// The text of a JSON string's contents (`\n`, `\"`, `\u00e9`, surrogate pairs) as UTF-8 bytes.
@@ -349,12 +381,14 @@ final class JSONFieldScanner {
         var negative = false
         if b[i] == UInt8(ascii: "-") { negative = true; i += 1 }
         guard i < span.end, span.end - i <= 18 else { return nil }
+        // At most 18 digits: the value cannot overflow, so no checked arithmetic per digit.
+        guard let p = b.baseAddress else { return nil }
         var value: Int64 = 0
         while i < span.end {
-            let digit = b[i] &- UInt8(ascii: "0")
+            let digit = p[i] &- UInt8(ascii: "0")
             guard digit < 10 else { return nil }
-            value = value * 10 + Int64(digit)
-            i += 1
+            value = value &* 10 &+ Int64(digit)
+            i &+= 1
         }
         return negative ? -value : value
     }

@@ -1,16 +1,15 @@
 import ChaosCore
 import Foundation
 
-/// What the audit needs from one message.
+/// What the audit needs from one message: plain values (no reference counting as it is passed on).
 struct MessageFields {
     /// The sequence number, when the message has one.
     var seq: Int64?
     /// A cumulative acknowledgement of the other direction, when the message carries one.
     var ack: Int64?
-    /// The logical stream name as bytes, when it had to be copied (escapes, text format).
-    var stream: ArraySlice<UInt8>?
-    /// The logical stream name in place in the frame (no escapes): valid only while the frame is.
-    var streamInPlace: UnsafeBufferPointer<UInt8>?
+    /// The logical stream name's bytes: in place in the frame, or (escapes, text format, a protobuf number) in the
+    /// extractor's scratch buffer. Valid only while the frame is and until the extractor reads the next message.
+    var stream: UnsafeBufferPointer<UInt8>?
     /// The message matched an `ignore` rule.
     var ignored = false
     /// The message could not be read in the declared format.
@@ -20,7 +19,9 @@ struct MessageFields {
 /// Reads seq, stream, ack and the `ignore` fields from one frame, for `format: json` (a byte scanner),
 /// `format: text` (a regular expression with named groups) or `format: protobuf` (field-number paths such as
 /// `2` or `4.1`, read from the wire format with no schema).
-struct MessageExtractor {
+/// A class: the audit reads it once per message without a uniqueness check, and what it reuses (the scanner's spans,
+/// a scratch buffer for stream names that had to be copied) is its own.
+final class MessageExtractor {
     private enum Reader {
         case json(JSONFieldScanner)
         case text(NSRegularExpression)
@@ -28,6 +29,8 @@ struct MessageExtractor {
     }
 
     private let reader: Reader
+    /// ``reader``'s JSON scanner, read per message with no reference counting (``reader`` keeps it).
+    private unowned(unsafe) let jsonScanner: JSONFieldScanner?
     private let hasStream: Bool
     private let hasAck: Bool
     /// For each ignore rule: the field's index among the scanned fields and the values that exclude a message.
@@ -38,9 +41,8 @@ struct MessageExtractor {
     private let ignoreBytes: [UInt8]
     /// Field names in scanning order: seq, stream, ack, then the ignore fields.
     private let fieldNames: [String]
-    /// Reused for every message (no allocation on the hot path).
-    private var spans: [FieldSpan]
-    private var streamBytes: [UInt8] = []
+    /// Stream names that had to be copied (escapes, text, protobuf numbers), one at a time; grown as needed.
+    private var scratch = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: 64)
     /// Reused for every protobuf message.
     private var protobufValues: [ProtobufWireValue?]
     /// Per scanned field: whether it is a `sint32` / `sint64` (a zigzag varint), as a descriptor set says.
@@ -72,7 +74,6 @@ struct MessageExtractor {
         ignoreBytes = flatBytes
         fieldNames = names
         self.zigzag = names.map { zigzag.contains($0) }
-        spans = Array(repeating: .missing, count: names.count)
         protobufValues = Array(repeating: nil, count: names.count)
         switch spec.format {
         case .json:
@@ -95,11 +96,25 @@ struct MessageExtractor {
             }
             reader = .protobuf(ProtobufFieldScanner(fields: names))
         }
+        jsonScanner = if case .json(let scanner) = reader { scanner } else { nil }
+    }
+
+    deinit { scratch.deallocate() }
+
+    /// `bytes` copied into the scratch buffer: valid until the next call.
+    private func hold<C: Collection<UInt8>>(_ bytes: C) -> UnsafeBufferPointer<UInt8> {
+        if bytes.count > scratch.count {
+            scratch.deallocate()
+            scratch = .allocate(capacity: max(bytes.count, 2 * scratch.count))
+        }
+        let (_, end) = scratch.initialize(from: bytes)
+        return UnsafeBufferPointer(rebasing: scratch[..<end])
     }
 
     /// Reads the fields of one frame.
     @inline(__always)
-    mutating func extract(_ frame: UnsafeBufferPointer<UInt8>) -> MessageFields {
+    func extract(_ frame: UnsafeBufferPointer<UInt8>) -> MessageFields {
+        if let jsonScanner { return extractJSON(frame, jsonScanner) }
         switch reader {
         case .json(let scanner): return extractJSON(frame, scanner)
         case .text(let expression): return extractText(frame, expression)
@@ -107,22 +122,21 @@ struct MessageExtractor {
         }
     }
 
-    private mutating func extractJSON(_ frame: UnsafeBufferPointer<UInt8>, _ scanner: JSONFieldScanner) -> MessageFields {
+    private func extractJSON(_ frame: UnsafeBufferPointer<UInt8>, _ scanner: JSONFieldScanner) -> MessageFields {
         var fields = MessageFields()
-        guard scanner.scan(frame, into: &spans) else { fields.undecodable = true; return fields }
+        guard scanner.scan(frame) else { fields.undecodable = true; return fields }
+        let spans = UnsafeBufferPointer(scanner.spans)
         if !ignoreValues.isEmpty {
-            fields.ignored = spans.withUnsafeBufferPointer { spans in
-                ignoreValues.withUnsafeBufferPointer { values in
-                    ignoreBytes.withUnsafeBufferPointer { bytes in
-                        for value in values {
-                            let span = spans[value.field]
-                            if span.isPresent, span.end &- span.start == value.count,
-                               value.count == 0 || memcmp(frame.baseAddress! + span.start, bytes.baseAddress! + value.start, value.count) == 0 {
-                                return true
-                            }
+            fields.ignored = ignoreValues.withUnsafeBufferPointer { values in
+                ignoreBytes.withUnsafeBufferPointer { bytes in
+                    for value in values {
+                        let span = spans[value.field]
+                        if span.isPresent, span.end &- span.start == value.count,
+                           value.count == 0 || memcmp(frame.baseAddress! + span.start, bytes.baseAddress! + value.start, value.count) == 0 {
+                            return true
                         }
-                        return false
                     }
+                    return false
                 }
             }
         }
@@ -134,17 +148,13 @@ struct MessageExtractor {
         if hasAck { fields.ack = JSONFieldScanner.integer(frame, spans[2]) }
         if hasStream, spans[1].isPresent {
             let span = spans[1]
-            if span.hasEscapes {
-                streamBytes = JSONFieldScanner.unescape(frame, span.start, span.end)
-                fields.stream = streamBytes[...]
-            } else {
-                fields.streamInPlace = UnsafeBufferPointer(rebasing: frame[span.start..<span.end])
-            }
+            fields.stream = span.hasEscapes ? hold(JSONFieldScanner.unescape(frame, span.start, span.end))
+                : UnsafeBufferPointer(rebasing: frame[span.start..<span.end])
         }
         return fields
     }
 
-    private mutating func extractProtobuf(_ frame: UnsafeBufferPointer<UInt8>, _ scanner: ProtobufFieldScanner) -> MessageFields {
+    private func extractProtobuf(_ frame: UnsafeBufferPointer<UInt8>, _ scanner: ProtobufFieldScanner) -> MessageFields {
         var fields = MessageFields()
         guard scanner.scan(frame, into: &protobufValues) else { fields.undecodable = true; return fields }
         for rule in ignoreRules {
@@ -162,8 +172,8 @@ struct MessageExtractor {
         if hasAck { fields.ack = protobufValues[2]?.integer(zigzag: zigzag[2]) }
         if hasStream, let stream = protobufValues[1] {
             switch stream {
-            case .bytes(let start, let end): fields.streamInPlace = UnsafeBufferPointer(rebasing: frame[start..<end])
-            default: fields.stream = Array(String(stream.integer(zigzag: zigzag[1]) ?? 0).utf8)[...]
+            case .bytes(let start, let end): fields.stream = UnsafeBufferPointer(rebasing: frame[start..<end])
+            default: fields.stream = hold(String(stream.integer(zigzag: zigzag[1]) ?? 0).utf8)
             }
         }
         return fields
@@ -188,7 +198,7 @@ struct MessageExtractor {
             if fields.seq == nil, !fields.ignored { fields.undecodable = true }
         }
         if hasAck, let ackText = group(fieldNames[2]) { fields.ack = Int64(ackText) }
-        if hasStream, let stream = group(fieldNames[1]) { fields.stream = Array(stream.utf8)[...] }
+        if hasStream, let stream = group(fieldNames[1]) { fields.stream = hold(stream.utf8) }
         return fields
     }
 }
