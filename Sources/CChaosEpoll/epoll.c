@@ -8,6 +8,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -95,5 +96,9 @@ void chaos_name_thread(const char *name) {
     strncpy(short_name, name, 15);
     short_name[15] = 0;
     pthread_setname_np(pthread_self(), short_name);
+}
+
+int chaos_keep_freed_memory(int kept_bytes, int mmap_threshold) {
+    return mallopt(M_TRIM_THRESHOLD, kept_bytes) == 1 && mallopt(M_MMAP_THRESHOLD, mmap_threshold) == 1;
 }
 #endif

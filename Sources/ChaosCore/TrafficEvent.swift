@@ -143,10 +143,11 @@ public struct ConnectionEndpoints: Hashable, Sendable, Codable {
 
 extension TrafficEvent {
     /// What holding this event in memory costs a bounded hand-over (the audit's queue, the pipelined capture reader):
-    /// its payload's bytes and a fixed part for the event itself.
+    /// its payload's buffer (its capacity: a relay's read is handed over in the array it was read into) and a fixed
+    /// part for the event itself.
     public var queuedBytes: Int {
         switch kind {
-        case .read(_, let bytes), .written(_, let bytes): 64 + bytes.count
+        case .read(_, let bytes), .written(_, let bytes): 64 + bytes.capacity
         default: 64
         }
     }

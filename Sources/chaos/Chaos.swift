@@ -1,5 +1,6 @@
 import ArgumentParser
 import ChaosCore
+import ChaosProxy
 import Foundation
 import Logging
 
@@ -15,6 +16,7 @@ struct Chaos: AsyncParsableCommand {
 
     /// Runs the chosen subcommand; maps ``ChaosError`` to exit codes (bad input 2, other failures 1).
     static func main() async {
+        FreedMemory.keepForReuse()
         let level = ProcessInfo.processInfo.environment["CHAOS_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)

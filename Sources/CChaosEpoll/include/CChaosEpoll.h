@@ -52,4 +52,8 @@ int chaos_tcp_bytes_acked(int fd, uint64_t *acked, uint32_t *notsent);
 /// Names the calling thread (at most 15 characters are kept).
 void chaos_name_thread(const char *name);
 
+/// glibc's allocator keeps up to `kept_bytes` freed at the top of a heap (`M_TRIM_THRESHOLD`) and serves blocks up to
+/// `mmap_threshold` bytes from the heap (`M_MMAP_THRESHOLD`). Returns 1 when both were set.
+int chaos_keep_freed_memory(int kept_bytes, int mmap_threshold);
+
 #endif

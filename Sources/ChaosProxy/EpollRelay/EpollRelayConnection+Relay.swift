@@ -13,16 +13,18 @@ extension EpollRelayConnection {
         while !isDone, legs[source].readable, machine.mayRead(side) {
             if reads == 16 { return loop.yieldTurn(self) }
             reads += 1
-            let count = read(legs[source].fd, loop.scratch.baseAddress, loop.scratch.count)
+            let capacity = loop.scratch.count
+            let (count, read) = recordsTraffic ? readRecorded(source, capacity: capacity)
+                : (Glibc.read(legs[source].fd, loop.scratch.baseAddress, capacity), [])
             if count > 0 {
                 // A short read emptied the socket: the next byte or FIN raises a new edge.
-                if count < loop.scratch.count, !legs[source].peerClosing { legs[source].readable = false }
+                if count < capacity, !legs[source].peerClosing { legs[source].readable = false }
                 if machine.leg(side).discardsReads { continue }
                 route.counters.add(bytes: count, producedBy: source == 0)
-                let bytes = UnsafeRawBufferPointer(rebasing: loop.scratch[0..<count])
-                let read = recordsTraffic ? Array(bytes) : []
                 recordTraffic(.read(side, read))
-                guard forward(bytes, to: target, read: read) else { return }
+                let forwarded = recordsTraffic ? read.withUnsafeBytes { forward($0, to: target, read: read) }
+                    : forward(UnsafeRawBufferPointer(rebasing: loop.scratch[0..<count]), to: target, read: read)
+                guard forwarded else { return }
             } else if count == 0 {
                 legs[source].readable = false
                 perform(machine.receivedFIN(side))
@@ -33,6 +35,20 @@ extension EpollRelayConnection {
                 legs[source].readable = false
             }
         }
+    }
+
+    /// One read from `source` into an array of its own, the read event's bytes (and, written whole, the written
+    /// event's): a large read is handed over in the array it was read into, with no copy; one under a quarter of
+    /// `capacity` is copied into an array of its size, so that a queued event holds about what it carries. Returns
+    /// what `read(2)` returned (errno set as it left it) and the bytes.
+    private func readRecorded(_ source: Int, capacity: Int) -> (Int, [UInt8]) {
+        var count = 0
+        let read = [UInt8](unsafeUninitializedCapacity: capacity) { buffer, initialized in
+            count = Glibc.read(legs[source].fd, buffer.baseAddress, capacity)
+            initialized = max(count, 0)
+        }
+        guard count > 0, count < capacity / 4 else { return (count, read) }
+        return (count, read.withUnsafeBufferPointer { Array($0) })
     }
 
     /// Writes `bytes` to `target`; what the socket does not take is kept as the target's
