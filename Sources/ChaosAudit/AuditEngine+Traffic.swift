@@ -19,8 +19,11 @@ extension AuditEngine {
         /// The message's stream: named by the connection's handshake or its gRPC call where the protocol says so.
         func connectionStream() -> ConnectionStream {
             guard byHandshake else { return stream(fields, pipe: pipe, connection: connection) }
-            let name = if let call { streamName(of: call, slot: slot, connection: connection) } else { connection.handshakeStreams[slot] }
-            return stream(named: name?[...], pipe: pipe, connection: connection)
+            guard let call else { return stream(named: connection.handshakeStreams[slot]?[...], pipe: pipe, connection: connection) }
+            if pipe.cachedCall === call, let cached = pipe.cached { return cached }
+            let result = stream(named: streamName(of: call, slot: slot, connection: connection)?[...], pipe: pipe, connection: connection)
+            pipe.cachedCall = call
+            return result
         }
         if fields.undecodable {
             undecodable(frame, pipe: pipe, connection: connection, time: time)
@@ -76,6 +79,7 @@ extension AuditEngine {
         if pipe.cached !== stream {
             // What looking the stream up on this pipe would have left in its cache.
             pipe.cached = stream
+            pipe.cachedCall = nil
             pipe.cachedName = stream.name ?? []
             pipe.cachedDefault = stream.name == nil
         }
@@ -191,7 +195,7 @@ extension AuditEngine {
     func stream(named name: ArraySlice<UInt8>?, pipe: FramePipe, connection: ConnectionState) -> ConnectionStream {
         if let cached = pipe.cached {
             if let name {
-                if !pipe.cachedDefault, name.elementsEqual(pipe.cachedName) { return cached }
+                if !pipe.cachedDefault, name.withUnsafeBufferPointer({ Self.sameBytes($0, pipe.cachedName) }) { return cached }
             } else if pipe.cachedDefault {
                 return cached
             }
@@ -208,6 +212,7 @@ extension AuditEngine {
             connection.streams[slot][ledger.index] = result
         }
         pipe.cached = result
+        pipe.cachedCall = nil
         pipe.cachedName = name.map(Array.init) ?? []
         pipe.cachedDefault = name == nil
         return result

@@ -78,6 +78,9 @@ final class FramePipe {
     var cachedName: [UInt8] = []
     var cachedDefault = false
     var cached: ConnectionStream?
+    /// The gRPC call whose stream (named by its metadata or the call itself) was last looked up on this pipe, while
+    /// ``cached`` is still that stream: the call's next messages skip the lookup.
+    var cachedCall: GRPCCall?
     /// Bytes that went through this pipe so far.
     var offset: Int64 = 0
     /// How many of them the consumer's TCP acknowledged (`delivered` pipes).

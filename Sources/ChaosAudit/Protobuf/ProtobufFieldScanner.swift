@@ -38,9 +38,18 @@ struct ProtobufFieldScanner {
     /// The deepest nesting followed (a path is at most this long).
     static let maxDepth = 32
 
+    /// The indices of the fields looked for (their paths are not empty).
+    let wanted: [Int]
+    /// When every field looked for is a top-level field (the common `seq: "1"`): per field its number (0 for a
+    /// placeholder), read by ``scanTopLevel(_:_:_:)`` with no per-message arrays.
+    let topLevel: [UInt64]?
+
     /// `names` are field-number paths such as `2` or `4.1`; an empty name keeps its slot but is not looked for.
     init(fields names: [String]) {
-        paths = names.map { Self.path($0) ?? [] }
+        let paths = names.map { Self.path($0) ?? [] }
+        self.paths = paths
+        wanted = paths.indices.filter { !paths[$0].isEmpty }
+        topLevel = paths.allSatisfy { $0.count <= 1 } ? paths.map { $0.first ?? 0 } : nil
     }
 
     /// `4.1` as [4, 1]; nil when it is not a dotted list of field numbers (1 ... 2^29 - 1).
@@ -50,8 +59,50 @@ struct ProtobufFieldScanner {
     /// well-formed protobuf message along the paths scanned.
     func scan(_ frame: UnsafeBufferPointer<UInt8>, into values: inout [ProtobufWireValue?]) -> Bool {
         for index in values.indices { values[index] = nil }
-        let wanted = paths.indices.filter { !paths[$0].isEmpty }
+        if let topLevel {
+            return topLevel.withUnsafeBufferPointer { numbers in
+                values.withUnsafeMutableBufferPointer { Self.scanTopLevel(frame, numbers, $0) }
+            }
+        }
         return scanMessage(frame, 0, frame.count, depth: 0, wanted: wanted, &values)
+    }
+
+    /// ``scanMessage(_:_:_:depth:wanted:_:)`` of a whole frame when every wanted field is a top-level one (`numbers`:
+    /// per field its number, 0 for none): the same answers, with no array made or copied per field.
+    private static func scanTopLevel(_ b: UnsafeBufferPointer<UInt8>, _ numbers: UnsafeBufferPointer<UInt64>,
+                                     _ values: UnsafeMutableBufferPointer<ProtobufWireValue?>) -> Bool {
+        var cursor = 0
+        let end = b.count
+        while cursor < end {
+            guard let key = varint(b, &cursor, end) else { return false }
+            let number = key >> 3
+            guard number > 0 else { return false }
+            let value: ProtobufWireValue
+            switch key & 7 {
+            case 0:
+                guard let raw = varint(b, &cursor, end) else { return false }
+                value = .varint(raw)
+            case 1:
+                guard end - cursor >= 8 else { return false }
+                value = .fixed64(littleEndian(b, cursor, 8))
+                cursor += 8
+            case 5:
+                guard end - cursor >= 4 else { return false }
+                value = .fixed32(UInt32(truncatingIfNeeded: littleEndian(b, cursor, 4)))
+                cursor += 4
+            case 2:
+                guard let length = varint(b, &cursor, end), length <= UInt64(end - cursor) else { return false }
+                value = .bytes(start: cursor, end: cursor + Int(length))
+                cursor += Int(length)
+            case 3:
+                guard skipGroup(b, &cursor, end, number: number, depth: 0) else { return false }
+                continue
+            default:
+                return false
+            }
+            for field in 0..<numbers.count where numbers[field] == number { values[field] = value }
+        }
+        return cursor == end
     }
 
     private func scanMessage(_ b: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int, depth: Int, wanted: [Int],
