@@ -16,11 +16,12 @@ extension CaptureReader {
             var bytes = 0
             do {
                 let statistics = try readBatches(paths: paths, options: options) { events in
-                    for event in events { bytes += event.queuedBytes }
-                    batch.append(contentsOf: events)
+                    events.withUnsafeBufferPointer { for index in $0.indices { bytes += $0[index].queuedBytes } }
+                    // A batch is taken as it is (no event copied, none retained again).
+                    if batch.isEmpty { batch = events } else { batch.append(contentsOf: events) }
                     if batch.count >= PipelinedEvents.batchEvents || bytes >= PipelinedEvents.batchBytes {
                         guard channel.put(batch, bytes: bytes) else { throw PipelinedEvents.Stopped() }
-                        batch.removeAll(keepingCapacity: true)
+                        batch = []
                         bytes = 0
                     }
                 }
@@ -35,7 +36,10 @@ extension CaptureReader {
         reader.start()
         do {
             while let batch = channel.take() {
-                for event in batch { try handler(event) }
+                // Each event lent to the handler in place (iterating the array would copy each one).
+                try batch.withUnsafeBufferPointer { events in
+                    for index in events.indices { try handler(events[index]) }
+                }
             }
         } catch {
             channel.stop()

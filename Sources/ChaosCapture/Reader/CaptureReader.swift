@@ -36,33 +36,52 @@ public enum CaptureReader {
         }
     }
 
-    /// ``read(paths:options:_:)``, handing the events over as the reconstruction releases them, several at a time
-    /// (one array per packet that released any: no copy of each event on the way).
+    /// ``read(paths:options:_:)``, handing the events over in batches of ``PipelinedEvents/batchEvents`` events or
+    /// ``PipelinedEvents/batchBytes`` bytes (fewer at the end): each batch the reconstruction's own array, handed over
+    /// as it is (no event copied or retained again on the way). An error comes out after the events read before it.
     static func readBatches(paths: [String], options: CaptureReadOptions,
                             _ handler: ([TrafficEvent]) throws -> Void) throws -> CaptureStatistics {
         let reconstructor = TrafficReconstructor(options: options)
         var firstTimestamp: Int64?
-        for path in paths {
-            let capture = try OfflineCapture(path: path)
-            guard let decoder = PacketDecoder(dataLinkType: capture.dataLinkType) else {
-                throw ChaosError.badInput("capture \(path): link type \(capture.dataLinkType) is not supported "
-                    + "(expected Ethernet, Linux cooked, raw IP or BSD loopback) at byte offset 0")
+        var counted = 0, countedBytes = 0
+        /// Hands the outbox over once it holds a batch.
+        func drainWhenFull() throws {
+            reconstructor.outbox.withUnsafeBufferPointer { events in
+                for index in counted..<events.count { countedBytes += events[index].queuedBytes }
             }
-            if let filter = options.filter { try capture.setFilter(filter) }
-            try capture.forEachPacket { packet, wireLength, timestamp in
-                reconstructor.statistics.packets += 1
-                reconstructor.statistics.capturedBytes += packet.count
-                let start = firstTimestamp ?? timestamp
-                firstTimestamp = start
-                guard let segment = decoder.decode(packet, wireLength: wireLength) else {
-                    reconstructor.statistics.skippedPackets += 1
-                    return
-                }
-                try reconstructor.consume(segment, time: Self.relativeTime(timestamp, since: start))
-                if !reconstructor.outbox.isEmpty { try drain(reconstructor, handler) }
-            }
+            counted = reconstructor.outbox.count
+            guard counted >= PipelinedEvents.batchEvents || countedBytes >= PipelinedEvents.batchBytes else { return }
+            try drain(reconstructor, handler)
+            counted = 0
+            countedBytes = 0
         }
-        try reconstructor.finish()
+        do {
+            for path in paths {
+                let capture = try OfflineCapture(path: path)
+                guard let decoder = PacketDecoder(dataLinkType: capture.dataLinkType) else {
+                    throw ChaosError.badInput("capture \(path): link type \(capture.dataLinkType) is not supported "
+                        + "(expected Ethernet, Linux cooked, raw IP or BSD loopback) at byte offset 0")
+                }
+                if let filter = options.filter { try capture.setFilter(filter) }
+                try capture.forEachPacket { packet, wireLength, timestamp in
+                    reconstructor.statistics.packets += 1
+                    reconstructor.statistics.capturedBytes += packet.count
+                    let start = firstTimestamp ?? timestamp
+                    firstTimestamp = start
+                    guard let segment = decoder.decode(packet, wireLength: wireLength) else {
+                        reconstructor.statistics.skippedPackets += 1
+                        return
+                    }
+                    try reconstructor.consume(segment, time: Self.relativeTime(timestamp, since: start))
+                    if reconstructor.outbox.count > counted { try drainWhenFull() }
+                }
+            }
+            try reconstructor.finish()
+        } catch {
+            // The events released before the error first (the handler's own error, if it throws one, wins).
+            if !reconstructor.outbox.isEmpty { try drain(reconstructor, handler) }
+            throw error
+        }
         try drain(reconstructor, handler)
         return reconstructor.statistics
     }
@@ -86,7 +105,11 @@ public enum CaptureReader {
     }
 
     private static func drain(_ reconstructor: TrafficReconstructor, _ handler: ([TrafficEvent]) throws -> Void) throws {
-        try handler(reconstructor.outbox)
-        reconstructor.outbox.removeAll(keepingCapacity: true)
+        guard !reconstructor.outbox.isEmpty else { return }
+        // Handed over whole: the next batch starts in an array of its own.
+        let batch = reconstructor.outbox
+        reconstructor.outbox = []
+        reconstructor.outbox.reserveCapacity(PipelinedEvents.batchEvents)
+        try handler(batch)
     }
 }
