@@ -30,8 +30,9 @@ enum ProtobufWireValue: Equatable {
 /// once, the last occurrence wins (protobuf's rule for a singular field).
 ///
 /// Bytes that are not a protobuf message (a truncated varint, a length past the end, wire type 6 or 7, an
-/// unbalanced group) make ``scan(_:into:)`` return false; it never reads outside the frame and never traps.
-struct ProtobufFieldScanner {
+/// unbalanced group) make ``scan(_:into:)`` return false; it never reads outside the frame and never traps. A class:
+/// the extractor reads it once per message, and a reference costs one retain where a struct of arrays cost one per array.
+final class ProtobufFieldScanner {
     /// Each wanted field as a path of field numbers; an empty path is a placeholder that is never looked for.
     let paths: [[UInt64]]
 
