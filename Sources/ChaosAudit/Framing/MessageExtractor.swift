@@ -43,8 +43,6 @@ final class MessageExtractor {
     private let fieldNames: [String]
     /// Stream names that had to be copied (escapes, text, protobuf numbers), one at a time; grown as needed.
     private var scratch = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: 64)
-    /// Reused for every protobuf message.
-    private var protobufValues: [ProtobufWireValue?]
     /// Per scanned field: whether it is a `sint32` / `sint64` (a zigzag varint), as a descriptor set says.
     private let zigzag: [Bool]
 
@@ -74,7 +72,6 @@ final class MessageExtractor {
         ignoreBytes = flatBytes
         fieldNames = names
         self.zigzag = names.map { zigzag.contains($0) }
-        protobufValues = Array(repeating: nil, count: names.count)
         switch spec.format {
         case .json:
             reader = .json(JSONFieldScanner(fields: names))
@@ -156,7 +153,8 @@ final class MessageExtractor {
 
     private func extractProtobuf(_ frame: UnsafeBufferPointer<UInt8>, _ scanner: ProtobufFieldScanner) -> MessageFields {
         var fields = MessageFields()
-        guard scanner.scan(frame, into: &protobufValues) else { fields.undecodable = true; return fields }
+        guard scanner.scan(frame) else { fields.undecodable = true; return fields }
+        let protobufValues = UnsafeBufferPointer(scanner.values)
         for rule in ignoreRules {
             guard let value = protobufValues[rule.field] else { continue }
             let text: [UInt8] = switch value {

@@ -51,6 +51,25 @@ final class ProtobufFieldScanner {
         self.paths = paths
         wanted = paths.indices.filter { !paths[$0].isEmpty }
         topLevel = paths.allSatisfy { $0.count <= 1 } ? paths.map { $0.first ?? 0 } : nil
+        values = .allocate(capacity: max(paths.count, 1))
+        values.initialize(repeating: nil)
+    }
+
+    deinit { values.deallocate() }
+
+    /// What the last ``scan(_:)`` found, one value per field in order (nil when absent): the scanner's own buffer,
+    /// valid until the next scan.
+    let values: UnsafeMutableBufferPointer<ProtobufWireValue?>
+
+    /// Fills ``values``. Returns false when `frame` is not a well-formed protobuf message along the paths scanned.
+    func scan(_ frame: UnsafeBufferPointer<UInt8>) -> Bool {
+        for index in 0..<paths.count { values[index] = nil }
+        if let topLevel {
+            return topLevel.withUnsafeBufferPointer { Self.scanTopLevel(frame, $0, values) }
+        }
+        var found = [ProtobufWireValue?](repeating: nil, count: paths.count)
+        defer { for index in 0..<paths.count { values[index] = found[index] } }
+        return scanMessage(frame, 0, frame.count, depth: 0, wanted: wanted, &found)
     }
 
     /// `4.1` as [4, 1]; nil when it is not a dotted list of field numbers (1 ... 2^29 - 1).
@@ -59,13 +78,9 @@ final class ProtobufFieldScanner {
     /// Fills `values` (one per wanted field, in order; nil when absent). Returns false when `frame` is not a
     /// well-formed protobuf message along the paths scanned.
     func scan(_ frame: UnsafeBufferPointer<UInt8>, into values: inout [ProtobufWireValue?]) -> Bool {
-        for index in values.indices { values[index] = nil }
-        if let topLevel {
-            return topLevel.withUnsafeBufferPointer { numbers in
-                values.withUnsafeMutableBufferPointer { Self.scanTopLevel(frame, numbers, $0) }
-            }
-        }
-        return scanMessage(frame, 0, frame.count, depth: 0, wanted: wanted, &values)
+        let found = scan(frame)
+        values = Array(self.values.prefix(values.count))
+        return found
     }
 
     /// ``scanMessage(_:_:_:depth:wanted:_:)`` of a whole frame when every wanted field is a top-level one (`numbers`:
