@@ -12,23 +12,13 @@ extension CaptureReader {
                                      _ handler: (TrafficEvent) throws -> Void) throws -> CaptureStatistics {
         let channel = PipelinedEvents()
         let reader = Thread {
-            var batch: [TrafficEvent] = []
-            var bytes = 0
             do {
-                let statistics = try readBatches(paths: paths, options: options) { events in
-                    events.withUnsafeBufferPointer { for index in $0.indices { bytes += $0[index].queuedBytes } }
-                    // A batch is taken as it is (no event copied, none retained again).
-                    if batch.isEmpty { batch = events } else { batch.append(contentsOf: events) }
-                    if batch.count >= PipelinedEvents.batchEvents || bytes >= PipelinedEvents.batchBytes {
-                        guard channel.put(batch, bytes: bytes) else { throw PipelinedEvents.Stopped() }
-                        batch = []
-                        bytes = 0
-                    }
+                // Each batch is handed over as the reader made it (no event copied, none retained again).
+                let statistics = try readBatches(paths: paths, options: options) { events, bytes in
+                    guard channel.put(events, bytes: bytes) else { throw PipelinedEvents.Stopped() }
                 }
-                if !batch.isEmpty { _ = channel.put(batch, bytes: bytes) }
                 channel.finish(.success(statistics))
             } catch {
-                if !batch.isEmpty { _ = channel.put(batch, bytes: bytes) }
                 channel.finish(.failure(error))
             }
         }

@@ -31,29 +31,37 @@ public enum CaptureReader {
     /// oldest first).
     public static func read(paths: [String], options: CaptureReadOptions = CaptureReadOptions(),
                             _ handler: (TrafficEvent) throws -> Void) throws -> CaptureStatistics {
-        try readBatches(paths: paths, options: options) { events in
+        try readBatches(paths: paths, options: options) { events, _ in
             for event in events { try handler(event) }
         }
     }
 
     /// ``read(paths:options:_:)``, handing the events over in batches of ``PipelinedEvents/batchEvents`` events or
-    /// ``PipelinedEvents/batchBytes`` bytes (fewer at the end): each batch the reconstruction's own array, handed over
-    /// as it is (no event copied or retained again on the way). An error comes out after the events read before it.
+    /// ``PipelinedEvents/batchBytes`` bytes (fewer at the end), with what they cost a bounded hand-over
+    /// (``TrafficEvent/queuedBytes``): each batch the reconstruction's own array, handed over as it is (no event copied
+    /// or retained again on the way). An error comes out after the events read before it.
     static func readBatches(paths: [String], options: CaptureReadOptions,
-                            _ handler: ([TrafficEvent]) throws -> Void) throws -> CaptureStatistics {
+                            _ handler: (_ events: [TrafficEvent], _ bytes: Int) throws -> Void) throws -> CaptureStatistics {
         let reconstructor = TrafficReconstructor(options: options)
         var firstTimestamp: Int64?
         var counted = 0, countedBytes = 0
-        /// Hands the outbox over once it holds a batch.
-        func drainWhenFull() throws {
+        /// Adds the cost of the events released since the last count.
+        func count() {
             reconstructor.outbox.withUnsafeBufferPointer { events in
                 for index in counted..<events.count { countedBytes += events[index].queuedBytes }
             }
             counted = reconstructor.outbox.count
-            guard counted >= PipelinedEvents.batchEvents || countedBytes >= PipelinedEvents.batchBytes else { return }
-            try drain(reconstructor, handler)
+        }
+        /// Hands the outbox over whole; the next batch starts in an array of its own.
+        func drain() throws {
+            count()
+            guard counted > 0 else { return }
+            let batch = reconstructor.outbox, bytes = countedBytes
+            reconstructor.outbox = []
+            reconstructor.outbox.reserveCapacity(PipelinedEvents.batchEvents)
             counted = 0
             countedBytes = 0
+            try handler(batch, bytes)
         }
         do {
             for path in paths {
@@ -73,16 +81,18 @@ public enum CaptureReader {
                         return
                     }
                     try reconstructor.consume(segment, time: Self.relativeTime(timestamp, since: start))
-                    if reconstructor.outbox.count > counted { try drainWhenFull() }
+                    guard reconstructor.outbox.count > counted else { return }
+                    count()
+                    if counted >= PipelinedEvents.batchEvents || countedBytes >= PipelinedEvents.batchBytes { try drain() }
                 }
             }
             try reconstructor.finish()
         } catch {
             // The events released before the error first (the handler's own error, if it throws one, wins).
-            if !reconstructor.outbox.isEmpty { try drain(reconstructor, handler) }
+            try drain()
             throw error
         }
-        try drain(reconstructor, handler)
+        try drain()
         return reconstructor.statistics
     }
 
@@ -102,14 +112,5 @@ public enum CaptureReader {
         var events: [TrafficEvent] = []
         let statistics = try read(path: path, options: options) { events.append($0) }
         return (events, statistics)
-    }
-
-    private static func drain(_ reconstructor: TrafficReconstructor, _ handler: ([TrafficEvent]) throws -> Void) throws {
-        guard !reconstructor.outbox.isEmpty else { return }
-        // Handed over whole: the next batch starts in an array of its own.
-        let batch = reconstructor.outbox
-        reconstructor.outbox = []
-        reconstructor.outbox.reserveCapacity(PipelinedEvents.batchEvents)
-        try handler(batch)
     }
 }
