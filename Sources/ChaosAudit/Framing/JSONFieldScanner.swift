@@ -60,7 +60,6 @@ final class JSONFieldScanner {
             guard path.count == 1, path[0].count <= 8 else { return [0, UInt64.max] }
             return path[0].withUnsafeBufferPointer { [Self.word($0, 0, $0.count), UInt64($0.count)] }
         }
-        shortKeys = short
         allShort = (0..<paths.count).allSatisfy { mask & (1 << UInt64($0)) == 0 || short[2 * $0 + 1] != .max }
         var byLength = [UInt64](repeating: 0, count: 9)
         for field in 0..<paths.count where mask & (1 << UInt64(field)) != 0 && short[2 * field + 1] != .max {
@@ -94,12 +93,10 @@ final class JSONFieldScanner {
     /// Every wanted field is a top-level key of at most eight bytes: ``scanFlat(_:_:_:fields:)`` reads them.
     private let allShort: Bool
 
-    /// Per field `f`: a top-level key of at most eight bytes as one little-endian word (`shortKeys[2f]`) and its
-    /// length (`shortKeys[2f + 1]`; `UInt64.max` for a longer key or a path): most keys match in one comparison.
-    private let shortKeys: [UInt64]
-
-    /// ``shortKeys`` followed by, for each key length 0...8, the wanted fields with a short key of that length (a
-    /// bit per field): what ``scanFlat(_:_:_:fields:)`` reads, in memory the scanner owns (no array access per key).
+    /// Per field `f`: a top-level key of at most eight bytes as one little-endian word (`flatKeys[2f]`) and its
+    /// length (`flatKeys[2f + 1]`; `UInt64.max` for a longer key or a path): most keys match in one comparison. Then,
+    /// for each key length 0...8, the wanted fields with a short key of that length (a bit per field). In memory the
+    /// scanner owns: both scans read it with no array access per key.
     private let flatKeys: UnsafeMutableBufferPointer<UInt64>
 
     /// The bytes `b[start..<start + length]` (length at most 8) as a little-endian word, zero above them.
@@ -166,10 +163,8 @@ final class JSONFieldScanner {
         var remaining = activeCount
         return keyBytes.withUnsafeBufferPointer { bytes in
             layout.withUnsafeBufferPointer { layout in
-                shortKeys.withUnsafeBufferPointer { short in
-                    let keys = Keys(bytes: bytes, layout: layout, fields: fields, short: short)
-                    return scanObject(frame, &cursor, level: 0, wanted: activeMask, keys, spans, &remaining)
-                }
+                let keys = Keys(bytes: bytes, layout: layout, fields: fields, short: UnsafeBufferPointer(flatKeys))
+                return scanObject(frame, &cursor, level: 0, wanted: activeMask, keys, spans, &remaining)
             }
         }
     }
