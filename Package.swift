@@ -10,9 +10,10 @@ let strictSettings: [SwiftSetting] = [
 /// The audit's hot path (every message framed and classified) and the capture reader's (every packet reassembled): in
 /// release builds, no dynamic exclusivity checks on their class properties (they were an eighth of the audit's time,
 /// measured with perf on AuditBench, and a twentieth of the reader's). Debug builds and the tests keep them.
-let hotPathSettings: [SwiftSetting] = strictSettings + [
-    .unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release)),
-]
+let hotPathSettings: [SwiftSetting] =
+    strictSettings + [
+        .unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))
+    ]
 
 let nio: [Target.Dependency] = [
     .product(name: "NIOCore", package: "swift-nio"),
@@ -54,16 +55,20 @@ let package = Package(
         .target(name: "CChaosClock"),
         .target(
             name: "ChaosProtocols",
-            dependencies: ["ChaosCore", "CZlib", .product(name: "NIOHPACK", package: "swift-nio-http2"),
-                           .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: [
+                "ChaosCore", "CZlib", .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
             swiftSettings: hotPathSettings
         ),
         .target(
             name: "ChaosTLS",
-            dependencies: ["ChaosCore", .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "NIOTLS", package: "swift-nio"),
-                           .product(name: "X509", package: "swift-certificates"),
-                           .product(name: "Crypto", package: "swift-crypto"),
-                           .product(name: "SwiftASN1", package: "swift-asn1")] + nio,
+            dependencies: [
+                "ChaosCore", .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ] + nio,
             swiftSettings: strictSettings
         ),
         .target(
@@ -73,14 +78,19 @@ let package = Package(
         ),
         .target(
             name: "ChaosProxy",
-            dependencies: ["ChaosCore", "ChaosProtocols", "ChaosTLS", "CChaosEpoll", .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "Logging", package: "swift-log"),
-                           .product(name: "NIOHTTP1", package: "swift-nio")] + nio,
+            dependencies: [
+                "ChaosCore", "ChaosProtocols", "ChaosTLS", "CChaosEpoll", .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ] + nio,
             swiftSettings: strictSettings
         ),
         .target(
             name: "ChaosControl",
-            dependencies: ["ChaosCore", "ChaosProxy", .product(name: "Logging", package: "swift-log"),
-                           .product(name: "NIOHTTP1", package: "swift-nio")] + nio,
+            dependencies: [
+                "ChaosCore", "ChaosProxy", .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ] + nio,
             swiftSettings: strictSettings
         ),
         .systemLibrary(
@@ -110,31 +120,37 @@ let package = Package(
         ),
         .target(
             name: "ChaosDemo",
-            dependencies: ["ChaosCore", .product(name: "Logging", package: "swift-log"),
-                           .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                           .product(name: "NIOHTTP1", package: "swift-nio"),
-                           .product(name: "NIOWebSocket", package: "swift-nio"),
-                           .product(name: "GRPCCore", package: "grpc-swift-2"),
-                           .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
-                           .product(name: "GRPCProtobuf", package: "grpc-swift-protobuf"),
-                           .product(name: "SwiftProtobuf", package: "swift-protobuf")] + nio,
+            dependencies: [
+                "ChaosCore", .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "GRPCCore", package: "grpc-swift-2"),
+                .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
+                .product(name: "GRPCProtobuf", package: "grpc-swift-protobuf"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ] + nio,
             swiftSettings: strictSettings
         ),
         .target(
             name: "ChaosRunner",
-            dependencies: ["ChaosCore", "CChaosClock", "ChaosProtocols", "ChaosTLS", "ChaosProxy", "ChaosControl", "ChaosAudit", "ChaosReport", "ChaosCapture",
-                           .product(name: "Logging", package: "swift-log"),
-                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                           .product(name: "UnixSignals", package: "swift-service-lifecycle"),
-                           .product(name: "Crypto", package: "swift-crypto")] + nio,
+            dependencies: [
+                "ChaosCore", "CChaosClock", "ChaosProtocols", "ChaosTLS", "ChaosProxy", "ChaosControl", "ChaosAudit", "ChaosReport", "ChaosCapture",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ] + nio,
             swiftSettings: strictSettings
         ),
         .executableTarget(
             name: "chaos",
-            dependencies: ["ChaosCore", "ChaosProxy", "ChaosControl", "ChaosRunner", "ChaosDemo", "ChaosAudit", "ChaosReport", "ChaosTLSDecryption",
-                           "ChaosCapture", "ChaosProtocols", "ChaosTLS",
-                           .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                           .product(name: "Logging", package: "swift-log")] + nio,
+            dependencies: [
+                "ChaosCore", "ChaosProxy", "ChaosControl", "ChaosRunner", "ChaosDemo", "ChaosAudit", "ChaosReport", "ChaosTLSDecryption",
+                "ChaosCapture", "ChaosProtocols", "ChaosTLS",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ] + nio,
             swiftSettings: strictSettings
         ),
         .executableTarget(
@@ -162,35 +178,45 @@ let package = Package(
         ),
         .executableTarget(
             name: "TLSCaptureBench",
-            dependencies: ["ChaosCore", "ChaosCapture", "ChaosAudit", "ChaosTLSDecryption",
-                           .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: [
+                "ChaosCore", "ChaosCapture", "ChaosAudit", "ChaosTLSDecryption",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             path: "Benchmarks/TLSCaptureBench",
             swiftSettings: strictSettings
         ),
         .testTarget(name: "ChaosCoreTests", dependencies: ["ChaosCore", "ChaosProtocols"], swiftSettings: strictSettings),
         .testTarget(
             name: "ChaosProtocolsTests",
-            dependencies: ["ChaosCore", "ChaosProtocols", .product(name: "NIOHPACK", package: "swift-nio-http2"),
-                           .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: [
+                "ChaosCore", "ChaosProtocols", .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "ChaosProxyTests",
-            dependencies: ["ChaosCore", "ChaosProxy", "ChaosControl", "ChaosProtocols",
-                           .product(name: "NIOEmbedded", package: "swift-nio")] + nio,
+            dependencies: [
+                "ChaosCore", "ChaosProxy", "ChaosControl", "ChaosProtocols",
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ] + nio,
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "ChaosTLSTests",
-            dependencies: ["ChaosCore", "ChaosTLS", .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "NIOTLS", package: "swift-nio"),
-                           .product(name: "X509", package: "swift-certificates"),
-                           .product(name: "NIOEmbedded", package: "swift-nio")] + nio,
+            dependencies: [
+                "ChaosCore", "ChaosTLS", .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ] + nio,
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "ChaosAuditTests",
-            dependencies: ["ChaosCore", "ChaosAudit", "ChaosProtocols", .product(name: "NIOHPACK", package: "swift-nio-http2"),
-                           .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: [
+                "ChaosCore", "ChaosAudit", "ChaosProtocols", .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -28,7 +28,8 @@ private enum H2 {
     }
 
     static func varint(_ value: UInt64) -> [UInt8] {
-        var value = value, bytes: [UInt8] = []
+        var value = value
+        var bytes: [UInt8] = []
         while value >= 0x80 {
             bytes.append(UInt8(value & 0x7f) | 0x80)
             value >>= 7
@@ -57,15 +58,22 @@ private func cut(_ bytes: [UInt8]) -> [[UInt8]] {
 
 func grpcBench(messages: Int) throws {
     let path = "/follow.v1.Follow/Race"
-    let request = H2.preface + H2.frame(4, []) + H2.headers(1, [
-        (":method", "POST"), (":scheme", "http"), (":path", path), (":authority", "127.0.0.1"),
-        ("content-type", "application/grpc"), ("te", "trailers"), ("x-session", "c1"),
-    ])
+    let request =
+        H2.preface + H2.frame(4, [])
+        + H2.headers(
+            1,
+            [
+                (":method", "POST"), (":scheme", "http"), (":path", path), (":authority", "127.0.0.1"),
+                ("content-type", "application/grpc"), ("te", "trailers"), ("x-session", "c1"),
+            ]
+        )
     let response = H2.frame(4, []) + H2.frame(4, flags: 1, []) + H2.headers(1, [(":status", "200"), ("content-type", "application/grpc")])
     let bodies = (1...messages).map(H2.update)
-    let lines = cut(bodies.indices.flatMap { index in
-        Array("{\"type\":\"MSG\",\"stream\":\"c1\",\"seq\":\(index + 1),\"payload\":\"\(String(repeating: "x", count: 48))\"}\n".utf8)
-    })
+    let lines = cut(
+        bodies.indices.flatMap { index in
+            Array("{\"type\":\"MSG\",\"stream\":\"c1\",\"seq\":\(index + 1),\"payload\":\"\(String(repeating: "x", count: 48))\"}\n".utf8)
+        }
+    )
     // One message per DATA frame.
     var perFrame = response
     for body in bodies { perFrame += H2.frame(0, stream: 1, H2.grpc(body)) }
@@ -75,19 +83,35 @@ func grpcBench(messages: Int) throws {
     for start in stride(from: 0, to: stream.count, by: 16_384) {
         packed += H2.frame(0, stream: 1, Array(stream[start..<min(stream.count, start + 16_384)]))
     }
-    let numbered = ProtocolSpec(framing: .grpc, format: .protobuf, seq: "2", stream: "header:x-session", ack: "3",
-                                downstream: .init(seq: "3", ack: "6"))
-    let named = ProtocolSpec(framing: .grpc, format: .protobuf, seq: "sequence_id", stream: "header:x-session",
-                             ack: "acked_sequence_id", descriptors: protoset)
+    let numbered = ProtocolSpec(
+        framing: .grpc,
+        format: .protobuf,
+        seq: "2",
+        stream: "header:x-session",
+        ack: "3",
+        downstream: .init(seq: "3", ack: "6")
+    )
+    let named = ProtocolSpec(
+        framing: .grpc,
+        format: .protobuf,
+        seq: "sequence_id",
+        stream: "header:x-session",
+        ack: "acked_sequence_id",
+        descriptors: protoset
+    )
 
     let linesRate = try auditDownstream(ProtocolSpec(), lines, expecting: messages)
-    print("grpc: \(messages) protobuf RaceUpdate messages of \(bodies[messages / 2].count) bytes on one bidi call, server -> client, each decoded as sent and as delivered")
+    print(
+        "grpc: \(messages) protobuf RaceUpdate messages of \(bodies[messages / 2].count) bytes on one bidi call, server -> client, each decoded as sent and as delivered"
+    )
     print("  lines".padding(toLength: 50, withPad: " ", startingAt: 0) + String(format: "%.2f M messages/s", linesRate / 1e6))
     for (layout, bytes) in [("a message per DATA frame", perFrame), ("16 KiB DATA frames", packed)] {
         for (fields, spec) in [("field numbers", numbered), ("descriptors", named)] {
             let rate = try auditDownstream(spec, cut(bytes), expecting: messages, upstream: request)
-            print("  grpc, \(layout), \(fields)".padding(toLength: 50, withPad: " ", startingAt: 0)
-                + String(format: "%.2f M messages/s  ratio to lines %.2f (target >= 0.5)", rate / 1e6, rate / linesRate))
+            print(
+                "  grpc, \(layout), \(fields)".padding(toLength: 50, withPad: " ", startingAt: 0)
+                    + String(format: "%.2f M messages/s  ratio to lines %.2f (target >= 0.5)", rate / 1e6, rate / linesRate)
+            )
         }
     }
 }

@@ -1,6 +1,6 @@
 import ChaosAudit
-import ChaosProtocols
 import ChaosCore
+import ChaosProtocols
 import Foundation
 
 // `AuditBench websocket [MESSAGES]`: the WebSocket audit of ~100-byte JSON messages (server → client frames),
@@ -24,7 +24,8 @@ func auditDownstream(_ spec: ProtocolSpec, _ chunks: [[UInt8]], expecting messag
     let endpoints = ConnectionEndpoints(proxy: "bench", client: "c", listen: "l", proxyLocal: "pl", server: "s")
     let time = seconds {
         engine.ingest(TrafficEvent(time: 0, connection: 1, kind: .opened(endpoints)))
-        var now: Int64 = 1, written: Int64 = 0
+        var now: Int64 = 1
+        var written: Int64 = 0
         if !upstream.isEmpty {
             engine.ingest(TrafficEvent(time: now, connection: 1, kind: .read(.client, upstream)))
             engine.ingest(TrafficEvent(time: now, connection: 1, kind: .written(.server, upstream)))
@@ -47,8 +48,10 @@ func webSocketBench(messages: Int) throws {
     let bodies = (1...messages).map {
         Array("{\"type\":\"MSG\",\"stream\":\"c1\",\"seq\":\($0),\"payload\":\"\(String(repeating: "x", count: 48))\"}".utf8)
     }
-    let response = Array(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        + "Sec-WebSocket-Extensions: permessage-deflate\r\n\r\n").utf8)
+    let response = Array(
+        ("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            + "Sec-WebSocket-Extensions: permessage-deflate\r\n\r\n").utf8
+    )
     let lines = reads(bodies.flatMap { $0 + [10] })
     let plain = reads(response + bodies.flatMap { [0x81, UInt8($0.count)] + $0 })
     let compressed = reads(response + deflated(bodies).flatMap { [0xC1, UInt8($0.count)] + $0 })
@@ -58,6 +61,12 @@ func webSocketBench(messages: Int) throws {
     print("websocket: \(messages) JSON messages of ~\(bodies[messages / 2].count) bytes, server -> client, each decoded as sent and as delivered")
     print(String(format: "  lines              %.2f M messages/s", linesRate / 1e6))
     print(String(format: "  websocket          %.2f M messages/s  ratio to lines %.2f (target >= 0.5)", plainRate / 1e6, plainRate / linesRate))
-    print(String(format: "  websocket+deflate  %.2f M messages/s  ratio to lines %.2f (target >= 300,000/s: %@)", deflateRate / 1e6,
-                 deflateRate / linesRate, deflateRate >= 300_000 ? "met" : "NOT met"))
+    print(
+        String(
+            format: "  websocket+deflate  %.2f M messages/s  ratio to lines %.2f (target >= 300,000/s: %@)",
+            deflateRate / 1e6,
+            deflateRate / linesRate,
+            deflateRate >= 300_000 ? "met" : "NOT met"
+        )
+    )
 }

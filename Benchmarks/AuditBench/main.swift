@@ -67,16 +67,27 @@ precondition(newlines == throughputMessages, "the scan miscounted")
 let auditTime = Double(throughputMessages) / (try auditDownstream(spec, chunks, expecting: throughputMessages))
 let rate = Double(throughputMessages) / auditTime
 print("throughput: \(throughputMessages) NDJSON messages (\(bytes / 1_048_576) MiB), each framed and checked as sent and as delivered")
-print(String(format: "  audit        %.3f s  %.2f M messages/s  (%.0f MiB/s of delivered bytes)", auditTime, rate / 1e6,
-             Double(bytes) / auditTime / 1_048_576))
+print(
+    String(
+        format: "  audit        %.3f s  %.2f M messages/s  (%.0f MiB/s of delivered bytes)",
+        auditTime,
+        rate / 1e6,
+        Double(bytes) / auditTime / 1_048_576
+    )
+)
 print(String(format: "  newline scan %.3f s  %.2f M messages/s", scanTime, Double(throughputMessages) / scanTime / 1e6))
-print(String(format: "  ratio audit/scan: %.1fx slower; target >= 1 M messages/s: %@", auditTime / max(scanTime, 1e-9),
-             rate >= 1_000_000 ? "met" : "NOT met"))
+print(
+    String(
+        format: "  ratio audit/scan: %.1fx slower; target >= 1 M messages/s: %@",
+        auditTime / max(scanTime, 1e-9),
+        rate >= 1_000_000 ? "met" : "NOT met"
+    )
+)
 
 // 2. Memory on a long synthetic run.
 let memoryEngine = try AuditEngine(spec: spec)
 let streams = ["c1", "c2", "c3", "c4"]
-let perBlock = 1000 // messages per stream per read
+let perBlock = 1000  // messages per stream per read
 var prebuilt: [String: [UInt8]] = [:]
 var template: [String: [(offset: Int, digits: Int)]] = [:]
 // A fixed-width seq field lets one buffer per stream be rewritten in place for every block.
@@ -122,8 +133,13 @@ let memoryTime = seconds {
             memoryEngine.ingest(TrafficEvent(time: time, connection: connection, kind: .read(.server, chunk)))
             memoryEngine.ingest(TrafficEvent(time: time + 500_000, connection: connection, kind: .written(.client, chunk)))
             writtenOnConnection += Int64(chunk.count)
-            memoryEngine.ingest(TrafficEvent(time: time + 600_000, connection: connection,
-                                             kind: .acknowledged(.client, upTo: writtenOnConnection)))
+            memoryEngine.ingest(
+                TrafficEvent(
+                    time: time + 600_000,
+                    connection: connection,
+                    kind: .acknowledged(.client, upTo: writtenOnConnection)
+                )
+            )
             nextSeq[index] += perBlock
             fed += perBlock
             time += 1_000_000
@@ -134,16 +150,32 @@ let memoryTime = seconds {
             connection += 1
             writtenOnConnection = 0
             memoryEngine.ingest(TrafficEvent(time: time + 1_000_000, connection: connection, kind: .opened(endpoints)))
-            for index in nextSeq.indices { nextSeq[index] += 1 } // resume one past: one lost seq per stream
+            for index in nextSeq.indices { nextSeq[index] += 1 }  // resume one past: one lost seq per stream
         }
         if fed >= nextReport {
             let snapshot = memoryEngine.snapshot()
-            print(String(format: "  %11d messages  resident %7.1f MiB  lost so far %lld  gaps %lld", fed, residentMiB(),
-                         snapshot.totals.lost, snapshot.totals.gaps))
+            print(
+                String(
+                    format: "  %11d messages  resident %7.1f MiB  lost so far %lld  gaps %lld",
+                    fed,
+                    residentMiB(),
+                    snapshot.totals.lost,
+                    snapshot.totals.gaps
+                )
+            )
             nextReport += reportEvery
         }
     }
 }
 let final = memoryEngine.finish()
-print(String(format: "  done in %.1f s (%.2f M messages/s); resident %.1f MiB at start, %.1f MiB at end; ok %lld lost %lld",
-             memoryTime, Double(fed) / memoryTime / 1e6, baseline, residentMiB(), final.totals.ok, final.totals.lost))
+print(
+    String(
+        format: "  done in %.1f s (%.2f M messages/s); resident %.1f MiB at start, %.1f MiB at end; ok %lld lost %lld",
+        memoryTime,
+        Double(fed) / memoryTime / 1e6,
+        baseline,
+        residentMiB(),
+        final.totals.ok,
+        final.totals.lost
+    )
+)

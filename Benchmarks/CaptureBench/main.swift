@@ -30,9 +30,21 @@ var generator = SeededGenerator(seed: 42)
 let pool = (0..<(1 << 17)).map { _ in UInt8.random(in: 0...255, using: &generator) }
 let writer = try CaptureWriter(path: path, startedAt: Date().timeIntervalSince1970)
 for id in 1...16 {
-    writer.record(TrafficEvent(time: 0, connection: ConnectionID(id), kind: .opened(ConnectionEndpoints(
-        proxy: "bench", client: "127.0.0.1:\(40_000 + id)", listen: "127.0.0.1:7000",
-        proxyLocal: "127.0.0.1:\(50_000 + id)", server: "127.0.0.1:7001"))))
+    writer.record(
+        TrafficEvent(
+            time: 0,
+            connection: ConnectionID(id),
+            kind: .opened(
+                ConnectionEndpoints(
+                    proxy: "bench",
+                    client: "127.0.0.1:\(40_000 + id)",
+                    listen: "127.0.0.1:7000",
+                    proxyLocal: "127.0.0.1:\(50_000 + id)",
+                    server: "127.0.0.1:7001"
+                )
+            )
+        )
+    )
 }
 var time: Int64 = 1_000
 var payloadBytes = 0
@@ -52,8 +64,15 @@ try writer.close()
 let writeSeconds = now() - writeStart
 let size = fileSize(path)
 let sizeMB = Double(size) / 1_048_576
-print(String(format: "capture: %.1f MB, %d packets, written in %.2f s (%.0f MB/s)",
-             sizeMB, writer.statistics.packets, writeSeconds, sizeMB / writeSeconds))
+print(
+    String(
+        format: "capture: %.1f MB, %d packets, written in %.2f s (%.0f MB/s)",
+        sizeMB,
+        writer.statistics.packets,
+        writeSeconds,
+        sizeMB / writeSeconds
+    )
+)
 
 // 2. The baseline: a plain libpcap loop that only touches each packet.
 func plainLoop() -> (seconds: Double, bytes: Int) {
@@ -97,11 +116,23 @@ for _ in 0..<3 {
     lastStatistics = reader.statistics
 }
 print(String(format: "plain libpcap loop: %.3f s  %.0f MB/s", best.plain, sizeMB / best.plain))
-print(String(format: "CaptureReader:      %.3f s  %.0f MB/s  (%d connections, %d paired, loss %d bytes)",
-             best.reader, sizeMB / best.reader, lastStatistics.connections, lastStatistics.pairedConnections,
-             lastStatistics.captureLossBytes))
-print(String(format: "ratio CaptureReader / plain libpcap loop: %.2f× the time (%.0f%% of its speed)",
-             best.reader / best.plain, 100 * best.plain / best.reader))
+print(
+    String(
+        format: "CaptureReader:      %.3f s  %.0f MB/s  (%d connections, %d paired, loss %d bytes)",
+        best.reader,
+        sizeMB / best.reader,
+        lastStatistics.connections,
+        lastStatistics.pairedConnections,
+        lastStatistics.captureLossBytes
+    )
+)
+print(
+    String(
+        format: "ratio CaptureReader / plain libpcap loop: %.2f× the time (%.0f%% of its speed)",
+        best.reader / best.plain,
+        100 * best.plain / best.reader
+    )
+)
 
 if runTshark {
     let process = Process()
@@ -113,6 +144,12 @@ if runTshark {
     try process.run()
     process.waitUntilExit()
     let seconds = now() - start
-    print(String(format: "tshark -r FILE -q:  %.3f s  %.0f MB/s  (CaptureReader is %.1f× faster)",
-                 seconds, sizeMB / seconds, seconds / best.reader))
+    print(
+        String(
+            format: "tshark -r FILE -q:  %.3f s  %.0f MB/s  (CaptureReader is %.1f× faster)",
+            seconds,
+            sizeMB / seconds,
+            seconds / best.reader
+        )
+    )
 }

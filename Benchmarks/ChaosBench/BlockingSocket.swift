@@ -24,7 +24,10 @@ struct BlockingSocket {
             let bound = withUnsafePointer(to: &local) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
             }
-            guard bound == 0 else { socket.close(); throw BenchError("bind(\(source)): \(errnoText())") }
+            guard bound == 0 else {
+                socket.close()
+                throw BenchError("bind(\(source)): \(errnoText())")
+            }
         }
         var remote = try address(host, port: port)
         var result: Int32

@@ -35,13 +35,23 @@ enum Churn {
         done.wait()
         let elapsed = MonotonicClock.seconds(since: start)
         let (completed, failed, slow, firstError) = totals.withLock { ($0.completed, $0.failed, $0.slow, $0.firstError) }
-        print("conns_per_s=\(Int((Double(completed) / elapsed).rounded())) completed=\(completed) failed=\(failed) "
-            + "slow_over_500ms=\(slow)" + (firstError.map { " first_error=\"\($0)\"" } ?? ""))
+        print(
+            "conns_per_s=\(Int((Double(completed) / elapsed).rounded())) completed=\(completed) failed=\(failed) "
+                + "slow_over_500ms=\(slow)" + (firstError.map { " first_error=\"\($0)\"" } ?? "")
+        )
     }
 
-    private static func churn(host: String, port: UInt16, source: String, until deadline: UInt64)
-        -> (completed: Int, failed: Int, slow: Int, firstError: String?) {
-        var completed = 0, failed = 0, slow = 0
+    private static func churn(
+        host: String,
+        port: UInt16,
+        source: String,
+        until deadline: UInt64
+    )
+        -> (completed: Int, failed: Int, slow: Int, firstError: String?)
+    {
+        var completed = 0
+        var failed = 0
+        var slow = 0
         var firstError: String?
         var message = [UInt8](repeating: 0x5a, count: PingPong.messageSize)
         var reply = [UInt8](repeating: 0, count: PingPong.messageSize)

@@ -43,7 +43,8 @@ final class GlueHandler: ChannelDuplexHandler {
     private var pendingRead = false
 
     static func pair() -> (GlueHandler, GlueHandler) {
-        let first = GlueHandler(), second = GlueHandler()
+        let first = GlueHandler()
+        let second = GlueHandler()
         first.partner = second
         second.partner = first
         return (first, second)

@@ -25,9 +25,11 @@ enum IdleConnections {
         for socket in sockets { socket.close() }
         let perConnection = Double(after - before) / Double(count)
         let rssPerConnection = Double(rssAfter - rssBefore) / Double(count)
-        print("kb_per_conn=\(PingPong.format(perConnection)) pss_before_kb=\(before) pss_after_kb=\(after) "
-            + "rss_kb_per_conn=\(PingPong.format(rssPerConnection)) processes=\(processes) count=\(count) "
-            + "open_s=\(PingPong.format(openSeconds))")
+        print(
+            "kb_per_conn=\(PingPong.format(perConnection)) pss_before_kb=\(before) pss_after_kb=\(after) "
+                + "rss_kb_per_conn=\(PingPong.format(rssPerConnection)) processes=\(processes) count=\(count) "
+                + "open_s=\(PingPong.format(openSeconds))"
+        )
     }
 
     /// Opens `count` connections, each verified by one echoed 8-byte message.

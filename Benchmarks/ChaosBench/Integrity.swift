@@ -57,7 +57,8 @@ enum Integrity {
     private static func send(_ total: Int, on socket: BlockingSocket) throws {
         let block = UnsafeMutableRawBufferPointer.allocate(byteCount: blockSize, alignment: 8)
         defer { block.deallocate() }
-        var offset = 0, index = 0
+        var offset = 0
+        var index = 0
         while offset < total {
             fill(block, index: index)
             let length = min(blockSize, total - offset)
@@ -67,11 +68,18 @@ enum Integrity {
         }
     }
 
-    private static func receiveAndCheck(_ total: Int, on socket: BlockingSocket) throws
-        -> (count: Int, mismatchAt: Int?, endedWithFIN: Bool) {
+    private static func receiveAndCheck(
+        _ total: Int,
+        on socket: BlockingSocket
+    ) throws
+        -> (count: Int, mismatchAt: Int?, endedWithFIN: Bool)
+    {
         let expected = UnsafeMutableRawBufferPointer.allocate(byteCount: blockSize, alignment: 8)
         let incoming = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 18, alignment: 8)
-        defer { expected.deallocate(); incoming.deallocate() }
+        defer {
+            expected.deallocate()
+            incoming.deallocate()
+        }
         var position = 0
         fill(expected, index: 0)
         while true {

@@ -12,8 +12,10 @@ struct TLS13Sealer {
     init(connection: Int, generator: inout some RandomNumberGenerator) {
         clientRandom = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
         var secrets: [String: [UInt8]] = [:]
-        for label in ["CLIENT_HANDSHAKE_TRAFFIC_SECRET", "SERVER_HANDSHAKE_TRAFFIC_SECRET", "CLIENT_TRAFFIC_SECRET_0",
-                      "SERVER_TRAFFIC_SECRET_0"] {
+        for label in [
+            "CLIENT_HANDSHAKE_TRAFFIC_SECRET", "SERVER_HANDSHAKE_TRAFFIC_SECRET", "CLIENT_TRAFFIC_SECRET_0",
+            "SERVER_TRAFFIC_SECRET_0",
+        ] {
             secrets[label] = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
         }
         self.secrets = secrets
@@ -39,8 +41,14 @@ struct TLS13Sealer {
 
     /// The ServerHello (supported_versions: TLS 1.3), then the server's Finished under its handshake secret.
     mutating func serverFlight() -> [UInt8] {
-        let hello = Self.record(22, Self.handshake(2, [3, 3] + [UInt8](repeating: 7, count: 32) + [0, 0x13, 0x01, 0]
-                                                  + [0, 6, 0, 43, 0, 2, 3, 4]))
+        let hello = Self.record(
+            22,
+            Self.handshake(
+                2,
+                [3, 3] + [UInt8](repeating: 7, count: 32) + [0, 0x13, 0x01, 0]
+                    + [0, 6, 0, 43, 0, 2, 3, 4]
+            )
+        )
         use("SERVER_HANDSHAKE_TRAFFIC_SECRET", towardServer: false)
         let finished = seal(Self.handshake(20, [UInt8](repeating: 1, count: 32)), type: 22, towardServer: false)
         use("SERVER_TRAFFIC_SECRET_0", towardServer: false)

@@ -28,14 +28,19 @@ var total = 0
 while total < megabytes << 20 {
     let index = Int.random(in: 0..<connections, using: &generator)
     seqs[index] += 1
-    let line = Array("{\"type\":\"MSG\",\"stream\":\"s\(index)\",\"seq\":\(seqs[index]),\"payload\":\"\(String(repeating: "x", count: Int.random(in: 20...400, using: &generator)))\"}\n".utf8)
+    let line = Array(
+        "{\"type\":\"MSG\",\"stream\":\"s\(index)\",\"seq\":\(seqs[index]),\"payload\":\"\(String(repeating: "x", count: Int.random(in: 20...400, using: &generator)))\"}\n"
+            .utf8
+    )
     streams[index] += line
     total += line.count
 }
 let messages = seqs.reduce(0, +)
 
 // 2. Both captures, written chunk by chunk with acknowledgements, the connections interleaved.
-let clearPath = directory + "/clear.pcap", tlsPath = directory + "/tls.pcap", keysPath = directory + "/keys.log"
+let clearPath = directory + "/clear.pcap"
+let tlsPath = directory + "/tls.pcap"
+let keysPath = directory + "/keys.log"
 let clear = try CaptureWriter(path: clearPath, startedAt: 0)
 let tls = try CaptureWriter(path: tlsPath, startedAt: 0)
 var sealers = (0..<connections).map { TLS13Sealer(connection: $0, generator: &generator) }
@@ -55,9 +60,21 @@ func send(_ writer: CaptureWriter, _ id: Int, _ bytes: [UInt8], toServer: Bool, 
 }
 for id in 0..<connections {
     for writer in [clear, tls] {
-        writer.record(TrafficEvent(time: 0, connection: ConnectionID(id + 1), kind: .opened(ConnectionEndpoints(
-            proxy: "bench", client: "127.0.0.1:\(40_000 + id)", listen: "127.0.0.1:8443",
-            proxyLocal: "127.0.0.1:\(50_000 + id)", server: "127.0.0.1:9443"))))
+        writer.record(
+            TrafficEvent(
+                time: 0,
+                connection: ConnectionID(id + 1),
+                kind: .opened(
+                    ConnectionEndpoints(
+                        proxy: "bench",
+                        client: "127.0.0.1:\(40_000 + id)",
+                        listen: "127.0.0.1:8443",
+                        proxyLocal: "127.0.0.1:\(50_000 + id)",
+                        server: "127.0.0.1:9443"
+                    )
+                )
+            )
+        )
     }
     send(tls, id, sealers[id].clientHello, toServer: true, written: &tlsWritten, at: time)
     send(tls, id, sealers[id].serverFlight(), toServer: false, written: &tlsWritten, at: time)
@@ -75,8 +92,15 @@ while let id = (0..<connections).filter({ offsets[$0] < streams[$0].count }).ran
 try clear.close()
 try tls.close()
 func size(_ path: String) -> Double { Double(((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0) / 1_048_576 }
-print(String(format: "plaintext %.1f MB (%d messages); cleartext capture %.1f MB, TLS capture %.1f MB",
-             Double(total) / 1_048_576, messages, size(clearPath), size(tlsPath)))
+print(
+    String(
+        format: "plaintext %.1f MB (%d messages); cleartext capture %.1f MB, TLS capture %.1f MB",
+        Double(total) / 1_048_576,
+        messages,
+        size(clearPath),
+        size(tlsPath)
+    )
+)
 
 // 3. Read and audit each, three times; the best time counts.
 func audit(_ path: String, keys: KeyLog?) throws -> (seconds: Double, ok: Int64, statistics: CaptureStatistics) {
@@ -94,13 +118,20 @@ var best = (clear: Double.infinity, tls: Double.infinity)
 for _ in 0..<3 {
     let plain = try audit(clearPath, keys: nil)
     let secret = try audit(tlsPath, keys: keys)
-    precondition(plain.ok == Int64(messages) && secret.ok == Int64(messages),
-                 "ok \(plain.ok) cleartext, \(secret.ok) TLS, of \(messages) messages")
+    precondition(
+        plain.ok == Int64(messages) && secret.ok == Int64(messages),
+        "ok \(plain.ok) cleartext, \(secret.ok) TLS, of \(messages) messages"
+    )
     precondition(secret.statistics.tlsDecrypted == 2 * connections, "decrypted \(secret.statistics.tlsDecrypted) conversations")
     best = (min(best.clear, plain.seconds), min(best.tls, secret.seconds))
 }
 let megabytesOfPlaintext = Double(total) / 1_048_576
 print(String(format: "cleartext capture audited: %.3f s  %.0f MB/s of plaintext", best.clear, megabytesOfPlaintext / best.clear))
-print(String(format: "TLS capture audited:       %.3f s  %.0f MB/s of plaintext (decrypted with the key log)",
-             best.tls, megabytesOfPlaintext / best.tls))
+print(
+    String(
+        format: "TLS capture audited:       %.3f s  %.0f MB/s of plaintext (decrypted with the key log)",
+        best.tls,
+        megabytesOfPlaintext / best.tls
+    )
+)
 print(String(format: "ratio TLS / cleartext: %.2f× the speed (goal ≥ 0.5×)", best.clear / best.tls))

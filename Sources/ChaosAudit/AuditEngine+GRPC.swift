@@ -71,11 +71,12 @@ extension AuditEngine {
     @inline(__always)
     func streamName(of call: GRPCCall, slot: Int, connection: ConnectionState) -> [UInt8]? {
         if call.streamNamed[slot] { return call.streamNames[slot] }
-        let name: String? = switch handshakeStreamSources[slot] {
-        case .header(let header): call.header(header)
-        case .rpc: "\(call.path) #\(connection.id).\(call.streamID)"
-        case .query, .field, nil: nil
-        }
+        let name: String? =
+            switch handshakeStreamSources[slot] {
+            case .header(let header): call.header(header)
+            case .rpc: "\(call.path) #\(connection.id).\(call.streamID)"
+            case .query, .field, nil: nil
+            }
         call.streamNames[slot] = name.map { Array($0.utf8) }
         call.streamNamed[slot] = true
         return call.streamNames[slot]

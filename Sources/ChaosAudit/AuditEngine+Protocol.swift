@@ -41,12 +41,19 @@ extension AuditEngine {
         messageStats.framingErrors += 1
         guard !connection.reportedFraming else { return }
         connection.reportedFraming = true
-        let what = switch problem {
-        case .lineTooLong(let length): "no newline in \(length) bytes: the stream is not newline-delimited"
-        case .badLength(let length): "length prefix \(length) is not a frame length: the stream is not length-prefixed as declared"
-        }
-        record(.framing, pipe.cached?.ledger, direction: pipe.direction, time: time, connection: connection.id,
-               detail: "\(what) (\(pipe.where)); the rest of this connection is not audited")
+        let what =
+            switch problem {
+            case .lineTooLong(let length): "no newline in \(length) bytes: the stream is not newline-delimited"
+            case .badLength(let length): "length prefix \(length) is not a frame length: the stream is not length-prefixed as declared"
+            }
+        record(
+            .framing,
+            pipe.cached?.ledger,
+            direction: pipe.direction,
+            time: time,
+            connection: connection.id,
+            detail: "\(what) (\(pipe.where)); the rest of this connection is not audited"
+        )
     }
 
     /// Bytes that do not parse: the leg's decoder stopped; the relay passed them on, the audit goes on elsewhere.
@@ -55,12 +62,23 @@ extension AuditEngine {
         protocolStats.protocolErrors += 1
         guard !connection.reportedProtocol else { return }
         connection.reportedProtocol = true
-        record(.protocolError, pipe.cached?.ledger, direction: pipe.direction, time: time, connection: connection.id,
-               detail: "\(reason), at byte \(offset) \(pipe.where); the rest of this direction is not audited (reported once per connection)")
+        record(
+            .protocolError,
+            pipe.cached?.ledger,
+            direction: pipe.direction,
+            time: time,
+            connection: connection.id,
+            detail: "\(reason), at byte \(offset) \(pipe.where); the rest of this direction is not audited (reported once per connection)"
+        )
     }
 
-    private func protocolEvent(_ event: ProtocolEvent, at offset: Int64, pipe: FramePipe, connection: ConnectionState,
-                               time: Int64) {
+    private func protocolEvent(
+        _ event: ProtocolEvent,
+        at offset: Int64,
+        pipe: FramePipe,
+        connection: ConnectionState,
+        time: Int64
+    ) {
         // Counted once, as read from the producer (what the peer said); the written copy is the same frame.
         let read = pipe.role == .sent
         switch event {
@@ -101,15 +119,28 @@ extension AuditEngine {
             messageStats.undecodable += 1
             guard !connection.reportedUndecodable else { return }
             connection.reportedUndecodable = true
-            record(.undecodable, pipe.cached?.ledger, direction: pipe.direction, time: time, connection: connection.id,
-                   detail: "\(reason), ending at byte \(offset) \(pipe.where) (reported once per connection)")
+            record(
+                .undecodable,
+                pipe.cached?.ledger,
+                direction: pipe.direction,
+                time: time,
+                connection: connection.id,
+                detail: "\(reason), ending at byte \(offset) \(pipe.where) (reported once per connection)"
+            )
         case .oversized(let bytes, _):
             guard read else { return }
             protocolStats.oversized += 1
             guard !connection.reportedOversized else { return }
             connection.reportedOversized = true
-            record(.oversized, pipe.cached?.ledger, direction: pipe.direction, time: time, connection: connection.id,
-                   detail: "a message of \(bytes) bytes, over protocol.max_message (\(layer.cap)), ending at byte \(offset) \(pipe.where): counted, not audited (reported once per connection)")
+            record(
+                .oversized,
+                pipe.cached?.ledger,
+                direction: pipe.direction,
+                time: time,
+                connection: connection.id,
+                detail:
+                    "a message of \(bytes) bytes, over protocol.max_message (\(layer.cap)), ending at byte \(offset) \(pipe.where): counted, not audited (reported once per connection)"
+            )
         }
     }
 

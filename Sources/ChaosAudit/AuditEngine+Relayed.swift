@@ -11,12 +11,14 @@ extension AuditEngine {
     /// at; false (nothing done) otherwise.
     func relayed(_ held: TrafficEvent, _ event: TrafficEvent) -> Bool {
         guard event.connection == held.connection, case .read(let side, let bytes) = held.kind,
-              case .written(let target, let written) = event.kind, target == side.other, written.count == bytes.count,
-              Self.sameBuffer(bytes, written) else { return false }
+            case .written(let target, let written) = event.kind, target == side.other, written.count == bytes.count,
+            Self.sameBuffer(bytes, written)
+        else { return false }
         let connection = state(of: held.connection)
         let direction = side.producing
         let slot = direction == .upstream ? 0 : 1
-        let sent = connection.pipe(.sent, direction), delivered = connection.pipe(.delivered, direction)
+        let sent = connection.pipe(.sent, direction)
+        let delivered = connection.pipe(.delivered, direction)
         guard sent.offset == delivered.offset else { return false }
         if !connection.lockstep[slot] {
             guard sent.decoder.atMessageBoundary, delivered.decoder.atMessageBoundary else { return false }
@@ -30,8 +32,15 @@ extension AuditEngine {
             sent.decoder.decode(buffer) { output in
                 switch output {
                 case .message(let body, let end, _):
-                    self.auditRelayed(body, endingAt: start + Int64(end), sent: sent, delivered: delivered, connection: connection,
-                                      read: held.time, written: event.time)
+                    self.auditRelayed(
+                        body,
+                        endingAt: start + Int64(end),
+                        sent: sent,
+                        delivered: delivered,
+                        connection: connection,
+                        read: held.time,
+                        written: event.time
+                    )
                 case .problem(.framing(let problem), _):
                     // Both copies stop fitting the framing here; the delivered decoder takes the stopped state below.
                     self.framingProblem(problem, pipe: sent, connection: connection, time: held.time)
@@ -58,13 +67,21 @@ extension AuditEngine {
     /// One message of a relayed pair: what ``audit(_:endingAt:pipe:connection:time:call:)`` does for its read copy
     /// and then for its written copy, with its fields read once.
     @inline(__always)
-    private func auditRelayed(_ frame: UnsafeBufferPointer<UInt8>, endingAt end: Int64, sent: FramePipe, delivered: FramePipe,
-                              connection: ConnectionState, read readTime: Int64, written writtenTime: Int64) {
+    private func auditRelayed(
+        _ frame: UnsafeBufferPointer<UInt8>,
+        endingAt end: Int64,
+        sent: FramePipe,
+        delivered: FramePipe,
+        connection: ConnectionState,
+        read readTime: Int64,
+        written writtenTime: Int64
+    ) {
         let slot = sent.direction == .upstream ? 0 : 1
         let fields = extract(frame, slot: slot)
         let byHandshake = slot == 0 ? namesStreamByHandshake.upstream : namesStreamByHandshake.downstream
         func connectionStream(_ pipe: FramePipe) -> ConnectionStream {
-            byHandshake ? stream(named: connection.handshakeStreams[slot]?[...], pipe: pipe, connection: connection)
+            byHandshake
+                ? stream(named: connection.handshakeStreams[slot]?[...], pipe: pipe, connection: connection)
                 : stream(fields, pipe: pipe, connection: connection)
         }
         if fields.undecodable {
@@ -79,8 +96,15 @@ extension AuditEngine {
         }
         guard let seq = fields.ignored ? nil : fields.seq else {
             if let ack = fields.ack {
-                written(seq: nil, ack: ack, connectionStream(delivered), endingAt: end, pipe: delivered, connection: connection,
-                        time: writtenTime)
+                written(
+                    seq: nil,
+                    ack: ack,
+                    connectionStream(delivered),
+                    endingAt: end,
+                    pipe: delivered,
+                    connection: connection,
+                    time: writtenTime
+                )
             }
             return
         }

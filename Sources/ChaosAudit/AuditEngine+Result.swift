@@ -24,9 +24,18 @@ extension AuditEngine {
             let ranges = ledger.lostRanges(final: true, limit: max(room, 1))
             anomalyCounts[Anomaly.Class.lost.rawValue, default: 0] += Int64(ranges.count)
             for range in ranges.prefix(room) {
-                anomalyList.append(Anomaly(kind: .lost, stream: ledger.name, direction: ledger.direction,
-                                           fromSeq: range.lower, toSeq: range.upper, atS: Double(now) / 1e9, connection: 0,
-                                           detail: "\(range.count) seq\(range.count == 1 ? "" : "s") never delivered"))
+                anomalyList.append(
+                    Anomaly(
+                        kind: .lost,
+                        stream: ledger.name,
+                        direction: ledger.direction,
+                        fromSeq: range.lower,
+                        toSeq: range.upper,
+                        atS: Double(now) / 1e9,
+                        connection: 0,
+                        detail: "\(range.count) seq\(range.count == 1 ? "" : "s") never delivered"
+                    )
+                )
             }
         }
         totals.updateRatio()
@@ -35,9 +44,20 @@ extension AuditEngine {
         recoverySummary.transitS = transit.summary
         var events = protocolStats
         if pingRoundTrips.count > 0 { events.pingRoundTripS = pingRoundTrips.summary }
-        return AuditResult(complete: final, elapsedS: Double(now) / 1e9, totals: totals, streams: streams,
-                           anomalies: anomalyList, anomalyCounts: anomalyCounts, recovery: recoverySummary,
-                           faults: impacts, connections: connectionStats, messages: messageStats, activity: activity,
-                           protocolEvents: events.isEmpty ? nil : events, path: pathTracker.result(at: now, limits: pathLimits))
+        return AuditResult(
+            complete: final,
+            elapsedS: Double(now) / 1e9,
+            totals: totals,
+            streams: streams,
+            anomalies: anomalyList,
+            anomalyCounts: anomalyCounts,
+            recovery: recoverySummary,
+            faults: impacts,
+            connections: connectionStats,
+            messages: messageStats,
+            activity: activity,
+            protocolEvents: events.isEmpty ? nil : events,
+            path: pathTracker.result(at: now, limits: pathLimits)
+        )
     }
 }

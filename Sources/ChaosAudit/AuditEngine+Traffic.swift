@@ -1,16 +1,26 @@
 import ChaosCore
-import Glibc
 import ChaosProtocols
+import Glibc
 
 extension AuditEngine {
     /// Audits one message; `call` is the gRPC call that carried it (its RPC names the fields, its metadata the stream).
     @inline(__always)
-    func audit(_ frame: UnsafeBufferPointer<UInt8>, endingAt end: Int64, pipe: FramePipe, connection: ConnectionState,
-               time: Int64, call: GRPCCall? = nil) {
+    func audit(
+        _ frame: UnsafeBufferPointer<UInt8>,
+        endingAt end: Int64,
+        pipe: FramePipe,
+        connection: ConnectionState,
+        time: Int64,
+        call: GRPCCall? = nil
+    ) {
         let copies = call == nil && layer.writtenCopiesRead
         if copies, pipe.role == .delivered,
-           let copy = connection.pipe(.sent, pipe.direction).readCopies.take(
-               endingAt: end, frame, sameBytes: end - Int64(frame.count) >= pipe.verbatim.writtenSince) {
+            let copy = connection.pipe(.sent, pipe.direction).readCopies.take(
+                endingAt: end,
+                frame,
+                sameBytes: end - Int64(frame.count) >= pipe.verbatim.writtenSince
+            )
+        {
             return auditWrittenCopy(of: copy, endingAt: end, pipe: pipe, connection: connection, time: time)
         }
         let slot = pipe.direction == .upstream ? 0 : 1
@@ -39,15 +49,33 @@ extension AuditEngine {
             if let ack = fields.ack, pipe.role == .delivered {
                 written(seq: nil, ack: ack, connectionStream(), endingAt: end, pipe: pipe, connection: connection, time: time)
             } else if copies, pipe.role == .sent, fields.ack == nil {
-                pipe.readCopies.append(ReadCopy(end: end, length: frame.count, hash: ReadCopies.hash(frame), seq: nil, ack: nil,
-                                                ignored: fields.ignored, stream: nil))
+                pipe.readCopies.append(
+                    ReadCopy(
+                        end: end,
+                        length: frame.count,
+                        hash: ReadCopies.hash(frame),
+                        seq: nil,
+                        ack: nil,
+                        ignored: fields.ignored,
+                        stream: nil
+                    )
+                )
             }
             return
         }
         let connectionStream = connectionStream()
         if copies, pipe.role == .sent {
-            pipe.readCopies.append(ReadCopy(end: end, length: frame.count, hash: ReadCopies.hash(frame), seq: seq, ack: fields.ack,
-                                            ignored: false, stream: connectionStream))
+            pipe.readCopies.append(
+                ReadCopy(
+                    end: end,
+                    length: frame.count,
+                    hash: ReadCopies.hash(frame),
+                    seq: seq,
+                    ack: fields.ack,
+                    ignored: false,
+                    stream: connectionStream
+                )
+            )
         }
         guard isPlausible(seq, connectionStream.ledger, pipe: pipe, connection: connection, time: time) else { return }
         if pipe.role == .sent {
@@ -60,8 +88,13 @@ extension AuditEngine {
 
     /// A message written to its consumer whose fields were read as it was read from the producer (its bytes are the
     /// same): counted and judged as ``audit(_:endingAt:pipe:connection:time:call:)`` would, without reading them again.
-    private func auditWrittenCopy(of copy: ReadCopy, endingAt end: Int64, pipe: FramePipe, connection: ConnectionState,
-                                  time: Int64) {
+    private func auditWrittenCopy(
+        of copy: ReadCopy,
+        endingAt end: Int64,
+        pipe: FramePipe,
+        connection: ConnectionState,
+        time: Int64
+    ) {
         if copy.ignored {
             messageStats.ignored += 1
         } else if copy.seq == nil, copy.ack == nil {
@@ -74,8 +107,15 @@ extension AuditEngine {
     /// The written copy of a message of `stream` whose fields were read from its read copy: judged on `pipe` as if
     /// read there.
     @inline(__always)
-    func writtenCopy(seq: Int64, ack: Int64?, _ stream: ConnectionStream, endingAt end: Int64, pipe: FramePipe,
-                     connection: ConnectionState, time: Int64) {
+    func writtenCopy(
+        seq: Int64,
+        ack: Int64?,
+        _ stream: ConnectionStream,
+        endingAt end: Int64,
+        pipe: FramePipe,
+        connection: ConnectionState,
+        time: Int64
+    ) {
         if pipe.cached !== stream {
             // What looking the stream up on this pipe would have left in its cache.
             pipe.cached = stream
@@ -90,24 +130,43 @@ extension AuditEngine {
     /// Whether `seq` can be audited: a seq more than ``seqJumpLimit`` past the highest of its stream so far is a
     /// `seq jump` anomaly (counted, reported once per stream, not audited), never billions of lost messages.
     @inline(__always)
-    func isPlausible(_ seq: Int64, _ ledger: StreamLedger, pipe: FramePipe, connection: ConnectionState,
-                             time: Int64) -> Bool {
+    func isPlausible(
+        _ seq: Int64,
+        _ ledger: StreamLedger,
+        pipe: FramePipe,
+        connection: ConnectionState,
+        time: Int64
+    ) -> Bool {
         let (limit, overflow) = max(ledger.highestSent, ledger.highestDelivered).addingReportingOverflow(Self.seqJumpLimit)
         guard seq > limit, !overflow else { return true }
         messageStats.seqJumps += 1
         if !ledger.reportedSeqJump {
             ledger.reportedSeqJump = true
-            record(.seqJump, ledger, direction: pipe.direction, from: max(ledger.highestSent, ledger.highestDelivered), to: seq,
-                   time: time, connection: connection.id,
-                   detail: "seq \(seq) is more than \(Self.seqJumpLimit) past the highest so far: not audited (reported once per stream)")
+            record(
+                .seqJump,
+                ledger,
+                direction: pipe.direction,
+                from: max(ledger.highestSent, ledger.highestDelivered),
+                to: seq,
+                time: time,
+                connection: connection.id,
+                detail: "seq \(seq) is more than \(Self.seqJumpLimit) past the highest so far: not audited (reported once per stream)"
+            )
         }
         return false
     }
 
     /// A message was written to its consumer: delivered now, or once the consumer's TCP acknowledged its last byte.
     @inline(__always)
-    func written(seq: Int64?, ack: Int64?, _ stream: ConnectionStream, endingAt end: Int64, pipe: FramePipe,
-                         connection: ConnectionState, time: Int64) {
+    func written(
+        seq: Int64?,
+        ack: Int64?,
+        _ stream: ConnectionStream,
+        endingAt end: Int64,
+        pipe: FramePipe,
+        connection: ConnectionState,
+        time: Int64
+    ) {
         guard deliveryPoint == .acknowledged, end > pipe.acknowledged else {
             return delivered(seq: seq, ack: ack, stream, connection: connection.id, time: time)
         }
@@ -150,8 +209,14 @@ extension AuditEngine {
     }
 
     @inline(__always)
-    private func delivered(seq: Int64?, ack: Int64?, _ stream: ConnectionStream, connection: ConnectionID, time: Int64,
-                           late: Bool = false) {
+    private func delivered(
+        seq: Int64?,
+        ack: Int64?,
+        _ stream: ConnectionStream,
+        connection: ConnectionID,
+        time: Int64,
+        late: Bool = false
+    ) {
         if let ack { acknowledge(ack, on: stream.ledger) }
         if let seq { delivered(seq, stream, connection: connection, time: time, late: late) }
     }
@@ -160,8 +225,15 @@ extension AuditEngine {
         messageStats.unconfirmed += 1
         guard !connection.reportedUnconfirmed else { return }
         connection.reportedUnconfirmed = true
-        record(.unconfirmed, pipe.cached?.ledger, direction: pipe.direction, time: time, connection: connection.id,
-               detail: "more than \(PendingDeliveries.capacity) messages written to the \(pipe.direction.consumer) and never acknowledged by its TCP (a capture without its ACK segments?): the oldest are counted as delivered when written (reported once per connection)")
+        record(
+            .unconfirmed,
+            pipe.cached?.ledger,
+            direction: pipe.direction,
+            time: time,
+            connection: connection.id,
+            detail:
+                "more than \(PendingDeliveries.capacity) messages written to the \(pipe.direction.consumer) and never acknowledged by its TCP (a capture without its ACK segments?): the oldest are counted as delivered when written (reported once per connection)"
+        )
     }
 
     func undecodable(_ frame: UnsafeBufferPointer<UInt8>, pipe: FramePipe, connection: ConnectionState, time: Int64) {
@@ -169,8 +241,15 @@ extension AuditEngine {
         guard !connection.reportedUndecodable else { return }
         connection.reportedUndecodable = true
         let snippet = String(decoding: frame.prefix(80), as: UTF8.self).map { $0.isASCII && !$0.isNewline ? $0 : "." }
-        record(.undecodable, pipe.cached?.ledger, direction: pipe.direction, time: time, connection: connection.id,
-               detail: "not a \(spec.format.rawValue) message with an integer '\(spec.resolved(for: pipe.direction).seq)': \(String(snippet)) (reported once per connection)")
+        record(
+            .undecodable,
+            pipe.cached?.ledger,
+            direction: pipe.direction,
+            time: time,
+            connection: connection.id,
+            detail:
+                "not a \(spec.format.rawValue) message with an integer '\(spec.resolved(for: pipe.direction).seq)': \(String(snippet)) (reported once per connection)"
+        )
     }
 
     /// The state of the stream the message names (or the connection's default stream) on this connection.
@@ -241,7 +320,10 @@ extension AuditEngine {
     @inline(__always)
     func sent(_ seq: Int64, _ stream: ConnectionStream, time: Int64) {
         let ledger = stream.ledger
-        guard seq >= ledger.seqStart else { messageStats.belowStart += 1; return }
+        guard seq >= ledger.seqStart else {
+            messageStats.belowStart += 1
+            return
+        }
         ledger.counts.sent += 1
         if seq > ledger.highestSent { ledger.highestSent = seq }
         stream.inFlight.insert(seq)
@@ -252,7 +334,10 @@ extension AuditEngine {
     @inline(__always)
     private func delivered(_ seq: Int64, _ stream: ConnectionStream, connection: ConnectionID, time: Int64, late: Bool = false) {
         let ledger = stream.ledger
-        guard seq >= ledger.seqStart else { messageStats.belowStart += 1; return }
+        guard seq >= ledger.seqStart else {
+            messageStats.belowStart += 1
+            return
+        }
         ledger.counts.delivered += 1
         activity.count(.delivered, at: time)
         if !stream.inFlight.isEmpty {
@@ -273,13 +358,28 @@ extension AuditEngine {
         let highest = ledger.highestDelivered
         if seq < highest {
             ledger.counts.reordered += 1
-            record(.reordered, ledger, direction: ledger.direction, from: seq, to: seq, time: time, connection: connection,
-                   detail: "after \(highest)")
+            record(
+                .reordered,
+                ledger,
+                direction: ledger.direction,
+                from: seq,
+                to: seq,
+                time: time,
+                connection: connection,
+                detail: "after \(highest)"
+            )
         } else {
             if seq > highest + 1 {
                 ledger.counts.gaps += 1
-                record(.gap, ledger, direction: ledger.direction, from: highest + 1, to: seq - 1, time: time,
-                       connection: connection)
+                record(
+                    .gap,
+                    ledger,
+                    direction: ledger.direction,
+                    from: highest + 1,
+                    to: seq - 1,
+                    time: time,
+                    connection: connection
+                )
             }
             ledger.highestDelivered = seq
         }
@@ -302,8 +402,11 @@ extension AuditEngine {
         }
         connection.pipe(.sent, side.producing).decoder.dropPartial()
         if how != .fin { endDeliveries(toward: side, of: connection, how: how, time: time) }
-        let carried = synthetic ? [] : connection.streams.flatMap { $0.values.filter(\.carriedTraffic).map(\.ledger) }
-            .sorted { $0.index < $1.index }
+        let carried =
+            synthetic
+            ? []
+            : connection.streams.flatMap { $0.values.filter(\.carriedTraffic).map(\.ledger) }
+                .sorted { $0.index < $1.index }
         if !synthetic {
             recovery.closed(id, side: side, kind: how, at: time, first: first, streams: first ? carried : [])
             if first { activity.count(.closed, at: time) }
@@ -342,8 +445,15 @@ extension AuditEngine {
             let ledger = writePipe.cached?.ledger
             ledger?.counts.truncated += 1
             if ledger == nil { messageStats.undecodable += 1 }
-            record(.truncated, ledger, direction: consumed, from: (ledger?.highestDelivered).map { $0 + 1 }, time: time,
-                   connection: connection.id, detail: "a frame cut in half when the \(side) leg closed (\(how.rawValue))")
+            record(
+                .truncated,
+                ledger,
+                direction: consumed,
+                from: (ledger?.highestDelivered).map { $0 + 1 },
+                time: time,
+                connection: connection.id,
+                detail: "a frame cut in half when the \(side) leg closed (\(how.rawValue))"
+            )
         }
         // Written and not acknowledged (yet: a late acknowledgement still delivers them): their seqs are cut in flight.
         // The consumer may have taken them all the same (its acknowledgement came after the proxy last read its

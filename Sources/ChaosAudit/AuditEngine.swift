@@ -168,7 +168,14 @@ public final class AuditEngine {
             recovery.refused(at: event.time)
             if reason.hasPrefix(TLSSpec.refusalPrefix) {
                 protocolStats.tlsFailures += 1
-                record(.tls, nil, direction: .upstream, time: event.time, connection: 0, detail: String(reason.dropFirst(TLSSpec.refusalPrefix.count)))
+                record(
+                    .tls,
+                    nil,
+                    direction: .upstream,
+                    time: event.time,
+                    connection: 0,
+                    detail: String(reason.dropFirst(TLSSpec.refusalPrefix.count))
+                )
             }
         case .closed(let side, let how):
             closed(event.connection, side: side, how: how, time: event.time)
@@ -253,13 +260,32 @@ public final class AuditEngine {
         anomaly.faultActive = fault.active
     }
 
-    func record(_ kind: Anomaly.Class, _ ledger: StreamLedger?, direction: Direction, from: Int64? = nil,
-                to: Int64? = nil, time: Int64, connection: ConnectionID, detail: String? = nil) {
-        anomalies.add({
-            var anomaly = Anomaly(kind: kind, stream: ledger?.name ?? "", direction: ledger?.direction ?? direction,
-                                  fromSeq: from, toSeq: to, atS: Double(time) / 1e9, connection: connection, detail: detail)
-            label(&anomaly)
-            return anomaly
-        }(), kind: kind)
+    func record(
+        _ kind: Anomaly.Class,
+        _ ledger: StreamLedger?,
+        direction: Direction,
+        from: Int64? = nil,
+        to: Int64? = nil,
+        time: Int64,
+        connection: ConnectionID,
+        detail: String? = nil
+    ) {
+        anomalies.add(
+            {
+                var anomaly = Anomaly(
+                    kind: kind,
+                    stream: ledger?.name ?? "",
+                    direction: ledger?.direction ?? direction,
+                    fromSeq: from,
+                    toSeq: to,
+                    atS: Double(time) / 1e9,
+                    connection: connection,
+                    detail: detail
+                )
+                label(&anomaly)
+                return anomaly
+            }(),
+            kind: kind
+        )
     }
 }

@@ -38,9 +38,16 @@ public final class FaultInjector: Sendable {
     /// `number` tells its shaping apart from other injectors' on the same proxies (0: the run's own
     /// timeline; a control-API fault: its id). `skippingBefore`: the clock's time when the timeline is handed over
     /// late (a control-API fault, whose times count from the proxy's start): occurrences over by then are skipped.
-    public init(timeline: Timeline, skippingBefore: Int64 = 0, number: Int = 0, proxies: [any FaultTarget], clock: any FaultClock,
-                sink: (any TrafficEventSink)?, logger: Logger = Logger(label: "chaos.faults"),
-                onApplied: (@Sendable (FaultOccurrence, Applied) -> Void)? = nil) {
+    public init(
+        timeline: Timeline,
+        skippingBefore: Int64 = 0,
+        number: Int = 0,
+        proxies: [any FaultTarget],
+        clock: any FaultClock,
+        sink: (any TrafficEventSink)?,
+        logger: Logger = Logger(label: "chaos.faults"),
+        onApplied: (@Sendable (FaultOccurrence, Applied) -> Void)? = nil
+    ) {
         self.timeline = timeline
         self.skippingBefore = skippingBefore
         self.number = number
@@ -53,10 +60,21 @@ public final class FaultInjector: Sendable {
 
     /// An injector of occurrences applied one at a time (``apply(_:)``, ``lift(_:)``) rather than from a timeline:
     /// a Toxiproxy toxic, which lasts until it is deleted.
-    public convenience init(number: Int, proxies: [any FaultTarget], clock: any FaultClock, sink: (any TrafficEventSink)?,
-                            logger: Logger = Logger(label: "chaos.faults")) {
-        self.init(timeline: Timeline(seed: 0, duration: .zero, occurrences: []), number: number, proxies: proxies,
-                  clock: clock, sink: sink, logger: logger)
+    public convenience init(
+        number: Int,
+        proxies: [any FaultTarget],
+        clock: any FaultClock,
+        sink: (any TrafficEventSink)?,
+        logger: Logger = Logger(label: "chaos.faults")
+    ) {
+        self.init(
+            timeline: Timeline(seed: 0, duration: .zero, occurrences: []),
+            number: number,
+            proxies: proxies,
+            clock: clock,
+            sink: sink,
+            logger: logger
+        )
     }
 
     /// Every occurrence applied so far.
@@ -170,8 +188,13 @@ public final class FaultInjector: Sendable {
     /// Starts an occurrence; returns how many connections it hit and, for a handoff, whom.
     private func begin(_ occurrence: FaultOccurrence) async -> (Int, [ObjectIdentifier: [ConnectionID]]) {
         sink?.record(TrafficEvent(time: clock.now(), connection: 0, kind: .faultStarted(mark(occurrence))))
-        logger.info("fault", metadata: ["fault.kind": "\(occurrence.kind.rawValue)", "fault.index": "\(occurrence.index)",
-                                        "fault.detail": "\(occurrence.effect.summary)"])
+        logger.info(
+            "fault",
+            metadata: [
+                "fault.kind": "\(occurrence.kind.rawValue)", "fault.index": "\(occurrence.index)",
+                "fault.detail": "\(occurrence.effect.summary)",
+            ]
+        )
         var hit = 0
         var handoff: [ObjectIdentifier: [ConnectionID]] = [:]
         for proxy in proxies(for: occurrence) {
@@ -220,8 +243,11 @@ public final class FaultInjector: Sendable {
         return await task.value
     }
 
-    private func end(_ occurrence: FaultOccurrence, handoffTargets: [ObjectIdentifier: [ConnectionID]],
-                     cancelled: Bool = false) async {
+    private func end(
+        _ occurrence: FaultOccurrence,
+        handoffTargets: [ObjectIdentifier: [ConnectionID]],
+        cancelled: Bool = false
+    ) async {
         for proxy in proxies(for: occurrence) {
             switch occurrence.effect {
             case .disconnect, .wsClose, .goaway: break

@@ -36,12 +36,15 @@ public struct ChaosDuration: Hashable, Comparable, Sendable, Codable, CustomStri
     /// Parses `250ms`, `5s`, `1.5s`, `2m`, `72h`, `0`. Returns nil for anything else.
     public init?(parsing text: String) {
         let trimmed = text.trimmingWhitespace
-        if trimmed == "0" { self = .zero; return }
+        if trimmed == "0" {
+            self = .zero
+            return
+        }
         // Longest suffix first so that "ms" wins over "s".
         for unit in Self.units.sorted(by: { $0.suffix.count > $1.suffix.count }) where trimmed.hasSuffix(unit.suffix) {
             let number = trimmed.dropLast(unit.suffix.count)
             guard !number.isEmpty, number.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }),
-                  number.filter({ $0 == "." }).count <= 1, let value = Double(number), value.isFinite
+                number.filter({ $0 == "." }).count <= 1, let value = Double(number), value.isFinite
             else { return nil }
             let nanos = value * Double(unit.nanos)
             guard nanos < 9e18 else { return nil }

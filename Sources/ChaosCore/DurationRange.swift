@@ -50,4 +50,3 @@ public struct DurationRange: Hashable, Sendable, Codable, CustomStringConvertibl
         return .success(DurationRange(lower, upper))
     }
 }
-

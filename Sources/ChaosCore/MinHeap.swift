@@ -31,7 +31,8 @@ public struct MinHeap<Element: Comparable>: Sendable where Element: Sendable {
         let smallest = storage.removeLast()
         var parent = 0
         while true {
-            let left = 2 * parent + 1, right = left + 1
+            let left = 2 * parent + 1
+            let right = left + 1
             var smaller = parent
             if left < storage.count, storage[left] < storage[smaller] { smaller = left }
             if right < storage.count, storage[right] < storage[smaller] { smaller = right }

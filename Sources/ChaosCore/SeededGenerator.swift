@@ -30,7 +30,7 @@ public struct SeededGenerator: RandomNumberGenerator, Sendable {
 
     /// An independent generator for a named purpose: the same (seed, label, index) gives the same child.
     public func fork(_ label: String, _ index: UInt64 = 0) -> SeededGenerator {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325 // FNV-1a over the label's UTF-8
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a over the label's UTF-8
         for byte in label.utf8 {
             hash ^= UInt64(byte)
             hash = hash &* 0x100_0000_01b3

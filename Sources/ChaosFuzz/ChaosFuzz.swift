@@ -4,9 +4,11 @@ import Foundation
 /// libFuzzer's driver (`make fuzz` builds with `-sanitize=fuzzer,address -DFUZZING`); the target comes from
 /// `CHAOS_FUZZ_TARGET`, the rest of the command line is libFuzzer's.
 @_silgen_name("LLVMFuzzerRunDriver")
-private func runDriver(_ argc: UnsafeMutablePointer<Int32>,
-                       _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
-                       _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> Int32) -> Int32
+private func runDriver(
+    _ argc: UnsafeMutablePointer<Int32>,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
+    _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> Int32
+) -> Int32
 
 /// The target this process fuzzes, read once.
 private let selectedTarget = FuzzTarget(rawValue: ProcessInfo.processInfo.environment["CHAOS_FUZZ_TARGET"] ?? "")

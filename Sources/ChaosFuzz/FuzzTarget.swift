@@ -20,16 +20,19 @@ struct FuzzTarget: Sendable {
     let run: @Sendable ([UInt8]) -> Void
 
     /// Every target: the scenario, then one per protocol plug-in that has a fuzz setup, then pcap and api.
-    static let allCases: [FuzzTarget] = [FuzzTarget(rawValue: "scenario") { scenario($0) }]
+    static let allCases: [FuzzTarget] =
+        [FuzzTarget(rawValue: "scenario") { scenario($0) }]
         + ProtocolRegistry.plugins.filter { $0.fuzzSetup([]) != nil }.map { plugin in
             FuzzTarget(rawValue: plugin.name) { data in
                 guard let setup = plugin.fuzzSetup(data) else { return }
                 audit(setup.input, spec: setup.spec, prelude: setup.prelude)
             }
         }
-        + [FuzzTarget(rawValue: "pcap") { pcap($0) }, FuzzTarget(rawValue: "api") { api($0) },
-           FuzzTarget(rawValue: "tls") { tls($0) }, FuzzTarget(rawValue: "tls-capture") { tlsCapture($0) },
-           FuzzTarget(rawValue: "events") { events($0) }]
+        + [
+            FuzzTarget(rawValue: "pcap") { pcap($0) }, FuzzTarget(rawValue: "api") { api($0) },
+            FuzzTarget(rawValue: "tls") { tls($0) }, FuzzTarget(rawValue: "tls-capture") { tlsCapture($0) },
+            FuzzTarget(rawValue: "events") { events($0) },
+        ]
 
     private init(rawValue: String, run: @escaping @Sendable ([UInt8]) -> Void) {
         self.rawValue = rawValue
@@ -57,8 +60,11 @@ struct FuzzTarget: Sendable {
             _ = hello.protocols.count
         }
         let block = String(decoding: data, as: UTF8.self)
-        _ = try? Scenario.parse(yaml: "name: t\nduration: 1s\nproxies:\n  - name: p\n    listen: 127.0.0.1:1\n    upstream: 127.0.0.1:2\n    tls: "
-                                + block, file: "fuzz.yaml")
+        _ = try? Scenario.parse(
+            yaml: "name: t\nduration: 1s\nproxies:\n  - name: p\n    listen: 127.0.0.1:1\n    upstream: 127.0.0.1:2\n    tls: "
+                + block,
+            file: "fuzz.yaml"
+        )
     }
 
     /// A capture's TLS decryption: a key log (the bytes before the first 0), then the conversation's TCP bytes and
@@ -98,10 +104,17 @@ struct FuzzTarget: Sendable {
         // What the control API does with a POST /faults body (ControlAPI.addFault), without the sockets.
         let proxies = [ProxySpec(name: "p", listen: HostPort(host: "127.0.0.1", port: 7000), upstream: HostPort(host: "127.0.0.1", port: 7001))]
         let forever = Scenario.longestDuration
-        guard let rule = try? FaultRule.parse(String(decoding: data, as: UTF8.self), proxies: proxies, duration: forever,
-                                             source: "request body", instantAt: .zero),
-              (try? rule.checkInvariants(source: "request body", proxies: ["p"])) != nil,
-              (try? rule.checkBegins(within: forever, source: "request body")) != nil else { return }
+        guard
+            let rule = try? FaultRule.parse(
+                String(decoding: data, as: UTF8.self),
+                proxies: proxies,
+                duration: forever,
+                source: "request body",
+                instantAt: .zero
+            ),
+            (try? rule.checkInvariants(source: "request body", proxies: ["p"])) != nil,
+            (try? rule.checkBegins(within: forever, source: "request body")) != nil
+        else { return }
         let timeline = Timeline(rules: [rule], seed: 1, duration: forever)
         _ = timeline.lines(first: 20)
         _ = timeline.count(upTo: 1000)
@@ -167,7 +180,8 @@ struct FuzzTarget: Sendable {
 
     private static func pcap(_ data: [UInt8]) {
         guard FileManager.default.createFile(atPath: capturePath, contents: Data(data)),
-              let engine = try? AuditEngine(spec: ProtocolSpec()) else { return }
+            let engine = try? AuditEngine(spec: ProtocolSpec())
+        else { return }
         _ = try? CaptureReader.read(path: capturePath) { engine.ingest($0) }
         _ = engine.finish()
     }
@@ -176,8 +190,8 @@ struct FuzzTarget: Sendable {
     /// fed to a lines audit as a merge would (out-of-order times, unknown connections and all).
     private static func events(_ data: [UInt8]) {
         guard FileManager.default.createFile(atPath: eventsFolder + "/events.bin", contents: Data(data)),
-              let reader = try? EventFileReader(folder: eventsFolder),
-              let engine = try? AuditEngine(spec: ProtocolSpec(framing: .lines, seq: "seq", stream: "stream", ack: "ack"))
+            let reader = try? EventFileReader(folder: eventsFolder),
+            let engine = try? AuditEngine(spec: ProtocolSpec(framing: .lines, seq: "seq", stream: "stream", ack: "ack"))
         else { return }
         var count = 0
         while count < 100_000, let event = try? reader.next() {

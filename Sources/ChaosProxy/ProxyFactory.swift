@@ -18,9 +18,16 @@ public struct ProxyFactory: Sendable {
     let logger: Logger
 
     /// A factory; each proxy's generator is `seed` forked by its name.
-    public init(group: any EventLoopGroup, sink: (any TrafficEventSink)?, clock: RunClock, ids: ConnectionIDSource = ConnectionIDSource(),
-                seed: SeededGenerator, baseline: LinkProfile? = nil, options: ProxyServer.Options = ProxyServer.Options(),
-                logger: Logger = Logger(label: "chaos.proxy")) {
+    public init(
+        group: any EventLoopGroup,
+        sink: (any TrafficEventSink)?,
+        clock: RunClock,
+        ids: ConnectionIDSource = ConnectionIDSource(),
+        seed: SeededGenerator,
+        baseline: LinkProfile? = nil,
+        options: ProxyServer.Options = ProxyServer.Options(),
+        logger: Logger = Logger(label: "chaos.proxy")
+    ) {
         self.group = group
         self.sink = sink
         self.clock = clock
@@ -33,7 +40,16 @@ public struct ProxyFactory: Sendable {
 
     /// A proxy for `spec`, not started.
     public func make(_ spec: ProxySpec) -> ProxyServer {
-        ProxyServer(spec: spec, group: group, sink: sink, clock: clock, ids: ids, seed: seed.fork("proxy:" + spec.name),
-                    baseline: baseline, options: options, logger: logger)
+        ProxyServer(
+            spec: spec,
+            group: group,
+            sink: sink,
+            clock: clock,
+            ids: ids,
+            seed: seed.fork("proxy:" + spec.name),
+            baseline: baseline,
+            options: options,
+            logger: logger
+        )
     }
 }

@@ -54,8 +54,13 @@ extension ProxyServer {
     var epollRoute: EpollRelayRoute? {
         guard let upstream = upstreamAddress else { return nil }
         return EpollRelayRoute(
-            proxyName: spec.name, upstream: upstream, sink: sink, clock: clock, counters: counters,
-            connectTimeout: options.connectTimeout, logger: logger,
+            proxyName: spec.name,
+            upstream: upstream,
+            sink: sink,
+            clock: clock,
+            counters: counters,
+            connectTimeout: options.connectTimeout,
+            logger: logger,
             finished: { [weak self] id in
                 self?.state.withLock { state in
                     state.epollRelay.removeValue(forKey: id)
@@ -66,7 +71,8 @@ extension ProxyServer {
                 self?.state.withLock { state in
                     if let cut = state.epollRelay.removeValue(forKey: id) { state.epollLingering[id] = cut }
                 }
-            })
+            }
+        )
     }
 
     /// Gives an accepted client socket to NIO, which then dials the upstream as for any connection.
@@ -89,12 +95,17 @@ extension ProxyServer {
     /// The connections `ids` names (all when nil), after running `body` on the state. Those still on
     /// the epoll relay are moved to NIO first, so that shaping can act on them, unless `inPlace`
     /// (a cut needs no shaping): then they come back apart.
-    func targetConnections(_ ids: [ConnectionID]?, inPlace: Bool = false,
-                           _ body: (inout State) -> Void) async -> (nio: [ProxiedConnection], epoll: [EpollRelayConnection]) {
+    func targetConnections(
+        _ ids: [ConnectionID]?,
+        inPlace: Bool = false,
+        _ body: (inout State) -> Void
+    ) async -> (nio: [ProxiedConnection], epoll: [EpollRelayConnection]) {
         let (ready, moving, relayed) = state.withLock { state in
             body(&state)
             let wanted = ids ?? (Array(state.connections.keys) + Array(state.epollRelay.keys) + Array(state.moving.keys))
-            var ready: [ProxiedConnection] = [], moving: [Task<ProxiedConnection?, Never>] = [], relayed: [EpollRelayConnection] = []
+            var ready: [ProxiedConnection] = []
+            var moving: [Task<ProxiedConnection?, Never>] = []
+            var relayed: [EpollRelayConnection] = []
             for id in Set(wanted).sorted() {
                 if let connection = state.connections[id] {
                     ready.append(connection)
@@ -123,7 +134,7 @@ extension ProxyServer {
         defer { state.withLock { _ = $0.moving.removeValue(forKey: id) } }
         let detached = await withCheckedContinuation { continuation in
             let taken = connection.loop.execute { connection.detach { continuation.resume(returning: $0) } }
-            if !taken { continuation.resume(returning: nil) } // the loop stopped: it reset the connection
+            if !taken { continuation.resume(returning: nil) }  // the loop stopped: it reset the connection
         }
         guard let detached else { return nil }
         let loop = group.next()
@@ -135,7 +146,8 @@ extension ProxyServer {
                 }
                 .withConnectedSocket(fd)
         }
-        let client = leg(detached.client, .client), server = leg(detached.server, .server)
+        let client = leg(detached.client, .client)
+        let server = leg(detached.server, .server)
         do {
             let (clientChannel, serverChannel) = try await (client.get(), server.get())
             return try await loop.submit {

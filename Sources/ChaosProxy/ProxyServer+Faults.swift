@@ -1,7 +1,7 @@
 public import ChaosCore
+import Logging
 import NIOCore
 import NIOPosix
-import Logging
 import Synchronization
 
 extension ProxyServer {

@@ -80,9 +80,17 @@ public final class ProxyServer: Sendable {
     }
 
     /// A proxy for `spec`; events go to `sink`, times come from `clock`, connection numbers from `ids`.
-    public init(spec: ProxySpec, group: any EventLoopGroup, sink: (any TrafficEventSink)?, clock: RunClock,
-                ids: ConnectionIDSource, seed: SeededGenerator, baseline: LinkProfile? = nil,
-                options: Options = Options(), logger: Logger = Logger(label: "chaos.proxy")) {
+    public init(
+        spec: ProxySpec,
+        group: any EventLoopGroup,
+        sink: (any TrafficEventSink)?,
+        clock: RunClock,
+        ids: ConnectionIDSource,
+        seed: SeededGenerator,
+        baseline: LinkProfile? = nil,
+        options: Options = Options(),
+        logger: Logger = Logger(label: "chaos.proxy")
+    ) {
         self.spec = spec
         self.group = group
         self.sink = sink
@@ -120,31 +128,42 @@ public final class ProxyServer: Sendable {
     func rebind(_ address: SocketAddress) async throws -> Listener { try await bind(address) }
 
     private func bind(_ address: SocketAddress) async throws -> Listener {
-        if let loops = options.epollRelay, spec.tls == nil { // TLS lives in the NIO relay
+        if let loops = options.epollRelay, spec.tls == nil {  // TLS lives in the NIO relay
             do {
                 let route = epollRoute
-                return .epollRelay(try await EpollRelayListener(address: address, backlog: options.backlog, group: loops,
-                                                                logger: logger) {
-                    [self] client, loop in admit(client, on: loop, route: route)
-                })
+                return .epollRelay(
+                    try await EpollRelayListener(
+                        address: address,
+                        backlog: options.backlog,
+                        group: loops,
+                        logger: logger
+                    ) {
+                        [self] client, loop in admit(client, on: loop, route: route)
+                    }
+                )
             } catch {
                 throw ChaosError(.network, "proxy '\(spec.name)': cannot listen on \(spec.listen): \(error)")
             }
         }
         do {
-            return .nio(try await ServerBootstrap(group: group)
-                .serverChannelOption(ChannelOptions.backlog, value: options.backlog)
-                .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
-                .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
-                .childChannelOption(ChannelOptions.tcpOption(.tcp_nodelay), value: 1)
-                .childChannelInitializer { [self] child in
-                    child.eventLoop.makeCompletedFuture {
-                        if let tls = state.withLock({ $0.tls }) { self.acceptTLS(child, id: ids.next(), tls: tls) }
-                        else { self.accept(child, id: ids.next()) }
+            return .nio(
+                try await ServerBootstrap(group: group)
+                    .serverChannelOption(ChannelOptions.backlog, value: options.backlog)
+                    .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+                    .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+                    .childChannelOption(ChannelOptions.tcpOption(.tcp_nodelay), value: 1)
+                    .childChannelInitializer { [self] child in
+                        child.eventLoop.makeCompletedFuture {
+                            if let tls = state.withLock({ $0.tls }) {
+                                self.acceptTLS(child, id: ids.next(), tls: tls)
+                            } else {
+                                self.accept(child, id: ids.next())
+                            }
+                        }
                     }
-                }
-                .bind(to: address)
-                .get())
+                    .bind(to: address)
+                    .get()
+            )
         } catch {
             throw ChaosError(.network, "proxy '\(spec.name)': cannot listen on \(spec.listen): \(error)")
         }
@@ -160,8 +179,10 @@ public final class ProxyServer: Sendable {
         await listener?.close()
         for task in moving { _ = await task.value }
         let (connections, epollRelay) = state.withLock { state in
-            (Array(state.connections.values) + Array(state.lingering.values),
-             Array(state.epollRelay.values) + Array(state.epollLingering.values))
+            (
+                Array(state.connections.values) + Array(state.lingering.values),
+                Array(state.epollRelay.values) + Array(state.epollLingering.values)
+            )
         }
         for connection in epollRelay {
             await connection.loop.submit { connection.terminate() }
@@ -193,13 +214,18 @@ public final class ProxyServer: Sendable {
     /// sends (data, FIN, RST) before the upstream answers is lost.
     func addLegHandlers(_ channel: any Channel, side: Side, generator: SeededGenerator) throws {
         let shaper = ShapingHandler(highWater: options.maxHeldBytes, generator: generator.fork(side.rawValue))
-        try channel.pipeline.syncOperations.addHandlers([shaper, RelayHandler(side: side, busyPoller: options.busyPolling?.poller(for: channel.eventLoop))])
+        try channel.pipeline.syncOperations.addHandlers([
+            shaper, RelayHandler(side: side, busyPoller: options.busyPolling?.poller(for: channel.eventLoop)),
+        ])
     }
 
     private func leg(_ channel: any Channel) throws -> ProxiedConnection.Leg {
         let sync = channel.pipeline.syncOperations
-        return ProxiedConnection.Leg(channel: channel, relay: try sync.handler(type: RelayHandler.self),
-                                     shaper: try sync.handler(type: ShapingHandler.self))
+        return ProxiedConnection.Leg(
+            channel: channel,
+            relay: try sync.handler(type: RelayHandler.self),
+            shaper: try sync.handler(type: ShapingHandler.self)
+        )
     }
 
     func accept(_ client: any Channel, id: ConnectionID) {
@@ -236,24 +262,39 @@ public final class ProxyServer: Sendable {
                 sink?.record(TrafficEvent(time: clock.now(), connection: 0, kind: .refused(proxy: spec.name, reason: reason)))
                 logger.debug("upstream unreachable", metadata: ["proxy.name": "\(spec.name)", "error": "\(reason)"])
             case .reset(.client): client.closeWithReset()
-            default: break // no server channel, nothing wired to forget
+            default: break  // no server channel, nothing wired to forget
             }
         }
     }
 
     /// Joins both legs into a live connection; `adopted` carries what an epoll relay had
     /// already done for it. Returns nil (both legs reset) when it cannot.
-    func wire(id: ConnectionID, client: any Channel, server: any Channel,
-              adopted: ProxiedConnection.Adoption? = nil) -> ProxiedConnection? {
+    func wire(
+        id: ConnectionID,
+        client: any Channel,
+        server: any Channel,
+        adopted: ProxiedConnection.Adoption? = nil
+    ) -> ProxiedConnection? {
         do {
             // Addresses are looked up only when the sink wants them (each lookup is a system call).
-            let endpoints = sink?.recordsTraffic != true ? ConnectionEndpoints(proxy: spec.name, client: "", listen: "", proxyLocal: "", server: "")
+            let endpoints =
+                sink?.recordsTraffic != true
+                ? ConnectionEndpoints(proxy: spec.name, client: "", listen: "", proxyLocal: "", server: "")
                 : ConnectionEndpoints(
-                    proxy: spec.name, client: client.remoteAddress?.hostPort ?? "?", listen: client.localAddress?.hostPort ?? "?",
-                    proxyLocal: server.localAddress?.hostPort ?? "?", server: server.remoteAddress?.hostPort ?? "?")
+                    proxy: spec.name,
+                    client: client.remoteAddress?.hostPort ?? "?",
+                    listen: client.localAddress?.hostPort ?? "?",
+                    proxyLocal: server.localAddress?.hostPort ?? "?",
+                    server: server.remoteAddress?.hostPort ?? "?"
+                )
             let connection = ProxiedConnection(
-                id: id, endpoints: endpoints, client: try leg(client), server: try leg(server),
-                sink: sink, clock: clock, counters: counters,
+                id: id,
+                endpoints: endpoints,
+                client: try leg(client),
+                server: try leg(server),
+                sink: sink,
+                clock: clock,
+                counters: counters,
                 onCut: { [weak self] id in
                     self?.state.withLock { state in
                         if let cut = state.connections.removeValue(forKey: id) { state.lingering[id] = cut }
@@ -264,7 +305,8 @@ public final class ProxyServer: Sendable {
                         state.connections.removeValue(forKey: id)
                         state.lingering.removeValue(forKey: id)
                     }
-                })
+                }
+            )
             let (baseline, shaping, stopped) = state.withLock { state in
                 if !state.stopped { state.connections[id] = connection }
                 return (state.baseline, state.shaping, state.stopped)
@@ -279,9 +321,12 @@ public final class ProxyServer: Sendable {
             }
             // A connection that started on the epoll relay started with no link profile. Its faults are on
             // before any byte passes (a timeout's timer starts with it).
-            connection.start(baseline: adopted == nil ? baseline : nil,
-                             shaping: shaping.filter { $0.value.reaches(id) }.mapValues(\.effect), adopted: adopted,
-                             path: ConnectionPath(proxyRadio: radio))
+            connection.start(
+                baseline: adopted == nil ? baseline : nil,
+                shaping: shaping.filter { $0.value.reaches(id) }.mapValues(\.effect),
+                adopted: adopted,
+                path: ConnectionPath(proxyRadio: radio)
+            )
             return connection
         } catch {
             client.closeWithReset()

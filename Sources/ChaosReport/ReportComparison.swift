@@ -34,15 +34,21 @@ public struct ReportComparison: Sendable, Codable, Equatable {
         self.baseline = baselineName
         baselineVerdict = baseline.verdict
         currentVerdict = current.verdict
-        let higherIsWorse = ["lost", "duplicated", "redelivered", "reordered", "gaps", "unacked", "truncated",
-                             "recovery_p50", "recovery_p99", "recovery_max", "reconnect_p99", "transit_p99"]
+        let higherIsWorse = [
+            "lost", "duplicated", "redelivered", "reordered", "gaps", "unacked", "truncated",
+            "recovery_p50", "recovery_p99", "recovery_max", "reconnect_p99", "transit_p99",
+        ]
         var rows: [Row] = []
         for figure in higherIsWorse {
             guard let now = current.measured(figure), let before = baseline.measured(figure) else { continue }
             rows.append(Row(figure: figure, baseline: before, current: now, worse: now > before * 1.1 + 1e-6 && now > before))
         }
-        let ratio = Row(figure: "delivery", baseline: baseline.totals.deliveryRatio, current: current.totals.deliveryRatio,
-                        worse: current.totals.deliveryRatio < baseline.totals.deliveryRatio - 1e-9)
+        let ratio = Row(
+            figure: "delivery",
+            baseline: baseline.totals.deliveryRatio,
+            current: current.totals.deliveryRatio,
+            worse: current.totals.deliveryRatio < baseline.totals.deliveryRatio - 1e-9
+        )
         rows.insert(ratio, at: 0)
         self.rows = rows
         let passedBefore = Set(baseline.expectations.filter(\.ok).map(\.name))
@@ -63,7 +69,9 @@ public struct ReportComparison: Sendable, Codable, Equatable {
         }
         lines += ["", "| figure | baseline | now | |", "|---|--:|--:|---|"]
         for row in rows {
-            lines.append("| \(row.figure) | \(RunReport.format(row.baseline, for: row.figure)) | \(RunReport.format(row.current, for: row.figure)) | \(row.worse ? "**worse**" : "") |")
+            lines.append(
+                "| \(row.figure) | \(RunReport.format(row.baseline, for: row.figure)) | \(RunReport.format(row.current, for: row.figure)) | \(row.worse ? "**worse**" : "") |"
+            )
         }
         return lines
     }

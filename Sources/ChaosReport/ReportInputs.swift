@@ -44,11 +44,26 @@ public struct ReportInputs: Sendable {
     public var faultAgentByOccurrence: [Int: String]?
 
     /// Creates the inputs; only the first few are required.
-    public init(scenario: String, seed: UInt64, startedAt: Date, elapsed: ChaosDuration, complete: Bool, timeline: Timeline,
-                audit: AuditResult, expectations: [Expectation], replay: String, planned: ChaosDuration? = nil,
-                connections: ConnectionCounts? = nil, faultConnections: [Int: Int] = [:], pairExits: [String: Int32]? = nil,
-                errorReason: String? = nil, extra: [String: String]? = nil, auditBackpressureS: Double? = nil,
-                faultAgents: [String]? = nil, faultAgentByOccurrence: [Int: String]? = nil) {
+    public init(
+        scenario: String,
+        seed: UInt64,
+        startedAt: Date,
+        elapsed: ChaosDuration,
+        complete: Bool,
+        timeline: Timeline,
+        audit: AuditResult,
+        expectations: [Expectation],
+        replay: String,
+        planned: ChaosDuration? = nil,
+        connections: ConnectionCounts? = nil,
+        faultConnections: [Int: Int] = [:],
+        pairExits: [String: Int32]? = nil,
+        errorReason: String? = nil,
+        extra: [String: String]? = nil,
+        auditBackpressureS: Double? = nil,
+        faultAgents: [String]? = nil,
+        faultAgentByOccurrence: [Int: String]? = nil
+    ) {
         self.scenario = scenario
         self.seed = seed
         self.startedAt = startedAt
@@ -92,30 +107,64 @@ extension RunReport {
             } else if let agents = inputs.faultAgents {
                 detail["agents"] = agents.joined(separator: ", ")
             }
-            return FaultRecord(kind: occurrence.kind.rawValue, occurrence: occurrence.index, atS: occurrence.at.seconds,
-                               forS: occurrence.lasts.seconds,
-                               connections: inputs.faultConnections[occurrence.index] ?? impact?.connectionsClosed ?? 0,
-                               detail: detail,
-                               proxy: occurrence.proxy, reconnectS: impact?.reconnectS, resumeS: impact?.resumeS)
+            return FaultRecord(
+                kind: occurrence.kind.rawValue,
+                occurrence: occurrence.index,
+                atS: occurrence.at.seconds,
+                forS: occurrence.lasts.seconds,
+                connections: inputs.faultConnections[occurrence.index] ?? impact?.connectionsClosed ?? 0,
+                detail: detail,
+                proxy: occurrence.proxy,
+                reconnectS: impact?.reconnectS,
+                resumeS: impact?.resumeS
+            )
         }
         // Faults and toxics added through the control API are not in the timeline: their marks tell what they were.
         let added = audit.faults.filter { $0.occurrence >= FaultMark.apiOccurrence(id: 1, index: 0) }.map { impact in
-            FaultRecord(kind: impact.kind, occurrence: impact.occurrence, atS: impact.atS, forS: impact.forS,
-                        connections: impact.connectionsClosed, detail: ["added_by": "control API", "what": impact.detail ?? ""],
-                        reconnectS: impact.reconnectS, resumeS: impact.resumeS)
+            FaultRecord(
+                kind: impact.kind,
+                occurrence: impact.occurrence,
+                atS: impact.atS,
+                forS: impact.forS,
+                connections: impact.connectionsClosed,
+                detail: ["added_by": "control API", "what": impact.detail ?? ""],
+                reconnectS: impact.reconnectS,
+                resumeS: impact.resumeS
+            )
         }
         let formatter = RunReport.timestampFormatter
-        self.init(schema: Self.schemaVersion, scenario: inputs.scenario, seed: inputs.seed,
-                  startedAt: formatter.string(from: inputs.startedAt), elapsedS: inputs.elapsed.seconds,
-                  plannedS: inputs.planned?.seconds, complete: inputs.complete, verdict: .pass, verdictReason: nil,
-                  replay: inputs.replay, faults: faults + added, totals: audit.totals, streams: audit.streams,
-                  anomalies: audit.anomalies, anomalyCounts: audit.anomalyCounts, recovery: audit.recovery,
-                  connections: inputs.connections ?? ConnectionCounts(opened: audit.connections.opened,
-                                                                      cutByFault: audit.connections.cutByFault,
-                                                                      refused: audit.connections.refused),
-                  expectations: [], messages: audit.messages, activity: audit.activity,
-                  protocolEvents: audit.protocolEvents, pairExits: inputs.pairExits,
-                  extra: inputs.extra, path: audit.path, auditBackpressureS: inputs.auditBackpressureS)
+        self.init(
+            schema: Self.schemaVersion,
+            scenario: inputs.scenario,
+            seed: inputs.seed,
+            startedAt: formatter.string(from: inputs.startedAt),
+            elapsedS: inputs.elapsed.seconds,
+            plannedS: inputs.planned?.seconds,
+            complete: inputs.complete,
+            verdict: .pass,
+            verdictReason: nil,
+            replay: inputs.replay,
+            faults: faults + added,
+            totals: audit.totals,
+            streams: audit.streams,
+            anomalies: audit.anomalies,
+            anomalyCounts: audit.anomalyCounts,
+            recovery: audit.recovery,
+            connections: inputs.connections
+                ?? ConnectionCounts(
+                    opened: audit.connections.opened,
+                    cutByFault: audit.connections.cutByFault,
+                    refused: audit.connections.refused
+                ),
+            expectations: [],
+            messages: audit.messages,
+            activity: audit.activity,
+            protocolEvents: audit.protocolEvents,
+            pairExits: inputs.pairExits,
+            extra: inputs.extra,
+            path: audit.path,
+            auditBackpressureS: inputs.auditBackpressureS
+        )
         judge(inputs.expectations, errorReason: inputs.errorReason)
     }
 }

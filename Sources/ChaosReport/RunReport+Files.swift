@@ -1,5 +1,6 @@
 import ChaosCore
 public import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif

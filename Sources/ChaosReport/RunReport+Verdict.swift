@@ -42,8 +42,13 @@ extension RunReport {
             let expected = hasOperator ? written : "\(expectation.comparison.rawValue) \(written)"
             guard let value = measured(expectation.name) else {
                 unknown.append(expectation.name)
-                return ExpectationResult(name: expectation.name, expected: expected, actual: "unknown figure", ok: false,
-                                         value: nil)
+                return ExpectationResult(
+                    name: expectation.name,
+                    expected: expected,
+                    actual: "unknown figure",
+                    ok: false,
+                    value: nil
+                )
             }
             var ok = expectation.comparison.holds(value, expectation.bound)
             var actual = Self.format(value, for: expectation.name)
@@ -52,7 +57,8 @@ extension RunReport {
                 ok = false
                 actual += " (\(recovery.neverResumed) stream\(recovery.neverResumed == 1 ? "" : "s") never resumed)"
             } else if isRecovery || expectation.name.hasPrefix("reconnect_"),
-                      (isRecovery ? recovery.resumeS.count : recovery.reconnectS.count) == 0 {
+                (isRecovery ? recovery.resumeS.count : recovery.reconnectS.count) == 0
+            {
                 actual += " (no samples)"
             }
             return ExpectationResult(name: expectation.name, expected: expected, actual: actual, ok: ok, value: value)
@@ -66,7 +72,8 @@ extension RunReport {
         } else if let failed = self.expectations.first(where: { !$0.ok }) {
             verdict = .fail
             let count = self.expectations.filter { !$0.ok }.count
-            verdictReason = "\(failed.name) is \(failed.actual), expected \(failed.expected)"
+            verdictReason =
+                "\(failed.name) is \(failed.actual), expected \(failed.expected)"
                 + (count > 1 ? " (and \(count - 1) more)" : "")
         } else {
             verdict = .pass

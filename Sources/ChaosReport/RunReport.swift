@@ -94,8 +94,17 @@ public struct FaultRecord: Sendable, Codable, Equatable {
     public var resumeS: Double?
 
     /// Creates a record.
-    public init(kind: String, occurrence: Int, atS: Double, forS: Double, connections: Int, detail: [String: String],
-                proxy: String? = nil, reconnectS: Double? = nil, resumeS: Double? = nil) {
+    public init(
+        kind: String,
+        occurrence: Int,
+        atS: Double,
+        forS: Double,
+        connections: Int,
+        detail: [String: String],
+        proxy: String? = nil,
+        reconnectS: Double? = nil,
+        resumeS: Double? = nil
+    ) {
         self.kind = kind
         self.occurrence = occurrence
         self.atS = atS

@@ -17,8 +17,12 @@ enum AuditMetrics {
             classes.map { ([("class", $0.0)], $0.1) }
         }
         text.family("chaos_audit_gaps", "gauge", "Gaps in sequence numbers so far.") { [([], totals.gaps)] }
-        text.family("chaos_audit_delivery_ratio", "gauge", "Delivered over sent so far.",
-                    values: [([], totals.deliveryRatio)])
+        text.family(
+            "chaos_audit_delivery_ratio",
+            "gauge",
+            "Delivered over sent so far.",
+            values: [([], totals.deliveryRatio)]
+        )
         let recovery = audit.recovery
         for (name, help, histogram) in [
             ("chaos_audit_reconnect_seconds", "From a fault's disruption to the next accepted connection.", histograms.reconnect),

@@ -24,7 +24,6 @@ final class AuditQueue: @unchecked Sendable {
 
     init(capacity: Int) { self.capacity = max(capacity, 1) }
 
-
     /// Appends `event`, waiting while the queue is full.
     func append(_ event: TrafficEvent) {
         let cost = event.queuedBytes

@@ -1,4 +1,5 @@
 import ChaosCore
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -27,7 +28,8 @@ struct ChildProcess: Sendable {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
-        var every = sigset_t(), none = sigset_t()
+        var every = sigset_t()
+        var none = sigset_t()
         sigfillset(&every)
         sigemptyset(&none)
         posix_spawnattr_setsigdefault(&attributes, &every)

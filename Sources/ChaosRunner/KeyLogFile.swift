@@ -12,7 +12,8 @@ final class KeyLogFile: Sendable {
     init(folder: URL) throws {
         let path = folder.appendingPathComponent("keys.log").path
         guard FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600]),
-              let handle = FileHandle(forWritingAtPath: path) else {
+            let handle = FileHandle(forWritingAtPath: path)
+        else {
             throw CocoaError(.fileWriteNoPermission, userInfo: [NSFilePathErrorKey: path])
         }
         self.handle = Mutex(handle)

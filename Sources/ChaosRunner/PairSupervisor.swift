@@ -45,8 +45,13 @@ public final class PairSupervisor: Sendable {
 
     /// A supervisor for `pair`; `values` fill the placeholders (`listen.port`, …), output goes
     /// under `directory`, and `chaos` at the start of a command means this executable.
-    public init(pair: PairSpec, values: [String: String], directory: URL, selfPath: String,
-                now: @escaping @Sendable () -> Int64) {
+    public init(
+        pair: PairSpec,
+        values: [String: String],
+        directory: URL,
+        selfPath: String,
+        now: @escaping @Sendable () -> Int64
+    ) {
         self.pair = pair
         self.values = values
         self.directory = directory
@@ -97,10 +102,12 @@ public final class PairSupervisor: Sendable {
             state.stopping = true
             return state.running
         }
-        let clients = running.filter { $0.member.name != "server" }, servers = running.filter { $0.member.name == "server" }
+        let clients = running.filter { $0.member.name != "server" }
+        let servers = running.filter { $0.member.name == "server" }
         for group in [clients, servers] where !group.isEmpty {
             for item in group where isRunning(item.member) { item.process.send(SIGTERM) }
-            let grace = (group.first?.member.name == "server" ? pair.server?.stopGrace : pair.client?.stopGrace)
+            let grace =
+                (group.first?.member.name == "server" ? pair.server?.stopGrace : pair.client?.stopGrace)
                 ?? .seconds(Int64(5))
             await waitForExit(group, until: Date().addingTimeInterval(grace.seconds))
             for item in group where isRunning(item.member) { item.process.send(SIGKILL) }
@@ -134,7 +141,8 @@ public final class PairSupervisor: Sendable {
 
     private func launch(name: String, command: String) throws -> Member {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let out = directory.appendingPathComponent("\(name).out"), err = directory.appendingPathComponent("\(name).err")
+        let out = directory.appendingPathComponent("\(name).out")
+        let err = directory.appendingPathComponent("\(name).err")
         _ = FileManager.default.createFile(atPath: out.path, contents: nil)
         _ = FileManager.default.createFile(atPath: err.path, contents: nil)
         let process = try ChildProcess.spawnShell(command, standardOutput: out.path, standardError: err.path)
@@ -164,12 +172,16 @@ public final class PairSupervisor: Sendable {
     private func failure(_ member: Member, _ what: String) -> ChaosError {
         let err = directory.appendingPathComponent("\(member.name).err").path
         // Decoded leniently: a member that died mid-character still shows what it said.
-        let tail = FileManager.default.contents(atPath: err).map { String(decoding: $0, as: UTF8.self) }?
+        let tail =
+            FileManager.default.contents(atPath: err).map { String(decoding: $0, as: UTF8.self) }?
             .split(separator: "\n").suffix(3).joined(separator: " | ") ?? ""
         let status = exitStatus(of: member)
         let missing = status == 127 ? " (command not found)" : ""
-        return ChaosError(.pair, "pair \(member.name) \(what)\(missing): '\(member.command)'; "
-            + "its stderr is in \(err)" + (tail.isEmpty ? "" : ": \(tail)"))
+        return ChaosError(
+            .pair,
+            "pair \(member.name) \(what)\(missing): '\(member.command)'; "
+                + "its stderr is in \(err)" + (tail.isEmpty ? "" : ": \(tail)")
+        )
     }
 
     /// How long a started member must stay alive not to have "exited at once": long enough for a cold start of a
@@ -208,9 +220,11 @@ public final class PairSupervisor: Sendable {
 
     /// `text` as one shell word: as is when it holds only characters the shell reads literally, else quoted.
     static func shellWord(_ text: String) -> String {
-        let plain = !text.isEmpty && text.unicodeScalars.allSatisfy {
-            ($0.isASCII && (CharacterSet.alphanumerics.contains($0) || "._-/:,@%+=".unicodeScalars.contains($0)))
-        }
+        let plain =
+            !text.isEmpty
+            && text.unicodeScalars.allSatisfy {
+                ($0.isASCII && (CharacterSet.alphanumerics.contains($0) || "._-/:,@%+=".unicodeScalars.contains($0)))
+            }
         return plain ? text : "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
     }
 

@@ -19,7 +19,8 @@ struct ProgressReporter: Sendable {
     var interval: Double { isTerminal ? 1 : 60 }
 
     func line(elapsed: Int64, faults: Int, totals: DeliveryCounts?) -> String {
-        var text = "\(Timeline.clock(.nanoseconds(elapsed))) / \(Timeline.clock(planned))"
+        var text =
+            "\(Timeline.clock(.nanoseconds(elapsed))) / \(Timeline.clock(planned))"
             + "  faults \(faults)"
         if let totals {
             text += "  messages \(totals.delivered) delivered  lost so far \(totals.lost)"

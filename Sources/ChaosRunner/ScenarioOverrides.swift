@@ -29,7 +29,8 @@ public struct ScenarioOverrides: Sendable {
             guard let equals = setting.firstIndex(of: "=") else {
                 throw ChaosError.badInput("--set '\(setting)' must be key=value; keys: \(Self.keys.joined(separator: ", "))")
             }
-            let key = String(setting[..<equals]), value = String(setting[setting.index(after: equals)...])
+            let key = String(setting[..<equals])
+            let value = String(setting[setting.index(after: equals)...])
             try set(key, value, in: &scenario)
         }
         if let duration {
@@ -60,8 +61,10 @@ public struct ScenarioOverrides: Sendable {
             scenario.capture = CaptureSpec(enabled: on, ringBytes: scenario.capture?.ringBytes)
         case 3 where parts[0] == "proxies" && ["listen", "upstream", "tls"].contains(parts[2]):
             guard let index = scenario.proxies.firstIndex(where: { $0.name == parts[1] }) else {
-                throw ChaosError.badInput("--set \(key): no proxy named '\(parts[1])'; proxies: "
-                    + scenario.proxies.map(\.name).joined(separator: ", "))
+                throw ChaosError.badInput(
+                    "--set \(key): no proxy named '\(parts[1])'; proxies: "
+                        + scenario.proxies.map(\.name).joined(separator: ", ")
+                )
             }
             if parts[2] == "tls" {
                 // `off` makes the proxy cleartext; anything else is a tls block as a scenario writes it.
@@ -71,7 +74,8 @@ public struct ScenarioOverrides: Sendable {
             guard let address = HostPort(parsing: value) else { throw bad("an address like 127.0.0.1:7000") }
             if parts[2] == "listen" { scenario.proxies[index].listen = address } else { scenario.proxies[index].upstream = address }
         case 3 where parts[0] == "pair" && (parts[1] == "client" || parts[1] == "server"):
-            var process = (parts[1] == "client" ? scenario.pair?.client : scenario.pair?.server)
+            var process =
+                (parts[1] == "client" ? scenario.pair?.client : scenario.pair?.server)
                 ?? ProcessSpec(run: "", ready: nil, count: 1, stopGrace: .seconds(Int64(5)))
             switch parts[2] {
             case "count":

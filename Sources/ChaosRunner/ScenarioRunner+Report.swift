@@ -1,31 +1,46 @@
 import ChaosAudit
+import ChaosControl
 import ChaosCore
 import ChaosProxy
-import ChaosControl
 import ChaosReport
 import Foundation
 
 /// The run's report, as a checkpoint or final.
 extension ScenarioRunner {
-    func makeReport(audit: AuditResult, complete: Bool, elapsed: Int64, startedAt: Date, injector: FaultInjector?,
-                            proxies: [ProxyServer], pair: PairSupervisor?, interrupted: Bool = false,
-                            startupError: String? = nil, auditQueue: (seconds: Double, peakBytes: Int)? = nil,
-                            agentFacts: [String: String] = [:]) -> RunReport {
+    func makeReport(
+        audit: AuditResult,
+        complete: Bool,
+        elapsed: Int64,
+        startedAt: Date,
+        injector: FaultInjector?,
+        proxies: [ProxyServer],
+        pair: PairSupervisor?,
+        interrupted: Bool = false,
+        startupError: String? = nil,
+        auditQueue: (seconds: Double, peakBytes: Int)? = nil,
+        agentFacts: [String: String] = [:]
+    ) -> RunReport {
         let scenario = configuration.scenario
         var faultConnections: [Int: Int] = [:]
         for applied in injector?.appliedSoFar ?? [] { faultConnections[applied.occurrence] = applied.connections }
         // A bare proxy driven by the control API has proxies that come and go: the audit saw all their connections.
         let bare = configuration.scenario.pair == nil && configuration.controlAPI != nil
-        let connections = bare ? nil : ConnectionCounts(
-            opened: proxies.map(\.counters.opened).reduce(0, +), cutByFault: proxies.map(\.counters.cutByFault).reduce(0, +),
-            refused: proxies.map(\.counters.upstreamFailures).reduce(0, +))
+        let connections =
+            bare
+            ? nil
+            : ConnectionCounts(
+                opened: proxies.map(\.counters.opened).reduce(0, +),
+                cutByFault: proxies.map(\.counters.cutByFault).reduce(0, +),
+                refused: proxies.map(\.counters.upstreamFailures).reduce(0, +)
+            )
         var pairExits: [String: Int32]?
         var errorReason = startupError.map { "the run could not start: \($0)" }
         if let pair {
             pairExits = Dictionary(pair.exits.map { ($0.name, $0.status) }, uniquingKeysWith: { first, _ in first })
             let unexpected = pair.exits.filter(\.unexpected)
             if !unexpected.isEmpty {
-                errorReason = "pair process(es) exited during the run: "
+                errorReason =
+                    "pair process(es) exited during the run: "
                     + unexpected.map { "\($0.name) with status \($0.status) at \(Timeline.clock(.nanoseconds($0.at)))" }
                     .joined(separator: ", ")
             }
@@ -42,12 +57,26 @@ extension ScenarioRunner {
         if scenario.protocolSpec == nil, errorReason == nil, !scenario.expectations.isEmpty {
             errorReason = "the scenario has expectations but no protocol: section, so messages could not be audited"
         }
-        return RunReport(ReportInputs(
-            scenario: scenario.name, seed: configuration.timeline.seed, startedAt: startedAt,
-            elapsed: .nanoseconds(elapsed), complete: complete, timeline: configuration.timeline, audit: audit,
-            expectations: scenario.expectations, replay: configuration.replayCommand, planned: configuration.timeline.duration,
-            connections: connections, faultConnections: faultConnections, pairExits: pairExits,
-            errorReason: errorReason, extra: extra, auditBackpressureS: auditQueue?.seconds,
-            faultAgents: configuration.agent.map { [$0] }))
+        return RunReport(
+            ReportInputs(
+                scenario: scenario.name,
+                seed: configuration.timeline.seed,
+                startedAt: startedAt,
+                elapsed: .nanoseconds(elapsed),
+                complete: complete,
+                timeline: configuration.timeline,
+                audit: audit,
+                expectations: scenario.expectations,
+                replay: configuration.replayCommand,
+                planned: configuration.timeline.duration,
+                connections: connections,
+                faultConnections: faultConnections,
+                pairExits: pairExits,
+                errorReason: errorReason,
+                extra: extra,
+                auditBackpressureS: auditQueue?.seconds,
+                faultAgents: configuration.agent.map { [$0] }
+            )
+        )
     }
 }

@@ -10,9 +10,12 @@ extension ScenarioRunner {
     func startCapture(folder: RunFolder?, startedAt: Date, sink: RunSink) throws -> CaptureWriter? {
         let scenario = configuration.scenario
         guard let folder, configuration.capture ?? scenario.capture?.enabled ?? false else { return nil }
-        let writer = try CaptureWriter(directory: folder.url.path, ringBytes: scenario.capture?.ringBytes.map { Int($0) },
-                                       startedAt: startedAt.timeIntervalSince1970,
-                                       decryptedProxies: Set(scenario.proxies.filter { $0.tls != nil }.map(\.name)))
+        let writer = try CaptureWriter(
+            directory: folder.url.path,
+            ringBytes: scenario.capture?.ringBytes.map { Int($0) },
+            startedAt: startedAt.timeIntervalSince1970,
+            decryptedProxies: Set(scenario.proxies.filter { $0.tls != nil }.map(\.name))
+        )
         sink.add { writer.record($0) }
         return writer
     }
@@ -34,7 +37,6 @@ extension ScenarioRunner {
         return proxies
     }
 
-
     /// The factory of the run's proxies (the scenario's, and the control API's).
     func proxyFactory(loops: RelayLoops, clock: RunClock, sink: RunSink?, keyLog: KeyLogFile? = nil) -> ProxyFactory {
         var options = ProxyServer.Options()
@@ -42,8 +44,15 @@ extension ScenarioRunner {
         options.busyPolling = loops.busyPolling
         options.epollRelay = loops.epollRelay
         options.frames = configuration.frames ?? configuration.scenario.frameProtocol
-        return ProxyFactory(group: loops.group, sink: sink, clock: clock, seed: SeededGenerator(seed: configuration.timeline.seed),
-                            baseline: configuration.scenario.baseline, options: options, logger: logger)
+        return ProxyFactory(
+            group: loops.group,
+            sink: sink,
+            clock: clock,
+            seed: SeededGenerator(seed: configuration.timeline.seed),
+            baseline: configuration.scenario.baseline,
+            options: options,
+            logger: logger
+        )
     }
 
     /// The scenario's pair, not started yet (``PairService`` starts it); nil when the scenario names none.
@@ -57,8 +66,13 @@ extension ScenarioRunner {
             // The scenario file's folder, absolute: files a pair needs beside its scenario, wherever chaos runs from.
             "scenario_dir": URL(fileURLWithPath: configuration.scenario.file).deletingLastPathComponent().standardizedFileURL.path,
         ]
-        return PairSupervisor(pair: pairSpec, values: values, directory: directory, selfPath: configuration.selfPath,
-                              now: { clock.now() })
+        return PairSupervisor(
+            pair: pairSpec,
+            values: values,
+            directory: directory,
+            selfPath: configuration.selfPath,
+            now: { clock.now() }
+        )
     }
 }
 

@@ -1,8 +1,8 @@
 import ChaosAudit
 import ChaosCapture
+public import ChaosControl
 public import ChaosCore
 public import ChaosProxy
-public import ChaosControl
 import ChaosReport
 public import Foundation
 public import Logging
@@ -103,8 +103,11 @@ public final class ScenarioRunner: Sendable {
     let output: @Sendable (String) -> Void
 
     /// A runner; `output` receives human-readable lines.
-    public init(configuration: Configuration, logger: Logger = Logger(label: "chaos.run"),
-                output: @escaping @Sendable (String) -> Void = { print($0) }) {
+    public init(
+        configuration: Configuration,
+        logger: Logger = Logger(label: "chaos.run"),
+        output: @escaping @Sendable (String) -> Void = { print($0) }
+    ) {
         self.configuration = configuration
         self.logger = logger
         self.output = output
@@ -112,15 +115,20 @@ public final class ScenarioRunner: Sendable {
 
     /// Runs to the end of the timeline or the first SIGINT/SIGTERM.
     public func run() async throws -> Outcome {
-        let scenario = configuration.scenario, timeline = configuration.timeline
+        let scenario = configuration.scenario
+        let timeline = configuration.timeline
         let folder = configuration.writesReports ? try RunFolder(scenario: scenario.name, out: configuration.out) : nil
         try folder?.saveReplayInputs(scenario: scenario, timeline: timeline)
         let startedAt = Date()
         // Without a protocol there is nothing to audit: the engine then only counts connections.
         let engine = try AuditEngine(spec: scenario.protocolSpec ?? ProtocolSpec())
         engine.pathLimits = scenario.pathLimits
-        let sink = RunSink(engine: engine, audits: scenario.protocolSpec != nil, capacity: RunSink.capacityFromEnvironment,
-                           slowdown: RunSink.slowdownFromEnvironment)
+        let sink = RunSink(
+            engine: engine,
+            audits: scenario.protocolSpec != nil,
+            capacity: RunSink.capacityFromEnvironment,
+            slowdown: RunSink.slowdownFromEnvironment
+        )
         let capture = try startCapture(folder: folder, startedAt: startedAt, sink: sink)
         // With neither a report nor a capture (the bare `chaos proxy`), nothing reads the events:
         // the proxies then send none, and spend nothing per connection on them.
@@ -130,9 +138,15 @@ public final class ScenarioRunner: Sendable {
         let clock = RunClock(start: zero.deadline)
         let agent = try folder.flatMap { folder in
             try configuration.agent.map { name in
-                try AgentRecorder(folder: folder.url.path, agent: name, scenario: scenario, timeline: timeline,
-                                  fleetSeed: configuration.fleetSeed ?? timeline.seed,
-                                  clockZero: zero.date, ringBytes: configuration.eventRingBytes)
+                try AgentRecorder(
+                    folder: folder.url.path,
+                    agent: name,
+                    scenario: scenario,
+                    timeline: timeline,
+                    fleetSeed: configuration.fleetSeed ?? timeline.seed,
+                    clockZero: zero.date,
+                    ringBytes: configuration.eventRingBytes
+                )
             }
         }
         if let agent { sink.add { agent.record($0) } }
@@ -148,15 +162,27 @@ public final class ScenarioRunner: Sendable {
         }
         let output = self.output
         let injector = FaultInjector(timeline: timeline, proxies: proxies, clock: clock, sink: eventSink, logger: logger) { occurrence, applied in
-            output("\(Timeline.clock(.nanoseconds(applied.appliedAt)))  \(occurrence.kind.rawValue) "
-                + "\(occurrence.effect.summary) -> \(applied.connections) connection(s)")
+            output(
+                "\(Timeline.clock(.nanoseconds(applied.appliedAt)))  \(occurrence.kind.rawValue) "
+                    + "\(occurrence.effect.summary) -> \(applied.connections) connection(s)"
+            )
         }
         let state = RunState()
         let agentFacts = Mutex<[String: String]>([:])
         let report = { @Sendable [self] (audit: AuditResult, complete: Bool, elapsed: Int64, interrupted: Bool, error: String?) in
-            makeReport(audit: audit, complete: complete, elapsed: elapsed, startedAt: startedAt, injector: injector,
-                       proxies: proxies, pair: state.pair, interrupted: interrupted, startupError: error,
-                       auditQueue: sink.backpressure, agentFacts: agentFacts.withLock { $0 })
+            makeReport(
+                audit: audit,
+                complete: complete,
+                elapsed: elapsed,
+                startedAt: startedAt,
+                injector: injector,
+                proxies: proxies,
+                pair: state.pair,
+                interrupted: interrupted,
+                startupError: error,
+                auditQueue: sink.backpressure,
+                agentFacts: agentFacts.withLock { $0 }
+            )
         }
         let checkpoint = folder.map { folder in
             { @Sendable (now: Int64) in
@@ -168,16 +194,24 @@ public final class ScenarioRunner: Sendable {
             }
         }
         let begin = { @Sendable in
-            output("running \(scenario.name) for \(timeline.duration) with seed \(timeline.seed) "
-                + "(\(timeline.count())); Ctrl-C stops")
+            output(
+                "running \(scenario.name) for \(timeline.duration) with seed \(timeline.seed) "
+                    + "(\(timeline.count())); Ctrl-C stops"
+            )
             if let folder { output("run folder: \(folder.url.path)") }
             // A first checkpoint at once: even a run killed in its first minute leaves a report.json.
             checkpoint?(clock.now())
         }
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: ProxiesService(proxies: proxies), serviceName: "proxies"),
-            .init(service: PairService(supervisor: makePair(proxies: proxies, folder: folder, clock: clock), state: state,
-                                       output: output), serviceName: "pair"),
+            .init(
+                service: PairService(
+                    supervisor: makePair(proxies: proxies, folder: folder, clock: clock),
+                    state: state,
+                    output: output
+                ),
+                serviceName: "pair"
+            ),
         ]
         if let address = configuration.controlAPI {
             var extras = ControlAPI.Extras()
@@ -196,22 +230,43 @@ public final class ScenarioRunner: Sendable {
             let api = ControlAPI(proxies: proxies, factory: factory, seed: timeline.seed, extras: extras, access: configuration.apiAccess)
             services.append(.init(service: ControlAPIService(api: api, address: address, output: output), serviceName: "control API"))
         }
-        services.append(.init(service: CheckpointService(
-            clock: clock, every: configuration.checkpointEvery.nanoseconds,
-            progress: ProgressReporter(planned: timeline.duration, output: output), sink: sink, injector: injector,
-            capture: capture, checkpoint: checkpoint), serviceName: "checkpoints"))
+        services.append(
+            .init(
+                service: CheckpointService(
+                    clock: clock,
+                    every: configuration.checkpointEvery.nanoseconds,
+                    progress: ProgressReporter(planned: timeline.duration, output: output),
+                    sink: sink,
+                    injector: injector,
+                    capture: capture,
+                    checkpoint: checkpoint
+                ),
+                serviceName: "checkpoints"
+            )
+        )
         let stopping = { @Sendable in
             if state.beginStopping() { sink.record(TrafficEvent(time: clock.now(), connection: 0, kind: .stopping)) }
         }
-        services.append(.init(service: FaultScheduleService(state: state, injector: injector, duration: timeline.duration,
-                                                            drain: configuration.drain, begin: begin, stopping: stopping),
-                              successTerminationBehavior: .gracefullyShutdownGroup, serviceName: "fault schedule"))
+        services.append(
+            .init(
+                service: FaultScheduleService(
+                    state: state,
+                    injector: injector,
+                    duration: timeline.duration,
+                    drain: configuration.drain,
+                    begin: begin,
+                    stopping: stopping
+                ),
+                successTerminationBehavior: .gracefullyShutdownGroup,
+                serviceName: "fault schedule"
+            )
+        )
         var groupConfiguration = ServiceGroupConfiguration(services: services, logger: logger)
         groupConfiguration.gracefulShutdownSignals = [.sigint, .sigterm]
         var failure: (any Error)?
         do { try await ServiceGroup(configuration: groupConfiguration).run() } catch { failure = error }
 
-        stopping() // when the group ended without its schedule (a failure)
+        stopping()  // when the group ended without its schedule (a failure)
         let elapsed = clock.now()
         await loops.stop()
         if let capture {
@@ -227,10 +282,13 @@ public final class ScenarioRunner: Sendable {
         }
         let interrupted = !state.ranToEnd
         let traffic = proxies.map {
-            (proxy: $0.spec.name, upstream: $0.counters.upstream, downstream: $0.counters.downstream,
-             connections: $0.counters.opened, cut: $0.counters.cutByFault)
+            (
+                proxy: $0.spec.name, upstream: $0.counters.upstream, downstream: $0.counters.downstream,
+                connections: $0.counters.opened, cut: $0.counters.cutByFault
+            )
         }
-        var verdict = "pass", exitCode: Int32 = 0
+        var verdict = "pass"
+        var exitCode: Int32 = 0
         if let folder {
             let final = report(audited, true, elapsed, interrupted, nil)
             try final.write(toDirectory: folder.url.path)
@@ -241,8 +299,15 @@ public final class ScenarioRunner: Sendable {
         if configuration.hold, !interrupted, agent != nil, let folder, let address = configuration.controlAPI {
             try await hold(folder: folder, address: address, seed: timeline.seed)
         }
-        return Outcome(interrupted: interrupted, elapsed: elapsed, applied: injector.appliedSoFar, traffic: traffic,
-                       folder: folder?.url, verdict: verdict, exitCode: exitCode)
+        return Outcome(
+            interrupted: interrupted,
+            elapsed: elapsed,
+            applied: injector.appliedSoFar,
+            traffic: traffic,
+            folder: folder?.url,
+            verdict: verdict,
+            exitCode: exitCode
+        )
     }
 }
 
@@ -254,8 +319,10 @@ extension ScenarioRunner {
         if wait > 0 {
             output("waiting \(String(format: "%.1f", wait)) s for --start-at \(startAt.ISO8601Format())")
         } else if wait < -1 {
-            output("--start-at \(startAt.ISO8601Format()) was \(String(format: "%.1f", -wait)) s ago: "
-                + "this agent's timeline is late by as much")
+            output(
+                "--start-at \(startAt.ISO8601Format()) was \(String(format: "%.1f", -wait)) s ago: "
+                    + "this agent's timeline is late by as much"
+            )
         }
         let deadline = NIODeadline.now() + .nanoseconds(Int64(max(wait, 0) * 1e9))
         if wait > 0 { try await Task.sleep(nanoseconds: UInt64(wait * 1e9)) }
@@ -275,8 +342,10 @@ extension ScenarioRunner {
         let factory = ProxyFactory(group: MultiThreadedEventLoopGroup.singleton, sink: nil, clock: RunClock(), seed: SeededGenerator(seed: seed))
         let api = ControlAPI(proxies: [], factory: factory, seed: seed, extras: extras, access: configuration.apiAccess)
         output("holding: the run is over; its events and report stay on the control API until SIGTERM")
-        var group = ServiceGroupConfiguration(services: [.init(service: ControlAPIService(api: api, address: address, output: output))],
-                                              logger: logger)
+        var group = ServiceGroupConfiguration(
+            services: [.init(service: ControlAPIService(api: api, address: address, output: output))],
+            logger: logger
+        )
         group.gracefulShutdownSignals = [.sigint, .sigterm]
         try await ServiceGroup(configuration: group).run()
     }

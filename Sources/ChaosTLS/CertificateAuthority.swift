@@ -1,8 +1,8 @@
 public import ChaosCore
 public import Crypto
 import Foundation
-public import X509
 import SwiftASN1
+public import X509
 
 /// chaos's CA: the certificate and key that sign every leaf the proxy shows a client (ECDSA P-256, swift-certificates
 /// and swift-crypto). `auto` is chaos's own, made on first use under `$CHAOS_HOME` (default `~/.chaos`), its key file
@@ -24,7 +24,8 @@ public struct CertificateAuthority: Sendable {
     /// chaos's own CA under `home` (`ca.pem`, `ca-key.pem`; default ``home``), made now if missing.
     public static func own(home: String? = nil) throws -> CertificateAuthority {
         let folder = URL(fileURLWithPath: home ?? Self.home)
-        let certificate = folder.appendingPathComponent("ca.pem"), key = folder.appendingPathComponent("ca-key.pem")
+        let certificate = folder.appendingPathComponent("ca.pem")
+        let key = folder.appendingPathComponent("ca-key.pem")
         if !FileManager.default.fileExists(atPath: certificate.path) || !FileManager.default.fileExists(atPath: key.path) {
             try make(certificate: certificate, key: key)
         }
@@ -34,7 +35,8 @@ public struct CertificateAuthority: Sendable {
     /// A CA from PEM files; throws `badInput` naming the file for one that is not a CA certificate or a key that
     /// does not match it.
     public static func load(_ files: TLSSpec.KeyPair) throws -> CertificateAuthority {
-        let certificate: Certificate, key: Certificate.PrivateKey
+        let certificate: Certificate
+        let key: Certificate.PrivateKey
         do { certificate = try Certificate(pemEncoded: try String(contentsOfFile: files.cert, encoding: .utf8)) } catch {
             throw ChaosError.badInput("tls.ca.cert: '\(files.cert)' is not a PEM certificate (\(error))")
         }
@@ -58,7 +60,7 @@ public struct CertificateAuthority: Sendable {
     /// The certificate, DER.
     public var derBytes: [UInt8] {
         var serializer = DER.Serializer()
-        try! serializer.serialize(certificate) // a certificate we hold always serializes
+        try! serializer.serialize(certificate)  // a certificate we hold always serializes
         return serializer.serializedBytes
     }
 
@@ -66,8 +68,11 @@ public struct CertificateAuthority: Sendable {
     public var pem: String { (try? certificate.serializeAsPEM().pemString) ?? "" }
 
     private static func make(certificate: URL, key: URL) throws {
-        try FileManager.default.createDirectory(at: certificate.deletingLastPathComponent(), withIntermediateDirectories: true,
-                                                attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(
+            at: certificate.deletingLastPathComponent(),
+            withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700]
+        )
         let signing = P256.Signing.PrivateKey()
         let privateKey = Certificate.PrivateKey(signing)
         let name = try DistinguishedName {
@@ -76,15 +81,20 @@ public struct CertificateAuthority: Sendable {
         }
         let now = Date()
         let made = try Certificate(
-            version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: privateKey.publicKey,
-            notValidBefore: now.addingTimeInterval(-3_600), notValidAfter: now.addingTimeInterval(10 * 365 * 86_400),
-            issuer: name, subject: name,
+            version: .v3,
+            serialNumber: Certificate.SerialNumber(),
+            publicKey: privateKey.publicKey,
+            notValidBefore: now.addingTimeInterval(-3_600),
+            notValidAfter: now.addingTimeInterval(10 * 365 * 86_400),
+            issuer: name,
+            subject: name,
             extensions: try Certificate.Extensions {
                 Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
                 Critical(KeyUsage(keyCertSign: true, cRLSign: true))
                 SubjectKeyIdentifier(hash: privateKey.publicKey)
             },
-            issuerPrivateKey: privateKey)
+            issuerPrivateKey: privateKey
+        )
         // The key first, created 0600 before a byte is in it.
         guard FileManager.default.createFile(atPath: key.path, contents: nil, attributes: [.posixPermissions: 0o600]) else {
             throw ChaosError(.badInput, "cannot write chaos's CA key in \(key.deletingLastPathComponent().path)")

@@ -29,8 +29,11 @@ public struct ClientHello: Sendable, Equatable {
         while true {
             guard bytes.count >= offset + 5 else { return .incomplete }
             guard bytes[offset] == 22 else {
-                return .notTLS(offset == 0 ? "the first byte is \(bytes[offset]), not a TLS handshake record (22)"
-                               : "a record of type \(bytes[offset]) inside the ClientHello")
+                return .notTLS(
+                    offset == 0
+                        ? "the first byte is \(bytes[offset]), not a TLS handshake record (22)"
+                        : "a record of type \(bytes[offset]) inside the ClientHello"
+                )
             }
             guard bytes[offset + 1] == 3 else { return .notTLS("record version \(bytes[offset + 1]).\(bytes[offset + 2]) is not TLS") }
             let length = Int(bytes[offset + 3]) << 8 | Int(bytes[offset + 4])
@@ -52,20 +55,21 @@ public struct ClientHello: Sendable, Equatable {
     private static func body(_ body: ArraySlice<UInt8>) -> ClientHello? {
         var reader = Reader(bytes: body)
         guard reader.skip(2 + 32), reader.skipVector(lengthBytes: 1), reader.skipVector(lengthBytes: 2),
-              reader.skipVector(lengthBytes: 1) else { return nil }
+            reader.skipVector(lengthBytes: 1)
+        else { return nil }
         var hello = ClientHello(serverName: nil, protocols: [])
-        guard !reader.isAtEnd else { return hello } // no extensions
+        guard !reader.isAtEnd else { return hello }  // no extensions
         guard var extensions = reader.vector(lengthBytes: 2) else { return nil }
         while !extensions.isAtEnd {
             guard let type = extensions.number(bytes: 2), var data = extensions.vector(lengthBytes: 2) else { return nil }
             switch type {
-            case 0: // server_name: a list of (type, name); host_name is type 0
+            case 0:  // server_name: a list of (type, name); host_name is type 0
                 guard var names = data.vector(lengthBytes: 2) else { return nil }
                 while !names.isAtEnd {
                     guard let kind = names.number(bytes: 1), let name = names.vector(lengthBytes: 2) else { return nil }
                     if kind == 0, hello.serverName == nil { hello.serverName = String(decoding: name.rest, as: UTF8.self) }
                 }
-            case 16: // application_layer_protocol_negotiation: a list of length-prefixed names
+            case 16:  // application_layer_protocol_negotiation: a list of length-prefixed names
                 guard var names = data.vector(lengthBytes: 2) else { return nil }
                 while !names.isAtEnd {
                     guard let name = names.vector(lengthBytes: 1), !name.rest.isEmpty else { return nil }

@@ -53,7 +53,8 @@ public final class LeafIssuer: Sendable {
     /// `names` lowercased, without `name`, repeats and names no certificate can carry, in order, at most
     /// ``copiedNamesLimit``.
     static func copyable(_ names: [String], besides name: String) -> [String] {
-        var seen: Set<String> = [name], kept: [String] = []
+        var seen: Set<String> = [name]
+        var kept: [String] = []
         for other in names.lazy.map({ $0.lowercased() }) where kept.count < copiedNamesLimit {
             let bare = other.hasPrefix("*.") ? String(other.dropFirst(2)) : other
             guard TLSSpec.isServerName(bare), seen.insert(other).inserted else { continue }
@@ -71,8 +72,11 @@ public final class LeafIssuer: Sendable {
             if let address = Self.addressBytes(name) { .ipAddress(ASN1OctetString(contentBytes: address[...])) } else { .dnsName(name) }
         }
         let certificate = try Certificate(
-            version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: key.publicKey,
-            notValidBefore: now.addingTimeInterval(-3_600), notValidAfter: now.addingTimeInterval(7 * 86_400),
+            version: .v3,
+            serialNumber: Certificate.SerialNumber(),
+            publicKey: key.publicKey,
+            notValidBefore: now.addingTimeInterval(-3_600),
+            notValidAfter: now.addingTimeInterval(7 * 86_400),
             issuer: authority.certificate.subject,
             subject: try DistinguishedName { CommonName(String(name.prefix(64))) },
             extensions: try Certificate.Extensions {
@@ -82,18 +86,22 @@ public final class LeafIssuer: Sendable {
                 SubjectAlternativeNames(alternatives)
                 SubjectKeyIdentifier(hash: key.publicKey)
             },
-            issuerPrivateKey: authority.privateKey)
+            issuerPrivateKey: authority.privateKey
+        )
         var serializer = DER.Serializer()
         try serializer.serialize(certificate)
-        return Leaf(chain: [try NIOSSLCertificate(bytes: serializer.serializedBytes, format: .der), caCertificate],
-                    key: try NIOSSLPrivateKey(bytes: Array(signing.pemRepresentation.utf8), format: .pem))
+        return Leaf(
+            chain: [try NIOSSLCertificate(bytes: serializer.serializedBytes, format: .der), caCertificate],
+            key: try NIOSSLPrivateKey(bytes: Array(signing.pemRepresentation.utf8), format: .pem)
+        )
     }
 
     /// The DNS names and IP addresses among `certificate`'s subject alternative names (none when it has none or
     /// they cannot be read).
     public static func alternativeNames(of certificate: NIOSSLCertificate) -> [String] {
         guard let der = try? certificate.toDERBytes(), let parsed = try? Certificate(derEncoded: der),
-              let names = try? parsed.extensions.subjectAlternativeNames else { return [] }
+            let names = try? parsed.extensions.subjectAlternativeNames
+        else { return [] }
         return names.compactMap { name in
             switch name {
             case .dnsName(let dns): return dns
@@ -119,7 +127,8 @@ public final class LeafIssuer: Sendable {
 
     /// The bytes of an IPv4 or IPv6 address; nil for a DNS name.
     static func addressBytes(_ name: String) -> [UInt8]? {
-        var v4 = in_addr(), v6 = in6_addr()
+        var v4 = in_addr()
+        var v6 = in6_addr()
         if inet_pton(AF_INET, name, &v4) == 1 { return withUnsafeBytes(of: &v4) { Array($0) } }
         if inet_pton(AF_INET6, name, &v6) == 1 { return withUnsafeBytes(of: &v6) { Array($0) } }
         return nil

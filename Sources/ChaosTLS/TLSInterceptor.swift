@@ -22,8 +22,12 @@ public final class TLSInterceptor: Sendable {
 
     /// The TLS of a proxy whose upstream is `upstreamHost`; `keyLog` receives NSS key log lines of both legs.
     /// Throws `badInput` naming the file for a CA, roots or client certificate that does not load.
-    public init(spec: TLSSpec, upstreamHost: String, keyLog: NIOSSLKeyLogCallback? = nil,
-                authority: CertificateAuthority? = nil) throws {
+    public init(
+        spec: TLSSpec,
+        upstreamHost: String,
+        keyLog: NIOSSLKeyLogCallback? = nil,
+        authority: CertificateAuthority? = nil
+    ) throws {
         self.spec = spec
         self.authority = try authority ?? spec.ca.map(CertificateAuthority.load) ?? CertificateAuthority.own()
         issuer = try LeafIssuer(authority: self.authority)
@@ -85,8 +89,10 @@ public final class TLSInterceptor: Sendable {
         let key = ([name.lowercased()] + protocols + ["\u{1}"] + upstreamNames).joined(separator: "\u{0}")
         if let context = serverContexts.withLock({ $0[key] }) { return context }
         let leaf = try issuer.leaf(for: name, alsoNaming: upstreamNames)
-        var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: leaf.chain.map { .certificate($0) },
-                                                                     privateKey: .privateKey(leaf.key))
+        var configuration = TLSConfiguration.makeServerConfiguration(
+            certificateChain: leaf.chain.map { .certificate($0) },
+            privateKey: .privateKey(leaf.key)
+        )
         configuration.applicationProtocols = protocols
         configuration.keyLogCallback = keyLog
         let context = try NIOSSLContext(configuration: configuration)
@@ -112,8 +118,10 @@ public final class TLSInterceptor: Sendable {
         configuration.keyLogCallback = keyLog
         let context: NIOSSLContext
         do { context = try NIOSSLContext(configuration: configuration) } catch {
-            throw ChaosError.badInput("tls: the upstream's TLS settings do not load (client_cert key not the certificate's, "
-                + "or an unreadable roots file): \(error)")
+            throw ChaosError.badInput(
+                "tls: the upstream's TLS settings do not load (client_cert key not the certificate's, "
+                    + "or an unreadable roots file): \(error)"
+            )
         }
         clientContexts.withLock { if $0.count < Self.contextCapacity { $0[protocols] = context } }
         return context

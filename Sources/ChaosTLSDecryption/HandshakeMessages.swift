@@ -36,7 +36,8 @@ struct ClientHelloFacts: Equatable {
     init?(body: ArraySlice<UInt8>) {
         var reader = ByteReader(body)
         guard reader.take(2) != nil, let random = reader.take(32), reader.vector(lengthBytes: 1) != nil,
-              reader.vector(lengthBytes: 2) != nil, reader.vector(lengthBytes: 1) != nil else { return nil }
+            reader.vector(lengthBytes: 2) != nil, reader.vector(lengthBytes: 1) != nil
+        else { return nil }
         self.random = Array(random)
         guard !reader.isAtEnd else { return }
         guard var extensions = reader.vector(lengthBytes: 2) else { return nil }
@@ -67,7 +68,8 @@ struct ServerHelloFacts: Equatable {
     init?(body: ArraySlice<UInt8>) {
         var reader = ByteReader(body)
         guard let legacy = reader.number(2), let random = reader.take(32), reader.vector(lengthBytes: 1) != nil,
-              let suite = reader.number(2), reader.number(1) != nil else { return nil }
+            let suite = reader.number(2), reader.number(1) != nil
+        else { return nil }
         self.random = Array(random)
         self.suite = UInt16(suite)
         version = legacy
@@ -76,7 +78,7 @@ struct ServerHelloFacts: Equatable {
         while !extensions.isAtEnd {
             guard let type = extensions.number(2), var data = extensions.vector(lengthBytes: 2) else { return nil }
             switch type {
-            case 43: // supported_versions: the selected version
+            case 43:  // supported_versions: the selected version
                 guard let selected = data.number(2) else { return nil }
                 version = selected
             case 16:

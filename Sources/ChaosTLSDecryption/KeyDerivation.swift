@@ -10,17 +10,20 @@ enum KeyDerivation {
         var info: [UInt8] = [UInt8(length >> 8), UInt8(length & 0xFF), UInt8(fullLabel.count)]
         info += fullLabel
         info.append(0)  // an empty context
-        let key = switch hash {
-        case .sha256: HKDF<SHA256>.expand(pseudoRandomKey: secret, info: info, outputByteCount: length)
-        case .sha384: HKDF<SHA384>.expand(pseudoRandomKey: secret, info: info, outputByteCount: length)
-        }
+        let key =
+            switch hash {
+            case .sha256: HKDF<SHA256>.expand(pseudoRandomKey: secret, info: info, outputByteCount: length)
+            case .sha384: HKDF<SHA384>.expand(pseudoRandomKey: secret, info: info, outputByteCount: length)
+            }
         return key.withUnsafeBytes { Array($0) }
     }
 
     /// The key and IV of a TLS 1.3 traffic secret.
     static func trafficKeys(_ secret: [UInt8], suite: CipherSuite) -> (key: [UInt8], iv: [UInt8]) {
-        (expandLabel(secret, "key", length: suite.keyLength, hash: suite.hash),
-         expandLabel(secret, "iv", length: 12, hash: suite.hash))
+        (
+            expandLabel(secret, "key", length: suite.keyLength, hash: suite.hash),
+            expandLabel(secret, "iv", length: 12, hash: suite.hash)
+        )
     }
 
     /// The next generation of a TLS 1.3 traffic secret, after a KeyUpdate.
@@ -49,14 +52,26 @@ enum KeyDerivation {
     }
 
     /// The TLS 1.2 write keys and IVs of an AEAD suite: the key block from the master secret and both randoms.
-    static func tls12Keys(master: [UInt8], clientRandom: [UInt8], serverRandom: [UInt8], suite: CipherSuite)
+    static func tls12Keys(
+        master: [UInt8],
+        clientRandom: [UInt8],
+        serverRandom: [UInt8],
+        suite: CipherSuite
+    )
         -> (client: (key: [UInt8], iv: [UInt8]), server: (key: [UInt8], iv: [UInt8]))
     {
         let ivLength = suite.aead == .chaCha20Poly1305 ? 12 : 4
-        let block = prf(secret: master, label: "key expansion", seed: serverRandom + clientRandom,
-                        length: 2 * (suite.keyLength + ivLength), hash: suite.hash)
+        let block = prf(
+            secret: master,
+            label: "key expansion",
+            seed: serverRandom + clientRandom,
+            length: 2 * (suite.keyLength + ivLength),
+            hash: suite.hash
+        )
         let k = suite.keyLength
-        return ((Array(block[0..<k]), Array(block[(2 * k)..<(2 * k + ivLength)])),
-                (Array(block[k..<(2 * k)]), Array(block[(2 * k + ivLength)..<(2 * k + 2 * ivLength)])))
+        return (
+            (Array(block[0..<k]), Array(block[(2 * k)..<(2 * k + ivLength)])),
+            (Array(block[k..<(2 * k)]), Array(block[(2 * k + ivLength)..<(2 * k + 2 * ivLength)]))
+        )
     }
 }

@@ -74,7 +74,8 @@ public struct KeyLog: Hashable, Sendable {
             throw bad("\(fields.count) fields", column: fields[3].startIndex - line.startIndex + 1)
         }
         guard let label = String(validating: fields[0], as: UTF8.self),
-              label.allSatisfy({ $0.isASCII && ($0.isUppercase || $0.isNumber || $0 == "_") }) else {
+            label.allSatisfy({ $0.isASCII && ($0.isUppercase || $0.isNumber || $0 == "_") })
+        else {
             throw bad("the label is not an upper-case name", column: labelColumn)
         }
         let randomColumn = fields[1].startIndex - line.startIndex + 1

@@ -81,7 +81,8 @@ public final class TLSConversation {
         }
         if stopped { return [] }
         if client.records == 0, server.records == 0, client.buffer.isEmpty, server.buffer.isEmpty,
-           bytes.first != 22 {
+            bytes.first != 22
+        {
             stop("the capture starts mid-connection (no handshake; the first record is of type \(bytes.first ?? 0)): not decrypted")
             return take()
         }
@@ -180,7 +181,8 @@ public final class TLSConversation {
                 }
             } catch {
                 if direction.towardServer, direction.underHandshakeKeys, !direction.decryptedAny,
-                   clientHello?.offersEarlyData == true {
+                    clientHello?.offersEarlyData == true
+                {
                     direction.skippedEarlyData += 1  // 0-RTT data, under the early secret: not decrypted
                     return
                 }
@@ -221,7 +223,10 @@ public final class TLSConversation {
             }
             guard direction.handshake.count >= 4 + length else {
                 if direction.handshakeRecords >= Self.handshakeRecordLimit {
-                    stopDirection(&direction, "a handshake message split across more than \(Self.handshakeRecordLimit) records (at record \(direction.records))")
+                    stopDirection(
+                        &direction,
+                        "a handshake message split across more than \(Self.handshakeRecordLimit) records (at record \(direction.records))"
+                    )
                 }
                 return
             }
@@ -284,7 +289,8 @@ public final class TLSConversation {
         self.secrets = secrets
         if suite.isTLS13 {
             guard let serverSecret = secrets.serverHandshake, let clientSecret = secrets.clientHandshake,
-                  serverSecret.count == suite.hashLength, clientSecret.count == suite.hashLength else {
+                serverSecret.count == suite.hashLength, clientSecret.count == suite.hashLength
+            else {
                 return stop("TLS 1.3, no handshake traffic secrets for client random \(random) in the key log: not decrypted")
             }
             let serverKeys = KeyDerivation.trafficKeys(serverSecret, suite: suite)

@@ -14,9 +14,14 @@ struct AcknowledgementTests {
     @Test("bytes flushed into a connection the consumer abandoned, answered with a reset, are not delivered")
     func flushedIntoDeadConnection() throws {
         var s = TrafficScript()
-        s.open(1); s.relay(1, [1, 2, 3])
-        s.at(1); s.send(1, [4, 5, 6]); s.write(1, [4, 5, 6])
-        s.at(2); s.add(1, .closed(.client, .reset)); s.add(1, .closed(.server, .reset))
+        s.open(1)
+        s.relay(1, [1, 2, 3])
+        s.at(1)
+        s.send(1, [4, 5, 6])
+        s.write(1, [4, 5, 6])
+        s.at(2)
+        s.add(1, .closed(.client, .reset))
+        s.add(1, .closed(.server, .reset))
         let result = try audit(s)
         #expect(result.totals.ok == 3)
         #expect(result.totals.lost == 3)
@@ -28,10 +33,17 @@ struct AcknowledgementTests {
     @Test("what was written but never acknowledged and then resent on a new connection is recovered, not redelivered")
     func resentAfterReconnect() throws {
         var s = TrafficScript()
-        s.open(1); s.relay(1, [1, 2, 3])
-        s.at(1); s.send(1, [4, 5]); s.write(1, [4, 5])
-        s.at(2); s.add(1, .closed(.client, .reset)); s.add(1, .closed(.server, .cutByFault))
-        s.at(3); s.open(2); s.relay(2, [4, 5, 6])
+        s.open(1)
+        s.relay(1, [1, 2, 3])
+        s.at(1)
+        s.send(1, [4, 5])
+        s.write(1, [4, 5])
+        s.at(2)
+        s.add(1, .closed(.client, .reset))
+        s.add(1, .closed(.server, .cutByFault))
+        s.at(3)
+        s.open(2)
+        s.relay(2, [4, 5, 6])
         let result = try audit(s)
         #expect(result.totals.ok == 6 && result.totals.lost == 0)
         #expect(result.totals.recovered == 2)
@@ -43,10 +55,15 @@ struct AcknowledgementTests {
     @Test("an acknowledgement that ends inside a message delivers only the messages before it")
     func partialAcknowledgement() throws {
         var s = TrafficScript()
-        s.open(1); s.send(1, [1, 2, 3, 4]); s.write(1, [1, 2, 3, 4])
+        s.open(1)
+        s.send(1, [1, 2, 3, 4])
+        s.write(1, [1, 2, 3, 4])
         let three = Int64(TrafficScript.messages([1, 2, 3]).count)
-        s.at(0.5); s.acknowledge(1, .downstream, upTo: three + 5)
-        s.at(1); s.add(1, .closed(.client, .reset)); s.add(1, .closed(.server, .reset))
+        s.at(0.5)
+        s.acknowledge(1, .downstream, upTo: three + 5)
+        s.at(1)
+        s.add(1, .closed(.client, .reset))
+        s.add(1, .closed(.server, .reset))
         let result = try audit(s)
         #expect(result.totals.ok == 3)
         #expect(result.totals.lost == 1)
@@ -56,7 +73,8 @@ struct AcknowledgementTests {
     func splitAcrossWrites() throws {
         var s = TrafficScript()
         let bytes = TrafficScript.messages([1])
-        s.open(1); s.send(1, [1])
+        s.open(1)
+        s.send(1, [1])
         s.writeBytes(1, .downstream, Array(bytes[..<10]))
         s.acknowledge(1, .downstream)
         let engine = try AuditEngine(spec: ProtocolSpec())
@@ -72,10 +90,15 @@ struct AcknowledgementTests {
     @Test("the consumer's half-close does not end deliveries: acknowledgements after its FIN still count")
     func acknowledgedAfterFIN() throws {
         var s = TrafficScript()
-        s.open(1); s.send(1, [1, 2]); s.write(1, [1, 2])
-        s.at(0.1); s.add(1, .closed(.client, .fin))
-        s.at(0.2); s.acknowledge(1, .downstream)
-        s.at(0.3); s.add(1, .closed(.server, .fin))
+        s.open(1)
+        s.send(1, [1, 2])
+        s.write(1, [1, 2])
+        s.at(0.1)
+        s.add(1, .closed(.client, .fin))
+        s.at(0.2)
+        s.acknowledge(1, .downstream)
+        s.at(0.3)
+        s.add(1, .closed(.server, .fin))
         let result = try audit(s)
         #expect(result.totals.ok == 2 && result.totals.lost == 0)
     }
@@ -83,9 +106,14 @@ struct AcknowledgementTests {
     @Test("an acknowledgement that comes after the proxy cut the leg with a FIN still delivers, and is no recovery")
     func lateAcknowledgement() throws {
         var s = TrafficScript()
-        s.open(1); s.send(1, [1, 2]); s.write(1, [1, 2])
-        s.at(0.1); s.add(1, .closed(.client, .cutByFault)); s.add(1, .closed(.server, .cutByFault))
-        s.at(0.12); s.acknowledge(1, .downstream)
+        s.open(1)
+        s.send(1, [1, 2])
+        s.write(1, [1, 2])
+        s.at(0.1)
+        s.add(1, .closed(.client, .cutByFault))
+        s.add(1, .closed(.server, .cutByFault))
+        s.at(0.12)
+        s.acknowledge(1, .downstream)
         let result = try audit(s)
         #expect(result.totals.ok == 2 && result.totals.lost == 0)
         #expect(result.totals.recovered == 0)
@@ -94,9 +122,12 @@ struct AcknowledgementTests {
     @Test("transit time is measured to the acknowledgement, not to the write")
     func transitToAcknowledgement() throws {
         var s = TrafficScript()
-        s.open(1); s.send(1, [1])
-        s.at(0.001); s.write(1, [1])
-        s.at(0.250); s.acknowledge(1, .downstream)
+        s.open(1)
+        s.send(1, [1])
+        s.at(0.001)
+        s.write(1, [1])
+        s.at(0.250)
+        s.acknowledge(1, .downstream)
         let transit = try audit(s).recovery.transitS
         #expect(transit.count == 1)
         #expect(abs(transit.max - 0.250) < 0.001)
@@ -106,13 +137,18 @@ struct AcknowledgementTests {
     func unacknowledgedAckField() throws {
         func script(acknowledged: Bool) -> TrafficScript {
             var s = TrafficScript()
-            s.open(1); s.relay(1, [1, 2, 3], .upstream)
+            s.open(1)
+            s.relay(1, [1, 2, 3], .upstream)
             let first = Array("{\"type\":\"ACK\",\"stream\":\"s\",\"ack\":1}\n".utf8)
-            s.sendBytes(1, .downstream, first); s.deliverBytes(1, .downstream, first)
+            s.sendBytes(1, .downstream, first)
+            s.deliverBytes(1, .downstream, first)
             let ack = Array("{\"type\":\"ACK\",\"stream\":\"s\",\"ack\":3}\n".utf8)
-            s.sendBytes(1, .downstream, ack); s.writeBytes(1, .downstream, ack)
+            s.sendBytes(1, .downstream, ack)
+            s.writeBytes(1, .downstream, ack)
             if acknowledged { s.acknowledge(1, .downstream) }
-            s.at(1); s.add(1, .closed(.client, .reset)); s.add(1, .closed(.server, .reset))
+            s.at(1)
+            s.add(1, .closed(.client, .reset))
+            s.add(1, .closed(.server, .reset))
             return s
         }
         #expect(try audit(script(acknowledged: false)).totals.unacked == 2)
@@ -124,7 +160,9 @@ struct AcknowledgementTests {
         var s = TrafficScript()
         for connection in ConnectionID(1)...20 {
             let first = Int(connection - 1) * 10 + 1
-            s.open(connection); s.send(connection, Array(first..<(first + 10))); s.write(connection, Array(first..<(first + 10)))
+            s.open(connection)
+            s.send(connection, Array(first..<(first + 10)))
+            s.write(connection, Array(first..<(first + 10)))
         }
         for connection in ConnectionID(1)...20 where connection % 2 == 0 { s.acknowledge(connection, .downstream) }
         for connection in ConnectionID(1)...20 { s.close(connection, .reset) }
@@ -155,7 +193,9 @@ struct ReadCopyTests {
         #expect(stream.highestSeq == 3 && stream.counts.gaps == 1, "\(stream)")
     }
 
-    @Test("the read's own buffer handed over as the write (a whole read written at once) counts as read: alone, after a write in pieces, and with a message straddling reads")
+    @Test(
+        "the read's own buffer handed over as the write (a whole read written at once) counts as read: alone, after a write in pieces, and with a message straddling reads"
+    )
     func readBufferWrittenBack() throws {
         let bytes = TrafficScript.messages(Array(1...60))
         let reads = [Array(bytes[0..<700]), Array(bytes[700..<1_500]), Array(bytes[1_500...])]
@@ -178,7 +218,8 @@ struct ReadCopyTests {
 
     @Test("a read's buffer written back at another offset than it was read (the proxy dropped bytes before it) is read for what it says")
     func readBufferAtAnotherOffset() throws {
-        let first = Array("{\"stream\":\"s\",\"seq\":1}\n".utf8), second = Array("{\"stream\":\"s\",\"seq\":2}\n".utf8)
+        let first = Array("{\"stream\":\"s\",\"seq\":1}\n".utf8)
+        let second = Array("{\"stream\":\"s\",\"seq\":2}\n".utf8)
         var s = TrafficScript()
         s.open(1)
         s.add(1, .read(.server, first))

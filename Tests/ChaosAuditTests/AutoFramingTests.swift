@@ -1,7 +1,8 @@
-@testable import ChaosAudit
 import ChaosCore
 import ChaosProtocols
 import Testing
+
+@testable import ChaosAudit
 
 /// `framing: auto`: each connection audited as WebSocket or gRPC, chosen by the TLS ALPN a decrypted capture tells
 /// or by the connection's first bytes, with the same counts as the framing named outright.
@@ -28,7 +29,8 @@ struct AutoFramingTests {
         WebSocketAuditTests.open(&s, 1)
         for seq in 1...3 { WebSocketAuditTests.relay(&s, 1, W.text(WebSocketAuditTests.message(seq), mask: W.clientMask), .upstream) }
         for seq in 1...3 { WebSocketAuditTests.relay(&s, 1, W.text(WebSocketAuditTests.message(seq)), .downstream) }
-        s.at(1); s.close(1, .reset)
+        s.at(1)
+        s.close(1, .reset)
         WebSocketAuditTests.open(&s, 2)
         for seq in [3, 5] { WebSocketAuditTests.relay(&s, 2, W.text(WebSocketAuditTests.message(seq)), .downstream) }
         s.close(2)

@@ -1,5 +1,6 @@
-@testable import ChaosAudit
 import Testing
+
+@testable import ChaosAudit
 
 @Suite("Recovery times as Prometheus histograms")
 struct DurationHistogramTests {

@@ -1,6 +1,7 @@
-@testable import ChaosAudit
 import ChaosCore
 import Testing
+
+@testable import ChaosAudit
 
 /// Seqs and counts at the edges of Int64 never trap; an absurd jump is one anomaly, not 10^18 lost messages.
 @Suite("Extreme seqs and counts")
@@ -24,13 +25,15 @@ struct ExtremeSeqTests {
         var set = SeqRangeSet()
         set.insert(.max)
         set.insert(1)
-        let removedMax = set.remove(.max), removedOne = set.remove(1)
+        let removedMax = set.remove(.max)
+        let removedOne = set.remove(1)
         #expect(removedMax && removedOne)
         #expect(set.isEmpty && set.count == 0)
         set.insert(.min)
         set.insert(.max)
         set.insert(.max - 1)
-        let removedNearMax = set.remove(.max - 1), removedMin = set.remove(.min)
+        let removedNearMax = set.remove(.max - 1)
+        let removedMin = set.remove(.min)
         #expect(removedNearMax && removedMin)
         #expect(SeqRangeSet.Interval(lower: .min, upper: .max).count == .max)
     }
@@ -38,7 +41,8 @@ struct ExtremeSeqTests {
     @Test("a seq near 10^18 (the scanner reads up to 18 digits) after ordinary ones is one seq-jump anomaly; totals stay exact")
     func seqJump() throws {
         var s = TrafficScript()
-        s.open(1); s.relay(1, [1, 2, 3])
+        s.open(1)
+        s.relay(1, [1, 2, 3])
         s.relay(1, [999_999_999_999_999_999])
         s.relay(1, [4])
         s.relay(1, [900_000_000_000_000_000])

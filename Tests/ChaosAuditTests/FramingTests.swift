@@ -77,8 +77,10 @@ struct FramingTests {
         s.open(1)
         let up = #"{"op":"req","stream":"a","id":1}"# + "\n" + #"{"op":"hb","stream":"a","id":9}"# + "\n"
         let down = #"{"type":"MSG","stream":"a","n":1}"# + "\n" + #"{"type":"MSG","stream":"a","n":2}"# + "\n"
-        s.sendBytes(1, .upstream, Array(up.utf8)); s.deliverBytes(1, .upstream, Array(up.utf8))
-        s.sendBytes(1, .downstream, Array(down.utf8)); s.deliverBytes(1, .downstream, Array(down.utf8))
+        s.sendBytes(1, .upstream, Array(up.utf8))
+        s.deliverBytes(1, .upstream, Array(up.utf8))
+        s.sendBytes(1, .downstream, Array(down.utf8))
+        s.deliverBytes(1, .downstream, Array(down.utf8))
         let spec = ProtocolSpec(upstream: .init(seq: "id", type: "op", ignore: ["type": ["hb"]]), downstream: .init(seq: "n"))
         let engine = try AuditEngine(spec: spec)
         engine.ingest(s.events)
@@ -92,7 +94,8 @@ struct FramingTests {
         var s = TrafficScript()
         s.open(1)
         let lines = (1...5).filter { $0 != 3 }.map { "MSG stream=a seq=\($0) hello\n" }.joined()
-        s.sendBytes(1, .downstream, Array(lines.utf8)); s.deliverBytes(1, .downstream, Array(lines.utf8))
+        s.sendBytes(1, .downstream, Array(lines.utf8))
+        s.deliverBytes(1, .downstream, Array(lines.utf8))
         let spec = ProtocolSpec(format: .text, seq: "seq", stream: "stream", regex: #"stream=(?<stream>\w+) seq=(?<seq>\d+)"#)
         let engine = try AuditEngine(spec: spec)
         engine.ingest(s.events)

@@ -1,8 +1,9 @@
-@testable import ChaosAudit
 import ChaosCore
 import ChaosProtocols
 import Foundation
 import Testing
+
+@testable import ChaosAudit
 
 /// The audit over gRPC traffic events (cleartext HTTP/2): streams that outlive calls and connections through a
 /// metadata header, fields named by a descriptor set per RPC and direction or given as field numbers, messages
@@ -15,11 +16,23 @@ struct GRPCAuditTests {
         .appendingPathComponent("Fixtures/protos/follow.protoset").path
 
     /// Named fields resolved with the descriptor set: RaceRequest and RaceUpdate number them differently.
-    static let named = ProtocolSpec(framing: .grpc, format: .protobuf, seq: "sequence_id", stream: "header:x-session",
-                                    ack: "acked_sequence_id", descriptors: protoset)
+    static let named = ProtocolSpec(
+        framing: .grpc,
+        format: .protobuf,
+        seq: "sequence_id",
+        stream: "header:x-session",
+        ack: "acked_sequence_id",
+        descriptors: protoset
+    )
     /// The same by field number, with the response's numbers as a downstream override.
-    static let numbered = ProtocolSpec(framing: .grpc, format: .protobuf, seq: "2", stream: "header:x-session", ack: "3",
-                                       downstream: .init(seq: "3", ack: "6"))
+    static let numbered = ProtocolSpec(
+        framing: .grpc,
+        format: .protobuf,
+        seq: "2",
+        stream: "header:x-session",
+        ack: "3",
+        downstream: .init(seq: "3", ack: "6")
+    )
 
     /// One connection of a pair: its two HPACK encoders and the bytes relayed through the proxy both ways.
     struct Connection {
@@ -86,8 +99,10 @@ struct GRPCAuditTests {
         return s
     }
 
-    @Test("a stream named by call metadata outlives calls and connections; fields per RPC and direction, by name or number",
-          arguments: [named, numbered])
+    @Test(
+        "a stream named by call metadata outlives calls and connections; fields per RPC and direction, by name or number",
+        arguments: [named, numbered]
+    )
     func resumedAcrossConnections(spec: ProtocolSpec) throws {
         let result = try Self.audit(Self.resumedSession(), spec)
         let up = try #require(Self.counts(result, "c1", .upstream))
@@ -98,8 +113,10 @@ struct GRPCAuditTests {
         let events = try #require(result.protocolEvents)
         #expect(events.calls == 2 && events.grpcStatuses == ["UNAVAILABLE": 1])
         #expect(events.pings == 1 && events.pongs == 1 && events.pingRoundTripS?.count == 1 && events.pingRoundTripS?.p50 == 0.25)
-        #expect(events.goaways == ["NO_ERROR": 2] && events.goawaysByFault == ["disconnect": ["NO_ERROR": 1], "goaway": ["NO_ERROR": 1]],
-                "\(events.goawaysByFault)")
+        #expect(
+            events.goaways == ["NO_ERROR": 2] && events.goawaysByFault == ["disconnect": ["NO_ERROR": 1], "goaway": ["NO_ERROR": 1]],
+            "\(events.goawaysByFault)"
+        )
         #expect(result.anomalyCounts["protocol"] == nil && result.messages.undecodable == 0)
     }
 
@@ -122,7 +139,8 @@ struct GRPCAuditTests {
         var connection = Connection(1, &s)
         connection.call(&s, 1, session: "c1")
         let message = G.grpc(G.update(seq: 1) + G.proto([(2, "a long payload to split")]))
-        let frames = G.data(3, []) + G.data(1, Array(message[0..<3])) + G.data(1, Array(message[3..<10]))
+        let frames =
+            G.data(3, []) + G.data(1, Array(message[0..<3])) + G.data(1, Array(message[3..<10]))
             + G.data(1, Array(message[10...]))
         let cut = 20
         s.sendBytes(1, .downstream, Array(frames[..<cut]))
@@ -143,11 +161,21 @@ struct GRPCAuditTests {
         var connection = Connection(1, &s)
         connection.relay(&s, connection.client.request(1, session: "c1", extra: [("grpc-encoding", "gzip")]), .upstream)
         // RaceRequest{session_id: "c1", sequence_id: 7, kind: "MSG"}, gzipped by Python's gzip module.
-        let gzipped: [UInt8] = [31, 139, 8, 0, 0, 0, 0, 0, 2, 255, 227, 98, 74, 54, 20, 96, 215, 98, 246, 13, 118, 7, 0,
-                                221, 39, 39, 67, 11, 0, 0, 0]
+        let gzipped: [UInt8] = [
+            31, 139, 8, 0, 0, 0, 0, 0, 2, 255, 227, 98, 74, 54, 20, 96, 215, 98, 246, 13, 118, 7, 0,
+            221, 39, 39, 67, 11, 0, 0, 0,
+        ]
         connection.relay(&s, G.data(1, G.grpc(gzipped, compressed: true)), .upstream)
-        let result = try Self.audit(s, ProtocolSpec(framing: .grpc, format: .protobuf, seq: "2", stream: "header:x-session",
-                                                    seqStart: 7))
+        let result = try Self.audit(
+            s,
+            ProtocolSpec(
+                framing: .grpc,
+                format: .protobuf,
+                seq: "2",
+                stream: "header:x-session",
+                seqStart: 7
+            )
+        )
         #expect(Self.counts(result, "c1", .upstream)?.ok == 1 && result.messages.undecodable == 0)
     }
 
@@ -179,9 +207,11 @@ struct GRPCAuditTests {
         for announced in [false, true] {
             var s = TrafficScript()
             s.open(1)
-            var client = G.Encoder(), server = G.Encoder()
+            var client = G.Encoder()
+            var server = G.Encoder()
             let relay = { (s: inout TrafficScript, bytes: [UInt8], direction: Direction) in
-                s.sendBytes(1, direction, bytes); s.deliverBytes(1, direction, bytes)
+                s.sendBytes(1, direction, bytes)
+                s.deliverBytes(1, direction, bytes)
             }
             relay(&s, G.preface + G.settings(announced ? [(5, 1 << 20)] : []), .upstream)
             relay(&s, G.settings(), .downstream)
@@ -193,8 +223,10 @@ struct GRPCAuditTests {
                 #expect(Self.counts(result, "c1", .downstream)?.ok == 1 && result.anomalyCounts["protocol"] == nil)
             } else {
                 #expect(result.anomalyCounts["protocol"] == 1)
-                #expect(result.anomalies.first?.detail?.contains("over SETTINGS_MAX_FRAME_SIZE (16384)") == true,
-                        "\(result.anomalies.map(\.detail))")
+                #expect(
+                    result.anomalies.first?.detail?.contains("over SETTINGS_MAX_FRAME_SIZE (16384)") == true,
+                    "\(result.anomalies.map(\.detail))"
+                )
             }
         }
     }
@@ -217,12 +249,18 @@ struct GRPCAuditTests {
         var connection = Connection(1, &s)
         connection.call(&s, 1, session: "c1")
         for seq in 1...3 {
-            let meta = G.proto([(2, seq * 2)]) // sint64 zigzag: 2n encodes n
+            let meta = G.proto([(2, seq * 2)])  // sint64 zigzag: 2n encodes n
             connection.relay(&s, G.data(1, G.grpc(G.proto([(4, meta), (5, "MSG")]))), .upstream)
         }
         // Only the request has meta.seq: the response reads its own sequence_id.
-        let spec = ProtocolSpec(framing: .grpc, format: .protobuf, seq: named ? "meta.seq" : "4.2", stream: "header:x-session",
-                                downstream: .init(seq: named ? "sequence_id" : "3"), descriptors: named ? Self.protoset : nil)
+        let spec = ProtocolSpec(
+            framing: .grpc,
+            format: .protobuf,
+            seq: named ? "meta.seq" : "4.2",
+            stream: "header:x-session",
+            downstream: .init(seq: named ? "sequence_id" : "3"),
+            descriptors: named ? Self.protoset : nil
+        )
         let counts = Self.counts(try Self.audit(s, spec), "c1", .upstream)
         // Without the descriptor set the wire value (2, 4, 6) is all there is: seqs 2, 4, 6 with holes at 1, 3, 5.
         #expect(named ? counts?.ok == 3 && counts?.lost == 0 : counts?.ok == 3 && counts?.lost == 3, "\(String(describing: counts))")
@@ -234,7 +272,7 @@ struct GRPCAuditTests {
         var connection = Connection(1, &s)
         connection.call(&s, 1, session: "c1")
         connection.relay(&s, G.data(1, G.grpc(G.request(seq: 1))), .upstream)
-        connection.relay(&s, G.frame(1, flags: 0x4, stream: 3, [0xff, 0xff, 0xff, 0xff, 0x0f]), .upstream) // index past the tables
+        connection.relay(&s, G.frame(1, flags: 0x4, stream: 3, [0xff, 0xff, 0xff, 0xff, 0x0f]), .upstream)  // index past the tables
         connection.relay(&s, G.data(1, G.grpc(G.request(seq: 2))), .upstream)
         s.open(2)
         let hello: [UInt8] = [0x16, 0x03, 0x01, 0x00, 0x2f, 0x01, 0x00, 0x00, 0x2b, 0x03, 0x03] + [UInt8](repeating: 0, count: 40)

@@ -72,10 +72,19 @@ enum GRPCWire {
             return GRPCWire.frame(1, flags: 0x4 | (endStream ? 1 : 0), stream: stream, Array(buffer.readableBytesView))
         }
 
-        mutating func request(_ stream: UInt32, path: String = GRPCWire.race, session: String,
-                              extra: [(String, String)] = []) -> [UInt8] {
-            headers(stream, [(":method", "POST"), (":scheme", "http"), (":path", path), (":authority", "127.0.0.1"),
-                             ("content-type", "application/grpc"), ("te", "trailers"), ("x-session", session)] + extra)
+        mutating func request(
+            _ stream: UInt32,
+            path: String = GRPCWire.race,
+            session: String,
+            extra: [(String, String)] = []
+        ) -> [UInt8] {
+            headers(
+                stream,
+                [
+                    (":method", "POST"), (":scheme", "http"), (":path", path), (":authority", "127.0.0.1"),
+                    ("content-type", "application/grpc"), ("te", "trailers"), ("x-session", session),
+                ] + extra
+            )
         }
 
         mutating func response(_ stream: UInt32, extra: [(String, String)] = []) -> [UInt8] {

@@ -1,6 +1,7 @@
-@testable import ChaosAudit
 import ChaosCore
 import Testing
+
+@testable import ChaosAudit
 
 /// The flat pass (top-level short keys, each key first compared with the one the last message had at its place) must
 /// find what the general scan finds, message after message, whatever the shapes: runs of one shape (predictions hit),
@@ -53,7 +54,8 @@ struct JSONFieldScannerTests {
     func flatEqualsGeneral(seed: UInt64) {
         var generator = SeededGenerator(seed: seed)
         let wanted = seed.isMultiple(of: 3) ? ["seq", "stream", "", "type"] : ["seq", "stream", "ack", "type", "s"]
-        let flat = JSONFieldScanner(fields: wanted), general = JSONFieldScanner(fields: wanted)
+        let flat = JSONFieldScanner(fields: wanted)
+        let general = JSONFieldScanner(fields: wanted)
         var shape = 0
         var predicted = 0
         for index in 0..<3000 {

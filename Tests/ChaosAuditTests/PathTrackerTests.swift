@@ -9,13 +9,20 @@ struct PathTrackerTests {
     @Test("a connection a NAT forgot, noticed by the pair 4 s later, and one it never noticed: counts, times and a finding that names the timeout")
     func natDeathsAndNotice() throws {
         var s = TrafficScript()
-        s.open(1); s.open(2)
-        s.relay(1, [1]); s.relay(2, [1], stream: "t")
+        s.open(1)
+        s.open(2)
+        s.relay(1, [1])
+        s.relay(2, [1], stream: "t")
         // Quiet for 35 s: a 30 s NAT forgot both; their keepalives met the dead mappings at 36 s.
-        s.at(36); s.add(1, .path(.natExpired(idleTimeout: 30_000_000_000, idleFor: 5_000_000_000)))
+        s.at(36)
+        s.add(1, .path(.natExpired(idleTimeout: 30_000_000_000, idleFor: 5_000_000_000)))
         s.add(2, .path(.natExpired(idleTimeout: 30_000_000_000, idleFor: 5_000_000_000)))
-        s.at(35); s.at(40); s.close(1, .fin)
-        s.at(50); s.add(0, .stopping); s.close(2, .fin)
+        s.at(35)
+        s.at(40)
+        s.close(1, .fin)
+        s.at(50)
+        s.add(0, .stopping)
+        s.close(2, .fin)
         let engine = try AuditEngine(spec: ProtocolSpec())
         engine.pathLimits = PathLimits(natIdleTimeout: 30_000_000_000)
         engine.ingest(s.events)
@@ -48,7 +55,8 @@ struct PathTrackerTests {
     func radioFinding() throws {
         let plain = try AuditEngine(spec: ProtocolSpec())
         var s = TrafficScript()
-        s.open(1); s.relay(1, [1])
+        s.open(1)
+        s.relay(1, [1])
         plain.ingest(s.events)
         #expect(plain.finish().path == nil)
 
@@ -57,7 +65,10 @@ struct PathTrackerTests {
         func run(keepaliveOnly: Bool) throws -> PathSummary {
             var s = TrafficScript()
             s.open(1)
-            for second in 0..<3 { s.at(Double(second)); s.relay(1, [second + 1]) }
+            for second in 0..<3 {
+                s.at(Double(second))
+                s.relay(1, [second + 1])
+            }
             var time = 3.0
             while time < 33 {
                 time += keepaliveOnly ? 2 : 1

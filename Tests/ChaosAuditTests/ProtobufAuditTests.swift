@@ -1,7 +1,8 @@
-@testable import ChaosAudit
-@testable import ChaosCore
 import ChaosProtocols
 import Testing
+
+@testable import ChaosAudit
+@testable import ChaosCore
 
 /// `format: protobuf`: binary WebSocket messages (and length-prefixed frames) read by field-number paths.
 @Suite("Protobuf messages in the audit")
@@ -23,7 +24,8 @@ struct ProtobufAuditTests {
         WebSocketAuditTests.relay(&s, 1, Self.binary(Self.message(0, kind: "HELLO"), mask: W.clientMask), .upstream)
         for seq: Int64 in 1...3 { WebSocketAuditTests.relay(&s, 1, Self.binary(Self.message(seq), mask: W.clientMask), .upstream) }
         for seq: Int64 in [1, 2, 4] { WebSocketAuditTests.relay(&s, 1, Self.binary(Self.message(seq, session: "s2")), .downstream) }
-        s.at(1); s.close(1, .reset)
+        s.at(1)
+        s.close(1, .reset)
         WebSocketAuditTests.open(&s, 2)
         WebSocketAuditTests.relay(&s, 2, Self.binary(Self.message(3), mask: W.clientMask), .upstream)
         WebSocketAuditTests.relay(&s, 2, Self.binary(Self.message(4), mask: W.clientMask), .upstream)
@@ -53,12 +55,15 @@ struct ProtobufAuditTests {
     func namesMustBeNumbers() throws {
         #expect(throws: ChaosError.self) { try AuditEngine(spec: ProtocolSpec(framing: .websocket, format: .protobuf, seq: "sequence_id")) }
         func scenario(_ protocolSection: String) throws -> Scenario {
-            try Scenario.parse(yaml: """
-                name: p
-                duration: 5s
-                proxies: [{name: p, listen: "127.0.0.1:7000", upstream: "127.0.0.1:7001"}]
-                protocol: \(protocolSection)
-                """, file: "p.yaml")
+            try Scenario.parse(
+                yaml: """
+                    name: p
+                    duration: 5s
+                    proxies: [{name: p, listen: "127.0.0.1:7000", upstream: "127.0.0.1:7001"}]
+                    protocol: \(protocolSection)
+                    """,
+                file: "p.yaml"
+            )
         }
         let lines = try #require(throws: ChaosError.self) { try scenario("{framing: lines, format: protobuf, seq: '2'}") }
         #expect(lines.message.contains("binary messages"), "\(lines.message)")

@@ -1,12 +1,17 @@
-@testable import ChaosAudit
 import ChaosCore
 import Testing
+
+@testable import ChaosAudit
 
 /// A hand-rolled protobuf encoder for the tests (the wire format is small enough to write out by hand).
 enum Wire {
     static func varint(_ value: UInt64) -> [UInt8] {
-        var bytes: [UInt8] = [], rest = value
-        while rest >= 0x80 { bytes.append(UInt8(rest & 0x7f) | 0x80); rest >>= 7 }
+        var bytes: [UInt8] = []
+        var rest = value
+        while rest >= 0x80 {
+            bytes.append(UInt8(rest & 0x7f) | 0x80)
+            rest >>= 7
+        }
         return bytes + [UInt8(rest)]
     }
     static func key(_ number: UInt64, _ type: UInt64) -> [UInt8] { varint(number << 3 | type) }
@@ -48,7 +53,8 @@ struct ProtobufFieldScannerTests {
 
     @Test("every wire type reads: varint, zigzag, fixed64, fixed32 (signed), length-delimited")
     func everyWireType() {
-        let message = Wire.int(1, 42) + Wire.sint(2, -3) + Wire.fixed64(3, UInt64(bitPattern: -7))
+        let message =
+            Wire.int(1, 42) + Wire.sint(2, -3) + Wire.fixed64(3, UInt64(bitPattern: -7))
             + Wire.fixed32(4, UInt32(bitPattern: -9)) + Wire.string(5, "c1") + Wire.int(6, -1)
         let result = scan(message, ["1", "2", "3", "4", "5", "6"])
         #expect(result.ok)
@@ -84,16 +90,19 @@ struct ProtobufFieldScannerTests {
         #expect(result.values[0]?.integer() == 2)
     }
 
-    @Test("malformed bytes are refused without a trap", arguments: [
-        [0x08, 0x96],                                 // varint cut short
-        [0x12, 0x05, 0x61],                           // length past the end
-        [0x0f],                                       // wire type 7
-        [0x0c],                                       // end-group with no start
-        [0x0b, 0x08, 0x01],                           // group never ended
-        [0x08] + [UInt8](repeating: 0xff, count: 11), // a varint longer than 10 bytes
-        [0x00, 0x01],                                 // field number 0
-        [0x09, 0x01, 0x02],                           // fixed64 cut short
-    ] as [[UInt8]])
+    @Test(
+        "malformed bytes are refused without a trap",
+        arguments: [
+            [0x08, 0x96],  // varint cut short
+            [0x12, 0x05, 0x61],  // length past the end
+            [0x0f],  // wire type 7
+            [0x0c],  // end-group with no start
+            [0x0b, 0x08, 0x01],  // group never ended
+            [0x08] + [UInt8](repeating: 0xff, count: 11),  // a varint longer than 10 bytes
+            [0x00, 0x01],  // field number 0
+            [0x09, 0x01, 0x02],  // fixed64 cut short
+        ] as [[UInt8]]
+    )
     func malformed(message: [UInt8]) {
         #expect(!scan(message, ["1", "2.1"]).ok)
     }

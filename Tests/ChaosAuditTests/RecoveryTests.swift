@@ -8,11 +8,19 @@ struct RecoveryTests {
     func reconnectAndResume() throws {
         var s = TrafficScript()
         s.open(1)
-        s.send(1, Array(1...5)); s.at(0.002); s.deliver(1, Array(1...5))
-        s.at(10); s.fault("disconnect", 0, started: true); s.close(1, .cutByFault); s.fault("disconnect", 0, started: false)
-        s.at(10.5); s.open(2)
-        s.at(11); s.relay(2, [5]) // a redelivery is not new
-        s.at(11.25); s.relay(2, [6])
+        s.send(1, Array(1...5))
+        s.at(0.002)
+        s.deliver(1, Array(1...5))
+        s.at(10)
+        s.fault("disconnect", 0, started: true)
+        s.close(1, .cutByFault)
+        s.fault("disconnect", 0, started: false)
+        s.at(10.5)
+        s.open(2)
+        s.at(11)
+        s.relay(2, [5])  // a redelivery is not new
+        s.at(11.25)
+        s.relay(2, [6])
         let engine = try AuditEngine(spec: ProtocolSpec())
         engine.ingest(s.events)
         let result = engine.finish()
@@ -29,9 +37,16 @@ struct RecoveryTests {
         var s = TrafficScript()
         s.open(1)
         s.relay(1, Array(1...3))
-        s.at(5); s.fault("disconnect", 0, started: true); s.close(1, .cutByFault); s.fault("disconnect", 0, started: false)
-        s.at(5.1); s.open(2); s.relay(2, [4])
-        s.at(9); s.add(0, .stopping); s.close(2, .fin)
+        s.at(5)
+        s.fault("disconnect", 0, started: true)
+        s.close(1, .cutByFault)
+        s.fault("disconnect", 0, started: false)
+        s.at(5.1)
+        s.open(2)
+        s.relay(2, [4])
+        s.at(9)
+        s.add(0, .stopping)
+        s.close(2, .fin)
         let engine = try AuditEngine(spec: ProtocolSpec())
         engine.ingest(s.events)
         let result = engine.finish()
@@ -40,45 +55,74 @@ struct RecoveryTests {
         #expect(result.recovery.resumeS.count == 1)
     }
 
-    @Test("reconnects all inside one short window are flagged as a thundering herd; spread out they are not",
-          arguments: [(0.001, true), (0.5, false)])
+    @Test(
+        "reconnects all inside one short window are flagged as a thundering herd; spread out they are not",
+        arguments: [(0.001, true), (0.5, false)]
+    )
     func herd(spacing: Double, herd: Bool) throws {
         var s = TrafficScript()
-        for id in 1...6 as ClosedRange<UInt64> { s.open(id); s.relay(id, [1], stream: "s\(id)") }
-        s.at(5); s.fault("disconnect", 0, started: true)
+        for id in 1...6 as ClosedRange<UInt64> {
+            s.open(id)
+            s.relay(id, [1], stream: "s\(id)")
+        }
+        s.at(5)
+        s.fault("disconnect", 0, started: true)
         for id in 1...6 as ClosedRange<UInt64> { s.close(id, .cutByFault) }
         s.fault("disconnect", 0, started: false)
-        for index in 0..<6 { s.at(5.1 + Double(index) * spacing); s.open(UInt64(10 + index)) }
+        for index in 0..<6 {
+            s.at(5.1 + Double(index) * spacing)
+            s.open(UInt64(10 + index))
+        }
         let engine = try AuditEngine(spec: ProtocolSpec())
         engine.ingest(s.events)
         let spread = try #require(engine.finish().recovery.reconnectSpread.first)
         #expect(spread.attempts == 6 && spread.connectionsClosed == 6 && spread.herd == herd)
     }
 
-    @Test("three clients back together: a herd when they came at once (no backoff), not when their full-jitter draws met later",
-          arguments: [(0.01, true), (0.3, false)])
+    @Test(
+        "three clients back together: a herd when they came at once (no backoff), not when their full-jitter draws met later",
+        arguments: [(0.01, true), (0.3, false)]
+    )
     func fewClientsTogether(after: Double, herd: Bool) throws {
         var s = TrafficScript()
-        for id in 1...3 as ClosedRange<UInt64> { s.open(id); s.relay(id, [1], stream: "s\(id)") }
-        s.at(5); s.fault("disconnect", 0, started: true)
+        for id in 1...3 as ClosedRange<UInt64> {
+            s.open(id)
+            s.relay(id, [1], stream: "s\(id)")
+        }
+        s.at(5)
+        s.fault("disconnect", 0, started: true)
         for id in 1...3 as ClosedRange<UInt64> { s.close(id, .cutByFault) }
         s.fault("disconnect", 0, started: false)
-        for index in 0..<3 { s.at(5 + after + Double(index) * 0.01); s.open(UInt64(10 + index)) }
+        for index in 0..<3 {
+            s.at(5 + after + Double(index) * 0.01)
+            s.open(UInt64(10 + index))
+        }
         let engine = try AuditEngine(spec: ProtocolSpec())
         engine.ingest(s.events)
         let spread = try #require(engine.finish().recovery.reconnectSpread.first)
         #expect(spread.attempts == 3 && spread.densest == 3 && spread.herd == herd)
     }
 
-    @Test("a half-open stall shorter than the detection window the pair's heartbeat showed is not held against it; one longer is, and all are when it noticed none")
+    @Test(
+        "a half-open stall shorter than the detection window the pair's heartbeat showed is not held against it; one longer is, and all are when it noticed none"
+    )
     func halfOpenJudgedAgainstTheHeartbeat() throws {
         func run(noticedPartition: Bool) throws -> RecoverySummary {
             var s = TrafficScript()
-            s.open(1); s.relay(1, [1])
-            s.at(2); s.fault("stall", 0, started: true); s.at(3.5); s.fault("stall", 0, started: false)
-            s.at(10); s.fault("partition", 1, started: true)
-            if noticedPartition { s.at(13); s.close(1, .fin) }
-            s.at(16); s.fault("partition", 1, started: false)
+            s.open(1)
+            s.relay(1, [1])
+            s.at(2)
+            s.fault("stall", 0, started: true)
+            s.at(3.5)
+            s.fault("stall", 0, started: false)
+            s.at(10)
+            s.fault("partition", 1, started: true)
+            if noticedPartition {
+                s.at(13)
+                s.close(1, .fin)
+            }
+            s.at(16)
+            s.fault("partition", 1, started: false)
             let engine = try AuditEngine(spec: ProtocolSpec())
             engine.ingest(s.events)
             return engine.finish().recovery
@@ -95,10 +139,15 @@ struct RecoveryTests {
     @Test("a half-open partition lasts until the pair closes the connection; one never noticed is reported")
     func halfOpen() throws {
         var s = TrafficScript()
-        s.open(1); s.open(2)
-        s.at(20); s.fault("partition", 1, started: true)
-        s.at(35); s.add(1, .closed(.client, .fin)); s.add(1, .closed(.server, .fin))
-        s.at(40); s.fault("partition", 1, started: false)
+        s.open(1)
+        s.open(2)
+        s.at(20)
+        s.fault("partition", 1, started: true)
+        s.at(35)
+        s.add(1, .closed(.client, .fin))
+        s.add(1, .closed(.server, .fin))
+        s.at(40)
+        s.fault("partition", 1, started: false)
         s.at(50)
         let engine = try AuditEngine(spec: ProtocolSpec())
         engine.ingest(s.events)
@@ -112,9 +161,13 @@ struct RecoveryTests {
     func rodeOutStall() throws {
         var s = TrafficScript()
         s.open(1)
-        s.at(10); s.fault("stall", 0, started: true)
-        s.at(11.5); s.fault("stall", 0, started: false)
-        s.at(30); s.add(1, .closed(.client, .fin)); s.add(1, .closed(.server, .fin))
+        s.at(10)
+        s.fault("stall", 0, started: true)
+        s.at(11.5)
+        s.fault("stall", 0, started: false)
+        s.at(30)
+        s.add(1, .closed(.client, .fin))
+        s.add(1, .closed(.server, .fin))
         let engine = try AuditEngine(spec: ProtocolSpec())
         engine.ingest(s.events)
         let record = try #require(engine.finish().recovery.halfOpen.first)
@@ -126,11 +179,16 @@ struct RecoveryTests {
     func deliveriesAfterBothFINs() throws {
         var s = TrafficScript()
         s.open(1)
-        s.send(1, [1, 2, 3])                                 // read from the server, held by a partition
-        s.at(1); s.add(1, .closed(.client, .fin)); s.add(1, .closed(.server, .fin))
-        s.at(2); s.deliver(1, [1, 2, 3])                     // the backlog reaches the half-closed client
-        s.at(3); s.fault("partition", 0, started: true)
-        s.at(4); s.fault("partition", 0, started: false)
+        s.send(1, [1, 2, 3])  // read from the server, held by a partition
+        s.at(1)
+        s.add(1, .closed(.client, .fin))
+        s.add(1, .closed(.server, .fin))
+        s.at(2)
+        s.deliver(1, [1, 2, 3])  // the backlog reaches the half-closed client
+        s.at(3)
+        s.fault("partition", 0, started: true)
+        s.at(4)
+        s.fault("partition", 0, started: false)
         let engine = try AuditEngine(spec: ProtocolSpec())
         engine.ingest(s.events)
         let result = engine.finish()
@@ -142,9 +200,13 @@ struct RecoveryTests {
     func retiresAfterGrace() throws {
         var s = TrafficScript()
         s.open(1)
-        s.send(1, [1, 2]); s.deliver(1, [1])
-        s.at(1); s.close(1, .fin)
-        s.at(100); s.open(2); s.relay(2, [3])                 // long after: connection 1 has retired
+        s.send(1, [1, 2])
+        s.deliver(1, [1])
+        s.at(1)
+        s.close(1, .fin)
+        s.at(100)
+        s.open(2)
+        s.relay(2, [3])  // long after: connection 1 has retired
         let engine = try AuditEngine(spec: ProtocolSpec())
         engine.ingest(s.events)
         let snapshot = engine.snapshot()

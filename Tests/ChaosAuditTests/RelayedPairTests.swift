@@ -29,7 +29,8 @@ struct RelayedPairTests {
                 // Now and then a seq is repeated or skipped, so duplicates and gaps are judged too.
                 let step = [0, 2].randomElement(using: &generator)! * (Int.random(in: 0..<20, using: &generator) == 0 ? 1 : 0)
                 seqs[stream] += step == 0 ? 1 : step - 1
-                line = #"{"type":"MSG","stream":"\#(prefix)\#(stream)","seq":\#(seqs[stream]),"payload":"\#(String(repeating: "x", count: Int.random(in: 0...90, using: &generator)))"}"#
+                line =
+                    #"{"type":"MSG","stream":"\#(prefix)\#(stream)","seq":\#(seqs[stream]),"payload":"\#(String(repeating: "x", count: Int.random(in: 0...90, using: &generator)))"}"#
             }
             bytes += Array(line.utf8) + [10]
         }
@@ -46,9 +47,16 @@ struct RelayedPairTests {
             engine.ingest(TrafficEvent(time: time, connection: 1, kind: kind))
         }
         add(.opened(ConnectionEndpoints(proxy: "p", client: "c", listen: "l", proxyLocal: "pl", server: "s")))
-        let streams = [Direction.upstream, .downstream].map { lines(&generator, count: 300, prefix: $0 == .upstream ? "u" : "d",
-                                                                              overlong: seed.isMultiple(of: 5)) }
-        var readAt = [0, 0], writtenAt = [0, 0]
+        let streams = [Direction.upstream, .downstream].map {
+            lines(
+                &generator,
+                count: 300,
+                prefix: $0 == .upstream ? "u" : "d",
+                overlong: seed.isMultiple(of: 5)
+            )
+        }
+        var readAt = [0, 0]
+        var writtenAt = [0, 0]
         var unwritten: [[UInt8]] = [[], []]
         var steps = 0
         while (readAt[0] < streams[0].count || readAt[1] < streams[1].count) && steps < 10_000 {
@@ -98,7 +106,10 @@ struct RelayedPairTests {
         let shared = try Self.run(seed: seed, shared: true)
         let copies = try Self.run(seed: seed, shared: false)
         #expect(shared == copies, "seed \(seed): totals \(shared.totals) vs \(copies.totals); messages \(shared.messages) vs \(copies.messages)")
-        #expect(shared.totals.sent > 0 && shared.messages.ignored > 0 && shared.messages.undecodable > 0, "the traffic exercises the kinds: \(shared.totals) \(shared.messages)")
+        #expect(
+            shared.totals.sent > 0 && shared.messages.ignored > 0 && shared.messages.undecodable > 0,
+            "the traffic exercises the kinds: \(shared.totals) \(shared.messages)"
+        )
         if seed.isMultiple(of: 2), !seed.isMultiple(of: 5) { #expect(shared.totals.truncated > 0, "seed \(seed): a line cut by the close") }
     }
 }

@@ -1,7 +1,8 @@
-@testable import ChaosAudit
-@testable import ChaosProtocols
 import ChaosCore
 import Testing
+
+@testable import ChaosAudit
+@testable import ChaosProtocols
 
 /// The audit over SSE traffic events: a stream named by the request that opened it outlives its connection, a
 /// reconnect's `Last-Event-ID` is a resume, a stale resume is redelivered and a skipped event lost, and an event
@@ -41,7 +42,8 @@ struct SSEAuditTests {
         var s = TrafficScript()
         Self.open(&s, 1, retry: true)
         for seq in 1...3 { Self.relay(&s, 1, Self.event(seq), .downstream) }
-        s.at(1); s.close(1, .reset)
+        s.at(1)
+        s.close(1, .reset)
         Self.open(&s, 2, lastEventID: 1)
         for seq in 2...4 { Self.relay(&s, 2, Self.event(seq), .downstream) }
         s.close(2)
@@ -100,6 +102,10 @@ struct SSEAuditTests {
         let refused = try #require(throws: ChaosError.self) {
             try ProtocolSpec(framing: .lines, stream: "query:s").checkInvariants { ChaosError.badInput($0) }
         }
-        #expect(refused.message.contains("query:NAME names a query parameter of the request that opened the stream; it needs framing websocket, sse or auto"))
+        #expect(
+            refused.message.contains(
+                "query:NAME names a query parameter of the request that opened the stream; it needs framing websocket, sse or auto"
+            )
+        )
     }
 }

@@ -1,6 +1,7 @@
+import Testing
+
 @testable import ChaosAudit
 @testable import ChaosProtocols
-import Testing
 
 /// The SSE leg decoder on hand-built HTTP/1.1 bytes, each cut at every offset: events, chunked bodies, CRLF and
 /// CR line ends, multi-line data, comments, `retry`, a response that is not an event stream, `Last-Event-ID`.
@@ -43,10 +44,14 @@ struct SSEDecoderTests {
         let second = "retry: 3000\nfoo: bar\ndata: {\"seq\":2}\n\n"
         let bytes = head + Array((first + second + "data: partial\n").utf8)
         let seen = Self.decodeCut(upstream: false, bytes)
-        #expect(seen == [.event(.counted("sseStreams"), at: head.count),
-                         .message("{\"seq\":1,\n \"x\":2}", end: head.count + first.utf8.count, binary: false),
-                         .event(.counted("sseRetries"), at: head.count + first.utf8.count + 12),
-                         .message("{\"seq\":2}", end: head.count + first.utf8.count + second.utf8.count, binary: false)])
+        #expect(
+            seen == [
+                .event(.counted("sseStreams"), at: head.count),
+                .message("{\"seq\":1,\n \"x\":2}", end: head.count + first.utf8.count, binary: false),
+                .event(.counted("sseRetries"), at: head.count + first.utf8.count + 12),
+                .message("{\"seq\":2}", end: head.count + first.utf8.count + second.utf8.count, binary: false),
+            ]
+        )
     }
 
     @Test("format: text sees the whole event as written (its field lines, comments left out), so a regex can read its id")
@@ -55,19 +60,28 @@ struct SSEDecoderTests {
         // The blank line ends at its CR, before its LF and the 7 bytes of an event with no data (never a message).
         let event = ": c\r\nid: 7\r\nevent: tick\r\ndata: {\"seq\":1}\r\ndata:x\r\n\r\nid: 8\n\n"
         let seen = Self.decodeCut(upstream: false, head + Array(event.utf8), wholeEvent: true)
-        #expect(seen == [.event(.counted("sseStreams"), at: head.count),
-                         .message("id: 7\nevent: tick\ndata: {\"seq\":1}\ndata:x", end: head.count + event.utf8.count - 8, binary: false)])
+        #expect(
+            seen == [
+                .event(.counted("sseStreams"), at: head.count),
+                .message("id: 7\nevent: tick\ndata: {\"seq\":1}\ndata:x", end: head.count + event.utf8.count - 8, binary: false),
+            ]
+        )
     }
 
     @Test("CRLF and CR line ends: the event ends at its blank line's CR (where a client dispatches it)")
     func lineEnds() {
         let head = Self.response()
-        let crlf = "data: a\r\n\r\n", cr = "data: b\r\rdata: c\r\n\r\n"
+        let crlf = "data: a\r\n\r\n"
+        let cr = "data: b\r\rdata: c\r\n\r\n"
         let bytes = head + Array((crlf + cr).utf8)
         let seen = Self.decodeCut(upstream: false, bytes)
         let base = head.count + crlf.utf8.count
-        #expect(seen == [.event(.counted("sseStreams"), at: head.count), .message("a", end: base - 1, binary: false),
-                         .message("b", end: base + 9, binary: false), .message("c", end: bytes.count - 1, binary: false)])
+        #expect(
+            seen == [
+                .event(.counted("sseStreams"), at: head.count), .message("a", end: base - 1, binary: false),
+                .message("b", end: base + 9, binary: false), .message("c", end: bytes.count - 1, binary: false),
+            ]
+        )
     }
 
     @Test("a chunked body: events cross chunk boundaries; the trailer ends the response and the next one is read")
@@ -82,7 +96,10 @@ struct SSEDecoderTests {
         #expect(messages == ["{\"seq\":1}", "{\"seq\":2}"])
         #expect(seen.last == .event(.counted("sseRefused"), at: head.count + body.count + next.count - 12))
         // The first event ends at the chunk holding its blank line's LF (chunks of 5 bytes, 10-byte size lines).
-        guard case .message(_, let end, _) = seen[1] else { Issue.record("no first message"); return }
+        guard case .message(_, let end, _) = seen[1] else {
+            Issue.record("no first message")
+            return
+        }
         #expect(bytes[end - 1] == 10 && bytes[end - 2] == 10)
     }
 
@@ -99,13 +116,18 @@ struct SSEDecoderTests {
         let first = Self.request(headers: ["X-Stream: s1", "Last-Event-ID: 41"])
         let post = Array("POST /ack HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello".utf8)
         let bytes = first + post
-        #expect(Self.decodeCut(upstream: true, bytes) == [
-            .event(.requestRead, at: first.count), .event(.counted("sseResumes"), at: first.count),
-            .event(.requestRead, at: first.count + post.count - 5)])
+        #expect(
+            Self.decodeCut(upstream: true, bytes) == [
+                .event(.requestRead, at: first.count), .event(.counted("sseResumes"), at: first.count),
+                .event(.requestRead, at: first.count + post.count - 5),
+            ]
+        )
         let session = SSESession()
         _ = Decoded.feed(SSEDecoder(upstream: true, session: session, cap: 1024), bytes)
-        #expect(session.requestQuery("s") == "c1" && session.requestHeader("x-stream") == "s1"
-                && session.requestHeader("Last-Event-ID") == "41")
+        #expect(
+            session.requestQuery("s") == "c1" && session.requestHeader("x-stream") == "s1"
+                && session.requestHeader("Last-Event-ID") == "41"
+        )
     }
 
     @Test("bytes that are not HTTP/1.1 and bad chunk sizes are protocol problems")
@@ -125,8 +147,12 @@ struct SSEDecoderTests {
         let decoder = SSEDecoder(upstream: false, session: SSESession(), cap: 100)
         let seen = Decoded.feed(decoder, bytes, chunk: 7)
         let end = head.count + big.utf8.count
-        #expect(seen == [.event(.counted("sseStreams"), at: head.count), .event(.oversized(bytes: 5002, end: end), at: end),
-                         .message("{\"seq\":3}", end: bytes.count, binary: false)])
+        #expect(
+            seen == [
+                .event(.counted("sseStreams"), at: head.count), .event(.oversized(bytes: 5002, end: end), at: end),
+                .message("{\"seq\":3}", end: bytes.count, binary: false),
+            ]
+        )
         #expect(decoder.bufferedCapacity < 1024)
     }
 }

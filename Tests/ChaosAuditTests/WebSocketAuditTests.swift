@@ -1,7 +1,8 @@
-@testable import ChaosAudit
-@testable import ChaosProtocols
 import ChaosCore
 import Testing
+
+@testable import ChaosAudit
+@testable import ChaosProtocols
 
 /// The audit over WebSocket traffic events: streams named by the upgrade request, per-direction fields,
 /// delivery at the end of a message's last frame, cuts, close codes and bytes that do not parse.
@@ -18,9 +19,12 @@ struct WebSocketAuditTests {
     /// Opens connection `id` with the upgrade handshake relayed both ways (header X-Stream: `stream`).
     static func open(_ s: inout TrafficScript, _ id: ConnectionID, stream: String = "c1", extensions: String? = nil) {
         s.open(id)
-        let request = W.request(headers: ["X-Stream: \(stream)"]), response = W.response(extensions: extensions)
-        s.sendBytes(id, .upstream, request); s.deliverBytes(id, .upstream, request)
-        s.sendBytes(id, .downstream, response); s.deliverBytes(id, .downstream, response)
+        let request = W.request(headers: ["X-Stream: \(stream)"])
+        let response = W.response(extensions: extensions)
+        s.sendBytes(id, .upstream, request)
+        s.deliverBytes(id, .upstream, request)
+        s.sendBytes(id, .downstream, response)
+        s.deliverBytes(id, .downstream, response)
     }
 
     static func relay(_ s: inout TrafficScript, _ id: ConnectionID, _ bytes: [UInt8], _ direction: Direction) {
@@ -44,7 +48,8 @@ struct WebSocketAuditTests {
         Self.open(&s, 1)
         for seq in 1...3 { Self.relay(&s, 1, W.text(Self.message(seq), mask: W.clientMask), .upstream) }
         for seq in 1...3 { Self.relay(&s, 1, W.text(Self.message(seq)), .downstream) }
-        s.at(1); s.close(1, .reset)
+        s.at(1)
+        s.close(1, .reset)
         Self.open(&s, 2)
         for seq in [3, 5] { Self.relay(&s, 2, W.text(Self.message(seq)), .downstream) }
         Self.relay(&s, 2, W.close(1000, "done"), .downstream)
@@ -74,11 +79,13 @@ struct WebSocketAuditTests {
     func deliveredAtLastFrame() throws {
         var s = TrafficScript()
         Self.open(&s, 1)
-        let first = W.frame(1, Array("{\"seq\":".utf8), fin: false), last = W.frame(0, Array("1}".utf8))
+        let first = W.frame(1, Array("{\"seq\":".utf8), fin: false)
+        let last = W.frame(0, Array("1}".utf8))
         s.sendBytes(1, .downstream, first + last)
         s.writeBytes(1, .downstream, first + last)
         s.acknowledge(1, .downstream, upTo: Int64(W.response().count + first.count + last.count - 1))
-        s.at(1); s.close(1, .reset)
+        s.at(1)
+        s.close(1, .reset)
         let result = try Self.audit(s, Self.spec(stream: "stream"))
         #expect(result.totals.delivered == 0 && result.totals.lost == 1)
     }
@@ -91,7 +98,8 @@ struct WebSocketAuditTests {
         let second = W.text(Self.message(2))
         s.sendBytes(1, .downstream, second)
         s.deliverBytes(1, .downstream, Array(second.prefix(9)))
-        s.at(1); s.close(1, .reset)
+        s.at(1)
+        s.close(1, .reset)
         let result = try Self.audit(s)
         let down = try #require(Self.stream(result, "c1", .downstream))
         #expect(down.ok == 1 && down.lost == 1 && down.truncated == 1)
@@ -105,7 +113,8 @@ struct WebSocketAuditTests {
         Self.relay(&s, 1, Array("HTTP/1.1 200 OK\r\n\r\nnot frames".utf8), .downstream)
         Self.open(&s, 2, stream: "c2")
         Self.relay(&s, 2, W.text(Self.message(1)) + W.text(Self.message(2)), .downstream)
-        s.close(1); s.close(2)
+        s.close(1)
+        s.close(2)
         let result = try Self.audit(s)
         #expect(result.anomalyCounts["protocol"] == 1)
         let anomaly = try #require(result.anomalies.first { $0.kind == .protocolError })
@@ -120,7 +129,8 @@ struct WebSocketAuditTests {
     func deflated() throws {
         var s = TrafficScript()
         Self.open(&s, 1, extensions: "permessage-deflate; client_no_context_takeover")
-        let up = Deflater(takeover: false), down = Deflater(takeover: true)
+        let up = Deflater(takeover: false)
+        let down = Deflater(takeover: true)
         for seq in 1...5 {
             Self.relay(&s, 1, W.frame(1, up.compress(Array(Self.message(seq).utf8)), rsv1: true, mask: W.clientMask), .upstream)
             Self.relay(&s, 1, W.frame(1, down.compress(Array(Self.message(seq).utf8)), rsv1: true), .downstream)

@@ -1,6 +1,7 @@
+import Testing
+
 @testable import ChaosAudit
 @testable import ChaosProtocols
-import Testing
 
 /// permessage-deflate (RFC 7692) negotiated from the handshake: messages compressed with system zlib here are
 /// inflated by the decoder, with and without context takeover, with a smaller window, fragmented and masked.
@@ -16,11 +17,15 @@ struct WebSocketDeflateTests {
         return (WebSocketDecoder(upstream: false, session: session, cap: 1 << 20), W.response(extensions: extensions))
     }
 
-    @Test("server messages with and without context takeover, and with a 10-bit window, inflate to what was sent",
-          arguments: [("permessage-deflate", true, Int32(15)),
-                      ("permessage-deflate; server_no_context_takeover", false, 15),
-                      ("permessage-deflate; server_max_window_bits=10; client_max_window_bits", true, 10),
-                      ("permessage-deflate; server_no_context_takeover; server_max_window_bits=\"9\"", false, 9)])
+    @Test(
+        "server messages with and without context takeover, and with a 10-bit window, inflate to what was sent",
+        arguments: [
+            ("permessage-deflate", true, Int32(15)),
+            ("permessage-deflate; server_no_context_takeover", false, 15),
+            ("permessage-deflate; server_max_window_bits=10; client_max_window_bits", true, 10),
+            ("permessage-deflate; server_no_context_takeover; server_max_window_bits=\"9\"", false, 9),
+        ]
+    )
     func serverMessages(extensions: String, takeover: Bool, bits: Int32) {
         let (decoder, head) = Self.downstream(extensions)
         let deflater = Deflater(bits: bits, takeover: takeover)
@@ -34,12 +39,16 @@ struct WebSocketDeflateTests {
     @Test("with context takeover, later messages refer back to earlier ones: inflating them as separate streams would fail")
     func takeoverIsReallyShared() {
         let deflater = Deflater(takeover: true)
-        let first = deflater.compress(Array(Self.messages[0].utf8)), second = deflater.compress(Array(Self.messages[0].utf8))
+        let first = deflater.compress(Array(Self.messages[0].utf8))
+        let second = deflater.compress(Array(Self.messages[0].utf8))
         #expect(second.count < first.count / 2, "the repeat is a back-reference into the previous message")
         // Negotiated without context takeover, the second message refers to a window the decoder reset: a problem.
         let (decoder, head) = Self.downstream("permessage-deflate; server_no_context_takeover")
         let seen = Decoded.feed(decoder, head + W.frame(1, first, rsv1: true) + W.frame(1, second, rsv1: true))
-        guard case .problem(.protocolError(let reason), _) = seen.last else { Issue.record("\(seen)"); return }
+        guard case .problem(.protocolError(let reason), _) = seen.last else {
+            Issue.record("\(seen)")
+            return
+        }
         #expect(reason.contains("does not inflate"))
     }
 
@@ -53,7 +62,8 @@ struct WebSocketDeflateTests {
         let compressed = Deflater(takeover: false).compress(Array(big.utf8))
         let third = compressed.count / 3
         let m = W.clientMask
-        let bytes = W.request() + W.frame(2, Array(compressed[..<third]), fin: false, rsv1: true, mask: m)
+        let bytes =
+            W.request() + W.frame(2, Array(compressed[..<third]), fin: false, rsv1: true, mask: m)
             + W.frame(9, [], mask: m) + W.frame(0, Array(compressed[third..<(2 * third)]), fin: false, mask: m)
             + W.frame(0, Array(compressed[(2 * third)...]), mask: m)
         for chunk in [nil, 5, 1000] as [Int?] {
@@ -70,7 +80,8 @@ struct WebSocketDeflateTests {
         let decoder = WebSocketDecoder(upstream: false, session: session, cap: 4096)
         let deflater = Deflater(takeover: true)
         let bomb = [UInt8](repeating: 0x7B, count: 1 << 20)
-        let bytes = W.response(extensions: "permessage-deflate") + W.frame(2, deflater.compress(bomb), rsv1: true)
+        let bytes =
+            W.response(extensions: "permessage-deflate") + W.frame(2, deflater.compress(bomb), rsv1: true)
             + W.frame(1, deflater.compress(Array(Self.messages[1].utf8)), rsv1: true)
         let seen = Decoded.feed(decoder, bytes)
         #expect(seen.count == 3)
@@ -79,11 +90,16 @@ struct WebSocketDeflateTests {
         #expect(decoder.bufferedCapacity < 64 * 1024)
     }
 
-    @Test("the negotiation is read from the server's answer", arguments: [
-        ("permessage-deflate; client_max_window_bits=12; server_no_context_takeover",
-         PerMessageDeflate(serverNoContextTakeover: true, clientMaxWindowBits: 12)),
-        ("x-webkit-deflate-frame, permessage-deflate", PerMessageDeflate()),
-    ])
+    @Test(
+        "the negotiation is read from the server's answer",
+        arguments: [
+            (
+                "permessage-deflate; client_max_window_bits=12; server_no_context_takeover",
+                PerMessageDeflate(serverNoContextTakeover: true, clientMaxWindowBits: 12)
+            ),
+            ("x-webkit-deflate-frame, permessage-deflate", PerMessageDeflate()),
+        ]
+    )
     func negotiation(header: String, expected: PerMessageDeflate) {
         #expect(PerMessageDeflate(accepted: header) == expected)
         #expect(PerMessageDeflate(accepted: "permessage-deflate; server_max_window_bits=16") == nil)

@@ -5,21 +5,32 @@
 /// and permessage-deflate payloads compressed with system zlib (RFC 7692 7.2.1).
 enum WebSocketWire {
     static func request(target: String = "/feed?session=s9", headers: [String] = ["X-Stream: s1"]) -> [UInt8] {
-        let lines = ["GET \(target) HTTP/1.1", "Host: 127.0.0.1", "Upgrade: websocket", "Connection: Upgrade",
-                     "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version: 13"] + headers
+        let lines =
+            [
+                "GET \(target) HTTP/1.1", "Host: 127.0.0.1", "Upgrade: websocket", "Connection: Upgrade",
+                "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version: 13",
+            ] + headers
         return Array((lines.joined(separator: "\r\n") + "\r\n\r\n").utf8)
     }
 
     static func response(status: String = "101 Switching Protocols", extensions: String? = nil) -> [UInt8] {
-        var lines = ["HTTP/1.1 \(status)", "Upgrade: websocket", "Connection: Upgrade",
-                     "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo="]
+        var lines = [
+            "HTTP/1.1 \(status)", "Upgrade: websocket", "Connection: Upgrade",
+            "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=",
+        ]
         if let extensions { lines.append("Sec-WebSocket-Extensions: \(extensions)") }
         return Array((lines.joined(separator: "\r\n") + "\r\n\r\n").utf8)
     }
 
     /// One frame; `mask` masks it (client frames), `length` overrides the declared length (a lying header).
-    static func frame(_ opcode: UInt8, _ payload: [UInt8], fin: Bool = true, rsv1: Bool = false,
-                      mask: [UInt8]? = nil, length: UInt64? = nil) -> [UInt8] {
+    static func frame(
+        _ opcode: UInt8,
+        _ payload: [UInt8],
+        fin: Bool = true,
+        rsv1: Bool = false,
+        mask: [UInt8]? = nil,
+        length: UInt64? = nil
+    ) -> [UInt8] {
         var bytes: [UInt8] = [(fin ? 0x80 : 0) | (rsv1 ? 0x40 : 0) | opcode]
         let count = length ?? UInt64(payload.count)
         let maskBit: UInt8 = mask == nil ? 0 : 0x80

@@ -11,7 +11,8 @@ struct CaptureErrorTests {
         var offset = 24
         while offset + 16 <= data.count {
             offsets.append(offset)
-            let caplen = Int(data[offset + 8]) | Int(data[offset + 9]) << 8 | Int(data[offset + 10]) << 16
+            let caplen =
+                Int(data[offset + 8]) | Int(data[offset + 9]) << 8 | Int(data[offset + 10]) << 16
                 | Int(data[offset + 11]) << 24
             offset += 16 + caplen
         }
@@ -31,8 +32,10 @@ struct CaptureErrorTests {
         }
     }
 
-    @Test("a file cut inside a packet record names the offset where that record starts",
-          arguments: [5, 16 + 30])
+    @Test(
+        "a file cut inside a packet record names the offset where that record starts",
+        arguments: [5, 16 + 30]
+    )
     func truncatedRecord(cutInto: Int) throws {
         let directory = try TestSupport.makeTemporaryDirectory()
         defer { TestSupport.removeDirectory(directory) }
@@ -59,8 +62,10 @@ struct CaptureErrorTests {
         Self.expectBadInput(broken, mentions: ["at byte offset \(victim)"])
     }
 
-    @Test("garbage, empty and header-only-fragment files are bad input at offset 0",
-          arguments: [[UInt8](), TestSupport.bytes(count: 4096, seed: 5), [0xd4, 0xc3, 0xb2, 0xa1, 2, 0]])
+    @Test(
+        "garbage, empty and header-only-fragment files are bad input at offset 0",
+        arguments: [[UInt8](), TestSupport.bytes(count: 4096, seed: 5), [0xd4, 0xc3, 0xb2, 0xa1, 2, 0]]
+    )
     func garbage(contents: [UInt8]) throws {
         let directory = try TestSupport.makeTemporaryDirectory()
         defer { TestSupport.removeDirectory(directory) }
@@ -86,8 +91,10 @@ struct CaptureErrorTests {
         let directory = try TestSupport.makeTemporaryDirectory()
         defer { TestSupport.removeDirectory(directory) }
         // A valid pcap header for link type 105 (IEEE 802.11) and no packets.
-        let header: [UInt8] = [0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                               0xff, 0xff, 0, 0, 105, 0, 0, 0]
+        let header: [UInt8] = [
+            0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+            0xff, 0xff, 0, 0, 105, 0, 0, 0,
+        ]
         let path = directory + "/wifi.pcap"
         try Data(header).write(to: URL(fileURLWithPath: path))
         Self.expectBadInput(path, mentions: ["link type 105"])

@@ -27,15 +27,17 @@ struct CaptureFixtureTests {
         let directory = NSTemporaryDirectory() + "chaos-capture-fixtures-\(getpid())"
         try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         guard let output = try? TestSupport.run("/usr/bin/env", ["python3", generatorPath, directory], timeout: 60),
-              output.status == 0,
-              let data = FileManager.default.contents(atPath: directory + "/manifest.json"),
-              let manifest = try? JSONDecoder().decode([Expectation].self, from: data)
+            output.status == 0,
+            let data = FileManager.default.contents(atPath: directory + "/manifest.json"),
+            let manifest = try? JSONDecoder().decode([Expectation].self, from: data)
         else { return [] }
         return manifest
     }()
 
-    static let names = ["reordered-ethernet-ipv4", "retransmitted-sll-ipv6", "overlapping-raw-ipv4",
-                        "missing-segment-null-ipv6", "reordered-sll2-pcapng"]
+    static let names = [
+        "reordered-ethernet-ipv4", "retransmitted-sll-ipv6", "overlapping-raw-ipv4",
+        "missing-segment-null-ipv6", "reordered-sll2-pcapng",
+    ]
 
     @Test("the generator (python3 + scapy) produced every fixture")
     func generatorRan() {
@@ -45,8 +47,10 @@ struct CaptureFixtureTests {
     @Test("exact byte streams and capture-loss, retransmission and reordering counts", arguments: names)
     func exactReassembly(name: String) throws {
         let fixture = try #require(Self.fixtures.first { $0.name == name })
-        let (events, statistics) = try CaptureReader.readAll(path: fixture.file,
-                                                             options: CaptureReadOptions(pairing: .off))
+        let (events, statistics) = try CaptureReader.readAll(
+            path: fixture.file,
+            options: CaptureReadOptions(pairing: .off)
+        )
         #expect(statistics.connections == 1)
         #expect(statistics.skippedPackets == 0)
         let traffic = try #require(ConnectionTraffic.collect(events)[1])

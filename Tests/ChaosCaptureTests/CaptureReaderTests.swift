@@ -13,8 +13,10 @@ struct CaptureReaderTests {
         return directory + "/capture.pcap"
     }
 
-    @Test("paired legs give back exactly the bytes each side of the proxy read and wrote",
-          arguments: [CaptureReadOptions.Pairing.automatic, .proxyPort(7000)])
+    @Test(
+        "paired legs give back exactly the bytes each side of the proxy read and wrote",
+        arguments: [CaptureReadOptions.Pairing.automatic, .proxyPort(7000)]
+    )
     func pairedRoundTrip(pairing: CaptureReadOptions.Pairing) throws {
         let directory = try TestSupport.makeTemporaryDirectory()
         defer { TestSupport.removeDirectory(directory) }
@@ -93,7 +95,9 @@ struct CaptureReaderTests {
         let path = try Self.writeScriptedCapture(in: directory)
         let run = CaptureWriterTests.scriptedRun()
         let (events, statistics) = try CaptureReader.readAll(
-            path: path, options: CaptureReadOptions(filter: "tcp port 7001 and ip"))
+            path: path,
+            options: CaptureReadOptions(filter: "tcp port 7001 and ip")
+        )
         #expect(statistics.flows == 1, "only connection 1's IPv4 server leg")
         #expect(ConnectionTraffic.collect(events)[1]?.writtenToServer == run.upstream[0])
 
@@ -109,8 +113,13 @@ struct CaptureReaderTests {
         let directory = try TestSupport.makeTemporaryDirectory()
         defer { TestSupport.removeDirectory(directory) }
         let writer = try CaptureWriter(directory: directory, ringBytes: 4 << 20, startedAt: 1_700_000_000)
-        let endpoints = ConnectionEndpoints(proxy: "p", client: "127.0.0.1:40000", listen: "127.0.0.1:7000",
-                                            proxyLocal: "127.0.0.1:50000", server: "127.0.0.1:7001")
+        let endpoints = ConnectionEndpoints(
+            proxy: "p",
+            client: "127.0.0.1:40000",
+            listen: "127.0.0.1:7000",
+            proxyLocal: "127.0.0.1:50000",
+            server: "127.0.0.1:7001"
+        )
         writer.record(TrafficEvent(time: 0, connection: 1, kind: .opened(endpoints)))
         var sent: [UInt8] = []
         for index in 0..<30 {

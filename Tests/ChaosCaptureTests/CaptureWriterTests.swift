@@ -12,10 +12,20 @@ struct CaptureWriterTests {
         let hello = Array("HELLO\n".utf8)
         let reply = TestSupport.bytes(count: 3_000, seed: 2)
         let second = TestSupport.bytes(count: 777, seed: 3)
-        let endpoints1 = ConnectionEndpoints(proxy: "stream", client: "127.0.0.1:40001", listen: "127.0.0.1:7000",
-                                             proxyLocal: "127.0.0.1:50001", server: "127.0.0.1:7001")
-        let endpoints2 = ConnectionEndpoints(proxy: "stream", client: "[::1]:40002", listen: "[::1]:7000",
-                                             proxyLocal: "[::1]:50002", server: "[::1]:7001")
+        let endpoints1 = ConnectionEndpoints(
+            proxy: "stream",
+            client: "127.0.0.1:40001",
+            listen: "127.0.0.1:7000",
+            proxyLocal: "127.0.0.1:50001",
+            server: "127.0.0.1:7001"
+        )
+        let endpoints2 = ConnectionEndpoints(
+            proxy: "stream",
+            client: "[::1]:40002",
+            listen: "[::1]:7000",
+            proxyLocal: "[::1]:50002",
+            server: "[::1]:7001"
+        )
         let ms: Int64 = 1_000_000
         let events: [TrafficEvent] = [
             TrafficEvent(time: 0, connection: 1, kind: .opened(endpoints1)),
@@ -47,8 +57,13 @@ struct CaptureWriterTests {
         let path = directory + "/capture.pcap"
         #expect(writer.paths == [path])
 
-        let listing = try TestSupport.run("/usr/bin/tshark", ["-n", "-r", path, "-o", "tcp.check_checksum:TRUE",
-                                                             "-o", "ip.check_checksum:TRUE"])
+        let listing = try TestSupport.run(
+            "/usr/bin/tshark",
+            [
+                "-n", "-r", path, "-o", "tcp.check_checksum:TRUE",
+                "-o", "ip.check_checksum:TRUE",
+            ]
+        )
         #expect(listing.status == 0)
         #expect(!listing.stdout.lowercased().contains("malformed"))
         #expect(!listing.stdout.lowercased().contains("bad"))
@@ -97,16 +112,27 @@ struct CaptureWriterTests {
         #expect(plainMagic == [0xd4, 0xc3, 0xb2, 0xa1] || plainMagic == [0x4d, 0x3c, 0xb2, 0xa1], "classic pcap: \(plainMagic)")
     }
 
-    @Test("a ring keeps its files within the bound, deletes the oldest, and a frozen ring keeps the anomaly (pcap and pcapng)",
-          arguments: [false, true])
+    @Test(
+        "a ring keeps its files within the bound, deletes the oldest, and a frozen ring keeps the anomaly (pcap and pcapng)",
+        arguments: [false, true]
+    )
     func ringRotation(decrypted: Bool) throws {
         let directory = try TestSupport.makeTemporaryDirectory()
         defer { TestSupport.removeDirectory(directory) }
         let ring = 1 << 20
-        let writer = try CaptureWriter(directory: directory, ringBytes: ring, startedAt: 1_700_000_000,
-                                       decryptedProxies: decrypted ? ["p"] : [])
-        let endpoints = ConnectionEndpoints(proxy: "p", client: "127.0.0.1:1", listen: "127.0.0.1:2",
-                                            proxyLocal: "127.0.0.1:3", server: "127.0.0.1:4")
+        let writer = try CaptureWriter(
+            directory: directory,
+            ringBytes: ring,
+            startedAt: 1_700_000_000,
+            decryptedProxies: decrypted ? ["p"] : []
+        )
+        let endpoints = ConnectionEndpoints(
+            proxy: "p",
+            client: "127.0.0.1:1",
+            listen: "127.0.0.1:2",
+            proxyLocal: "127.0.0.1:3",
+            server: "127.0.0.1:4"
+        )
         writer.record(TrafficEvent(time: 0, connection: 1, kind: .opened(endpoints)))
         let chunk = TestSupport.bytes(count: 10_000, seed: 9)
         for index in 0..<400 {

@@ -11,14 +11,30 @@ struct ExtremeTimestampTests {
         var out: [UInt8] = []
         func u32(_ v: UInt32) { out += withUnsafeBytes(of: v.littleEndian, Array.init) }
         func u16(_ v: UInt16) { out += withUnsafeBytes(of: v.littleEndian, Array.init) }
-        u32(0x0A0D_0D0A); u32(28); u32(0x1A2B_3C4D); u16(1); u16(0); u32(0xFFFF_FFFF); u32(0xFFFF_FFFF); u32(28)
-        u32(1); u32(20); u16(101); u16(0); u32(65535); u32(20)
+        u32(0x0A0D_0D0A)
+        u32(28)
+        u32(0x1A2B_3C4D)
+        u16(1)
+        u16(0)
+        u32(0xFFFF_FFFF)
+        u32(0xFFFF_FFFF)
+        u32(28)
+        u32(1)
+        u32(20)
+        u16(101)
+        u16(0)
+        u32(65535)
+        u32(20)
         for packet in packets {
             let padded = (packet.bytes.count + 3) / 4 * 4
             let length = UInt32(32 + padded)
-            u32(6); u32(length); u32(0)
-            u32(UInt32(packet.microseconds >> 32)); u32(UInt32(packet.microseconds & 0xFFFF_FFFF))
-            u32(UInt32(packet.bytes.count)); u32(UInt32(packet.bytes.count))
+            u32(6)
+            u32(length)
+            u32(0)
+            u32(UInt32(packet.microseconds >> 32))
+            u32(UInt32(packet.microseconds & 0xFFFF_FFFF))
+            u32(UInt32(packet.bytes.count))
+            u32(UInt32(packet.bytes.count))
             out += packet.bytes + [UInt8](repeating: 0, count: padded - packet.bytes.count)
             u32(length)
         }
@@ -30,7 +46,8 @@ struct ExtremeTimestampTests {
         let total = 40 + payload.count
         var ip: [UInt8] = [0x45, 0, UInt8(total >> 8), UInt8(total & 0xFF), 0, 0, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]
         if sourcePort > destinationPort { ip.swapAt(15, 19) }
-        let tcp: [UInt8] = [UInt8(sourcePort >> 8), UInt8(sourcePort & 0xFF), UInt8(destinationPort >> 8), UInt8(destinationPort & 0xFF)]
+        let tcp: [UInt8] =
+            [UInt8(sourcePort >> 8), UInt8(sourcePort & 0xFF), UInt8(destinationPort >> 8), UInt8(destinationPort & 0xFF)]
             + withUnsafeBytes(of: sequence.bigEndian, Array.init) + [0, 0, 0, 0, 0x50, flags, 0xFF, 0xFF, 0, 0, 0, 0]
         return ip + tcp + payload
     }

@@ -8,8 +8,12 @@ struct LoopbackCaptureTests {
     /// Runs client → relay → server on loopback: the client sends `request` and half-closes, the
     /// relay passes it on and half-closes, the server answers `reply` and closes, the relay passes
     /// it back. Returns the relay's listen port and the server's port.
-    static func exchange(request: [UInt8], reply: [UInt8], relay: (descriptor: Int32, port: UInt16),
-                         server: (descriptor: Int32, port: UInt16)) throws -> [UInt8] {
+    static func exchange(
+        request: [UInt8],
+        reply: [UInt8],
+        relay: (descriptor: Int32, port: UInt16),
+        server: (descriptor: Int32, port: UInt16)
+    ) throws -> [UInt8] {
         let group = DispatchGroup()
         DispatchQueue.global().async(group: group) {
             guard let connection = try? LoopbackSockets.accept(server.descriptor) else { return }
@@ -19,7 +23,8 @@ struct LoopbackCaptureTests {
         }
         DispatchQueue.global().async(group: group) {
             guard let fromClient = try? LoopbackSockets.accept(relay.descriptor),
-                  let toServer = try? LoopbackSockets.connect(port: server.port) else { return }
+                let toServer = try? LoopbackSockets.connect(port: server.port)
+            else { return }
             let upstream = (try? LoopbackSockets.receiveAll(fromClient)) ?? []
             try? LoopbackSockets.send(toServer, upstream)
             shutdown(toServer, Int32(SHUT_WR))
@@ -46,8 +51,10 @@ struct LoopbackCaptureTests {
             let directory = try TestSupport.makeTemporaryDirectory()
             defer { TestSupport.removeDirectory(directory) }
             let capture = try Self.captureExchange(in: directory)
-            let (_, statistics) = try CaptureReader.readAll(path: capture.path,
-                                                            options: CaptureReadOptions(pairing: .proxyPort(capture.relayPort)))
+            let (_, statistics) = try CaptureReader.readAll(
+                path: capture.path,
+                options: CaptureReadOptions(pairing: .proxyPort(capture.relayPort))
+            )
             let listing = try TestSupport.run("/usr/bin/tshark", ["-n", "-r", capture.path])
             let tsharkSawLoss = listing.stdout.contains("not captured") || listing.stdout.contains("ACKed unseen")
             #expect(tsharkSawLoss == (statistics.captureLossBytes > 0), "attempt \(attempt): reader and tshark agree on capture loss")
@@ -105,8 +112,10 @@ struct LoopbackCaptureTests {
         try Data().write(to: URL(fileURLWithPath: logPath))
         let tcpdump = Process()
         tcpdump.executableURL = URL(fileURLWithPath: "/usr/bin/tcpdump")
-        tcpdump.arguments = ["-i", "lo", "-U", "--immediate-mode", "-B", "65536", "-Z", "root", "-w", capturePath,
-                             "tcp port \(server.port) or tcp port \(relay.port)"]
+        tcpdump.arguments = [
+            "-i", "lo", "-U", "--immediate-mode", "-B", "65536", "-Z", "root", "-w", capturePath,
+            "tcp port \(server.port) or tcp port \(relay.port)",
+        ]
         tcpdump.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         tcpdump.standardOutput = FileHandle.nullDevice
         try tcpdump.run()
@@ -127,8 +136,13 @@ struct LoopbackCaptureTests {
             guard let (events, _) = try? CaptureReader.readAll(path: capturePath, options: options) else { return false }
             return ConnectionTraffic.collect(events)[1]?.closes.count == 2
         }
-        return LoopbackCapture(path: capturePath, relayPort: relay.port, serverPort: server.port,
-                               request: request, reply: reply)
+        return LoopbackCapture(
+            path: capturePath,
+            relayPort: relay.port,
+            serverPort: server.port,
+            request: request,
+            reply: reply
+        )
     }
 
     static func stop(_ process: Process) {

@@ -11,13 +11,19 @@ struct PipelinedReaderTests {
     func sameEvents() throws {
         let directory = try TestSupport.makeTemporaryDirectory()
         defer { TestSupport.removeDirectory(directory) }
-        let writer = try Self.capture(in: directory, events: (0..<5_000).flatMap { index in
-            let bytes = TestSupport.bytes(count: 1 + index % 700, seed: UInt64(index))
-            let side: Side = index.isMultiple(of: 3) ? .server : .client
-            return [TrafficEvent(time: Int64(index) * 1_000, connection: 1, kind: .read(side, bytes)),
-                    TrafficEvent(time: Int64(index) * 1_000 + 500, connection: 1, kind: .written(side.other, bytes))]
-        })
-        var plain: [TrafficEvent] = [], pipelined: [TrafficEvent] = []
+        let writer = try Self.capture(
+            in: directory,
+            events: (0..<5_000).flatMap { index in
+                let bytes = TestSupport.bytes(count: 1 + index % 700, seed: UInt64(index))
+                let side: Side = index.isMultiple(of: 3) ? .server : .client
+                return [
+                    TrafficEvent(time: Int64(index) * 1_000, connection: 1, kind: .read(side, bytes)),
+                    TrafficEvent(time: Int64(index) * 1_000 + 500, connection: 1, kind: .written(side.other, bytes)),
+                ]
+            }
+        )
+        var plain: [TrafficEvent] = []
+        var pipelined: [TrafficEvent] = []
         let plainStatistics = try CaptureReader.read(paths: writer.paths) { plain.append($0) }
         let pipelinedStatistics = try CaptureReader.readPipelined(paths: writer.paths) { pipelined.append($0) }
         #expect(plain.count > 2 * 512, "the events fill several batches: \(plain.count)")
@@ -51,9 +57,12 @@ struct PipelinedReaderTests {
         struct Enough: Error {}
         let directory = try TestSupport.makeTemporaryDirectory()
         defer { TestSupport.removeDirectory(directory) }
-        let writer = try Self.capture(in: directory, events: (0..<3_000).map {
-            TrafficEvent(time: Int64($0) * 1_000, connection: 1, kind: .read(.client, TestSupport.bytes(count: 900, seed: 1)))
-        })
+        let writer = try Self.capture(
+            in: directory,
+            events: (0..<3_000).map {
+                TrafficEvent(time: Int64($0) * 1_000, connection: 1, kind: .read(.client, TestSupport.bytes(count: 900, seed: 1)))
+            }
+        )
         var handled = 0
         #expect(throws: Enough.self) {
             _ = try CaptureReader.readPipelined(paths: writer.paths) { _ in
@@ -67,8 +76,21 @@ struct PipelinedReaderTests {
     /// A capture in `directory` of one proxied connection carrying `events` after its opening.
     static func capture(in directory: String, events: [TrafficEvent]) throws -> CaptureWriter {
         let writer = try CaptureWriter(directory: directory, startedAt: 1_700_000_000)
-        writer.record(TrafficEvent(time: 0, connection: 1, kind: .opened(ConnectionEndpoints(
-            proxy: "p", client: "127.0.0.1:40000", listen: "127.0.0.1:7000", proxyLocal: "127.0.0.1:50000", server: "127.0.0.1:7001"))))
+        writer.record(
+            TrafficEvent(
+                time: 0,
+                connection: 1,
+                kind: .opened(
+                    ConnectionEndpoints(
+                        proxy: "p",
+                        client: "127.0.0.1:40000",
+                        listen: "127.0.0.1:7000",
+                        proxyLocal: "127.0.0.1:50000",
+                        server: "127.0.0.1:7001"
+                    )
+                )
+            )
+        )
         writer.record(contentsOf: events)
         try writer.close()
         return writer

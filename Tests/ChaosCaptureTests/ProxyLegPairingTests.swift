@@ -33,8 +33,10 @@ struct ProxyLegPairingTests {
         return read
     }
 
-    @Test("server legs dialled in the opposite order are paired with the client legs whose bytes they carry",
-          arguments: pairings)
+    @Test(
+        "server legs dialled in the opposite order are paired with the client legs whose bytes they carry",
+        arguments: pairings
+    )
     func crosswiseDials(pairing: CaptureReadOptions.Pairing) throws {
         let common = TestSupport.bytes(count: 80, seed: 7)
         let request1 = common + Array("request from client one\n".utf8)

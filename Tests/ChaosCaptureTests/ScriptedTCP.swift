@@ -15,8 +15,12 @@ final class ScriptedTCP {
 
     /// A flow whose three-way handshake is added now.
     func open(_ clientPort: UInt16, to serverPort: UInt16) -> Flow {
-        var flow = Flow(clientPort: clientPort, serverPort: serverPort,
-                        clientNext: UInt32(clientPort) << 12, serverNext: UInt32(serverPort) << 16)
+        var flow = Flow(
+            clientPort: clientPort,
+            serverPort: serverPort,
+            clientNext: UInt32(clientPort) << 12,
+            serverNext: UInt32(serverPort) << 16
+        )
         add(flow, fromClient: true, flags: 0x02, sequence: flow.clientNext, acknowledgement: 0)
         flow.clientNext &+= 1
         add(flow, fromClient: false, flags: 0x12, sequence: flow.serverNext, acknowledgement: flow.clientNext)
@@ -62,22 +66,39 @@ final class ScriptedTCP {
         var out: [UInt8] = []
         func u32(_ value: UInt32) { out += withUnsafeBytes(of: value.littleEndian, Array.init) }
         func u16(_ value: UInt16) { out += withUnsafeBytes(of: value.littleEndian, Array.init) }
-        u32(0xA1B2_C3D4); u16(2); u16(4); u32(0); u32(0); u32(65535); u32(101)
+        u32(0xA1B2_C3D4)
+        u16(2)
+        u16(4)
+        u32(0)
+        u32(0)
+        u32(65535)
+        u32(101)
         for (index, packet) in packets.enumerated() {
-            u32(1_700_000_000); u32(UInt32(index) * 1_000)
-            u32(UInt32(packet.count)); u32(UInt32(packet.count))
+            u32(1_700_000_000)
+            u32(UInt32(index) * 1_000)
+            u32(UInt32(packet.count))
+            u32(UInt32(packet.count))
             out += packet
         }
         try Data(out).write(to: URL(fileURLWithPath: path))
     }
 
-    private func add(_ flow: Flow, fromClient: Bool, flags: UInt8, sequence: UInt32, acknowledgement: UInt32,
-                     payload: [UInt8] = []) {
+    private func add(
+        _ flow: Flow,
+        fromClient: Bool,
+        flags: UInt8,
+        sequence: UInt32,
+        acknowledgement: UInt32,
+        payload: [UInt8] = []
+    ) {
         let (source, destination) = fromClient ? (flow.clientPort, flow.serverPort) : (flow.serverPort, flow.clientPort)
         let total = 40 + payload.count
-        let ip: [UInt8] = [0x45, 0, UInt8(total >> 8), UInt8(total & 0xFF), 0, 0, 0x40, 0, 64, 6, 0, 0,
-                           127, 0, 0, 1, 127, 0, 0, 1]
-        let tcp: [UInt8] = [UInt8(source >> 8), UInt8(source & 0xFF), UInt8(destination >> 8), UInt8(destination & 0xFF)]
+        let ip: [UInt8] = [
+            0x45, 0, UInt8(total >> 8), UInt8(total & 0xFF), 0, 0, 0x40, 0, 64, 6, 0, 0,
+            127, 0, 0, 1, 127, 0, 0, 1,
+        ]
+        let tcp: [UInt8] =
+            [UInt8(source >> 8), UInt8(source & 0xFF), UInt8(destination >> 8), UInt8(destination & 0xFF)]
             + withUnsafeBytes(of: sequence.bigEndian, Array.init) + withUnsafeBytes(of: acknowledgement.bigEndian, Array.init)
             + [0x50, flags, 0xFF, 0xFF, 0, 0, 0, 0]
         packets.append(ip + tcp + payload)

@@ -48,9 +48,11 @@ enum TestSupport {
             group.wait()
         }
         process.waitUntilExit()
-        return ProcessOutput(status: process.terminationStatus,
-                             stdout: String(decoding: stdoutData.get(), as: UTF8.self),
-                             stderr: String(decoding: stderrData.get(), as: UTF8.self))
+        return ProcessOutput(
+            status: process.terminationStatus,
+            stdout: String(decoding: stdoutData.get(), as: UTF8.self),
+            stderr: String(decoding: stderrData.get(), as: UTF8.self)
+        )
     }
 
     /// Whether two byte strings are equal (a plain Bool, so a failure does not print megabytes).

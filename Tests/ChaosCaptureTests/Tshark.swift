@@ -14,7 +14,10 @@ enum Tshark {
         var follow = Follow()
         var inBody = false
         for line in output.stdout.split(separator: "\n", omittingEmptySubsequences: false) {
-            if line.hasPrefix("Node 1:") { inBody = true; continue }
+            if line.hasPrefix("Node 1:") {
+                inBody = true
+                continue
+            }
             guard inBody, !line.hasPrefix("====") else { continue }
             if line.hasPrefix("\t") {
                 follow.responderBytes += decodeHex(line.dropFirst())
@@ -37,7 +40,12 @@ enum Tshark {
             case 65...70: value = char - 55
             default: continue
             }
-            if let h = high { bytes.append(h << 4 | value); high = nil } else { high = value }
+            if let h = high {
+                bytes.append(h << 4 | value)
+                high = nil
+            } else {
+                high = value
+            }
         }
         return bytes
     }

@@ -6,11 +6,26 @@ import Testing
 /// in order across segments, and a damaged file is bad input naming the file and the byte.
 @Suite("Event files (events.bin)")
 struct EventFileTests {
-    static let header = EventFileHeader(agent: "a", scenario: "s", scenarioDigest: "d", seed: 9, startedAtNs: 1_700_000_000_000_000_000,
-                                        clockErrorUs: 250, clockSynchronized: true)
+    static let header = EventFileHeader(
+        agent: "a",
+        scenario: "s",
+        scenarioDigest: "d",
+        seed: 9,
+        startedAtNs: 1_700_000_000_000_000_000,
+        clockErrorUs: 250,
+        clockSynchronized: true
+    )
 
     static let everyKind: [TrafficEvent.Kind] = [
-        .opened(ConnectionEndpoints(proxy: "p", client: "127.0.0.1:5000", listen: "127.0.0.1:7000", proxyLocal: "127.0.0.1:6000", server: "127.0.0.1:7001")),
+        .opened(
+            ConnectionEndpoints(
+                proxy: "p",
+                client: "127.0.0.1:5000",
+                listen: "127.0.0.1:7000",
+                proxyLocal: "127.0.0.1:6000",
+                server: "127.0.0.1:7001"
+            )
+        ),
         .refused(proxy: "p", reason: "upstream refused · ü"),
         .read(.client, Array("{\"seq\":1}\n".utf8)), .written(.server, []), .acknowledged(.server, upTo: 1 << 40),
         .acknowledgedAfterClose(.client, upTo: 7), .closed(.client, .fin), .closed(.server, .cutByFault),
@@ -105,12 +120,19 @@ struct EventFileTests {
 
     @Test("pages (GET /events) rebuild every segment byte for byte, each cut at a record's end; a bad cursor is named")
     func pages() throws {
-        let folder = try Self.folder(), copy = try Self.folder()
-        defer { try? FileManager.default.removeItem(atPath: folder); try? FileManager.default.removeItem(atPath: copy) }
+        let folder = try Self.folder()
+        let copy = try Self.folder()
+        defer {
+            try? FileManager.default.removeItem(atPath: folder)
+            try? FileManager.default.removeItem(atPath: copy)
+        }
         let writer = try EventFileWriter(folder: folder, header: Self.header, ringBytes: 4 << 20)
-        for index in 0..<3_000 { writer.write(TrafficEvent(time: Int64(index), connection: 2, kind: .read(.server, [UInt8](repeating: 1, count: 700)))) }
+        for index in 0..<3_000 {
+            writer.write(TrafficEvent(time: Int64(index), connection: 2, kind: .read(.server, [UInt8](repeating: 1, count: 700))))
+        }
         writer.close()
-        var cursor = "0:0", pages = 0
+        var cursor = "0:0"
+        var pages = 0
         while FileManager.default.fileExists(atPath: EventFileWriter.path(folder: folder, segment: Int(cursor.split(separator: ":")[0])!)) {
             let page = try EventFilePage.read(folder: folder, cursor: cursor, limit: 70_000)
             let path = EventFileWriter.path(folder: copy, segment: page.segment)

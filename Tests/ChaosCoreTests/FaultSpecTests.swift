@@ -7,31 +7,48 @@ import Testing
 @Suite("FaultSpec, written and drawn")
 struct FaultSpecTests {
     static let header = """
-    name: t
-    duration: 10s
-    proxies:
-      - {name: p, listen: "127.0.0.1:7000", upstream: "127.0.0.1:7001"}
-    faults:
+        name: t
+        duration: 10s
+        proxies:
+          - {name: p, listen: "127.0.0.1:7000", upstream: "127.0.0.1:7001"}
+        faults:
 
-    """
+        """
 
-    @Test("a scenario cannot name a toxic-only kind: the message is the one for any unknown kind", arguments: ["slow_close", "limit_data", "reset_peer", "timeout"])
+    @Test(
+        "a scenario cannot name a toxic-only kind: the message is the one for any unknown kind",
+        arguments: ["slow_close", "limit_data", "reset_peer", "timeout"]
+    )
     func toxicKindsAreNotScenarioFaults(kind: String) throws {
         let error = try #require(throws: ChaosError.self) {
             try Scenario.parse(yaml: Self.header + "  - \(kind): {at: 1s}\n", file: "t.yaml")
         }
-        #expect("\(error)".contains("t.yaml:6:5: error: unknown key '\(kind)' in a fault; expected one of: disconnect, latency, "
-            + "bandwidth, partition, handoff, refuse, slice, stall, link, loss, mtu, radio, nat, ws-close, goaway, handshake"), "\(error)")
+        #expect(
+            "\(error)".contains(
+                "t.yaml:6:5: error: unknown key '\(kind)' in a fault; expected one of: disconnect, latency, "
+                    + "bandwidth, partition, handoff, refuse, slice, stall, link, loss, mtu, radio, nat, ws-close, goaway, handshake"
+            ),
+            "\(error)"
+        )
     }
 
     @Test("drawing maps only the ranged fields, in field order; the rest is the value written")
     func drawing() {
         var generator = SeededGenerator(seed: 5)
-        let written = FaultParameters.latency(add: DurationRange(.milliseconds(10), .milliseconds(90)), jitter: .milliseconds(3),
-                                              direction: .upstream)
+        let written = FaultParameters.latency(
+            add: DurationRange(.milliseconds(10), .milliseconds(90)),
+            jitter: .milliseconds(3),
+            direction: .upstream
+        )
         var again = SeededGenerator(seed: 5)
-        #expect(written.drawn(with: &generator) == .latency(add: again.draw(DurationRange(.milliseconds(10), .milliseconds(90))),
-                                                           jitter: .milliseconds(3), direction: .upstream))
+        #expect(
+            written.drawn(with: &generator)
+                == .latency(
+                    add: again.draw(DurationRange(.milliseconds(10), .milliseconds(90))),
+                    jitter: .milliseconds(3),
+                    direction: .upstream
+                )
+        )
         let slice = FaultParameters.slice(maxBytes: 4, delay: DurationRange(.zero, .milliseconds(2)), direction: .both, variation: 1)
         #expect(slice.drawn(with: &generator) == .slice(maxBytes: 4, delay: DurationRange(.zero, .milliseconds(2)), direction: .both, variation: 1))
         #expect(written.summary == "add=10ms..90ms jitter=3ms direction=upstream")
@@ -50,8 +67,16 @@ struct FaultSpecTests {
     @Test("a replayed timeline's drawn effects are checked by the rules a scenario's parameters obey, with the same messages")
     func replayedEffectsChecked() throws {
         let scenario = try Scenario.parse(yaml: Self.header + "  - latency: {at: 1s, for: 1s, add: 5ms}\n", file: "t.yaml")
-        let bad = FaultOccurrence(index: 0, rule: 0, at: .seconds(Int64(1)), lasts: .seconds(Int64(1)), proxy: nil, targets: .all,
-                                  seed: 1, effect: .latency(add: ChaosDuration(nanoseconds: -1), jitter: .zero, direction: .both))
+        let bad = FaultOccurrence(
+            index: 0,
+            rule: 0,
+            at: .seconds(Int64(1)),
+            lasts: .seconds(Int64(1)),
+            proxy: nil,
+            targets: .all,
+            seed: 1,
+            effect: .latency(add: ChaosDuration(nanoseconds: -1), jitter: .zero, direction: .both)
+        )
         let timeline = Timeline(seed: 1, duration: scenario.duration, occurrences: [bad])
         let error = try #require(throws: ChaosError.self) { try timeline.checkInvariants(against: scenario, source: "run/timeline.json") }
         #expect("\(error)".contains("run/timeline.json: occurrences[0].add must be at least 0 and at most 10 years, found"), "\(error)")
@@ -60,16 +85,18 @@ struct FaultSpecTests {
     @Test("a handshake fault: mode stall by default, its summary and JSON; only on a tls: proxy, named where it is written")
     func handshakeFault() throws {
         let proxies = """
-        name: t
-        duration: 10s
-        proxies:
-          - {name: plain, listen: "127.0.0.1:7000", upstream: "127.0.0.1:7001"}
-          - {name: secure, listen: "127.0.0.1:7002", upstream: "127.0.0.1:7003", tls: {upstream: insecure}}
-        faults:
+            name: t
+            duration: 10s
+            proxies:
+              - {name: plain, listen: "127.0.0.1:7000", upstream: "127.0.0.1:7001"}
+              - {name: secure, listen: "127.0.0.1:7002", upstream: "127.0.0.1:7003", tls: {upstream: insecure}}
+            faults:
 
-        """
-        let scenario = try Scenario.parse(yaml: proxies + "  - handshake: {at: 1s, for: 2s}\n  - handshake: {every: 3s, for: 1s, mode: fail, proxy: secure}\n",
-                                          file: "t.yaml")
+            """
+        let scenario = try Scenario.parse(
+            yaml: proxies + "  - handshake: {at: 1s, for: 2s}\n  - handshake: {every: 3s, for: 1s, mode: fail, proxy: secure}\n",
+            file: "t.yaml"
+        )
         #expect(scenario.faults.map(\.parameters) == [.handshake(mode: .stall), .handshake(mode: .fail)])
         #expect(FaultEffect.handshake(mode: .fail).summary == "mode=fail")
         let encoder = JSONEncoder()
@@ -78,23 +105,36 @@ struct FaultSpecTests {
         let error = try #require(throws: ChaosError.self) {
             try Scenario.parse(yaml: proxies + "  - handshake: {at: 1s, for: 2s, proxy: plain}\n", file: "t.yaml")
         }
-        #expect("\(error)".contains("t.yaml:7:5: error: a handshake fault acts on TLS handshakes, but proxy 'plain' has no tls: block"),
-                "\(error)")
+        #expect(
+            "\(error)".contains("t.yaml:7:5: error: a handshake fault acts on TLS handshakes, but proxy 'plain' has no tls: block"),
+            "\(error)"
+        )
     }
 
     @Test("loss and mtu: defaults (burst 1, size 1280, both ways), percent or fraction, summaries, JSON round trip")
     func lossAndMTU() throws {
-        let scenario = try Scenario.parse(yaml: Self.header + """
-          - loss: {at: 1s, for: 2s, rate: 2%, burst: 3, direction: upstream}
-          - loss: {at: 1s, for: 2s, rate: 0.005}
-          - mtu: {at: 1s, for: 2s}
-          - mtu: {at: 1s, for: 2s, size: 576, direction: downstream}
+        let scenario = try Scenario.parse(
+            yaml: Self.header + """
+                  - loss: {at: 1s, for: 2s, rate: 2%, burst: 3, direction: upstream}
+                  - loss: {at: 1s, for: 2s, rate: 0.005}
+                  - mtu: {at: 1s, for: 2s}
+                  - mtu: {at: 1s, for: 2s, size: 576, direction: downstream}
 
-        """, file: "t.yaml")
-        #expect(scenario.faults.map(\.parameters) == [.loss(rate: 0.02, burst: 3, direction: .upstream), .loss(rate: 0.005, burst: 1, direction: .both),
-                                                     .mtu(size: 1280, direction: .both), .mtu(size: 576, direction: .downstream)])
-        #expect(scenario.faults.map(\.parameters.summary) == ["rate=2% burst=3 direction=upstream", "rate=0.5% burst=1 direction=both",
-                                                             "size=1280 direction=both", "size=576 direction=downstream"])
+                """,
+            file: "t.yaml"
+        )
+        #expect(
+            scenario.faults.map(\.parameters) == [
+                .loss(rate: 0.02, burst: 3, direction: .upstream), .loss(rate: 0.005, burst: 1, direction: .both),
+                .mtu(size: 1280, direction: .both), .mtu(size: 576, direction: .downstream),
+            ]
+        )
+        #expect(
+            scenario.faults.map(\.parameters.summary) == [
+                "rate=2% burst=3 direction=upstream", "rate=0.5% burst=1 direction=both",
+                "size=1280 direction=both", "size=576 direction=downstream",
+            ]
+        )
         for fault in scenario.faults {
             let data = try JSONEncoder().encode(fault.parameters)
             #expect(try JSONDecoder().decode(FaultParameters.self, from: data) == fault.parameters)
@@ -103,32 +143,48 @@ struct FaultSpecTests {
 
     @Test("radio, nat and a handoff's dead WiFi and new address parse with their defaults and round-trip through JSON")
     func radioNATAndHandoff() throws {
-        let scenario = try Scenario.parse(yaml: Self.header + """
-          - radio: {at: 1s, for: 2s}
-          - radio: {at: 1s, for: 2s, promotion: 2s, tail: 14s, per: connection}
-          - nat: {at: 1s, for: 2s}
-          - nat: {at: 1s, for: 2s, idle_timeout: 20s}
-          - handoff: {at: 1s, blackout: 1s, dead_wifi: 2s..8s, new_address: true}
-          - handoff: {at: 1s, new_address: 127.0.0.3-127.0.0.4}
-          - link: {at: 1s, for: 2s, profile: {latency: 10ms, radio: {tail: 5s}, nat: {idle_timeout: 1m}}}
+        let scenario = try Scenario.parse(
+            yaml: Self.header + """
+                  - radio: {at: 1s, for: 2s}
+                  - radio: {at: 1s, for: 2s, promotion: 2s, tail: 14s, per: connection}
+                  - nat: {at: 1s, for: 2s}
+                  - nat: {at: 1s, for: 2s, idle_timeout: 20s}
+                  - handoff: {at: 1s, blackout: 1s, dead_wifi: 2s..8s, new_address: true}
+                  - handoff: {at: 1s, new_address: 127.0.0.3-127.0.0.4}
+                  - link: {at: 1s, for: 2s, profile: {latency: 10ms, radio: {tail: 5s}, nat: {idle_timeout: 1m}}}
 
-        """, file: "t.yaml")
+                """,
+            file: "t.yaml"
+        )
         let parameters = scenario.faults.map(\.parameters)
         #expect(parameters[0] == .radio(.lte))
         #expect(parameters[1] == .radio(RadioModel(promotion: .seconds(Int64(2)), tail: .seconds(Int64(14)), perConnection: true)))
         #expect(parameters[2] == .nat(idleTimeout: .seconds(Int64(300))))
         #expect(parameters[3] == .nat(idleTimeout: .seconds(Int64(20))))
-        guard case .handoff(_, _, let blackout, _, let deadWiFi, let pool) = parameters[4] else { Issue.record("not a handoff"); return }
+        guard case .handoff(_, _, let blackout, _, let deadWiFi, let pool) = parameters[4] else {
+            Issue.record("not a handoff")
+            return
+        }
         #expect(blackout == DurationRange(exactly: .seconds(Int64(1))))
         #expect(deadWiFi == DurationRange(.seconds(Int64(2)), .seconds(Int64(8))))
         #expect(pool == (2...9).map { "127.0.0.\($0)" })
-        guard case .handoff(_, _, _, _, nil, let range) = parameters[5] else { Issue.record("not a plain handoff"); return }
+        guard case .handoff(_, _, _, _, nil, let range) = parameters[5] else {
+            Issue.record("not a plain handoff")
+            return
+        }
         #expect(range == ["127.0.0.3", "127.0.0.4"])
-        guard case .link(let profile) = parameters[6] else { Issue.record("not a link"); return }
+        guard case .link(let profile) = parameters[6] else {
+            Issue.record("not a link")
+            return
+        }
         #expect(profile.radio == RadioModel(promotion: .milliseconds(260), tail: .seconds(Int64(5))))
         #expect(profile.natIdleTimeout == .seconds(Int64(60)))
-        #expect(scenario.faults.map(\.parameters.summary).prefix(4) == ["promotion=260ms tail=11.5s", "promotion=2s tail=14s per=connection",
-                                                                      "idle_timeout=5m", "idle_timeout=20s"])
+        #expect(
+            scenario.faults.map(\.parameters.summary).prefix(4) == [
+                "promotion=260ms tail=11.5s", "promotion=2s tail=14s per=connection",
+                "idle_timeout=5m", "idle_timeout=20s",
+            ]
+        )
         for fault in scenario.faults {
             let data = try JSONEncoder().encode(fault.parameters)
             #expect(try JSONDecoder().decode(FaultParameters.self, from: data) == fault.parameters)
@@ -136,7 +192,10 @@ struct FaultSpecTests {
         // A handoff with a dead WiFi lasts it and its blackout.
         let timeline = Timeline(scenario: scenario, seed: 5)
         let handoff = try #require(timeline.first { $0.rule == 4 })
-        guard case .handoff(_, _, let drawnBlackout, _, let drawnDeadWiFi?, _) = handoff.effect else { Issue.record("no dead WiFi drawn"); return }
+        guard case .handoff(_, _, let drawnBlackout, _, let drawnDeadWiFi?, _) = handoff.effect else {
+            Issue.record("no dead WiFi drawn")
+            return
+        }
         #expect(handoff.lasts == drawnBlackout + drawnDeadWiFi)
     }
 }

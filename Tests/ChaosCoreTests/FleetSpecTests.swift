@@ -1,21 +1,22 @@
-@testable import ChaosCore
 import ChaosProtocols
 import Foundation
 import Testing
+
+@testable import ChaosCore
 
 /// `fleet: {schedule: …}`: shared by default; `per-agent` draws each agent's timeline from (seed, name), the same on
 /// every host for the same name, different between names.
 @Suite("fleet: schedule")
 struct FleetSpecTests {
     static let text = """
-    name: fleet
-    duration: 60s
-    seed: 7
-    proxies:
-      - {name: stream, listen: "127.0.0.1:7000", upstream: "127.0.0.1:7001"}
-    faults:
-      - disconnect: {every: 2s..9s, mode: reset}
-    """
+        name: fleet
+        duration: 60s
+        seed: 7
+        proxies:
+          - {name: stream, listen: "127.0.0.1:7000", upstream: "127.0.0.1:7001"}
+        faults:
+          - disconnect: {every: 2s..9s, mode: reset}
+        """
 
     @Test("absent: no fleet spec (shared); per-agent and shared parse; the spec survives scenario.json")
     func parses() throws {

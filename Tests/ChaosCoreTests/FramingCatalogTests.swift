@@ -1,6 +1,7 @@
-@testable import ChaosCore
 import Foundation
 import Testing
+
+@testable import ChaosCore
 
 /// ChaosCore knows no framing by name: a framing it has never heard of, given only as a ``FramingTraits`` type in
 /// the catalog, is read, defaulted, checked and written like the plug-ins' own.
@@ -48,8 +49,11 @@ struct FramingCatalogTests {
 
     @Test("a framing given only in the catalog is read by any of its names, with its options and defaults")
     func readsAnUnknownFraming() throws {
-        let scenario = try Scenario.parse(yaml: Self.scenario("  framing: topics\n  topic_bytes: 4\n  regex: '(?<seq>\\\\d+)'"),
-                                          file: "t.yaml", framings: Self.catalog)
+        let scenario = try Scenario.parse(
+            yaml: Self.scenario("  framing: topics\n  topic_bytes: 4\n  regex: '(?<seq>\\\\d+)'"),
+            file: "t.yaml",
+            framings: Self.catalog
+        )
         let spec = try #require(scenario.protocolSpec)
         #expect(spec.framing == ProtocolSpec.Framing(name: "topic-frames", options: ["width": 4]))
         #expect(spec.format == .text && spec.stream == "rpc" && spec.streamSource == .rpc)
@@ -63,8 +67,10 @@ struct FramingCatalogTests {
     func checksFromTraits() {
         for (block, at, message) in [
             ("  framing: topics\n  topic_bytes: 9\n  regex: x", "7:16", "protocol.topic_bytes must be within 1...8, found 9"),
-            ("  framing: topics\n  stream: query:q\n  regex: x", "7:11",
-             "query:NAME names a query parameter of the request that opened the stream; it needs framing "),
+            (
+                "  framing: topics\n  stream: query:q\n  regex: x", "7:11",
+                "query:NAME names a query parameter of the request that opened the stream; it needs framing "
+            ),
             ("  framing: grpc", "6:12", "protocol.framing must be one of lines, topic-frames, found 'grpc'"),
             ("  framing: lines\n  topic_bytes: 2", "7:16", "protocol.topic_bytes is not an option of framing lines"),
         ] {

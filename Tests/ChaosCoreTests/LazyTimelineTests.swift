@@ -1,7 +1,8 @@
-@testable import ChaosCore
 import ChaosProtocols
 import Foundation
 import Testing
+
+@testable import ChaosCore
 
 /// The timeline is drawn lazily; these tests hold it to what the eager draw gave for every seed (so replays
 /// and timelines of earlier runs stay valid) and to constant memory whatever the run's length and rate.
@@ -31,8 +32,10 @@ struct LazyTimelineTests {
         for round in 0..<150 {
             var rules: [String] = []
             for _ in 0...random.next(upperBound: 4) {
-                let low = 1 + random.next(upperBound: 3_000), high = low + random.next(upperBound: 3_000)
-                let after = random.next(upperBound: 20), until = after + 1 + random.next(upperBound: 60)
+                let low = 1 + random.next(upperBound: 3_000)
+                let high = low + random.next(upperBound: 3_000)
+                let after = random.next(upperBound: 20)
+                let until = after + 1 + random.next(upperBound: 60)
                 let probability = [1.0, 0.5, 0.1, 0][Int(random.next(upperBound: 4))]
                 switch random.next(upperBound: 5) {
                 case 0: rules.append("  - disconnect: {every: \(low)ms..\(high)ms, after: \(after)s, until: \(until)s, probability: \(probability)}")
@@ -44,16 +47,20 @@ struct LazyTimelineTests {
             }
             let scenario = try TimelineTests().scenario(rules.joined(separator: "\n"), duration: "\(30 + round)s")
             let seed = random.next()
-            #expect(Array(Timeline(scenario: scenario, seed: seed))
-                == EagerTimeline.draw(scenario: scenario, seed: seed, duration: scenario.duration),
-                "round \(round):\n\(rules.joined(separator: "\n"))")
+            #expect(
+                Array(Timeline(scenario: scenario, seed: seed))
+                    == EagerTimeline.draw(scenario: scenario, seed: seed, duration: scenario.duration),
+                "round \(round):\n\(rules.joined(separator: "\n"))"
+            )
         }
     }
 
     @Test("ten years of a fault every millisecond: the first occurrences come at once and the count is a formula")
     func tenYearsEveryMillisecond() throws {
-        let scenario = try TimelineTests().scenario("  - disconnect: {every: 1ms..2ms}\n  - latency: {at: 5s, for: 1s, add: 1s}",
-                                                    duration: "3650d")
+        let scenario = try TimelineTests().scenario(
+            "  - disconnect: {every: 1ms..2ms}\n  - latency: {at: 5s, for: 1s, add: 1s}",
+            duration: "3650d"
+        )
         let timeline = Timeline(scenario: scenario, seed: 3)
         let first = timeline.lines(first: 50)
         #expect(first.count == 50)
@@ -102,8 +109,10 @@ struct LazyTimelineTests {
         #expect(shortDecoded.isComplete)
         #expect(Array(shortDecoded) == Array(short))
         // Replay draws the rest again, after checking the saved ones; a changed one is bad input.
-        let whole = try decoded.completed(from: try TimelineTests().scenario("  - disconnect: {every: 1ms}", duration: "60s"),
-                                          source: "timeline.json")
+        let whole = try decoded.completed(
+            from: try TimelineTests().scenario("  - disconnect: {every: 1ms}", duration: "60s"),
+            source: "timeline.json"
+        )
         #expect(whole.isComplete)
         #expect(Array(whole) == Array(long))
         let tampered = try TimelineTests().scenario("  - disconnect: {every: 2ms}", duration: "60s")
@@ -127,16 +136,27 @@ enum EagerTimeline {
             func emit(at start: ChaosDuration) {
                 let happens = generator.nextUnit() < schedule.probability
                 let effect = rule.parameters.drawn(with: &generator)
-                var lasts: ChaosDuration = switch effect {
-                case .disconnect, .wsClose, .goaway: .zero
-                case .handoff(_, _, let blackout, _, let deadWiFi, _): blackout + (deadWiFi ?? .zero)
-                default: schedule.lasts.map { generator.draw($0) } ?? (stop - start)
-                }
+                var lasts: ChaosDuration =
+                    switch effect {
+                    case .disconnect, .wsClose, .goaway: .zero
+                    case .handoff(_, _, let blackout, _, let deadWiFi, _): blackout + (deadWiFi ?? .zero)
+                    default: schedule.lasts.map { generator.draw($0) } ?? (stop - start)
+                    }
                 let seed = generator.next()
                 guard happens, start >= schedule.after, start < stop else { return }
                 if case .handoff = effect {} else { lasts = min(lasts, end - start) }
-                drafts.append(FaultOccurrence(index: 0, rule: ruleIndex, at: start, lasts: lasts, proxy: rule.proxy,
-                                              targets: schedule.targets, seed: seed, effect: effect))
+                drafts.append(
+                    FaultOccurrence(
+                        index: 0,
+                        rule: ruleIndex,
+                        at: start,
+                        lasts: lasts,
+                        proxy: rule.proxy,
+                        targets: schedule.targets,
+                        seed: seed,
+                        effect: effect
+                    )
+                )
             }
             if let at = schedule.at {
                 emit(at: generator.draw(at))

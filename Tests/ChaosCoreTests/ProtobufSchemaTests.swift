@@ -1,6 +1,7 @@
-@testable import ChaosCore
 import Foundation
 import Testing
+
+@testable import ChaosCore
 
 @Suite("Protobuf field names from a FileDescriptorSet")
 struct ProtobufSchemaTests {
@@ -10,8 +11,10 @@ struct ProtobufSchemaTests {
     @Test("each RPC's request and response types are known by its wire path")
     func methods() throws {
         let schema = try ProtobufSchema.load(path: Self.protoset)
-        #expect(schema.methods["/follow.v1.Follow/Race"]
-                == ProtobufSchema.Method(path: "/follow.v1.Follow/Race", input: "follow.v1.RaceRequest", output: "follow.v1.RaceUpdate"))
+        #expect(
+            schema.methods["/follow.v1.Follow/Race"]
+                == ProtobufSchema.Method(path: "/follow.v1.Follow/Race", input: "follow.v1.RaceRequest", output: "follow.v1.RaceUpdate")
+        )
         #expect(schema.methods.count == 2)
         #expect(schema.hasMessage("google.protobuf.Timestamp"), "imports are included")
     }

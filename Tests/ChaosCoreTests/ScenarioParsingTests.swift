@@ -1,7 +1,8 @@
-@testable import ChaosCore
 import ChaosProtocols
 import Foundation
 import Testing
+
+@testable import ChaosCore
 
 /// The bad scenario files, each headed `# expect: LINE:COLUMN fragment of the message`.
 let badScenarioDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
@@ -15,43 +16,43 @@ func badScenarioFiles() -> [String] {
 @Suite("Scenario parsing")
 struct ScenarioParsingTests {
     static let quickstart = """
-    name: quickstart
-    duration: 90s
-    seed: 42
-    proxies:
-      - name: stream
-        listen: 127.0.0.1:7000
-        upstream: 127.0.0.1:7001
-    pair:
-      server:
-        run: chaos demo server --listen 127.0.0.1:{upstream.port}
-        ready: tcp 127.0.0.1:{upstream.port}
-      client:
-        run: chaos demo client --connect 127.0.0.1:{listen.port} --stream c{index}
-        count: 3
-    protocol:
-      framing: lines
-      format: json
-      seq: seq
-      stream: stream
-      ack: ack
-      ignore: {type: [PING, PONG, HELLO, WELCOME]}
-    faults:
-      - disconnect: {every: 5s..30s, mode: reset}
-      - latency:    {every: 20s..40s, for: 2s..5s, add: 500ms..2s, jitter: 50ms, direction: downstream}
-      - partition:  {at: 40s, for: 15s, direction: both}
-      - handoff:    {at: 60s, from: wifi, to: lte, blackout: 200ms..800ms}
-      - refuse:     {at: 75s, for: 5s}
-      - bandwidth:  {at: 10s, for: 5s, rate: 1MB/s, direction: upstream, targets: 50%}
-      - slice:      {at: 20s, for: 2s, size: 8}
-      - stall:      {at: 30s, for: 1s}
-      - link:       {at: 80s, for: 5s, profile: {latency: 80ms, jitter: 10ms, bandwidth_down: 2mbit}}
-    expect:
-      lost: 0
-      duplicated: 0
-      delivery: ">= 99.9%"
-      recovery_p99: "< 10s"
-    """
+        name: quickstart
+        duration: 90s
+        seed: 42
+        proxies:
+          - name: stream
+            listen: 127.0.0.1:7000
+            upstream: 127.0.0.1:7001
+        pair:
+          server:
+            run: chaos demo server --listen 127.0.0.1:{upstream.port}
+            ready: tcp 127.0.0.1:{upstream.port}
+          client:
+            run: chaos demo client --connect 127.0.0.1:{listen.port} --stream c{index}
+            count: 3
+        protocol:
+          framing: lines
+          format: json
+          seq: seq
+          stream: stream
+          ack: ack
+          ignore: {type: [PING, PONG, HELLO, WELCOME]}
+        faults:
+          - disconnect: {every: 5s..30s, mode: reset}
+          - latency:    {every: 20s..40s, for: 2s..5s, add: 500ms..2s, jitter: 50ms, direction: downstream}
+          - partition:  {at: 40s, for: 15s, direction: both}
+          - handoff:    {at: 60s, from: wifi, to: lte, blackout: 200ms..800ms}
+          - refuse:     {at: 75s, for: 5s}
+          - bandwidth:  {at: 10s, for: 5s, rate: 1MB/s, direction: upstream, targets: 50%}
+          - slice:      {at: 20s, for: 2s, size: 8}
+          - stall:      {at: 30s, for: 1s}
+          - link:       {at: 80s, for: 5s, profile: {latency: 80ms, jitter: 10ms, bandwidth_down: 2mbit}}
+        expect:
+          lost: 0
+          duplicated: 0
+          delivery: ">= 99.9%"
+          recovery_p99: "< 10s"
+        """
 
     @Test("the PRODUCT example scenario parses into the model it describes")
     func parsesTheExample() throws {
@@ -59,18 +60,32 @@ struct ScenarioParsingTests {
         #expect(scenario.name == "quickstart")
         #expect(scenario.duration == .seconds(Int64(90)))
         #expect(scenario.seed == 42)
-        #expect(scenario.proxies == [ProxySpec(name: "stream", listen: HostPort(host: "127.0.0.1", port: 7000),
-                                               upstream: HostPort(host: "127.0.0.1", port: 7001))])
+        #expect(
+            scenario.proxies == [
+                ProxySpec(
+                    name: "stream",
+                    listen: HostPort(host: "127.0.0.1", port: 7000),
+                    upstream: HostPort(host: "127.0.0.1", port: 7001)
+                )
+            ]
+        )
         #expect(scenario.pair?.client?.count == 3)
         #expect(scenario.protocolSpec?.ignore["type"] == ["PING", "PONG", "HELLO", "WELCOME"])
         #expect(scenario.protocolSpec?.ack == "ack")
-        #expect(scenario.faults.map(\.kind) == [.disconnect, .latency, .partition, .handoff, .refuse, .bandwidth,
-                                                .slice, .stall, .link])
+        #expect(
+            scenario.faults.map(\.kind) == [
+                .disconnect, .latency, .partition, .handoff, .refuse, .bandwidth,
+                .slice, .stall, .link,
+            ]
+        )
         #expect(scenario.faults[0].schedule.every == DurationRange(.seconds(Int64(5)), .seconds(Int64(30))))
         #expect(scenario.faults[5].schedule.targets == .fraction(0.5))
         #expect(scenario.faults[5].parameters == .bandwidth(rate: ByteRate(bytesPerSecond: 1_000_000), direction: .upstream))
         #expect(scenario.faults[7].parameters == .stall(direction: .downstream))
-        guard case .link(let profile) = scenario.faults[8].parameters else { Issue.record("not a link"); return }
+        guard case .link(let profile) = scenario.faults[8].parameters else {
+            Issue.record("not a link")
+            return
+        }
         #expect(profile.latency == .milliseconds(80))
         #expect(profile.bandwidthDown == ByteRate(bytesPerSecond: 250_000))
         #expect(scenario.expectations.map(\.name) == ["lost", "duplicated", "delivery", "recovery_p99"])
@@ -107,9 +122,12 @@ struct ScenarioParsingTests {
         #expect(error.description.hasPrefix("t.yaml:2:1: error:"))
     }
 
-    @Test("addresses parse in both IPv4 and bracketed IPv6 forms", arguments: [
-        ("127.0.0.1:7000", "127.0.0.1", 7000), ("[::1]:80", "::1", 80), ("localhost:0", "localhost", 0),
-    ])
+    @Test(
+        "addresses parse in both IPv4 and bracketed IPv6 forms",
+        arguments: [
+            ("127.0.0.1:7000", "127.0.0.1", 7000), ("[::1]:80", "::1", 80), ("localhost:0", "localhost", 0),
+        ]
+    )
     func addresses(text: String, host: String, port: Int) {
         #expect(HostPort(parsing: text) == HostPort(host: host, port: port))
     }

@@ -1,7 +1,8 @@
-@testable import ChaosCore
 import ChaosProtocols
 import Foundation
 import Testing
+
+@testable import ChaosCore
 
 let scenariosDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
     .deletingLastPathComponent().appendingPathComponent("Scenarios")
@@ -15,8 +16,12 @@ struct ShippedScenariosTests {
 
     @Test("there are the scenarios the README promises")
     func allThere() {
-        #expect(Set(Self.files).isSuperset(of: ["quickstart.yaml", "naive.yaml", "half-open.yaml", "handoff.yaml",
-                                                "herd.yaml", "soak-72h.yaml", "websocket.yaml", "grpc.yaml"]))
+        #expect(
+            Set(Self.files).isSuperset(of: [
+                "quickstart.yaml", "naive.yaml", "half-open.yaml", "handoff.yaml",
+                "herd.yaml", "soak-72h.yaml", "websocket.yaml", "grpc.yaml",
+            ])
+        )
     }
 
     @Test("every scenario file parses, validates and draws a timeline", arguments: files)
@@ -38,8 +43,10 @@ struct ShippedScenariosTests {
         // Every fault a plain TCP pair can meet (ws-close and goaway need a WebSocket or HTTP/2 pair, handshake a TLS
         // proxy: the TLS scenarios have it).
         let tcpKinds = Set(FaultKind.scenarioKinds.filter { $0.framing == nil && $0 != .handshake })
-        #expect(tcpKinds.subtracting(Array(timeline).map(\.kind)).isEmpty,
-                "quickstart misses \(tcpKinds.subtracting(Array(timeline).map(\.kind)))")
+        #expect(
+            tcpKinds.subtracting(Array(timeline).map(\.kind)).isEmpty,
+            "quickstart misses \(tcpKinds.subtracting(Array(timeline).map(\.kind)))"
+        )
         #expect(scenario.duration <= .seconds(Int64(120)))
     }
 
@@ -56,7 +63,10 @@ struct ShippedScenariosTests {
     func tlsScenarios() throws {
         for name in ["websocket-tls.yaml", "grpc-tls.yaml"] {
             let scenario = try Scenario.load(path: scenariosDirectory.appendingPathComponent(name).path)
-            guard case .roots(let roots) = scenario.proxies[0].tls?.upstream else { Issue.record("\(name): no roots file"); continue }
+            guard case .roots(let roots) = scenario.proxies[0].tls?.upstream else {
+                Issue.record("\(name): no roots file")
+                continue
+            }
             #expect(roots.hasSuffix("Scenarios/tls/demo-ca.pem"))
             let effects = Array(Timeline(scenario: scenario, seed: scenario.seed ?? 1)).map(\.effect)
             #expect(effects.contains(.handshake(mode: .fail)) && effects.contains(.handshake(mode: .stall)), "\(name)")

@@ -1,19 +1,23 @@
-@testable import ChaosCore
 import ChaosProtocols
 import Foundation
 import Testing
 
+@testable import ChaosCore
+
 @Suite("Timeline")
 struct TimelineTests {
     func scenario(_ faults: String, duration: String = "90s") throws -> Scenario {
-        try Scenario.parse(yaml: """
-        name: t
-        duration: \(duration)
-        proxies:
-          - {name: p, listen: "127.0.0.1:7000", upstream: "127.0.0.1:7001"}
-        faults:
-        \(faults)
-        """, file: "t.yaml")
+        try Scenario.parse(
+            yaml: """
+                name: t
+                duration: \(duration)
+                proxies:
+                  - {name: p, listen: "127.0.0.1:7000", upstream: "127.0.0.1:7001"}
+                faults:
+                \(faults)
+                """,
+            file: "t.yaml"
+        )
     }
 
     @Test("same seed, byte-identical timeline; another seed, another timeline")
@@ -47,7 +51,7 @@ struct TimelineTests {
         let starts = Array(try #require(timeline)).map(\.at.seconds)
         let gaps = zip(starts.dropFirst(), starts).map { $0 - $1 }
         #expect(elapsed < .seconds(1))
-        #expect(starts.count > 8000) // 72 h / 17.5 s ≈ 14,800
+        #expect(starts.count > 8000)  // 72 h / 17.5 s ≈ 14,800
         #expect(gaps.allSatisfy { $0 >= 5 && $0 <= 30 })
         let mean = gaps.reduce(0, +) / Double(gaps.count)
         #expect(abs(mean - 17.5) < 0.3, "mean gap \(mean)")
@@ -56,12 +60,14 @@ struct TimelineTests {
 
     @Test("once-only faults happen at their time; windows and probability are honoured")
     func schedules() throws {
-        let s = try scenario("""
-          - partition: {at: 40s, for: 15s}
-          - disconnect: {every: 1s, after: 10s, until: 20s}
-          - stall: {every: 2s, for: 1s, probability: 0.5}
-          - latency: {add: 100ms}
-        """)
+        let s = try scenario(
+            """
+              - partition: {at: 40s, for: 15s}
+              - disconnect: {every: 1s, after: 10s, until: 20s}
+              - stall: {every: 2s, for: 1s, probability: 0.5}
+              - latency: {add: 100ms}
+            """
+        )
         let t = Timeline(scenario: s, seed: 1)
         let partition = Array(t).filter { $0.kind == .partition }
         #expect(partition.map(\.at) == [.seconds(Int64(40))])
@@ -86,7 +92,8 @@ struct TimelineTests {
 
     @Test("targets pick the same connections for the same seed")
     func targets() {
-        var a = SeededGenerator(seed: 5), b = SeededGenerator(seed: 5)
+        var a = SeededGenerator(seed: 5)
+        var b = SeededGenerator(seed: 5)
         let ids: [ConnectionID] = Array(1...20)
         let first = Targets.fraction(0.25).pick(from: ids, using: &a)
         #expect(first.count == 5)

@@ -5,8 +5,10 @@ import Testing
 
 @Suite("The reference pair over real sockets", .serialized, .timeLimit(.minutes(2)))
 struct PairTests {
-    @Test("the resilient client and server exchange messages both ways, each processed exactly once in order (TCP, WebSocket, gRPC)",
-          arguments: DemoTransport.allCases)
+    @Test(
+        "the resilient client and server exchange messages both ways, each processed exactly once in order (TCP, WebSocket, gRPC)",
+        arguments: DemoTransport.allCases
+    )
     func exchange(transport: DemoTransport) async throws {
         let pair = try await PairHarness.start(transport: transport)
         defer { pair.removeFiles() }
@@ -17,13 +19,16 @@ struct PairTests {
         await client.stop()
         await pair.server.stop()
 
-        let down = try GroundTruth(path: pair.clientLog), up = try GroundTruth(path: pair.serverLog)
+        let down = try GroundTruth(path: pair.clientLog)
+        let up = try GroundTruth(path: pair.serverLog)
         #expect(down.seqs("c1").count >= 40 && down.isExactlyOnceInOrder("c1"))
         #expect(up.seqs("c1").count >= 40 && up.isExactlyOnceInOrder("c1"))
     }
 
-    @Test("after connections are reset mid-stream the client reconnects within its first jittered backoff and resumes with no loss and no duplicate (TCP, WebSocket, gRPC)",
-          arguments: DemoTransport.allCases)
+    @Test(
+        "after connections are reset mid-stream the client reconnects within its first jittered backoff and resumes with no loss and no duplicate (TCP, WebSocket, gRPC)",
+        arguments: DemoTransport.allCases
+    )
     func resetResume(transport: DemoTransport) async throws {
         let pair = try await PairHarness.start(rate: 200, transport: transport)
         defer { pair.removeFiles() }
@@ -54,14 +59,17 @@ struct PairTests {
         } else {
             #expect(status.reconnectDelays.allSatisfy { $0 <= window }, "\(status.reconnectDelays) \(status.disconnects)")
         }
-        let down = try GroundTruth(path: pair.clientLog), up = try GroundTruth(path: pair.serverLog)
+        let down = try GroundTruth(path: pair.clientLog)
+        let up = try GroundTruth(path: pair.serverLog)
         #expect(down.isExactlyOnceInOrder("c1") && down.seqs("c1").count >= 120)
         #expect(up.isExactlyOnceInOrder("c1") && up.seqs("c1").count >= 100)
         #expect(up.events(named: "resumed").count >= 4)
     }
 
-    @Test("a half-open connection is noticed by the heartbeat (a WebSocket ping, an HTTP/2 keepalive PING) within interval + timeout and the stream resumes intact",
-          arguments: DemoTransport.allCases)
+    @Test(
+        "a half-open connection is noticed by the heartbeat (a WebSocket ping, an HTTP/2 keepalive PING) within interval + timeout and the stream resumes intact",
+        arguments: DemoTransport.allCases
+    )
     func halfOpenDetected(transport: DemoTransport) async throws {
         let pair = try await PairHarness.start(transport: transport)
         defer { pair.removeFiles() }
@@ -83,7 +91,8 @@ struct PairTests {
         await pair.server.stop()
         await relay.stop()
 
-        let down = try GroundTruth(path: pair.clientLog), up = try GroundTruth(path: pair.serverLog)
+        let down = try GroundTruth(path: pair.clientLog)
+        let up = try GroundTruth(path: pair.serverLog)
         #expect(down.isExactlyOnceInOrder("c1"))
         #expect(up.isExactlyOnceInOrder("c1"))
         #expect(!up.events(named: "takeover").isEmpty || !up.events(named: "idle-timeout").isEmpty)
@@ -97,9 +106,9 @@ struct PairTests {
         let client = pair.client(port: try await relay.start(), naive: true)
         try await client.start()
         #expect(await eventually(within: 10) { await client.status().lastProcessedDown >= 20 })
-        try await relay.blackhole() // messages sent now go nowhere…
+        try await relay.blackhole()  // messages sent now go nowhere…
         try await Task.sleep(for: .milliseconds(300))
-        try await relay.cutAll()    // …and the naive pair never asks for them again
+        try await relay.cutAll()  // …and the naive pair never asks for them again
         let after = await client.status().lastProcessedDown
         #expect(await eventually(within: 10) { await client.status().lastProcessedDown >= after + 30 })
         let status = await client.status()
@@ -107,9 +116,10 @@ struct PairTests {
         await pair.server.stop()
         await relay.stop()
 
-        #expect(status.disconnects[.heartbeatTimeout, default: 0] == 0) // no heartbeat at all
+        #expect(status.disconnects[.heartbeatTimeout, default: 0] == 0)  // no heartbeat at all
         #expect(status.reconnectDelays.allSatisfy { $0 == .zero })
-        let down = try GroundTruth(path: pair.clientLog), up = try GroundTruth(path: pair.serverLog)
+        let down = try GroundTruth(path: pair.clientLog)
+        let up = try GroundTruth(path: pair.serverLog)
         #expect(down.holes("c1").count >= 10)
         #expect(up.holes("c1").count >= 10)
         #expect(up.events(named: "fresh").count >= 2)
@@ -135,7 +145,7 @@ struct PairTests {
 
         let down = try GroundTruth(path: pair.clientLog)
         #expect(down.events(named: "restored").count == 1)
-        #expect(down.isExactlyOnceInOrder("c1")) // both runs appended to one log: 1…n, once each
+        #expect(down.isExactlyOnceInOrder("c1"))  // both runs appended to one log: 1…n, once each
         #expect(down.seqs("c1").contains(stoppedAt + 1))
         // Upstream numbering continued instead of restarting at 1 (which the server would drop as duplicates).
         let up = try GroundTruth(path: pair.serverLog)
@@ -144,8 +154,10 @@ struct PairTests {
         #expect((up.seqs("c1").last ?? 0) > 30)
     }
 
-    @Test("--send-for: after it both sides produce nothing new and keep the stream (heartbeats, acknowledgements), so nothing is in flight when the pair stops (TCP, WebSocket)",
-          arguments: [DemoTransport.tcp, .websocket])
+    @Test(
+        "--send-for: after it both sides produce nothing new and keep the stream (heartbeats, acknowledgements), so nothing is in flight when the pair stops (TCP, WebSocket)",
+        arguments: [DemoTransport.tcp, .websocket]
+    )
     func sendForQuietEnd(transport: DemoTransport) async throws {
         let quietAfter = ChaosDuration.milliseconds(800)
         let pair = try await PairHarness.start(rate: 100, transport: transport, sendFor: quietAfter)
@@ -156,21 +168,27 @@ struct PairTests {
         // Past the quiet's start, everything produced is processed and acknowledged; a second later nothing has moved
         // and the one connection is still up (its heartbeats answered).
         try await Task.sleep(nanoseconds: 1_500_000_000)
-        #expect(await eventually(within: 10) {
-            let status = await client.status(), server = await pair.server.status(ofStream: "c1")
-            return status.unacknowledgedUp == 0 && server?.unacknowledgedDown == 0
-                && server?.lastProcessedUp == status.lastAssignedUp && server?.lastAssignedDown == status.lastProcessedDown
-        })
-        let before = await client.status(), serverBefore = await pair.server.status(ofStream: "c1")
+        #expect(
+            await eventually(within: 10) {
+                let status = await client.status()
+                let server = await pair.server.status(ofStream: "c1")
+                return status.unacknowledgedUp == 0 && server?.unacknowledgedDown == 0
+                    && server?.lastProcessedUp == status.lastAssignedUp && server?.lastAssignedDown == status.lastProcessedDown
+            }
+        )
+        let before = await client.status()
+        let serverBefore = await pair.server.status(ofStream: "c1")
         try await Task.sleep(nanoseconds: 1_000_000_000)
-        let after = await client.status(), serverAfter = await pair.server.status(ofStream: "c1")
+        let after = await client.status()
+        let serverAfter = await pair.server.status(ofStream: "c1")
         #expect(before.lastAssignedUp > 0 && before.lastProcessedDown > 0)
         #expect(after.lastAssignedUp == before.lastAssignedUp && after.lastProcessedDown == before.lastProcessedDown)
         #expect(serverAfter?.lastAssignedDown == serverBefore?.lastAssignedDown && serverAfter?.attached == true)
         #expect(after.connectionsOpened == 1 && after.established)
         await client.stop()
         await pair.server.stop()
-        let down = try GroundTruth(path: pair.clientLog), up = try GroundTruth(path: pair.serverLog)
+        let down = try GroundTruth(path: pair.clientLog)
+        let up = try GroundTruth(path: pair.serverLog)
         #expect(down.isExactlyOnceInOrder("c1") && down.seqs("c1").count == after.lastProcessedDown)
         #expect(up.isExactlyOnceInOrder("c1") && up.seqs("c1").count == after.lastAssignedUp)
     }
@@ -181,9 +199,14 @@ struct PairTests {
         defer { pair.removeFiles() }
         let relay = TestRelay(upstreamPort: pair.serverPort)
         let relayPort = try await relay.start()
-        try await relay.blackhole(newConnections: true) // nothing gets through: no WELCOME, no ACK
-        let client = pair.client(port: relayPort, rate: 200, queueCapacity: 5,
-                                 heartbeat: .seconds(Int64(5)), heartbeatTimeout: .seconds(Int64(5)))
+        try await relay.blackhole(newConnections: true)  // nothing gets through: no WELCOME, no ACK
+        let client = pair.client(
+            port: relayPort,
+            rate: 200,
+            queueCapacity: 5,
+            heartbeat: .seconds(Int64(5)),
+            heartbeatTimeout: .seconds(Int64(5))
+        )
         try await client.start()
         #expect(await eventually(within: 10) { await client.status().lastAssignedUp >= 30 })
         try await relay.heal()

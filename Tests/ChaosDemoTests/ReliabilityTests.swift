@@ -4,9 +4,12 @@ import Testing
 
 @Suite("Reliability building blocks (pure, no sockets)")
 struct ReliabilityTests {
-    @Test("full-jitter backoff draws stay within [0, min(cap, base·2ⁿ)] for every attempt", arguments: [
-        (0, 500), (1, 1_000), (2, 2_000), (3, 4_000), (5, 16_000), (6, 32_000), (7, 32_000), (40, 32_000), (200, 32_000),
-    ])
+    @Test(
+        "full-jitter backoff draws stay within [0, min(cap, base·2ⁿ)] for every attempt",
+        arguments: [
+            (0, 500), (1, 1_000), (2, 2_000), (3, 4_000), (5, 16_000), (6, 32_000), (7, 32_000), (40, 32_000), (200, 32_000),
+        ]
+    )
     func backoffBounds(failures: Int, ceilingMillis: Int64) {
         let policy = BackoffPolicy.standard
         #expect(policy.ceiling(afterFailures: failures) == .milliseconds(ceilingMillis))
@@ -20,7 +23,8 @@ struct ReliabilityTests {
     @Test("full jitter spreads draws over the whole window (mean near half the ceiling), deterministically per seed")
     func backoffSpreadAndDeterminism() {
         let policy = BackoffPolicy.standard
-        var a = SeededGenerator(seed: 42), b = SeededGenerator(seed: 42)
+        var a = SeededGenerator(seed: 42)
+        var b = SeededGenerator(seed: 42)
         let draws = (0..<4_000).map { _ in policy.delay(afterFailures: 0, using: &a) }
         let again = (0..<4_000).map { _ in policy.delay(afterFailures: 0, using: &b) }
         #expect(draws == again)
@@ -67,13 +71,13 @@ struct ReliabilityTests {
     @Test("a resume resends what the peer has not acknowledged, after a gap for what is no longer held")
     func queueResume() {
         var queue = OutboundQueue(capacity: 3)
-        for _ in 1...6 { _ = queue.append() } // 1...3 dropped, 4...6 held
+        for _ in 1...6 { _ = queue.append() }  // 1...3 dropped, 4...6 held
         let resume = queue.resume(peerAck: 1)
         #expect(resume.gap == 2...3)
         #expect(resume.resend == [4, 5, 6])
         let caughtUp = queue.resume(peerAck: 5)
         #expect(caughtUp.gap == nil && caughtUp.resend == [6])
-        var restored = OutboundQueue(capacity: 10, lastAssigned: 10) // a restarted producer lost 1...10
+        var restored = OutboundQueue(capacity: 10, lastAssigned: 10)  // a restarted producer lost 1...10
         #expect(restored.append().seq == 11)
         let afterRestart = restored.resume(peerAck: 7)
         #expect(afterRestart.gap == 8...10 && afterRestart.resend == [11])

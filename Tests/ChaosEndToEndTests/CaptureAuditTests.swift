@@ -1,8 +1,11 @@
 import Foundation
 import Testing
 
-@Suite("Capture: chaos run --capture, tcpdump, and chaos audit give the live audit's counts", .serialized,
-       .timeLimit(.minutes(3)))
+@Suite(
+    "Capture: chaos run --capture, tcpdump, and chaos audit give the live audit's counts",
+    .serialized,
+    .timeLimit(.minutes(3))
+)
 struct CaptureAuditTests {
     static func scenario(listen: Int, upstream: Int) -> String {
         """
@@ -42,10 +45,12 @@ struct CaptureAuditTests {
 
     @Test("the offline audit of our capture and of a tcpdump -i lo capture count exactly what the live audit counted")
     func offlineEqualsLive() async throws {
-        let listen = ChaosCLI.freePort(), upstream = ChaosCLI.freePort()
+        let listen = ChaosCLI.freePort()
+        let upstream = ChaosCLI.freePort()
         let file = try ChaosCLI.scenarioFile(Self.scenario(listen: listen, upstream: upstream))
         let base = FileManager.default.temporaryDirectory.appendingPathComponent("capture-e2e-\(UUID().uuidString)")
-        let runDir = base.appendingPathComponent("run").path, tcpdumpFile = base.appendingPathComponent("lo.pcap").path
+        let runDir = base.appendingPathComponent("run").path
+        let tcpdumpFile = base.appendingPathComponent("lo.pcap").path
         try FileManager.default.createDirectory(at: base, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: base) }
 
@@ -61,8 +66,10 @@ struct CaptureAuditTests {
         let ours = try await ChaosCLI.run(["audit", "\(runDir)/capture.pcap", "--protocol-from", file, "--out", "\(runDir)-ours"])
         #expect(ours.status == 0, "\(ours.stdout)\n\(ours.stderr)")
         let fromOurs = try Self.totals("\(runDir)-ours")
-        let theirs = try await ChaosCLI.run(["audit", tcpdumpFile, "--protocol-from", file, "--proxy-port", "\(listen)",
-                                             "--out", "\(runDir)-tcpdump"])
+        let theirs = try await ChaosCLI.run([
+            "audit", tcpdumpFile, "--protocol-from", file, "--proxy-port", "\(listen)",
+            "--out", "\(runDir)-tcpdump",
+        ])
         #expect(theirs.status == 0, "\(theirs.stdout)\n\(theirs.stderr)")
         let fromTcpdump = try Self.totals("\(runDir)-tcpdump")
         for key in ["sent", "delivered", "ok", "lost", "recovered", "duplicated", "redelivered", "reordered", "gaps"] {
@@ -86,7 +93,8 @@ struct CaptureAuditTests {
         // tshark reads our capture with nothing malformed (its lines as data, whatever protocol their ports are registered to).
         let tshark = Process()
         tshark.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        tshark.arguments = ["tshark", "-r", "\(runDir)/capture.pcap"] + (try TsharkDecodeAs.arguments("\(runDir)/capture.pcap", as: "data"))
+        tshark.arguments =
+            ["tshark", "-r", "\(runDir)/capture.pcap"] + (try TsharkDecodeAs.arguments("\(runDir)/capture.pcap", as: "data"))
             + ["-Y", "_ws.malformed || _ws.expert.severity == error"]
         let pipe = Pipe()
         tshark.standardOutput = pipe
@@ -98,11 +106,17 @@ struct CaptureAuditTests {
         #expect(malformed.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, "tshark: \(malformed.prefix(500))")
     }
 
-    @Test("a garbage capture, a truncated one and a missing one exit 2 with the file and offset", arguments: [
-        ("garbage", Array("this is not a capture at all, just text".utf8)),
-        ("truncated", [0xd4, 0xc3, 0xb2, 0xa1, 0x02, 0x00, 0x04, 0x00] + [UInt8](repeating: 0, count: 16)
-            + [0x65, 0, 0, 0] + [0, 0, 0, 0, 0, 0, 0, 0, 100, 0, 0, 0, 100, 0, 0, 0, 1, 2, 3]),
-    ])
+    @Test(
+        "a garbage capture, a truncated one and a missing one exit 2 with the file and offset",
+        arguments: [
+            ("garbage", Array("this is not a capture at all, just text".utf8)),
+            (
+                "truncated",
+                [0xd4, 0xc3, 0xb2, 0xa1, 0x02, 0x00, 0x04, 0x00] + [UInt8](repeating: 0, count: 16)
+                    + [0x65, 0, 0, 0] + [0, 0, 0, 0, 0, 0, 0, 0, 100, 0, 0, 0, 100, 0, 0, 0, 1, 2, 3]
+            ),
+        ]
+    )
     func badCaptures(name: String, bytes: [UInt8]) async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("bad-\(name)-\(UUID().uuidString).pcap").path
         _ = FileManager.default.createFile(atPath: path, contents: Data(bytes))

@@ -21,15 +21,29 @@ struct ChaosCLI {
 
     /// Runs `chaos arguments…` to completion on its own thread (never blocking the cooperative pool).
     /// `signalOnceExists`: the signal waits, past its `after`, for this file to exist (a run's first checkpoint).
-    static func run(_ arguments: [String], timeout: Double = 60, environment: [String: String]? = nil,
-                    signal: (after: Double, number: Int32)? = nil, signalOnceExists: String? = nil, program: String? = nil,
-                    directory: URL? = nil) async throws -> Result {
+    static func run(
+        _ arguments: [String],
+        timeout: Double = 60,
+        environment: [String: String]? = nil,
+        signal: (after: Double, number: Int32)? = nil,
+        signalOnceExists: String? = nil,
+        program: String? = nil,
+        directory: URL? = nil
+    ) async throws -> Result {
         try await withCheckedThrowingContinuation { continuation in
             Thread.detachNewThread {
                 do {
-                    continuation.resume(returning: try runBlocking(arguments, timeout: timeout, environment: environment,
-                                                                   signal: signal, signalOnceExists: signalOnceExists,
-                                                                   program: program, directory: directory))
+                    continuation.resume(
+                        returning: try runBlocking(
+                            arguments,
+                            timeout: timeout,
+                            environment: environment,
+                            signal: signal,
+                            signalOnceExists: signalOnceExists,
+                            program: program,
+                            directory: directory
+                        )
+                    )
                 } catch { continuation.resume(throwing: error) }
             }
         }
@@ -37,9 +51,15 @@ struct ChaosCLI {
 
     /// Runs `chaos arguments…` to completion (killed after `timeout` seconds), blocking this thread, in `directory`
     /// (default: the package root).
-    static func runBlocking(_ arguments: [String], timeout: Double = 60, environment: [String: String]? = nil,
-                    signal: (after: Double, number: Int32)? = nil, signalOnceExists: String? = nil, program: String? = nil,
-                    directory: URL? = nil) throws -> Result {
+    static func runBlocking(
+        _ arguments: [String],
+        timeout: Double = 60,
+        environment: [String: String]? = nil,
+        signal: (after: Double, number: Int32)? = nil,
+        signalOnceExists: String? = nil,
+        program: String? = nil,
+        directory: URL? = nil
+    ) throws -> Result {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: program ?? executable)
         process.arguments = arguments
@@ -49,7 +69,10 @@ struct ChaosCLI {
         let err = FileManager.default.temporaryDirectory.appendingPathComponent("chaos-err-\(UUID().uuidString)")
         _ = FileManager.default.createFile(atPath: out.path, contents: nil)
         _ = FileManager.default.createFile(atPath: err.path, contents: nil)
-        defer { try? FileManager.default.removeItem(at: out); try? FileManager.default.removeItem(at: err) }
+        defer {
+            try? FileManager.default.removeItem(at: out)
+            try? FileManager.default.removeItem(at: err)
+        }
         process.standardOutput = try FileHandle(forWritingTo: out)
         process.standardError = try FileHandle(forWritingTo: err)
         try process.run()
@@ -58,7 +81,8 @@ struct ChaosCLI {
         while process.isRunning {
             let elapsed = Date().timeIntervalSince(started)
             if let signal, !signalled, elapsed >= signal.after,
-               signalOnceExists.map({ FileManager.default.fileExists(atPath: $0) }) ?? true {
+                signalOnceExists.map({ FileManager.default.fileExists(atPath: $0) }) ?? true
+            {
                 kill(process.processIdentifier, signal.number)
                 signalled = true
             }
@@ -72,9 +96,13 @@ struct ChaosCLI {
         // Decoded leniently: one stray byte must not turn a whole output into "".
         let text = { (url: URL) in (try? Data(contentsOf: url)).map { String(decoding: $0, as: UTF8.self) } ?? "" }
         let killed = process.terminationReason == .uncaughtSignal
-        return Result(status: killed ? 128 + process.terminationStatus : process.terminationStatus,
-                      stdout: text(out), stderr: text(err), signalled: killed,
-                      seconds: Date().timeIntervalSince(started))
+        return Result(
+            status: killed ? 128 + process.terminationStatus : process.terminationStatus,
+            stdout: text(out),
+            stderr: text(err),
+            signalled: killed,
+            seconds: Date().timeIntervalSince(started)
+        )
     }
 
     /// Ports handed out by ``freePort()`` in this process: never twice.

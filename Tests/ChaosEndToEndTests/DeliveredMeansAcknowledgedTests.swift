@@ -12,32 +12,32 @@ struct DeliveredMeansAcknowledgedTests {
     static func scenario(listen: Int, upstream: Int, dropOnResume: Int) -> String {
         let common = "--send-for 11 --heartbeat 1 --timeout 2.5 --drop-on-resume \(dropOnResume)"
         return """
-        name: half-open-partition
-        duration: 15s
-        seed: 5
-        proxies:
-          - {name: stream, listen: "127.0.0.1:\(listen)", upstream: "127.0.0.1:\(upstream)"}
-        pair:
-          server:
-            run: python3 \(pair) server --listen 127.0.0.1:{upstream.port} --log {run_dir}/server.jsonl \(common)
-            ready: tcp 127.0.0.1:{upstream.port}
-          client:
-            run: python3 \(pair) client --connect 127.0.0.1:{listen.port} --stream c{index} --log {run_dir}/client-{index}.jsonl \(common)
-            count: 2
-        protocol:
-          framing: lines
-          seq: seq
-          stream: stream
-          ack: ack
-          ignore: {type: [PING, PONG, HELLO, WELCOME, ACK]}
-        faults:
-          - partition: {at: 2s, for: 6s, direction: both}
-          - disconnect: {at: 9s, mode: reset}
-          - disconnect: {at: 10s, mode: close}
-        expect:
-          lost: 0
-          duplicated: 0
-        """
+            name: half-open-partition
+            duration: 15s
+            seed: 5
+            proxies:
+              - {name: stream, listen: "127.0.0.1:\(listen)", upstream: "127.0.0.1:\(upstream)"}
+            pair:
+              server:
+                run: python3 \(pair) server --listen 127.0.0.1:{upstream.port} --log {run_dir}/server.jsonl \(common)
+                ready: tcp 127.0.0.1:{upstream.port}
+              client:
+                run: python3 \(pair) client --connect 127.0.0.1:{listen.port} --stream c{index} --log {run_dir}/client-{index}.jsonl \(common)
+                count: 2
+            protocol:
+              framing: lines
+              seq: seq
+              stream: stream
+              ack: ack
+              ignore: {type: [PING, PONG, HELLO, WELCOME, ACK]}
+            faults:
+              - partition: {at: 2s, for: 6s, direction: both}
+              - disconnect: {at: 9s, mode: reset}
+              - disconnect: {at: 10s, mode: close}
+            expect:
+              lost: 0
+              duplicated: 0
+            """
     }
 
     /// What the pair's consumers logged, per stream and direction.
@@ -55,8 +55,9 @@ struct DeliveredMeansAcknowledgedTests {
                 let text = try String(contentsOfFile: "\(folder)/\(name)", encoding: .utf8)
                 for line in text.split(separator: "\n") {
                     guard let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                          let stream = object["stream"] as? String, let direction = object["dir"] as? String,
-                          let seq = object["seq"] as? Int, let connection = object["conn"] as? Int else { continue }
+                        let stream = object["stream"] as? String, let direction = object["dir"] as? String,
+                        let seq = object["seq"] as? Int, let connection = object["conn"] as? Int
+                    else { continue }
                     let key = "\(stream)/\(direction == "up" ? "upstream" : "downstream")"
                     if let first = firstConnection[key]?[seq] {
                         if first == connection { logs[key, default: .init()].duplicated += 1 } else { logs[key, default: .init()].redelivered += 1 }
@@ -133,11 +134,14 @@ struct DeliveredMeansAcknowledgedTests {
             totalLost += stream["lost"] ?? 0
         }
         #expect(totalLost > 0, "the buggy producer dropped messages on resume")
-        let sent = live.values.reduce(0) { $0 + ($1["sent"] ?? 0) }, delivered = live.values.reduce(0) { $0 + ($1["delivered"] ?? 0) }
+        let sent = live.values.reduce(0) { $0 + ($1["sent"] ?? 0) }
+        let delivered = live.values.reduce(0) { $0 + ($1["delivered"] ?? 0) }
         #expect(sent > delivered, "messages were flushed into connections the pair had abandoned, and not counted delivered")
 
-        let ours = try await ChaosCLI.run(["audit", "\(run.folder)/capture.pcap", "--protocol-from", run.scenario,
-                                           "--out", "\(run.folder)-ours"])
+        let ours = try await ChaosCLI.run([
+            "audit", "\(run.folder)/capture.pcap", "--protocol-from", run.scenario,
+            "--out", "\(run.folder)-ours",
+        ])
         #expect(ours.status == 1, "\(ours.stdout)\n\(ours.stderr)")
         let theirs = try await ChaosCLI.run(["audit", run.tcpdump, "--protocol-from", run.scenario, "--out", "\(run.folder)-tcpdump"])
         #expect(theirs.status == 1, "\(theirs.stdout)\n\(theirs.stderr)")
@@ -146,7 +150,10 @@ struct DeliveredMeansAcknowledgedTests {
             let offline = try Self.streams(folder)
             for (key, stream) in live {
                 for count in ["delivered", "ok", "lost", "duplicated", "redelivered", "reordered", "gaps"] {
-                    #expect(offline[key]?[count] == stream[count], "\(name) \(key) \(count): \(offline[key]?[count] ?? -1), live \(stream[count] ?? -1) (\(run.folder))")
+                    #expect(
+                        offline[key]?[count] == stream[count],
+                        "\(name) \(key) \(count): \(offline[key]?[count] ?? -1), live \(stream[count] ?? -1) (\(run.folder))"
+                    )
                     if offline[key]?[count] != stream[count] { offlineMatches = false }
                 }
             }
@@ -169,7 +176,10 @@ struct DeliveredMeansAcknowledgedTests {
             #expect(log.holes.isEmpty, "\(key): the correct pair's log has holes \(log.holes.sorted())")
             #expect(stream["lost"] == 0, "\(key)")
             #expect(stream["ok"] == Int64(log.distinct.count), "\(key): ok vs distinct seqs read")
-            #expect(stream["redelivered"] == Int64(log.redelivered), "\(key): audit redelivered \(stream["redelivered"] ?? -1), log \(log.redelivered)")
+            #expect(
+                stream["redelivered"] == Int64(log.redelivered),
+                "\(key): audit redelivered \(stream["redelivered"] ?? -1), log \(log.redelivered)"
+            )
             #expect(stream["duplicated"] == Int64(log.duplicated), "\(key): duplicated vs the log")
         }
         try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: run.folder).deletingLastPathComponent().path)

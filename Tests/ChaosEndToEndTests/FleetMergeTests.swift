@@ -10,37 +10,38 @@ import Testing
 @Suite("Fleet merge: chaos run --agent and chaos report --merge", .serialized, .timeLimit(.minutes(3)))
 struct FleetMergeTests {
     static func scenario(listen: Int, upstream: Int, other: Int?, name: String = "fleet", seed: Int = 7, schedule: String = "shared") -> String {
-        let pair = other.map { other in
-            """
-            pair:
-              server:
-                run: chaos demo server --listen 127.0.0.1:{upstream.port} --rate 20 --log {run_dir}/server.jsonl
-                ready: tcp 127.0.0.1:{upstream.port}
-              client:
-                run: chaos demo client --connect 127.0.0.1:{listen.port} --also-connect 127.0.0.1:\(other) --stream c{index} --rate 20 --log {run_dir}/client-{index}.jsonl --backoff-base 100ms --backoff-cap 300ms
-                count: 2
+        let pair =
+            other.map { other in
+                """
+                pair:
+                  server:
+                    run: chaos demo server --listen 127.0.0.1:{upstream.port} --rate 20 --log {run_dir}/server.jsonl
+                    ready: tcp 127.0.0.1:{upstream.port}
+                  client:
+                    run: chaos demo client --connect 127.0.0.1:{listen.port} --also-connect 127.0.0.1:\(other) --stream c{index} --rate 20 --log {run_dir}/client-{index}.jsonl --backoff-base 100ms --backoff-cap 300ms
+                    count: 2
 
-            """
-        } ?? ""
+                """
+            } ?? ""
         return """
-        name: \(name)
-        duration: 10s
-        seed: \(seed)
-        fleet: {schedule: \(schedule)}
-        proxies:
-          - {name: stream, listen: "127.0.0.1:\(listen)", upstream: "127.0.0.1:\(upstream)"}
-        \(pair)protocol:
-          framing: lines
-          seq: seq
-          stream: stream
-          ack: ack
-          ignore: {type: [PING, PONG, HELLO, WELCOME, ACK, GAP]}
-        faults:
-          - disconnect: {every: 2s..3s, mode: reset, until: 8s}
-        expect:
-          lost: 0
-          duplicated: 0
-        """
+            name: \(name)
+            duration: 10s
+            seed: \(seed)
+            fleet: {schedule: \(schedule)}
+            proxies:
+              - {name: stream, listen: "127.0.0.1:\(listen)", upstream: "127.0.0.1:\(upstream)"}
+            \(pair)protocol:
+              framing: lines
+              seq: seq
+              stream: stream
+              ack: ack
+              ignore: {type: [PING, PONG, HELLO, WELCOME, ACK, GAP]}
+            faults:
+              - disconnect: {every: 2s..3s, mode: reset, until: 8s}
+            expect:
+              lost: 0
+              duplicated: 0
+            """
     }
 
     static func report(_ folder: String) throws -> [String: Any] {
@@ -53,9 +54,11 @@ struct FleetMergeTests {
         var out: [String: [String: Int]] = [:]
         for stream in json["streams"] as? [[String: Any]] ?? [] {
             let key = "\(stream["stream"] ?? "")/\(stream["direction"] ?? "")"
-            out[key] = ["ok": stream["ok"] as? Int ?? -1, "lost": stream["lost"] as? Int ?? -1,
-                        "duplicated": stream["duplicated"] as? Int ?? -1, "sent": stream["sent"] as? Int ?? -1,
-                        "redelivered": stream["redelivered"] as? Int ?? -1, "reordered": stream["reordered"] as? Int ?? -1]
+            out[key] = [
+                "ok": stream["ok"] as? Int ?? -1, "lost": stream["lost"] as? Int ?? -1,
+                "duplicated": stream["duplicated"] as? Int ?? -1, "sent": stream["sent"] as? Int ?? -1,
+                "redelivered": stream["redelivered"] as? Int ?? -1, "reordered": stream["reordered"] as? Int ?? -1,
+            ]
         }
         return out
     }
@@ -66,8 +69,9 @@ struct FleetMergeTests {
         for name in try FileManager.default.contentsOfDirectory(atPath: folder) where name.hasSuffix(".jsonl") {
             for line in try String(contentsOfFile: "\(folder)/\(name)", encoding: .utf8).split(separator: "\n") {
                 guard let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                      let stream = object["stream"] as? String, let direction = object["dir"] as? String,
-                      let seq = object["seq"] as? Int else { continue }
+                    let stream = object["stream"] as? String, let direction = object["dir"] as? String,
+                    let seq = object["seq"] as? Int
+                else { continue }
                 seqs["\(stream)/\(direction == "up" ? "upstream" : "downstream")", default: []].insert(seq)
             }
         }
@@ -89,12 +93,15 @@ struct FleetMergeTests {
     }
 
     /// The fields of a report that the merge of one agent must reproduce.
-    static let judged = ["totals", "streams", "anomaly_counts", "anomalies", "faults", "connections", "verdict", "recovery",
-                         "messages", "protocol_events", "expectations"]
+    static let judged = [
+        "totals", "streams", "anomaly_counts", "anomalies", "faults", "connections", "verdict", "recovery",
+        "messages", "protocol_events", "expectations",
+    ]
 
     @Test("the merge of one agent's run folder equals that run's own report")
     func singleAgent() async throws {
-        let listen = ChaosCLI.freePort(), upstream = ChaosCLI.freePort()
+        let listen = ChaosCLI.freePort()
+        let upstream = ChaosCLI.freePort()
         let base = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-one-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: base) }
         let file = try ChaosCLI.scenarioFile(Self.scenario(listen: listen, upstream: upstream, other: listen))
@@ -102,21 +109,28 @@ struct FleetMergeTests {
         #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
         let merge = try await ChaosCLI.run(["report", "--merge", "\(base)/solo", "--out", "\(base)/merged", "--format", "json"], timeout: 60)
         #expect(merge.status == 0, "\(merge.stderr)")
-        let own = try Self.report("\(base)/solo"), merged = try Self.report("\(base)/merged")
+        let own = try Self.report("\(base)/solo")
+        let merged = try Self.report("\(base)/merged")
         for key in Self.judged {
             let left = try JSONSerialization.data(withJSONObject: own[key] ?? NSNull(), options: [.sortedKeys, .fragmentsAllowed])
             let right = try JSONSerialization.data(withJSONObject: merged[key] ?? NSNull(), options: [.sortedKeys, .fragmentsAllowed])
-            #expect(left == right, "\(key): \(String(decoding: left, as: UTF8.self).prefix(400)) vs \(String(decoding: right, as: UTF8.self).prefix(400))")
+            #expect(
+                left == right,
+                "\(key): \(String(decoding: left, as: UTF8.self).prefix(400)) vs \(String(decoding: right, as: UTF8.self).prefix(400))"
+            )
         }
         let extra = own["extra"] as? [String: String] ?? [:]
         #expect(extra["agent"] == "solo" && Int(extra["agent.events"] ?? "") ?? 0 > 100, "\(extra)")
         #expect(FileManager.default.fileExists(atPath: "\(base)/solo/events.bin"))
     }
 
-    @Test("two agents, each client's reconnects alternating between them: each agent alone sees holes, the merge equals the pair's logs; a clock offset is corrected by --clock-offset; bad event files, seeds and names are exit 2",
-          arguments: ["shared", "per-agent"])
+    @Test(
+        "two agents, each client's reconnects alternating between them: each agent alone sees holes, the merge equals the pair's logs; a clock offset is corrected by --clock-offset; bad event files, seeds and names are exit 2",
+        arguments: ["shared", "per-agent"]
+    )
     func twoAgents(schedule: String) async throws {
-        let listenA = ChaosCLI.freePort(), upstream = ChaosCLI.freePort()
+        let listenA = ChaosCLI.freePort()
+        let upstream = ChaosCLI.freePort()
         var listenB = ChaosCLI.freePort()
         while listenB == listenA || listenB == upstream { listenB = ChaosCLI.freePort() }
         let base = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-two-\(UUID().uuidString)").path
@@ -142,8 +156,10 @@ struct FleetMergeTests {
         let streams = Self.streams(merged)
         checks.expect(Set(streams.keys) == Set(logs.keys), "one stream per logged stream: \(streams.keys.sorted())")
         for (key, count) in logs {
-            checks.expect(streams[key]?["ok"] == count && streams[key]?["lost"] == 0 && streams[key]?["duplicated"] == 0,
-                          "\(key): merged \(streams[key] ?? [:]), the log read \(count)")
+            checks.expect(
+                streams[key]?["ok"] == count && streams[key]?["lost"] == 0 && streams[key]?["duplicated"] == 0,
+                "\(key): merged \(streams[key] ?? [:]), the log read \(count)"
+            )
         }
         let connections = merged["connections"] as? [String: Any] ?? [:]
         let opened = ["a", "b"].compactMap { (try? Self.report("\(base)/\($0)"))?["connections"] as? [String: Any] }
@@ -152,13 +168,20 @@ struct FleetMergeTests {
         let faults = merged["faults"] as? [[String: Any]] ?? []
         let labels = faults.compactMap { ($0["detail"] as? [String: String])?["agents"] }
         if schedule == "shared" {
-            checks.expect(!faults.isEmpty && labels.count == faults.count && labels.allSatisfy { $0 == "a, b" }, "one timeline, both agents: \(faults)")
+            checks.expect(
+                !faults.isEmpty && labels.count == faults.count && labels.allSatisfy { $0 == "a, b" },
+                "one timeline, both agents: \(faults)"
+            )
         } else {
             // Each agent drew its own timeline from (seed, name): the merged one holds both, each fault with its agent.
             let own = ["a", "b"].map { ((try? Self.report("\(base)/\($0)"))?["faults"] as? [[String: Any]] ?? []).count }
-            checks.expect(labels.count == faults.count && Set(labels) == ["a", "b"] && faults.count == own.reduce(0, +),
-                          "each agent's own faults, labelled: \(labels) of \(own)")
-            let times = ["a", "b"].map { ((try? Self.report("\(base)/\($0)"))?["faults"] as? [[String: Any]] ?? []).compactMap { $0["at_s"] as? Double } }
+            checks.expect(
+                labels.count == faults.count && Set(labels) == ["a", "b"] && faults.count == own.reduce(0, +),
+                "each agent's own faults, labelled: \(labels) of \(own)"
+            )
+            let times = ["a", "b"].map {
+                ((try? Self.report("\(base)/\($0)"))?["faults"] as? [[String: Any]] ?? []).compactMap { $0["at_s"] as? Double }
+            }
             checks.expect(times[0] != times[1], "the agents' timelines differ: \(times)")
         }
 
@@ -168,11 +191,18 @@ struct FleetMergeTests {
         let skewed = try await ChaosCLI.run(["report", "--merge", "\(base)/a", "\(base)/b-ahead", "--out", "\(base)/skewed"], timeout: 60)
         let misordered = Self.streams(try Self.report("\(base)/skewed"))
         checks.expect(skewed.status != 2 && misordered != streams, "an uncorrected 3 s skew misorders the streams: \(misordered)")
-        let corrected = try await ChaosCLI.run(["report", "--merge", "\(base)/a", "\(base)/b-ahead", "--clock-offset", "b=3s",
-                                             "--out", "\(base)/corrected"], timeout: 60)
+        let corrected = try await ChaosCLI.run(
+            [
+                "report", "--merge", "\(base)/a", "\(base)/b-ahead", "--clock-offset", "b=3s",
+                "--out", "\(base)/corrected",
+            ],
+            timeout: 60
+        )
         let restored = Self.streams(try Self.report("\(base)/corrected"))
-        checks.expect(corrected.status == 0 && restored == streams,
-                      "--clock-offset b=3s restores the merge: \(corrected.stdout)\n\(corrected.stderr)")
+        checks.expect(
+            corrected.status == 0 && restored == streams,
+            "--clock-offset b=3s restores the merge: \(corrected.stdout)\n\(corrected.stderr)"
+        )
         let extra = try Self.report("\(base)/corrected")["extra"] as? [String: String] ?? [:]
         checks.expect(extra["merge.agent.b.clock_offset_ms"] == "3000.000" && extra["merge.ordering_bound_ms"] != nil, "\(extra)")
 
@@ -205,12 +235,16 @@ struct FleetMergeTests {
         checks.removeIfPassed()
     }
 
-    @Test("held agents (--hold) serve their events and report on the control API behind a token: chaos report --merge URL… fetches them (waiting for the runs to end), measures and removes one agent's 3 s clock skew, and equals the pair's logs; an unreachable agent or a missing token is exit 2")
+    @Test(
+        "held agents (--hold) serve their events and report on the control API behind a token: chaos report --merge URL… fetches them (waiting for the runs to end), measures and removes one agent's 3 s clock skew, and equals the pair's logs; an unreachable agent or a missing token is exit 2"
+    )
     func heldAgentsByURL() async throws {
-        let listenA = ChaosCLI.freePort(), upstream = ChaosCLI.freePort()
+        let listenA = ChaosCLI.freePort()
+        let upstream = ChaosCLI.freePort()
         var listenB = ChaosCLI.freePort()
         while listenB == listenA || listenB == upstream { listenB = ChaosCLI.freePort() }
-        let apiA = ChaosCLI.freePort(), apiB = ChaosCLI.freePort()
+        let apiA = ChaosCLI.freePort()
+        let apiB = ChaosCLI.freePort()
         let base = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-url-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
         var checks = TLSCaptureAuditTests.Checks(folder: base)
@@ -223,8 +257,10 @@ struct FleetMergeTests {
         for (name, file, api) in [("b", fileB, apiB), ("a", fileA, apiA)] {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: ChaosCLI.executable)
-            process.arguments = ["run", file, "--agent", name, "--start-at", start, "--out", "\(base)/\(name)", "--hold",
-                                 "--metrics", "127.0.0.1:\(api)", "--api-token-file", token]
+            process.arguments = [
+                "run", file, "--agent", name, "--start-at", start, "--out", "\(base)/\(name)", "--hold",
+                "--metrics", "127.0.0.1:\(api)", "--api-token-file", token,
+            ]
             process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
             process.standardError = FileHandle(forWritingAtPath: "/dev/null")
             // Agent b's host clock is 3 s ahead (the test hook): the merge must measure it and take it out.
@@ -256,11 +292,15 @@ struct FleetMergeTests {
         // merge's ordering bound no tighter than the measurements.
         let extra = try Self.report("\(base)/merged")["extra"] as? [String: String] ?? [:]
         for (index, name, skew) in [(1, "a", 0.0), (2, "b", 3000.0)] {
-            let measured = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: "\(base)/merged/agents/\(index)/clock-offset.json"))) as? [String: Any] ?? [:]
+            let measured =
+                try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: "\(base)/merged/agents/\(index)/clock-offset.json")))
+                as? [String: Any] ?? [:]
             let offset = Double(extra["merge.agent.\(name).clock_offset_ms"] ?? "") ?? -1
             let uncertainty = ((measured["uncertainty_ns"] as? NSNumber)?.doubleValue ?? -1) / 1e6
-            checks.expect(uncertainty >= 0 && abs(offset - skew) <= uncertainty + 0.001 && measured["exchanges"] as? Int == 8,
-                          "agent \(name): measured \(offset) ms ± \(uncertainty) ms for a skew of \(skew) ms (\(measured))")
+            checks.expect(
+                uncertainty >= 0 && abs(offset - skew) <= uncertainty + 0.001 && measured["exchanges"] as? Int == 8,
+                "agent \(name): measured \(offset) ms ± \(uncertainty) ms for a skew of \(skew) ms (\(measured))"
+            )
             checks.expect(extra["merge.agent.\(name).clock_offset_from"]?.hasPrefix("measured by the merge") == true, "\(extra)")
             checks.expect((Double(extra["merge.ordering_bound_ms"] ?? "") ?? -1) >= 2 * uncertainty - 0.001, "\(extra)")
         }
@@ -273,13 +313,18 @@ struct FleetMergeTests {
         let noToken = try await ChaosCLI.run(["report", "--merge", urls[0], "--out", "\(base)/no-token"], timeout: 30)
         checks.expect(noToken.status == 2 && noToken.stderr.contains("answered 401"), "\(noToken.stderr)")
         let dead = "http://127.0.0.1:\(ChaosCLI.freePort())"
-        let unreachable = try await ChaosCLI.run(["report", "--merge", urls[0], dead, "--api-token-file", token, "--out", "\(base)/dead"], timeout: 60)
+        let unreachable = try await ChaosCLI.run(
+            ["report", "--merge", urls[0], dead, "--api-token-file", token, "--out", "\(base)/dead"],
+            timeout: 60
+        )
         checks.expect(unreachable.status == 2 && unreachable.stderr.contains("agent URL \(dead): cannot connect"), "\(unreachable.stderr)")
         checks.expect(!FileManager.default.fileExists(atPath: "\(base)/dead/report.json"), "nothing merged")
         for agent in agents { agent.terminate() }
         for agent in agents { agent.waitUntilExit() }
-        checks.expect(agents.allSatisfy { $0.terminationStatus == 1 || $0.terminationStatus == 0 },
-                      "SIGTERM ends a held agent with its run's verdict: \(agents.map(\.terminationStatus))")
+        checks.expect(
+            agents.allSatisfy { $0.terminationStatus == 1 || $0.terminationStatus == 0 },
+            "SIGTERM ends a held agent with its run's verdict: \(agents.map(\.terminationStatus))"
+        )
         checks.removeIfPassed()
     }
 }

@@ -15,8 +15,10 @@ struct FleetNamespaceTests {
         return result.status == 0
     }()
 
-    @Test("three agents in their own namespaces, 300 streams moving between them: the merged report equals the pair's logs",
-          .enabled(if: namespacesAvailable, "needs root and iproute2's ip netns (network namespaces as hosts)"))
+    @Test(
+        "three agents in their own namespaces, 300 streams moving between them: the merged report equals the pair's logs",
+        .enabled(if: namespacesAvailable, "needs root and iproute2's ip netns (network namespaces as hosts)")
+    )
     func threeAgents() async throws {
         let out = FileManager.default.temporaryDirectory.appendingPathComponent("netns-fleet-\(UUID().uuidString)").path
         let script = ChaosCLI.packageRoot.appendingPathComponent("Tests/fleet/netns-fleet.sh").path

@@ -100,8 +100,14 @@ struct GRPCPairTests {
     }
 
     /// Runs a scenario (see ``ThirdPartyPairRun/run(_:capture:scenario:)``).
-    static func run(fields: Fields, flags: String, faults: String = faults, capture: Bool = false) async throws
-        -> (folder: String, scenario: String, status: Int32) {
+    static func run(
+        fields: Fields,
+        flags: String,
+        faults: String = faults,
+        capture: Bool = false
+    ) async throws
+        -> (folder: String, scenario: String, status: Int32)
+    {
         // With a tcpdump too: the gRPC clients reconnect at the same moment through a proxy that relays in NIO (goaway
         // follows frames), where upstream dials can overtake each other, so its legs must be paired by their payload.
         try await ThirdPartyPairRun.run("grpc-pair", capture: capture) {
@@ -119,8 +125,10 @@ struct GRPCPairTests {
         try #require(json["protocol_events"] as? [String: Any])
     }
 
-    @Test("a correct pair passes, every count equal to its logs, and the GOAWAY and keepalive PINGs are counted",
-          arguments: Fields.allCases)
+    @Test(
+        "a correct pair passes, every count equal to its logs, and the GOAWAY and keepalive PINGs are counted",
+        arguments: Fields.allCases
+    )
     func correctPair(fields: Fields) async throws {
         let run = try await Self.run(fields: fields, flags: Self.producing, capture: fields == .names)
         #expect(run.status == 0, "the run must pass (\(run.folder))")
@@ -147,8 +155,10 @@ struct GRPCPairTests {
             #expect(fromCapture.count == live.count, "\(name): \(fromCapture.keys.sorted())")
             for (key, stream) in live {
                 for count in ["delivered", "ok", "lost", "duplicated", "redelivered"] {
-                    #expect(fromCapture[key]?[count] == stream[count],
-                            "\(name) \(key) \(count): \(fromCapture[key]?[count] ?? -1), live \(stream[count] ?? -1)")
+                    #expect(
+                        fromCapture[key]?[count] == stream[count],
+                        "\(name) \(key) \(count): \(fromCapture[key]?[count] ?? -1), live \(stream[count] ?? -1)"
+                    )
                 }
             }
             // Protocol events are counted as read from their sender (and the proxy's own GOAWAY as written): our
@@ -157,16 +167,20 @@ struct GRPCPairTests {
             let offlineEvents = try events(DeliveredMeansAcknowledgedTests.reportJSON(out))
             if name == "our capture" {
                 for map in ["goaways", "stream_resets", "grpc_statuses"] {
-                    #expect(offlineEvents[map] as? [String: Int] == liveEvents[map] as? [String: Int],
-                            "\(name) \(map): \(offlineEvents[map] ?? "none"), live \(liveEvents[map] ?? "none")")
+                    #expect(
+                        offlineEvents[map] as? [String: Int] == liveEvents[map] as? [String: Int],
+                        "\(name) \(map): \(offlineEvents[map] ?? "none"), live \(liveEvents[map] ?? "none")"
+                    )
                 }
             }
             #expect(offlineEvents["calls"] as? Int == liveEvents["calls"] as? Int, "\(name) calls")
         }
     }
 
-    @Test("a pair that drops a message on resume fails, and what it lost equals the holes in its logs",
-          arguments: Fields.allCases)
+    @Test(
+        "a pair that drops a message on resume fails, and what it lost equals the holes in its logs",
+        arguments: Fields.allCases
+    )
     func buggyPair(fields: Fields) async throws {
         let run = try await Self.run(fields: fields, flags: "\(Self.producing) --drop-on-resume 1")
         #expect(run.status == 1, "the run must fail (\(run.folder))")
@@ -177,8 +191,11 @@ struct GRPCPairTests {
 
     @Test("a client whose calls end cleanly rides a GOAWAY: the next call goes on a new connection, no call ends in error")
     func goawayIsRidden() async throws {
-        let run = try await Self.run(fields: .names, flags: "--send-for 10 --call-for 1",
-                                     faults: "  - goaway: {at: 5s, grace: 3s}")
+        let run = try await Self.run(
+            fields: .names,
+            flags: "--send-for 10 --call-for 1",
+            faults: "  - goaway: {at: 5s, grace: 3s}"
+        )
         #expect(run.status == 0, "the run must pass (\(run.folder))")
         let (lost, duplicated, json) = try Self.compare(run.folder)
         #expect(lost == 0 && duplicated == 0)
@@ -190,22 +207,26 @@ struct GRPCPairTests {
 
         let logs = try GroundTruthLog(folder: URL(fileURLWithPath: run.folder))
         let ended = logs.events(named: "call-ended")
-        #expect(!ended.isEmpty && ended.allSatisfy { $0["code"] as? String == "OK" },
-                "every call the clients ended ended OK: \(ended.filter { $0["code"] as? String != "OK" })")
+        #expect(
+            !ended.isEmpty && ended.allSatisfy { $0["code"] as? String == "OK" },
+            "every call the clients ended ended OK: \(ended.filter { $0["code"] as? String != "OK" })"
+        )
         // The server saw each client's calls come from more than one TCP connection: new calls after the GOAWAY.
         let calls = logs.events(named: "connected").filter { $0["peer"] != nil }
         for stream in ["c1", "c2"] {
             let peers = calls.filter { $0["stream"] as? String == stream }.map { $0["peer"] as? String ?? "" }
-            #expect(Set(peers).count >= 2 && Set(peers).count == Set(peers.removingRepeats).count,
-                    "\(stream)'s calls came over \(Set(peers).count) connection(s), one after another: \(peers)")
+            #expect(
+                Set(peers).count >= 2 && Set(peers).count == Set(peers.removingRepeats).count,
+                "\(stream)'s calls came over \(Set(peers).count) connection(s), one after another: \(peers)"
+            )
         }
         try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: run.folder).deletingLastPathComponent().path)
     }
 }
 
-private extension Array where Element: Equatable {
+extension Array where Element: Equatable {
     /// The elements with each run of equal neighbours cut to one.
-    var removingRepeats: [Element] {
+    fileprivate var removingRepeats: [Element] {
         reduce(into: []) { result, element in if result.last != element { result.append(element) } }
     }
 }

@@ -35,7 +35,8 @@ struct GroundTruthLog {
             if object["event"] != nil {
                 events.append(object)
             } else if let stream = object["stream"] as? String, let direction = object["dir"] as? String,
-                      let seq = object["seq"] as? Int {
+                let seq = object["seq"] as? Int
+            {
                 processed[Key(stream: stream, direction: direction == "up" ? "upstream" : "downstream"), default: []]
                     .append(seq)
             }

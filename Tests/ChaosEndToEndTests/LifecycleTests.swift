@@ -9,7 +9,8 @@ struct LifecycleTests {
 
     @Test("pair processes start with every standard signal at its default action and none blocked")
     func pairStartsWithDefaultSignals() async throws {
-        let scenario = try ChaosCLI.scenarioFile("""
+        let scenario = try ChaosCLI.scenarioFile(
+            """
             name: signals
             duration: 2s
             proxies:
@@ -22,7 +23,8 @@ struct LifecycleTests {
               client:
                 run: sh -c 'grep -E "^Sig(Ign|Blk|Cgt)" /proc/self/status > {run_dir}/client-{index}-signals.txt; exec sleep 30'
                 count: 2
-            """)
+            """
+        )
         let run = try await RunFolderUnderTest.run([scenario], timeout: 60)
         #expect(run.result.status == 0, "exit \(run.result.status): \(run.result.stderr)")
         for name in ["server", "client-1", "client-2"] {
@@ -43,7 +45,8 @@ struct LifecycleTests {
         // The readiness check asks a port held bound and not listening: it never gets ready, whatever else runs.
         let (held, never) = ChaosCLI.boundPort()
         defer { close(held) }
-        let scenario = try ChaosCLI.scenarioFile("""
+        let scenario = try ChaosCLI.scenarioFile(
+            """
             name: slow-start
             duration: 30s
             proxies:
@@ -54,7 +57,8 @@ struct LifecycleTests {
               server:
                 run: python3 -c 'import time, sys; time.sleep(60)' {run_dir}
                 ready: tcp 127.0.0.1:\(never)
-            """)
+            """
+        )
         let run = try await RunFolderUnderTest.run([scenario], timeout: 60, signal: (after: 3, number: SIGINT))
         #expect(run.result.status == 2, "exit \(run.result.status): \(run.result.stderr)")
         #expect(run.result.stderr.contains("stopped by a signal while the pair was starting"), "\(run.result.stderr)")
@@ -73,8 +77,10 @@ struct LifecycleTests {
         let run = try await RunFolderUnderTest.run([RunCommandTests.resilient, "--duration", "16s"], timeout: 90)
         // The exit status is not the point here (a loaded machine can fail the pair's own expectations); the
         // recovery analysis of its report is.
-        let json = try #require(try JSONSerialization.jsonObject(with: run.file("report.json")) as? [String: Any],
-                                "exit \(run.result.status): \(run.result.stderr)")
+        let json = try #require(
+            try JSONSerialization.jsonObject(with: run.file("report.json")) as? [String: Any],
+            "exit \(run.result.status): \(run.result.stderr)"
+        )
         let recovery = try #require(json["recovery"] as? [String: Any])
         #expect(recovery["never_resumed"] as? Int == 0, "\(recovery)")
         #expect(run.result.stdout.contains("disconnect mode=close"), "the last cut happened")

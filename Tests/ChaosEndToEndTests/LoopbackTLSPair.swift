@@ -26,12 +26,22 @@ struct LoopbackTLSPair {
     /// Runs the pair for `seconds` (producing for `seconds - 2.5`, so everything sent has arrived when it stops) with
     /// `clients` clients. `clientFlags` go to every client (the WebSocket pair's TLS pins, `--reconnect-every`, bugs),
     /// `serverFlags` to the server, `terminatorFlags` to the gRPC pair's terminator (its TLS pins).
-    static func run(_ kind: Kind, name: String, seconds: Double = 8, clients: Int = 2, clientFlags: [String] = [],
-                    serverFlags: [String] = [], terminatorFlags: [String] = []) async throws -> LoopbackTLSPair {
+    static func run(
+        _ kind: Kind,
+        name: String,
+        seconds: Double = 8,
+        clients: Int = 2,
+        clientFlags: [String] = [],
+        serverFlags: [String] = [],
+        terminatorFlags: [String] = []
+    ) async throws -> LoopbackTLSPair {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        let made = try ChaosCLI.runBlocking(["python3", pairs.appendingPathComponent("test_certs.py").path, "\(folder)/certs"],
-                                            timeout: 30, program: "/usr/bin/env")
+        let made = try ChaosCLI.runBlocking(
+            ["python3", pairs.appendingPathComponent("test_certs.py").path, "\(folder)/certs"],
+            timeout: 30,
+            program: "/usr/bin/env"
+        )
         try #require(made.status == 0, "\(made.stderr)")
         let port = ChaosCLI.freePort()
         var upstream = ChaosCLI.freePort()
@@ -40,18 +50,35 @@ struct LoopbackTLSPair {
         let common = ["--send-for", sendFor] + (kind == .websocket ? ["--heartbeat", "1", "--timeout", "2.5"] : [])
         let script = pairs.appendingPathComponent(kind == .websocket ? "resumable_ws_pair.py" : "grpc_pair.py").path
 
-        var servers = Children(), clientProcesses = Children()
-        defer { clientProcesses.kill(); servers.kill() }
+        var servers = Children()
+        var clientProcesses = Children()
+        defer {
+            clientProcesses.kill()
+            servers.kill()
+        }
         switch kind {
         case .websocket:
-            try servers.start([script, "server", "--listen", "127.0.0.1:\(port)", "--log", "\(folder)/server.jsonl",
-                               "--tls-cert", "\(folder)/certs/server.pem"] + common + serverFlags, output: "\(folder)/server.out")
+            try servers.start(
+                [
+                    script, "server", "--listen", "127.0.0.1:\(port)", "--log", "\(folder)/server.jsonl",
+                    "--tls-cert", "\(folder)/certs/server.pem",
+                ] + common + serverFlags,
+                output: "\(folder)/server.out"
+            )
         case .grpc:
-            try servers.start([script, "server", "--listen", "127.0.0.1:\(upstream)", "--log", "\(folder)/server.jsonl"]
-                              + common + serverFlags, output: "\(folder)/server.out")
-            try servers.start([pairs.appendingPathComponent("tls_terminator.py").path, "--listen", "127.0.0.1:\(port)",
-                               "--upstream", "127.0.0.1:\(upstream)", "--tls-cert", "\(folder)/certs/server.pem",
-                               "--keylog", "\(folder)/keys-terminator.log"] + terminatorFlags, output: "\(folder)/terminator.out")
+            try servers.start(
+                [script, "server", "--listen", "127.0.0.1:\(upstream)", "--log", "\(folder)/server.jsonl"]
+                    + common + serverFlags,
+                output: "\(folder)/server.out"
+            )
+            try servers.start(
+                [
+                    pairs.appendingPathComponent("tls_terminator.py").path, "--listen", "127.0.0.1:\(port)",
+                    "--upstream", "127.0.0.1:\(upstream)", "--tls-cert", "\(folder)/certs/server.pem",
+                    "--keylog", "\(folder)/keys-terminator.log",
+                ] + terminatorFlags,
+                output: "\(folder)/terminator.out"
+            )
         }
         for ready in kind == .websocket ? [port] : [port, upstream] {
             try await waitUntilAccepting(ready, folder: folder)
@@ -60,8 +87,11 @@ struct LoopbackTLSPair {
         let dump = try await LoopbackTcpdump.start(ports: [port], file: "\(folder)/lo.pcap", immediate: true)
         defer { dump.kill() }
         for index in 1...clients {
-            var flags = ["--connect", "127.0.0.1:\(port)", "--stream", "c\(index)", "--log", "\(folder)/client-\(index).jsonl",
-                         "--tls-ca", "\(folder)/certs/upstream-ca.pem", "--server-name", "localhost"] + common
+            var flags =
+                [
+                    "--connect", "127.0.0.1:\(port)", "--stream", "c\(index)", "--log", "\(folder)/client-\(index).jsonl",
+                    "--tls-ca", "\(folder)/certs/upstream-ca.pem", "--server-name", "localhost",
+                ] + common
             if kind == .websocket { flags += ["--keylog", "\(folder)/keys-\(index).log"] + clientFlags }
             try clientProcesses.start([script, "client"] + flags, output: "\(folder)/client-\(index).out")
         }
@@ -76,10 +106,11 @@ struct LoopbackTLSPair {
             keys += try String(contentsOfFile: "\(folder)/\(name)", encoding: .utf8)
         }
         try keys.write(toFile: "\(folder)/keys.log", atomically: true, encoding: .utf8)
-        let scenario = switch kind {
-        case .websocket: WebSocketPairTests.scenario(listen: port, upstream: upstream, bug: "")
-        case .grpc: GRPCPairTests.scenario(listen: port, upstream: upstream, fields: .names, flags: "")
-        }
+        let scenario =
+            switch kind {
+            case .websocket: WebSocketPairTests.scenario(listen: port, upstream: upstream, bug: "")
+            case .grpc: GRPCPairTests.scenario(listen: port, upstream: upstream, fields: .names, flags: "")
+            }
         return LoopbackTLSPair(folder: folder, port: port, scenario: try ChaosCLI.scenarioFile(scenario))
     }
 
@@ -95,12 +126,22 @@ struct LoopbackTLSPair {
     /// `chaos audit lo.pcap --keylog keys.log --protocol-from SCENARIO --out FOLDER/audit`, with the pair's logs copied
     /// beside the report (``ThirdPartyPairRun/compare(_:oneWay:)`` reads both from one folder). Returns the audit
     /// folder and chaos's result.
-    func audit(keylog: String? = nil, name: String = "audit", scenario: String? = nil, extra: [String] = []) async throws
+    func audit(
+        keylog: String? = nil,
+        name: String = "audit",
+        scenario: String? = nil,
+        extra: [String] = []
+    ) async throws
         -> (folder: String, result: ChaosCLI.Result)
     {
         let out = "\(folder)/\(name)"
-        let result = try await ChaosCLI.run(["audit", capture, "--keylog", keylog ?? self.keylog, "--protocol-from", scenario ?? self.scenario,
-                                             "--out", out] + extra, timeout: 120)
+        let result = try await ChaosCLI.run(
+            [
+                "audit", capture, "--keylog", keylog ?? self.keylog, "--protocol-from", scenario ?? self.scenario,
+                "--out", out,
+            ] + extra,
+            timeout: 120
+        )
         if FileManager.default.fileExists(atPath: out) {
             for log in try FileManager.default.contentsOfDirectory(atPath: folder) where log.hasSuffix(".jsonl") {
                 try? FileManager.default.copyItem(atPath: "\(folder)/\(log)", toPath: "\(out)/\(log)")
@@ -115,9 +156,11 @@ struct LoopbackTLSPair {
         let text = try String(contentsOfFile: scenario, encoding: .utf8)
         // Auto's default format is JSON (a WebSocket pair's); gRPC's protobuf is then said outright.
         let grpcFormat = text.contains("format:") ? "" : "\n  format: protobuf"
-        return try ChaosCLI.scenarioFile(text
-            .replacingOccurrences(of: "framing: websocket", with: "framing: auto")
-            .replacingOccurrences(of: "  framing: grpc", with: "  framing: auto" + grpcFormat))
+        return try ChaosCLI.scenarioFile(
+            text
+                .replacingOccurrences(of: "framing: websocket", with: "framing: auto")
+                .replacingOccurrences(of: "  framing: grpc", with: "  framing: auto" + grpcFormat)
+        )
     }
 
     func remove() { try? FileManager.default.removeItem(atPath: folder) }

@@ -12,8 +12,11 @@ struct LoopbackTcpdump {
     static func start(ports: [Int], file: String, immediate: Bool = false) async throws -> LoopbackTcpdump {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["tcpdump", "-i", "lo"] + (immediate ? ["--immediate-mode"] : []) + ["-U", "-B", "32768", "-s", "0", "-w", file,
-                             ports.map { "tcp port \($0)" }.joined(separator: " or ")]
+        process.arguments =
+            ["tcpdump", "-i", "lo"] + (immediate ? ["--immediate-mode"] : []) + [
+                "-U", "-B", "32768", "-s", "0", "-w", file,
+                ports.map { "tcp port \($0)" }.joined(separator: " or "),
+            ]
         process.standardError = FileHandle.nullDevice
         process.standardOutput = FileHandle.nullDevice
         try process.run()

@@ -5,11 +5,16 @@ import Testing
 /// websockets pinging under the radio's RRC states. Both pairs stop producing early, so that only their keepalives
 /// cross the path afterwards.
 extension GRPCPairTests {
-    @Test("grpcio behind a NAT that forgets after 2 s: a 4 s keepalive dies silently and the report's finding names it and the pair's recovery; a 1 s keepalive keeps its connections: no loss, no finding",
-          arguments: [4.0, 1.0])
+    @Test(
+        "grpcio behind a NAT that forgets after 2 s: a 4 s keepalive dies silently and the report's finding names it and the pair's recovery; a 1 s keepalive keeps its connections: no loss, no finding",
+        arguments: [4.0, 1.0]
+    )
     func keepaliveThroughNAT(keepalive: Double) async throws {
-        let run = try await Self.run(fields: .names, flags: "--send-for 3 --keepalive \(keepalive) --keepalive-timeout 1.5",
-                                     faults: "  - nat: {at: 0s, for: 16s, idle_timeout: 2s}")
+        let run = try await Self.run(
+            fields: .names,
+            flags: "--send-for 3 --keepalive \(keepalive) --keepalive-timeout 1.5",
+            faults: "  - nat: {at: 0s, for: 16s, idle_timeout: 2s}"
+        )
         #expect(run.status == 0, "the run must pass: nothing was in flight when the connections died (\(run.folder))")
         let (lost, duplicated, json) = try Self.compare(run.folder)
         #expect(lost == 0 && duplicated == 0)
@@ -30,14 +35,23 @@ extension GRPCPairTests {
 }
 
 extension WebSocketPairTests {
-    @Test("Python websockets pinging every 3 s under a radio per connection with a 1 s tail: each ping wakes the radio and the report shows the promotions and their cost; pinging every 0.4 s, the finding says the keepalive alone keeps the radio awake",
-          arguments: [3.0, 0.4])
+    @Test(
+        "Python websockets pinging every 3 s under a radio per connection with a 1 s tail: each ping wakes the radio and the report shows the promotions and their cost; pinging every 0.4 s, the finding says the keepalive alone keeps the radio awake",
+        arguments: [3.0, 0.4]
+    )
     func pingsUnderTheRadio(heartbeat: Double) async throws {
         // Producing for 4 s from the clients' own start: under the heavy phase's load their Python start took over 2 s.
         let common = "--send-for 4 --heartbeat \(heartbeat) --timeout 6"
         let run = try await ThirdPartyPairRun.run("ws-radio", capture: false) {
-            Self.scenario(listen: $0, upstream: $1, bug: "", name: "websocket-radio", duration: "14s", flags: common,
-                          faults: "  - radio: {at: 0s, for: 14s, promotion: 500ms, tail: 1s, per: connection}")
+            Self.scenario(
+                listen: $0,
+                upstream: $1,
+                bug: "",
+                name: "websocket-radio",
+                duration: "14s",
+                flags: common,
+                faults: "  - radio: {at: 0s, for: 14s, promotion: 500ms, tail: 1s, per: connection}"
+            )
         }
         #expect(run.status == 0, "the run must pass (\(run.folder))")
         let (lost, duplicated, json) = try ThirdPartyPairRun.compare(run.folder)

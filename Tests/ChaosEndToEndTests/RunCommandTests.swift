@@ -35,8 +35,10 @@ struct RunCommandTests {
         run.remove()
     }
 
-    @Test("the resilient pair passes and the audit's per-stream counts equal the pair's own logs exactly (epoll relay, then NIO only)",
-          arguments: [[], ["--no-epoll-relay"]])
+    @Test(
+        "the resilient pair passes and the audit's per-stream counts equal the pair's own logs exactly (epoll relay, then NIO only)",
+        arguments: [[], ["--no-epoll-relay"]]
+    )
     func resilientPairMatchesItsLogs(relay: [String]) async throws {
         let run = try await RunFolderUnderTest.run([Self.resilient] + relay)
         #expect(run.result.status == 0, "exit \(run.result.status): \(run.result.stdout)\n\(run.result.stderr)")
@@ -82,8 +84,10 @@ struct RunCommandTests {
         #expect(reportD.faults.map(\.kind) == faults.map(\.kind))
         #expect(reportD.faults.map(\.detail) == faults.map(\.detail))
         for (replayed, original) in zip(reportD.faults, faults) {
-            #expect(abs(replayed.atS - original.atS) <= 0.0005 && abs(replayed.forS - original.forS) <= 0.0005,
-                    "\(replayed) vs \(original)")
+            #expect(
+                abs(replayed.atS - original.atS) <= 0.0005 && abs(replayed.forS - original.forS) <= 0.0005,
+                "\(replayed) vs \(original)"
+            )
         }
         #expect(reportD.faults == faults, "replay reproduces the times exactly")
         #expect(reportC.faults != faults)
@@ -131,14 +135,21 @@ struct RunCommandTests {
         run.remove()
     }
 
-    @Test("a pair command that is missing or exits at once is a clear error, exit 2, nothing left running", arguments: [
-        ("pair.server.run=no-such-chaos-server-command --port {upstream.port}",
-         "pair server exited with status 127 before it was ready (command not found)", "no-such-chaos-server-command: not found"),
-        ("pair.server.run=sh -c 'exit 3' {upstream.port}", "pair server exited with status 3", "before it was ready"),
-        // Any of the three clients may be the first one seen dead.
-        ("pair.client.run=chaos demo client --connect nowhere --stream x{index}", "exited at once with status 2",
-         ".err: chaos: error: expected HOST:PORT, got 'nowhere'"),
-    ])
+    @Test(
+        "a pair command that is missing or exits at once is a clear error, exit 2, nothing left running",
+        arguments: [
+            (
+                "pair.server.run=no-such-chaos-server-command --port {upstream.port}",
+                "pair server exited with status 127 before it was ready (command not found)", "no-such-chaos-server-command: not found"
+            ),
+            ("pair.server.run=sh -c 'exit 3' {upstream.port}", "pair server exited with status 3", "before it was ready"),
+            // Any of the three clients may be the first one seen dead.
+            (
+                "pair.client.run=chaos demo client --connect nowhere --stream x{index}", "exited at once with status 2",
+                ".err: chaos: error: expected HOST:PORT, got 'nowhere'"
+            ),
+        ]
+    )
     func brokenPairIsExitTwo(setting: String, fragment: String, detail: String) async throws {
         let run = try await RunFolderUnderTest.run([Self.resilient, "--set", setting], timeout: 30)
         #expect(run.result.status == 2, "exit \(run.result.status): \(run.result.stderr)")

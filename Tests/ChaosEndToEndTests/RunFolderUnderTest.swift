@@ -11,17 +11,25 @@ struct RunFolderUnderTest {
     /// `chaos run ARGUMENTS --out FOLDER --set proxies.stream.listen=… --set proxies.stream.upstream=…`.
     /// `signalOnceCheckpointed`: the signal waits for the run's first report.json checkpoint (a loaded machine may
     /// start the pair later than the signal's time).
-    static func run(_ arguments: [String], timeout: Double = 90,
-                    signal: (after: Double, number: Int32)? = nil, signalOnceCheckpointed: Bool = false) async throws -> RunFolderUnderTest {
+    static func run(
+        _ arguments: [String],
+        timeout: Double = 90,
+        signal: (after: Double, number: Int32)? = nil,
+        signalOnceCheckpointed: Bool = false
+    ) async throws -> RunFolderUnderTest {
         let listen = ChaosCLI.freePort()
         var upstream = ChaosCLI.freePort()
         while upstream == listen { upstream = ChaosCLI.freePort() }
         let folder = newFolder()
         let result = try await ChaosCLI.run(
-            ["run"] + arguments + ["--out", folder.path, "--set", "proxies.stream.listen=127.0.0.1:\(listen)",
-                                   "--set", "proxies.stream.upstream=127.0.0.1:\(upstream)"],
-            timeout: timeout, signal: signal,
-            signalOnceExists: signalOnceCheckpointed ? folder.appendingPathComponent("report.json").path : nil)
+            ["run"] + arguments + [
+                "--out", folder.path, "--set", "proxies.stream.listen=127.0.0.1:\(listen)",
+                "--set", "proxies.stream.upstream=127.0.0.1:\(upstream)",
+            ],
+            timeout: timeout,
+            signal: signal,
+            signalOnceExists: signalOnceCheckpointed ? folder.appendingPathComponent("report.json").path : nil
+        )
         return RunFolderUnderTest(folder: folder, result: result, listenPort: listen, upstreamPort: upstream)
     }
 
@@ -29,8 +37,12 @@ struct RunFolderUnderTest {
     static func run(replaying earlier: RunFolderUnderTest, timeout: Double = 90) async throws -> RunFolderUnderTest {
         let folder = newFolder()
         let result = try await ChaosCLI.run(["replay", earlier.folder.path, "--out", folder.path], timeout: timeout)
-        return RunFolderUnderTest(folder: folder, result: result, listenPort: earlier.listenPort,
-                                  upstreamPort: earlier.upstreamPort)
+        return RunFolderUnderTest(
+            folder: folder,
+            result: result,
+            listenPort: earlier.listenPort,
+            upstreamPort: earlier.upstreamPort
+        )
     }
 
     private static func newFolder() -> URL {
@@ -52,7 +64,8 @@ struct RunFolderUnderTest {
     var appliedFaults: [String] {
         result.stdout.split(separator: "\n").compactMap { line -> String? in
             guard line.count > 14, line.dropFirst(12).hasPrefix("  "), line.prefix(12).allSatisfy({ $0.isNumber || $0 == ":" || $0 == "." }),
-                  let arrow = line.range(of: " -> ") else { return nil }
+                let arrow = line.range(of: " -> ")
+            else { return nil }
             return String(line[line.index(line.startIndex, offsetBy: 14)..<arrow.lowerBound])
         }
     }
@@ -61,7 +74,8 @@ struct RunFolderUnderTest {
     var pairPIDs: [Int32] {
         result.stdout.split(separator: "\n").compactMap { line in
             guard line.hasPrefix("started "), let open = line.range(of: "(pid "),
-                  let close = line[open.upperBound...].firstIndex(of: ")") else { return nil }
+                let close = line[open.upperBound...].firstIndex(of: ")")
+            else { return nil }
             return Int32(line[open.upperBound..<close])
         }
     }
@@ -83,9 +97,16 @@ struct ReportJSON: Decodable {
         }
 
         mutating func add(_ other: Counts) {
-            sent += other.sent; delivered += other.delivered; ok += other.ok; lost += other.lost
-            recovered += other.recovered; duplicated += other.duplicated; redelivered += other.redelivered
-            reordered += other.reordered; gaps += other.gaps; unacked += other.unacked
+            sent += other.sent
+            delivered += other.delivered
+            ok += other.ok
+            lost += other.lost
+            recovered += other.recovered
+            duplicated += other.duplicated
+            redelivered += other.redelivered
+            reordered += other.reordered
+            gaps += other.gaps
+            unacked += other.unacked
         }
 
         var description: String { "ok \(ok) lost \(lost) sent \(sent) delivered \(delivered) redelivered \(redelivered)" }
@@ -189,7 +210,8 @@ enum PairProcesses {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
         return entries.compactMap { entry -> Int32? in
             guard let pid = Int32(entry), pid != getpid(),
-                  let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline") else { return nil }
+                let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline")
+            else { return nil }
             let command = String(decoding: data.map { $0 == 0 ? UInt8(ascii: " ") : $0 }, as: UTF8.self)
             return command.contains(text) ? pid : nil
         }

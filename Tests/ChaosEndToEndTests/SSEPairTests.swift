@@ -57,8 +57,10 @@ struct SSEPairTests {
         #expect((events["sse_resumes"] as? Int ?? 0) >= 2 && (events["sse_retries"] as? Int ?? 0) >= 4, "\(events)")
     }
 
-    @Test("a buggy pair fails, and what it got wrong equals its logs: an event skipped on resume is lost, a stale resume redelivered",
-          arguments: [("--skip-on-resume 1", "lost"), ("--stale-resume 3", "redelivered")])
+    @Test(
+        "a buggy pair fails, and what it got wrong equals its logs: an event skipped on resume is lost, a stale resume redelivered",
+        arguments: [("--skip-on-resume 1", "lost"), ("--stale-resume 3", "redelivered")]
+    )
     func buggyPair(bug: String, wrong: String) async throws {
         let run = try await Self.run(bug: bug)
         #expect(run.status == 1, "the run must fail (\(run.folder))")

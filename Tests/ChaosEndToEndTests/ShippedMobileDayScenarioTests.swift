@@ -9,10 +9,24 @@ import Testing
 struct ShippedMobileDayScenarioTests {
     /// The whole day over lines (both handoffs); its first 36 s over WebSocket (the dead-WiFi handoff to a new
     /// address, the NAT, loss, a reset, the tunnel, the start of slow 3G). The naive runs end after the first handoff.
-    static let lines = ShippedPairScenario(file: "Scenarios/mobile-day.yaml", proxy: "phone", transport: "lines", streamPrefix: "d",
-                                           resilientDuration: "60s", naiveDuration: "22s", judgesFindings: true)
-    static let websocket = ShippedPairScenario(file: "Scenarios/mobile-day-websocket.yaml", proxy: "phone", transport: "websocket",
-                                               streamPrefix: "w", resilientDuration: "36s", naiveDuration: "22s", judgesFindings: true)
+    static let lines = ShippedPairScenario(
+        file: "Scenarios/mobile-day.yaml",
+        proxy: "phone",
+        transport: "lines",
+        streamPrefix: "d",
+        resilientDuration: "60s",
+        naiveDuration: "22s",
+        judgesFindings: true
+    )
+    static let websocket = ShippedPairScenario(
+        file: "Scenarios/mobile-day-websocket.yaml",
+        proxy: "phone",
+        transport: "websocket",
+        streamPrefix: "w",
+        resilientDuration: "36s",
+        naiveDuration: "22s",
+        judgesFindings: true
+    )
 
     @Test("the resilient pair passes a phone's day over lines: lost 0, duplicated 0, counts equal its logs")
     func linesPass() async throws { try await Self.lines.resilientPasses() }

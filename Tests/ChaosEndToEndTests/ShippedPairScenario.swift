@@ -32,11 +32,16 @@ struct ShippedPairScenario {
         // The naive run reaches the handoff (46 s): its blackout drops what was in flight, which a naive client never
         // resends, so it loses messages whatever the timing; a reset alone may catch nothing in flight.
         let scenarioPath = fromElsewhere ? ChaosCLI.packageRoot.appendingPathComponent(file).path : file
-        var arguments = ["run", scenarioPath, "--duration", naive ? naiveDuration : resilientDuration, "--out", folder.path,
-                         "--set", "proxies.\(proxy).listen=127.0.0.1:\(listen)", "--set", "proxies.\(proxy).upstream=127.0.0.1:\(upstream)"]
+        var arguments = [
+            "run", scenarioPath, "--duration", naive ? naiveDuration : resilientDuration, "--out", folder.path,
+            "--set", "proxies.\(proxy).listen=127.0.0.1:\(listen)", "--set", "proxies.\(proxy).upstream=127.0.0.1:\(upstream)",
+        ]
         if naive {
-            arguments += ["--set", "pair.client.run=chaos demo client \(naiveFlags) --connect 127.0.0.1:{listen.port} "
-                + "--stream \(streamPrefix){index} --rate 20 --log {run_dir}/client-{index}.jsonl"]
+            arguments += [
+                "--set",
+                "pair.client.run=chaos demo client \(naiveFlags) --connect 127.0.0.1:{listen.port} "
+                    + "--stream \(streamPrefix){index} --rate 20 --log {run_dir}/client-{index}.jsonl",
+            ]
         }
         return (try await ChaosCLI.run(arguments, timeout: 90, directory: fromElsewhere ? FileManager.default.temporaryDirectory : nil), folder)
     }
@@ -51,8 +56,10 @@ struct ShippedPairScenario {
         #expect(report.totals.lost > 0)
         if judgesFindings {
             let warnings = try Self.warnings(folder)
-            #expect(warnings.contains { $0.contains("thundering herd") || $0.contains("never noticed") },
-                    "the naive client retries at once and has no heartbeat: \(warnings)")
+            #expect(
+                warnings.contains { $0.contains("thundering herd") || $0.contains("never noticed") },
+                "the naive client retries at once and has no heartbeat: \(warnings)"
+            )
         }
         for stream in report.streams {
             #expect(stream.lost == Int64(truth.holes(stream.key).count), "\(stream.key): audit lost vs log holes")
@@ -89,8 +96,10 @@ struct ShippedPairScenario {
             matched = matched && !flagged
         }
         let counts = try DeliveredMeansAcknowledgedTests.reportJSON(folder.path)["anomaly_counts"] as? [String: Any] ?? [:]
-        #expect(counts["protocol"] == nil && counts["undecodable"] == nil && counts["tls"] == nil,
-                "no protocol or TLS errors: \(counts)")
+        #expect(
+            counts["protocol"] == nil && counts["undecodable"] == nil && counts["tls"] == nil,
+            "no protocol or TLS errors: \(counts)"
+        )
         // A failed run's folder stays for diagnosis (its path is in the failure).
         if matched { run.remove() }
     }

@@ -16,9 +16,17 @@ struct ShippedWebSocketScenarioTests {
     /// (close_notify) while the client's held messages are being written to it, and the stop, when each client closes
     /// its session first and still reads the server's last messages. Run from outside the checkout: the server's
     /// certificate is found through `{scenario_dir}`.
-    @Test("Scenarios/websocket-tls.yaml, run from another folder: the pair over wss passes resets, a truncate, a handshake fail, a partition and a stall in 38 s: lost 0, no tls anomaly, counts equal its logs")
+    @Test(
+        "Scenarios/websocket-tls.yaml, run from another folder: the pair over wss passes resets, a truncate, a handshake fail, a partition and a stall in 38 s: lost 0, no tls anomaly, counts equal its logs"
+    )
     func resilientPassesOverTLS() async throws {
-        try await ShippedPairScenario(file: "Scenarios/websocket-tls.yaml", proxy: "wss", transport: "websocket", streamPrefix: "w",
-                                      resilientDuration: "38s", fromElsewhere: true).resilientPasses()
+        try await ShippedPairScenario(
+            file: "Scenarios/websocket-tls.yaml",
+            proxy: "wss",
+            transport: "websocket",
+            streamPrefix: "w",
+            resilientDuration: "38s",
+            fromElsewhere: true
+        ).resilientPasses()
     }
 }

@@ -28,19 +28,40 @@ struct TLSCaptureAuditTests {
 
     static let websocketPins: [Pins] = [
         Pins(name: "TLS 1.3 TLS_AES_256_GCM_SHA384 (the default), permessage-deflate", flags: [], suite: "0x1302", tls13: true, deflate: true),
-        Pins(name: "TLS 1.3 TLS_CHACHA20_POLY1305_SHA256", flags: ["--tls-cipher", "chacha20", "--no-deflate"], suite: "0x1303",
-             tls13: true, deflate: false),
-        Pins(name: "TLS 1.2 ECDHE-ECDSA-AES128-GCM-SHA256, permessage-deflate", flags: ["--tls-version", "1.2", "--tls-cipher", "aes128"],
-             suite: "0xc02b", tls13: false, deflate: true),
-        Pins(name: "TLS 1.2 ECDHE-ECDSA-CHACHA20-POLY1305", flags: ["--tls-version", "1.2", "--tls-cipher", "chacha20", "--no-deflate"],
-             suite: "0xcca9", tls13: false, deflate: false),
+        Pins(
+            name: "TLS 1.3 TLS_CHACHA20_POLY1305_SHA256",
+            flags: ["--tls-cipher", "chacha20", "--no-deflate"],
+            suite: "0x1303",
+            tls13: true,
+            deflate: false
+        ),
+        Pins(
+            name: "TLS 1.2 ECDHE-ECDSA-AES128-GCM-SHA256, permessage-deflate",
+            flags: ["--tls-version", "1.2", "--tls-cipher", "aes128"],
+            suite: "0xc02b",
+            tls13: false,
+            deflate: true
+        ),
+        Pins(
+            name: "TLS 1.2 ECDHE-ECDSA-CHACHA20-POLY1305",
+            flags: ["--tls-version", "1.2", "--tls-cipher", "chacha20", "--no-deflate"],
+            suite: "0xcca9",
+            tls13: false,
+            deflate: false
+        ),
     ]
 
-    @Test("websockets over wss, no proxy, every client cutting its connection in mid-message and resuming: chaos audit --keylog of tcpdump -i lo equals the pair's logs, and tshark with the key log sees the pinned suite and as many messages",
-          arguments: websocketPins)
+    @Test(
+        "websockets over wss, no proxy, every client cutting its connection in mid-message and resuming: chaos audit --keylog of tcpdump -i lo equals the pair's logs, and tshark with the key log sees the pinned suite and as many messages",
+        arguments: websocketPins
+    )
     func websocketPair(pins: Pins) async throws {
-        let pair = try await LoopbackTLSPair.run(.websocket, name: "tls-capture-ws", seconds: 7,
-                                                 clientFlags: pins.flags + ["--reconnect-every", "2.5"])
+        let pair = try await LoopbackTLSPair.run(
+            .websocket,
+            name: "tls-capture-ws",
+            seconds: 7,
+            clientFlags: pins.flags + ["--reconnect-every", "2.5"]
+        )
         var checks = Checks(folder: pair.folder)
         let (folder, result) = try await pair.audit()
         checks.expect(result.status == 0, "a correct pair passes: \(result.stdout)\n\(result.stderr)")
@@ -59,9 +80,12 @@ struct TLSCaptureAuditTests {
 
     @Test("websockets over wss dropping a message on every resume, no proxy: the audit fails and its losses are the logs' holes")
     func websocketPairDroppingOnResume() async throws {
-        let pair = try await LoopbackTLSPair.run(.websocket, name: "tls-capture-ws-drop",
-                                                 clientFlags: ["--reconnect-every", "2.5", "--drop-on-resume", "1"],
-                                                 serverFlags: ["--drop-on-resume", "1"])
+        let pair = try await LoopbackTLSPair.run(
+            .websocket,
+            name: "tls-capture-ws-drop",
+            clientFlags: ["--reconnect-every", "2.5", "--drop-on-resume", "1"],
+            serverFlags: ["--drop-on-resume", "1"]
+        )
         var checks = Checks(folder: pair.folder)
         let (folder, result) = try await pair.audit()
         checks.expect(result.status == 1, "the pair lost messages: \(result.stdout)\n\(result.stderr)")
@@ -77,10 +101,13 @@ struct TLSCaptureAuditTests {
         checks.removeIfPassed()
     }
 
-    @Test("grpcio over TLS through a Python TLS terminator, no proxy: chaos audit --keylog equals the pair's logs, and tshark sees the pinned version and as many MSG messages", arguments: [
-        (["--tls-version", "1.3"], "0x1302", true),
-        (["--tls-version", "1.2", "--tls-cipher", "aes128"], "0xc02b", false),
-    ])
+    @Test(
+        "grpcio over TLS through a Python TLS terminator, no proxy: chaos audit --keylog equals the pair's logs, and tshark sees the pinned version and as many MSG messages",
+        arguments: [
+            (["--tls-version", "1.3"], "0x1302", true),
+            (["--tls-version", "1.2", "--tls-cipher", "aes128"], "0xc02b", false),
+        ]
+    )
     func grpcPair(flags: [String], suite: String, tls13: Bool) async throws {
         let pair = try await LoopbackTLSPair.run(.grpc, name: "tls-capture-grpc", seconds: 7, terminatorFlags: flags)
         var checks = Checks(folder: pair.folder)
@@ -96,13 +123,17 @@ struct TLSCaptureAuditTests {
         // gRPC messages are per HTTP/2 stream and direction, which tshark reassembles right: MSG messages each way.
         let shark = try Self.tsharkGRPCMessages(pair)
         let decrypted = try Self.sentByDirection(folder)
-        checks.expect(shark.up > 0 && shark.down > 0 && shark.up == decrypted.up && shark.down == decrypted.down,
-                      "MSG messages client->server, server->client: tshark \(shark), chaos sent \(decrypted)")
+        checks.expect(
+            shark.up > 0 && shark.down > 0 && shark.up == decrypted.up && shark.down == decrypted.down,
+            "MSG messages client->server, server->client: tshark \(shark), chaos sent \(decrypted)"
+        )
         try await Self.checkAutoFraming(pair, json, &checks)
         checks.removeIfPassed()
     }
 
-    @Test("a chaos run over TLS (a WebSocket pair through a tls: proxy, a partition, a FIN and a reset): chaos audit of a tcpdump -i lo of both legs with the run's keys.log gives the live counts")
+    @Test(
+        "a chaos run over TLS (a WebSocket pair through a tls: proxy, a partition, a FIN and a reset): chaos audit of a tcpdump -i lo of both legs with the run's keys.log gives the live counts"
+    )
     func liveRunAuditedOffline() async throws {
         let run = try await TLSPairTests.run(pair: TLSPairTests.websocket, bug: "", websocket: true, capture: true)
         var checks = Checks(folder: URL(fileURLWithPath: run.folder).deletingLastPathComponent().path)
@@ -112,15 +143,23 @@ struct TLSCaptureAuditTests {
         let listen = try #require(text.firstMatch(of: /listen: "127\.0\.0\.1:(\d+)"/).map { String($0.1) })
         let tcpdump = URL(fileURLWithPath: run.folder).deletingLastPathComponent().appendingPathComponent("lo.pcap").path
         let out = "\(run.folder)-tcpdump"
-        let offline = try await ChaosCLI.run(["audit", tcpdump, "--keylog", "\(run.folder)/keys.log", "--protocol-from", run.scenario,
-                                              "--proxy-port", listen, "--out", out], timeout: 120)
+        let offline = try await ChaosCLI.run(
+            [
+                "audit", tcpdump, "--keylog", "\(run.folder)/keys.log", "--protocol-from", run.scenario,
+                "--proxy-port", listen, "--out", out,
+            ],
+            timeout: 120
+        )
         checks.expect(offline.status == 0, "\(offline.stdout)\n\(offline.stderr)")
         let live = try DeliveredMeansAcknowledgedTests.streams(run.folder)
         let audited = try DeliveredMeansAcknowledgedTests.streams(out)
         checks.expect(live.count == 4 && audited.count == 4, "c1, c2 each way: live \(live.keys.sorted()), offline \(audited.keys.sorted())")
         for (key, stream) in live {
             for count in ["delivered", "ok", "lost", "duplicated", "redelivered"] {
-                checks.expect(audited[key]?[count] == stream[count], "\(key) \(count): offline \(audited[key]?[count] ?? -1), live \(stream[count] ?? -1)")
+                checks.expect(
+                    audited[key]?[count] == stream[count],
+                    "\(key) \(count): offline \(audited[key]?[count] ?? -1), live \(stream[count] ?? -1)"
+                )
             }
             // As in CaptureAuditTests: the wire carries messages the proxy never read (written just before a fault cut
             // that leg, acknowledged by the proxy's kernel, discarded unread), so `sent` may differ by a few; what was
@@ -134,8 +173,10 @@ struct TLSCaptureAuditTests {
         let counts = json["anomaly_counts"] as? [String: Any] ?? [:]
         checks.expect(counts["protocol"] == nil && counts["undecodable"] == nil, "no protocol errors: \(counts)")
         let extra = json["extra"] as? [String: String] ?? [:]
-        checks.expect(extra["capture.tls_conversations"] != nil && extra["capture.tls_conversations"] == extra["capture.tls_decrypted"],
-                      "both legs of every connection decrypted: \(extra)")
+        checks.expect(
+            extra["capture.tls_conversations"] != nil && extra["capture.tls_conversations"] == extra["capture.tls_decrypted"],
+            "both legs of every connection decrypted: \(extra)"
+        )
         checks.removeIfPassed()
     }
 
@@ -161,17 +202,23 @@ struct TLSCaptureAuditTests {
         }
     }
 
-    static let fixtureNames = ["tls13-aes128gcm", "tls13-aes256gcm", "tls13-chacha20", "tls12-aes128gcm", "tls12-aes256gcm",
-                               "tls12-chacha20", "tls13-keyupdate"]
+    static let fixtureNames = [
+        "tls13-aes128gcm", "tls13-aes256gcm", "tls13-chacha20", "tls12-aes128gcm", "tls12-aes256gcm",
+        "tls12-chacha20", "tls13-keyupdate",
+    ]
 
-    @Test("each committed TLS capture (Python ssl and openssl s_client, TLS 1.3 and 1.2, AES-GCM and ChaCha20, KeyUpdates) audits with its key log to the lines, holes and repeats its JSON file says",
-          arguments: fixtureNames)
+    @Test(
+        "each committed TLS capture (Python ssl and openssl s_client, TLS 1.3 and 1.2, AES-GCM and ChaCha20, KeyUpdates) audits with its key log to the lines, holes and repeats its JSON file says",
+        arguments: fixtureNames
+    )
     func fixture(name: String) async throws {
         let fixture = try Fixture.load(name)
         let out = FileManager.default.temporaryDirectory.appendingPathComponent("tls-fixture-\(name)-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: out) }
-        let result = try await ChaosCLI.run(["audit", "\(Self.fixtures)/\(name).pcap", "--keylog", "\(Self.fixtures)/\(name).keys",
-                                             "--out", out])
+        let result = try await ChaosCLI.run([
+            "audit", "\(Self.fixtures)/\(name).pcap", "--keylog", "\(Self.fixtures)/\(name).keys",
+            "--out", out,
+        ])
         // No scenario, so no expectations: the verdict passes whatever the counts.
         #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
         let streams = try DeliveredMeansAcknowledgedTests.streams(out)
@@ -190,23 +237,33 @@ struct TLSCaptureAuditTests {
         #expect(counts["protocol"] == nil && counts["undecodable"] == nil, "\(name): \(counts)")
     }
 
-    @Test("a TLS capture with a key log that lacks its client random: a protocol anomaly names the client random, nothing is audited, the verdict is ERROR (exit 2)")
+    @Test(
+        "a TLS capture with a key log that lacks its client random: a protocol anomaly names the client random, nothing is audited, the verdict is ERROR (exit 2)"
+    )
     func wrongKeylog() async throws {
         let fixture = try Fixture.load("tls13-aes128gcm")
         let out = FileManager.default.temporaryDirectory.appendingPathComponent("tls-fixture-nokeys-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: out) }
-        let result = try await ChaosCLI.run(["audit", "\(Self.fixtures)/tls13-aes128gcm.pcap", "--keylog",
-                                             "\(Self.fixtures)/tls12-aes128gcm.keys", "--out", out])
+        let result = try await ChaosCLI.run([
+            "audit", "\(Self.fixtures)/tls13-aes128gcm.pcap", "--keylog",
+            "\(Self.fixtures)/tls12-aes128gcm.keys", "--out", out,
+        ])
         #expect(result.status == 2, "\(result.stdout)\n\(result.stderr)")
         let json = try DeliveredMeansAcknowledgedTests.reportJSON(out)
         #expect(json["verdict"] as? String == "error")
         let anomalies = json["anomalies"] as? [[String: Any]] ?? []
-        #expect(anomalies.contains { $0["class"] as? String == "protocol"
-                    && ($0["detail"] as? String ?? "").contains("no keys for client random \(fixture.clientRandom)") },
-                "\(anomalies.prefix(3))")
+        #expect(
+            anomalies.contains {
+                $0["class"] as? String == "protocol"
+                    && ($0["detail"] as? String ?? "").contains("no keys for client random \(fixture.clientRandom)")
+            },
+            "\(anomalies.prefix(3))"
+        )
         let extra = json["extra"] as? [String: String] ?? [:]
-        #expect(extra["capture.tls_conversations"] == "1" && extra["capture.tls_decrypted"] == "0" && extra["capture.tls_failed"] == "1",
-                "\(extra)")
+        #expect(
+            extra["capture.tls_conversations"] == "1" && extra["capture.tls_decrypted"] == "0" && extra["capture.tls_failed"] == "1",
+            "\(extra)"
+        )
         let streams = try DeliveredMeansAcknowledgedTests.streams(out)
         #expect(streams.values.allSatisfy { ($0["delivered"] ?? 0) == 0 }, "\(streams)")
     }
@@ -220,18 +277,27 @@ struct TLSCaptureAuditTests {
         let (folder, result) = try await pair.audit(name: "audit-auto", scenario: try pair.autoFramingScenario())
         checks.expect(result.status == 0, "framing auto: \(result.stdout)\n\(result.stderr)")
         let auto = try DeliveredMeansAcknowledgedTests.reportJSON(folder)
-        checks.expect(NSDictionary(dictionary: auto["totals"] as? [String: Any] ?? [:])
-                          .isEqual(to: named["totals"] as? [String: Any] ?? ["none": 0]),
-                      "framing auto totals \(auto["totals"] ?? "none") vs \(named["totals"] ?? "none")")
-        checks.expect(NSArray(array: auto["streams"] as? [Any] ?? []).isEqual(to: named["streams"] as? [Any] ?? [0]),
-                      "framing auto streams equal the named framing's")
+        checks.expect(
+            NSDictionary(dictionary: auto["totals"] as? [String: Any] ?? [:])
+                .isEqual(to: named["totals"] as? [String: Any] ?? ["none": 0]),
+            "framing auto totals \(auto["totals"] ?? "none") vs \(named["totals"] ?? "none")"
+        )
+        checks.expect(
+            NSArray(array: auto["streams"] as? [Any] ?? []).isEqual(to: named["streams"] as? [Any] ?? [0]),
+            "framing auto streams equal the named framing's"
+        )
     }
 
     static func serverChoices(_ pair: LoopbackTLSPair) throws -> [(String, Bool)] {
-        let shark = try ChaosCLI.runBlocking(["tshark", "-r", pair.capture] + TsharkDecodeAs.arguments(pair.capture, as: "tls")
-                                             + ["-Y", "tls.handshake.type == 2", "-T", "fields",
-                                                "-e", "tls.handshake.ciphersuite", "-e", "tls.handshake.extensions.supported_version"],
-                                             timeout: 60, program: "/usr/bin/env")
+        let shark = try ChaosCLI.runBlocking(
+            ["tshark", "-r", pair.capture] + TsharkDecodeAs.arguments(pair.capture, as: "tls")
+                + [
+                    "-Y", "tls.handshake.type == 2", "-T", "fields",
+                    "-e", "tls.handshake.ciphersuite", "-e", "tls.handshake.extensions.supported_version",
+                ],
+            timeout: 60,
+            program: "/usr/bin/env"
+        )
         #expect(shark.status == 0, "\(shark.stderr)")
         return shark.stdout.split(separator: "\n").map { row in
             let fields = row.split(separator: "\t", omittingEmptySubsequences: false)
@@ -242,7 +308,8 @@ struct TLSCaptureAuditTests {
     /// tshark with the key log: WebSocket text messages of type MSG, client to server and server to client.
     static func tsharkWebSocketMessages(_ pair: LoopbackTLSPair) throws -> (up: Int, down: Int) {
         let rows = try tsharkFields(pair, filter: "websocket", fields: ["websocket.payload.text"])
-        var up = 0, down = 0
+        var up = 0
+        var down = 0
         for (fromServer, values) in rows {
             let count = values[0].matches(of: /"type": "MSG"/).count
             if fromServer { down += count } else { up += count }
@@ -254,7 +321,8 @@ struct TLSCaptureAuditTests {
     /// server and server to client (no schema: a length-delimited field value of the bytes "MSG").
     static func tsharkGRPCMessages(_ pair: LoopbackTLSPair) throws -> (up: Int, down: Int) {
         let rows = try tsharkFields(pair, filter: "grpc", fields: ["protobuf.field.value"])
-        var up = 0, down = 0
+        var up = 0
+        var down = 0
         for (fromServer, values) in rows {
             let count = values[0].split(separator: "|").filter { $0 == "4d5347" }.count
             if fromServer { down += count } else { up += count }
@@ -265,10 +333,16 @@ struct TLSCaptureAuditTests {
     /// Rows of (from the server?, for each of `fields` every occurrence joined by `|`) for the packets matching `filter`,
     /// tshark decrypting with the pair's key log.
     static func tsharkFields(_ pair: LoopbackTLSPair, filter: String, fields: [String]) throws -> [(Bool, [String])] {
-        let shark = try ChaosCLI.runBlocking(["tshark", "-r", pair.capture] + TsharkDecodeAs.arguments(pair.capture, as: "tls")
-                                             + ["-o", "tls.keylog_file:\(pair.keylog)", "-Y", filter,
-                                              "-T", "fields", "-E", "occurrence=a", "-E", "aggregator=|", "-e", "tcp.srcport"]
-                                             + fields.flatMap { ["-e", $0] }, timeout: 120, program: "/usr/bin/env")
+        let shark = try ChaosCLI.runBlocking(
+            ["tshark", "-r", pair.capture] + TsharkDecodeAs.arguments(pair.capture, as: "tls")
+                + [
+                    "-o", "tls.keylog_file:\(pair.keylog)", "-Y", filter,
+                    "-T", "fields", "-E", "occurrence=a", "-E", "aggregator=|", "-e", "tcp.srcport",
+                ]
+                + fields.flatMap { ["-e", $0] },
+            timeout: 120,
+            program: "/usr/bin/env"
+        )
         #expect(shark.status == 0, "\(shark.stderr)")
         return shark.stdout.split(separator: "\n").compactMap { row in
             let values = row.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
@@ -293,9 +367,11 @@ struct TLSCaptureAuditTests {
     static func checkTLSExtra(_ json: [String: Any], conversations: Int, _ checks: inout Checks) -> Int {
         let extra = json["extra"] as? [String: String] ?? [:]
         let abandoned = Int(extra["capture.tls_abandoned"] ?? "") ?? -1
-        checks.expect(extra["capture.tls_conversations"] == "\(conversations)" && (0...2).contains(abandoned)
-                      && extra["capture.tls_decrypted"] == "\(conversations - abandoned)" && (extra["capture.tls_failed"] ?? "0") == "0",
-                      "\(conversations) TLS conversations, all decrypted but at most two abandoned: \(extra)")
+        checks.expect(
+            extra["capture.tls_conversations"] == "\(conversations)" && (0...2).contains(abandoned)
+                && extra["capture.tls_decrypted"] == "\(conversations - abandoned)" && (extra["capture.tls_failed"] ?? "0") == "0",
+            "\(conversations) TLS conversations, all decrypted but at most two abandoned: \(extra)"
+        )
         return max(abandoned, 0)
     }
 
@@ -306,13 +382,20 @@ struct TLSCaptureAuditTests {
     /// with FIN of opcode text, binary or continuation) equal what chaos decoded, its MSGs (`sent`) and the messages
     /// it ignored (HELLO, WELCOME, ACK: `messages.ignored`, counted once as read from the producer and once as written
     /// to the consumer); and without deflate the MSG texts, wherever tshark puts them, add up to chaos's `sent`.
-    static func checkWebSocketCounts(_ pair: LoopbackTLSPair, folder: String, json: [String: Any], deflate: Bool,
-                                     _ checks: inout Checks) throws {
+    static func checkWebSocketCounts(
+        _ pair: LoopbackTLSPair,
+        folder: String,
+        json: [String: Any],
+        deflate: Bool,
+        _ checks: inout Checks
+    ) throws {
         let frames = try tsharkWebSocketDataMessages(pair)
         let decrypted = try sentByDirection(folder)
         let ignored = ((json["messages"] as? [String: Any])?["ignored"] as? Int) ?? -1
-        checks.expect(frames.up > 0 && frames.down > 0 && frames.up + frames.down == decrypted.up + decrypted.down + ignored / 2,
-                      "WebSocket data messages: tshark \(frames) (both ways \(frames.up + frames.down)), chaos sent \(decrypted) + ignored \(ignored) / 2")
+        checks.expect(
+            frames.up > 0 && frames.down > 0 && frames.up + frames.down == decrypted.up + decrypted.down + ignored / 2,
+            "WebSocket data messages: tshark \(frames) (both ways \(frames.up + frames.down)), chaos sent \(decrypted) + ignored \(ignored) / 2"
+        )
         if !deflate {
             let texts = try tsharkWebSocketMessages(pair)
             checks.expect(texts.up + texts.down == decrypted.up + decrypted.down, "MSG texts: tshark \(texts), chaos sent \(decrypted)")
@@ -322,7 +405,8 @@ struct TLSCaptureAuditTests {
     /// tshark with the key log: complete WebSocket data messages (a frame with FIN, opcode 0, 1 or 2) each way.
     static func tsharkWebSocketDataMessages(_ pair: LoopbackTLSPair) throws -> (up: Int, down: Int) {
         let rows = try tsharkFields(pair, filter: "websocket", fields: ["websocket.opcode", "websocket.fin"])
-        var up = 0, down = 0
+        var up = 0
+        var down = 0
         for (fromServer, values) in rows {
             for (code, fin) in zip(values[0].split(separator: "|"), values[1].split(separator: "|"))
             where ["0", "1", "2"].contains(code) && (fin == "1" || fin == "True") {
@@ -337,11 +421,12 @@ struct TLSCaptureAuditTests {
     static func logsMatch(_ folder: String) throws -> Bool {
         let logs = try DeliveredMeansAcknowledgedTests.ConsumerLog.read(folder)
         let streams = try DeliveredMeansAcknowledgedTests.streams(folder)
-        return !logs.isEmpty && logs.count == streams.count && logs.allSatisfy { key, log in
-            let stream = streams[key] ?? [:]
-            return stream["ok"] == Int64(log.distinct.count) && stream["lost"] == Int64(log.holes.count)
-                && stream["duplicated"] == Int64(log.duplicated) && stream["redelivered"] == Int64(log.redelivered)
-        }
+        return !logs.isEmpty && logs.count == streams.count
+            && logs.allSatisfy { key, log in
+                let stream = streams[key] ?? [:]
+                return stream["ok"] == Int64(log.distinct.count) && stream["lost"] == Int64(log.holes.count)
+                    && stream["duplicated"] == Int64(log.duplicated) && stream["redelivered"] == Int64(log.redelivered)
+            }
     }
 
     /// `#expect`s that remember whether one failed: a test removes its folder only when all passed (its path is in
@@ -352,8 +437,11 @@ struct TLSCaptureAuditTests {
 
         init(folder: String) { self.folder = folder }
 
-        mutating func expect(_ condition: Bool, _ comment: @autoclosure () -> String,
-                             sourceLocation: SourceLocation = #_sourceLocation) {
+        mutating func expect(
+            _ condition: Bool,
+            _ comment: @autoclosure () -> String,
+            sourceLocation: SourceLocation = #_sourceLocation
+        ) {
             if !condition { failed = true }
             #expect(condition, "\(comment()) (\(folder))", sourceLocation: sourceLocation)
         }

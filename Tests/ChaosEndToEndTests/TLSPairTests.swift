@@ -21,56 +21,74 @@ struct TLSPairTests {
         return base
     }
 
-    static func scenario(listen: Int, upstream: Int, pair: String, home: String, bug: String, websocket: Bool,
-                         clientTrusts: String = "ca.pem") -> String {
+    static func scenario(
+        listen: Int,
+        upstream: Int,
+        pair: String,
+        home: String,
+        bug: String,
+        websocket: Bool,
+        clientTrusts: String = "ca.pem"
+    ) -> String {
         let common = "--send-for 11 --heartbeat 1 --timeout 2.5 \(bug)"
-        let server = "--tls-cert \(home)/server.pem", client = "--tls-ca \(home)/\(clientTrusts) --server-name localhost"
-        let protocolBlock = websocket ? """
-            framing: websocket
-            stream: header:x-stream
-            seq: seq
-            ack: ack
-            ignore: {type: [HELLO, WELCOME, ACK]}
-            downstream: {seq: n}
-          """ : """
-            framing: lines
-            seq: seq
-            stream: stream
-            ack: ack
-            ignore: {type: [PING, PONG, HELLO, WELCOME, ACK]}
-          """
+        let server = "--tls-cert \(home)/server.pem"
+        let client = "--tls-ca \(home)/\(clientTrusts) --server-name localhost"
+        let protocolBlock =
+            websocket
+            ? """
+              framing: websocket
+              stream: header:x-stream
+              seq: seq
+              ack: ack
+              ignore: {type: [HELLO, WELCOME, ACK]}
+              downstream: {seq: n}
+            """
+            : """
+              framing: lines
+              seq: seq
+              stream: stream
+              ack: ack
+              ignore: {type: [PING, PONG, HELLO, WELCOME, ACK]}
+            """
         return """
-        name: tls-pair
-        duration: 16s
-        seed: 7
-        proxies:
-          - name: stream
-            listen: "127.0.0.1:\(listen)"
-            upstream: "127.0.0.1:\(upstream)"
-            tls: {upstream: \(home)/upstream-ca.pem}
-        pair:
-          server:
-            run: python3 \(pair) server --listen 127.0.0.1:{upstream.port} --log {run_dir}/server.jsonl \(server) \(common)
-            ready: tcp 127.0.0.1:{upstream.port}
-            stop_grace: 1s
-          client:
-            run: python3 \(pair) client --connect 127.0.0.1:{listen.port} --stream c{index} --log {run_dir}/client-{index}.jsonl \(client) \(common)
-            count: 2
-            stop_grace: 1s
-        protocol:
-        \(protocolBlock)
-        faults:
-          - partition: {at: 2s, for: 4s, direction: both}
-          - disconnect: {at: 8s, mode: close}
-          - disconnect: {at: 12s, mode: reset}
-        expect:
-          lost: 0
-          duplicated: 0
-        """
+            name: tls-pair
+            duration: 16s
+            seed: 7
+            proxies:
+              - name: stream
+                listen: "127.0.0.1:\(listen)"
+                upstream: "127.0.0.1:\(upstream)"
+                tls: {upstream: \(home)/upstream-ca.pem}
+            pair:
+              server:
+                run: python3 \(pair) server --listen 127.0.0.1:{upstream.port} --log {run_dir}/server.jsonl \(server) \(common)
+                ready: tcp 127.0.0.1:{upstream.port}
+                stop_grace: 1s
+              client:
+                run: python3 \(pair) client --connect 127.0.0.1:{listen.port} --stream c{index} --log {run_dir}/client-{index}.jsonl \(client) \(common)
+                count: 2
+                stop_grace: 1s
+            protocol:
+            \(protocolBlock)
+            faults:
+              - partition: {at: 2s, for: 4s, direction: both}
+              - disconnect: {at: 8s, mode: close}
+              - disconnect: {at: 12s, mode: reset}
+            expect:
+              lost: 0
+              duplicated: 0
+            """
     }
 
-    static func run(pair: String, bug: String, websocket: Bool, capture: Bool = false, clientTrusts: String = "ca.pem")
-        async throws -> (folder: String, home: String, status: Int32, scenario: String) {
+    static func run(
+        pair: String,
+        bug: String,
+        websocket: Bool,
+        capture: Bool = false,
+        clientTrusts: String = "ca.pem"
+    )
+        async throws -> (folder: String, home: String, status: Int32, scenario: String)
+    {
         let home = try folder()
         let run = try await ThirdPartyPairRun.run("tls-pair", capture: capture, environment: ["CHAOS_HOME": home]) {
             scenario(listen: $0, upstream: $1, pair: pair, home: home, bug: bug, websocket: websocket, clientTrusts: clientTrusts)
@@ -99,7 +117,9 @@ struct TLSPairTests {
         #expect(lost > 0)
     }
 
-    @Test("a WebSocket pair over wss (ALPN http/1.1, deflate) passes with counts equal to its logs; tshark decrypts a tcpdump -i lo of it with keys.log; capture.pcap is marked decrypted and audits as the live run")
+    @Test(
+        "a WebSocket pair over wss (ALPN http/1.1, deflate) passes with counts equal to its logs; tshark decrypts a tcpdump -i lo of it with keys.log; capture.pcap is marked decrypted and audits as the live run"
+    )
     func websocketPair() async throws {
         let run = try await Self.run(pair: Self.websocket, bug: "", websocket: true, capture: true)
         #expect(run.status == 0, "the run must pass (\(run.folder))")
@@ -108,8 +128,14 @@ struct TLSPairTests {
         let events = json["protocol_events"] as? [String: Any] ?? [:]
         #expect((events["upgrades"] as? Int ?? 0) >= 4, "\(events)")
         let tcpdump = URL(fileURLWithPath: run.folder).deletingLastPathComponent().appendingPathComponent("lo.pcap").path
-        let shark = try ChaosCLI.runBlocking(["tshark", "-r", tcpdump] + TsharkDecodeAs.arguments(tcpdump, as: "tls") + ["-o", "tls.keylog_file:\(run.folder)/keys.log",
-                                              "-Y", "websocket", "-T", "fields", "-e", "tcp.dstport"], timeout: 60, program: "/usr/bin/env")
+        let shark = try ChaosCLI.runBlocking(
+            ["tshark", "-r", tcpdump] + TsharkDecodeAs.arguments(tcpdump, as: "tls") + [
+                "-o", "tls.keylog_file:\(run.folder)/keys.log",
+                "-Y", "websocket", "-T", "fields", "-e", "tcp.dstport",
+            ],
+            timeout: 60,
+            program: "/usr/bin/env"
+        )
         #expect(shark.status == 0, "\(shark.stderr)")
         let ports = Set(shark.stdout.split(separator: "\n"))
         // Frames decrypted on both legs: toward the proxy's port and toward the upstream's.
@@ -117,16 +143,27 @@ struct TLSPairTests {
         // chaos's own capture holds the decrypted WebSocket bytes, says so in the file, and audits as the live run did.
         let info = try ChaosCLI.runBlocking(["capinfos", "\(run.folder)/capture.pcap"], timeout: 60, program: "/usr/bin/env")
         #expect(info.stdout.contains("DECRYPTED: connections of the TLS proxies stream"), "\(info.stdout)")
-        let comments = try ChaosCLI.runBlocking(["tshark", "-r", "\(run.folder)/capture.pcap", "-Y", "frame.comment", "-T", "fields",
-                                                 "-e", "frame.comment"], timeout: 60, program: "/usr/bin/env")
+        let comments = try ChaosCLI.runBlocking(
+            [
+                "tshark", "-r", "\(run.folder)/capture.pcap", "-Y", "frame.comment", "-T", "fields",
+                "-e", "frame.comment",
+            ],
+            timeout: 60,
+            program: "/usr/bin/env"
+        )
         #expect(comments.stdout.contains("decrypted by chaos: proxy stream terminates TLS"), "\(comments.stdout.prefix(300))")
-        let offline = try await ChaosCLI.run(["audit", "\(run.folder)/capture.pcap", "--protocol-from", run.scenario,
-                                              "--out", "\(run.folder)-offline"])
+        let offline = try await ChaosCLI.run([
+            "audit", "\(run.folder)/capture.pcap", "--protocol-from", run.scenario,
+            "--out", "\(run.folder)-offline",
+        ])
         #expect(offline.status == 0, "\(offline.stdout)\n\(offline.stderr)")
         let live = try DeliveredMeansAcknowledgedTests.streams(run.folder)
         let audited = try DeliveredMeansAcknowledgedTests.streams("\(run.folder)-offline")
         for (key, stream) in live {
-            #expect(audited[key]?["ok"] == stream["ok"] && audited[key]?["lost"] == stream["lost"], "\(key): offline \(audited[key] ?? [:]) live \(stream)")
+            #expect(
+                audited[key]?["ok"] == stream["ok"] && audited[key]?["lost"] == stream["lost"],
+                "\(key): offline \(audited[key] ?? [:]) live \(stream)"
+            )
         }
         try? FileManager.default.removeItem(atPath: run.home)
     }
@@ -155,8 +192,10 @@ struct TLSPairTests {
         let flags = "\(GRPCPairTests.producing) --tls-cert \(home)/server.pem --tls-ca \(home)/ca.pem --server-name localhost"
         let run = try await ThirdPartyPairRun.run("tls-grpc-pair", capture: false, environment: ["CHAOS_HOME": home]) { listen, upstream in
             GRPCPairTests.scenario(listen: listen, upstream: upstream, fields: .names, flags: flags)
-                .replacingOccurrences(of: "upstream: \"127.0.0.1:\(upstream)\"}",
-                                      with: "upstream: \"127.0.0.1:\(upstream)\", tls: {upstream: \(home)/upstream-ca.pem}}")
+                .replacingOccurrences(
+                    of: "upstream: \"127.0.0.1:\(upstream)\"}",
+                    with: "upstream: \"127.0.0.1:\(upstream)\", tls: {upstream: \(home)/upstream-ca.pem}}"
+                )
         }
         #expect(run.status == 0, "the run must pass (\(run.folder))")
         let (lost, duplicated, json) = try ThirdPartyPairRun.compare(run.folder)
@@ -172,8 +211,14 @@ struct TLSPairTests {
 
     /// A run of Tests/Fixtures/pairs/tls_end.py (a TLS server holding connections open, a client that writes how its
     /// connection ended to end.txt) through a `tls:` proxy; `client` replaces the client's command.
-    static func endRun(tls: String, server: String = "", client: String? = nil, faults: String)
-        async throws -> (folder: String, home: String, status: Int32) {
+    static func endRun(
+        tls: String,
+        server: String = "",
+        client: String? = nil,
+        faults: String
+    )
+        async throws -> (folder: String, home: String, status: Int32)
+    {
         let home = try folder()
         let script = ChaosCLI.packageRoot.appendingPathComponent("Tests/Fixtures/pairs/tls_end.py").path
         let run = try await ThirdPartyPairRun.run("tls-end", capture: false, environment: ["CHAOS_HOME": home]) { listen, upstream in
@@ -203,8 +248,10 @@ struct TLSPairTests {
         try String(contentsOfFile: "\(folder)/end.txt", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
-    @Test("disconnect mode close ends a TLS connection with close_notify then FIN; mode truncate with a FIN alone",
-          arguments: [("close", "clean"), ("truncate", "truncated")])
+    @Test(
+        "disconnect mode close ends a TLS connection with close_notify then FIN; mode truncate with a FIN alone",
+        arguments: [("close", "clean"), ("truncate", "truncated")]
+    )
     func truncate(mode: String, seen: String) async throws {
         let run = try await Self.endRun(tls: "", faults: "  - disconnect: {at: 2s, mode: \(mode)}")
         #expect(run.status == 0, "\(run.folder)")
@@ -214,8 +261,11 @@ struct TLSPairTests {
 
     @Test("an upstream that requires a client certificate (mTLS): reached with client_cert; without it a tls event names the upstream")
     func mutualTLS() async throws {
-        let with = try await Self.endRun(tls: "client_cert: {cert: HOME/client.pem, key: HOME/client.pem}",
-                                         server: "--client-ca HOME/upstream-ca.pem", faults: "  - disconnect: {at: 2s, mode: close}")
+        let with = try await Self.endRun(
+            tls: "client_cert: {cert: HOME/client.pem, key: HOME/client.pem}",
+            server: "--client-ca HOME/upstream-ca.pem",
+            faults: "  - disconnect: {at: 2s, mode: close}"
+        )
         #expect(with.status == 0 && (try? Self.end(with.folder)) == "clean", "\(with.folder)")
         let without = try await Self.endRun(tls: "", server: "--client-ca HOME/upstream-ca.pem", faults: "  []")
         // TLS 1.3: the upstream refuses after the proxy's handshake completed, with an alert on the live connection.
@@ -225,9 +275,12 @@ struct TLSPairTests {
         for run in [with, without] { try? FileManager.default.removeItem(atPath: run.home) }
     }
 
-    @Test("openssl s_client asking for a name gets the leaf for that name, issued by chaos's CA, and verifies it; the leaf also carries the verified upstream certificate's names")
+    @Test(
+        "openssl s_client asking for a name gets the leaf for that name, issued by chaos's CA, and verifies it; the leaf also carries the verified upstream certificate's names"
+    )
     func opensslSeesTheLeaf() async throws {
-        let command = "sh -c 'openssl s_client -connect 127.0.0.1:{listen.port} -servername api.example.test -alpn h2 "
+        let command =
+            "sh -c 'openssl s_client -connect 127.0.0.1:{listen.port} -servername api.example.test -alpn h2 "
             + "-CAfile HOME/ca.pem < /dev/null 2>&1 | tee {run_dir}/s_client.txt | openssl x509 -noout -ext subjectAltName "
             + "> {run_dir}/san.txt 2>&1; echo done > {run_dir}/end.txt; exec sleep 30'"
         let run = try await Self.endRun(tls: "", client: command, faults: "  []")
@@ -241,13 +294,18 @@ struct TLSPairTests {
         try? FileManager.default.removeItem(atPath: run.home)
     }
 
-    @Test("handshake faults through the control API, seen by Python's ssl: fail is a handshake_failure alert, stall holds the handshake until lifted, a live connection echoes through both; tls via POST /proxies")
+    @Test(
+        "handshake faults through the control API, seen by Python's ssl: fail is a handshake_failure alert, stall holds the handshake until lifted, a live connection echoes through both; tls via POST /proxies"
+    )
     func handshakeFaults() async throws {
         let driver = ChaosCLI.packageRoot.appendingPathComponent("Tests/Fixtures/pairs/tls_handshake_fault.py").path
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tls-handshake-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let result = try await ChaosCLI.run(["python3", driver, ChaosCLI.executable, folder], timeout: 120,
-                                              program: "/usr/bin/env")
+        let result = try await ChaosCLI.run(
+            ["python3", driver, ChaosCLI.executable, folder],
+            timeout: 120,
+            program: "/usr/bin/env"
+        )
         let output = result.stdout + result.stderr
         #expect(result.status == 0, "\(output)")
         #expect(output.contains("mode fail: a new client's handshake: alert: SSLV3_ALERT_HANDSHAKE_FAILURE"), "\(output)")

@@ -9,8 +9,14 @@ enum ThirdPartyPairRun {
     /// Runs the scenario `text(listen, upstream)` on two free ports; returns the run folder, the scenario file and the
     /// exit status. With `capture`, the run also writes capture.pcap and a `tcpdump -i lo` of both legs goes to
     /// `lo.pcap` beside the run folder.
-    static func run(_ name: String, capture: Bool, environment: [String: String]? = nil, scenario text: (Int, Int) -> String) async throws
-        -> (folder: String, scenario: String, status: Int32) {
+    static func run(
+        _ name: String,
+        capture: Bool,
+        environment: [String: String]? = nil,
+        scenario text: (Int, Int) -> String
+    ) async throws
+        -> (folder: String, scenario: String, status: Int32)
+    {
         let listen = ChaosCLI.freePort()
         var upstream = ChaosCLI.freePort()
         while upstream == listen { upstream = ChaosCLI.freePort() }
@@ -19,8 +25,11 @@ enum ThirdPartyPairRun {
         try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
         let dump = capture ? try await LoopbackTcpdump.start(ports: [listen, upstream], file: "\(base)/lo.pcap") : nil
         defer { dump?.kill() }
-        let result = try await ChaosCLI.run(["run", file, "--out", "\(base)/run"] + (capture ? ["--capture"] : []), timeout: 90,
-                                            environment: environment)
+        let result = try await ChaosCLI.run(
+            ["run", file, "--out", "\(base)/run"] + (capture ? ["--capture"] : []),
+            timeout: 90,
+            environment: environment
+        )
         try await dump?.stop()
         #expect(result.status != 2, "\(result.stdout)\n\(result.stderr)")
         return ("\(base)/run", file, result.status)
@@ -34,10 +43,14 @@ enum ThirdPartyPairRun {
         let live = try DeliveredMeansAcknowledgedTests.streams(folder)
         let streams = oneWay ? 2 : 4
         #expect(logs.count == streams && live.count == streams, "c1, c2: \(live.keys.sorted()) (\(folder))")
-        var lost: Int64 = 0, duplicated: Int64 = 0
+        var lost: Int64 = 0
+        var duplicated: Int64 = 0
         for (key, log) in logs {
             let stream = try #require(live[key], "\(key) in the report")
-            #expect(stream["ok"] == Int64(log.distinct.count), "\(key): ok \(stream["ok"] ?? -1) vs \(log.distinct.count) distinct seqs read (\(folder))")
+            #expect(
+                stream["ok"] == Int64(log.distinct.count),
+                "\(key): ok \(stream["ok"] ?? -1) vs \(log.distinct.count) distinct seqs read (\(folder))"
+            )
             #expect(stream["lost"] == Int64(log.holes.count), "\(key): lost \(stream["lost"] ?? -1) vs log holes \(log.holes.sorted())")
             #expect(stream["duplicated"] == Int64(log.duplicated), "\(key): duplicated \(stream["duplicated"] ?? -1) vs \(log.duplicated)")
             #expect(stream["redelivered"] == Int64(log.redelivered), "\(key): redelivered \(stream["redelivered"] ?? -1) vs \(log.redelivered)")

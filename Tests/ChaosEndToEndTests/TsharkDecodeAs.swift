@@ -8,9 +8,14 @@ enum TsharkDecodeAs {
     /// `-d tcp.port==P,DISSECTOR` for every port that opened a connection in `capture` (the SYNs' source and
     /// destination): `tls` for a TLS pair, `data` for bytes tshark should not interpret.
     static func arguments(_ capture: String, as dissector: String) throws -> [String] {
-        let syns = try ChaosCLI.runBlocking(["tshark", "-r", capture, "-Y", "tcp.flags.syn == 1 && tcp.flags.ack == 0",
-                                             "-T", "fields", "-e", "tcp.srcport", "-e", "tcp.dstport"],
-                                            timeout: 60, program: "/usr/bin/env")
+        let syns = try ChaosCLI.runBlocking(
+            [
+                "tshark", "-r", capture, "-Y", "tcp.flags.syn == 1 && tcp.flags.ack == 0",
+                "-T", "fields", "-e", "tcp.srcport", "-e", "tcp.dstport",
+            ],
+            timeout: 60,
+            program: "/usr/bin/env"
+        )
         let ports = Set(syns.stdout.split(whereSeparator: { $0 == "\n" || $0 == "\t" }).compactMap { Int($0) })
         return ports.sorted().flatMap { ["-d", "tcp.port==\($0),\(dissector)"] }
     }

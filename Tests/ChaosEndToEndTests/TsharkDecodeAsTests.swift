@@ -12,8 +12,14 @@ struct TsharkDecodeAsTests {
         defer { try? FileManager.default.removeItem(atPath: capture) }
         try Data(Self.movingPort(52586, to: 48898, in: [UInt8](Data(contentsOf: fixture)))).write(to: URL(fileURLWithPath: capture))
         let serverHellos = { (extra: [String]) throws -> Int in
-            let shark = try ChaosCLI.runBlocking(["tshark", "-r", capture] + extra + ["-Y", "tls.handshake.type == 2", "-T", "fields",
-                                                  "-e", "tcp.srcport"], timeout: 60, program: "/usr/bin/env")
+            let shark = try ChaosCLI.runBlocking(
+                ["tshark", "-r", capture] + extra + [
+                    "-Y", "tls.handshake.type == 2", "-T", "fields",
+                    "-e", "tcp.srcport",
+                ],
+                timeout: 60,
+                program: "/usr/bin/env"
+            )
             #expect(shark.status == 0, "\(shark.stderr)")
             return shark.stdout.split(separator: "\n").count
         }

@@ -29,25 +29,38 @@ struct ValidateCommandTests {
         #expect(!result.stdout.contains("listening"))
     }
 
-    @Test("a missing file, a bad flag and a bad --set value exit 2 with a clear message", arguments: [
-        (["validate", "no/such/file.yaml"], "cannot read scenario file"),
-        (["validate", "Scenarios/quickstart.yaml", "--seed", "banana"], "seed"),
-        (["validate", "Scenarios/quickstart.yaml", "--duration", "forever"], "--duration must be a duration"),
-        (["validate", "Scenarios/quickstart.yaml", "--duration", "2000000h"], "duration must be above 0 and at most 10 years"),
-        (["run", "Scenarios/quickstart.yaml", "--set", "duration=2000000h"], "duration must be above 0 and at most 10 years"),
-        (["validate", "Scenarios/quickstart.yaml", "--set", "proxies.nope.listen=1.2.3.4:5"], "no proxy named 'nope'"),
-        (["validate", "Scenarios/quickstart.yaml", "--set", "proxies.stream.tls={upstream: no/roots.pem}"],
-         "--set proxies.stream.tls:1:12: error: tls.upstream must be verify, insecure, cleartext or a PEM file of roots; cannot read 'no/roots.pem'"),
-        (["validate", "Scenarios/quickstart.yaml", "--set", "proxies.stream.tls={verify: true}"], "unknown key 'verify' in tls"),
-        (["proxy", "--listen", "127.0.0.1:1", "--upstream", "127.0.0.1:2", "--tls-upstream", "no/roots.pem"], "chaos: error: --tls-upstream must be"),
-        (["proxy", "--listen", "127.0.0.1:1", "--upstream", "127.0.0.1:2", "--tls-server-name", "a b"],
-         "chaos: error: --tls-server-name must be a host name or an IP address, found 'a b'"),
-        (["proxy", "--listen", "127.0.0.1:1", "--upstream", "127.0.0.1:2", "--tls-client-cert", "c.pem"], "--tls-client-cert and --tls-client-key go together"),
-        (["proxy", "--listen", "nowhere", "--upstream", "127.0.0.1:1"], "--listen must be HOST:PORT"),
-        (["proxy", "--listen", "127.0.0.1:1", "--upstream", "127.0.0.1:2", "--busy-poll", "5s"], "--busy-poll must be a duration up to 10ms"),
-        (["run", "Scenarios/quickstart.yaml", "--busy-poll", "banana"], "--busy-poll must be a duration up to 10ms"),
-        (["frobnicate"], "Unexpected argument"),
-    ])
+    @Test(
+        "a missing file, a bad flag and a bad --set value exit 2 with a clear message",
+        arguments: [
+            (["validate", "no/such/file.yaml"], "cannot read scenario file"),
+            (["validate", "Scenarios/quickstart.yaml", "--seed", "banana"], "seed"),
+            (["validate", "Scenarios/quickstart.yaml", "--duration", "forever"], "--duration must be a duration"),
+            (["validate", "Scenarios/quickstart.yaml", "--duration", "2000000h"], "duration must be above 0 and at most 10 years"),
+            (["run", "Scenarios/quickstart.yaml", "--set", "duration=2000000h"], "duration must be above 0 and at most 10 years"),
+            (["validate", "Scenarios/quickstart.yaml", "--set", "proxies.nope.listen=1.2.3.4:5"], "no proxy named 'nope'"),
+            (
+                ["validate", "Scenarios/quickstart.yaml", "--set", "proxies.stream.tls={upstream: no/roots.pem}"],
+                "--set proxies.stream.tls:1:12: error: tls.upstream must be verify, insecure, cleartext or a PEM file of roots; cannot read 'no/roots.pem'"
+            ),
+            (["validate", "Scenarios/quickstart.yaml", "--set", "proxies.stream.tls={verify: true}"], "unknown key 'verify' in tls"),
+            (
+                ["proxy", "--listen", "127.0.0.1:1", "--upstream", "127.0.0.1:2", "--tls-upstream", "no/roots.pem"],
+                "chaos: error: --tls-upstream must be"
+            ),
+            (
+                ["proxy", "--listen", "127.0.0.1:1", "--upstream", "127.0.0.1:2", "--tls-server-name", "a b"],
+                "chaos: error: --tls-server-name must be a host name or an IP address, found 'a b'"
+            ),
+            (
+                ["proxy", "--listen", "127.0.0.1:1", "--upstream", "127.0.0.1:2", "--tls-client-cert", "c.pem"],
+                "--tls-client-cert and --tls-client-key go together"
+            ),
+            (["proxy", "--listen", "nowhere", "--upstream", "127.0.0.1:1"], "--listen must be HOST:PORT"),
+            (["proxy", "--listen", "127.0.0.1:1", "--upstream", "127.0.0.1:2", "--busy-poll", "5s"], "--busy-poll must be a duration up to 10ms"),
+            (["run", "Scenarios/quickstart.yaml", "--busy-poll", "banana"], "--busy-poll must be a duration up to 10ms"),
+            (["frobnicate"], "Unexpected argument"),
+        ]
+    )
     func badFlags(arguments: [String], fragment: String) async throws {
         let result = try await ChaosCLI.run(arguments)
         #expect(result.status == 2, "exit \(result.status): \(result.stderr)")
@@ -70,8 +83,10 @@ struct ValidateCommandTests {
         #expect(with.status == 0, "\(with.stderr)")
         #expect(with.stdout.contains("handshake") && with.stdout.contains("mode=fail"), "\(with.stdout)")
         let off = try await ChaosCLI.run(["validate", scenario, "--set", "proxies.api.tls=off"])
-        #expect(off.status == 2 && off.stderr.contains("faults[0]: a handshake fault acts on TLS handshakes, but no proxy it reaches has a tls: block"),
-                "\(off.stderr)")
+        #expect(
+            off.status == 2 && off.stderr.contains("faults[0]: a handshake fault acts on TLS handshakes, but no proxy it reaches has a tls: block"),
+            "\(off.stderr)"
+        )
     }
 
     @Test("validate prints the same timeline for the same seed and another for another seed")
@@ -87,16 +102,18 @@ struct ValidateCommandTests {
 
     @Test("ten years with a fault every millisecond validates in 400 MB of address space: a count formula and the first occurrences")
     func tenYearsEveryMillisecond() async throws {
-        let scenario = try ChaosCLI.scenarioFile("""
-        name: decade
-        duration: 3650d
-        seed: 5
-        proxies:
-          - {name: p, listen: "127.0.0.1:7000", upstream: "127.0.0.1:7001"}
-        faults:
-          - disconnect: {every: 1ms..2ms}
-          - latency: {every: 1ms, for: 1ms, add: 5ms}
-        """)
+        let scenario = try ChaosCLI.scenarioFile(
+            """
+            name: decade
+            duration: 3650d
+            seed: 5
+            proxies:
+              - {name: p, listen: "127.0.0.1:7000", upstream: "127.0.0.1:7001"}
+            faults:
+              - disconnect: {every: 1ms..2ms}
+              - latency: {every: 1ms, for: 1ms, add: 5ms}
+            """
+        )
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("decade-\(UUID().uuidString).txt")
         defer { try? FileManager.default.removeItem(at: output) }
         // The eager timeline needed tens of GiB here; the limit makes any such regression fail fast.

@@ -21,37 +21,44 @@ struct WebSocketPairTests {
 
     /// The pair's scenario: `flags` for both ends (heartbeat, timeout, when to stop producing, `bug`), `faults` as
     /// scenario lines.
-    static func scenario(listen: Int, upstream: Int, bug: String, name: String = "websocket-pair", duration: String = "16s",
-                         flags: String = "--send-for 11 --heartbeat 1 --timeout 2.5", faults: String = faults) -> String {
+    static func scenario(
+        listen: Int,
+        upstream: Int,
+        bug: String,
+        name: String = "websocket-pair",
+        duration: String = "16s",
+        flags: String = "--send-for 11 --heartbeat 1 --timeout 2.5",
+        faults: String = faults
+    ) -> String {
         let common = "\(flags) \(bug)"
         return """
-        name: \(name)
-        duration: \(duration)
-        seed: 11
-        proxies:
-          - {name: stream, listen: "127.0.0.1:\(listen)", upstream: "127.0.0.1:\(upstream)"}
-        pair:
-          server:
-            run: python3 \(pair) server --listen 127.0.0.1:{upstream.port} --log {run_dir}/server.jsonl \(common)
-            ready: tcp 127.0.0.1:{upstream.port}
-            stop_grace: 1s
-          client:
-            run: python3 \(pair) client --connect 127.0.0.1:{listen.port} --stream c{index} --log {run_dir}/client-{index}.jsonl \(common)
-            count: 2
-            stop_grace: 1s
-        protocol:
-          framing: websocket
-          stream: header:x-stream
-          seq: seq
-          ack: ack
-          ignore: {type: [HELLO, WELCOME, ACK]}
-          downstream: {seq: n}
-        faults:
-        \(faults)
-        expect:
-          lost: 0
-          duplicated: 0
-        """
+            name: \(name)
+            duration: \(duration)
+            seed: 11
+            proxies:
+              - {name: stream, listen: "127.0.0.1:\(listen)", upstream: "127.0.0.1:\(upstream)"}
+            pair:
+              server:
+                run: python3 \(pair) server --listen 127.0.0.1:{upstream.port} --log {run_dir}/server.jsonl \(common)
+                ready: tcp 127.0.0.1:{upstream.port}
+                stop_grace: 1s
+              client:
+                run: python3 \(pair) client --connect 127.0.0.1:{listen.port} --stream c{index} --log {run_dir}/client-{index}.jsonl \(common)
+                count: 2
+                stop_grace: 1s
+            protocol:
+              framing: websocket
+              stream: header:x-stream
+              seq: seq
+              ack: ack
+              ignore: {type: [HELLO, WELCOME, ACK]}
+              downstream: {seq: n}
+            faults:
+            \(faults)
+            expect:
+              lost: 0
+              duplicated: 0
+            """
     }
 
     /// Runs the scenario with `bug` flags for the pair; returns the run folder and the exit status.
@@ -65,7 +72,9 @@ struct WebSocketPairTests {
         try ThirdPartyPairRun.compare(folder)
     }
 
-    @Test("a correct pair passes, every count equal to its logs, with deflate, fragments and 66 KB messages; its capture and a tcpdump -i lo of it audit the same")
+    @Test(
+        "a correct pair passes, every count equal to its logs, with deflate, fragments and 66 KB messages; its capture and a tcpdump -i lo of it audit the same"
+    )
     func correctPair() async throws {
         let run = try await Self.run(bug: "", capture: true)
         #expect(run.status == 0, "the run must pass (\(run.folder))")
@@ -84,8 +93,10 @@ struct WebSocketPairTests {
             let fromCapture = try DeliveredMeansAcknowledgedTests.streams(out)
             for (key, stream) in live {
                 for count in ["delivered", "ok", "lost", "duplicated", "redelivered"] {
-                    #expect(fromCapture[key]?[count] == stream[count],
-                            "\(name) \(key) \(count): \(fromCapture[key]?[count] ?? -1), live \(stream[count] ?? -1)")
+                    #expect(
+                        fromCapture[key]?[count] == stream[count],
+                        "\(name) \(key) \(count): \(fromCapture[key]?[count] ?? -1), live \(stream[count] ?? -1)"
+                    )
                 }
             }
             let offlineEvents = try DeliveredMeansAcknowledgedTests.reportJSON(out)["protocol_events"] as? [String: Any]
@@ -94,8 +105,10 @@ struct WebSocketPairTests {
         try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: run.folder).deletingLastPathComponent().path)
     }
 
-    @Test("a buggy pair fails, and what it got wrong equals its logs: a message dropped on resume is lost, one sent twice on a connection is duplicated",
-          arguments: [("--drop-on-resume 1", "lost"), ("--dup-every 25", "duplicated")])
+    @Test(
+        "a buggy pair fails, and what it got wrong equals its logs: a message dropped on resume is lost, one sent twice on a connection is duplicated",
+        arguments: [("--drop-on-resume 1", "lost"), ("--dup-every 25", "duplicated")]
+    )
     func buggyPair(bug: String, wrong: String) async throws {
         let run = try await Self.run(bug: bug)
         #expect(run.status == 1, "the run must fail (\(run.folder))")

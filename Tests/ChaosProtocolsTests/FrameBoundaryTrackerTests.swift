@@ -1,13 +1,15 @@
 import ChaosCore
-@testable import ChaosProtocols
 import Testing
+
+@testable import ChaosProtocols
 
 @Suite("Frame boundaries of WebSocket and HTTP/2 streams, however the bytes are cut")
 struct FrameBoundaryTrackerTests {
     /// The offsets at which the tracker stands at a boundary, feeding `bytes` in pieces of `chunk`.
     private func boundaries(_ bytes: [UInt8], _ framing: FrameProtocol, producer: Side, chunk: Int) -> [Int] {
         var tracker = ProtocolRegistry.plugin(following: framing)!.boundaryTracker(producer: producer)
-        var found: [Int] = [], offset = 0
+        var found: [Int] = []
+        var offset = 0
         while offset < bytes.count {
             let piece = Array(bytes[offset..<min(bytes.count, offset + chunk)])
             var used = 0
@@ -15,7 +17,9 @@ struct FrameBoundaryTrackerTests {
                 let consumed = piece[used...].withUnsafeBytes { tracker.advance($0, stopAtBoundary: true) }
                 used += consumed
                 if tracker.atBoundary, found.last != offset + used { found.append(offset + used) }
-                if consumed == 0 { used += piece[used...].withUnsafeBytes { tracker.advance(UnsafeRawBufferPointer(rebasing: $0[0..<1]), stopAtBoundary: false) } }
+                if consumed == 0 {
+                    used += piece[used...].withUnsafeBytes { tracker.advance(UnsafeRawBufferPointer(rebasing: $0[0..<1]), stopAtBoundary: false) }
+                }
             }
             offset += piece.count
         }
@@ -36,20 +40,26 @@ struct FrameBoundaryTrackerTests {
         #expect(boundaries(bytes, .websocket, producer: .server, chunk: chunk) == expected)
     }
 
-    @Test("HTTP/2: the preface, frames, no boundary inside a HEADERS + CONTINUATION block; the highest stream the client opened",
-          arguments: [1, 5, 1000])
+    @Test(
+        "HTTP/2: the preface, frames, no boundary inside a HEADERS + CONTINUATION block; the highest stream the client opened",
+        arguments: [1, 5, 1000]
+    )
     func http2(chunk: Int) {
         func h2(_ type: UInt8, flags: UInt8 = 0, stream: UInt8, _ length: Int) -> [UInt8] {
             [0, UInt8(length >> 8), UInt8(length & 0xff), type, flags, 0, 0, 0, stream] + [UInt8](repeating: 0, count: length)
         }
         let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
-        let settings = h2(4, stream: 0, 6), headers = h2(1, stream: 5, 3), continuation = h2(9, flags: 4, stream: 5, 2)
+        let settings = h2(4, stream: 0, 6)
+        let headers = h2(1, stream: 5, 3)
+        let continuation = h2(9, flags: 4, stream: 5, 2)
         let data = h2(0, stream: 5, 300)
         let bytes = preface + settings + headers + continuation + data
         let afterSettings = preface.count + settings.count
         let afterBlock = afterSettings + headers.count + continuation.count
-        #expect(boundaries(bytes, .http2, producer: .client, chunk: chunk)
-                == [preface.count, afterSettings, afterBlock, afterBlock + data.count])
+        #expect(
+            boundaries(bytes, .http2, producer: .client, chunk: chunk)
+                == [preface.count, afterSettings, afterBlock, afterBlock + data.count]
+        )
         var tracker = HTTP2BoundaryTracker(producer: .client)
         _ = bytes.withUnsafeBytes { tracker.advance($0, stopAtBoundary: false) }
         #expect(tracker.highestStream == 5)
@@ -74,15 +84,20 @@ struct FrameBoundaryTrackerTests {
     func registry() throws {
         #expect(ProtocolRegistry.plugin(following: .websocket)?.name == WebSocketProtocol.name)
         #expect(ProtocolRegistry.plugin(following: .http2)?.name == GRPCProtocol.name)
-        let goaway = FaultEffect.goaway(grace: .milliseconds(1000)), close = FaultEffect.wsClose(code: 1012, side: .both, grace: .milliseconds(1000))
+        let goaway = FaultEffect.goaway(grace: .milliseconds(1000))
+        let close = FaultEffect.wsClose(code: 1012, side: .both, grace: .milliseconds(1000))
         let tracker = HTTP2BoundaryTracker(producer: .client)
         #expect(WebSocketProtocol.faultFrames(goaway, connection: 1, client: tracker) == nil)
         #expect(GRPCProtocol.faultFrames(close, connection: 1, client: tracker) == nil)
         #expect(LinesProtocol.faultFrames(close, connection: 1, client: tracker) == nil)
         let frames = try #require(WebSocketProtocol.faultFrames(close, connection: 0x0102_0304, client: tracker))
         #expect(frames.grace == .milliseconds(1000))
-        #expect(frames.inserts == [.init(frame: WebSocketProtocol.closeFrame(code: 1012, masked: true, key: 0x0102_0304), silenceAfter: true),
-                                    .init(frame: WebSocketProtocol.closeFrame(code: 1012, masked: false), silenceAfter: true)])
+        #expect(
+            frames.inserts == [
+                .init(frame: WebSocketProtocol.closeFrame(code: 1012, masked: true, key: 0x0102_0304), silenceAfter: true),
+                .init(frame: WebSocketProtocol.closeFrame(code: 1012, masked: false), silenceAfter: true),
+            ]
+        )
     }
 
     @Test("the frames the faults send: an unmasked and a masked close, a GOAWAY")

@@ -1,8 +1,9 @@
 import ChaosCore
-@testable import ChaosProxy
 import Foundation
 import Glibc
 import Testing
+
+@testable import ChaosProxy
 
 /// Both relays report what each peer's TCP acknowledged, so that the audit's "delivered" means taken by the
 /// consumer, not written by the proxy.
@@ -37,7 +38,7 @@ struct AcknowledgementRelayTests {
             #expect(client.receive(exactly: 6) == Array("world!".utf8))
         }
         try await eventually("the client's acknowledgement of 6 bytes") { Self.acknowledged(harness.events.all, by: .client) == 6 }
-        client.close() // the client is gone: its kernel answers what comes next with a reset
+        client.close()  // the client is gone: its kernel answers what comes next with a reset
         try await eventually("the client's FIN reached the server") { harness.events.closes(.client).contains(.fin) }
         try await offPool {
             for _ in 0..<20 {
@@ -46,7 +47,7 @@ struct AcknowledgementRelayTests {
             }
         }
         try await eventually("the proxy wrote late bytes to the client") { Self.written(harness.events.all, to: .client) > 6 }
-        try await Task.sleep(nanoseconds: 100_000_000) // many acknowledgement polls
+        try await Task.sleep(nanoseconds: 100_000_000)  // many acknowledgement polls
         let events = harness.events.all
         #expect(Self.written(events, to: .client) > 6, "the proxy wrote the late bytes")
         #expect(Self.acknowledged(events, by: .client) == 6, "only what the client read before closing was acknowledged")
@@ -68,7 +69,8 @@ struct AcknowledgementRelayTests {
         let received = try await offPool { client.receive(exactly: size) }
         #expect(received.count == size)
         try await eventually("every byte acknowledged once read") { Self.acknowledged(harness.events.all, by: .client) == Int64(size) }
-        client.close(); server.close()
+        client.close()
+        server.close()
         await harness.shutdown()
     }
 }

@@ -1,5 +1,6 @@
-@testable import ChaosProxy
 import Testing
+
+@testable import ChaosProxy
 
 @Suite("AcknowledgementTracker: the kernel's counters in the relay's byte coordinates")
 struct AcknowledgementTrackerTests {
@@ -25,11 +26,14 @@ struct AcknowledgementTrackerTests {
         #expect(tracker.update(kernelBytesAcked: 40, notSentBeforeReset: 90) == nil, "never goes back")
     }
 
-    @Test("a leg still outstanding is polled less and less often: 1 ms twice, then 2, 4, 8, at most 16 ms; a delayed ACK (40 ms) costs 7 polls, not 40")
+    @Test(
+        "a leg still outstanding is polled less and less often: 1 ms twice, then 2, 4, 8, at most 16 ms; a delayed ACK (40 ms) costs 7 polls, not 40"
+    )
     func pollBackoff() {
         let delays = (1...8).map { AcknowledgementTracker.pollDelay(afterPolls: $0) / 1_000_000 }
         #expect(delays == [1, 2, 4, 8, 16, 16, 16, 16])
-        var elapsed = AcknowledgementTracker.pollInterval, polls = 1
+        var elapsed = AcknowledgementTracker.pollInterval
+        var polls = 1
         while elapsed < 40_000_000 {
             elapsed += AcknowledgementTracker.pollDelay(afterPolls: polls)
             polls += 1

@@ -1,10 +1,11 @@
-@testable import ChaosProxy
 import Foundation
 import Glibc
 import NIOCore
 import NIOPosix
 import Synchronization
 import Testing
+
+@testable import ChaosProxy
 
 @Suite("Busy polling of the relay loops", .serialized, .timeLimit(.minutes(2)))
 struct BusyPollingTests {

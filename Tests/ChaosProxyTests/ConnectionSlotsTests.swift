@@ -1,5 +1,6 @@
-@testable import ChaosControl
 import Testing
+
+@testable import ChaosControl
 
 /// The control API's connection slots as a table, without sockets.
 @Suite("Control API connection slots")

@@ -1,8 +1,9 @@
-@testable import ChaosControl
 import ChaosCore
 import ChaosProxy
 import Foundation
 import Testing
+
+@testable import ChaosControl
 
 /// The control API with a bearer token (as it must be when bound off loopback): nothing answered without the token or
 /// with another, 401 naming the scheme; everything with it; `/metrics` open only with `metricsOpen`.
@@ -27,8 +28,10 @@ struct ControlAPIAccessTests {
     @Test("no token, a wrong one, a longer one, another scheme: 401 and nothing done; the right token: answered")
     func bearer() async throws {
         try await Self.withTokenAPI(metricsOpen: false) { port throws in
-            for headers in [[], ["Authorization: Bearer wrong"], ["Authorization: Bearer \(Self.token)x"],
-                            ["Authorization: Basic \(Self.token)"], ["Authorization: Bearer \(Self.token.dropLast())"]] {
+            for headers in [
+                [], ["Authorization: Bearer wrong"], ["Authorization: Bearer \(Self.token)x"],
+                ["Authorization: Basic \(Self.token)"], ["Authorization: Bearer \(Self.token.dropLast())"],
+            ] {
                 let (status, body) = try apiRequest(port, "POST", "/faults", body: #"{"disconnect": {"at": "1s"}}"#, headers: headers)
                 #expect(status == 401 && body.contains("requires a bearer token") && !body.contains(Self.token), "\(headers): \(status) \(body)")
                 #expect(try apiRequest(port, "GET", "/metrics", headers: headers).0 == 401, "\(headers)")

@@ -1,8 +1,9 @@
 import ChaosCore
-@testable import ChaosControl
-@testable import ChaosProxy
 import Foundation
 import Testing
+
+@testable import ChaosControl
+@testable import ChaosProxy
 
 /// Hostile bodies on every route that reads one: each gets an answer (never a crash, never a 5xx but a listen
 /// address that cannot be bound), and the relay carries on untouched.
@@ -11,7 +12,10 @@ struct ControlAPIBadInputTests {
     static let seeds: [(path: String, body: String)] = [
         ("/proxies", #"{"name": "p1", "listen": "127.0.0.1:0", "upstream": "127.0.0.1:1", "enabled": true}"#),
         ("/populate", #"[{"name": "p2", "listen": "127.0.0.1:0", "upstream": "127.0.0.1:1"}]"#),
-        ("/proxies/test/toxics", #"{"name": "t", "type": "latency", "stream": "upstream", "toxicity": 0.5, "attributes": {"latency": 10, "jitter": 1}}"#),
+        (
+            "/proxies/test/toxics",
+            #"{"name": "t", "type": "latency", "stream": "upstream", "toxicity": 0.5, "attributes": {"latency": 10, "jitter": 1}}"#
+        ),
         ("/proxies/test/toxics", #"{"type": "slicer", "attributes": {"average_size": 10, "size_variation": 3, "delay": 10}}"#),
         ("/proxies/test/toxics", #"{"type": "limit_data", "attributes": {"bytes": 100000000}}"#),
         ("/proxies/test/toxics/t", #"{"toxicity": 1, "attributes": {"latency": 5}}"#),
@@ -20,8 +24,10 @@ struct ControlAPIBadInputTests {
     ]
 
     /// What a mutation may put in: JSON's structure, numbers at the edges, wrong types, text.
-    static let pieces = ["{", "}", "[", "]", "\"", ",", ":", "-", "0", "1e400", "-9223372036854775809", "18446744073709551616",
-                         "null", "true", "\"x\"", "[]", "{}", "\\u0000", "é", "  ", "99999999999999999999", "0.5", "-1"]
+    static let pieces = [
+        "{", "}", "[", "]", "\"", ",", ":", "-", "0", "1e400", "-9223372036854775809", "18446744073709551616",
+        "null", "true", "\"x\"", "[]", "{}", "\\u0000", "é", "  ", "99999999999999999999", "0.5", "-1",
+    ]
 
     static func mutate(_ text: String, using generator: inout SeededGenerator) -> String {
         var characters = Array(text)
@@ -57,7 +63,8 @@ struct ControlAPIBadInputTests {
             #expect(server.receive(exactly: 10) == Array("still here".utf8))
             try server.sendAll([7])
             #expect(client.receive(exactly: 1) == [7])
-            client.close(); server.close()
+            client.close()
+            server.close()
         }
         await api.stop()
         await harness.shutdown()

@@ -1,9 +1,10 @@
 import ChaosCore
-@testable import ChaosControl
-@testable import ChaosProxy
 import Foundation
 import Glibc
 import Testing
+
+@testable import ChaosControl
+@testable import ChaosProxy
 
 /// The control API reads bounded requests, in bounded time, from a bounded number of clients.
 @Suite("HTTP control API limits", .serialized, .timeLimit(.minutes(1)))
@@ -29,7 +30,8 @@ struct ControlAPILimitsTests {
     @Test("a 70 KB body that is a valid fault followed by garbage is refused whole (400), not cut and installed")
     func noSilentTruncation() async throws {
         try await withAPI { harness, port in
-            let body = Array(#"{"latency": {"add": "100ms"}}"#.utf8) + [UInt8](repeating: UInt8(ascii: " "), count: 70_000)
+            let body =
+                Array(#"{"latency": {"add": "100ms"}}"#.utf8) + [UInt8](repeating: UInt8(ascii: " "), count: 70_000)
                 + Array("garbage".utf8)
             let (status, response) = try exchange(port, head: post(body.count), body: body)
             #expect(status == 400, "\(response.prefix(300))")
@@ -64,7 +66,10 @@ struct ControlAPILimitsTests {
             let (accepted, timeline) = try exchange(port, head: post(often.count), body: often)
             #expect(accepted == 201, "\(timeline.prefix(300))")
             // The first 20 still to come (times count from the proxy's start; those over by the request are skipped).
-            #expect(timeline.components(separatedBy: "latency     for 1ms").count - 1 == 20, "the first 20 occurrences are listed: \(timeline.suffix(600))")
+            #expect(
+                timeline.components(separatedBy: "latency     for 1ms").count - 1 == 20,
+                "the first 20 occurrences are listed: \(timeline.suffix(600))"
+            )
             usleep(300_000)
             let list = "GET /faults HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
             let (listed, faults) = try exchange(port, head: list, body: [])

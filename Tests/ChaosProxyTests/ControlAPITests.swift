@@ -1,8 +1,9 @@
 import ChaosCore
-@testable import ChaosControl
-@testable import ChaosProxy
 import Foundation
 import Testing
+
+@testable import ChaosControl
+@testable import ChaosProxy
 
 @Suite("HTTP control API", .serialized, .timeLimit(.minutes(1)))
 struct ControlAPITests {
@@ -18,8 +19,12 @@ struct ControlAPITests {
         let apiPort = try #require(Int(address.split(separator: ":").last ?? ""))
         try await offPool {
             let (client, server) = try harness.connectPair()
-            let (created, body) = try request(apiPort, "POST", "/faults",
-                                              body: #"{"latency": {"add": "150ms", "direction": "upstream"}}"#)
+            let (created, body) = try request(
+                apiPort,
+                "POST",
+                "/faults",
+                body: #"{"latency": {"add": "150ms", "direction": "upstream"}}"#
+            )
             #expect(created == 201, "\(body)")
             #expect(body.contains(#""id":1"#))
             let start = DispatchTime.now().uptimeNanoseconds
@@ -46,7 +51,8 @@ struct ControlAPITests {
             }
             #expect(listed.contains(#""faults":[]"#), "\(listed)")
             #expect(try request(apiPort, "GET", "/nothing").0 == 404)
-            client.close(); server.close()
+            client.close()
+            server.close()
         }
         await api.stop()
         await harness.shutdown()
@@ -62,9 +68,11 @@ struct ControlAPITests {
             let (_, ended) = client.receiveUntilEnd()
             #expect(ended == .eof, "the disconnect cut the live connection: \(ended)")
             // At the bound (10 × 366 days) or past it, or lasting past it: 400 with the reason, not 201 with an empty timeline.
-            for body in [#"{"disconnect": {"at": "3660d"}}"#, #"{"disconnect": {"at": "87840h"}}"#, #"{"disconnect": {"at": "3661d"}}"#,
-                         #"{"disconnect": {"at": "1s..3661d"}}"#, #"{"latency": {"at": "3660d", "for": "10d", "add": "1ms"}}"#,
-                         #"{"latency": {"at": "3659d", "for": "2d", "add": "1ms"}}"#, #"{"disconnect": {"after": "3660d", "every": "1s"}}"#] {
+            for body in [
+                #"{"disconnect": {"at": "3660d"}}"#, #"{"disconnect": {"at": "87840h"}}"#, #"{"disconnect": {"at": "3661d"}}"#,
+                #"{"disconnect": {"at": "1s..3661d"}}"#, #"{"latency": {"at": "3660d", "for": "10d", "add": "1ms"}}"#,
+                #"{"latency": {"at": "3659d", "for": "2d", "add": "1ms"}}"#, #"{"disconnect": {"after": "3660d", "every": "1s"}}"#,
+            ] {
                 let (status, reason) = try apiRequest(apiPort, "POST", "/faults", body: body)
                 #expect(status == 400, "\(body): \(status) \(reason)")
                 #expect(reason.contains("fault.at") || reason.contains("fault.after"), "\(body): \(reason)")
@@ -73,7 +81,8 @@ struct ControlAPITests {
             #expect(try apiRequest(apiPort, "POST", "/faults", body: #"{"latency": {"at": "3659d", "for": "1d", "add": "1ms"}}"#).0 == 201)
             #expect(try apiRequest(apiPort, "DELETE", "/faults").0 == 200)
             #expect(try apiRequest(apiPort, "GET", "/faults").1.contains(#""faults":[]"#))
-            client.close(); server.close()
+            client.close()
+            server.close()
         }
     }
 

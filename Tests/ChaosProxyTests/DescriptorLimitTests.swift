@@ -12,7 +12,8 @@ struct DescriptorLimitTests {
     /// CPU time (user + system, in clock ticks) of process `pid` so far.
     func cpuTicks(_ pid: Int32) -> Int {
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let end = stat.lastIndex(of: ")") else { return 0 }
+            let end = stat.lastIndex(of: ")")
+        else { return 0 }
         let fields = stat[stat.index(after: end)...].split(separator: " ")
         return (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)
     }
@@ -20,11 +21,14 @@ struct DescriptorLimitTests {
     /// Each proxied connection takes two descriptors, so with one limit or the other the last free
     /// descriptor goes either to an accept (the client is then reset: no descriptor is left for
     /// its upstream) or to nobody (the next accept fails with EMFILE, and the listener is paused).
-    @Test("out of descriptors, the proxy neither spins nor stops: it pauses accepting, and accepts again once some are free",
-          arguments: [64, 65])
+    @Test(
+        "out of descriptors, the proxy neither spins nor stops: it pauses accepting, and accepts again once some are free",
+        arguments: [64, 65]
+    )
     func pausesAcceptingWhenOutOfDescriptors(limit: Int) async throws {
         let upstream = try TestListener()
-        let accepted = Mutex<[TestSocket]>([]), stop = Atomic<Bool>(false)
+        let accepted = Mutex<[TestSocket]>([])
+        let stop = Atomic<Bool>(false)
         let holder = Background { () -> Bool in
             while !stop.load(ordering: .relaxed) {
                 if let socket = try? upstream.accept() { accepted.withLock { $0.append(socket) } }
@@ -32,12 +36,14 @@ struct DescriptorLimitTests {
             return true
         }
         let probe = try TestListener()
-        let listenPort = probe.port // free once the probe is closed
+        let listenPort = probe.port  // free once the probe is closed
         probe.close()
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", "ulimit -n \(limit) && exec \"$0\" proxy --listen 127.0.0.1:\(listenPort) --upstream 127.0.0.1:\(upstream.port) --duration 50s",
-                             Self.executable]
+        process.arguments = [
+            "-c", "ulimit -n \(limit) && exec \"$0\" proxy --listen 127.0.0.1:\(listenPort) --upstream 127.0.0.1:\(upstream.port) --duration 50s",
+            Self.executable,
+        ]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
@@ -48,7 +54,7 @@ struct DescriptorLimitTests {
             process.waitUntilExit()
             #expect(process.terminationReason == .exit, "the proxy died of signal \(process.terminationStatus)")
             stop.store(true, ordering: .relaxed)
-            shutdown(upstream.fd, Int32(SHUT_RDWR)) // wakes the holder's accept
+            shutdown(upstream.fd, Int32(SHUT_RDWR))  // wakes the holder's accept
             upstream.close()
             _ = holder.join()
             for socket in accepted.withLock({ $0 }) { socket.close() }
@@ -78,7 +84,10 @@ struct DescriptorLimitTests {
             // through. Until then one is refused like the others, so this retries as a client would.
             var grown = false
             for _ in 0..<25 where !grown {
-                guard let late = try? TestSocket.connect(port: listenPort) else { usleep(200_000); continue }
+                guard let late = try? TestSocket.connect(port: listenPort) else {
+                    usleep(200_000)
+                    continue
+                }
                 for _ in 0..<10 where !grown {
                     usleep(20_000)
                     grown = accepted.withLock { $0.count } > reached

@@ -1,10 +1,11 @@
 import ChaosCore
-@testable import ChaosProxy
 import Foundation
 import Glibc
 import NIOCore
 import Synchronization
 import Testing
+
+@testable import ChaosProxy
 
 @Suite("Epoll relay and the move to NIO", .serialized, .timeLimit(.minutes(2)))
 struct EpollRelayTests {
@@ -17,7 +18,8 @@ struct EpollRelayTests {
     func movesMidStream() async throws {
         let harness = try await ProxyHarness()
         let size = 40 * 1024 * 1024
-        let up = pattern(count: size, seed: 3), down = pattern(count: size, seed: 4)
+        let up = pattern(count: size, seed: 3)
+        let down = pattern(count: size, seed: 4)
         let (client, server) = try await offPool { try harness.connectPair() }
         try await eventually { harness.proxy.epollRelayConnections.count == 1 }
         let id = try #require(harness.proxy.epollRelayConnections.first)
@@ -26,8 +28,13 @@ struct EpollRelayTests {
         let gate = DispatchSemaphore(value: 0)
         let transfer = TwoWayTransfer(client: client, server: server, up: up, down: down, gate: gate)
         try await eventually { harness.proxy.counters.upstream > 0 && harness.proxy.counters.downstream > 0 }
-        let reached = await harness.proxy.addShaping(.latency(add: .milliseconds(1), jitter: .zero, direction: .both), key: ShapingKey(occurrence: 1), to: [id])
-        gate.signal(); gate.signal()
+        let reached = await harness.proxy.addShaping(
+            .latency(add: .milliseconds(1), jitter: .zero, direction: .both),
+            key: ShapingKey(occurrence: 1),
+            to: [id]
+        )
+        gate.signal()
+        gate.signal()
         #expect(reached == 1)
         #expect(harness.proxy.epollRelayConnections.isEmpty)
         #expect(harness.proxy.liveConnections == [id])
@@ -40,7 +47,8 @@ struct EpollRelayTests {
         #expect(harness.proxy.counters.opened == 1)
         let opened = harness.events.all.filter { if case .opened = $0.kind { true } else { false } }
         #expect(opened.count == 1)
-        client.close(); server.close()
+        client.close()
+        server.close()
         await harness.shutdown()
     }
 
@@ -59,7 +67,11 @@ struct EpollRelayTests {
         }
         #expect(harness.proxy.counters.upstream < Int64(size))
         let id = try #require(harness.proxy.liveConnections.first)
-        let reached = await harness.proxy.addShaping(.latency(add: .milliseconds(1), jitter: .zero, direction: .upstream), key: ShapingKey(occurrence: 1), to: [id])
+        let reached = await harness.proxy.addShaping(
+            .latency(add: .milliseconds(1), jitter: .zero, direction: .upstream),
+            key: ShapingKey(occurrence: 1),
+            to: [id]
+        )
         #expect(reached == 1)
         #expect(harness.proxy.epollRelayConnections.isEmpty)
         let got = try await offPool { server.receive(exactly: size) }
@@ -74,7 +86,8 @@ struct EpollRelayTests {
         }
         try await eventually { written().count >= size }
         expectSameBytes(written(), up, "the written events")
-        client.close(); server.close()
+        client.close()
+        server.close()
         await harness.shutdown()
     }
 
@@ -90,7 +103,11 @@ struct EpollRelayTests {
             #expect(end == .eof)
             let id = try #require(harness.proxy.epollRelayConnections.first)
             let reached = try blockingAwait {
-                await harness.proxy.addShaping(.latency(add: .milliseconds(5), jitter: .zero, direction: .downstream), key: ShapingKey(occurrence: 1), to: [id])
+                await harness.proxy.addShaping(
+                    .latency(add: .milliseconds(5), jitter: .zero, direction: .downstream),
+                    key: ShapingKey(occurrence: 1),
+                    to: [id]
+                )
             }
             #expect(reached == 1)
             #expect(harness.proxy.epollRelayConnections.isEmpty)
@@ -99,7 +116,8 @@ struct EpollRelayTests {
             let (reply, clientEnd) = client.receiveUntilEnd()
             #expect(String(decoding: reply, as: UTF8.self) == "reply after your FIN")
             #expect(clientEnd == .eof)
-            client.close(); server.close()
+            client.close()
+            server.close()
         }
         try await eventually { harness.proxy.liveConnections.isEmpty }
         #expect(harness.events.closes(.client) == [.fin])
@@ -115,7 +133,8 @@ struct EpollRelayTests {
             try blockingAwait { try await profiled.waitForConnections(1) }
             #expect(profiled.proxy.epollRelayConnections.isEmpty)
             #expect(profiled.proxy.liveConnections.count == 1)
-            client.close(); server.close()
+            client.close()
+            server.close()
         }
         await profiled.shutdown()
 
@@ -127,7 +146,8 @@ struct EpollRelayTests {
             #expect(harness.proxy.epollRelayConnections.isEmpty)
             try client.sendAll(Array("ping".utf8))
             #expect(server.receive(exactly: 4) == Array("ping".utf8))
-            client.close(); server.close()
+            client.close()
+            server.close()
         }
         await harness.shutdown()
     }
@@ -148,7 +168,8 @@ struct EpollRelayTests {
                 _ = server.receiveUntilEnd()
                 server.shutdownWrite()
                 _ = client.receiveUntilEnd()
-                client.close(); server.close()
+                client.close()
+                server.close()
             }
             try await eventually { harness.proxy.liveConnections.isEmpty }
             await harness.shutdown()
@@ -156,16 +177,18 @@ struct EpollRelayTests {
             for event in harness.events.all {
                 if case .acknowledged(let side, let offset) = event.kind { acknowledged[side] = offset }
             }
-            return (harness.events.all.compactMap { event -> String? in
-                switch event.kind {
-                case .acknowledged: nil
-                case .opened(let endpoints):
-                    "opened \(endpoints.proxy) client \(endpoints.client.hasPrefix("127.0.0.1:")) server \(endpoints.server == "127.0.0.1:\(harness.upstream.port)")"
-                case .read(let side, let bytes): "read \(side) \(String(decoding: bytes, as: UTF8.self))"
-                case .written(let side, let bytes): "written \(side) \(String(decoding: bytes, as: UTF8.self))"
-                default: "\(event.kind)"
-                }
-            }, acknowledged)
+            return (
+                harness.events.all.compactMap { event -> String? in
+                    switch event.kind {
+                    case .acknowledged: nil
+                    case .opened(let endpoints):
+                        "opened \(endpoints.proxy) client \(endpoints.client.hasPrefix("127.0.0.1:")) server \(endpoints.server == "127.0.0.1:\(harness.upstream.port)")"
+                    case .read(let side, let bytes): "read \(side) \(String(decoding: bytes, as: UTF8.self))"
+                    case .written(let side, let bytes): "written \(side) \(String(decoding: bytes, as: UTF8.self))"
+                    default: "\(event.kind)"
+                    }
+                }, acknowledged
+            )
         }
         let nio = try await exchange(epollRelay: false)
         let epollRelay = try await exchange(epollRelay: true)
@@ -203,7 +226,8 @@ struct EpollRelayTests {
         #expect(clientEnd == .error(ECONNRESET))
         #expect(serverEnd == .error(ECONNRESET))
         #expect(harness.proxy.liveConnections.isEmpty)
-        client.close(); server.close()
+        client.close()
+        server.close()
         await harness.shutdown()
     }
 

@@ -1,19 +1,24 @@
 import ChaosCore
-@testable import ChaosProxy
 import NIOCore
 import Testing
+
+@testable import ChaosProxy
 
 /// Absurd but legal shaping values hold rather than trap.
 @Suite("Extreme shaping values")
 struct ExtremeShapingTests {
-    let huge = ChaosDuration.nanoseconds(2_000_000 * 3_600 * 1_000_000_000) // 2,000,000 h
+    let huge = ChaosDuration.nanoseconds(2_000_000 * 3_600 * 1_000_000_000)  // 2,000,000 h
 
     @Test("overlapping huge latencies, a huge baseline and many faults add up to 'forever', not a trap")
     func hugeLatencies() {
-        let settings = ShapingSettings.combining([.link(LinkProfile(name: "x", latency: huge, jitter: .zero, bandwidthUp: nil, bandwidthDown: nil)),
-                                                  .latency(add: huge, jitter: .zero, direction: .both), .latency(add: huge, jitter: .zero, direction: .both)]
-                                                 + Array(repeating: .latency(add: .milliseconds(1), jitter: .zero, direction: .both), count: 1000),
-                                                 direction: .downstream)
+        let settings = ShapingSettings.combining(
+            [
+                .link(LinkProfile(name: "x", latency: huge, jitter: .zero, bandwidthUp: nil, bandwidthDown: nil)),
+                .latency(add: huge, jitter: .zero, direction: .both), .latency(add: huge, jitter: .zero, direction: .both),
+            ]
+                + Array(repeating: .latency(add: .milliseconds(1), jitter: .zero, direction: .both), count: 1000),
+            direction: .downstream
+        )
         #expect(settings.latency == .max)
         var shaper = Shaper(generator: SeededGenerator(seed: 1))
         shaper.update(settings)

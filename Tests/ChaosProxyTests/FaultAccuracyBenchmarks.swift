@@ -1,7 +1,8 @@
 import ChaosCore
-@testable import ChaosProxy
 import Foundation
 import Testing
+
+@testable import ChaosProxy
 
 /// How close latency and bandwidth come to their targets on real sockets, measured against the direct path
 /// in the same run. A benchmark, not a test: the time it measures is the machine's as much as chaos's, so
@@ -15,8 +16,10 @@ struct FaultAccuracyBenchmarks {
 
     /// Prints `accuracy: NAME measured M UNIT, target T UNIT, ratio R` for the script to collect.
     static func report(_ name: String, measured: Double, target: Double, unit: String) {
-        print("accuracy: \(name): measured \(String(format: "%.2f", measured)) \(unit), target \(Int(target)) \(unit), "
-            + "ratio \(String(format: "%.3f", measured / target))")
+        print(
+            "accuracy: \(name): measured \(String(format: "%.2f", measured)) \(unit), target \(Int(target)) \(unit), "
+                + "ratio \(String(format: "%.3f", measured / target))"
+        )
     }
 
     /// Median round trip of `count` 64-byte ping-pongs through the pair.
@@ -47,14 +50,21 @@ struct FaultAccuracyBenchmarks {
         try await offPool {
             let (client, server) = try harness.connectPair()
             let direct = try medianRoundTrip(client: client, server: server, count: 20)
-            try blockingAwait { await harness.proxy.addShaping(.latency(add: .milliseconds(100), jitter: .zero, direction: .downstream), key: ShapingKey(occurrence: 1), to: nil) }
+            try blockingAwait {
+                await harness.proxy.addShaping(
+                    .latency(add: .milliseconds(100), jitter: .zero, direction: .downstream),
+                    key: ShapingKey(occurrence: 1),
+                    to: nil
+                )
+            }
             let delayed = try medianRoundTrip(client: client, server: server, count: 20)
             FaultAccuracyBenchmarks.report("latency 100 ms added", measured: delayed - direct, target: 100, unit: "ms")
             #expect(abs(delayed - direct - 100) <= 2, "added \(delayed - direct) ms")
             try blockingAwait { await harness.proxy.removeShaping(key: ShapingKey(occurrence: 1)) }
             let after = try medianRoundTrip(client: client, server: server, count: 10)
             #expect(after < direct + 20)
-            client.close(); server.close()
+            client.close()
+            server.close()
         }
         await harness.shutdown()
     }
@@ -64,12 +74,18 @@ struct FaultAccuracyBenchmarks {
         let harness = try await ProxyHarness()
         try await offPool {
             let (client, server) = try harness.connectPair()
-            try blockingAwait { await harness.proxy.addShaping(.bandwidth(rate: ByteRate(bytesPerSecond: 1_000_000), direction: .upstream), key: ShapingKey(occurrence: 1), to: nil) }
+            try blockingAwait {
+                await harness.proxy.addShaping(
+                    .bandwidth(rate: ByteRate(bytesPerSecond: 1_000_000), direction: .upstream),
+                    key: ShapingKey(occurrence: 1),
+                    to: nil
+                )
+            }
             let writer = Background { () -> Void in
                 let chunk = [UInt8](repeating: 1, count: 65536)
                 while (try? client.sendAll(chunk)) != nil {}
             }
-            _ = server.receive(exactly: 100_000) // let the pipe fill
+            _ = server.receive(exactly: 100_000)  // let the pipe fill
             let start = DispatchTime.now().uptimeNanoseconds
             var received = 0
             while DispatchTime.now().uptimeNanoseconds - start < 5_000_000_000 {
@@ -79,9 +95,10 @@ struct FaultAccuracyBenchmarks {
             let rate = Double(received) / seconds
             FaultAccuracyBenchmarks.report("bandwidth 1 MB/s", measured: rate, target: 1_000_000, unit: "B/s")
             #expect(abs(rate - 1_000_000) / 1_000_000 <= 0.05, "measured \(Int(rate)) B/s")
-            client.shutdownBoth() // stops the writer thread before its descriptor is closed
+            client.shutdownBoth()  // stops the writer thread before its descriptor is closed
             _ = writer.join(timeout: 15)
-            client.close(); server.close()
+            client.close()
+            server.close()
         }
         await harness.shutdown()
     }

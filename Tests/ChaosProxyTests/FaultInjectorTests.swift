@@ -1,9 +1,10 @@
 import ChaosCore
 import ChaosProtocols
-@testable import ChaosControl
-@testable import ChaosProxy
 import Synchronization
 import Testing
+
+@testable import ChaosControl
+@testable import ChaosProxy
 
 /// The fault injector in virtual time: every occurrence lands at exactly its time, in the timeline's
 /// order, however loaded the machine is.
@@ -66,37 +67,45 @@ struct FaultInjectorTests {
     }
 
     static func timeline(_ faults: String, duration: String = "5s") throws -> Timeline {
-        let scenario = try Scenario.parse(yaml: """
-        name: injector
-        duration: \(duration)
-        proxies:
-          - {name: p, listen: "127.0.0.1:7000", upstream: "127.0.0.1:7001"}
-        faults:
-        \(faults)
-        """, file: "injector.yaml")
+        let scenario = try Scenario.parse(
+            yaml: """
+                name: injector
+                duration: \(duration)
+                proxies:
+                  - {name: p, listen: "127.0.0.1:7000", upstream: "127.0.0.1:7001"}
+                faults:
+                \(faults)
+                """,
+            file: "injector.yaml"
+        )
         return Timeline(scenario: scenario, seed: 1)
     }
 
     @Test("each occurrence begins and ends at exactly its time; at the same time, ends come first, then starts in timeline order")
     func exactTimesAndOrder() async throws {
-        let timeline = try Self.timeline("""
-          - latency: {at: 1s, for: 2s, add: 50ms}
-          - disconnect: {every: 500ms, until: 2s}
-          - refuse: {at: 2s, for: 1s}
-          - handoff: {at: 3s, blackout: 300ms, from: wifi, to: lte, linger: 1s}
-        """)
+        let timeline = try Self.timeline(
+            """
+              - latency: {at: 1s, for: 2s, add: 50ms}
+              - disconnect: {every: 500ms, until: 2s}
+              - refuse: {at: 2s, for: 1s}
+              - handoff: {at: 3s, blackout: 300ms, from: wifi, to: lte, linger: 1s}
+            """
+        )
         let clock = VirtualClock()
         let target = RecordingTarget(clock: clock)
         let injector = FaultInjector(timeline: timeline, proxies: [target], clock: clock, sink: nil)
         await injector.run()
-        #expect(target.log == [
-            "500 disconnect reset all",
-            "1000 shape #1 latency", "1000 disconnect reset all",
-            "1500 disconnect reset all",
-            "2000 refuse",
-            "3000 lift #1", "3000 accept", "3000 shape #5 handoff",
-            "3300 disconnect client-only 1,2,3", "3300 baseline lte", "3300 lift #5",
-        ], "\(target.log)")
+        #expect(
+            target.log == [
+                "500 disconnect reset all",
+                "1000 shape #1 latency", "1000 disconnect reset all",
+                "1500 disconnect reset all",
+                "2000 refuse",
+                "3000 lift #1", "3000 accept", "3000 shape #5 handoff",
+                "3300 disconnect client-only 1,2,3", "3300 baseline lte", "3300 lift #5",
+            ],
+            "\(target.log)"
+        )
         #expect(injector.appliedSoFar.map(\.appliedAt) == [500, 1000, 1000, 1500, 2000, 3000].map { Int64($0) * 1_000_000 })
     }
 
@@ -136,8 +145,16 @@ struct FaultInjectorTests {
             #expect(target.log == ["0 shape #0 reset_peer each 0.5", "0 lift #0"])
         }
         // On a proxy of another name, it does nothing.
-        let elsewhere = FaultOccurrence(index: 0, rule: 0, at: .zero, lasts: .zero, proxy: "q", targets: .each(1), seed: 3,
-                                        effect: occurrence.effect)
+        let elsewhere = FaultOccurrence(
+            index: 0,
+            rule: 0,
+            at: .zero,
+            lasts: .zero,
+            proxy: "q",
+            targets: .each(1),
+            seed: 3,
+            effect: occurrence.effect
+        )
         let target = RecordingTarget(clock: clock)
         #expect(await FaultInjector(number: 7, proxies: [target], clock: clock, sink: nil).apply(elsewhere).connections == 0)
         #expect(target.log.isEmpty)

@@ -1,8 +1,9 @@
 import ChaosCore
-@testable import ChaosControl
-@testable import ChaosProxy
 import Foundation
 import Testing
+
+@testable import ChaosControl
+@testable import ChaosProxy
 
 /// What each fault does on real sockets. How exactly latency and bandwidth are kept is tested in virtual
 /// time (ShaperTests, ShapingHandlerTests) and measured on real sockets by `Benchmarks/fault-accuracy.sh`.
@@ -13,7 +14,13 @@ struct FaultTests {
         let harness = try await ProxyHarness()
         try await offPool {
             let (client, server) = try harness.connectPair()
-            try blockingAwait { await harness.proxy.addShaping(.latency(add: .milliseconds(20), jitter: .milliseconds(15), direction: .both), key: ShapingKey(occurrence: 1), to: nil) }
+            try blockingAwait {
+                await harness.proxy.addShaping(
+                    .latency(add: .milliseconds(20), jitter: .milliseconds(15), direction: .both),
+                    key: ShapingKey(occurrence: 1),
+                    to: nil
+                )
+            }
             let data = pattern(count: 2_000_000, seed: 9)
             let reader = Background { server.receive(exactly: 2_000_000) }
             for start in stride(from: 0, to: data.count, by: 1000) {
@@ -21,7 +28,8 @@ struct FaultTests {
             }
             let got = try #require(reader.join())
             expectSameBytes(got, data)
-            client.close(); server.close()
+            client.close()
+            server.close()
         }
         await harness.shutdown()
     }
@@ -47,7 +55,8 @@ struct FaultTests {
             client.setTimeout(10)
             expectSameBytes(server.receive(exactly: message.count), message)
             #expect(String(decoding: client.receive(exactly: 27), as: UTF8.self) == "downstream during partition")
-            client.close(); server.close()
+            client.close()
+            server.close()
         }
         await harness.shutdown()
     }
@@ -62,7 +71,8 @@ struct FaultTests {
             let (client, server) = try harness.connectPair()
             try client.sendAll([9])
             #expect(server.receive(exactly: 1) == [9])
-            client.close(); server.close()
+            client.close()
+            server.close()
         }
         await harness.shutdown()
     }
@@ -76,7 +86,8 @@ struct FaultTests {
             try blockingAwait { await harness.proxy.disconnect(nil, mode: .close, linger: .seconds(Int64(1))) }
             #expect(client.receiveUntilEnd().1 == .eof)
             #expect(server.receiveUntilEnd().1 == .eof)
-            client.close(); server.close()
+            client.close()
+            server.close()
         }
         await harness.shutdown()
     }
@@ -91,13 +102,16 @@ struct FaultTests {
             #expect(client.receiveUntilEnd().1 == .error(ECONNRESET), "epoll relay: \(epollRelay)")
             #expect(server.receiveUntilEnd().1 == .error(ECONNRESET))
             #expect(harness.proxy.counters.cutByFault == 1)
-            client.close(); server.close()
+            client.close()
+            server.close()
         }
         await harness.shutdown()
     }
 
-    @Test("client-only resets the client and leaves the server leg open, silent, for the linger time (epoll relay, cut in place, or NIO)",
-          arguments: [true, false])
+    @Test(
+        "client-only resets the client and leaves the server leg open, silent, for the linger time (epoll relay, cut in place, or NIO)",
+        arguments: [true, false]
+    )
     func clientOnlyLeavesServerHalfOpen(epollRelay: Bool) async throws {
         let harness = try await ProxyHarness(epollRelay: epollRelay)
         try await offPool {
@@ -118,7 +132,8 @@ struct FaultTests {
             #expect(server.receive() == .error(EAGAIN), "the server leg heard something before the linger ended")
             server.setTimeout(5)
             #expect(server.receiveUntilEnd().1 == .error(ECONNRESET))
-            client.close(); server.close()
+            client.close()
+            server.close()
         }
         await harness.shutdown()
     }
@@ -130,9 +145,20 @@ struct FaultTests {
             let (client, server) = try harness.connectPair()
             try blockingAwait { try await harness.waitForConnections(1) }
             let occurrence = FaultOccurrence(
-                index: 0, rule: 0, at: .zero, lasts: .milliseconds(300), proxy: nil, targets: .all, seed: 1,
-                effect: .handoff(from: LinkProfile.named("wifi")!, to: LinkProfile.named("3g")!,
-                                 blackout: .milliseconds(300), linger: .seconds(Int64(1))))
+                index: 0,
+                rule: 0,
+                at: .zero,
+                lasts: .milliseconds(300),
+                proxy: nil,
+                targets: .all,
+                seed: 1,
+                effect: .handoff(
+                    from: LinkProfile.named("wifi")!,
+                    to: LinkProfile.named("3g")!,
+                    blackout: .milliseconds(300),
+                    linger: .seconds(Int64(1))
+                )
+            )
             let timeline = Timeline(seed: 1, duration: .seconds(Int64(1)), occurrences: [occurrence])
             let injector = FaultInjector(timeline: timeline, proxies: [harness.proxy], clock: RunClock(), sink: harness.events)
             let run = Task { await injector.run() }
@@ -153,7 +179,10 @@ struct FaultTests {
             try client2.sendAll([1])
             #expect(server2.receive(exactly: 1) == [1])
             #expect(DispatchTime.now().uptimeNanoseconds - start >= 80_000_000)
-            client.close(); server.close(); client2.close(); server2.close()
+            client.close()
+            server.close()
+            client2.close()
+            server2.close()
         }
         await harness.shutdown()
     }
@@ -163,7 +192,13 @@ struct FaultTests {
         let harness = try await ProxyHarness()
         try await offPool {
             let (client, server) = try harness.connectPair()
-            try blockingAwait { await harness.proxy.addShaping(.slice(maxBytes: 10, delay: DurationRange(.milliseconds(2), .milliseconds(3)), direction: .upstream), key: ShapingKey(occurrence: 1), to: nil) }
+            try blockingAwait {
+                await harness.proxy.addShaping(
+                    .slice(maxBytes: 10, delay: DurationRange(.milliseconds(2), .milliseconds(3)), direction: .upstream),
+                    key: ShapingKey(occurrence: 1),
+                    to: nil
+                )
+            }
             let message = pattern(count: 200, seed: 5)
             let start = DispatchTime.now().uptimeNanoseconds
             try client.sendAll(message)
@@ -178,7 +213,8 @@ struct FaultTests {
             #expect(writes.count == 20, "200 bytes were written in \(writes.count) pieces")
             #expect(writes.allSatisfy { $0.count <= 10 })
             #expect(elapsed >= 19 * 2_000_000, "19 gaps of at least 2 ms took only \(elapsed) ns")
-            client.close(); server.close()
+            client.close()
+            server.close()
         }
         await harness.shutdown()
     }
@@ -189,7 +225,9 @@ struct FaultTests {
         try await offPool {
             let (client, server) = try harness.connectPair()
             try blockingAwait { await harness.proxy.addShaping(.mtu(size: 1280, direction: .both), key: ShapingKey(occurrence: 1), to: nil) }
-            let request = pattern(count: 500, seed: 1), small = pattern(count: 500, seed: 2), big = pattern(count: 20_000, seed: 3)
+            let request = pattern(count: 500, seed: 1)
+            let small = pattern(count: 500, seed: 2)
+            let big = pattern(count: 20_000, seed: 3)
             try client.sendAll(request)
             expectSameBytes(server.receive(exactly: 500), request)
             try server.sendAll(small)
@@ -202,7 +240,8 @@ struct FaultTests {
             try blockingAwait { await harness.proxy.removeShaping(key: ShapingKey(occurrence: 1)) }
             client.setTimeout(10)
             expectSameBytes(client.receive(exactly: big.count), big)
-            client.close(); server.close()
+            client.close()
+            server.close()
         }
         await harness.shutdown()
     }
@@ -212,7 +251,9 @@ struct FaultTests {
         let harness = try await ProxyHarness()
         try await offPool {
             let (client, server) = try harness.connectPair()
-            try blockingAwait { await harness.proxy.addShaping(.loss(rate: 0.2, burst: 2, direction: .upstream), key: ShapingKey(occurrence: 1), to: nil) }
+            try blockingAwait {
+                await harness.proxy.addShaping(.loss(rate: 0.2, burst: 2, direction: .upstream), key: ShapingKey(occurrence: 1), to: nil)
+            }
             let data = pattern(count: 300_000, seed: 11)
             let start = DispatchTime.now().uptimeNanoseconds
             let reader = Background { server.receive(exactly: data.count) }
@@ -223,7 +264,8 @@ struct FaultTests {
             expectSameBytes(got, data)
             // About 40 of ~205 pieces lost: at least one 200 ms retransmission timeout passed.
             #expect(DispatchTime.now().uptimeNanoseconds - start >= 200_000_000)
-            client.close(); server.close()
+            client.close()
+            server.close()
         }
         await harness.shutdown()
     }

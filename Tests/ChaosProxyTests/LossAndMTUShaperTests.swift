@@ -1,8 +1,9 @@
 import ChaosCore
 import ChaosProtocols
-@testable import ChaosProxy
 import NIOCore
 import Testing
+
+@testable import ChaosProxy
 
 /// `loss` and `mtu` in virtual time: what TCP under loss and a path-MTU black hole look like to the application.
 @Suite("Shaper: packet loss and MTU black holes")
@@ -19,7 +20,9 @@ struct LossAndMTUShaperTests {
             buffer.writeBytes([UInt8](repeating: 0, count: LossModel.pieceBytes - 4))
             shaper.enqueue(.data(buffer), now: Int64(index) * 10 * ms)
         }
-        var now: Int64 = 0, times: [Int64] = [], next: UInt32 = 0
+        var now: Int64 = 0
+        var times: [Int64] = []
+        var next: UInt32 = 0
         while times.count < count {
             switch shaper.next(now: now) {
             case .emit(.data(var buffer)):
@@ -28,21 +31,28 @@ struct LossAndMTUShaperTests {
                 next += 1
                 times.append(now)
             case .wait(let until): now = until
-            default: Issue.record("stuck at \(times.count)"); return times
+            default:
+                Issue.record("stuck at \(times.count)")
+                return times
             }
         }
         return times
     }
 
-    @Test("2% loss: about 2% of pieces arrive one retransmission timeout (200 ms, doubling while lost again) late, those behind wait for them, exactly as the seed draws")
+    @Test(
+        "2% loss: about 2% of pieces arrive one retransmission timeout (200 ms, doubling while lost again) late, those behind wait for them, exactly as the seed draws"
+    )
     func lossDelaysPieces() {
         let model = LossModel(rate: 0.02, burst: 1)
         let count = 20_000
         let times = releases(ShapingSettings(loss: model), count: count, seed: 42)
         // The model with the same seed, piece by piece: each comes out at its send time plus its delay, never before
         // the one ahead of it (head-of-line blocking).
-        var state = LossState(), generator = SeededGenerator(seed: 42)
-        var expected: [Int64] = [], delays: [Int64] = [], last = Int64.min
+        var state = LossState()
+        var generator = SeededGenerator(seed: 42)
+        var expected: [Int64] = []
+        var delays: [Int64] = []
+        var last = Int64.min
         for index in 0..<count {
             let delay = state.delay(model, &generator)
             delays.append(delay)
@@ -61,16 +71,23 @@ struct LossAndMTUShaperTests {
 
     @Test("bursty loss (burst 4): the same average rate, in runs: a piece sent right after a lost one is mostly lost too")
     func burstyLoss() {
-        var state = LossState(), generator = SeededGenerator(seed: 7)
+        var state = LossState()
+        var generator = SeededGenerator(seed: 7)
         let model = LossModel(rate: 0.05, burst: 4)
-        var losses = 0, runs = 0, previous = false
+        var losses = 0
+        var runs = 0
+        var previous = false
         let count = 200_000
         for _ in 0..<count {
             let lost = state.nextLost(model, &generator)
-            if lost { losses += 1; if !previous { runs += 1 } }
+            if lost {
+                losses += 1
+                if !previous { runs += 1 }
+            }
             previous = lost
         }
-        let rate = Double(losses) / Double(count), meanRun = Double(losses) / Double(runs)
+        let rate = Double(losses) / Double(count)
+        let meanRun = Double(losses) / Double(runs)
         #expect(rate > 0.045 && rate < 0.055, "rate \(rate)")
         #expect(meanRun > 3.5 && meanRun < 4.5, "mean burst \(meanRun)")
     }
@@ -81,7 +98,9 @@ struct LossAndMTUShaperTests {
         shaper.update(ShapingSettings(loss: LossModel(rate: 0.3, burst: 1)))
         let total = 100 * LossModel.pieceBytes
         shaper.enqueue(.data(ByteBuffer(bytes: [UInt8](repeating: 9, count: total))), now: 0)
-        var now: Int64 = 0, delivered = 0, releases: [Int64] = []
+        var now: Int64 = 0
+        var delivered = 0
+        var releases: [Int64] = []
         while delivered < total {
             switch shaper.next(now: now) {
             case .emit(.data(let buffer)):
@@ -89,7 +108,9 @@ struct LossAndMTUShaperTests {
                 delivered += buffer.readableBytes
                 releases.append(now)
             case .wait(let until): now = until
-            default: Issue.record("stuck"); return
+            default:
+                Issue.record("stuck")
+                return
             }
         }
         #expect(releases.count > 1 && releases == releases.sorted())
@@ -115,8 +136,10 @@ struct LossAndMTUShaperTests {
 
     @Test("effects combine: the heaviest loss and the smallest MTU win, each only its own direction")
     func combine() {
-        let effects: [FaultEffect] = [.loss(rate: 0.01, burst: 2, direction: .both), .loss(rate: 0.05, burst: 1, direction: .upstream),
-                                      .mtu(size: 1500, direction: .both), .mtu(size: 576, direction: .downstream)]
+        let effects: [FaultEffect] = [
+            .loss(rate: 0.01, burst: 2, direction: .both), .loss(rate: 0.05, burst: 1, direction: .upstream),
+            .mtu(size: 1500, direction: .both), .mtu(size: 576, direction: .downstream),
+        ]
         let up = ShapingSettings.combining(effects, direction: .upstream)
         let down = ShapingSettings.combining(effects, direction: .downstream)
         #expect(up.loss == LossModel(rate: 0.05, burst: 1) && down.loss == LossModel(rate: 0.01, burst: 2))
@@ -132,20 +155,24 @@ struct LossAndMTUShaperTests {
             let settings = ShapingSettings.combining([.link(rural)], direction: direction)
             #expect(settings.loss == LossModel(rate: 0.02, burst: 1) && settings.latency == 650 * ms)
         }
-        let slow4g = try #require(LinkProfile.named("slow-4g")), fast3g = try #require(LinkProfile.named("fast-3g"))
+        let slow4g = try #require(LinkProfile.named("slow-4g"))
+        let fast3g = try #require(LinkProfile.named("fast-3g"))
         #expect(slow4g.latency == .milliseconds(75) && slow4g.bandwidthDown?.bytesPerSecond == 204_800 && slow4g.bandwidthUp == .kilobits(750))
         #expect(fast3g.latency == .milliseconds(75) && fast3g.bandwidthDown == .kilobits(1600) && fast3g.bandwidthUp == .kilobits(768))
         #expect(ShapingSettings.combining([.link(slow4g)], direction: .downstream).loss == nil)
-        let scenario = try Scenario.parse(yaml: """
-        name: t
-        duration: 10s
-        proxies:
-          - {name: p, listen: "127.0.0.1:7000", upstream: "127.0.0.1:7001"}
-        faults:
-          - link: {at: 1s, for: 2s, profile: 2g-rural}
-          - handoff: {at: 5s, from: slow-4g, to: fast-3g}
+        let scenario = try Scenario.parse(
+            yaml: """
+                name: t
+                duration: 10s
+                proxies:
+                  - {name: p, listen: "127.0.0.1:7000", upstream: "127.0.0.1:7001"}
+                faults:
+                  - link: {at: 1s, for: 2s, profile: 2g-rural}
+                  - handoff: {at: 5s, from: slow-4g, to: fast-3g}
 
-        """, file: "t.yaml")
+                """,
+            file: "t.yaml"
+        )
         #expect(scenario.faults.first?.parameters == .link(rural))
     }
 }

@@ -1,14 +1,17 @@
 import ChaosCore
-@testable import ChaosControl
-@testable import ChaosProxy
 import Foundation
 import Testing
+
+@testable import ChaosControl
+@testable import ChaosProxy
 
 /// The mobile path's faults on real sockets: a carrier NAT that forgets idle connections, the radio's promotion, and
 /// a handoff whose dead WiFi hangs connections and whose new address the server sees.
 @Suite("Mobile path faults on real sockets", .serialized, .timeLimit(.minutes(2)))
 struct MobilePathFaultTests {
-    @Test("a NAT-dead connection passes nothing either way while ss shows both legs ESTABLISHED; a keepalive shorter than the timeout keeps its connection")
+    @Test(
+        "a NAT-dead connection passes nothing either way while ss shows both legs ESTABLISHED; a keepalive shorter than the timeout keeps its connection"
+    )
     func natKillsIdleConnectionsSilently() async throws {
         let harness = try await ProxyHarness()
         try await offPool {
@@ -67,7 +70,8 @@ struct MobilePathFaultTests {
             #expect(client.receive(exactly: 4) == Array("wake".utf8))
             #expect(DispatchTime.now().uptimeNanoseconds - sent >= 400_000_000)
             #expect(promotions(harness) == [400_000_000])
-            client.close(); server.close()
+            client.close()
+            server.close()
         }
         await harness.shutdown()
     }
@@ -105,19 +109,38 @@ struct MobilePathFaultTests {
         harness.events.all.compactMap { if case .path(.radioPromotion(let waited)) = $0.kind { waited } else { nil } }
     }
 
-    @Test("a handoff: on the dead WiFi a new connection is accepted and never answered, in the blackout one is refused, after it every old connection's client leg is reset and the server sees new connections from the pool's next address")
+    @Test(
+        "a handoff: on the dead WiFi a new connection is accepted and never answered, in the blackout one is refused, after it every old connection's client leg is reset and the server sees new connections from the pool's next address"
+    )
     func handoffWithDeadWiFiAndNewAddress() async throws {
         let harness = try await ProxyHarness()
-        let handoff = FaultEffect.handoff(from: LinkProfile.named("wifi")!, to: LinkProfile.named("wifi")!,
-                                          blackout: .milliseconds(1_500), linger: .seconds(Int64(1)),
-                                          deadWiFi: .milliseconds(1_500), newAddress: ["127.0.0.2", "127.0.0.3"])
+        let handoff = FaultEffect.handoff(
+            from: LinkProfile.named("wifi")!,
+            to: LinkProfile.named("wifi")!,
+            blackout: .milliseconds(1_500),
+            linger: .seconds(Int64(1)),
+            deadWiFi: .milliseconds(1_500),
+            newAddress: ["127.0.0.2", "127.0.0.3"]
+        )
         let start = ChaosDuration(nanoseconds: harness.clock.now()) + .milliseconds(500)
         let occurrences = [0, 1].map { index in
-            FaultOccurrence(index: index, rule: 0, at: start + .seconds(Int64(4 * index)), lasts: .seconds(Int64(3)), proxy: nil,
-                            targets: .all, seed: 1, effect: handoff)
+            FaultOccurrence(
+                index: index,
+                rule: 0,
+                at: start + .seconds(Int64(4 * index)),
+                lasts: .seconds(Int64(3)),
+                proxy: nil,
+                targets: .all,
+                seed: 1,
+                effect: handoff
+            )
         }
-        let injector = FaultInjector(timeline: Timeline(seed: 1, duration: .seconds(Int64(20)), occurrences: occurrences),
-                                     proxies: [harness.proxy], clock: harness.clock, sink: harness.events)
+        let injector = FaultInjector(
+            timeline: Timeline(seed: 1, duration: .seconds(Int64(20)), occurrences: occurrences),
+            proxies: [harness.proxy],
+            clock: harness.clock,
+            sink: harness.events
+        )
         let (old, oldServer) = try harness.connectPair()
         #expect(oldServer.peerAddress == "127.0.0.1")
         let running = Task { await injector.run() }
@@ -132,7 +155,8 @@ struct MobilePathFaultTests {
             // Blackout (2 s to 3.5 s): no network, a connection attempt fails.
             try blockingAwait { try await waitUntil("the blackout refuses") { harness.proxy.isRefusing } }
             // The listening socket closes a moment after the refusal begins: a connection may still get in first.
-            var early: [TestSocket] = [], refused = false
+            var early: [TestSocket] = []
+            var refused = false
             for _ in 0..<40 where !refused {
                 if let got = try? TestSocket.connect(port: harness.port, timeout: 1) { early.append(got) } else { refused = true }
                 if !refused { Thread.sleep(forTimeInterval: 0.02) }
@@ -160,13 +184,20 @@ struct MobilePathFaultTests {
         await harness.shutdown()
     }
 
-    @Test("radio and nat posted to the control API apply at once and list in GET /faults; a NAT posted there forgets an idle connection; bad values are 400 naming the field")
+    @Test(
+        "radio and nat posted to the control API apply at once and list in GET /faults; a NAT posted there forgets an idle connection; bad values are 400 naming the field"
+    )
     func throughTheControlAPI() async throws {
         try await withControlAPI { harness, apiPort in
             let (client, server) = try harness.connectPair()
             let (nat, natBody) = try apiRequest(apiPort, "POST", "/faults", body: #"{"nat": {"idle_timeout": "300ms"}}"#)
             #expect(nat == 201, "\(natBody)")
-            let (radio, radioBody) = try apiRequest(apiPort, "POST", "/faults", body: #"{"radio": {"promotion": "100ms", "tail": "10s", "per": "connection"}}"#)
+            let (radio, radioBody) = try apiRequest(
+                apiPort,
+                "POST",
+                "/faults",
+                body: #"{"radio": {"promotion": "100ms", "tail": "10s", "per": "connection"}}"#
+            )
             #expect(radio == 201, "\(radioBody)")
             let listed = try apiRequest(apiPort, "GET", "/faults").1
             #expect(listed.contains(#"\"nat\""#) && listed.contains(#"\"per\": \"connection\""#), "\(listed)")
@@ -181,7 +212,8 @@ struct MobilePathFaultTests {
                 #expect(status == 400, "\(body): \(reason)")
             }
             #expect(try apiRequest(apiPort, "DELETE", "/faults").0 == 200)
-            client.close(); server.close()
+            client.close()
+            server.close()
         }
     }
 }

@@ -1,7 +1,8 @@
 import ChaosCore
-@testable import ChaosProxy
 import NIOCore
 import Testing
+
+@testable import ChaosProxy
 
 /// The radio's RRC states and the carrier NAT in virtual time: a ``Shaper`` per direction sharing a
 /// ``ConnectionPath``, times in nanoseconds handed in by the test.
@@ -83,7 +84,9 @@ struct MobilePathShaperTests {
         #expect(c.events == [.radioPromotion(waited: 260 * Self.ms)] && d.events.isEmpty)
     }
 
-    @Test("a NAT forgets a connection idle for its timeout: nothing passes either way from then on, even after the fault; a keepalive shorter than the timeout keeps it")
+    @Test(
+        "a NAT forgets a connection idle for its timeout: nothing passes either way from then on, even after the fault; a keepalive shorter than the timeout keeps it"
+    )
     func natForgetsIdleConnections() {
         let timeout: Int64 = 30_000 * Self.ms
         let settings = ShapingSettings(natIdleTimeout: timeout)

@@ -1,8 +1,9 @@
 import ChaosCore
-@testable import ChaosProxy
 import NIOCore
 import NIOEmbedded
 import Testing
+
+@testable import ChaosProxy
 
 /// The machine's rules as the NIO relay performs them with shaping on, in virtual time: what the
 /// conformance suite (no shaping) cannot show.

@@ -1,9 +1,10 @@
 import ChaosCore
-@testable import ChaosControl
-@testable import ChaosProxy
 import ChaosProtocols
 import Foundation
 import Testing
+
+@testable import ChaosControl
+@testable import ChaosProxy
 
 /// `ws-close` and `goaway` on real sockets: the proxy's frame goes in between two frames even when the fault
 /// comes in the middle of one, and the connection is closed after the grace time.
@@ -32,7 +33,8 @@ struct ProtocolFaultTests {
         let harness = try await ProxyHarness(frames: .websocket)
         try await offPool {
             let (client, server) = try harness.connectPair()
-            client.setTimeout(10); server.setTimeout(10)
+            client.setTimeout(10)
+            server.setTimeout(10)
             try client.sendAll(Self.upgradeRequest)
             #expect(server.receive(exactly: Self.upgradeRequest.count) == Self.upgradeRequest)
             let first = Self.frame(pattern(count: 1000, seed: 1))
@@ -47,7 +49,8 @@ struct ProtocolFaultTests {
             #expect(end == .eof, "FIN after the grace time, not a reset")
             #expect(server.receiveUntilEnd().1 == .eof, "the server leg is closed in order too")
             #expect(harness.proxy.counters.cutByFault == 1)
-            client.close(); server.close()
+            client.close()
+            server.close()
         }
         await harness.shutdown()
     }
@@ -57,7 +60,8 @@ struct ProtocolFaultTests {
         let harness = try await ProxyHarness(frames: .websocket)
         try await offPool {
             let (client, server) = try harness.connectPair()
-            client.setTimeout(10); server.setTimeout(10)
+            client.setTimeout(10)
+            server.setTimeout(10)
             try client.sendAll(Self.upgradeRequest)
             try server.sendAll(Self.upgradeResponse)
             _ = server.receive(exactly: Self.upgradeRequest.count)
@@ -80,7 +84,8 @@ struct ProtocolFaultTests {
             let (toClient, clientEnd) = client.receiveUntilEnd()
             #expect(toClient.isEmpty, "nothing passes to the client once the frame in flight ended")
             #expect(clientEnd == .eof)
-            client.close(); server.close()
+            client.close()
+            server.close()
         }
         await harness.shutdown()
     }
@@ -90,7 +95,8 @@ struct ProtocolFaultTests {
         let harness = try await ProxyHarness(frames: .http2)
         try await offPool {
             let (client, server) = try harness.connectPair()
-            client.setTimeout(10); server.setTimeout(10)
+            client.setTimeout(10)
+            server.setTimeout(10)
             func h2(_ type: UInt8, flags: UInt8 = 0, stream: UInt8, _ payload: [UInt8]) -> [UInt8] {
                 [0, UInt8(payload.count >> 8), UInt8(payload.count & 0xff), type, flags, 0, 0, 0, stream] + payload
             }
@@ -112,7 +118,8 @@ struct ProtocolFaultTests {
             #expect(server.receive(exactly: continuation.count) == continuation)
             #expect(client.receiveUntilEnd().1 == .eof)
             #expect(server.receiveUntilEnd().1 == .eof)
-            client.close(); server.close()
+            client.close()
+            server.close()
         }
         await harness.shutdown()
     }
@@ -125,18 +132,24 @@ struct ProtocolFaultTests {
         let apiPort = try #require(Int(address.split(separator: ":").last ?? ""))
         try await offPool {
             let (client, server) = try harness.connectPair()
-            client.setTimeout(10); server.setTimeout(10)
+            client.setTimeout(10)
+            server.setTimeout(10)
             try client.sendAll(Self.upgradeRequest)
             _ = server.receive(exactly: Self.upgradeRequest.count)
             try server.sendAll(Self.upgradeResponse)
             _ = client.receive(exactly: Self.upgradeResponse.count)
-            let (status, body) = try ControlAPITests().request(apiPort, "POST", "/faults",
-                                                               body: #"{"ws-close": {"code": 1001, "grace": "200ms"}}"#)
+            let (status, body) = try ControlAPITests().request(
+                apiPort,
+                "POST",
+                "/faults",
+                body: #"{"ws-close": {"code": 1001, "grace": "200ms"}}"#
+            )
             #expect(status == 201, "\(body)")
             let (rest, end) = client.receiveUntilEnd()
             #expect(rest == WebSocketProtocol.closeFrame(code: 1001, masked: false))
             #expect(end == .eof)
-            client.close(); server.close()
+            client.close()
+            server.close()
         }
         await api.stop()
         await harness.shutdown()
@@ -148,7 +161,8 @@ struct ProtocolFaultTests {
         try await offPool {
             let (client, server) = try harness.connectPair()
             #expect(try fire(harness, .wsClose(code: 1012, side: .both, grace: .zero)) == 0)
-            client.close(); server.close()
+            client.close()
+            server.close()
         }
         await harness.shutdown()
     }

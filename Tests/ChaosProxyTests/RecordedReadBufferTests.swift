@@ -1,15 +1,18 @@
 import ChaosCore
-@testable import ChaosProxy
 import Foundation
 import Synchronization
 import Testing
+
+@testable import ChaosProxy
 
 /// A relay that records traffic reads each burst into the read event's own array: a large read is handed over (and,
 /// written whole, handed over again as the written event) with no copy, a small one in an array of its size, so the
 /// audit's bounded queue, which counts each event's buffer capacity, holds about what it says it holds.
 @Suite("Recorded reads: large reads handed over in their own array, small ones in an array of their size")
 struct RecordedReadBufferTests {
-    @Test("a 4 MiB burst and small messages: the bytes arrive whole, large reads are written from their own buffer, no event holds more than 4x what it carries")
+    @Test(
+        "a 4 MiB burst and small messages: the bytes arrive whole, large reads are written from their own buffer, no event holds more than 4x what it carries"
+    )
     func readBuffers() async throws {
         let harness = try await ProxyHarness(epollRelay: true)
         let (client, server) = try await offPool { try harness.connectPair() }
@@ -38,7 +41,9 @@ struct RecordedReadBufferTests {
         let events = harness.events.all
         let recorded = sameBytes(Self.readBytes(events), sent)
         #expect(recorded, "the read events carry what the client sent")
-        var largeReads = 0, sharedWrites = 0, smallReads = 0
+        var largeReads = 0
+        var sharedWrites = 0
+        var smallReads = 0
         for (index, event) in events.enumerated() {
             guard case .read(.client, let bytes) = event.kind else { continue }
             #expect(bytes.capacity <= max(4 * bytes.count, 64), "a read of \(bytes.count) bytes holds a buffer of \(bytes.capacity)")
@@ -50,8 +55,9 @@ struct RecordedReadBufferTests {
                 smallReads += 1
             }
             if let next = events[(index + 1)...].first(where: { if case .written(.server, _) = $0.kind { true } else { false } }),
-               case .written(.server, let written) = next.kind, written.count == bytes.count,
-               written.withUnsafeBufferPointer({ $0.baseAddress }) == bytes.withUnsafeBufferPointer({ $0.baseAddress }) {
+                case .written(.server, let written) = next.kind, written.count == bytes.count,
+                written.withUnsafeBufferPointer({ $0.baseAddress }) == bytes.withUnsafeBufferPointer({ $0.baseAddress })
+            {
                 sharedWrites += 1
             }
         }

@@ -1,7 +1,8 @@
 import ChaosCore
-@testable import ChaosProxy
 import Glibc
 import Testing
+
+@testable import ChaosProxy
 
 /// One suite for both relays, generated from the relay state machine's events: every playable
 /// history of one or two wire steps (bytes, FIN, RST from either peer, each cut, the proxy

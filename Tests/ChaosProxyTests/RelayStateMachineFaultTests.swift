@@ -1,6 +1,7 @@
 import ChaosCore
-@testable import ChaosProxy
 import Testing
+
+@testable import ChaosProxy
 
 /// The relay state machine's rules for faults that act on bytes read or after a time (limit_data, reset_peer,
 /// timeout), without sockets or clocks: what each event returns.
@@ -13,7 +14,7 @@ struct RelayStateMachineFaultTests {
     func limitData() {
         var machine = Machine(connected: true)
         #expect(machine.faultAdded(.limitData(bytes: 10, direction: .downstream), key: Self.key).isEmpty)
-        #expect(machine.read(100, from: .client) == .init(allowed: 100)) // the other way
+        #expect(machine.read(100, from: .client) == .init(allowed: 100))  // the other way
         #expect(machine.read(6, from: .server) == .init(allowed: 6))
         #expect(machine.read(6, from: .server) == .init(allowed: 4, closeAfter: true))
         #expect(machine.read(6, from: .server) == .init(allowed: 0, closeAfter: true))
@@ -27,7 +28,10 @@ struct RelayStateMachineFaultTests {
         #expect(machine.read(5, from: .client) == .init(allowed: 0, actions: [.scheduleTimer(Self.key, .milliseconds(20))]))
         #expect(machine.read(5, from: .client) == .init(allowed: 0))
         let actions = machine.faultTimerExpired(Self.key)
-        guard case .relay(let cut)? = actions.first else { Issue.record("\(actions)"); return }
+        guard case .relay(let cut)? = actions.first else {
+            Issue.record("\(actions)")
+            return
+        }
         #expect(cut.filter { if case .reset = $0 { true } else { false } }.count == 2)
         #expect(machine.isCutByFault)
     }
@@ -35,12 +39,17 @@ struct RelayStateMachineFaultTests {
     @Test("a timeout starts its timer when it arrives; when it runs out the hold ends and both legs get a FIN")
     func timeout() {
         var machine = Machine(connected: true)
-        #expect(machine.faultAdded(.timeout(after: .milliseconds(300), direction: .upstream), key: Self.key)
-                == [.scheduleTimer(Self.key, .milliseconds(300))])
-        #expect(machine.faultAdded(.timeout(after: .milliseconds(300), direction: .upstream), key: Self.key).isEmpty) // again
+        #expect(
+            machine.faultAdded(.timeout(after: .milliseconds(300), direction: .upstream), key: Self.key)
+                == [.scheduleTimer(Self.key, .milliseconds(300))]
+        )
+        #expect(machine.faultAdded(.timeout(after: .milliseconds(300), direction: .upstream), key: Self.key).isEmpty)  // again
         let actions = machine.faultTimerExpired(Self.key)
         #expect(actions.first == .endTimeout(Self.key))
-        guard case .relay(let cut)? = actions.last else { Issue.record("\(actions)"); return }
+        guard case .relay(let cut)? = actions.last else {
+            Issue.record("\(actions)")
+            return
+        }
         #expect(cut.contains(.sendFIN(.client)) && cut.contains(.sendFIN(.server)))
         #expect(machine.faultTimerExpired(Self.key).isEmpty)
     }

@@ -1,6 +1,7 @@
 import ChaosCore
-@testable import ChaosProxy
 import Testing
+
+@testable import ChaosProxy
 
 /// The relay's rules on their own, without sockets: what each event does in each state.
 @Suite("Relay state machine")
@@ -74,33 +75,58 @@ struct RelayStateMachineTests {
         Row(given: [.connected, .finClient], when: .finClient, then: []),
         // The last FIN of a leg (its peer sent FIN) waits for its peer's acknowledgements; after the last
         // FIN of both, both legs close.
-        Row(given: [.connected, .finClient], when: .finServer,
-            then: [.recordClose(.server, .fin, beforeReset: false), .awaitAcknowledgements(.client)]),
+        Row(
+            given: [.connected, .finClient],
+            when: .finServer,
+            then: [.recordClose(.server, .fin, beforeReset: false), .awaitAcknowledgements(.client)]
+        ),
         Row(given: [.connected, .finClient, .finServer], when: .settledClient, then: [.sendFIN(.client), .closeInOrder]),
         Row(given: [.connected, .finClient, .finServer, .settledClient], when: .settledClient, then: []),
         Row(given: [.connected, .finClient], when: .settledServer, then: []),
         Row(given: [.connected, .pendingClient, .finClient, .finServer], when: .drainedClient, then: [.awaitAcknowledgements(.client)]),
         Row(given: [.connected, .finClient, .finServer, .cutClose], when: .settledClient, then: []),
-        Row(given: [.connected, .finClient, .finServer], when: .cutClose,
-            then: [.countCut, .discard(.client), .sendFIN(.client), .close(.client), .discard(.server), .close(.server), .finish]),
+        Row(
+            given: [.connected, .finClient, .finServer],
+            when: .cutClose,
+            then: [.countCut, .discard(.client), .sendFIN(.client), .close(.client), .discard(.server), .close(.server), .finish]
+        ),
         Row(given: [.connected, .finClient, .finServer], when: .closedClient, then: []),
         Row(given: [.connected, .finClient, .finServer, .closedClient], when: .closedServer, then: [.finish]),
         // NIO folds a peer's FIN into the closure.
-        Row(given: [.connected], when: .closedClient,
-            then: [.recordClose(.client, .fin, beforeReset: false), .sendFIN(.server)]),
+        Row(
+            given: [.connected],
+            when: .closedClient,
+            then: [.recordClose(.client, .fin, beforeReset: false), .sendFIN(.server)]
+        ),
         // A reset is passed on as a reset; an error too.
-        Row(given: [.connected], when: .resetClient,
-            then: [.recordClose(.client, .reset, beforeReset: false), .close(.client),
-                   .recordClose(.server, .reset, beforeReset: true), .reset(.server), .finish]),
-        Row(given: [.connected], when: .errorServer,
-            then: [.recordClose(.server, .error, beforeReset: false), .close(.server),
-                   .recordClose(.client, .reset, beforeReset: true), .reset(.client), .finish]),
+        Row(
+            given: [.connected],
+            when: .resetClient,
+            then: [
+                .recordClose(.client, .reset, beforeReset: false), .close(.client),
+                .recordClose(.server, .reset, beforeReset: true), .reset(.server), .finish,
+            ]
+        ),
+        Row(
+            given: [.connected],
+            when: .errorServer,
+            then: [
+                .recordClose(.server, .error, beforeReset: false), .close(.server),
+                .recordClose(.client, .reset, beforeReset: true), .reset(.client), .finish,
+            ]
+        ),
         // …unless the other leg had finished both ways: then it is closed in order.
-        Row(given: [.connected, .finClient, .finServer, .settledClient], when: .errorServer,
-            then: [.close(.server), .close(.client), .finish]),
+        Row(
+            given: [.connected, .finClient, .finServer, .settledClient],
+            when: .errorServer,
+            then: [.close(.server), .close(.client), .finish]
+        ),
         // (a leg still waiting to send its last FIN had not finished: it is reset)
-        Row(given: [.connected, .finClient, .finServer], when: .errorServer,
-            then: [.close(.server), .reset(.client), .finish]),
+        Row(
+            given: [.connected, .finClient, .finServer],
+            when: .errorServer,
+            then: [.close(.server), .reset(.client), .finish]
+        ),
         // Backpressure: a full leg stops reads from its partner; accepting again resumes them.
         Row(given: [.connected], when: .fullServer, then: []),
         Row(given: [.connected, .fullServer], when: .acceptsServer, then: [.resumeReading(.client)]),
@@ -108,35 +134,69 @@ struct RelayStateMachineTests {
         Row(given: [.connected, .fullServer, .finClient], when: .acceptsServer, then: []),
         Row(given: [.connected, .fullServer, .cutClientOnly], when: .acceptsServer, then: []),
         // The cuts.
-        Row(given: [.connected], when: .cutReset,
-            then: [.countCut, .recordClose(.client, .cutByFault, beforeReset: true), .discard(.client), .reset(.client),
-                   .recordClose(.server, .cutByFault, beforeReset: true), .discard(.server), .reset(.server), .finish]),
-        Row(given: [.connected], when: .cutClose,
-            then: [.countCut, .recordClose(.client, .cutByFault, beforeReset: false), .discard(.client), .sendFIN(.client),
-                   .recordClose(.server, .cutByFault, beforeReset: false), .discard(.server), .sendFIN(.server),
-                   .scheduleLinger(.seconds(Int64(5)))]),
+        Row(
+            given: [.connected],
+            when: .cutReset,
+            then: [
+                .countCut, .recordClose(.client, .cutByFault, beforeReset: true), .discard(.client), .reset(.client),
+                .recordClose(.server, .cutByFault, beforeReset: true), .discard(.server), .reset(.server), .finish,
+            ]
+        ),
+        Row(
+            given: [.connected],
+            when: .cutClose,
+            then: [
+                .countCut, .recordClose(.client, .cutByFault, beforeReset: false), .discard(.client), .sendFIN(.client),
+                .recordClose(.server, .cutByFault, beforeReset: false), .discard(.server), .sendFIN(.server),
+                .scheduleLinger(.seconds(Int64(5))),
+            ]
+        ),
         Row(given: [.connected, .cutClose], when: .finClient, then: [.close(.client)]),
-        Row(given: [.connected, .cutClose, .finClient], when: .lingerExpired,
-            then: [.discard(.server), .reset(.server), .finish]),
-        Row(given: [.connected], when: .cutClientOnly,
-            then: [.countCut, .recordClose(.client, .cutByFault, beforeReset: true), .discard(.client), .reset(.client),
-                   .discard(.server), .scheduleLinger(.seconds(Int64(30)))]),
-        Row(given: [.connected], when: .cutServerOnly,
-            then: [.countCut, .recordClose(.server, .cutByFault, beforeReset: true), .discard(.server), .reset(.server),
-                   .discard(.client), .scheduleLinger(.seconds(Int64(30)))]),
+        Row(
+            given: [.connected, .cutClose, .finClient],
+            when: .lingerExpired,
+            then: [.discard(.server), .reset(.server), .finish]
+        ),
+        Row(
+            given: [.connected],
+            when: .cutClientOnly,
+            then: [
+                .countCut, .recordClose(.client, .cutByFault, beforeReset: true), .discard(.client), .reset(.client),
+                .discard(.server), .scheduleLinger(.seconds(Int64(30))),
+            ]
+        ),
+        Row(
+            given: [.connected],
+            when: .cutServerOnly,
+            then: [
+                .countCut, .recordClose(.server, .cutByFault, beforeReset: true), .discard(.server), .reset(.server),
+                .discard(.client), .scheduleLinger(.seconds(Int64(30))),
+            ]
+        ),
         // A half-open leg stays silent when its peer sends FIN, until the linger resets it.
         Row(given: [.connected, .cutClientOnly], when: .finServer, then: [.recordClose(.server, .fin, beforeReset: false)]),
-        Row(given: [.connected, .cutClientOnly], when: .lingerExpired,
-            then: [.recordClose(.server, .cutByFault, beforeReset: true), .discard(.server), .reset(.server), .finish]),
+        Row(
+            given: [.connected, .cutClientOnly],
+            when: .lingerExpired,
+            then: [.recordClose(.server, .cutByFault, beforeReset: true), .discard(.server), .reset(.server), .finish]
+        ),
         Row(given: [.connected, .cutClientOnly], when: .cutReset, then: []),
-        Row(given: [.connected, .cutClientOnly], when: .terminate,
-            then: [.cancelLinger, .recordClose(.server, .cutByFault, beforeReset: true), .discard(.server), .reset(.server), .finish]),
+        Row(
+            given: [.connected, .cutClientOnly],
+            when: .terminate,
+            then: [.cancelLinger, .recordClose(.server, .cutByFault, beforeReset: true), .discard(.server), .reset(.server), .finish]
+        ),
         // Nothing passes after a cut: no FIN is passed on.
         Row(given: [.connected, .cutClientOnly], when: .drainedClient, then: []),
         // Stopping.
-        Row(given: [.connected], when: .terminate,
-            then: [.recordClose(.client, .reset, beforeReset: true), .discard(.client), .reset(.client),
-                   .recordClose(.server, .reset, beforeReset: true), .discard(.server), .reset(.server), .finish]),
+        Row(
+            given: [.connected],
+            when: .terminate,
+            then: [
+                .recordClose(.client, .reset, beforeReset: true), .discard(.client), .reset(.client),
+                .recordClose(.server, .reset, beforeReset: true), .discard(.server), .reset(.server), .finish,
+            ]
+        ),
         Row(given: [.connected, .resetClient], when: .terminate, then: []),
         Row(given: [.connected, .resetClient], when: .lingerExpired, then: []),
     ]
@@ -167,7 +227,9 @@ struct RelayStateMachineTests {
         #expect(!machine.mayRead(.server), "nothing is read after its FIN")
     }
 
-    @Test("in every state reached by three events (and 20,000 seeded longer histories), every event keeps the rules: each close recorded and performed at most once, both legs closed, one finish, nothing after it")
+    @Test(
+        "in every state reached by three events (and 20,000 seeded longer histories), every event keeps the rules: each close recorded and performed at most once, both legs closed, one finish, nothing after it"
+    )
     func everyEventInEveryState() {
         var histories: [[Event]] = [[]]
         for _ in 0..<3 { histories = histories.flatMap { history in Event.allCases.map { history + [$0] } } }

@@ -1,20 +1,25 @@
 import ChaosCore
-@testable import ChaosProxy
 import Foundation
 import NIOCore
 import Testing
 
+@testable import ChaosProxy
+
 @Suite("Relay over real sockets", .serialized, .timeLimit(.minutes(2)))
 struct RelayTests {
-    @Test("with no fault, 50 MB each way arrive unchanged, both directions at once (epoll relay or NIO, sleeping or busy polling)",
-          arguments: [true, false], [TimeAmount.zero, .microseconds(100)])
+    @Test(
+        "with no fault, 50 MB each way arrive unchanged, both directions at once (epoll relay or NIO, sleeping or busy polling)",
+        arguments: [true, false],
+        [TimeAmount.zero, .microseconds(100)]
+    )
     func bytesOutEqualBytesIn(epollRelay: Bool, busyPoll: TimeAmount) async throws {
         let harness = try await ProxyHarness(busyPoll: busyPoll, epollRelay: epollRelay)
         #expect((harness.busyPolling != nil) == (busyPoll > .zero))
         try await offPool {
             let (client, server) = try harness.connectPair()
             let size = 50 * 1024 * 1024
-            let up = pattern(count: size, seed: 1), down = pattern(count: size, seed: 2)
+            let up = pattern(count: size, seed: 1)
+            let down = pattern(count: size, seed: 2)
             let (serverGot, clientGot) = TwoWayTransfer(client: client, server: server, up: up, down: down).join()
             #expect(serverGot.count == size)
             #expect(clientGot.count == size)
@@ -24,7 +29,8 @@ struct RelayTests {
             #expect(harness.proxy.counters.downstream == Int64(size))
             // Nothing shaped it: it stayed where it started.
             #expect(harness.proxy.epollRelayConnections.count == (epollRelay ? 1 : 0))
-            client.close(); server.close()
+            client.close()
+            server.close()
         }
         // With busy polling on, the NIO relay kept its loops polling after moving bytes.
         if !epollRelay { #expect(harness.busyPolling.map { !$0.lastSpins.isEmpty } ?? true) }
@@ -47,12 +53,16 @@ struct RelayTests {
             #expect(String(decoding: reply, as: UTF8.self) == "reply after your FIN")
             #expect(clientEnd == .eof)
             #expect(harness.events.closes(.client).first == .fin)
-            client.close(); server.close()
+            client.close()
+            server.close()
         }
         await harness.shutdown()
     }
 
-    @Test("after the client's FIN, a reply larger than the socket buffers arrives whole before the server's FIN (epoll relay or NIO)", arguments: [true, false])
+    @Test(
+        "after the client's FIN, a reply larger than the socket buffers arrives whole before the server's FIN (epoll relay or NIO)",
+        arguments: [true, false]
+    )
     func replyAfterClientFINArrivesWhole(epollRelay: Bool) async throws {
         let harness = try await ProxyHarness(epollRelay: epollRelay)
         try await offPool {
@@ -68,17 +78,23 @@ struct RelayTests {
                 return (try? server.sendAll(reply)) != nil
             }
             // A slow reader keeps the client's socket full, so writes wait in the proxy when the server's FIN comes.
-            var got: [UInt8] = [], end = TestSocket.Received.eof
+            var got: [UInt8] = []
+            var end = TestSocket.Received.eof
             reading: while true {
                 switch client.receive(max: 16384) {
-                case .bytes(let chunk): got += chunk; usleep(1000)
-                case let other: end = other; break reading
+                case .bytes(let chunk):
+                    got += chunk
+                    usleep(1000)
+                case let other:
+                    end = other
+                    break reading
                 }
             }
             #expect(writer.join() == true)
             #expect(end == .eof)
             expectSameBytes(got, reply)
-            client.close(); server.close()
+            client.close()
+            server.close()
         }
         await harness.shutdown()
     }
@@ -98,7 +114,8 @@ struct RelayTests {
             let (last, serverEnd) = server.receiveUntilEnd()
             #expect(String(decoding: last, as: UTF8.self) == "last words")
             #expect(serverEnd == .eof)
-            client.close(); server.close()
+            client.close()
+            server.close()
         }
         await harness.shutdown()
     }
@@ -135,7 +152,8 @@ struct RelayTests {
             let moved = harness.proxy.counters.upstream
             // What crossed the proxy is what the kernel buffers of the server leg hold, not the whole stream.
             #expect(moved < 48 * 1024 * 1024, "proxy read \(moved) bytes for a reader that reads nothing")
-            client.reset(); server.close()
+            client.reset()
+            server.close()
         }
         await harness.shutdown()
     }

@@ -1,7 +1,8 @@
 import ChaosCore
-@testable import ChaosProxy
 import NIOCore
 import Testing
+
+@testable import ChaosProxy
 
 @Suite("Shaper state machine")
 struct ShaperTests {
@@ -36,7 +37,9 @@ struct ShaperTests {
         var shaper = Shaper(generator: SeededGenerator(seed: 3))
         shaper.update(ShapingSettings(latency: 50 * ms, jitter: 40 * ms))
         for index in 0..<200 { shaper.enqueue(.data(bytes(1, UInt8(index))), now: Int64(index) * ms) }
-        var now: Int64 = 0, order: [UInt8] = [], lastRelease: Int64 = 0
+        var now: Int64 = 0
+        var order: [UInt8] = []
+        var lastRelease: Int64 = 0
         while order.count < 200 {
             switch shaper.next(now: now) {
             case .emit(.data(var buffer)):
@@ -44,7 +47,9 @@ struct ShaperTests {
                 #expect(now >= lastRelease)
                 lastRelease = now
             case .wait(let until): now = until
-            default: Issue.record("stuck"); return
+            default:
+                Issue.record("stuck")
+                return
             }
         }
         #expect(order == (0..<200).map { UInt8($0) })
@@ -55,12 +60,15 @@ struct ShaperTests {
         var shaper = Shaper(highWater: 10_000_000, generator: SeededGenerator(seed: 1))
         shaper.update(ShapingSettings(bytesPerSecond: 1_000_000))
         shaper.enqueue(.data(bytes(1_000_000)), now: 0)
-        var now: Int64 = 0, sent = 0
+        var now: Int64 = 0
+        var sent = 0
         while sent < 1_000_000 {
             switch shaper.next(now: now) {
             case .emit(.data(let piece)): sent += piece.readableBytes
             case .wait(let until): now = until
-            default: Issue.record("stuck"); return
+            default:
+                Issue.record("stuck")
+                return
             }
         }
         // the bucket starts with its 50 ms burst; the last piece leaves one piece-time before the end
@@ -102,12 +110,18 @@ struct ShaperTests {
         var shaper = Shaper(generator: SeededGenerator(seed: 1))
         shaper.update(ShapingSettings(sliceBytes: 4, sliceDelay: (1 * ms)...(2 * ms)))
         shaper.enqueue(.data(bytes(10)), now: 0)
-        var now: Int64 = 0, pieces: [Int] = [], times: [Int64] = []
+        var now: Int64 = 0
+        var pieces: [Int] = []
+        var times: [Int64] = []
         while pieces.reduce(0, +) < 10 {
             switch shaper.next(now: now) {
-            case .emit(.data(let piece)): pieces.append(piece.readableBytes); times.append(now)
+            case .emit(.data(let piece)):
+                pieces.append(piece.readableBytes)
+                times.append(now)
             case .wait(let until): now = until
-            default: Issue.record("stuck"); return
+            default:
+                Issue.record("stuck")
+                return
             }
         }
         #expect(pieces == [4, 4, 2])
@@ -116,20 +130,34 @@ struct ShaperTests {
 
     @Test("shaping effects combine: latencies add, the tightest cap wins, any hold holds, profiles count")
     func combine() {
-        let settings = ShapingSettings.combining([
-            .latency(add: .milliseconds(100), jitter: .milliseconds(5), direction: .both),
-            .link(LinkProfile.named("3g")!),
-            .bandwidth(rate: ByteRate(bytesPerSecond: 50_000), direction: .downstream),
-            .bandwidth(rate: ByteRate(bytesPerSecond: 1), direction: .upstream), // the other direction
-            .disconnect(mode: .reset, linger: .zero), // shapes nothing
-        ], direction: .downstream)
+        let settings = ShapingSettings.combining(
+            [
+                .latency(add: .milliseconds(100), jitter: .milliseconds(5), direction: .both),
+                .link(LinkProfile.named("3g")!),
+                .bandwidth(rate: ByteRate(bytesPerSecond: 50_000), direction: .downstream),
+                .bandwidth(rate: ByteRate(bytesPerSecond: 1), direction: .upstream),  // the other direction
+                .disconnect(mode: .reset, linger: .zero),  // shapes nothing
+            ],
+            direction: .downstream
+        )
         #expect(settings.latency == 200 * ms)
         #expect(settings.jitter == 20 * ms)
         #expect(settings.bytesPerSecond == 50_000)
         #expect(!settings.hold)
         #expect(ShapingSettings.combining([.link(LinkProfile.named("offline")!)], direction: .upstream).hold)
-        #expect(ShapingSettings.combining([.handoff(from: LinkProfile.named("wifi")!, to: LinkProfile.named("lte")!,
-                                                    blackout: .seconds(Int64(1)), linger: .zero)], direction: .upstream).hold)
+        #expect(
+            ShapingSettings.combining(
+                [
+                    .handoff(
+                        from: LinkProfile.named("wifi")!,
+                        to: LinkProfile.named("lte")!,
+                        blackout: .seconds(Int64(1)),
+                        linger: .zero
+                    )
+                ],
+                direction: .upstream
+            ).hold
+        )
     }
 
     @Test("a FIN delay (slow_close) holds the half-close that long behind the bytes, which go at once")
@@ -146,13 +174,16 @@ struct ShaperTests {
 
     @Test("toxics' effects combine too: a slicer's variation rides with its slice, the longest slow_close wins, a timeout holds")
     func combineToxics() {
-        let settings = ShapingSettings.combining([
-            .slice(maxBytes: 10, delay: DurationRange(exactly: .milliseconds(1)), direction: .downstream, variation: 4),
-            .slowClose(delay: .milliseconds(100), direction: .downstream),
-            .slowClose(delay: .milliseconds(300), direction: .both),
-            .limitData(bytes: 5, direction: .downstream), // the relay state machine's, not the shaper's
-            .resetPeer(after: .zero, direction: .downstream),
-        ], direction: .downstream)
+        let settings = ShapingSettings.combining(
+            [
+                .slice(maxBytes: 10, delay: DurationRange(exactly: .milliseconds(1)), direction: .downstream, variation: 4),
+                .slowClose(delay: .milliseconds(100), direction: .downstream),
+                .slowClose(delay: .milliseconds(300), direction: .both),
+                .limitData(bytes: 5, direction: .downstream),  // the relay state machine's, not the shaper's
+                .resetPeer(after: .zero, direction: .downstream),
+            ],
+            direction: .downstream
+        )
         #expect(settings == ShapingSettings(sliceBytes: 10, sliceDelay: (1 * ms)...(1 * ms), sliceVariation: 4, finDelay: 300 * ms))
         #expect(ShapingSettings.combining([.timeout(after: nil, direction: .upstream)], direction: .upstream).hold)
         #expect(ShapingSettings.combining([.timeout(after: nil, direction: .upstream)], direction: .downstream) == .none)

@@ -1,8 +1,9 @@
 import ChaosCore
-@testable import ChaosProxy
 import NIOCore
 import NIOEmbedded
 import Testing
+
+@testable import ChaosProxy
 
 @Suite("ShapingHandler on an EmbeddedChannel with virtual time")
 struct ShapingHandlerTests {

@@ -1,8 +1,9 @@
-import ChaosCore
 import ChaosControl
-@testable import ChaosProxy
+import ChaosCore
 import NIOEmbedded
 import Testing
+
+@testable import ChaosProxy
 
 /// Every Toxiproxy toxic, from its API form to what one connection's sockets see, in virtual time: the toxic's
 /// fault effect applied to a ``ProxiedConnection`` on `EmbeddedChannel`s (``EmbeddedConnection``).
@@ -39,7 +40,13 @@ struct ToxicTimingTests {
     func slicerVariation() throws {
         func run(seed: UInt64) throws -> EmbeddedConnection.Wire {
             let c = try EmbeddedConnection(seed: seed)
-            c.add(try Self.effect("slicer") { $0.average_size = 10; $0.size_variation = 4; $0.delay = 1000 })
+            c.add(
+                try Self.effect("slicer") {
+                    $0.average_size = 10
+                    $0.size_variation = 4
+                    $0.delay = 1000
+                }
+            )
             try c.send(String(repeating: "s", count: 200), from: .server)
             c.advance(byMilliseconds: 100)
             return c.wire(.client)
@@ -85,7 +92,7 @@ struct ToxicTimingTests {
     func resetPeer() throws {
         let c = try EmbeddedConnection()
         c.add(try Self.effect("reset_peer") { $0.timeout = 20 })
-        c.advance(byMilliseconds: 500) // nothing happens before bytes come its way
+        c.advance(byMilliseconds: 500)  // nothing happens before bytes come its way
         try c.send("lost", from: .server)
         c.advance(byMilliseconds: 10)
         try c.send("also lost", from: .server)

@@ -8,9 +8,12 @@ import Testing
 /// or a runaway timeline.
 @Suite("Reports with absurd numbers")
 struct DamagedReportTests {
-    @Test("infinite and 1e300 durations, Int64.max counts and recovery values render in every format", arguments: [
-        Double.infinity, 1e300, Double(Int64.max), -Double.infinity, Double.nan,
-    ])
+    @Test(
+        "infinite and 1e300 durations, Int64.max counts and recovery values render in every format",
+        arguments: [
+            Double.infinity, 1e300, Double(Int64.max), -Double.infinity, Double.nan,
+        ]
+    )
     func absurdNumbers(value: Double) throws {
         var report = try ReportFixtures.report(skip: [50])
         report.elapsedS = value

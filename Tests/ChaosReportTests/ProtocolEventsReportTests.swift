@@ -34,7 +34,9 @@ struct ProtocolEventsReportTests {
         #expect(html.contains("<h2>Protocol events</h2>") && html.contains("during or after disconnect: 1006 × 2"))
     }
 
-    @Test("gRPC and HTTP/2 events (calls, statuses, GOAWAY, RST_STREAM, per fault) are written, read back equal, and shown in markdown; a report without them still reads")
+    @Test(
+        "gRPC and HTTP/2 events (calls, statuses, GOAWAY, RST_STREAM, per fault) are written, read back equal, and shown in markdown; a report without them still reads"
+    )
     func grpcEvents() throws {
         var report = try ReportFixtures.report()
         var events = ProtocolStats()
@@ -64,7 +66,8 @@ struct ProtocolEventsReportTests {
         #expect(!markdown.contains("close codes"), "a family with no counts is not shown")
         #expect(markdown.contains("GOAWAY during or after `goaway`: NO_ERROR × 1"))
         // A report.json written before these figures existed (only the WebSocket ones) reads with them zero.
-        let old = #"{"upgrades":1,"upgrade_failures":0,"close_codes":{},"close_codes_by_fault":{},"abnormal_closures":0,"pings":0,"pongs":0,"oversized":0,"protocol_errors":0}"#
+        let old =
+            #"{"upgrades":1,"upgrade_failures":0,"close_codes":{},"close_codes_by_fault":{},"abnormal_closures":0,"pings":0,"pongs":0,"oversized":0,"protocol_errors":0}"#
         let decoder = JSONDecoder()
         decoder.keyDecodingStrategy = .convertFromSnakeCase
         let decoded = try decoder.decode(ProtocolStats.self, from: Data(old.utf8))

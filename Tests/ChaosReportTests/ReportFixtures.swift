@@ -7,27 +7,27 @@ import Foundation
 /// Builds reports from a small real scenario and hand-made traffic.
 enum ReportFixtures {
     static let yaml = """
-    name: fixture
-    duration: 20s
-    seed: 7
-    proxies:
-      - name: stream
-        listen: 127.0.0.1:7000
-        upstream: 127.0.0.1:7001
-    protocol:
-      framing: lines
-      format: json
-      seq: seq
-      stream: stream
-    faults:
-      - disconnect: {at: 2s, mode: reset}
-      - partition: {at: 8s, for: 3s, direction: both}
-    expect:
-      lost: 0
-      duplicated: 0
-      delivery: ">= 99%"
-      recovery_p99: "< 10s"
-    """
+        name: fixture
+        duration: 20s
+        seed: 7
+        proxies:
+          - name: stream
+            listen: 127.0.0.1:7000
+            upstream: 127.0.0.1:7001
+        protocol:
+          framing: lines
+          format: json
+          seq: seq
+          stream: stream
+        faults:
+          - disconnect: {at: 2s, mode: reset}
+          - partition: {at: 8s, for: 3s, direction: both}
+        expect:
+          lost: 0
+          duplicated: 0
+          delivery: ">= 99%"
+          recovery_p99: "< 10s"
+        """
 
     static func message(_ seq: Int) -> [UInt8] {
         Array("{\"type\":\"MSG\",\"stream\":\"c1\",\"seq\":\(seq)}\n".utf8)
@@ -43,8 +43,10 @@ enum ReportFixtures {
         var events: [TrafficEvent] = [TrafficEvent(time: 0, connection: 1, kind: .opened(endpoints))]
         for seq in 1...200 {
             let time = Int64(seq) * 100_000_000
-            for occurrence in Array(timeline) where occurrence.at.nanoseconds <= time
-                && occurrence.at.nanoseconds > time - 100_000_000 {
+            for occurrence in Array(timeline)
+            where occurrence.at.nanoseconds <= time
+                && occurrence.at.nanoseconds > time - 100_000_000
+            {
                 events.append(TrafficEvent(time: occurrence.at.nanoseconds, connection: 0, kind: .faultStarted(occurrence.mark)))
                 if occurrence.kind == .disconnect {
                     events.append(TrafficEvent(time: occurrence.at.nanoseconds, connection: connection, kind: .closed(.client, .cutByFault)))
@@ -61,10 +63,20 @@ enum ReportFixtures {
         events.sort { $0.time < $1.time }
         engine.ingest(events)
         let audit = engine.finish()
-        let inputs = ReportInputs(scenario: scenario.name, seed: 7, startedAt: Date(timeIntervalSince1970: 1_795_000_000),
-                                  elapsed: .seconds(Int64(20)), complete: true, timeline: timeline, audit: audit,
-                                  expectations: scenario.expectations, replay: "chaos run Scenarios/fixture.yaml --seed 7",
-                                  faultConnections: [0: 1], pairExits: ["server": 0, "client-1": 0], errorReason: error)
+        let inputs = ReportInputs(
+            scenario: scenario.name,
+            seed: 7,
+            startedAt: Date(timeIntervalSince1970: 1_795_000_000),
+            elapsed: .seconds(Int64(20)),
+            complete: true,
+            timeline: timeline,
+            audit: audit,
+            expectations: scenario.expectations,
+            replay: "chaos run Scenarios/fixture.yaml --seed 7",
+            faultConnections: [0: 1],
+            pairExits: ["server": 0, "client-1": 0],
+            errorReason: error
+        )
         return RunReport(inputs)
     }
 

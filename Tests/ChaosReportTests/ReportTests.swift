@@ -7,13 +7,22 @@ import Testing
 
 /// Collects the test cases of a JUnit file as parsed by a real XML parser.
 final class JUnitCollector: NSObject, XMLParserDelegate {
-    struct Case { var name: String; var failure: String?; var failureBody = "" }
+    struct Case {
+        var name: String
+        var failure: String?
+        var failureBody = ""
+    }
     var cases: [Case] = []
     var suites = 0
     private var inFailure = false
 
-    func parser(_ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?,
-                attributes: [String: String]) {
+    func parser(
+        _ parser: XMLParser,
+        didStartElement name: String,
+        namespaceURI: String?,
+        qualifiedName: String?,
+        attributes: [String: String]
+    ) {
         switch name {
         case "testsuite": suites += 1
         case "testcase": cases.append(Case(name: attributes["name"] ?? ""))
@@ -75,15 +84,19 @@ struct ReportTests {
         #expect(files == ["junit.xml", "report.html", "report.json", "report.md"])
         let data = try #require(FileManager.default.contents(atPath: directory + "/report.json"))
         let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
-        for key in ["schema", "scenario", "seed", "started_at", "elapsed_s", "complete", "verdict", "replay", "faults",
-                    "totals", "streams", "anomalies", "recovery", "connections", "expectations"] {
+        for key in [
+            "schema", "scenario", "seed", "started_at", "elapsed_s", "complete", "verdict", "replay", "faults",
+            "totals", "streams", "anomalies", "recovery", "connections", "expectations",
+        ] {
             #expect(object[key] != nil, "missing \(key)")
         }
         #expect(object["schema"] as? String == "chaos.report/1")
         #expect(object["started_at"] as? String == "2026-11-18T11:06:40Z")
         let totals = try #require(object["totals"] as? [String: Any])
-        for key in ["sent", "delivered", "ok", "lost", "recovered", "duplicated", "redelivered", "reordered", "gaps", "unacked",
-                    "delivery_ratio"] {
+        for key in [
+            "sent", "delivered", "ok", "lost", "recovered", "duplicated", "redelivered", "reordered", "gaps", "unacked",
+            "delivery_ratio",
+        ] {
             #expect(totals[key] != nil, "missing totals.\(key)")
         }
         let anomaly = try #require((object["anomalies"] as? [[String: Any]])?.first)
@@ -134,13 +147,16 @@ struct ReportTests {
         try report.write(toDirectory: directory)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", """
-        import sys, xml.etree.ElementTree as ET
-        root = ET.parse(sys.argv[1]).getroot()
-        cases = root.findall('./testsuite/testcase')
-        failures = [c for c in cases if c.find('failure') is not None]
-        print(len(cases), len(failures), failures[0].find('failure').get('message'))
-        """, directory + "/junit.xml"]
+        process.arguments = [
+            "python3", "-c",
+            """
+            import sys, xml.etree.ElementTree as ET
+            root = ET.parse(sys.argv[1]).getroot()
+            cases = root.findall('./testsuite/testcase')
+            failures = [c for c in cases if c.find('failure') is not None]
+            print(len(cases), len(failures), failures[0].find('failure').get('message'))
+            """, directory + "/junit.xml",
+        ]
         let pipe = Pipe()
         process.standardOutput = pipe
         try process.run()

@@ -11,30 +11,30 @@ import Testing
 @Suite("Sample run")
 struct SampleRunTests {
     static let yaml = """
-    name: quickstart
-    duration: 90s
-    seed: 42
-    proxies:
-      - name: stream
-        listen: 127.0.0.1:7000
-        upstream: 127.0.0.1:7001
-    protocol:
-      framing: lines
-      format: json
-      seq: seq
-      stream: stream
-      ignore: {type: [PING, PONG, HELLO, WELCOME]}
-    faults:
-      - disconnect: {every: 10s..25s, mode: reset}
-      - partition:  {at: 40s, for: 8s, direction: both}
-      - handoff:    {at: 60s, from: wifi, to: lte, blackout: 500ms}
-      - refuse:     {at: 75s, for: 3s}
-    expect:
-      lost: 0
-      duplicated: 0
-      delivery: ">= 99.9%"
-      recovery_p99: "< 10s"
-    """
+        name: quickstart
+        duration: 90s
+        seed: 42
+        proxies:
+          - name: stream
+            listen: 127.0.0.1:7000
+            upstream: 127.0.0.1:7001
+        protocol:
+          framing: lines
+          format: json
+          seq: seq
+          stream: stream
+          ignore: {type: [PING, PONG, HELLO, WELCOME]}
+        faults:
+          - disconnect: {every: 10s..25s, mode: reset}
+          - partition:  {at: 40s, for: 8s, direction: both}
+          - handoff:    {at: 60s, from: wifi, to: lte, blackout: 500ms}
+          - refuse:     {at: 75s, for: 3s}
+        expect:
+          lost: 0
+          duplicated: 0
+          delivery: ">= 99.9%"
+          recovery_p99: "< 10s"
+        """
 
     static func run() throws -> RunReport {
         let scenario = try Scenario.parse(yaml: yaml, file: "quickstart.yaml")
@@ -53,7 +53,8 @@ struct SampleRunTests {
         for index in 0..<3 { events.append(TrafficEvent(time: 0, connection: connection[index], kind: .opened(endpoints))) }
         let step: Int64 = 50_000_000
         var faultIndex = 0
-        var partitionUntil: Int64 = 0, refuseUntil: Int64 = 0
+        var partitionUntil: Int64 = 0
+        var refuseUntil: Int64 = 0
         for time in stride(from: step, to: Int64(90_000_000_000), by: Int(step)) {
             while faultIndex < occurrences.count, occurrences[faultIndex].at.nanoseconds <= time {
                 let occurrence = occurrences[faultIndex]
@@ -73,8 +74,12 @@ struct SampleRunTests {
                         downUntil[index] = cut + (index == 2 ? 5_000_000 : Int64(random.next(upperBound: 900_000_000)) + 100_000_000)
                         connection[index] = nextID
                         nextID += 1
-                        if index == 2 { seq[index] += 3 } // resumes past what it lost
-                        else { seq[index] = delivered[index] + 1 } // resumes from its ack
+                        if index == 2 {
+                            seq[index] += 3
+                        }  // resumes past what it lost
+                        else {
+                            seq[index] = delivered[index] + 1
+                        }  // resumes from its ack
                     }
                 case .partition: partitionUntil = occurrence.end.nanoseconds
                 default: break
@@ -103,10 +108,18 @@ struct SampleRunTests {
         events.sort { $0.time < $1.time }
         engine.ingest(events)
         let audit = engine.finish()
-        let inputs = ReportInputs(scenario: "quickstart", seed: 42, startedAt: Date(timeIntervalSince1970: 1_795_000_000),
-                                  elapsed: .seconds(Int64(90)), complete: true, timeline: timeline, audit: audit,
-                                  expectations: scenario.expectations, replay: "chaos run Scenarios/quickstart.yaml --seed 42",
-                                  planned: .seconds(Int64(90)))
+        let inputs = ReportInputs(
+            scenario: "quickstart",
+            seed: 42,
+            startedAt: Date(timeIntervalSince1970: 1_795_000_000),
+            elapsed: .seconds(Int64(90)),
+            complete: true,
+            timeline: timeline,
+            audit: audit,
+            expectations: scenario.expectations,
+            replay: "chaos run Scenarios/quickstart.yaml --seed 42",
+            planned: .seconds(Int64(90))
+        )
         return RunReport(inputs)
     }
 

@@ -12,8 +12,10 @@ import Testing
 struct TLSCaptureFixtureTests {
     static let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("Fixtures/captures/tls")
-    static let names = ["tls13-aes128gcm", "tls13-aes256gcm", "tls13-chacha20", "tls13-keyupdate",
-                        "tls12-aes128gcm", "tls12-aes256gcm", "tls12-chacha20"]
+    static let names = [
+        "tls13-aes128gcm", "tls13-aes256gcm", "tls13-chacha20", "tls13-keyupdate",
+        "tls12-aes128gcm", "tls12-aes256gcm", "tls12-chacha20",
+    ]
 
     static func keyLog(_ name: String) throws -> KeyLog {
         var log = KeyLog()
@@ -34,12 +36,15 @@ struct TLSCaptureFixtureTests {
 
     static func hex(_ bytes: some Sequence<UInt8>) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
 
-    @Test("each fixture decrypts to the plaintext its JSON names (SHA-256, line count), under its version and suite",
-          arguments: names)
+    @Test(
+        "each fixture decrypts to the plaintext its JSON names (SHA-256, line count), under its version and suite",
+        arguments: names
+    )
     func decrypts(name: String) throws {
         let (events, statistics) = try Self.read(name, keys: try Self.keyLog(name))
         let facts = try Self.facts(name)
-        var upstream: [UInt8] = [], downstream: [UInt8] = []
+        var upstream: [UInt8] = []
+        var downstream: [UInt8] = []
         var negotiated: [TrafficEvent.TLSNote] = []
         for event in events {
             switch event.kind {
@@ -65,8 +70,10 @@ struct TLSCaptureFixtureTests {
         #expect(statistics.tlsPlaintextBytes == Int64(upstream.count + downstream.count))
     }
 
-    @Test("acknowledgements fall on the plaintext ends of records, and the last covers every byte each way",
-          arguments: ["tls13-aes256gcm", "tls12-chacha20", "tls13-keyupdate"])
+    @Test(
+        "acknowledgements fall on the plaintext ends of records, and the last covers every byte each way",
+        arguments: ["tls13-aes256gcm", "tls12-chacha20", "tls13-keyupdate"]
+    )
     func acknowledgementsAtRecordEnds(name: String) throws {
         let (events, _) = try Self.read(name, keys: try Self.keyLog(name))
         var ends: [Side: Set<Int64>] = [.client: [0], .server: [0]]
@@ -92,7 +99,8 @@ struct TLSCaptureFixtureTests {
     @Test("the KeyUpdate fixture really updates its keys, and decrypts across them")
     func keyUpdate() throws {
         let facts = try Self.facts("tls13-keyupdate")
-        let updates = ((facts["upstream"] as? [String: Any])?["key_updates"] as? Int ?? 0)
+        let updates =
+            ((facts["upstream"] as? [String: Any])?["key_updates"] as? Int ?? 0)
             + ((facts["downstream"] as? [String: Any])?["key_updates"] as? Int ?? 0)
         #expect(updates >= 2)
         let (_, statistics) = try Self.read("tls13-keyupdate", keys: try Self.keyLog("tls13-keyupdate"))
@@ -111,7 +119,9 @@ struct TLSCaptureFixtureTests {
         #expect(statistics.tlsConversations == 1 && statistics.tlsDecrypted == 0)
     }
 
-    @Test("a capture that ends after the server's first flight, with no keys: one abandoned handshake, nothing failed; with the client's next packet, one failure")
+    @Test(
+        "a capture that ends after the server's first flight, with no keys: one abandoned handshake, nothing failed; with the client's next packet, one failure"
+    )
     func abandonedHandshakeInACapture() throws {
         let packets = try PcapPackets(path: Self.folder.appendingPathComponent("tls13-aes128gcm.pcap").path)
         let serverFlight = try #require(packets.firstPayload(fromClient: false))

@@ -65,8 +65,10 @@ struct TLSConversationProblemTests {
 
     @Test("an unsupported suite is named; unknown numbers are given in hex")
     func unsupportedSuite() {
-        for (suite, name) in [(UInt16(0xC013), "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA (0xC013)"), (0x1304, "TLS_AES_128_CCM_SHA256"),
-                              (0xABCD, "cipher suite 0xABCD")] {
+        for (suite, name) in [
+            (UInt16(0xC013), "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA (0xC013)"), (0x1304, "TLS_AES_128_CCM_SHA256"),
+            (0xABCD, "cipher suite 0xABCD"),
+        ] {
             let tls = Self.conversation()
             _ = tls.receive(Self.record(22, Self.clientHello(suite: suite)), towardServer: true)
             let problems = Self.problems(tls.receive(Self.record(22, Self.serverHello(suite: suite)), towardServer: false))
@@ -82,22 +84,33 @@ struct TLSConversationProblemTests {
         #expect(problems.count == 1 && problems[0].contains("capture loss after record 1"), "\(problems)")
     }
 
-    @Test("no keys, and the client sent nothing after its ClientHello but ChangeCipherSpecs and alerts: an abandoned handshake, not a problem",
-          arguments: [UInt16(0xC02F), 0x1301])
+    @Test(
+        "no keys, and the client sent nothing after its ClientHello but ChangeCipherSpecs and alerts: an abandoned handshake, not a problem",
+        arguments: [UInt16(0xC02F), 0x1301]
+    )
     func abandonedHandshake(suite: UInt16) {
         let tls = Self.conversation()
         _ = tls.receive(Self.record(22, Self.clientHello(suite: suite)), towardServer: true)
-        #expect(Self.problems(tls.receive(Self.record(22, Self.serverHello(suite: suite)) + Self.record(23, [1, 2, 3]),
-                                          towardServer: false)).isEmpty)
-        let ccs = Self.record(20, [1]), alert = Self.record(21, [2, 40])
+        #expect(
+            Self.problems(
+                tls.receive(
+                    Self.record(22, Self.serverHello(suite: suite)) + Self.record(23, [1, 2, 3]),
+                    towardServer: false
+                )
+            ).isEmpty
+        )
+        let ccs = Self.record(20, [1])
+        let alert = Self.record(21, [2, 40])
         // A ChangeCipherSpec and an alert, the alert's bytes split across two reads.
         #expect(Self.problems(tls.receive(ccs + alert.prefix(3), towardServer: true)).isEmpty)
         #expect(Self.problems(tls.receive(Array(alert.dropFirst(3)), towardServer: true)).isEmpty)
         #expect(tls.abandonedHandshake && !tls.hadProblem)
     }
 
-    @Test("no keys, and the client goes on (a key exchange, a Finished, data): the problem names the client random",
-          arguments: [Self.record(22, Self.handshake(16, [0, 1, 2])), Self.record(23, [UInt8](repeating: 5, count: 30))])
+    @Test(
+        "no keys, and the client goes on (a key exchange, a Finished, data): the problem names the client random",
+        arguments: [Self.record(22, Self.handshake(16, [0, 1, 2])), Self.record(23, [UInt8](repeating: 5, count: 30))]
+    )
     func clientWentOnWithoutKeys(next: [UInt8]) {
         let tls = Self.conversation()
         _ = tls.receive(Self.record(22, Self.clientHello()), towardServer: true)
@@ -129,8 +142,10 @@ struct TLSConversationProblemTests {
             let length = Int.random(in: 0...300, using: &generator)
             let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
             let towardServer = Bool.random(using: &generator)
-            _ = tls.receive(Bool.random(using: &generator) ? Self.record(UInt8.random(in: 20...23, using: &generator), bytes) : bytes,
-                            towardServer: towardServer)
+            _ = tls.receive(
+                Bool.random(using: &generator) ? Self.record(UInt8.random(in: 20...23, using: &generator), bytes) : bytes,
+                towardServer: towardServer
+            )
             _ = tls.acknowledge(towardServer: towardServer, tcpBytes: Int64.random(in: 0...100_000, using: &generator))
         }
     }

@@ -1,11 +1,12 @@
 import ChaosCore
-@testable import ChaosTLS
 import Foundation
 import NIOCore
 import NIOEmbedded
 import NIOSSL
 import NIOTLS
 import Testing
+
+@testable import ChaosTLS
 
 @Suite("chaos's CA and its leaves", .timeLimit(.minutes(1)))
 struct CertificateAuthorityTests {
@@ -41,8 +42,10 @@ struct CertificateAuthorityTests {
         #expect(notPEM?.message.contains("is not a PEM certificate") == true)
     }
 
-    @Test("a leaf per name (DNS or IP), cached, and names no certificate can carry are refused",
-          arguments: ["", "a b", String(repeating: "a", count: 254), "bücher.example", "x..y", "-\u{0}-"])
+    @Test(
+        "a leaf per name (DNS or IP), cached, and names no certificate can carry are refused",
+        arguments: ["", "a b", String(repeating: "a", count: 254), "bücher.example", "x..y", "-\u{0}-"]
+    )
     func leafNames(bad: String) throws {
         let home = Self.home()
         defer { try? FileManager.default.removeItem(atPath: home) }
@@ -82,13 +85,17 @@ struct CertificateAuthorityTests {
         client.trustRoots = .certificates([try NIOSSLCertificate(bytes: authority.derBytes, format: .der)])
         client.applicationProtocols = ["h2", "http/1.1"]
         let clientContext = try NIOSSLContext(configuration: client)
-        let (negotiated, error) = try TLSPair.handshake(client: NIOSSLClientHandler(context: clientContext, serverHostname: "api.example.test"),
-                                                        server: NIOSSLServerHandler(context: serverContext))
+        let (negotiated, error) = try TLSPair.handshake(
+            client: NIOSSLClientHandler(context: clientContext, serverHostname: "api.example.test"),
+            server: NIOSSLServerHandler(context: serverContext)
+        )
         #expect(error == nil, "\(String(describing: error))")
         #expect(negotiated == "h2")
         // The same client asking for another name does not accept the leaf.
-        let (_, wrongName) = try TLSPair.handshake(client: NIOSSLClientHandler(context: clientContext, serverHostname: "other.example.test"),
-                                                   server: NIOSSLServerHandler(context: serverContext))
+        let (_, wrongName) = try TLSPair.handshake(
+            client: NIOSSLClientHandler(context: clientContext, serverHostname: "other.example.test"),
+            server: NIOSSLServerHandler(context: serverContext)
+        )
         #expect(wrongName != nil)
     }
 }
@@ -108,16 +115,26 @@ enum TLSPair {
     /// The client's negotiated protocol (nil: none) and the first error either side saw.
     static func handshake(client: NIOSSLClientHandler, server: NIOSSLServerHandler) throws -> (String?, (any Error)?) {
         let (clientWatch, serverWatch) = (Watch(), Watch())
-        let a = EmbeddedChannel(handlers: [client, clientWatch]), b = EmbeddedChannel(handlers: [server, serverWatch])
+        let a = EmbeddedChannel(handlers: [client, clientWatch])
+        let b = EmbeddedChannel(handlers: [server, serverWatch])
         a.connect(to: try SocketAddress(ipAddress: "127.0.0.1", port: 1), promise: nil)
         b.connect(to: try SocketAddress(ipAddress: "127.0.0.1", port: 1), promise: nil)
         for _ in 0..<20 {
             var moved = false
-            while let bytes = try a.readOutbound(as: ByteBuffer.self) { moved = true; try? b.writeInbound(bytes) }
-            while let bytes = try b.readOutbound(as: ByteBuffer.self) { moved = true; try? a.writeInbound(bytes) }
+            while let bytes = try a.readOutbound(as: ByteBuffer.self) {
+                moved = true
+                try? b.writeInbound(bytes)
+            }
+            while let bytes = try b.readOutbound(as: ByteBuffer.self) {
+                moved = true
+                try? a.writeInbound(bytes)
+            }
             if !moved { break }
         }
         // Not finished: a TLS close waits for the peer's close_notify on a timer this loop never runs.
-        return (clientWatch.negotiated ?? nil, clientWatch.error ?? serverWatch.error ?? (clientWatch.negotiated == nil ? ChannelError.ioOnClosedChannel : nil))
+        return (
+            clientWatch.negotiated ?? nil,
+            clientWatch.error ?? serverWatch.error ?? (clientWatch.negotiated == nil ? ChannelError.ioOnClosedChannel : nil)
+        )
     }
 }

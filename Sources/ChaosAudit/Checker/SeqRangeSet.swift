@@ -33,7 +33,8 @@ public struct SeqRangeSet: Sendable, Equatable, Codable {
 
     /// The index of the first interval whose upper bound is >= `value` (or `intervals.count`).
     private func firstIndex(reaching value: Int64) -> Int {
-        var low = 0, high = intervals.count
+        var low = 0
+        var high = intervals.count
         while low < high {
             let mid = (low + high) >> 1
             if intervals[mid].upper < value { low = mid + 1 } else { high = mid }
@@ -66,8 +67,16 @@ public struct SeqRangeSet: Sendable, Equatable, Codable {
         let last = intervals.count - 1
         if last >= 0 {
             let tail = intervals[last]
-            if value == tail.upper &+ 1 { intervals[last].upper = value; count += 1; return true }
-            if value > tail.upper { intervals.append(Interval(lower: value, upper: value)); count += 1; return true }
+            if value == tail.upper &+ 1 {
+                intervals[last].upper = value
+                count += 1
+                return true
+            }
+            if value > tail.upper {
+                intervals.append(Interval(lower: value, upper: value))
+                count += 1
+                return true
+            }
             if value >= tail.lower { return false }
         } else {
             intervals.append(Interval(lower: value, upper: value))

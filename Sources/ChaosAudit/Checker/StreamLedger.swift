@@ -55,8 +55,14 @@ final class StreamLedger {
         result.lost = expected - taken.count(from: seqStart, through: upper)
         if let ackedUpTo { result.unacked = taken.count(above: ackedUpTo) }
         result.updateRatio()
-        return StreamResult(stream: name, direction: direction, counts: result, firstSeq: taken.min,
-                            highestSeq: taken.max, ackedUpTo: ackedUpTo)
+        return StreamResult(
+            stream: name,
+            direction: direction,
+            counts: result,
+            firstSeq: taken.min,
+            highestSeq: taken.max,
+            ackedUpTo: ackedUpTo
+        )
     }
 
     /// The seq ranges counted as lost (for the anomaly list), at most `limit`.

@@ -30,7 +30,8 @@ struct VerbatimWrites {
     /// They extend the verbatim span when they are that read's very buffer, at the offset it was read at.
     @inline(__always)
     mutating func written(_ bytes: [UInt8], at start: Int64, lastRead: VerbatimWrites) {
-        let same = start == lastRead.lastReadStart && bytes.count == lastRead.lastRead.count && !bytes.isEmpty
+        let same =
+            start == lastRead.lastReadStart && bytes.count == lastRead.lastRead.count && !bytes.isEmpty
             && bytes.withUnsafeBufferPointer { written in
                 lastRead.lastRead.withUnsafeBufferPointer { $0.baseAddress == written.baseAddress }
             }

@@ -6,8 +6,12 @@ extension JSONFieldScanner {
     /// nil when a key has escapes, which the general scan then reads. `keys`: per field its key as a word and the
     /// key's length, then per key length 0...8 the fields whose key has it (``flatKeys``).
     @inline(__always)
-    func scanFlat(_ b: UnsafeBufferPointer<UInt8>, _ spans: UnsafeMutableBufferPointer<FieldSpan>, _ keys: UnsafeBufferPointer<UInt64>,
-                  fields: Int) -> Bool? {
+    func scanFlat(
+        _ b: UnsafeBufferPointer<UInt8>,
+        _ spans: UnsafeMutableBufferPointer<FieldSpan>,
+        _ keys: UnsafeBufferPointer<UInt64>,
+        fields: Int
+    ) -> Bool? {
         let n = b.count
         guard let p = b.baseAddress else { return false }
         var remaining = activeCount
@@ -21,9 +25,10 @@ extension JSONFieldScanner {
             guard i < n, p[i] == UInt8(ascii: "\"") else { return false }
             var leaf: UInt64 = 0
             if keyIndex < predictionCount, i &+ 16 <= n,
-               case let prediction = predictions[keyIndex],
-               raw.loadUnaligned(fromByteOffset: i, as: UInt64.self) & prediction.lowMask == prediction.low,
-               raw.loadUnaligned(fromByteOffset: i &+ 8, as: UInt64.self) & prediction.highMask == prediction.high {
+                case let prediction = predictions[keyIndex],
+                raw.loadUnaligned(fromByteOffset: i, as: UInt64.self) & prediction.lowMask == prediction.low,
+                raw.loadUnaligned(fromByteOffset: i &+ 8, as: UInt64.self) & prediction.highMask == prediction.high
+            {
                 // The key the last message had here, quotes and colon included: what the search below would find.
                 leaf = prediction.leaf
                 i = Self.skipSpace(b, i &+ prediction.length)
@@ -73,7 +78,10 @@ extension JSONFieldScanner {
             if remaining == 0 { return true }
             i = Self.skipSpace(b, i)
             guard i < n else { return false }
-            if p[i] == UInt8(ascii: ",") { i = Self.skipSpace(b, i &+ 1); continue }
+            if p[i] == UInt8(ascii: ",") {
+                i = Self.skipSpace(b, i &+ 1)
+                continue
+            }
             if p[i] == UInt8(ascii: "}") { return true }
             return false
         }
@@ -86,13 +94,22 @@ extension JSONFieldScanner {
     func predict(_ index: Int, _ b: UnsafeBufferPointer<UInt8>, from start: Int, through colon: Int, leaf: UInt64) {
         guard index < Self.predictionCapacity else { return }
         let length = colon &+ 1 &- start
-        guard length <= 16, start &+ 16 <= b.count, let base = b.baseAddress else { predictionCount = index; return }
+        guard length <= 16, start &+ 16 <= b.count, let base = b.baseAddress else {
+            predictionCount = index
+            return
+        }
         let raw = UnsafeRawPointer(base)
         func mask(_ bytes: Int) -> UInt64 { bytes >= 8 ? .max : bytes <= 0 ? 0 : (1 << UInt64(bytes &* 8)) &- 1 }
-        let lowMask = mask(length), highMask = mask(length &- 8)
-        predictions[index] = KeyPrediction(low: raw.loadUnaligned(fromByteOffset: start, as: UInt64.self) & lowMask,
-                                           high: raw.loadUnaligned(fromByteOffset: start &+ 8, as: UInt64.self) & highMask,
-                                           lowMask: lowMask, highMask: highMask, length: length, leaf: leaf)
+        let lowMask = mask(length)
+        let highMask = mask(length &- 8)
+        predictions[index] = KeyPrediction(
+            low: raw.loadUnaligned(fromByteOffset: start, as: UInt64.self) & lowMask,
+            high: raw.loadUnaligned(fromByteOffset: start &+ 8, as: UInt64.self) & highMask,
+            lowMask: lowMask,
+            highMask: highMask,
+            length: length,
+            leaf: leaf
+        )
         predictionCount = index &+ 1
     }
 }

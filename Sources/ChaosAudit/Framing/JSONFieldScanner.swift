@@ -46,7 +46,9 @@ final class JSONFieldScanner {
         for (index, name) in names.enumerated() where !name.isEmpty && index < 64 { mask |= 1 << UInt64(index) }
         activeMask = mask
         activeCount = mask.nonzeroBitCount
-        var bytes: [UInt8] = [], fieldLayout: [Int] = [], componentLayout: [Int] = []
+        var bytes: [UInt8] = []
+        var fieldLayout: [Int] = []
+        var componentLayout: [Int] = []
         for path in paths {
             fieldLayout += [componentLayout.count / 2, path.count]
             for component in path {
@@ -137,7 +139,8 @@ final class JSONFieldScanner {
         @inline(__always)
         func matches(_ field: Int, _ level: Int, _ b: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int, _ escaped: Bool) -> Bool {
             let component = 2 &* fields &+ 2 &* (layout[2 &* field] &+ level)
-            let keyStart = layout[component], keyLength = layout[component &+ 1]
+            let keyStart = layout[component]
+            let keyLength = layout[component &+ 1]
             let key = UnsafeBufferPointer(rebasing: bytes[keyStart..<(keyStart &+ keyLength)])
             if escaped { return JSONFieldScanner.unescape(b, start, end).elementsEqual(key) }
             guard end &- start == keyLength else { return false }
@@ -154,7 +157,8 @@ final class JSONFieldScanner {
     /// Fills ``spans``. Returns false when `frame` is not a JSON object. `flat` false: the general scan only (what
     /// the tests hold the flat pass to).
     func scan(_ frame: UnsafeBufferPointer<UInt8>, flat: Bool = true) -> Bool {
-        let fields = fieldCount, spans = spans
+        let fields = fieldCount
+        let spans = spans
         for index in 0..<fields { spans[index] = .missing }
         if flat, allShort, let found = scanFlat(frame, spans, UnsafeBufferPointer(flatKeys), fields: fields) { return found }
         for index in 0..<fields { spans[index] = .missing }
@@ -169,11 +173,21 @@ final class JSONFieldScanner {
         }
     }
 
-    private func scanObject(_ b: UnsafeBufferPointer<UInt8>, _ i: inout Int, level: Int, wanted: UInt64, _ keys: Keys,
-                            _ spans: UnsafeMutableBufferPointer<FieldSpan>, _ remaining: inout Int) -> Bool {
-        i += 1 // '{'
+    private func scanObject(
+        _ b: UnsafeBufferPointer<UInt8>,
+        _ i: inout Int,
+        level: Int,
+        wanted: UInt64,
+        _ keys: Keys,
+        _ spans: UnsafeMutableBufferPointer<FieldSpan>,
+        _ remaining: inout Int
+    ) -> Bool {
+        i += 1  // '{'
         i = Self.skipSpace(b, i)
-        if i < b.count, b[i] == UInt8(ascii: "}") { i += 1; return true }
+        if i < b.count, b[i] == UInt8(ascii: "}") {
+            i += 1
+            return true
+        }
         while true {
             guard i < b.count, b[i] == UInt8(ascii: "\"") else { return false }
             let keyStart = i + 1
@@ -182,7 +196,8 @@ final class JSONFieldScanner {
             guard i < b.count, b[i] == UInt8(ascii: ":") else { return false }
             i = Self.skipSpace(b, i + 1)
             guard i < b.count else { return false }
-            var leaf: UInt64 = 0, deeper: UInt64 = 0
+            var leaf: UInt64 = 0
+            var deeper: UInt64 = 0
             var bits = wanted
             let keyLength = keyEnd &- keyStart
             let keyWord = level == 0 && !keyEscaped && keyLength <= 8 ? Self.word(b, keyStart, keyLength) : 0
@@ -218,8 +233,14 @@ final class JSONFieldScanner {
             if remaining == 0 { return true }
             i = Self.skipSpace(b, i)
             guard i < b.count else { return false }
-            if b[i] == UInt8(ascii: ",") { i = Self.skipSpace(b, i + 1); continue }
-            if b[i] == UInt8(ascii: "}") { i += 1; return true }
+            if b[i] == UInt8(ascii: ",") {
+                i = Self.skipSpace(b, i + 1)
+                continue
+            }
+            if b[i] == UInt8(ascii: "}") {
+                i += 1
+                return true
+            }
             return false
         }
     }
@@ -256,8 +277,15 @@ final class JSONFieldScanner {
         j = Self.quoteOrBackslash(b, from: j)
         while j < count {
             let c = b[j]
-            if c == UInt8(ascii: "\"") { i = j + 1; return (j, escaped) }
-            if c == UInt8(ascii: "\\") { escaped = true; j += 2; continue }
+            if c == UInt8(ascii: "\"") {
+                i = j + 1
+                return (j, escaped)
+            }
+            if c == UInt8(ascii: "\\") {
+                escaped = true
+                j += 2
+                continue
+            }
             j += 1
         }
         return nil
@@ -300,10 +328,14 @@ final class JSONFieldScanner {
                     guard skipString(b, &i) != nil else { return false }
                     continue
                 }
-                if c == UInt8(ascii: "{") || c == UInt8(ascii: "[") { depth += 1 }
-                else if c == UInt8(ascii: "}") || c == UInt8(ascii: "]") {
+                if c == UInt8(ascii: "{") || c == UInt8(ascii: "[") {
+                    depth += 1
+                } else if c == UInt8(ascii: "}") || c == UInt8(ascii: "]") {
                     depth -= 1
-                    if depth == 0 { i += 1; return true }
+                    if depth == 0 {
+                        i += 1
+                        return true
+                    }
                 }
                 i += 1
             }
@@ -344,7 +376,11 @@ final class JSONFieldScanner {
         }
         while i < end {
             let c = b[i]
-            guard c == UInt8(ascii: "\\"), i + 1 < end else { out.append(c); i += 1; continue }
+            guard c == UInt8(ascii: "\\"), i + 1 < end else {
+                out.append(c)
+                i += 1
+                continue
+            }
             let e = b[i + 1]
             i += 2
             switch e {
@@ -354,10 +390,14 @@ final class JSONFieldScanner {
             case UInt8(ascii: "b"): out.append(0x08)
             case UInt8(ascii: "f"): out.append(0x0C)
             case UInt8(ascii: "u"):
-                guard var scalar = hex(i) else { out.append(e); continue }
+                guard var scalar = hex(i) else {
+                    out.append(e)
+                    continue
+                }
                 i += 4
                 if (0xD800..<0xDC00).contains(scalar), i + 6 <= end, b[i] == UInt8(ascii: "\\"),
-                   b[i + 1] == UInt8(ascii: "u"), let low = hex(i + 2), (0xDC00..<0xE000).contains(low) {
+                    b[i + 1] == UInt8(ascii: "u"), let low = hex(i + 2), (0xDC00..<0xE000).contains(low)
+                {
                     scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
                     i += 6
                 }
@@ -374,7 +414,10 @@ final class JSONFieldScanner {
         guard span.isPresent, span.end > span.start, !span.hasEscapes else { return nil }
         var i = span.start
         var negative = false
-        if b[i] == UInt8(ascii: "-") { negative = true; i += 1 }
+        if b[i] == UInt8(ascii: "-") {
+            negative = true
+            i += 1
+        }
         guard i < span.end, span.end - i <= 18 else { return nil }
         // At most 18 digits: the value cannot overflow, so no checked arithmetic per digit.
         guard let p = b.baseAddress else { return nil }

@@ -61,7 +61,8 @@ final class MessageExtractor {
             names.append(name)
         }
         ignoreRules = rules
-        var flat: [(Int, Int, Int)] = [], flatBytes: [UInt8] = []
+        var flat: [(Int, Int, Int)] = []
+        var flatBytes: [UInt8] = []
         for (field, values) in rules {
             for value in values {
                 flat.append((field, flatBytes.count, value.count))
@@ -121,7 +122,10 @@ final class MessageExtractor {
 
     private func extractJSON(_ frame: UnsafeBufferPointer<UInt8>, _ scanner: JSONFieldScanner) -> MessageFields {
         var fields = MessageFields()
-        guard scanner.scan(frame) else { fields.undecodable = true; return fields }
+        guard scanner.scan(frame) else {
+            fields.undecodable = true
+            return fields
+        }
         let spans = UnsafeBufferPointer(scanner.spans)
         if !ignoreValues.isEmpty {
             fields.ignored = ignoreValues.withUnsafeBufferPointer { values in
@@ -129,7 +133,8 @@ final class MessageExtractor {
                     for value in values {
                         let span = spans[value.field]
                         if span.isPresent, span.end &- span.start == value.count,
-                           value.count == 0 || memcmp(frame.baseAddress! + span.start, bytes.baseAddress! + value.start, value.count) == 0 {
+                            value.count == 0 || memcmp(frame.baseAddress! + span.start, bytes.baseAddress! + value.start, value.count) == 0
+                        {
                             return true
                         }
                     }
@@ -145,7 +150,9 @@ final class MessageExtractor {
         if hasAck { fields.ack = JSONFieldScanner.integer(frame, spans[2]) }
         if hasStream, spans[1].isPresent {
             let span = spans[1]
-            fields.stream = span.hasEscapes ? hold(JSONFieldScanner.unescape(frame, span.start, span.end))
+            fields.stream =
+                span.hasEscapes
+                ? hold(JSONFieldScanner.unescape(frame, span.start, span.end))
                 : UnsafeBufferPointer(rebasing: frame[span.start..<span.end])
         }
         return fields
@@ -153,14 +160,18 @@ final class MessageExtractor {
 
     private func extractProtobuf(_ frame: UnsafeBufferPointer<UInt8>, _ scanner: ProtobufFieldScanner) -> MessageFields {
         var fields = MessageFields()
-        guard scanner.scan(frame) else { fields.undecodable = true; return fields }
+        guard scanner.scan(frame) else {
+            fields.undecodable = true
+            return fields
+        }
         let protobufValues = UnsafeBufferPointer(scanner.values)
         for rule in ignoreRules {
             guard let value = protobufValues[rule.field] else { continue }
-            let text: [UInt8] = switch value {
-            case .bytes(let start, let end): Array(frame[start..<end])
-            default: Array(String(value.integer(zigzag: zigzag[rule.field]) ?? 0).utf8)
-            }
+            let text: [UInt8] =
+                switch value {
+                case .bytes(let start, let end): Array(frame[start..<end])
+                default: Array(String(value.integer(zigzag: zigzag[rule.field]) ?? 0).utf8)
+                }
             if rule.values.contains(text) { fields.ignored = true }
         }
         if let seq = protobufValues[0] {
@@ -181,7 +192,10 @@ final class MessageExtractor {
         var fields = MessageFields()
         let text = String(decoding: frame, as: UTF8.self)
         let whole = NSRange(text.startIndex..., in: text)
-        guard let match = expression.firstMatch(in: text, range: whole) else { fields.undecodable = true; return fields }
+        guard let match = expression.firstMatch(in: text, range: whole) else {
+            fields.undecodable = true
+            return fields
+        }
         func group(_ name: String) -> Substring? {
             guard !name.isEmpty else { return nil }
             let range = match.range(withName: name)

@@ -85,8 +85,11 @@ final class ProtobufFieldScanner {
 
     /// ``scanMessage(_:_:_:depth:wanted:_:)`` of a whole frame when every wanted field is a top-level one (`numbers`:
     /// per field its number, 0 for none): the same answers, with no array made or copied per field.
-    private static func scanTopLevel(_ b: UnsafeBufferPointer<UInt8>, _ numbers: UnsafeBufferPointer<UInt64>,
-                                     _ values: UnsafeMutableBufferPointer<ProtobufWireValue?>) -> Bool {
+    private static func scanTopLevel(
+        _ b: UnsafeBufferPointer<UInt8>,
+        _ numbers: UnsafeBufferPointer<UInt64>,
+        _ values: UnsafeMutableBufferPointer<ProtobufWireValue?>
+    ) -> Bool {
         var cursor = 0
         let end = b.count
         while cursor < end {
@@ -121,12 +124,19 @@ final class ProtobufFieldScanner {
         return cursor == end
     }
 
-    private func scanMessage(_ b: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int, depth: Int, wanted: [Int],
-                             _ values: inout [ProtobufWireValue?]) -> Bool {
+    private func scanMessage(
+        _ b: UnsafeBufferPointer<UInt8>,
+        _ start: Int,
+        _ end: Int,
+        depth: Int,
+        wanted: [Int],
+        _ values: inout [ProtobufWireValue?]
+    ) -> Bool {
         var cursor = start
         while cursor < end {
             guard let key = Self.varint(b, &cursor, end) else { return false }
-            let number = key >> 3, wireType = key & 7
+            let number = key >> 3
+            let wireType = key & 7
             guard number > 0 else { return false }
             let value: ProtobufWireValue
             switch wireType {
@@ -149,7 +159,7 @@ final class ProtobufFieldScanner {
                 guard Self.skipGroup(b, &cursor, end, number: number, depth: depth) else { return false }
                 continue
             default:
-                return false // 4 (an end-group with no start) and the unused 6 and 7
+                return false  // 4 (an end-group with no start) and the unused 6 and 7
             }
             var deeper: [Int] = []
             for index in wanted where paths[index][depth] == number {
@@ -167,15 +177,24 @@ final class ProtobufFieldScanner {
     }
 
     /// Skips a (deprecated) group up to its matching end-group key.
-    private static func skipGroup(_ b: UnsafeBufferPointer<UInt8>, _ cursor: inout Int, _ end: Int, number: UInt64,
-                                  depth: Int) -> Bool {
+    private static func skipGroup(
+        _ b: UnsafeBufferPointer<UInt8>,
+        _ cursor: inout Int,
+        _ end: Int,
+        number: UInt64,
+        depth: Int
+    ) -> Bool {
         guard depth < maxDepth else { return false }
         while cursor < end {
             guard let key = varint(b, &cursor, end) else { return false }
             switch key & 7 {
             case 0: guard varint(b, &cursor, end) != nil else { return false }
-            case 1: guard end - cursor >= 8 else { return false }; cursor += 8
-            case 5: guard end - cursor >= 4 else { return false }; cursor += 4
+            case 1:
+                guard end - cursor >= 8 else { return false }
+                cursor += 8
+            case 5:
+                guard end - cursor >= 4 else { return false }
+                cursor += 4
             case 2:
                 guard let length = varint(b, &cursor, end), length <= UInt64(end - cursor) else { return false }
                 cursor += Int(length)

@@ -48,10 +48,17 @@ final class FaultWatch {
     }
 
     var impact: FaultImpact {
-        FaultImpact(occurrence: mark.occurrence, kind: mark.kind, atS: Double(start) / 1e9,
-                    forS: end.map { Double($0 - start) / 1e9 } ?? 0, connectionsClosed: connectionsClosed,
-                    reconnectS: reconnect.map { Double($0) / 1e9 }, resumeS: slowestResume.map { Double($0) / 1e9 },
-                    streamsAffected: streamsAffected, neverResumed: neverResumed + waitingStreams,
-                    detail: mark.addedThroughAPI ? mark.detail : nil)
+        FaultImpact(
+            occurrence: mark.occurrence,
+            kind: mark.kind,
+            atS: Double(start) / 1e9,
+            forS: end.map { Double($0 - start) / 1e9 } ?? 0,
+            connectionsClosed: connectionsClosed,
+            reconnectS: reconnect.map { Double($0) / 1e9 },
+            resumeS: slowestResume.map { Double($0) / 1e9 },
+            streamsAffected: streamsAffected,
+            neverResumed: neverResumed + waitingStreams,
+            detail: mark.addedThroughAPI ? mark.detail : nil
+        )
     }
 }

@@ -91,13 +91,17 @@ struct PathTracker {
     mutating func closed(_ id: ConnectionID, how: TrafficEvent.CloseKind, at time: Int64, fully: Bool) {
         guard var connection = live[id] else { return }
         if let expired = connection.natExpiredAt, connection.record?.natNoticedAfterS == nil, how != .cutByFault,
-           stoppedAt.map({ time < $0 }) ?? true {
+            stoppedAt.map({ time < $0 }) ?? true
+        {
             connection.record?.natNoticedAfterS = Double(time - expired) / 1e9
             summary.natNoticed += 1
             noticed.record(nanoseconds: time - expired)
         }
         connection.natExpiredAt = connection.record?.natNoticedAfterS == nil ? connection.natExpiredAt : nil
-        guard fully else { return live[id] = connection }
+        guard fully else {
+            live[id] = connection
+            return
+        }
         live.removeValue(forKey: id)
         finish(connection, at: time)
     }
@@ -113,7 +117,8 @@ struct PathTracker {
     func result(at time: Int64, limits: PathLimits?) -> PathSummary? {
         guard seenPathEvent || limits != nil else { return nil }
         var result = summary
-        var gaps = self.gaps, messageGaps = self.messageGaps
+        var gaps = self.gaps
+        var messageGaps = self.messageGaps
         var listed = self.listed
         for (_, connection) in live.sorted(by: { $0.key < $1.key }) {
             gaps.record(nanoseconds: max(connection.longestGap, time - connection.lastByte))
@@ -137,19 +142,25 @@ struct PathTracker {
         if path.natExpired > 0, let timeout = path.natIdleTimeoutS {
             var line = "\(path.natExpired) connection(s) went quiet past the NAT's \(seconds(timeout)) idle timeout and died silently"
             if let keepalive { line += " (the pair's longest quiet gap: \(seconds(keepalive)))" }
-            line += path.natNoticed == 0 ? "; the pair never noticed"
+            line +=
+                path.natNoticed == 0
+                ? "; the pair never noticed"
                 : "; the pair noticed \(path.natNoticed) after \(seconds(path.natNoticedS.p50)) (p50), \(seconds(path.natNoticedS.max)) at most"
             findings.append(line + ": send a keepalive more often than every \(seconds(timeout)).")
         } else if let timeout = path.natIdleTimeoutS, let keepalive, keepalive >= timeout {
-            findings.append("the pair's longest quiet gap (\(seconds(keepalive))) reaches the NAT's \(seconds(timeout)) idle timeout: "
-                + "on a real network such a connection dies silently; send a keepalive more often.")
+            findings.append(
+                "the pair's longest quiet gap (\(seconds(keepalive))) reaches the NAT's \(seconds(timeout)) idle timeout: "
+                    + "on a real network such a connection dies silently; send a keepalive more often."
+            )
         }
         // Only a keepalive is held against the pair: messages that come more often than the tail keep a radio busy
         // on any phone, while a keepalive that does so between rarer messages only costs the battery.
         if let tail = path.radioTailS, let keepalive, keepalive < tail / 2, path.messageGapS.count > 0, path.messageGapS.p50 >= tail {
-            findings.append("the pair's keepalive never lets the radio idle: its longest quiet gap (\(seconds(keepalive))) is well under "
-                + "the radio's \(seconds(tail)) tail while its messages are \(seconds(path.messageGapS.p50)) apart (p50), so on a "
-                + "phone the radio stays connected for the keepalive alone (battery); send it less often unless a NAT forgets sooner.")
+            findings.append(
+                "the pair's keepalive never lets the radio idle: its longest quiet gap (\(seconds(keepalive))) is well under "
+                    + "the radio's \(seconds(tail)) tail while its messages are \(seconds(path.messageGapS.p50)) apart (p50), so on a "
+                    + "phone the radio stays connected for the keepalive alone (battery); send it less often unless a NAT forgets sooner."
+            )
         }
         return findings
     }

@@ -94,8 +94,14 @@ struct RecoveryTracker {
 
     /// A leg of connection `id` closed. `first` when it is the connection's first leg to close; `streams`
     /// are the stream ledgers the connection carried traffic for.
-    mutating func closed(_ id: ConnectionID, side: Side, kind: TrafficEvent.CloseKind, at time: Int64, first: Bool,
-                         streams: [StreamLedger]) {
+    mutating func closed(
+        _ id: ConnectionID,
+        side: Side,
+        kind: TrafficEvent.CloseKind,
+        at time: Int64,
+        first: Bool,
+        streams: [StreamLedger]
+    ) {
         advance(to: time)
         for watch in open where watch.halfOpen.contains(id) {
             let proxyCut = kind == .cutByFault
@@ -161,10 +167,16 @@ struct RecoveryTracker {
                 watch.halfOpenLongest = max(watch.halfOpenLongest, time - watch.start)
                 watch.halfOpen = []
             }
-            halfOpenRecords.append(HalfOpenRecord(occurrence: watch.mark.occurrence, kind: watch.mark.kind,
-                                                  connections: watch.halfOpenTotal, noticed: watch.halfOpenNoticed,
-                                                  unnoticed: watch.halfOpenUnnoticed,
-                                                  longestS: Double(watch.halfOpenLongest) / 1e9))
+            halfOpenRecords.append(
+                HalfOpenRecord(
+                    occurrence: watch.mark.occurrence,
+                    kind: watch.mark.kind,
+                    connections: watch.halfOpenTotal,
+                    noticed: watch.halfOpenNoticed,
+                    unnoticed: watch.halfOpenUnnoticed,
+                    longestS: Double(watch.halfOpenLongest) / 1e9
+                )
+            )
         }
         if final { neverResumed += watch.waitingStreams }
         settled.append(watch.impact)
@@ -184,9 +196,16 @@ struct RecoveryTracker {
                 if watch.halfOpenTotal > 0 {
                     let unnoticed = watch.halfOpenUnnoticed + watch.halfOpen.count
                     let longest = watch.halfOpen.isEmpty ? watch.halfOpenLongest : max(watch.halfOpenLongest, time - watch.start)
-                    halfOpen.append(HalfOpenRecord(occurrence: watch.mark.occurrence, kind: watch.mark.kind,
-                                                   connections: watch.halfOpenTotal, noticed: watch.halfOpenNoticed,
-                                                   unnoticed: unnoticed, longestS: Double(longest) / 1e9))
+                    halfOpen.append(
+                        HalfOpenRecord(
+                            occurrence: watch.mark.occurrence,
+                            kind: watch.mark.kind,
+                            connections: watch.halfOpenTotal,
+                            noticed: watch.halfOpenNoticed,
+                            unnoticed: unnoticed,
+                            longestS: Double(longest) / 1e9
+                        )
+                    )
                 }
                 if !watch.spreadDone, let spread = Self.spread(of: watch) { spreads.append(spread) }
             }
@@ -214,17 +233,25 @@ struct RecoveryTracker {
 
     private static func spread(of watch: FaultWatch) -> ReconnectSpread? {
         guard watch.connectionsClosed >= 2, let disruption = watch.disruption, let first = watch.attempts.first,
-              let last = watch.attempts.last else { return nil }
-        var densest = 0, low = 0
+            let last = watch.attempts.last
+        else { return nil }
+        var densest = 0
+        var low = 0
         for high in watch.attempts.indices {
             while watch.attempts[high] - watch.attempts[low] > herdWindow { low += 1 }
             densest = max(densest, high - low + 1)
         }
         let attempts = watch.attempts.count
-        return ReconnectSpread(occurrence: watch.mark.occurrence, kind: watch.mark.kind,
-                               connectionsClosed: watch.connectionsClosed, attempts: attempts,
-                               firstS: Double(first - disruption) / 1e9, spreadS: Double(last - first) / 1e9,
-                               densest: densest, windowS: Double(herdWindow) / 1e9,
-                               herd: Self.isHerd(densest: densest, attempts: attempts, firstAfter: first - disruption))
+        return ReconnectSpread(
+            occurrence: watch.mark.occurrence,
+            kind: watch.mark.kind,
+            connectionsClosed: watch.connectionsClosed,
+            attempts: attempts,
+            firstS: Double(first - disruption) / 1e9,
+            spreadS: Double(last - first) / 1e9,
+            densest: densest,
+            windowS: Double(herdWindow) / 1e9,
+            herd: Self.isHerd(densest: densest, attempts: attempts, firstAfter: first - disruption)
+        )
     }
 }

@@ -58,9 +58,19 @@ public struct Anomaly: Sendable, Codable, Equatable {
     public var detail: String?
 
     /// Creates an anomaly.
-    public init(kind: Class, stream: String, direction: Direction, fromSeq: Int64? = nil, toSeq: Int64? = nil, atS: Double,
-                connection: UInt64, fault: String? = nil, faultOccurrence: Int? = nil, faultActive: Bool? = nil,
-                detail: String? = nil) {
+    public init(
+        kind: Class,
+        stream: String,
+        direction: Direction,
+        fromSeq: Int64? = nil,
+        toSeq: Int64? = nil,
+        atS: Double,
+        connection: UInt64,
+        fault: String? = nil,
+        faultOccurrence: Int? = nil,
+        faultActive: Bool? = nil,
+        detail: String? = nil
+    ) {
         self.kind = kind
         self.stream = stream
         self.direction = direction
@@ -75,6 +85,7 @@ public struct Anomaly: Sendable, Codable, Equatable {
     }
 
     private enum CodingKeys: String, CodingKey {
-        case kind = "class", stream, direction, fromSeq, toSeq, atS, connection, fault, faultOccurrence, faultActive, detail
+        case kind = "class"
+        case stream, direction, fromSeq, toSeq, atS, connection, fault, faultOccurrence, faultActive, detail
     }
 }

@@ -29,10 +29,21 @@ public struct AuditResult: Sendable, Codable, Equatable {
     public var path: PathSummary?
 
     /// Creates a result.
-    public init(complete: Bool, elapsedS: Double, totals: DeliveryCounts, streams: [StreamResult], anomalies: [Anomaly],
-                anomalyCounts: [String: Int64], recovery: RecoverySummary, faults: [FaultImpact],
-                connections: ConnectionStats, messages: MessageStats, activity: ActivitySeries,
-                protocolEvents: ProtocolStats? = nil, path: PathSummary? = nil) {
+    public init(
+        complete: Bool,
+        elapsedS: Double,
+        totals: DeliveryCounts,
+        streams: [StreamResult],
+        anomalies: [Anomaly],
+        anomalyCounts: [String: Int64],
+        recovery: RecoverySummary,
+        faults: [FaultImpact],
+        connections: ConnectionStats,
+        messages: MessageStats,
+        activity: ActivitySeries,
+        protocolEvents: ProtocolStats? = nil,
+        path: PathSummary? = nil
+    ) {
         self.path = path
         self.complete = complete
         self.elapsedS = elapsedS

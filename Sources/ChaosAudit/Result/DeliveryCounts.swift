@@ -42,9 +42,17 @@ public struct DeliveryCounts: Sendable, Codable, Equatable {
             let (total, overflow) = a.addingReportingOverflow(b)
             a = overflow ? (b > 0 ? .max : .min) : total
         }
-        sum(&sent, other.sent); sum(&delivered, other.delivered); sum(&ok, other.ok); sum(&lost, other.lost)
-        sum(&recovered, other.recovered); sum(&duplicated, other.duplicated); sum(&redelivered, other.redelivered)
-        sum(&reordered, other.reordered); sum(&gaps, other.gaps); sum(&unacked, other.unacked); sum(&truncated, other.truncated)
+        sum(&sent, other.sent)
+        sum(&delivered, other.delivered)
+        sum(&ok, other.ok)
+        sum(&lost, other.lost)
+        sum(&recovered, other.recovered)
+        sum(&duplicated, other.duplicated)
+        sum(&redelivered, other.redelivered)
+        sum(&reordered, other.reordered)
+        sum(&gaps, other.gaps)
+        sum(&unacked, other.unacked)
+        sum(&truncated, other.truncated)
         updateRatio()
     }
 
@@ -83,8 +91,14 @@ public struct StreamResult: Sendable, Codable, Equatable {
     public var ackedUpTo: Int64?
 
     /// Creates a stream result.
-    public init(stream: String, direction: Direction, counts: DeliveryCounts, firstSeq: Int64?, highestSeq: Int64?,
-                ackedUpTo: Int64?) {
+    public init(
+        stream: String,
+        direction: Direction,
+        counts: DeliveryCounts,
+        firstSeq: Int64?,
+        highestSeq: Int64?,
+        ackedUpTo: Int64?
+    ) {
         self.stream = stream
         self.direction = direction
         self.counts = counts

@@ -26,8 +26,11 @@ extension LatencyRecorder {
 extension AuditEngine {
     /// The recovery measurements so far (reconnect: disruption to the next accepted connection; resume: disruption to
     /// a stream's first new message) as histograms at `bounds` seconds.
-    public func recoveryHistograms(bounds: [Double] = DurationHistogram.recoveryBounds)
-        -> (reconnect: DurationHistogram, resume: DurationHistogram) {
+    public func recoveryHistograms(
+        bounds: [Double] = DurationHistogram.recoveryBounds
+    )
+        -> (reconnect: DurationHistogram, resume: DurationHistogram)
+    {
         (recovery.reconnect.histogram(bounds: bounds), recovery.resume.histogram(bounds: bounds))
     }
 }

@@ -6,8 +6,11 @@ struct LatencyRecorder {
     private var histogram: Histogram<UInt64>
 
     init() {
-        histogram = Histogram<UInt64>(lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000_000,
-                                      numberOfSignificantValueDigits: .three)
+        histogram = Histogram<UInt64>(
+            lowestDiscernibleValue: 1,
+            highestTrackableValue: 3_600_000_000,
+            numberOfSignificantValueDigits: .three
+        )
         histogram.autoResize = true
     }
 
@@ -31,10 +34,12 @@ struct LatencyRecorder {
     var summary: LatencySummary {
         guard histogram.totalCount > 0 else { return LatencySummary() }
         func seconds(_ micros: UInt64) -> Double { Double(micros) / 1e6 }
-        return LatencySummary(count: count,
-                              p50: seconds(histogram.valueAtPercentile(50)),
-                              p95: seconds(histogram.valueAtPercentile(95)),
-                              p99: seconds(histogram.valueAtPercentile(99)),
-                              max: seconds(histogram.max))
+        return LatencySummary(
+            count: count,
+            p50: seconds(histogram.valueAtPercentile(50)),
+            p95: seconds(histogram.valueAtPercentile(95)),
+            p99: seconds(histogram.valueAtPercentile(99)),
+            max: seconds(histogram.max)
+        )
     }
 }

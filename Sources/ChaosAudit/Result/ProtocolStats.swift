@@ -10,9 +10,11 @@ public import ChaosProtocols
 /// `NAME_by_fault`), the keys written before families existed: a report written then still loads.
 public struct ProtocolStats: Sendable, Codable, Equatable {
     /// The audit's own counters, whatever the protocol.
-    public static let auditCounters = [ProtocolCounter("oversized", "oversized messages"),
-                                       ProtocolCounter("protocolErrors", "protocol errors"),
-                                       ProtocolCounter("tlsFailures", "TLS handshakes failed")]
+    public static let auditCounters = [
+        ProtocolCounter("oversized", "oversized messages"),
+        ProtocolCounter("protocolErrors", "protocol errors"),
+        ProtocolCounter("tlsFailures", "TLS handshakes failed"),
+    ]
     /// Every counter, the plug-ins' then the audit's.
     public static let knownCounters = ProtocolRegistry.counters(shared: auditCounters)
     /// Every family of counts by code.
@@ -90,8 +92,11 @@ public struct ProtocolStats: Sendable, Codable, Equatable {
         }
         for family in Self.knownFamilies {
             families[family.name] = try container.decodeIfPresent([String: Int64].self, forKey: Key(family.name)) ?? [:]
-            familiesByFault[family.name] = try container.decodeIfPresent([String: [String: Int64]].self,
-                                                                         forKey: Key(family.name + "ByFault")) ?? [:]
+            familiesByFault[family.name] =
+                try container.decodeIfPresent(
+                    [String: [String: Int64]].self,
+                    forKey: Key(family.name + "ByFault")
+                ) ?? [:]
         }
         pingRoundTripS = try container.decodeIfPresent(LatencySummary.self, forKey: Key("pingRoundTripS"))
     }

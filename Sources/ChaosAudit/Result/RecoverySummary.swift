@@ -81,8 +81,17 @@ public struct ReconnectSpread: Sendable, Codable, Equatable {
     public var herd: Bool
 
     /// Creates a record.
-    public init(occurrence: Int, kind: String, connectionsClosed: Int, attempts: Int, firstS: Double, spreadS: Double,
-                densest: Int, windowS: Double, herd: Bool) {
+    public init(
+        occurrence: Int,
+        kind: String,
+        connectionsClosed: Int,
+        attempts: Int,
+        firstS: Double,
+        spreadS: Double,
+        densest: Int,
+        windowS: Double,
+        herd: Bool
+    ) {
         self.occurrence = occurrence
         self.kind = kind
         self.connectionsClosed = connectionsClosed
@@ -119,9 +128,18 @@ public struct FaultImpact: Sendable, Codable, Equatable {
     public var detail: String?
 
     /// Creates an impact record.
-    public init(occurrence: Int, kind: String, atS: Double, forS: Double = 0, connectionsClosed: Int = 0,
-                reconnectS: Double? = nil, resumeS: Double? = nil, streamsAffected: Int = 0, neverResumed: Int = 0,
-                detail: String? = nil) {
+    public init(
+        occurrence: Int,
+        kind: String,
+        atS: Double,
+        forS: Double = 0,
+        connectionsClosed: Int = 0,
+        reconnectS: Double? = nil,
+        resumeS: Double? = nil,
+        streamsAffected: Int = 0,
+        neverResumed: Int = 0,
+        detail: String? = nil
+    ) {
         self.detail = detail
         self.occurrence = occurrence
         self.kind = kind

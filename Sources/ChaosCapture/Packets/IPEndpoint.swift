@@ -54,8 +54,10 @@ struct IPEndpoint: Hashable, Sendable, CustomStringConvertible {
         if host == "localhost" || host.isEmpty { return [127, 0, 0, 1] }
         var hash: UInt32 = 2_166_136_261
         for byte in host.utf8 { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
-        return [10, UInt8(truncatingIfNeeded: hash >> 16), UInt8(truncatingIfNeeded: hash >> 8),
-                UInt8(truncatingIfNeeded: hash | 1)]
+        return [
+            10, UInt8(truncatingIfNeeded: hash >> 16), UInt8(truncatingIfNeeded: hash >> 8),
+            UInt8(truncatingIfNeeded: hash | 1),
+        ]
     }
 
     /// The same endpoint with its address widened to IPv6 (IPv4-mapped) when `toIPv6` is set.

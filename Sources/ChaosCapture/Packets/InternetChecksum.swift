@@ -35,8 +35,8 @@ struct InternetChecksum {
     }
 }
 
-private extension UInt64 {
-    init(littleEndianOddByte byte: UInt8) {
+extension UInt64 {
+    fileprivate init(littleEndianOddByte byte: UInt8) {
         let word = UInt16(byte) << 8
         self.init(UInt16(bigEndian: word))
     }

@@ -17,8 +17,11 @@ struct PacketBuilder {
     /// Builds one segment from `source` to `destination` and hands its bytes to `body`.
     /// Both endpoints must have the same address family.
     mutating func withSegment<Result>(
-        from source: IPEndpoint, to destination: IPEndpoint,
-        sequence: UInt32, acknowledgement: UInt32, flags: TCPFlags,
+        from source: IPEndpoint,
+        to destination: IPEndpoint,
+        sequence: UInt32,
+        acknowledgement: UInt32,
+        flags: TCPFlags,
         payload: UnsafeRawBufferPointer,
         _ body: (UnsafeRawBufferPointer) throws -> Result
     ) rethrows -> Result {

@@ -41,9 +41,14 @@ public struct CaptureReadOptions: Hashable, Sendable {
 
     /// Creates options; the defaults read every packet and pair legs automatically within 1 s
     /// (30 s with an explicit proxy port).
-    public init(filter: String? = nil, serverPort: UInt16? = nil, pairing: Pairing = .automatic,
-                pairingWindow: Int64 = 1_000_000_000, proxyPairingWindow: Int64 = 30_000_000_000,
-                proxyName: String = "capture") {
+    public init(
+        filter: String? = nil,
+        serverPort: UInt16? = nil,
+        pairing: Pairing = .automatic,
+        pairingWindow: Int64 = 1_000_000_000,
+        proxyPairingWindow: Int64 = 30_000_000_000,
+        proxyName: String = "capture"
+    ) {
         self.filter = filter
         self.serverPort = serverPort
         self.pairing = pairing

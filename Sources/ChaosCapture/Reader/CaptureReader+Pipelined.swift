@@ -8,8 +8,11 @@ extension CaptureReader {
     /// handler holds the reader back and memory stays bounded. `handler` sees the same events in the same order.
     /// - Throws: what ``read(paths:options:_:)`` throws (from the reader, after the events it read before the error), or
     ///   what `handler` throws (the reader is then stopped).
-    public static func readPipelined(paths: [String], options: CaptureReadOptions = CaptureReadOptions(),
-                                     _ handler: (TrafficEvent) throws -> Void) throws -> CaptureStatistics {
+    public static func readPipelined(
+        paths: [String],
+        options: CaptureReadOptions = CaptureReadOptions(),
+        _ handler: (TrafficEvent) throws -> Void
+    ) throws -> CaptureStatistics {
         let channel = PipelinedEvents()
         let reader = Thread {
             do {
@@ -54,7 +57,6 @@ final class PipelinedEvents: @unchecked Sendable {
     private var bytes = 0
     private var stopped = false
     private var end: Result<CaptureStatistics, any Error>?
-
 
     /// Hands `batch` over, waiting for room; false once the handler stopped (the reader should stop too).
     func put(_ batch: [TrafficEvent], bytes cost: Int) -> Bool {

@@ -22,15 +22,21 @@ public enum CaptureReader {
     /// - Throws: `ChaosError.badInput` for an unreadable, truncated or garbage file (the message
     ///   names the file and byte offset), an unsupported link type or a bad filter; any error
     ///   `handler` throws.
-    public static func read(path: String, options: CaptureReadOptions = CaptureReadOptions(),
-                            _ handler: (TrafficEvent) throws -> Void) throws -> CaptureStatistics {
+    public static func read(
+        path: String,
+        options: CaptureReadOptions = CaptureReadOptions(),
+        _ handler: (TrafficEvent) throws -> Void
+    ) throws -> CaptureStatistics {
         try read(paths: [path], options: options, handler)
     }
 
     /// Reads several files as one capture, in the order given (the files of a capture ring,
     /// oldest first).
-    public static func read(paths: [String], options: CaptureReadOptions = CaptureReadOptions(),
-                            _ handler: (TrafficEvent) throws -> Void) throws -> CaptureStatistics {
+    public static func read(
+        paths: [String],
+        options: CaptureReadOptions = CaptureReadOptions(),
+        _ handler: (TrafficEvent) throws -> Void
+    ) throws -> CaptureStatistics {
         try readBatches(paths: paths, options: options) { events, _ in
             for event in events { try handler(event) }
         }
@@ -40,11 +46,15 @@ public enum CaptureReader {
     /// ``PipelinedEvents/batchBytes`` bytes (fewer at the end), with what they cost a bounded hand-over
     /// (``TrafficEvent/queuedBytes``): each batch the reconstruction's own array, handed over as it is (no event copied
     /// or retained again on the way). An error comes out after the events read before it.
-    static func readBatches(paths: [String], options: CaptureReadOptions,
-                            _ handler: (_ events: [TrafficEvent], _ bytes: Int) throws -> Void) throws -> CaptureStatistics {
+    static func readBatches(
+        paths: [String],
+        options: CaptureReadOptions,
+        _ handler: (_ events: [TrafficEvent], _ bytes: Int) throws -> Void
+    ) throws -> CaptureStatistics {
         let reconstructor = TrafficReconstructor(options: options)
         var firstTimestamp: Int64?
-        var counted = 0, countedBytes = 0
+        var counted = 0
+        var countedBytes = 0
         /// Adds the cost of the events released since the last count.
         func count() {
             reconstructor.outbox.withUnsafeBufferPointer { events in
@@ -56,7 +66,8 @@ public enum CaptureReader {
         func drain() throws {
             count()
             guard counted > 0 else { return }
-            let batch = reconstructor.outbox, bytes = countedBytes
+            let batch = reconstructor.outbox
+            let bytes = countedBytes
             reconstructor.outbox = []
             reconstructor.outbox.reserveCapacity(PipelinedEvents.batchEvents)
             counted = 0
@@ -67,8 +78,10 @@ public enum CaptureReader {
             for path in paths {
                 let capture = try OfflineCapture(path: path)
                 guard let decoder = PacketDecoder(dataLinkType: capture.dataLinkType) else {
-                    throw ChaosError.badInput("capture \(path): link type \(capture.dataLinkType) is not supported "
-                        + "(expected Ethernet, Linux cooked, raw IP or BSD loopback) at byte offset 0")
+                    throw ChaosError.badInput(
+                        "capture \(path): link type \(capture.dataLinkType) is not supported "
+                            + "(expected Ethernet, Linux cooked, raw IP or BSD loopback) at byte offset 0"
+                    )
                 }
                 if let filter = options.filter { try capture.setFilter(filter) }
                 try capture.forEachPacket { packet, wireLength, timestamp in
@@ -106,7 +119,10 @@ public enum CaptureReader {
     }
 
     /// Reads `path` into memory: every event and the statistics (for tests and small captures).
-    public static func readAll(path: String, options: CaptureReadOptions = CaptureReadOptions()) throws
+    public static func readAll(
+        path: String,
+        options: CaptureReadOptions = CaptureReadOptions()
+    ) throws
         -> (events: [TrafficEvent], statistics: CaptureStatistics)
     {
         var events: [TrafficEvent] = []

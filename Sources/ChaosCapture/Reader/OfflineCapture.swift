@@ -16,8 +16,12 @@ final class OfflineCapture {
             throw ChaosError.badInput("capture \(path): no such readable file")
         }
         var errorBuffer = [CChar](repeating: 0, count: Int(PCAP_ERRBUF_SIZE) + 1)
-        guard let handle = pcap_open_offline_with_tstamp_precision(
-            path, UInt32(PCAP_TSTAMP_PRECISION_NANO), &errorBuffer)
+        guard
+            let handle = pcap_open_offline_with_tstamp_precision(
+                path,
+                UInt32(PCAP_TSTAMP_PRECISION_NANO),
+                &errorBuffer
+            )
         else {
             let reason = String(decoding: errorBuffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             throw ChaosError.badInput("capture \(path): not a readable pcap or pcapng file (\(reason)) at byte offset 0")

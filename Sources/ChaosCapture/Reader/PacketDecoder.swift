@@ -86,8 +86,13 @@ struct PacketDecoder {
         guard totalLength >= headerLength, packet.count >= start + headerLength else { return nil }
         let source = WireEndpoint(high: 0, low: UInt64(packet.u32(at: start + 12)), isIPv6: false, port: 0)
         let destination = WireEndpoint(high: 0, low: UInt64(packet.u32(at: start + 16)), isIPv6: false, port: 0)
-        return decodeTCP(packet, at: start + headerLength, wireLength: totalLength - headerLength,
-                         source: source, destination: destination)
+        return decodeTCP(
+            packet,
+            at: start + headerLength,
+            wireLength: totalLength - headerLength,
+            source: source,
+            destination: destination
+        )
     }
 
     private func decodeIPv6(_ packet: UnsafeRawBufferPointer, at start: Int, missing: Int) -> DecodedSegment? {
@@ -111,13 +116,22 @@ struct PacketDecoder {
             remaining -= extensionLength
         }
         let source = WireEndpoint(high: packet.u64(at: start + 8), low: packet.u64(at: start + 16), isIPv6: true, port: 0)
-        let destination = WireEndpoint(high: packet.u64(at: start + 24), low: packet.u64(at: start + 32),
-                                       isIPv6: true, port: 0)
+        let destination = WireEndpoint(
+            high: packet.u64(at: start + 24),
+            low: packet.u64(at: start + 32),
+            isIPv6: true,
+            port: 0
+        )
         return decodeTCP(packet, at: offset, wireLength: remaining, source: source, destination: destination)
     }
 
-    private func decodeTCP(_ packet: UnsafeRawBufferPointer, at start: Int, wireLength: Int,
-                           source: WireEndpoint, destination: WireEndpoint) -> DecodedSegment? {
+    private func decodeTCP(
+        _ packet: UnsafeRawBufferPointer,
+        at start: Int,
+        wireLength: Int,
+        source: WireEndpoint,
+        destination: WireEndpoint
+    ) -> DecodedSegment? {
         guard wireLength >= 20, packet.count >= start + 20 else { return nil }
         let headerLength = Int(packet[start + 12] >> 4) * 4
         guard headerLength >= 20, wireLength >= headerLength, packet.count >= start + headerLength else { return nil }
@@ -129,11 +143,14 @@ struct PacketDecoder {
         let wirePayload = wireLength - headerLength
         let captured = min(wirePayload, packet.count - payloadStart)
         return DecodedSegment(
-            source: from, destination: to,
-            sequence: packet.u32(at: start + 4), acknowledgement: packet.u32(at: start + 8),
+            source: from,
+            destination: to,
+            sequence: packet.u32(at: start + 4),
+            acknowledgement: packet.u32(at: start + 8),
             flags: TCPFlags(rawValue: packet[start + 13] & 0x1f),
             payload: UnsafeRawBufferPointer(rebasing: packet[payloadStart..<(payloadStart + captured)]),
-            missingPayload: wirePayload - captured)
+            missingPayload: wirePayload - captured
+        )
     }
 }
 

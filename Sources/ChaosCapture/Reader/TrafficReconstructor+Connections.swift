@@ -84,8 +84,16 @@ extension TrafficReconstructor {
             nextConnection += 1
             flow.role = .standalone(id)
             _ = flow.releaseHeld()
-            outbox.append(TrafficEvent(time: flow.firstTime, connection: id, kind: .refused(
-                proxy: options.proxyName, reason: "closed before the proxy dialled the server")))
+            outbox.append(
+                TrafficEvent(
+                    time: flow.firstTime,
+                    connection: id,
+                    kind: .refused(
+                        proxy: options.proxyName,
+                        reason: "closed before the proxy dialled the server"
+                    )
+                )
+            )
             return
         }
         try makeStandalone(flow, time: flow.firstTime)
@@ -98,8 +106,21 @@ extension TrafficReconstructor {
         statistics.connections += 1
         let client = flow.client.text
         let server = flow.server.text
-        outbox.append(TrafficEvent(time: flow.firstTime, connection: id, kind: .opened(ConnectionEndpoints(
-            proxy: options.proxyName, client: client, listen: server, proxyLocal: client, server: server))))
+        outbox.append(
+            TrafficEvent(
+                time: flow.firstTime,
+                connection: id,
+                kind: .opened(
+                    ConnectionEndpoints(
+                        proxy: options.proxyName,
+                        client: client,
+                        listen: server,
+                        proxyLocal: client,
+                        server: server
+                    )
+                )
+            )
+        )
         try replayHeld(flow)
     }
 
@@ -111,9 +132,21 @@ extension TrafficReconstructor {
         serverLeg.role = .serverLeg(id)
         statistics.connections += 1
         statistics.pairedConnections += 1
-        outbox.append(TrafficEvent(time: time, connection: id, kind: .opened(ConnectionEndpoints(
-            proxy: options.proxyName, client: clientLeg.client.text, listen: clientLeg.server.text,
-            proxyLocal: serverLeg.client.text, server: serverLeg.server.text))))
+        outbox.append(
+            TrafficEvent(
+                time: time,
+                connection: id,
+                kind: .opened(
+                    ConnectionEndpoints(
+                        proxy: options.proxyName,
+                        client: clientLeg.client.text,
+                        listen: clientLeg.server.text,
+                        proxyLocal: serverLeg.client.text,
+                        server: serverLeg.server.text
+                    )
+                )
+            )
+        )
         try replayHeld(clientLeg, serverLeg)
     }
 
@@ -156,8 +189,12 @@ extension TrafficReconstructor {
             case .plaintext(let towardServer, let bytes):
                 try route(.data(towardServer: towardServer, bytes: bytes, time: time), of: flow)
             case .acknowledged(let towardServer, let upTo, let afterClose):
-                try route(afterClose ? .acknowledgedAfterClose(towardServer: towardServer, bytes: upTo, time: time)
-                          : .acknowledged(towardServer: towardServer, bytes: upTo, time: time), of: flow)
+                try route(
+                    afterClose
+                        ? .acknowledgedAfterClose(towardServer: towardServer, bytes: upTo, time: time)
+                        : .acknowledged(towardServer: towardServer, bytes: upTo, time: time),
+                    of: flow
+                )
             case .note(let note):
                 try route(.tls(note, time: time), of: flow)
             }
@@ -199,8 +236,13 @@ extension TrafficReconstructor {
             case .data(let towardServer, let bytes, let time):
                 statistics.payloadBytes += bytes.count
                 let fromPeer = towardServer == peerIsFlowClient
-                outbox.append(TrafficEvent(time: time, connection: id,
-                                           kind: fromPeer ? .read(leg, bytes) : .written(leg, bytes)))
+                outbox.append(
+                    TrafficEvent(
+                        time: time,
+                        connection: id,
+                        kind: fromPeer ? .read(leg, bytes) : .written(leg, bytes)
+                    )
+                )
             case .fin(let fromClient, let time):
                 // A FIN from the proxy is the relay passing the other side's half-close on.
                 if fromClient == peerIsFlowClient {

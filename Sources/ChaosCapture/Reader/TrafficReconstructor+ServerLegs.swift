@@ -44,7 +44,8 @@ extension TrafficReconstructor {
             // One agrees: found. None agrees (the proxy changed bytes?): more payload will not help.
             choice = agreeing.first ?? oldest
         } else if force || leg.finished || time - leg.firstTime > activeWindow
-                    || leg.firstBytes.isExhausted(against: agreeing.map(\.firstBytes)) {
+            || leg.firstBytes.isExhausted(against: agreeing.map(\.firstBytes))
+        {
             choice = agreeing[0]
         } else {
             choice = nil

@@ -89,8 +89,14 @@ final class TrafficReconstructor {
         } else {
             return nil  // a bare ACK, FIN or RST of a flow the capture did not see begin
         }
-        let flow = TCPFlow(serial: nextSerial, client: client, server: server, openedWithSYN: opened,
-                           synSequence: synSequence, time: time)
+        let flow = TCPFlow(
+            serial: nextSerial,
+            client: client,
+            server: server,
+            openedWithSYN: opened,
+            synSequence: synSequence,
+            time: time
+        )
         nextSerial += 1
         flows[key] = flow
         statistics.flows += 1
@@ -153,7 +159,8 @@ final class TrafficReconstructor {
     /// The segment's ACK: the other direction's receiver took bytes (holes below it were capture loss).
     private func acknowledge(_ segment: DecodedSegment, on flow: TCPFlow, time: Int64) throws {
         let towardServer = segment.source != flow.client
-        let reached = towardServer
+        let reached =
+            towardServer
             ? try flow.towardServer.acknowledge(segment.acknowledgement) { bytes, loss in
                 flow.lossBeforeData = loss
                 try self.report(.data(towardServer: true, bytes: bytes, time: time), of: flow)

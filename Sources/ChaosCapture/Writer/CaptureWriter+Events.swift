@@ -7,12 +7,19 @@ extension CaptureWriter {
         switch event.kind {
         case .opened(let endpoints):
             var connection = SynthesizedConnection(
-                clientLeg: SynthesizedLeg(peer: IPEndpoint.parse(endpoints.client),
-                                          proxyEnd: IPEndpoint.parse(endpoints.listen),
-                                          peerDialled: true, seed: id &* 2 &+ 1),
-                serverLeg: SynthesizedLeg(peer: IPEndpoint.parse(endpoints.server),
-                                          proxyEnd: IPEndpoint.parse(endpoints.proxyLocal),
-                                          peerDialled: false, seed: id &* 2 &+ 2))
+                clientLeg: SynthesizedLeg(
+                    peer: IPEndpoint.parse(endpoints.client),
+                    proxyEnd: IPEndpoint.parse(endpoints.listen),
+                    peerDialled: true,
+                    seed: id &* 2 &+ 1
+                ),
+                serverLeg: SynthesizedLeg(
+                    peer: IPEndpoint.parse(endpoints.server),
+                    proxyEnd: IPEndpoint.parse(endpoints.proxyLocal),
+                    peerDialled: false,
+                    seed: id &* 2 &+ 2
+                )
+            )
             let clientHandshake = connection.clientLeg.handshake()
             let serverHandshake = connection.serverLeg.handshake()
             let note = decryptedProxies.contains(endpoints.proxy) ? Self.decryptedComment(proxy: endpoints.proxy) : nil
@@ -82,8 +89,13 @@ extension CaptureWriter {
     }
 
     /// Writes `segments` of `leg`; the first carries `firstComment`, if any.
-    private func emit(_ segments: [PlannedSegment], on leg: SynthesizedLeg, payload: [UInt8], time: Int64,
-                      firstComment: String? = nil) throws {
+    private func emit(
+        _ segments: [PlannedSegment],
+        on leg: SynthesizedLeg,
+        payload: [UInt8],
+        time: Int64,
+        firstComment: String? = nil
+    ) throws {
         guard !segments.isEmpty else { return }
         let stamp = startedAtNanoseconds &+ time
         try payload.withUnsafeBytes { bytes in
@@ -91,9 +103,14 @@ extension CaptureWriter {
                 let source = segment.fromPeer ? leg.peer : leg.proxyEnd
                 let destination = segment.fromPeer ? leg.proxyEnd : leg.peer
                 let slice = UnsafeRawBufferPointer(rebasing: bytes[segment.payload])
-                try builder.withSegment(from: source, to: destination, sequence: segment.sequence,
-                                        acknowledgement: segment.acknowledgement, flags: segment.flags,
-                                        payload: slice) { packet in
+                try builder.withSegment(
+                    from: source,
+                    to: destination,
+                    sequence: segment.sequence,
+                    acknowledgement: segment.acknowledgement,
+                    flags: segment.flags,
+                    payload: slice
+                ) { packet in
                     try files.write(packet, epochNanoseconds: stamp, comment: index == 0 ? firstComment : nil)
                 }
             }

@@ -90,8 +90,12 @@ public final class CaptureWriter: @unchecked Sendable {
     /// Counters for the report and tests.
     public var statistics: Statistics {
         lock.withLock {
-            Statistics(packets: files.writtenPackets, droppedPackets: files.droppedPackets,
-                       fileBytes: files.totalBytes, ignoredEvents: ignoredEvents)
+            Statistics(
+                packets: files.writtenPackets,
+                droppedPackets: files.droppedPackets,
+                fileBytes: files.totalBytes,
+                ignoredEvents: ignoredEvents
+            )
         }
     }
 

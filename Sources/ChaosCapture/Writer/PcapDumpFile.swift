@@ -22,8 +22,12 @@ final class PcapDumpFile: CaptureFile {
 
     /// Creates (truncates) `path` and writes the pcap file header.
     init(path: String) throws {
-        guard let dead = pcap_open_dead_with_tstamp_precision(
-            DLT_RAW, Self.snapshotLength, UInt32(PCAP_TSTAMP_PRECISION_NANO))
+        guard
+            let dead = pcap_open_dead_with_tstamp_precision(
+                DLT_RAW,
+                Self.snapshotLength,
+                UInt32(PCAP_TSTAMP_PRECISION_NANO)
+            )
         else {
             throw ChaosError(.io, "capture \(path): libpcap could not open a dead handle")
         }
@@ -52,8 +56,11 @@ final class PcapDumpFile: CaptureFile {
         header.ts.tv_usec = Int(nanoseconds % 1_000_000_000)
         header.caplen = UInt32(packet.count)
         header.len = UInt32(packet.count)
-        pcap_dump(UnsafeMutableRawPointer(dumper).assumingMemoryBound(to: UInt8.self), &header,
-                  bytes.assumingMemoryBound(to: UInt8.self))
+        pcap_dump(
+            UnsafeMutableRawPointer(dumper).assumingMemoryBound(to: UInt8.self),
+            &header,
+            bytes.assumingMemoryBound(to: UInt8.self)
+        )
         bytesWritten += Self.recordHeaderBytes + packet.count
     }
 

@@ -46,17 +46,19 @@ final class PcapngFile: CaptureFile {
         self.file = file
         setvbuf(file, nil, _IOFBF, 1 << 16)
         writeBlock(type: 0x0A0D_0D0A) { body in
-            body.append(le: UInt32(0x1A2B_3C4D)) // byte-order magic
-            body.append(le: UInt16(1)); body.append(le: UInt16(0)) // version 1.0
-            body.append(le: UInt64.max) // section length: not given
-            body.appendOption(1, Array(comment.utf8)) // opt_comment
-            body.appendOption(4, Array("chaos".utf8)) // shb_userappl
-            body.appendOption(0, []) // opt_endofopt
+            body.append(le: UInt32(0x1A2B_3C4D))  // byte-order magic
+            body.append(le: UInt16(1))
+            body.append(le: UInt16(0))  // version 1.0
+            body.append(le: UInt64.max)  // section length: not given
+            body.appendOption(1, Array(comment.utf8))  // opt_comment
+            body.appendOption(4, Array("chaos".utf8))  // shb_userappl
+            body.appendOption(0, [])  // opt_endofopt
         }
         writeBlock(type: 1) { body in
-            body.append(le: Self.linkTypeRaw); body.append(le: UInt16(0))
+            body.append(le: Self.linkTypeRaw)
+            body.append(le: UInt16(0))
             body.append(le: Self.snapshotLength)
-            body.appendOption(9, [9]) // if_tsresol: 10^-9 s
+            body.appendOption(9, [9])  // if_tsresol: 10^-9 s
             body.appendOption(0, [])
         }
     }
@@ -73,9 +75,11 @@ final class PcapngFile: CaptureFile {
         guard file != nil else { return }
         let stamp = UInt64(bitPattern: nanoseconds)
         writeBlock(type: 6) { body in
-            body.append(le: UInt32(0)) // interface 0
-            body.append(le: UInt32(truncatingIfNeeded: stamp >> 32)); body.append(le: UInt32(truncatingIfNeeded: stamp))
-            body.append(le: UInt32(packet.count)); body.append(le: UInt32(packet.count))
+            body.append(le: UInt32(0))  // interface 0
+            body.append(le: UInt32(truncatingIfNeeded: stamp >> 32))
+            body.append(le: UInt32(truncatingIfNeeded: stamp))
+            body.append(le: UInt32(packet.count))
+            body.append(le: UInt32(packet.count))
             body.append(contentsOf: packet)
             body.append(contentsOf: repeatElement(0, count: Self.padded(packet.count) - packet.count))
             if let comment {
@@ -101,7 +105,7 @@ final class PcapngFile: CaptureFile {
     private func writeBlock(type: UInt32, _ fill: (inout [UInt8]) -> Void) {
         block.removeAll(keepingCapacity: true)
         block.append(le: type)
-        block.append(le: UInt32(0)) // the length, set below
+        block.append(le: UInt32(0))  // the length, set below
         fill(&block)
         let length = UInt32(block.count + 4)
         block.append(le: length)
@@ -113,13 +117,13 @@ final class PcapngFile: CaptureFile {
     static func padded(_ count: Int) -> Int { (count + 3) & ~3 }
 }
 
-private extension Array where Element == UInt8 {
-    mutating func append<Integer: FixedWidthInteger>(le value: Integer) {
+extension Array where Element == UInt8 {
+    fileprivate mutating func append<Integer: FixedWidthInteger>(le value: Integer) {
         Swift.withUnsafeBytes(of: value.littleEndian) { append(contentsOf: $0) }
     }
 
     /// One option: its code, length, value, padding to 32 bits.
-    mutating func appendOption(_ code: UInt16, _ value: [UInt8]) {
+    fileprivate mutating func appendOption(_ code: UInt16, _ value: [UInt8]) {
         append(le: code)
         append(le: UInt16(value.count))
         append(contentsOf: value)

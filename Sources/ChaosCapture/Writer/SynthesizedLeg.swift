@@ -66,10 +66,20 @@ extension SynthesizedLeg {
         peerAcknowledges = proxyNext
         return [
             PlannedSegment(fromPeer: dialler, flags: .syn, sequence: diallerISN, acknowledgement: 0, payload: 0..<0),
-            PlannedSegment(fromPeer: !dialler, flags: [.syn, .ack], sequence: acceptorISN,
-                           acknowledgement: diallerISN &+ 1, payload: 0..<0),
-            PlannedSegment(fromPeer: dialler, flags: .ack, sequence: diallerISN &+ 1,
-                           acknowledgement: acceptorISN &+ 1, payload: 0..<0),
+            PlannedSegment(
+                fromPeer: !dialler,
+                flags: [.syn, .ack],
+                sequence: acceptorISN,
+                acknowledgement: diallerISN &+ 1,
+                payload: 0..<0
+            ),
+            PlannedSegment(
+                fromPeer: dialler,
+                flags: .ack,
+                sequence: diallerISN &+ 1,
+                acknowledgement: acceptorISN &+ 1,
+                payload: 0..<0
+            ),
         ]
     }
 
@@ -84,9 +94,15 @@ extension SynthesizedLeg {
             let end = min(count, start + PacketBuilder.maximumPayload)
             let sequence = fromPeer ? peerNext : proxyNext
             let acknowledgement = fromPeer ? peerAcknowledges : peerNext
-            segments.append(PlannedSegment(fromPeer: fromPeer, flags: end == count ? [.ack, .psh] : .ack,
-                                           sequence: sequence, acknowledgement: acknowledgement,
-                                           payload: start..<end))
+            segments.append(
+                PlannedSegment(
+                    fromPeer: fromPeer,
+                    flags: end == count ? [.ack, .psh] : .ack,
+                    sequence: sequence,
+                    acknowledgement: acknowledgement,
+                    payload: start..<end
+                )
+            )
             if fromPeer { peerNext &+= UInt32(end - start) } else { proxyNext &+= UInt32(end - start) }
             start = end
         }
@@ -105,9 +121,13 @@ extension SynthesizedLeg {
     /// FIN from one end (and, for the peer's, the proxy end's ACK of it).
     mutating func finish(fromPeer: Bool) -> [PlannedSegment] {
         guard !reset, !(fromPeer ? peerFinished : proxyFinished) else { return [] }
-        let fin = PlannedSegment(fromPeer: fromPeer, flags: [.fin, .ack],
-                                 sequence: fromPeer ? peerNext : proxyNext,
-                                 acknowledgement: fromPeer ? peerAcknowledges : peerNext, payload: 0..<0)
+        let fin = PlannedSegment(
+            fromPeer: fromPeer,
+            flags: [.fin, .ack],
+            sequence: fromPeer ? peerNext : proxyNext,
+            acknowledgement: fromPeer ? peerAcknowledges : peerNext,
+            payload: 0..<0
+        )
         if fromPeer {
             peerNext &+= 1
             peerFinished = true
@@ -123,9 +143,15 @@ extension SynthesizedLeg {
     mutating func abort(fromPeer: Bool) -> [PlannedSegment] {
         guard !reset else { return [] }
         reset = true
-        return [PlannedSegment(fromPeer: fromPeer, flags: [.rst, .ack],
-                               sequence: fromPeer ? peerNext : proxyNext,
-                               acknowledgement: fromPeer ? peerAcknowledges : peerNext, payload: 0..<0)]
+        return [
+            PlannedSegment(
+                fromPeer: fromPeer,
+                flags: [.rst, .ack],
+                sequence: fromPeer ? peerNext : proxyNext,
+                acknowledgement: fromPeer ? peerAcknowledges : peerNext,
+                payload: 0..<0
+            )
+        ]
     }
 
     /// The proxy end's ACK of everything the peer sent.

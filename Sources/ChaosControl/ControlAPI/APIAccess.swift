@@ -28,8 +28,10 @@ public struct APIAccess: Sendable {
         }
         let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         guard text.utf8.count >= 16, !text.contains(where: { $0.isWhitespace || $0.isNewline }) else {
-            throw ChaosError.badInput("--api-token-file \(tokenFile): the token must be one word of at least 16 characters "
-                + "(found \(text.utf8.count) characters\(text.contains(where: \.isWhitespace) ? " with spaces inside" : ""))")
+            throw ChaosError.badInput(
+                "--api-token-file \(tokenFile): the token must be one word of at least 16 characters "
+                    + "(found \(text.utf8.count) characters\(text.contains(where: \.isWhitespace) ? " with spaces inside" : ""))"
+            )
         }
         self.init(token: Array(text.utf8), metricsOpen: metricsOpen)
     }

@@ -14,7 +14,8 @@ extension ControlAPI {
         guard let folder = extras.agentFolder else {
             return .error("no events: this is not a fleet agent (chaos run --agent NAME)", status: .notFound)
         }
-        var since = "0:0", limit = 8 << 20
+        var since = "0:0"
+        var limit = 8 << 20
         for pair in query.split(separator: "&") {
             let parts = pair.split(separator: "=", maxSplits: 1).map { String($0).removingPercentEncoding ?? String($0) }
             guard parts.count == 2 else { continue }
@@ -24,11 +25,14 @@ extension ControlAPI {
         let finished = extras.agentFinished?() ?? false
         do {
             let page = try EventFilePage.read(folder: folder, cursor: since, limit: limit)
-            let last = page.segmentEnded && finished
+            let last =
+                page.segmentEnded && finished
                 && !FileManager.default.fileExists(atPath: EventFileWriter.path(folder: folder, segment: page.segment + 1))
             var response = APIResponse(status: .ok, body: "", bytes: page.bytes, contentType: "application/octet-stream")
-            response.extraHeaders = [("X-Chaos-Segment", "\(page.segment)"), ("X-Chaos-Next", page.next),
-                                     ("X-Chaos-End", last ? "true" : "false")]
+            response.extraHeaders = [
+                ("X-Chaos-Segment", "\(page.segment)"), ("X-Chaos-Next", page.next),
+                ("X-Chaos-End", last ? "true" : "false"),
+            ]
             return response
         } catch let error as ChaosError {
             let gone = error.message.contains("not here") && Self.segmentRemoved(since, folder: folder)

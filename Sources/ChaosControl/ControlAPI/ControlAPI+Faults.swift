@@ -12,7 +12,10 @@ extension ControlAPI {
     static let forever = Scenario.longestDuration
 
     struct FaultList: Encodable {
-        struct Entry: Encodable { var id: Int; var fault: String }
+        struct Entry: Encodable {
+            var id: Int
+            var fault: String
+        }
         var faults: [Entry]
     }
 
@@ -31,11 +34,17 @@ extension ControlAPI {
     /// Lifts fault `id`, or every fault when nil.
     func liftFaults(_ id: Int?) async -> APIResponse {
         let tasks = state.withLock { state -> [Task<Void, Never>]? in
-            guard let id else { defer { state.faults = [:] }; return state.faults.values.map(\.task) }
+            guard let id else {
+                defer { state.faults = [:] }
+                return state.faults.values.map(\.task)
+            }
             return state.faults.removeValue(forKey: id).map { [$0.task] }
         }
         guard let tasks else { return .error("no active fault \(id ?? 0)", status: .notFound) }
-        for task in tasks { task.cancel(); await task.value }
+        for task in tasks {
+            task.cancel()
+            await task.value
+        }
         return .json(Lifted(lifted: tasks.count))
     }
 
@@ -50,8 +59,13 @@ extension ControlAPI {
         let rule: FaultRule
         do {
             // An instant fault with neither 'at' nor 'every' happens now (as a toxic does).
-            rule = try FaultRule.parse(body, proxies: specs, duration: Self.forever, source: "request body",
-                                       instantAt: .nanoseconds(now))
+            rule = try FaultRule.parse(
+                body,
+                proxies: specs,
+                duration: Self.forever,
+                source: "request body",
+                instantAt: .nanoseconds(now)
+            )
             try rule.checkInvariants(source: "request body", proxies: Set(specs.map(\.name)))
             try rule.checkBegins(within: Self.forever, source: "request body")
         } catch let error as ChaosError {
@@ -64,13 +78,22 @@ extension ControlAPI {
         let timeline = Timeline(rules: [rule], seed: generator.next(), duration: Self.forever)
         let upcoming = timeline.lazy.filter { $0.end.nanoseconds >= now }
         guard let first = upcoming.first(where: { _ in true }) else {
-            return .error("request body: the fault is over before it could begin: 'at' counts from the proxy's start, "
-                + "\(ChaosDuration.nanoseconds(now)) ago (leave 'at' out for now)", status: .badRequest)
+            return .error(
+                "request body: the fault is over before it could begin: 'at' counts from the proxy's start, "
+                    + "\(ChaosDuration.nanoseconds(now)) ago (leave 'at' out for now)",
+                status: .badRequest
+            )
         }
         let lines = upcoming.prefix(20).map(Timeline.line)
         let startsNow = first.at.nanoseconds <= now
-        let injector = FaultInjector(timeline: timeline, skippingBefore: now, number: id, proxies: proxies, clock: factory.clock,
-                                     sink: factory.sink)
+        let injector = FaultInjector(
+            timeline: timeline,
+            skippingBefore: now,
+            number: id,
+            proxies: proxies,
+            clock: factory.clock,
+            sink: factory.sink
+        )
         // Made under the lock, so that a fault that is over at once (a disconnect) is kept before it is let go:
         // a fault whose timeline has ended is no longer active (GET /faults, /metrics).
         state.withLock { state in

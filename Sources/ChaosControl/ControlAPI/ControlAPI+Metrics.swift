@@ -26,8 +26,10 @@ extension ControlAPI {
         }
         text.family("chaos_bytes_total", "counter", "Bytes relayed, by proxy and direction.") {
             proxies.flatMap { proxy in
-                [(proxy.labels + [("direction", "upstream")], proxy.server.counters.upstream),
-                 (proxy.labels + [("direction", "downstream")], proxy.server.counters.downstream)]
+                [
+                    (proxy.labels + [("direction", "upstream")], proxy.server.counters.upstream),
+                    (proxy.labels + [("direction", "downstream")], proxy.server.counters.downstream),
+                ]
             }
         }
         text.family("chaos_proxy_enabled", "gauge", "Whether the proxy accepts connections (1) or refuses them (0).") {
@@ -61,8 +63,12 @@ public struct MetricsText: Sendable {
     public init() {}
 
     /// Adds the family `name` of `type` (`counter`, `gauge`) with its samples (labels, value).
-    public mutating func family<Value: BinaryInteger>(_ name: String, _ type: String, _ help: String,
-                                                      samples: () -> [([(String, String)], Value)]) {
+    public mutating func family<Value: BinaryInteger>(
+        _ name: String,
+        _ type: String,
+        _ help: String,
+        samples: () -> [([(String, String)], Value)]
+    ) {
         family(name, type, help, values: samples().map { ($0.0, Double($0.1)) })
     }
 

@@ -28,9 +28,14 @@ extension ControlAPI {
     }
 
     func view(_ proxy: Managed) -> ProxyView {
-        ProxyView(name: proxy.spec.name, listen: proxy.server.boundAddress?.hostPort ?? "\(proxy.spec.listen)",
-                  upstream: "\(proxy.spec.upstream)", enabled: proxy.enabled, toxics: proxy.toxics.map(\.toxic),
-                  tls: proxy.spec.tls?.form)
+        ProxyView(
+            name: proxy.spec.name,
+            listen: proxy.server.boundAddress?.hostPort ?? "\(proxy.spec.listen)",
+            upstream: "\(proxy.spec.upstream)",
+            enabled: proxy.enabled,
+            toxics: proxy.toxics.map(\.toxic),
+            tls: proxy.spec.tls?.form
+        )
     }
 
     /// `GET /proxies`: an object keyed by name.
@@ -59,12 +64,24 @@ extension ControlAPI {
         if listenText.isEmpty { listenText = "127.0.0.1:0" }
         if listenText.hasPrefix(":") { listenText = "0.0.0.0" + listenText }
         guard let listen = HostPort(parsing: listenText) else {
-            return .failure(APIResponseError(.error("bad request body: listen must be HOST:PORT, found '\(listenText)'\(suffix)",
-                                                    status: .badRequest)))
+            return .failure(
+                APIResponseError(
+                    .error(
+                        "bad request body: listen must be HOST:PORT, found '\(listenText)'\(suffix)",
+                        status: .badRequest
+                    )
+                )
+            )
         }
         guard let upstream = HostPort(parsing: upstreamText), upstream.port > 0 else {
-            return .failure(APIResponseError(.error("bad request body: upstream must be HOST:PORT, found '\(upstreamText)'\(suffix)",
-                                                    status: .badRequest)))
+            return .failure(
+                APIResponseError(
+                    .error(
+                        "bad request body: upstream must be HOST:PORT, found '\(upstreamText)'\(suffix)",
+                        status: .badRequest
+                    )
+                )
+            )
         }
         var spec = ProxySpec(name: name, listen: listen, upstream: upstream)
         if let tls = body.tls, tls != .bool(false) {
@@ -81,7 +98,8 @@ extension ControlAPI {
 
     /// `POST /proxies`: 201 with the proxy (its bound `listen`), 409 when the name is taken.
     func createProxy(_ body: String) async -> APIResponse {
-        let spec: ProxySpec, enabled: Bool
+        let spec: ProxySpec
+        let enabled: Bool
         switch decode(ProxyBody.self, from: body).flatMap({ body in Self.spec(body).map { ($0, body.enabled ?? true) } }) {
         case .success(let result): (spec, enabled) = result
         case .failure(let error): return error.response
@@ -133,9 +151,13 @@ extension ControlAPI {
         // A client that sends the proxy back as it got it (Go's Save, toxiproxy-cli toggle) sends the bound address
         // as `listen`: that is no change (else the proxy would restart and reset its connections).
         let listen = update.listen.flatMap { proxy.isBound(to: $0) ? nil : $0 } ?? "\(proxy.spec.listen)"
-        let merged = ProxyBody(name: name, listen: listen,
-                               upstream: update.upstream ?? "\(proxy.spec.upstream)", enabled: update.enabled ?? proxy.enabled,
-                               tls: update.tls)
+        let merged = ProxyBody(
+            name: name,
+            listen: listen,
+            upstream: update.upstream ?? "\(proxy.spec.upstream)",
+            enabled: update.enabled ?? proxy.enabled,
+            tls: update.tls
+        )
         var spec: ProxySpec
         switch Self.spec(merged) {
         case .success(let parsed): spec = parsed
@@ -215,7 +237,8 @@ extension ControlAPI {
         for (spec, enabled) in specs {
             if let existing = state.withLock({ $0.proxies[spec.name] }) {
                 if existing.spec.upstream == spec.upstream, existing.spec.tls == spec.tls,
-                   existing.spec.listen == spec.listen || existing.isBound(to: "\(spec.listen)") {
+                    existing.spec.listen == spec.listen || existing.isBound(to: "\(spec.listen)")
+                {
                     let update = await updateProxy(spec.name, body: enabled ? #"{"enabled":true}"# : #"{"enabled":false}"#)
                     guard update.status == .ok else { return update }
                     if let proxy = state.withLock({ $0.proxies[spec.name] }) { views.append(view(proxy)) }

@@ -59,8 +59,10 @@ extension ControlAPI {
         case (.GET, 1, "metrics", _): return metrics()
         case (.GET, 1, "report", _):
             guard let report = extras.report else {
-                return .error("no live audit: start chaos proxy with --protocol-from SCENARIO or the protocol flags",
-                              status: .notFound)
+                return .error(
+                    "no live audit: start chaos proxy with --protocol-from SCENARIO or the protocol flags",
+                    status: .notFound
+                )
             }
             return APIResponse(status: .ok, body: report())
         case (.GET, 1, "events", _): return events(query: query)
@@ -85,10 +87,13 @@ extension ControlAPI {
             guard let id = Int(at(1)) else { return .error("fault id must be a number, found '\(at(1))'", status: .badRequest) }
             return await liftFaults(id)
         default:
-            return .error("no route \(method) \(path); routes: GET /version, GET /metrics, GET /report, GET /events?since=S:O, GET /clock, "
-                + "GET /run/scenario.json|timeline.json|report.json, POST /reset, POST /populate, "
-                + "GET|POST /proxies, GET|POST|DELETE /proxies/NAME, GET|POST /proxies/NAME/toxics, "
-                + "GET|POST|DELETE /proxies/NAME/toxics/TOXIC, GET|POST|DELETE /faults, DELETE /faults/ID", status: .notFound)
+            return .error(
+                "no route \(method) \(path); routes: GET /version, GET /metrics, GET /report, GET /events?since=S:O, GET /clock, "
+                    + "GET /run/scenario.json|timeline.json|report.json, POST /reset, POST /populate, "
+                    + "GET|POST /proxies, GET|POST|DELETE /proxies/NAME, GET|POST /proxies/NAME/toxics, "
+                    + "GET|POST|DELETE /proxies/NAME/toxics/TOXIC, GET|POST|DELETE /faults, DELETE /faults/ID",
+                status: .notFound
+            )
         }
     }
 

@@ -38,13 +38,16 @@ extension ControlAPI {
         case .success(let decoded): request = decoded
         case .failure(let error): return error.response
         }
-        let stream = (request.stream ?? "downstream").lowercased() // as Toxiproxy, in any case
+        let stream = (request.stream ?? "downstream").lowercased()  // as Toxiproxy, in any case
         guard stream == "upstream" || stream == "downstream" else {
             return .error("stream was invalid, can be either upstream or downstream", status: .badRequest)
         }
         guard let type = request.type, Toxic.types.contains(type) else {
-            return .error("invalid toxic type: \(request.type.map { "'\($0)'" } ?? "missing"); chaos knows "
-                + Toxic.types.joined(separator: ", "), status: .badRequest)
+            return .error(
+                "invalid toxic type: \(request.type.map { "'\($0)'" } ?? "missing"); chaos knows "
+                    + Toxic.types.joined(separator: ", "),
+                status: .badRequest
+            )
         }
         let name = request.name.flatMap { $0.isEmpty ? nil : $0 } ?? "\(type)_\(stream)"
         guard !managed.toxics.contains(where: { $0.toxic.name == name }) else {
@@ -54,8 +57,13 @@ extension ControlAPI {
         guard (0...1).contains(toxicity) else {
             return .error("bad request body: toxicity must be between 0 and 1, found \(toxicity)", status: .badRequest)
         }
-        let toxic = Toxic(name: name, type: type, stream: stream, toxicity: toxicity,
-                          attributes: request.attributes ?? ToxicAttributes())
+        let toxic = Toxic(
+            name: name,
+            type: type,
+            stream: stream,
+            toxicity: toxicity,
+            attributes: request.attributes ?? ToxicAttributes()
+        )
         let id = state.withLock { $0.nextID() }
         let added = ManagedToxic(toxic: toxic, key: ShapingKey(timeline: id, occurrence: 0), proxy: proxy)
         state.withLock { $0.proxies[proxy]?.toxics.append(added) }

@@ -82,8 +82,11 @@ public final class ControlAPI: Sendable {
         var key: ShapingKey
         var proxy: String
         var mark: FaultMark {
-            FaultMark(kind: toxic.type, occurrence: FaultMark.apiOccurrence(id: key.timeline, index: 0),
-                      detail: "toxic \(toxic.name) on \(proxy): " + toxic.summary)
+            FaultMark(
+                kind: toxic.type,
+                occurrence: FaultMark.apiOccurrence(id: key.timeline, index: 0),
+                detail: "toxic \(toxic.name) on \(proxy): " + toxic.summary
+            )
         }
     }
 
@@ -125,8 +128,11 @@ public final class ControlAPI: Sendable {
 
     /// An API over `proxies` with a factory of its own (tests).
     public convenience init(proxies: [ProxyServer], group: any EventLoopGroup, seed: UInt64 = 0) {
-        self.init(proxies: proxies, factory: ProxyFactory(group: group, sink: nil, clock: RunClock(), seed: SeededGenerator(seed: seed)),
-                  seed: seed)
+        self.init(
+            proxies: proxies,
+            factory: ProxyFactory(group: group, sink: nil, clock: RunClock(), seed: SeededGenerator(seed: seed)),
+            seed: seed
+        )
     }
 
     /// Listens on `host:port`; returns the bound address (`host:port`).
@@ -153,14 +159,23 @@ public final class ControlAPI: Sendable {
     /// Lifts every API fault and toxic, stops the proxies the API made, and stops listening.
     public func stop() async {
         let (channel, tasks) = state.withLock { state in
-            defer { state.faults = [:]; state.channel = nil }
+            defer {
+                state.faults = [:]
+                state.channel = nil
+            }
             return (state.channel, state.faults.values.map(\.task))
         }
         try? await channel?.close()
-        for task in tasks { task.cancel(); await task.value }
+        for task in tasks {
+            task.cancel()
+            await task.value
+        }
         await serialized { [self] in
             let proxies = state.withLock { state in
-                defer { state.proxies = [:]; state.order = [] }
+                defer {
+                    state.proxies = [:]
+                    state.order = []
+                }
                 return state.order.compactMap { state.proxies[$0] }
             }
             for proxy in proxies {
@@ -179,7 +194,9 @@ public final class ControlAPI: Sendable {
         let (admitted, evicted) = connections.withLock { connections -> (Bool, (any Channel)?) in
             switch connections.slots.admit(key) {
             case .refuse: return (false, nil)
-            case .admit: connections.channels[key] = child; return (true, nil)
+            case .admit:
+                connections.channels[key] = child
+                return (true, nil)
             case .admitEvicting(let oldest):
                 connections.channels[key] = child
                 return (true, connections.channels.removeValue(forKey: oldest))
@@ -205,7 +222,10 @@ public final class ControlAPI: Sendable {
     func serialized<T: Sendable>(_ body: @escaping @Sendable () async -> T) async -> T {
         let task = tail.withLock { tail -> Task<T, Never> in
             let previous = tail
-            let task = Task { await previous?.value; return await body() }
+            let task = Task {
+                await previous?.value
+                return await body()
+            }
             tail = Task { _ = await task.value }
             return task
         }

@@ -32,8 +32,11 @@ final class ControlAPIHandler: ChannelInboundHandler {
                 context.close(promise: nil)
                 return
             }
-            handler.refuse(context: context, status: .requestTimeout,
-                           message: "the request did not arrive whole within \(ControlAPI.requestTimeout.nanoseconds / 1_000_000_000) s")
+            handler.refuse(
+                context: context,
+                status: .requestTimeout,
+                message: "the request did not arrive whole within \(ControlAPI.requestTimeout.nanoseconds / 1_000_000_000) s"
+            )
         }
     }
 
@@ -52,13 +55,19 @@ final class ControlAPIHandler: ChannelInboundHandler {
             self.head = head
             body.clear()
             if let length = head.headers.first(name: "Content-Length").flatMap(Int.init), length > ControlAPI.maxBody {
-                refuse(context: context, status: .payloadTooLarge,
-                       message: "the request body is \(length) bytes; the most the API reads is \(ControlAPI.maxBody)")
+                refuse(
+                    context: context,
+                    status: .payloadTooLarge,
+                    message: "the request body is \(length) bytes; the most the API reads is \(ControlAPI.maxBody)"
+                )
             }
         case .body(var chunk):
             guard body.readableBytes + chunk.readableBytes <= ControlAPI.maxBody else {
-                return refuse(context: context, status: .payloadTooLarge,
-                              message: "the request body is over \(ControlAPI.maxBody) bytes, the most the API reads")
+                return refuse(
+                    context: context,
+                    status: .payloadTooLarge,
+                    message: "the request body is over \(ControlAPI.maxBody) bytes, the most the API reads"
+                )
             }
             body.writeBuffer(&chunk)
         case .end:
@@ -71,8 +80,10 @@ final class ControlAPIHandler: ChannelInboundHandler {
             let path = String(head.uri.split(separator: "?").first ?? "")
             guard api.access.admits(path: path, authorization: head.headers.first(name: "Authorization")) else {
                 api.answering(connection, false)
-                var response = APIResponse.error("this API requires a bearer token: Authorization: Bearer <the token of --api-token-file>",
-                                                 status: .unauthorized)
+                var response = APIResponse.error(
+                    "this API requires a bearer token: Authorization: Bearer <the token of --api-token-file>",
+                    status: .unauthorized
+                )
                 response.extraHeaders = [("WWW-Authenticate", "Bearer")]
                 respond(context: context, response: response, keepAlive: head.isKeepAlive)
                 if head.isKeepAlive { armDeadline(context: context) }

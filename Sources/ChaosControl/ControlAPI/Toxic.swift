@@ -34,7 +34,8 @@ public struct Toxic: Codable, Sendable, Equatable {
     /// What one connection it reaches gets: one of chaos's faults, in Toxiproxy's units (nil: nothing, as a
     /// bandwidth of 0).
     public var effect: FaultEffect? {
-        let a = attributes, direction: DirectionSet = self.direction == .upstream ? .upstream : .downstream
+        let a = attributes
+        let direction: DirectionSet = self.direction == .upstream ? .upstream : .downstream
         // Clamped, so that no number a client sends can overflow a duration.
         func ms(_ value: Int64?) -> ChaosDuration { .milliseconds(min(max(0, value ?? 0), Int64.max / 1_000_000)) }
         switch type {
@@ -43,12 +44,17 @@ public struct Toxic: Codable, Sendable, Equatable {
         case "bandwidth":
             // Toxiproxy's KB is 1000 bytes; a rate of 0 or less lets everything through.
             guard let rate = a.rate, rate > 0 else { return nil }
-            return .bandwidth(rate: ByteRate(bytesPerSecond: rate.multipliedReportingOverflow(by: 1000).overflow ? .max : rate * 1000),
-                              direction: direction)
+            return .bandwidth(
+                rate: ByteRate(bytesPerSecond: rate.multipliedReportingOverflow(by: 1000).overflow ? .max : rate * 1000),
+                direction: direction
+            )
         case "slicer":
-            return .slice(maxBytes: Int(clamping: max(1, a.average_size ?? 0)),
-                          delay: DurationRange(exactly: .microseconds(min(max(0, a.delay ?? 0), Int64.max / 1_000))),
-                          direction: direction, variation: Int(clamping: max(0, a.size_variation ?? 0)))
+            return .slice(
+                maxBytes: Int(clamping: max(1, a.average_size ?? 0)),
+                delay: DurationRange(exactly: .microseconds(min(max(0, a.delay ?? 0), Int64.max / 1_000))),
+                direction: direction,
+                variation: Int(clamping: max(0, a.size_variation ?? 0))
+            )
         case "slow_close": return .slowClose(delay: ms(a.delay), direction: direction)
         case "timeout": return .timeout(after: (a.timeout ?? 0) > 0 ? ms(a.timeout) : nil, direction: direction)
         case "reset_peer": return .resetPeer(after: ms(a.timeout), direction: direction)
@@ -60,8 +66,18 @@ public struct Toxic: Codable, Sendable, Equatable {
     /// The toxic as a fault occurrence on `proxy`, from now until it is deleted, reaching each connection with
     /// probability `toxicity` drawn from `seed` (nil when it does nothing).
     public func occurrence(proxy: String, seed: UInt64) -> FaultOccurrence? {
-        effect.map { FaultOccurrence(index: 0, rule: 0, at: .zero, lasts: Scenario.longestDuration, proxy: proxy,
-                                     targets: .each(toxicity), seed: seed, effect: $0) }
+        effect.map {
+            FaultOccurrence(
+                index: 0,
+                rule: 0,
+                at: .zero,
+                lasts: Scenario.longestDuration,
+                proxy: proxy,
+                targets: .each(toxicity),
+                seed: seed,
+                effect: $0
+            )
+        }
     }
 
     /// `key=value` pairs for the report's fault marks.
@@ -117,8 +133,10 @@ public struct ToxicAttributes: Codable, Sendable, Equatable {
     }
 
     var present: [(String, Int64)] {
-        [("latency", latency), ("jitter", jitter), ("rate", rate), ("delay", delay), ("timeout", timeout),
-         ("average_size", average_size), ("size_variation", size_variation), ("bytes", bytes)]
-            .compactMap { name, value in value.map { (name, $0) } }
+        [
+            ("latency", latency), ("jitter", jitter), ("rate", rate), ("delay", delay), ("timeout", timeout),
+            ("average_size", average_size), ("size_variation", size_variation), ("bytes", bytes),
+        ]
+        .compactMap { name, value in value.map { (name, $0) } }
     }
 }

@@ -29,7 +29,8 @@ public enum ToxiproxyConfig {
         } catch let error as DecodingError {
             throw ChaosError(.badInput, "\(file): not a Toxiproxy config (a JSON list of proxies): \(error.summary)")
         }
-        var entries: [Entry] = [], names = Set<String>()
+        var entries: [Entry] = []
+        var names = Set<String>()
         for (index, body) in bodies.enumerated() {
             switch ControlAPI.spec(body, at: index) {
             case .success(let spec):

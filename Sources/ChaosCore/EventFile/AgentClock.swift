@@ -9,7 +9,8 @@ public enum AgentClock {
     /// Nanoseconds this process's agent clock is ahead of the host's (0 unless the test hook sets it).
     public static let skewNanoseconds: Int64 = {
         guard let text = ProcessInfo.processInfo.environment["CHAOS_TEST_CLOCK_SKEW"], let seconds = Double(text),
-              seconds.isFinite, abs(seconds) < 86_400 else { return 0 }
+            seconds.isFinite, abs(seconds) < 86_400
+        else { return 0 }
         return Int64((seconds * 1e9).rounded())
     }()
 

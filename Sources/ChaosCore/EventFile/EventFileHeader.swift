@@ -31,8 +31,16 @@ public struct EventFileHeader: Codable, Sendable, Equatable {
     public var segment: Int
 
     /// Creates a header.
-    public init(agent: String, scenario: String, scenarioDigest: String, seed: UInt64, startedAtNs: Int64,
-                clockErrorUs: Int64? = nil, clockSynchronized: Bool? = nil, segment: Int = 0) {
+    public init(
+        agent: String,
+        scenario: String,
+        scenarioDigest: String,
+        seed: UInt64,
+        startedAtNs: Int64,
+        clockErrorUs: Int64? = nil,
+        clockSynchronized: Bool? = nil,
+        segment: Int = 0
+    ) {
         self.agent = agent
         self.scenario = scenario
         self.scenarioDigest = scenarioDigest

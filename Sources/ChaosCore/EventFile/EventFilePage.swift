@@ -40,12 +40,16 @@ public struct EventFilePage: Sendable, Equatable {
         }
         var ended = false
         while available.count - position >= 4, position < limit {
-            let length = Int(available[position]) | Int(available[position + 1]) << 8 | Int(available[position + 2]) << 16
+            let length =
+                Int(available[position]) | Int(available[position + 1]) << 8 | Int(available[position + 2]) << 16
                 | Int(available[position + 3]) << 24
             guard length > 0, available.count - position - 4 >= length else { break }  // a record still being written
             let isEnd = available[position + 4] == EventRecordCoding.endTag
             position += 4 + length
-            if isEnd { ended = true; break }
+            if isEnd {
+                ended = true
+                break
+            }
         }
         let next = ended ? "\(segment + 1):0" : "\(segment):\(offset + position)"
         return EventFilePage(segment: segment, offset: offset, bytes: Array(available[0..<position]), next: next, segmentEnded: ended)

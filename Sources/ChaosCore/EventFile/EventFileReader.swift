@@ -35,7 +35,9 @@ public final class EventFileReader {
             throw ChaosError.badInput("\(folder) has no events.bin: it is not the run folder of a chaos agent (chaos run --agent NAME)")
         }
         for (index, entry) in numbered.enumerated() where index > 0 && entry.0 != numbered[index - 1].0 + 1 {
-            throw ChaosError.badInput("\(folder): event segment \(numbered[index - 1].0 + 1) is missing (between \(numbered[index - 1].1) and \(entry.1))")
+            throw ChaosError.badInput(
+                "\(folder): event segment \(numbered[index - 1].0 + 1) is missing (between \(numbered[index - 1].1) and \(entry.1))"
+            )
         }
         paths = numbered.map(\.1)
         firstSegment = first.0
@@ -123,8 +125,10 @@ public final class EventFileReader {
     private func nextBody() throws -> ArraySlice<UInt8>? {
         let path = paths[segmentIndex]
         guard try fill(4) else {
-            throw ChaosError.badInput("\(path) is truncated at byte \(bufferOffset + buffer.count): it has no end record "
-                + "(the agent was killed, or the file was cut)")
+            throw ChaosError.badInput(
+                "\(path) is truncated at byte \(bufferOffset + buffer.count): it has no end record "
+                    + "(the agent was killed, or the file was cut)"
+            )
         }
         let length = Int(buffer[position]) | Int(buffer[position + 1]) << 8 | Int(buffer[position + 2]) << 16 | Int(buffer[position + 3]) << 24
         guard length > 0, length <= EventRecordCoding.largestRecord else {

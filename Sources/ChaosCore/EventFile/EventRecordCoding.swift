@@ -72,34 +72,62 @@ public enum EventRecordCoding {
             head(1)
             for text in [ends.proxy, ends.client, ends.listen, ends.proxyLocal, ends.server] { writer.string(text) }
         case .refused(let proxy, let reason):
-            head(2); writer.string(proxy); writer.string(reason)
+            head(2)
+            writer.string(proxy)
+            writer.string(reason)
         case .read(let side, let bytes):
-            head(3); writer.side(side); writer.bytes(bytes)
+            head(3)
+            writer.side(side)
+            writer.bytes(bytes)
         case .written(let side, let bytes):
-            head(4); writer.side(side); writer.bytes(bytes)
+            head(4)
+            writer.side(side)
+            writer.bytes(bytes)
         case .acknowledged(let side, let upTo):
-            head(5); writer.side(side); writer.int(upTo)
+            head(5)
+            writer.side(side)
+            writer.int(upTo)
         case .acknowledgedAfterClose(let side, let upTo):
-            head(6); writer.side(side); writer.int(upTo)
+            head(6)
+            writer.side(side)
+            writer.int(upTo)
         case .closed(let side, let how):
-            head(7); writer.side(side); writer.string(how.rawValue)
+            head(7)
+            writer.side(side)
+            writer.string(how.rawValue)
         case .faultStarted(let mark):
-            head(8); writer.mark(mark)
+            head(8)
+            writer.mark(mark)
         case .faultEnded(let mark):
-            head(9); writer.mark(mark)
+            head(9)
+            writer.mark(mark)
         case .stopping:
             head(10)
         case .path(.radioPromotion(let waited)):
-            head(11); writer.byte(1); writer.int(waited)
+            head(11)
+            writer.byte(1)
+            writer.int(waited)
         case .path(.natExpired(let idleTimeout, let idleFor)):
-            head(11); writer.byte(2); writer.int(idleTimeout); writer.int(idleFor)
+            head(11)
+            writer.byte(2)
+            writer.int(idleTimeout)
+            writer.int(idleFor)
         case .path(.retransmission(let direction, let delay)):
-            head(11); writer.byte(3); writer.byte(direction == .upstream ? 0 : 1); writer.int(delay)
+            head(11)
+            writer.byte(3)
+            writer.byte(direction == .upstream ? 0 : 1)
+            writer.int(delay)
         case .tls(.negotiated(let alpn, let version, let suite)):
-            head(12); writer.byte(1); writer.byte(alpn == nil ? 0 : 1); writer.string(alpn ?? ""); writer.string(version)
+            head(12)
+            writer.byte(1)
+            writer.byte(alpn == nil ? 0 : 1)
+            writer.string(alpn ?? "")
+            writer.string(version)
             writer.string(suite)
         case .tls(.problem(let reason)):
-            head(12); writer.byte(2); writer.string(reason)
+            head(12)
+            writer.byte(2)
+            writer.string(reason)
         }
     }
 
@@ -114,7 +142,8 @@ public enum EventRecordCoding {
         case 5: return .acknowledged(try reader.side(), upTo: try reader.int())
         case 6: return .acknowledgedAfterClose(try reader.side(), upTo: try reader.int())
         case 7:
-            let side = try reader.side(), text = try reader.string()
+            let side = try reader.side()
+            let text = try reader.string()
             guard let how = TrafficEvent.CloseKind(rawValue: text) else { throw Malformed(reason: "an unknown close kind '\(text)'") }
             return .closed(side, how)
         case 8: return .faultStarted(try reader.mark())
@@ -132,7 +161,8 @@ public enum EventRecordCoding {
         case 12:
             switch try reader.byte() {
             case 1:
-                let hasALPN = try reader.byte() == 1, alpn = try reader.string()
+                let hasALPN = try reader.byte() == 1
+                let alpn = try reader.string()
                 return .tls(.negotiated(alpn: hasALPN ? alpn : nil, version: try reader.string(), suite: try reader.string()))
             case 2: return .tls(.problem(try reader.string()))
             case let other: throw Malformed(reason: "an unknown TLS note \(other)")
@@ -149,10 +179,17 @@ public enum EventRecordCoding {
         mutating func byte(_ value: UInt8) { out.append(value) }
         mutating func int(_ value: Int64) { withUnsafeBytes(of: value.littleEndian) { out += $0 } }
         mutating func length(_ value: Int) { withUnsafeBytes(of: UInt32(value).littleEndian) { out += $0 } }
-        mutating func bytes(_ value: [UInt8]) { length(value.count); out += value }
+        mutating func bytes(_ value: [UInt8]) {
+            length(value.count)
+            out += value
+        }
         mutating func string(_ value: String) { bytes(Array(value.utf8)) }
         mutating func side(_ value: Side) { byte(value == .client ? 0 : 1) }
-        mutating func mark(_ value: FaultMark) { string(value.kind); int(Int64(value.occurrence)); string(value.detail) }
+        mutating func mark(_ value: FaultMark) {
+            string(value.kind)
+            int(Int64(value.occurrence))
+            string(value.detail)
+        }
     }
 
     struct Reader {

@@ -4,7 +4,9 @@
 extension FaultRule {
     /// Checks that the fault begins before `bound` and, once begun, ends by it; `source` names where it came from.
     public func checkBegins(within bound: ChaosDuration, source: String) throws {
-        func bad(_ what: String) -> ChaosError { .badInput("\(source): fault.\(what) (a fault through the API must begin and end within 10 years of its request)") }
+        func bad(_ what: String) -> ChaosError {
+            .badInput("\(source): fault.\(what) (a fault through the API must begin and end within 10 years of its request)")
+        }
         if let at = schedule.at {
             guard at.upper < bound else { throw bad("at \(at) is not before \(bound): it would never happen") }
             let lasts = schedule.lasts?.upper ?? .zero

@@ -40,7 +40,10 @@ public enum FaultKind: String, Sendable, Codable, Equatable, CaseIterable {
     /// New TLS handshakes hang or fail with an alert for a while (a `tls:` proxy's; live connections untouched).
     case handshake
     /// Toxiproxy's toxics that no scenario fault does (the control API makes them; a scenario cannot name them).
-    case slowClose = "slow_close", limitData = "limit_data", resetPeer = "reset_peer", timeout
+    case slowClose = "slow_close"
+    case limitData = "limit_data"
+    case resetPeer = "reset_peer"
+    case timeout
 
     /// The kinds a scenario's `faults:` may name.
     public static var scenarioKinds: [FaultKind] { allCases.filter { !$0.isToxicOnly } }
@@ -120,11 +123,22 @@ public struct Schedule: Sendable, Codable, Equatable {
     /// Which live connections it hits.
     public var targets: Targets
 
-    enum CodingKeys: String, CodingKey { case at, every, lasts = "for", after, until, probability, targets }
+    enum CodingKeys: String, CodingKey {
+        case at, every
+        case lasts = "for"
+        case after, until, probability, targets
+    }
 
     /// Creates a schedule.
-    public init(at: DurationRange?, every: DurationRange?, lasts: DurationRange?, after: ChaosDuration = .zero,
-                until: ChaosDuration? = nil, probability: Double = 1, targets: Targets = .all) {
+    public init(
+        at: DurationRange?,
+        every: DurationRange?,
+        lasts: DurationRange?,
+        after: ChaosDuration = .zero,
+        until: ChaosDuration? = nil,
+        probability: Double = 1,
+        targets: Targets = .all
+    ) {
         self.at = at
         self.every = every
         self.lasts = lasts
@@ -160,7 +174,7 @@ public enum Targets: Sendable, Codable, Equatable, CustomStringConvertible {
         let wanted: Int
         switch self {
         case .all: return sorted
-        case .each: return sorted // each is drawn where it is met (ConnectionDraw)
+        case .each: return sorted  // each is drawn where it is met (ConnectionDraw)
         case .count(let n): wanted = min(n, sorted.count)
         case .fraction(let f): wanted = min(sorted.count, Int((Double(sorted.count) * f).rounded(.up)))
         }

@@ -30,8 +30,14 @@ public enum FaultSpec<Span: FaultSpan>: Sendable, Codable, Equatable {
     /// new connections hang), then for `blackout` nothing passes; then every connection that went the old way is cut
     /// on the client side, new ones get the `to` profile and, with `newAddress`, reach the upstream from the next
     /// local address of that pool.
-    case handoff(from: LinkProfile, to: LinkProfile, blackout: Span, linger: ChaosDuration, deadWiFi: Span? = nil,
-                 newAddress: [String]? = nil)
+    case handoff(
+        from: LinkProfile,
+        to: LinkProfile,
+        blackout: Span,
+        linger: ChaosDuration,
+        deadWiFi: Span? = nil,
+        newAddress: [String]? = nil
+    )
     /// Writes cut into pieces of `maxBytes` (± up to `variation`, drawn per piece), `delay` apart.
     case slice(maxBytes: Int, delay: DurationRange, direction: DirectionSet, variation: Int? = nil)
     case link(LinkProfile)
@@ -154,8 +160,14 @@ extension FaultSpec {
         case .refuse: .refuse
         case .handoff(let from, let to, let blackout, let linger, let deadWiFi, let newAddress):
             // The dead WiFi is drawn after the blackout, and only when given: older timelines draw as they did.
-            .handoff(from: from, to: to, blackout: try transform(blackout), linger: linger,
-                     deadWiFi: try deadWiFi.map(transform), newAddress: newAddress)
+            .handoff(
+                from: from,
+                to: to,
+                blackout: try transform(blackout),
+                linger: linger,
+                deadWiFi: try deadWiFi.map(transform),
+                newAddress: newAddress
+            )
         case .slice(let maxBytes, let delay, let direction, let variation):
             .slice(maxBytes: maxBytes, delay: delay, direction: direction, variation: variation)
         case .link(let profile): .link(profile)

@@ -21,9 +21,17 @@ public struct LinkProfile: Sendable, Codable, Equatable, CustomStringConvertible
     public var natIdleTimeout: ChaosDuration?
 
     /// Creates a profile.
-    public init(name: String, latency: ChaosDuration, jitter: ChaosDuration,
-                bandwidthUp: ByteRate?, bandwidthDown: ByteRate?, offline: Bool = false, loss: Double? = nil,
-                radio: RadioModel? = nil, natIdleTimeout: ChaosDuration? = nil) {
+    public init(
+        name: String,
+        latency: ChaosDuration,
+        jitter: ChaosDuration,
+        bandwidthUp: ByteRate?,
+        bandwidthDown: ByteRate?,
+        offline: Bool = false,
+        loss: Double? = nil,
+        radio: RadioModel? = nil,
+        natIdleTimeout: ChaosDuration? = nil
+    ) {
         self.radio = radio
         self.natIdleTimeout = natIdleTimeout
         self.name = name
@@ -42,29 +50,78 @@ public struct LinkProfile: Sendable, Codable, Equatable, CustomStringConvertible
 
     /// The built-in profiles (numbers after Apple's Network Link Conditioner presets; latency is one-way).
     public static let builtIn: [LinkProfile] = [
-        LinkProfile(name: "wifi", latency: .milliseconds(2), jitter: .milliseconds(1),
-                    bandwidthUp: .megabits(40), bandwidthDown: .megabits(40)),
-        LinkProfile(name: "lte", latency: .milliseconds(25), jitter: .milliseconds(5),
-                    bandwidthUp: .megabits(10), bandwidthDown: .megabits(50), radio: .lte),
-        LinkProfile(name: "3g", latency: .milliseconds(100), jitter: .milliseconds(20),
-                    bandwidthUp: .kilobits(330), bandwidthDown: .kilobits(780), radio: .umts),
-        LinkProfile(name: "edge", latency: .milliseconds(200), jitter: .milliseconds(40),
-                    bandwidthUp: .kilobits(200), bandwidthDown: .kilobits(240)),
-        LinkProfile(name: "very-bad-network", latency: .milliseconds(250), jitter: .milliseconds(100),
-                    bandwidthUp: .kilobits(1000), bandwidthDown: .kilobits(1000)),
+        LinkProfile(
+            name: "wifi",
+            latency: .milliseconds(2),
+            jitter: .milliseconds(1),
+            bandwidthUp: .megabits(40),
+            bandwidthDown: .megabits(40)
+        ),
+        LinkProfile(
+            name: "lte",
+            latency: .milliseconds(25),
+            jitter: .milliseconds(5),
+            bandwidthUp: .megabits(10),
+            bandwidthDown: .megabits(50),
+            radio: .lte
+        ),
+        LinkProfile(
+            name: "3g",
+            latency: .milliseconds(100),
+            jitter: .milliseconds(20),
+            bandwidthUp: .kilobits(330),
+            bandwidthDown: .kilobits(780),
+            radio: .umts
+        ),
+        LinkProfile(
+            name: "edge",
+            latency: .milliseconds(200),
+            jitter: .milliseconds(40),
+            bandwidthUp: .kilobits(200),
+            bandwidthDown: .kilobits(240)
+        ),
+        LinkProfile(
+            name: "very-bad-network",
+            latency: .milliseconds(250),
+            jitter: .milliseconds(100),
+            bandwidthUp: .kilobits(1000),
+            bandwidthDown: .kilobits(1000)
+        ),
         LinkProfile(name: "offline", latency: .zero, jitter: .zero, bandwidthUp: nil, bandwidthDown: nil, offline: true),
         // Lighthouse's mobileSlow4G (core/config/constants.js): 150 ms RTT, 1.6 x 1024 kbit/s down, 750 kbit/s up.
-        LinkProfile(name: "slow-4g", latency: .milliseconds(75), jitter: .zero,
-                    bandwidthUp: .kilobits(750), bandwidthDown: ByteRate(bytesPerSecond: 204_800)),
+        LinkProfile(
+            name: "slow-4g",
+            latency: .milliseconds(75),
+            jitter: .zero,
+            bandwidthUp: .kilobits(750),
+            bandwidthDown: ByteRate(bytesPerSecond: 204_800)
+        ),
         // WebPageTest's "3G Fast (1.6 Mbps/768 Kbps 150ms RTT)".
-        LinkProfile(name: "fast-3g", latency: .milliseconds(75), jitter: .zero,
-                    bandwidthUp: .kilobits(768), bandwidthDown: .kilobits(1600)),
+        LinkProfile(
+            name: "fast-3g",
+            latency: .milliseconds(75),
+            jitter: .zero,
+            bandwidthUp: .kilobits(768),
+            bandwidthDown: .kilobits(1600)
+        ),
         // Facebook's Augmented Traffic Control "2G - Developing Rural": 650 ms each way, 20 kbit/s down, 18 up, 2% loss.
-        LinkProfile(name: "2g-rural", latency: .milliseconds(650), jitter: .zero,
-                    bandwidthUp: .kilobits(18), bandwidthDown: .kilobits(20), loss: 0.02),
+        LinkProfile(
+            name: "2g-rural",
+            latency: .milliseconds(650),
+            jitter: .zero,
+            bandwidthUp: .kilobits(18),
+            bandwidthDown: .kilobits(20),
+            loss: 0.02
+        ),
         // A carrier-grade NAT that forgets a connection idle for 5 minutes; nothing else shaped.
-        LinkProfile(name: "cgnat", latency: .zero, jitter: .zero, bandwidthUp: nil, bandwidthDown: nil,
-                    natIdleTimeout: CarrierNAT.defaultIdleTimeout),
+        LinkProfile(
+            name: "cgnat",
+            latency: .zero,
+            jitter: .zero,
+            bandwidthUp: nil,
+            bandwidthDown: nil,
+            natIdleTimeout: CarrierNAT.defaultIdleTimeout
+        ),
     ]
 
     /// A built-in profile by name.
@@ -72,7 +129,8 @@ public struct LinkProfile: Sendable, Codable, Equatable, CustomStringConvertible
 
     public var description: String {
         if offline { return name }
-        let up = bandwidthUp?.description ?? "unlimited", down = bandwidthDown?.description ?? "unlimited"
+        let up = bandwidthUp?.description ?? "unlimited"
+        let down = bandwidthDown?.description ?? "unlimited"
         return "\(name)(latency=\(latency) jitter=\(jitter) up=\(up) down=\(down)\(loss.map { " loss=\(FaultParameters.percent($0))" } ?? "")"
             + (radio.map { " radio(\($0))" } ?? "") + (natIdleTimeout.map { " nat(idle_timeout=\($0))" } ?? "") + ")"
     }

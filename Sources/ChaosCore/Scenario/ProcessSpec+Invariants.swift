@@ -5,8 +5,10 @@ import Foundation
 /// rules file:line:column as it reads).
 extension ProcessSpec {
     /// The placeholders a command line may hold.
-    public static let placeholders = ["index", "listen.port", "upstream.port", "listen.host", "upstream.host", "run_dir", "seed",
-                                      "scenario_dir"]
+    public static let placeholders = [
+        "index", "listen.port", "upstream.port", "listen.host", "upstream.host", "run_dir", "seed",
+        "scenario_dir",
+    ]
 
     func checkInvariants(_ field: String, _ bad: (String) -> ChaosError) throws {
         guard !run.trimmingCharacters(in: .whitespaces).isEmpty else { throw bad("\(field).run is empty") }
@@ -40,7 +42,14 @@ extension String {
         var out = ""
         var inside = false
         for c in self {
-            if c == "{" { inside = true; out += "1" } else if c == "}" { inside = false } else if !inside { out.append(c) }
+            if c == "{" {
+                inside = true
+                out += "1"
+            } else if c == "}" {
+                inside = false
+            } else if !inside {
+                out.append(c)
+            }
         }
         return out
     }

@@ -50,9 +50,12 @@ public struct ProtobufSchema: Sendable {
         var methods: [String: Method] = [:]
         func add(_ message: Google_Protobuf_DescriptorProto, prefix: String) {
             let name = prefix + message.name
-            messages[name] = Dictionary(message.field.map { field in
-                (field.name, FieldInfo(number: UInt64(field.number), type: field.type, messageType: Self.trim(field.typeName)))
-            }, uniquingKeysWith: { first, _ in first })
+            messages[name] = Dictionary(
+                message.field.map { field in
+                    (field.name, FieldInfo(number: UInt64(field.number), type: field.type, messageType: Self.trim(field.typeName)))
+                },
+                uniquingKeysWith: { first, _ in first }
+            )
             for nested in message.nestedType { add(nested, prefix: name + ".") }
         }
         for file in set.file {
@@ -106,8 +109,11 @@ public struct ProtobufSchema: Sendable {
             }
             path.append(field.number)
             if index == parts.count - 1 {
-                return Field(path: path, zigzag: field.type == .sint32 || field.type == .sint64,
-                             isText: field.type == .string || field.type == .bytes)
+                return Field(
+                    path: path,
+                    zigzag: field.type == .sint32 || field.type == .sint64,
+                    isText: field.type == .string || field.type == .bytes
+                )
             }
             guard field.type == .message else { throw ChaosError.badInput("\(current).\(part) is not a message, so '\(name)' goes nowhere") }
             current = field.messageType

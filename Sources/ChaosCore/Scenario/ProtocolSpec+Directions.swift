@@ -22,8 +22,13 @@ extension ProtocolSpec {
         public var ignore: [String: [String]]?
 
         /// Creates an override; nil fields keep the shared value.
-        public init(seq: String? = nil, stream: String? = nil, ack: String? = nil, type: String? = nil,
-                    ignore: [String: [String]]? = nil) {
+        public init(
+            seq: String? = nil,
+            stream: String? = nil,
+            ack: String? = nil,
+            type: String? = nil,
+            ignore: [String: [String]]? = nil
+        ) {
             self.seq = seq
             self.stream = stream
             self.ack = ack

@@ -35,11 +35,17 @@ extension ProtocolSpec.Framing: Codable {
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: Key.self)
         guard container.allKeys.count == 1, let key = container.allKeys.first else {
-            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath,
-                                                   debugDescription: "a framing is one key, its name, like {\"lines\": {}}"))
+            throw DecodingError.dataCorrupted(
+                .init(
+                    codingPath: decoder.codingPath,
+                    debugDescription: "a framing is one key, its name, like {\"lines\": {}}"
+                )
+            )
         }
-        self.init(name: Self.name(fromCodingKey: key.stringValue),
-                  options: try container.decode([String: Int].self, forKey: key))
+        self.init(
+            name: Self.name(fromCodingKey: key.stringValue),
+            options: try container.decode([String: Int].self, forKey: key)
+        )
     }
 
     public func encode(to encoder: any Encoder) throws {

@@ -42,11 +42,23 @@ public struct ProtocolSpec: Sendable, Codable, Equatable {
     public var keylog: [String]?
 
     /// Creates a protocol spec; defaults match the reference pair's NDJSON (framing `lines`).
-    public init(framing: Framing = Framing(name: "lines"), format: Format = .json, seq: String = "seq", stream: String? = "stream",
-                id: String? = nil, ack: String? = nil, type: String = "type", ignore: [String: [String]] = [:],
-                regex: String? = nil, seqStart: Int64 = 1, upstream: DirectionOverride? = nil,
-                downstream: DirectionOverride? = nil, maxMessage: Int? = nil, descriptors: String? = nil,
-                methods: [String]? = nil) {
+    public init(
+        framing: Framing = Framing(name: "lines"),
+        format: Format = .json,
+        seq: String = "seq",
+        stream: String? = "stream",
+        id: String? = nil,
+        ack: String? = nil,
+        type: String = "type",
+        ignore: [String: [String]] = [:],
+        regex: String? = nil,
+        seqStart: Int64 = 1,
+        upstream: DirectionOverride? = nil,
+        downstream: DirectionOverride? = nil,
+        maxMessage: Int? = nil,
+        descriptors: String? = nil,
+        methods: [String]? = nil
+    ) {
         self.framing = framing
         self.format = format
         self.seq = seq
@@ -78,7 +90,11 @@ public struct Expectation: Sendable, Codable, Equatable {
 
     /// A comparison operator.
     public enum Comparison: String, Sendable, Codable, Equatable, CaseIterable {
-        case lessThan = "<", atMost = "<=", equal = "==", atLeast = ">=", greaterThan = ">"
+        case lessThan = "<"
+        case atMost = "<="
+        case equal = "=="
+        case atLeast = ">="
+        case greaterThan = ">"
 
         /// Whether `actual` satisfies `actual <op> bound`.
         public func holds(_ actual: Double, _ bound: Double) -> Bool {

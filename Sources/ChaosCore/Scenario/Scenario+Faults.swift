@@ -21,7 +21,7 @@ extension ScenarioReader {
         case .wsClose: ["code", "side", "grace"]
         case .goaway: ["grace"]
         case .handshake: ["mode"]
-        case .slowClose, .limitData, .resetPeer, .timeout: [] // not in a scenario
+        case .slowClose, .limitData, .resetPeer, .timeout: []  // not in a scenario
         }
     }
 
@@ -49,20 +49,29 @@ extension ScenarioReader {
         if let proxyValue = map["proxy"] {
             let name = try proxyValue.string("\(what).proxy")
             guard proxies.contains(where: { $0.name == name }) else {
-                throw proxyValue.error("\(what).proxy names '\(name)', but the proxies are: "
-                    + proxies.map(\.name).joined(separator: ", "))
+                throw proxyValue.error(
+                    "\(what).proxy names '\(name)', but the proxies are: "
+                        + proxies.map(\.name).joined(separator: ", ")
+                )
             }
             proxy = name
         }
         if kind == .handshake {
             let reached = proxies.filter { proxy == nil || $0.name == proxy }
             guard reached.contains(where: { $0.tls != nil }) else {
-                throw entry.keyValue.error("a handshake fault acts on TLS handshakes, but "
-                    + (proxy.map { "proxy '\($0)' has no tls: block" } ?? "no proxy has a tls: block"))
+                throw entry.keyValue.error(
+                    "a handshake fault acts on TLS handshakes, but "
+                        + (proxy.map { "proxy '\($0)' has no tls: block" } ?? "no proxy has a tls: block")
+                )
             }
         }
-        return FaultRule(kind: kind, schedule: schedule, parameters: parameters, proxy: proxy,
-                         line: entry.keyValue.location.line)
+        return FaultRule(
+            kind: kind,
+            schedule: schedule,
+            parameters: parameters,
+            proxy: proxy,
+            line: entry.keyValue.location.line
+        )
     }
 
     func schedule(_ map: YAMLMapping, kind: FaultKind, what: String, duration: ChaosDuration) throws -> Schedule {
@@ -102,8 +111,15 @@ extension ScenarioReader {
             throw v.error("\(what).probability must be 0 or at least \(Scenario.leastProbability) (a rarer fault never comes)")
         }
         let targets = try map["targets"].map { try self.targets($0, what: what) } ?? .all
-        return Schedule(at: at, every: every, lasts: lasts, after: after, until: until,
-                        probability: probability, targets: targets)
+        return Schedule(
+            at: at,
+            every: every,
+            lasts: lasts,
+            after: after,
+            until: until,
+            probability: probability,
+            targets: targets
+        )
     }
 
     func targets(_ value: YAMLValue, what: String) throws -> Targets {
@@ -154,7 +170,8 @@ extension ScenarioReader {
         case .handoff:
             let from = try map["from"].map { try linkProfile($0, what: "\(what).from") } ?? LinkProfile.named("wifi")!
             let to = try map["to"].map { try linkProfile($0, what: "\(what).to") } ?? LinkProfile.named("lte")!
-            let blackout = try map["blackout"].map { try $0.durationRange("\(what).blackout") }
+            let blackout =
+                try map["blackout"].map { try $0.durationRange("\(what).blackout") }
                 ?? DurationRange(exactly: .milliseconds(500))
             let deadWiFi = try map["dead_wifi"].map { try $0.durationRange("\(what).dead_wifi") }
             let newAddress = try map["new_address"].flatMap { try SourceAddressPool.parse($0, what: "\(what).new_address") }
@@ -164,7 +181,8 @@ extension ScenarioReader {
             if let sizeValue = map["size"] {
                 size = Int(try sizeValue.int("\(what).size (bytes per piece)", in: 1...65536))
             }
-            let delay = try map["delay"].map { try $0.durationRange("\(what).delay") }
+            let delay =
+                try map["delay"].map { try $0.durationRange("\(what).delay") }
                 ?? DurationRange(.microseconds(500), .milliseconds(2))
             return .slice(maxBytes: size, delay: delay, direction: try direction(default: .both))
         case .link:
@@ -173,13 +191,23 @@ extension ScenarioReader {
             let rateValue = try map.required("rate")
             let rate = try rateValue.double("\(what).rate", in: -.greatestFiniteMagnitude ... .greatestFiniteMagnitude)
             guard (0...FaultParameters.maximumLossRate).contains(rate) else {
-                throw rateValue.error("\(what).rate must be a share of packets from 0% to "
-                    + "\(FaultParameters.percent(FaultParameters.maximumLossRate)), found \(try rateValue.string("\(what).rate"))")
+                throw rateValue.error(
+                    "\(what).rate must be a share of packets from 0% to "
+                        + "\(FaultParameters.percent(FaultParameters.maximumLossRate)), found \(try rateValue.string("\(what).rate"))"
+                )
             }
-            let burst = try map["burst"].map { try $0.double("\(what).burst (packets lost in a row, on average)", in: 1...FaultParameters.maximumLossBurst) } ?? 1
+            let burst =
+                try map["burst"].map { try $0.double("\(what).burst (packets lost in a row, on average)", in: 1...FaultParameters.maximumLossBurst) }
+                ?? 1
             return .loss(rate: rate, burst: burst, direction: try direction(default: .both))
         case .mtu:
-            let size = try map["size"].map { try $0.int("\(what).size (bytes per packet)", in: Int64(FaultParameters.mtuRange.lowerBound)...Int64(FaultParameters.mtuRange.upperBound)) } ?? 1280
+            let size =
+                try map["size"].map {
+                    try $0.int(
+                        "\(what).size (bytes per packet)",
+                        in: Int64(FaultParameters.mtuRange.lowerBound)...Int64(FaultParameters.mtuRange.upperBound)
+                    )
+                } ?? 1280
             return .mtu(size: Int(size), direction: try direction(default: .both))
         case .radio:
             return .radio(try radio(map, what: what, defaults: .lte))
@@ -188,8 +216,10 @@ extension ScenarioReader {
         case .wsClose:
             let code = try map["code"].map { try $0.int("\(what).code", in: 1000...4999) } ?? 1012
             if !FaultParameters.sendableCloseCodes.contains(Int(code)), let value = map["code"] {
-                throw value.error("\(what).code must be a close code an endpoint may send (1000-1003, 1007-1014, "
-                    + "3000-4999), found \(code)")
+                throw value.error(
+                    "\(what).code must be a close code an endpoint may send (1000-1003, 1007-1014, "
+                        + "3000-4999), found \(code)"
+                )
             }
             let side = try map["side"]?.choice("\(what).side", of: CloseSide.self) ?? .client
             return .wsClose(code: Int(code), side: side, grace: try grace())
@@ -209,8 +239,10 @@ extension ScenarioReader {
         for (rule, value) in zip(faults, values) {
             guard let framing = rule.kind.framing else { continue }
             if let needed, needed != framing {
-                throw value.error("a \(rule.kind.rawValue) fault needs \(framing.rawValue) frames, but an earlier fault needs "
-                    + "\(needed.rawValue) frames; one scenario can follow one protocol")
+                throw value.error(
+                    "a \(rule.kind.rawValue) fault needs \(framing.rawValue) frames, but an earlier fault needs "
+                        + "\(needed.rawValue) frames; one scenario can follow one protocol"
+                )
             }
             needed = framing
             if let audited = protocolSpec?.framing, let frames = framings.traits(named: audited.name)?.frames, frames != framing {
@@ -224,7 +256,8 @@ extension ScenarioReader {
             let name = try value.string(what)
             guard let profile = LinkProfile.named(name) else {
                 let names = LinkProfile.builtIn.map(\.name)
-                var message = "\(what) must be a link profile (\(names.joined(separator: ", "))) or a mapping "
+                var message =
+                    "\(what) must be a link profile (\(names.joined(separator: ", "))) or a mapping "
                     + "{latency, jitter, bandwidth_up, bandwidth_down}, found '\(name)'"
                 if let near = YAMLValue.nearest(to: name, in: names) { message += " (did you mean '\(near)'?)" }
                 throw value.error(message)
@@ -240,16 +273,24 @@ extension ScenarioReader {
             }
             return rate
         }
-        return LinkProfile(name: try map["name"]?.string("\(what).name") ?? "custom",
-                           latency: try map["latency"].map { try $0.duration("\(what).latency") } ?? .zero,
-                           jitter: try map["jitter"].map { try $0.duration("\(what).jitter") } ?? .zero,
-                           bandwidthUp: try rate("bandwidth_up"), bandwidthDown: try rate("bandwidth_down"),
-                           radio: try map["radio"].map { try radio(try $0.mapping("\(what).radio", allowed: ["promotion", "tail", "per"]),
-                                                                   what: "\(what).radio", defaults: .lte) },
-                           natIdleTimeout: try map["nat"].map { value in
-                               let nat = try value.mapping("\(what).nat", allowed: ["idle_timeout"])
-                               return try nat["idle_timeout"].map { try $0.duration("\(what).nat.idle_timeout") } ?? CarrierNAT.defaultIdleTimeout
-                           })
+        return LinkProfile(
+            name: try map["name"]?.string("\(what).name") ?? "custom",
+            latency: try map["latency"].map { try $0.duration("\(what).latency") } ?? .zero,
+            jitter: try map["jitter"].map { try $0.duration("\(what).jitter") } ?? .zero,
+            bandwidthUp: try rate("bandwidth_up"),
+            bandwidthDown: try rate("bandwidth_down"),
+            radio: try map["radio"].map {
+                try radio(
+                    try $0.mapping("\(what).radio", allowed: ["promotion", "tail", "per"]),
+                    what: "\(what).radio",
+                    defaults: .lte
+                )
+            },
+            natIdleTimeout: try map["nat"].map { value in
+                let nat = try value.mapping("\(what).nat", allowed: ["idle_timeout"])
+                return try nat["idle_timeout"].map { try $0.duration("\(what).nat.idle_timeout") } ?? CarrierNAT.defaultIdleTimeout
+            }
+        )
     }
 
     /// `{promotion, tail, per}`, each defaulting to `defaults`'s.
@@ -273,13 +314,20 @@ extension FaultRule {
     /// (JSON is YAML too), for the control API. `source` names it in messages.
     /// `instantAt`: when a fault gives neither `at` nor `every`, it begins then
     /// (the control API passes its clock's now); nil: a fault for a while then begins at 0, an instant one is refused, as in a scenario.
-    public static func parse(_ text: String, proxies: [ProxySpec], duration: ChaosDuration,
-                             source: String = "request", instantAt: ChaosDuration? = nil) throws -> FaultRule {
+    public static func parse(
+        _ text: String,
+        proxies: [ProxySpec],
+        duration: ChaosDuration,
+        source: String = "request",
+        instantAt: ChaosDuration? = nil
+    ) throws -> FaultRule {
         let root: Node
         do {
             guard let node = try Yams.compose(yaml: text) else {
-                throw ChaosError.badInput("empty fault; expected e.g. {\"latency\": {\"add\": \"100ms\"}}",
-                                          at: .init(file: source, line: 1, column: 1))
+                throw ChaosError.badInput(
+                    "empty fault; expected e.g. {\"latency\": {\"add\": \"100ms\"}}",
+                    at: .init(file: source, line: 1, column: 1)
+                )
             }
             root = node
         } catch let error as ChaosError {
@@ -287,7 +335,10 @@ extension FaultRule {
         } catch {
             throw ChaosError.badInput("not valid JSON or YAML: \(error)", at: .init(file: source, line: 1, column: 1))
         }
-        return try ScenarioReader(file: source, instantAt: instantAt).fault(YAMLValue(node: root, file: source), proxies: proxies,
-                                                                               duration: duration)
+        return try ScenarioReader(file: source, instantAt: instantAt).fault(
+            YAMLValue(node: root, file: source),
+            proxies: proxies,
+            duration: duration
+        )
     }
 }

@@ -55,8 +55,10 @@ extension Scenario {
         guard let framing = frameProtocol else { return }
         for (index, rule) in faults.enumerated() {
             if let other = rule.kind.framing, other != framing {
-                throw bad("faults[\(index)]: a \(rule.kind.rawValue) fault needs \(other.rawValue) frames, but another fault "
-                    + "needs \(framing.rawValue) frames; one scenario can follow one protocol")
+                throw bad(
+                    "faults[\(index)]: a \(rule.kind.rawValue) fault needs \(other.rawValue) frames, but another fault "
+                        + "needs \(framing.rawValue) frames; one scenario can follow one protocol"
+                )
             }
         }
         if let audited = protocolSpec?.framing, let frames = framings.traits(named: audited.name)?.frames, frames != framing {
@@ -68,8 +70,12 @@ extension Scenario {
     /// billions of occurrences that never happen to find one that does.
     public static let leastProbability = 0.000_001
 
-    static func check(_ duration: ChaosDuration, _ field: String, positive: Bool,
-                      _ bad: (String) -> ChaosError) throws {
+    static func check(
+        _ duration: ChaosDuration,
+        _ field: String,
+        positive: Bool,
+        _ bad: (String) -> ChaosError
+    ) throws {
         guard duration.nanoseconds >= (positive ? 1 : 0), duration <= longestDuration else {
             throw bad("\(field) must be \(positive ? "above" : "at least") 0 and at most 10 years, found \(duration)")
         }
@@ -112,15 +118,18 @@ extension ProtocolSpec {
         for (name, direction) in [("protocol", Direction?.none), ("protocol.upstream", .upstream), ("protocol.downstream", .downstream)] {
             let resolved = direction.map(resolved(for:)) ?? self
             guard !resolved.seq.isEmpty else { throw bad("\(name).seq is empty") }
-            let prefix: String? = switch resolved.streamSource {
-            case .header: "header:"
-            case .query: "query:"
-            case .rpc:
-                if traits.hasRPCs { nil } else {
-                    throw bad("\(name).stream rpc (each call a stream) needs framing \(framings.namesWithRPCs); a field named rpc is /rpc")
+            let prefix: String? =
+                switch resolved.streamSource {
+                case .header: "header:"
+                case .query: "query:"
+                case .rpc:
+                    if traits.hasRPCs {
+                        nil
+                    } else {
+                        throw bad("\(name).stream rpc (each call a stream) needs framing \(framings.namesWithRPCs); a field named rpc is /rpc")
+                    }
+                case .field, nil: nil
                 }
-            case .field, nil: nil
-            }
             if let prefix, let stream = resolved.stream {
                 guard traits.streamKeyPrefixes.contains(prefix) else {
                     throw bad("\(name).stream \(stream): \(framings.streamKeyMeaning(prefix))")
@@ -136,8 +145,10 @@ extension ProtocolSpec {
             // With descriptors, fields may be named; the reader checked the names against the descriptor set.
             for direction in Direction.allCases where descriptors == nil {
                 for name in ProtobufSchema.names(self, direction) where !name.isEmpty && !Self.isFieldNumberPath(name) {
-                    throw bad("protocol.format protobuf reads fields by number path (2, or 4.1 for a nested field), "
-                        + "found '\(name)' (\(direction))")
+                    throw bad(
+                        "protocol.format protobuf reads fields by number path (2, or 4.1 for a nested field), "
+                            + "found '\(name)' (\(direction))"
+                    )
                 }
             }
         }
@@ -226,7 +237,9 @@ extension FaultSpec {
             }
         case .mtu(let size, _):
             if !FaultParameters.mtuRange.contains(size) {
-                throw bad("\(field).size must be between \(FaultParameters.mtuRange.lowerBound) and \(FaultParameters.mtuRange.upperBound) bytes, found \(size)")
+                throw bad(
+                    "\(field).size must be between \(FaultParameters.mtuRange.lowerBound) and \(FaultParameters.mtuRange.upperBound) bytes, found \(size)"
+                )
             }
         case .wsClose(let code, _, let grace):
             if !FaultParameters.sendableCloseCodes.contains(code) {
@@ -249,7 +262,7 @@ extension Timeline {
         func bad(_ what: String) -> ChaosError { .badInput("\(source): \(what)") }
         try Scenario.check(duration, "duration", positive: true, bad)
         let proxies = Set(scenario.proxies.map(\.name))
-        guard case .recorded(let occurrences, _) = self.source else { return } // drawn here: checked as its scenario
+        guard case .recorded(let occurrences, _) = self.source else { return }  // drawn here: checked as its scenario
         for (index, occurrence) in occurrences.enumerated() {
             let field = "occurrences[\(index)]"
             // A timeline numbers its occurrences in order from 0; marks and reports are keyed by that number.

@@ -20,8 +20,10 @@ extension Scenario {
         let root: Node
         do {
             guard let node = try Yams.compose(yaml: text) else {
-                throw ChaosError.badInput("scenario is empty; expected a mapping with name, duration, proxies and faults",
-                                          at: .init(file: file, line: 1, column: 1))
+                throw ChaosError.badInput(
+                    "scenario is empty; expected a mapping with name, duration, proxies and faults",
+                    at: .init(file: file, line: 1, column: 1)
+                )
             }
             root = node
         } catch let error as ChaosError {
@@ -41,14 +43,16 @@ extension Scenario {
         func at(_ mark: Mark) -> ChaosError.Location { .init(file: file, line: mark.line, column: mark.column) }
         switch error {
         case .scanner(let context, let problem, let mark, _), .parser(let context, let problem, let mark, _),
-             .composer(let context, let problem, let mark, _):
+            .composer(let context, let problem, let mark, _):
             let prefix = context.map { "\($0.text): " } ?? ""
             return .badInput("not valid YAML: \(prefix)\(problem)", at: at(mark))
         case .duplicatedKeysInMapping(let duplicates, let context):
             return .badInput("duplicate key '\(duplicates.joined(separator: "', '"))'", at: at(context.mark))
         case .reader(let problem, let offset, _, _):
-            return .badInput("not readable as YAML text: \(problem) at byte \(offset ?? 0)",
-                             at: .init(file: file, line: 1, column: 1))
+            return .badInput(
+                "not readable as YAML text: \(problem) at byte \(offset ?? 0)",
+                at: .init(file: file, line: 1, column: 1)
+            )
         default:
             return .badInput("not valid YAML: \(error)", at: .init(file: file, line: 1, column: 1))
         }
@@ -70,9 +74,12 @@ struct ScenarioReader {
     }
 
     func scenario(_ root: YAMLValue) throws -> Scenario {
-        let top = try root.mapping("the scenario", allowed: [
-            "name", "duration", "seed", "proxies", "pair", "protocol", "baseline", "faults", "expect", "capture", "fleet",
-        ])
+        let top = try root.mapping(
+            "the scenario",
+            allowed: [
+                "name", "duration", "seed", "proxies", "pair", "protocol", "baseline", "faults", "expect", "capture", "fleet",
+            ]
+        )
         let name = try top.required("name").string("name")
         guard Scenario.isValidName(name) else {
             throw try top.required("name").error("name must be letters, digits, '-', '_' or '.', found '\(name)'")
@@ -90,9 +97,19 @@ struct ScenarioReader {
         try checkFrames(faults, at: faultValues, protocolSpec: protocolSpec)
         let expectations = try top["expect"].map(self.expectations) ?? []
         let capture = try top["capture"].map(self.capture)
-        var scenario = Scenario(name: name, duration: duration, seed: seed, proxies: proxies, pair: pair,
-                                protocolSpec: protocolSpec, baseline: baseline, faults: faults,
-                                expectations: expectations, capture: capture, file: file)
+        var scenario = Scenario(
+            name: name,
+            duration: duration,
+            seed: seed,
+            proxies: proxies,
+            pair: pair,
+            protocolSpec: protocolSpec,
+            baseline: baseline,
+            faults: faults,
+            expectations: expectations,
+            capture: capture,
+            file: file
+        )
         scenario.fleet = try top["fleet"].map(self.fleet)
         return scenario
     }
@@ -147,8 +164,10 @@ struct ScenarioReader {
 
     func pair(_ value: YAMLValue) throws -> PairSpec {
         let map = try value.mapping("pair", allowed: ["server", "client"])
-        let pair = PairSpec(server: try map["server"].map { try process($0, what: "pair.server") },
-                            client: try map["client"].map { try process($0, what: "pair.client") })
+        let pair = PairSpec(
+            server: try map["server"].map { try process($0, what: "pair.server") },
+            client: try map["client"].map { try process($0, what: "pair.client") }
+        )
         if pair.server == nil, pair.client == nil { throw value.error("pair needs a server, a client or both") }
         return pair
     }
@@ -159,8 +178,10 @@ struct ScenarioReader {
         let run = try runValue.string("\(what).run")
         guard !run.trimmingWhitespace.isEmpty else { throw runValue.error("\(what).run is empty; expected a command") }
         for placeholder in Self.placeholders(in: run) where !ProcessSpec.placeholders.contains(placeholder) {
-            throw runValue.error("unknown placeholder {\(placeholder)} in \(what).run; expected {index}, {listen.port}, "
-                + "{upstream.port}, {listen.host}, {upstream.host}, {run_dir}, {scenario_dir} or {seed}")
+            throw runValue.error(
+                "unknown placeholder {\(placeholder)} in \(what).run; expected {index}, {listen.port}, "
+                    + "{upstream.port}, {listen.host}, {upstream.host}, {run_dir}, {scenario_dir} or {seed}"
+            )
         }
         var ready: String?
         if let readyValue = map["ready"] {
@@ -218,12 +239,20 @@ struct ScenarioReader {
             switch unit {
             case .count: bound = Double(number).flatMap { $0 >= 0 && $0 == $0.rounded() ? $0 : nil }
             case .ratio:
-                if number.hasSuffix("%") { bound = Double(number.dropLast()).flatMap { (0...100).contains($0) ? $0 / 100 : nil } }
-                else { bound = Double(number).flatMap { (0...1).contains($0) ? $0 : nil } }
+                if number.hasSuffix("%") {
+                    bound = Double(number.dropLast()).flatMap { (0...100).contains($0) ? $0 / 100 : nil }
+                } else {
+                    bound = Double(number).flatMap { (0...1).contains($0) ? $0 : nil }
+                }
             case .seconds: bound = ChaosDuration(parsing: number)?.seconds
             }
             guard let bound else {
-                let example = switch unit { case .count: "0 or '<= 3'"; case .ratio: "'>= 99.9%'"; case .seconds: "'< 10s'" }
+                let example =
+                    switch unit {
+                    case .count: "0 or '<= 3'"
+                    case .ratio: "'>= 99.9%'"
+                    case .seconds: "'< 10s'"
+                    }
                 throw entry.value.error("expect.\(entry.key) must be like \(example), found '\(text)'")
             }
             return Expectation(name: entry.key, comparison: comparison, bound: bound, written: text)

@@ -36,9 +36,19 @@ public struct Scenario: Sendable, Codable, Equatable {
     public var fleet: FleetSpec?
 
     /// Creates a scenario; prefer ``Scenario/load(path:)``, which validates.
-    public init(name: String, duration: ChaosDuration, seed: UInt64?, proxies: [ProxySpec], pair: PairSpec?,
-                protocolSpec: ProtocolSpec?, baseline: LinkProfile?, faults: [FaultRule], expectations: [Expectation],
-                capture: CaptureSpec?, file: String) {
+    public init(
+        name: String,
+        duration: ChaosDuration,
+        seed: UInt64?,
+        proxies: [ProxySpec],
+        pair: PairSpec?,
+        protocolSpec: ProtocolSpec?,
+        baseline: LinkProfile?,
+        faults: [FaultRule],
+        expectations: [Expectation],
+        capture: CaptureSpec?,
+        file: String
+    ) {
         self.name = name
         self.duration = duration
         self.seed = seed
@@ -53,8 +63,11 @@ public struct Scenario: Sendable, Codable, Equatable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case name, duration, seed, proxies, pair, protocolSpec = "protocol", baseline, faults
-        case expectations = "expect", capture, file, fleet
+        case name, duration, seed, proxies, pair
+        case protocolSpec = "protocol"
+        case baseline, faults
+        case expectations = "expect"
+        case capture, file, fleet
     }
 }
 
@@ -94,7 +107,8 @@ public struct HostPort: Sendable, Codable, Equatable, Hashable, CustomStringConv
     /// Parses `host:port` or `[v6]:port`; nil when it is not of that form.
     public init?(parsing text: String) {
         let text = text.trimmingWhitespace
-        let hostPart: Substring, portPart: Substring
+        let hostPart: Substring
+        let portPart: Substring
         if text.hasPrefix("[") {
             guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else { return nil }
             hostPart = text[text.index(after: text.startIndex)..<close]
@@ -105,7 +119,8 @@ public struct HostPort: Sendable, Codable, Equatable, Hashable, CustomStringConv
             portPart = text[text.index(after: colon)...]
         }
         guard !hostPart.isEmpty, hostPart.allSatisfy({ $0.isLetter || $0.isNumber || ".-_:".contains($0) }),
-              let port = Int(portPart), (0...65535).contains(port) else { return nil }
+            let port = Int(portPart), (0...65535).contains(port)
+        else { return nil }
         self.init(host: String(hostPart), port: port)
     }
 
@@ -137,7 +152,10 @@ public struct ProcessSpec: Sendable, Codable, Equatable {
     /// How long to wait after SIGTERM before SIGKILL.
     public var stopGrace: ChaosDuration
 
-    enum CodingKeys: String, CodingKey { case run, ready, count, stopGrace = "stop_grace" }
+    enum CodingKeys: String, CodingKey {
+        case run, ready, count
+        case stopGrace = "stop_grace"
+    }
 
     /// Creates a process spec.
     public init(run: String, ready: String?, count: Int, stopGrace: ChaosDuration) {

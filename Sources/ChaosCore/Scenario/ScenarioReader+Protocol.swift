@@ -3,15 +3,19 @@ import Foundation
 extension ScenarioReader {
     /// `protocol:`: framing, format, where the fields are, per-direction overrides.
     func protocolSpec(_ value: YAMLValue) throws -> ProtocolSpec {
-        let map = try value.mapping("protocol", allowed: [
-            "framing", "format", "seq", "stream", "id", "ack", "type", "ignore",
-            "regex", "seq_start", "max_message", "upstream", "downstream", "descriptors", "methods", "keylog",
-        ] + framings.optionKeys)
+        let map = try value.mapping(
+            "protocol",
+            allowed: [
+                "framing", "format", "seq", "stream", "id", "ack", "type", "ignore",
+                "regex", "seq_start", "max_message", "upstream", "downstream", "descriptors", "methods", "keylog",
+            ] + framings.optionKeys
+        )
         var spec = ProtocolSpec()
         let framingName = try map["framing"]?.string("protocol.framing") ?? spec.framing.name
         guard let traits = framings.traits(named: framingName) else {
             throw try map.required("framing").error(
-                "protocol.framing must be one of \(framings.names.joined(separator: ", ")), found '\(framingName)'")
+                "protocol.framing must be one of \(framings.names.joined(separator: ", ")), found '\(framingName)'"
+            )
         }
         spec.framing = try framing(traits, map, at: value)
         spec.format = try map["format"]?.choice("protocol.format", of: ProtocolSpec.Format.self) ?? traits.defaultFormat
@@ -65,7 +69,8 @@ extension ScenarioReader {
                 // Read by `chaos audit`, not now: a run's own keys.log exists only once the run has been.
                 let given = try item.string("protocol.keylog")
                 guard !given.isEmpty else { throw item.error("protocol.keylog must name an NSS key log file") }
-                return given.hasPrefix("/") ? given
+                return given.hasPrefix("/")
+                    ? given
                     : URL(fileURLWithPath: file).deletingLastPathComponent().appendingPathComponent(given).standardizedFileURL.path
             }
         }
@@ -77,7 +82,9 @@ extension ScenarioReader {
     /// and method is checked against it here, with the line and column of the name.
     private func readDescriptors(_ value: YAMLValue, into spec: inout ProtocolSpec, map: YAMLMapping) throws {
         let given = try value.string("protocol.descriptors")
-        let path = given.hasPrefix("/") ? given
+        let path =
+            given.hasPrefix("/")
+            ? given
             : URL(fileURLWithPath: file).deletingLastPathComponent().appendingPathComponent(given).standardizedFileURL.path
         let schema: ProtobufSchema
         do { schema = try ProtobufSchema.load(path: path) } catch let error as ChaosError {
@@ -111,8 +118,10 @@ extension ScenarioReader {
         guard spec.format == .protobuf, spec.descriptors == nil else { return }
         for direction in Direction.allCases {
             for (name, at) in try fieldNames(spec, direction, map: map) where !name.isEmpty && !ProtocolSpec.isFieldNumberPath(name) {
-                throw (at ?? value).error("protocol.format protobuf reads fields by number path (2, or 4.1 for a nested "
-                    + "field), found '\(name)' (read \(direction)\(at == nil ? ", a default: give it in protocol.\(direction)" : ""))")
+                throw (at ?? value).error(
+                    "protocol.format protobuf reads fields by number path (2, or 4.1 for a nested "
+                        + "field), found '\(name)' (read \(direction)\(at == nil ? ", a default: give it in protocol.\(direction)" : ""))"
+                )
             }
         }
     }
@@ -133,8 +142,13 @@ extension ScenarioReader {
     }
 
     /// `upstream:` / `downstream:`: seq, stream, ack, type and ignore for one direction.
-    private func override(_ value: YAMLValue, _ what: String, _ traits: any FramingTraits.Type) throws
-        -> ProtocolSpec.DirectionOverride {
+    private func override(
+        _ value: YAMLValue,
+        _ what: String,
+        _ traits: any FramingTraits.Type
+    ) throws
+        -> ProtocolSpec.DirectionOverride
+    {
         let map = try value.mapping(what, allowed: ["seq", "stream", "ack", "type", "ignore"])
         var override = ProtocolSpec.DirectionOverride()
         override.seq = try map["seq"].map { try $0.string("\(what).seq") }

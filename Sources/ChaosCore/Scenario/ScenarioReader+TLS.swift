@@ -26,7 +26,8 @@ extension ScenarioReader {
             case "verify": spec.upstream = .verify
             case "insecure": spec.upstream = .insecure
             case "cleartext": spec.upstream = .cleartext
-            default: spec.upstream = .roots(try readableFile(upstream, "\(what).upstream", expected: "verify, insecure, cleartext or a PEM file of roots"))
+            default:
+                spec.upstream = .roots(try readableFile(upstream, "\(what).upstream", expected: "verify, insecure, cleartext or a PEM file of roots"))
             }
         }
         if let client = map["client_cert"] {
@@ -55,18 +56,23 @@ extension ScenarioReader {
     /// `{cert: FILE, key: FILE}`, both readable.
     private func keyPair(_ value: YAMLValue, _ what: String) throws -> TLSSpec.KeyPair {
         let map = try value.mapping(what, allowed: ["cert", "key"])
-        return TLSSpec.KeyPair(cert: try readableFile(try map.required("cert"), "\(what).cert", expected: "a PEM file"),
-                               key: try readableFile(try map.required("key"), "\(what).key", expected: "a PEM file"))
+        return TLSSpec.KeyPair(
+            cert: try readableFile(try map.required("cert"), "\(what).cert", expected: "a PEM file"),
+            key: try readableFile(try map.required("key"), "\(what).key", expected: "a PEM file")
+        )
     }
 
     /// A file named relative to the scenario's folder, absolute, that can be read now.
     private func readableFile(_ value: YAMLValue, _ what: String, expected: String) throws -> String {
         let given = try value.string(what)
-        let path = given.hasPrefix("/") ? given
+        let path =
+            given.hasPrefix("/")
+            ? given
             : URL(fileURLWithPath: file).deletingLastPathComponent().appendingPathComponent(given).standardizedFileURL.path
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue,
-              FileManager.default.isReadableFile(atPath: path) else {
+            FileManager.default.isReadableFile(atPath: path)
+        else {
             throw value.error("\(what) must be \(expected); cannot read '\(given)'")
         }
         return path

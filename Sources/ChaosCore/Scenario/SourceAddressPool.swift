@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -49,7 +50,8 @@ public enum SourceAddressPool {
 
     /// Whether `text` is an IPv4 or IPv6 address.
     public static func isIPAddress(_ text: String) -> Bool {
-        var v4 = in_addr(), v6 = in6_addr()
+        var v4 = in_addr()
+        var v6 = in6_addr()
         return inet_pton(AF_INET, text, &v4) == 1 || inet_pton(AF_INET6, text, &v6) == 1
     }
 
@@ -57,15 +59,18 @@ public enum SourceAddressPool {
     static func range(_ text: String) -> [String]? {
         let ends = text.split(separator: "-").map { $0.trimmingCharacters(in: .whitespaces) }
         guard ends.count == 2, isIPAddress(ends[0]), isIPAddress(ends[1]) else { return nil }
-        let low = ends[0].split(separator: "."), high = ends[1].split(separator: ".")
+        let low = ends[0].split(separator: ".")
+        let high = ends[1].split(separator: ".")
         guard low.count == 4, high.count == 4, low.prefix(3) == high.prefix(3), let first = Int(low[3]), let last = Int(high[3]),
-              first <= last else { return nil }
+            first <= last
+        else { return nil }
         return (first...last).map { "\(low.prefix(3).joined(separator: ".")).\($0)" }
     }
 
     /// Why `address` cannot be bound here (nil: it can): a socket bound to it on port 0, then closed.
     public static func bindProblem(_ address: String) -> String? {
-        var v4 = sockaddr_in(), v6 = sockaddr_in6()
+        var v4 = sockaddr_in()
+        var v6 = sockaddr_in6()
         let isV4 = inet_pton(AF_INET, address, &v4.sin_addr) == 1
         guard isV4 || inet_pton(AF_INET6, address, &v6.sin6_addr) == 1 else { return "not an IP address" }
         let fd = socket(isV4 ? AF_INET : AF_INET6, Int32(SOCK_STREAM.rawValue), 0)
@@ -74,10 +79,14 @@ public enum SourceAddressPool {
         let status: Int32
         if isV4 {
             v4.sin_family = sa_family_t(AF_INET)
-            status = withUnsafePointer(to: &v4) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+            status = withUnsafePointer(to: &v4) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
         } else {
             v6.sin6_family = sa_family_t(AF_INET6)
-            status = withUnsafePointer(to: &v6) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) } }
+            status = withUnsafePointer(to: &v6) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
+            }
         }
         return status == 0 ? nil : String(cString: strerror(errno))
     }

@@ -53,15 +53,22 @@ extension TLSSpec {
         }
 
         enum CodingKeys: String, CodingKey {
-            case ca, serverName = "server_name", upstream, clientCert = "client_cert", alpn
+            case ca
+            case serverName = "server_name"
+            case upstream
+            case clientCert = "client_cert"
+            case alpn
         }
 
         /// A word (`auto`) or a key pair.
         public enum KeyPairOrWord: Encodable, Sendable, Equatable {
-            case word(String), pair(KeyPair)
+            case word(String)
+            case pair(KeyPair)
             public func encode(to encoder: any Encoder) throws {
                 switch self {
-                case .word(let word): var c = encoder.singleValueContainer(); try c.encode(word)
+                case .word(let word):
+                    var c = encoder.singleValueContainer()
+                    try c.encode(word)
                 case .pair(let pair): try pair.encode(to: encoder)
                 }
             }
@@ -69,7 +76,8 @@ extension TLSSpec {
 
         /// A word (`mirror`) or a list.
         public enum ListOrWord: Encodable, Sendable, Equatable {
-            case word(String), list([String])
+            case word(String)
+            case list([String])
             public func encode(to encoder: any Encoder) throws {
                 var c = encoder.singleValueContainer()
                 switch self {

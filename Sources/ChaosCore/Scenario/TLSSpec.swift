@@ -40,8 +40,13 @@ public struct TLSSpec: Sendable, Codable, Equatable {
     public var alpn: [String]?
 
     /// A TLS block; the defaults are PRODUCT.md's (`ca: auto`, `upstream: verify`, `alpn: mirror`).
-    public init(ca: KeyPair? = nil, serverName: String? = nil, upstream: Upstream = .verify, clientCert: KeyPair? = nil,
-                alpn: [String]? = nil) {
+    public init(
+        ca: KeyPair? = nil,
+        serverName: String? = nil,
+        upstream: Upstream = .verify,
+        clientCert: KeyPair? = nil,
+        alpn: [String]? = nil
+    ) {
         self.ca = ca
         self.serverName = serverName
         self.upstream = upstream

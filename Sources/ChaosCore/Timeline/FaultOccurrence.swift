@@ -18,8 +18,16 @@ public struct FaultOccurrence: Sendable, Codable, Equatable {
     public var effect: FaultEffect
 
     /// Creates an occurrence (timelines draw them; tests and replay build them).
-    public init(index: Int, rule: Int, at: ChaosDuration, lasts: ChaosDuration, proxy: String?, targets: Targets,
-                seed: UInt64, effect: FaultEffect) {
+    public init(
+        index: Int,
+        rule: Int,
+        at: ChaosDuration,
+        lasts: ChaosDuration,
+        proxy: String?,
+        targets: Targets,
+        seed: UInt64,
+        effect: FaultEffect
+    ) {
         self.index = index
         self.rule = rule
         self.at = at
@@ -41,7 +49,10 @@ public struct FaultOccurrence: Sendable, Codable, Equatable {
     /// The mark of this occurrence when it belongs to control-API fault `id` (not the run's timeline): numbered
     /// apart from the run's own (``FaultMark/apiOccurrence(id:index:)``), its detail naming the fault.
     public func mark(apiFault id: Int) -> FaultMark {
-        FaultMark(kind: kind.rawValue, occurrence: FaultMark.apiOccurrence(id: id, index: index),
-                  detail: "api fault \(id): " + effect.summary)
+        FaultMark(
+            kind: kind.rawValue,
+            occurrence: FaultMark.apiOccurrence(id: id, index: index),
+            detail: "api fault \(id): " + effect.summary
+        )
     }
 }

@@ -66,15 +66,24 @@ struct RuleDraw {
         let schedule = rule.schedule
         let happens = generator.nextUnit() < schedule.probability
         let effect = rule.parameters.drawn(with: &generator)
-        var lasts: ChaosDuration = switch effect {
-        case .disconnect, .wsClose, .goaway: .zero
-        case .handoff(_, _, let blackout, _, let deadWiFi, _): blackout + (deadWiFi ?? .zero)
-        default: schedule.lasts.map { generator.draw($0) } ?? (stop - start)
-        }
+        var lasts: ChaosDuration =
+            switch effect {
+            case .disconnect, .wsClose, .goaway: .zero
+            case .handoff(_, _, let blackout, _, let deadWiFi, _): blackout + (deadWiFi ?? .zero)
+            default: schedule.lasts.map { generator.draw($0) } ?? (stop - start)
+            }
         let seed = generator.next()
         guard happens, start >= schedule.after, start < stop else { return nil }
         if case .handoff = effect {} else { lasts = min(lasts, end - start) }
-        return FaultOccurrence(index: 0, rule: ruleIndex, at: start, lasts: lasts, proxy: rule.proxy,
-                               targets: schedule.targets, seed: seed, effect: effect)
+        return FaultOccurrence(
+            index: 0,
+            rule: ruleIndex,
+            at: start,
+            lasts: lasts,
+            proxy: rule.proxy,
+            targets: schedule.targets,
+            seed: seed,
+            effect: effect
+        )
     }
 }

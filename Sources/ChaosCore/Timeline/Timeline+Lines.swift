@@ -20,8 +20,11 @@ extension Timeline {
     /// `00:01:02.345`: hours, minutes, seconds and milliseconds since the start.
     public static func clock(_ duration: ChaosDuration) -> String {
         let millis = duration.nanoseconds / 1_000_000
-        let seconds = millis / 1000, fraction = millis % 1000
-        let h = seconds / 3600, m = (seconds / 60) % 60, s = seconds % 60
+        let seconds = millis / 1000
+        let fraction = millis % 1000
+        let h = seconds / 3600
+        let m = (seconds / 60) % 60
+        let s = seconds % 60
         let two = { (n: Int64) in n < 10 ? "0\(n)" : "\(n)" }
         let three = fraction < 10 ? "00\(fraction)" : fraction < 100 ? "0\(fraction)" : "\(fraction)"
         return "\(two(h)):\(two(m)):\(two(s)).\(three)"
@@ -61,7 +64,9 @@ extension Timeline {
     /// Either way memory stays constant.
     public func count(upTo countUpTo: Int = 200_000) -> TimelineCount {
         var formulas: [String] = []
-        var fewest = 0.0, most = 0.0, expected = 0.0
+        var fewest = 0.0
+        var most = 0.0
+        var expected = 0.0
         if case .drawn(let rules) = source {
             for (index, rule) in rules.enumerated() {
                 let estimate = rule.countEstimate(in: duration)
@@ -75,8 +80,13 @@ extension Timeline {
         var iterator = makeIterator()
         while counted <= countUpTo, iterator.next() != nil { counted += 1 }
         guard counted > countUpTo else {
-            return TimelineCount(exact: counted, fewest: Double(counted), most: Double(counted),
-                                 expected: Double(counted), formulas: formulas)
+            return TimelineCount(
+                exact: counted,
+                fewest: Double(counted),
+                most: Double(counted),
+                expected: Double(counted),
+                formulas: formulas
+            )
         }
         return TimelineCount(exact: nil, fewest: fewest, most: most, expected: expected, formulas: formulas)
     }
@@ -92,7 +102,8 @@ extension FaultRule {
         }
         let end = min(schedule.until ?? duration, duration)
         let window = max(0, Double(end.nanoseconds) - Double(schedule.after.nanoseconds))
-        let shortest = Double(max(every.lower.nanoseconds, 1)), longest = Double(max(every.upper.nanoseconds, 1))
+        let shortest = Double(max(every.lower.nanoseconds, 1))
+        let longest = Double(max(every.upper.nanoseconds, 1))
         let mean = (shortest + longest) / 2
         let most = (window / shortest).rounded(.down)
         let fewest = probability >= 1 ? (window / longest).rounded(.down) : 0

@@ -83,7 +83,7 @@ public struct Timeline: Sendable, Equatable, Sequence {
         }
 
         public mutating func next() -> FaultOccurrence? {
-            if recorded != nil { return recorded?.next() } // a recorded timeline keeps its own indexes
+            if recorded != nil { return recorded?.next() }  // a recorded timeline keeps its own indexes
             if heads == nil { heads = draws.indices.map { draws[$0].next() } }
             var best: Int?
             for (rule, head) in heads!.enumerated() {
@@ -122,9 +122,11 @@ extension Timeline: Codable {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         let occurrences = try container.decode([FaultOccurrence].self, forKey: .occurrences)
         let complete = try container.decodeIfPresent(Bool.self, forKey: .complete) ?? true
-        self.init(seed: try container.decode(UInt64.self, forKey: .seed),
-                  duration: try container.decode(ChaosDuration.self, forKey: .duration),
-                  source: .recorded(occurrences, complete: complete))
+        self.init(
+            seed: try container.decode(UInt64.self, forKey: .seed),
+            duration: try container.decode(ChaosDuration.self, forKey: .duration),
+            source: .recorded(occurrences, complete: complete)
+        )
     }
 }
 
@@ -136,8 +138,10 @@ extension Timeline {
         guard !isComplete else { return self }
         let drawn = Timeline(scenario: scenario, seed: seed, duration: duration)
         for (index, (saved, again)) in zip(self, drawn).enumerated() where saved != again {
-            throw ChaosError.badInput("\(source): occurrences[\(index)] is not what scenario.json draws with seed "
-                + "\(seed); the folder was changed or was written by another version of chaos")
+            throw ChaosError.badInput(
+                "\(source): occurrences[\(index)] is not what scenario.json draws with seed "
+                    + "\(seed); the folder was changed or was written by another version of chaos"
+            )
         }
         return drawn
     }

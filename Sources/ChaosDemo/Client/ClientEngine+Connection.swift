@@ -3,7 +3,10 @@ import NIOCore
 
 extension ClientEngine {
     func connectionActive(_ channel: any Channel) {
-        guard !stopped else { channel.close(promise: nil); return }
+        guard !stopped else {
+            channel.close(promise: nil)
+            return
+        }
         self.channel = channel
         lastActivated = channel
         established = false
@@ -11,7 +14,8 @@ extension ClientEngine {
         status.connectionsOpened += 1
         log?.event("connected", ["stream": stream, "connection": status.connectionsOpened])
         // HELLO carries the resume point; the naive client has none and says so.
-        let hello = naive
+        let hello =
+            naive
             ? WireMessage(.hello, stream: stream, resume: false)
             : WireMessage(.hello, stream: stream, ack: downstream.lastProcessed, resume: true)
         channel.send(hello)
@@ -74,7 +78,7 @@ extension ClientEngine {
         guard channel === self.channel else { return }
         if needsAck {
             needsAck = false
-            persist() // persisted before it is acknowledged: a restart never asks for less than was acked
+            persist()  // persisted before it is acknowledged: a restart never asks for less than was acked
             channel.send(WireMessage(.ack, stream: stream, ack: downstream.lastProcessed), flush: false)
         }
         channel.flush()

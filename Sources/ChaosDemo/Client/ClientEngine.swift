@@ -3,6 +3,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import NIOSSL
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -54,8 +55,10 @@ final class ClientEngine: WireConnectionDelegate, @unchecked Sendable {
         self.sendWindow = SendWindow(sendFor: configuration.sendFor)
         self.upstream = OutboundQueue(capacity: configuration.queueCapacity)
         self.downstream = InboundSequencer(deduplicates: !configuration.naive)
-        self.schedule = ReconnectSchedule(policy: configuration.backoff,
-                                          generator: SeededGenerator(seed: configuration.effectiveSeed).fork("reconnect"))
+        self.schedule = ReconnectSchedule(
+            policy: configuration.backoff,
+            generator: SeededGenerator(seed: configuration.effectiveSeed).fork("reconnect")
+        )
     }
 
     func start() async throws {
@@ -68,8 +71,13 @@ final class ClientEngine: WireConnectionDelegate, @unchecked Sendable {
             if let restored {
                 self.upstream = OutboundQueue(capacity: self.configuration.queueCapacity, lastAssigned: restored.lastAssignedUp)
                 self.downstream = InboundSequencer(lastProcessed: restored.lastProcessedDown, deduplicates: !self.naive)
-                processedLog.event("restored", ["stream": self.stream, "last_processed_down": restored.lastProcessedDown,
-                                                "last_assigned_up": restored.lastAssignedUp])
+                processedLog.event(
+                    "restored",
+                    [
+                        "stream": self.stream, "last_processed_down": restored.lastProcessedDown,
+                        "last_assigned_up": restored.lastAssignedUp,
+                    ]
+                )
             }
             self.startProducer()
             if let duration = self.configuration.duration {
@@ -86,10 +94,11 @@ final class ClientEngine: WireConnectionDelegate, @unchecked Sendable {
         for task in [producer, heartbeat] { task?.cancel() }
         for task in [pingTimeout, reconnect, deadline] { task?.cancel() }
         persist()
-        let closed = channel.map { channel -> EventLoopFuture<Void> in
-            closingBecause = .stopped
-            return drainAndClose(channel)
-        } ?? loop.makeSucceededVoidFuture()
+        let closed =
+            channel.map { channel -> EventLoopFuture<Void> in
+                closingBecause = .stopped
+                return drainAndClose(channel)
+            } ?? loop.makeSucceededVoidFuture()
         return closed.map {
             self.persist()
             self.log?.event("stopped", ["stream": self.stream])
@@ -140,13 +149,16 @@ final class ClientEngine: WireConnectionDelegate, @unchecked Sendable {
                         try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: tls.serverName))
                     }
                     switch configuration.transport {
-                    case .tcp, .grpc: // gRPC has its own engine: never here
+                    case .tcp, .grpc:  // gRPC has its own engine: never here
                         try channel.pipeline.syncOperations.addHandlers([
                             ByteToMessageHandler(LineFrameDecoder()), WireHandler(delegate: self),
                         ])
                     case .websocket:
-                        try WebSocketTransport.configureClient(channel, host: "\(target.host):\(target.port)",
-                                                               stream: configuration.stream) { WireHandler(delegate: self) }
+                        try WebSocketTransport.configureClient(
+                            channel,
+                            host: "\(target.host):\(target.port)",
+                            stream: configuration.stream
+                        ) { WireHandler(delegate: self) }
                     }
                 }
             }

@@ -22,7 +22,9 @@ public final class DemoClient: Sendable {
     /// A client that does nothing until ``start()``.
     public init(configuration: DemoClientConfiguration) {
         self.configuration = configuration
-        backend = configuration.transport == .grpc ? .grpc(GRPCClientEngine(configuration: configuration))
+        backend =
+            configuration.transport == .grpc
+            ? .grpc(GRPCClientEngine(configuration: configuration))
             : .nio(ClientEngine(configuration: configuration, loop: MultiThreadedEventLoopGroup.singleton.next()))
     }
 

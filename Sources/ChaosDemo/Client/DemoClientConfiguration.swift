@@ -48,11 +48,22 @@ public struct DemoClientConfiguration: Sendable {
     public var logger: Logger
 
     /// A configuration with the PRODUCT §6 defaults.
-    public init(connect: DemoAddress, stream: String = "c1", rate: Double = 20, logPath: String? = nil,
-                statePath: String? = nil, naive: Bool = false, duration: ChaosDuration? = nil, seed: UInt64? = nil,
-                backoff: BackoffPolicy = .standard, heartbeatInterval: ChaosDuration = .seconds(Int64(1)),
-                heartbeatTimeout: ChaosDuration = .seconds(Int64(3)), queueCapacity: Int = 1000,
-                connectTimeout: ChaosDuration = .seconds(Int64(3)), logger: Logger = Logger(label: "chaos.demo.client")) {
+    public init(
+        connect: DemoAddress,
+        stream: String = "c1",
+        rate: Double = 20,
+        logPath: String? = nil,
+        statePath: String? = nil,
+        naive: Bool = false,
+        duration: ChaosDuration? = nil,
+        seed: UInt64? = nil,
+        backoff: BackoffPolicy = .standard,
+        heartbeatInterval: ChaosDuration = .seconds(Int64(1)),
+        heartbeatTimeout: ChaosDuration = .seconds(Int64(3)),
+        queueCapacity: Int = 1000,
+        connectTimeout: ChaosDuration = .seconds(Int64(3)),
+        logger: Logger = Logger(label: "chaos.demo.client")
+    ) {
         self.connect = connect
         self.stream = stream
         self.rate = rate

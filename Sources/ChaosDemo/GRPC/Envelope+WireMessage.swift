@@ -17,10 +17,16 @@ extension Chaos_Demo_V1_Envelope {
     /// The demo message it carries; nil for an unknown type.
     var wireMessage: WireMessage? {
         guard let kind = WireMessage.Kind(rawValue: type) else { return nil }
-        return WireMessage(kind, stream: stream.isEmpty ? nil : stream, seq: seq == 0 ? nil : Int(seq),
-                           id: id.isEmpty ? nil : id, payload: payload.isEmpty ? nil : payload,
-                           ack: kind == .ack || kind == .hello || kind == .welcome ? Int(ack) : nil,
-                           from: kind == .gap ? Int(from) : nil, to: kind == .gap ? Int(to) : nil,
-                           resume: kind == .hello ? resume : nil)
+        return WireMessage(
+            kind,
+            stream: stream.isEmpty ? nil : stream,
+            seq: seq == 0 ? nil : Int(seq),
+            id: id.isEmpty ? nil : id,
+            payload: payload.isEmpty ? nil : payload,
+            ack: kind == .ack || kind == .hello || kind == .welcome ? Int(ack) : nil,
+            from: kind == .gap ? Int(from) : nil,
+            to: kind == .gap ? Int(to) : nil,
+            resume: kind == .hello ? resume : nil
+        )
     }
 }

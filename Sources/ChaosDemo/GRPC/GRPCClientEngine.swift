@@ -31,10 +31,16 @@ final class GRPCClientEngine: Sendable {
 
     init(configuration: DemoClientConfiguration) {
         self.configuration = configuration
-        state = Mutex(State(upstream: OutboundQueue(capacity: configuration.queueCapacity),
-                            downstream: InboundSequencer(deduplicates: !configuration.naive),
-                            schedule: ReconnectSchedule(policy: configuration.backoff,
-                                                        generator: SeededGenerator(seed: configuration.effectiveSeed).fork("reconnect"))))
+        state = Mutex(
+            State(
+                upstream: OutboundQueue(capacity: configuration.queueCapacity),
+                downstream: InboundSequencer(deduplicates: !configuration.naive),
+                schedule: ReconnectSchedule(
+                    policy: configuration.backoff,
+                    generator: SeededGenerator(seed: configuration.effectiveSeed).fork("reconnect")
+                )
+            )
+        )
     }
 
     private var log: ProcessedLog? { resources.withLock { $0.log } }
@@ -48,17 +54,27 @@ final class GRPCClientEngine: Sendable {
                 state.upstream = OutboundQueue(capacity: configuration.queueCapacity, lastAssigned: restored.lastAssignedUp)
                 state.downstream = InboundSequencer(lastProcessed: restored.lastProcessedDown, deduplicates: !naive)
             }
-            log.event("restored", ["stream": stream, "last_processed_down": restored.lastProcessedDown,
-                                   "last_assigned_up": restored.lastAssignedUp])
+            log.event(
+                "restored",
+                [
+                    "stream": stream, "last_processed_down": restored.lastProcessedDown,
+                    "last_assigned_up": restored.lastAssignedUp,
+                ]
+            )
         }
-        resources.withLock { $0.log = log; $0.stateFile = stateFile }
+        resources.withLock {
+            $0.log = log
+            $0.stateFile = stateFile
+        }
         var tasks: [Task<Void, Never>] = []
         if configuration.rate > 0 { tasks.append(Task { await self.produce() }) }
         if let duration = configuration.duration {
-            tasks.append(Task {
-                try? await Task.sleep(nanoseconds: UInt64(duration.nanoseconds))
-                if !Task.isCancelled { await self.stop() }
-            })
+            tasks.append(
+                Task {
+                    try? await Task.sleep(nanoseconds: UInt64(duration.nanoseconds))
+                    if !Task.isCancelled { await self.stop() }
+                }
+            )
         }
         state.withLock { $0.tasks = tasks }
         let main = Task { await self.connectLoop() }
@@ -117,8 +133,14 @@ final class GRPCClientEngine: Sendable {
         // interval + timeout, as the TCP client's PING/PONG does.
         let timeout = configuration.heartbeatTimeout.nanoseconds
         let interval = max(configuration.heartbeatInterval.nanoseconds, timeout + 50_000_000)
-        config.connection.keepalive = naive ? nil : .init(time: .nanoseconds(interval), timeout: .nanoseconds(timeout),
-                                                          allowWithoutCalls: true)
+        config.connection.keepalive =
+            naive
+            ? nil
+            : .init(
+                time: .nanoseconds(interval),
+                timeout: .nanoseconds(timeout),
+                allowWithoutCalls: true
+            )
         // The transport's own reconnects between calls: short, and without its unseeded jitter (the seeded
         // full-jitter backoff between calls is ours).
         config.backoff = .init(initial: .milliseconds(100), max: .seconds(1), multiplier: 1.6, jitter: 0)
@@ -130,8 +152,11 @@ final class GRPCClientEngine: Sendable {
                 config.http2.authority = tls.serverName
                 security = .tls { $0.trustRoots = .certificates([.file(path: tls.trustRoots, format: .pem)]) }
             }
-            let transport = try HTTP2ClientTransport.Posix(target: .ipv4(address: target.host, port: target.port),
-                                                           transportSecurity: security, config: config)
+            let transport = try HTTP2ClientTransport.Posix(
+                target: .ipv4(address: target.host, port: target.port),
+                transportSecurity: security,
+                config: config
+            )
             try await withGRPCClient(transport: transport) { client in
                 let stub = Chaos_Demo_V1_Stream.Client(wrapping: client)
                 while !Task.isCancelled, !state.withLock({ $0.stopped }) {
@@ -161,7 +186,8 @@ final class GRPCClientEngine: Sendable {
         log?.event("connected", ["stream": stream, "connection": connection])
         let (outbox, sending) = AsyncStream.makeStream(of: Chaos_Demo_V1_Envelope.self, bufferingPolicy: .bufferingOldest(4096))
         let hello = state.withLock { state in
-            naive ? WireMessage(.hello, stream: stream, resume: false)
+            naive
+                ? WireMessage(.hello, stream: stream, resume: false)
                 : WireMessage(.hello, stream: stream, ack: state.downstream.lastProcessed, resume: true)
         }
         sending.yield(.init(hello))
@@ -215,8 +241,13 @@ final class GRPCClientEngine: Sendable {
                     + resend.map { WireMessage.data(stream: stream, direction: "up", seq: $0) }
             }
             for message in out { sending.yield(.init(message)) }
-            log?.event(naive ? "welcomed" : "resumed", ["stream": stream, "peer_ack": message.ack ?? 0,
-                                                         "resent": out.filter { $0.kind == .msg }.count])
+            log?.event(
+                naive ? "welcomed" : "resumed",
+                [
+                    "stream": stream, "peer_ack": message.ack ?? 0,
+                    "resent": out.filter { $0.kind == .msg }.count,
+                ]
+            )
         case .msg:
             guard let seq = message.seq else { return }
             let verdict = state.withLock { $0.downstream.accept(seq) }
@@ -272,8 +303,13 @@ final class GRPCClientEngine: Sendable {
 
     private func persist() {
         guard let stateFile = resources.withLock({ $0.stateFile }) else { return }
-        let snapshot = state.withLock { ClientState(stream: stream, lastProcessedDown: $0.downstream.lastProcessed,
-                                                    lastAssignedUp: $0.upstream.lastAssigned) }
+        let snapshot = state.withLock {
+            ClientState(
+                stream: stream,
+                lastProcessedDown: $0.downstream.lastProcessed,
+                lastAssignedUp: $0.upstream.lastAssigned
+            )
+        }
         try? stateFile.save(snapshot)
     }
 }

@@ -8,13 +8,17 @@ struct GRPCDemoService: Chaos_Demo_V1_Stream.SimpleServiceProtocol {
     /// Downstream messages per second on each stream (0: none).
     let rate: Double
 
-    func exchange(request: RPCAsyncSequence<Chaos_Demo_V1_Envelope, any Error>, response: RPCWriter<Chaos_Demo_V1_Envelope>,
-                  context: ServerContext) async throws {
+    func exchange(
+        request: RPCAsyncSequence<Chaos_Demo_V1_Envelope, any Error>,
+        response: RPCWriter<Chaos_Demo_V1_Envelope>,
+        context: ServerContext
+    ) async throws {
         let call = streams.nextCall()
         streams.log?.event("accepted", ["connection": call])
         // Bounded: past it the oldest messages stay queued for retransmission, not in this call's buffer.
         let (outbox, sending) = AsyncStream.makeStream(of: Chaos_Demo_V1_Envelope.self, bufferingPolicy: .bufferingOldest(4096))
-        let streams = self.streams, rate = self.rate
+        let streams = self.streams
+        let rate = self.rate
         try await withThrowingTaskGroup(of: Bool.self) { group in
             group.addTask {
                 for await envelope in outbox { try await response.write(envelope) }
@@ -48,8 +52,13 @@ struct GRPCDemoService: Chaos_Demo_V1_Stream.SimpleServiceProtocol {
         }
     }
 
-    private static func produce(_ name: String, call: Int, rate: Double, _ streams: GRPCServerStreams,
-                                _ sending: AsyncStream<Chaos_Demo_V1_Envelope>.Continuation) async {
+    private static func produce(
+        _ name: String,
+        call: Int,
+        rate: Double,
+        _ streams: GRPCServerStreams,
+        _ sending: AsyncStream<Chaos_Demo_V1_Envelope>.Continuation
+    ) async {
         let period = UInt64((1e9 / rate).rounded())
         while !Task.isCancelled {
             try? await Task.sleep(nanoseconds: period)

@@ -28,12 +28,14 @@ final class GRPCServerEngine: Sendable {
         config.connection.maxGraceTime = .seconds(1)
         var security = HTTP2ServerTransport.Posix.TransportSecurity.plaintext
         if let tls = configuration.tls {
-            _ = try tls.context(alpn: ["h2"]) // bad files are the user's input: said now, not when a client comes
+            _ = try tls.context(alpn: ["h2"])  // bad files are the user's input: said now, not when a client comes
             security = .tls(certificateChain: [.file(path: tls.certificate, format: .pem)], privateKey: .file(path: tls.key, format: .pem))
         }
         let transport = HTTP2ServerTransport.Posix(
-            address: .ipv4(host: configuration.listen.host, port: configuration.listen.port), transportSecurity: security,
-            config: config)
+            address: .ipv4(host: configuration.listen.host, port: configuration.listen.port),
+            transportSecurity: security,
+            config: config
+        )
         let server = GRPCServer(transport: transport, services: [GRPCDemoService(streams: streams, rate: configuration.rate)])
         let task = Task { try await server.serve() }
         guard let address = try await transport.listeningAddress.ipv4 else {

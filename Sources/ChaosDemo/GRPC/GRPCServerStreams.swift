@@ -24,7 +24,12 @@ final class GRPCServerStreams: Sendable {
     }
 
     /// A number for a new call.
-    func nextCall() -> Int { state.withLock { $0.calls += 1; return $0.calls } }
+    func nextCall() -> Int {
+        state.withLock {
+            $0.calls += 1
+            return $0.calls
+        }
+    }
 
     /// HELLO on `call`: attaches the stream (ending the call that carried it), returns what to send first.
     func hello(_ message: WireMessage, call: Int, outbox: AsyncStream<Chaos_Demo_V1_Envelope>.Continuation) -> [WireMessage] {
@@ -48,8 +53,13 @@ final class GRPCServerStreams: Sendable {
             return (previous, replies)
         }
         if let previous, previous != call { log?.event("takeover", ["stream": name, "connection": previous]) }
-        log?.event("resumed", ["stream": name, "connection": call, "peer_ack": message.ack ?? 0,
-                               "resent": replies.filter { $0.kind == .msg }.count])
+        log?.event(
+            "resumed",
+            [
+                "stream": name, "connection": call, "peer_ack": message.ack ?? 0,
+                "resent": replies.filter { $0.kind == .msg }.count,
+            ]
+        )
         return replies
     }
 
@@ -114,9 +124,13 @@ final class GRPCServerStreams: Sendable {
     func status(of name: String, accepted: Int) -> DemoStreamStatus? {
         state.withLock { state in
             guard let stream = state.streams[name] else { return nil }
-            return DemoStreamStatus(lastProcessedUp: stream.upstream.lastProcessed, lastAssignedDown: stream.downstream.lastAssigned,
-                                    unacknowledgedDown: stream.downstream.unacknowledgedCount, attached: stream.attached != nil,
-                                    connectionsAccepted: accepted)
+            return DemoStreamStatus(
+                lastProcessedUp: stream.upstream.lastProcessed,
+                lastAssignedDown: stream.downstream.lastAssigned,
+                unacknowledgedDown: stream.downstream.unacknowledgedCount,
+                attached: stream.attached != nil,
+                connectionsAccepted: accepted
+            )
         }
     }
 }

@@ -36,7 +36,7 @@ struct LineFrameDecoder: ByteToMessageDecoder {
 
     mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
         while try decode(context: context, buffer: &buffer) == .continue {}
-        buffer.clear() // an unterminated last line is not a message
+        buffer.clear()  // an unterminated last line is not a message
         return .needMoreData
     }
 }

@@ -35,12 +35,19 @@ final class WebSocketLineBridge: ChannelDuplexHandler {
             context.fireChannelRead(wrapInboundOut(context.channel.allocator.buffer(bytes: Self.pongLine.dropLast())))
         case .connectionClose:
             // Answer a close with a close (echoing its code), then end the TCP connection.
-            guard !closing else { context.close(promise: nil); return }
+            guard !closing else {
+                context.close(promise: nil)
+                return
+            }
             closing = true
             var data = frame.unmaskedData
             let code = data.readInteger(as: UInt16.self) ?? 1000
-            let reply = WebSocketFrame(fin: true, opcode: .connectionClose, maskKey: maskKey,
-                                       data: context.channel.allocator.buffer(integer: code))
+            let reply = WebSocketFrame(
+                fin: true,
+                opcode: .connectionClose,
+                maskKey: maskKey,
+                data: context.channel.allocator.buffer(integer: code)
+            )
             let channel = context.channel
             context.writeAndFlush(wrapOutboundOut(reply)).whenComplete { _ in channel.close(promise: nil) }
         default:

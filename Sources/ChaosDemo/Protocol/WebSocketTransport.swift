@@ -32,29 +32,44 @@ enum WebSocketTransport {
             },
             upgradePipelineHandler: { channel, _ in
                 channel.eventLoop.makeCompletedFuture { try addFrameHandlers(channel, isClient: false, wire: wire()) }
-            })
+            }
+        )
         try channel.pipeline.syncOperations.configureHTTPServerPipeline(
-            withServerUpgrade: (upgraders: [upgrader], completionHandler: { _ in }))
+            withServerUpgrade: (upgraders: [upgrader], completionHandler: { _ in })
+        )
     }
 
     /// Client side: sends the upgrade request (with the stream header) once connected, then frames into `wire`.
-    static func configureClient(_ channel: any Channel, host: String, stream: String,
-                                wire: @escaping @Sendable () -> WireHandler) throws {
-        let upgrader = NIOWebSocketClientUpgrader(maxFrameSize: maxMessage, upgradePipelineHandler: { channel, _ in
-            channel.pipeline.removeHandler(name: UpgradeRequestHandler.name).flatMap {
-                channel.eventLoop.makeCompletedFuture { try addFrameHandlers(channel, isClient: true, wire: wire()) }
+    static func configureClient(
+        _ channel: any Channel,
+        host: String,
+        stream: String,
+        wire: @escaping @Sendable () -> WireHandler
+    ) throws {
+        let upgrader = NIOWebSocketClientUpgrader(
+            maxFrameSize: maxMessage,
+            upgradePipelineHandler: { channel, _ in
+                channel.pipeline.removeHandler(name: UpgradeRequestHandler.name).flatMap {
+                    channel.eventLoop.makeCompletedFuture { try addFrameHandlers(channel, isClient: true, wire: wire()) }
+                }
             }
-        })
+        )
         try channel.pipeline.syncOperations.addHTTPClientHandlers(
-            withClientUpgrade: (upgraders: [upgrader], completionHandler: { _ in }))
-        try channel.pipeline.syncOperations.addHandler(UpgradeRequestHandler(host: host, stream: stream),
-                                                       name: UpgradeRequestHandler.name)
+            withClientUpgrade: (upgraders: [upgrader], completionHandler: { _ in })
+        )
+        try channel.pipeline.syncOperations.addHandler(
+            UpgradeRequestHandler(host: host, stream: stream),
+            name: UpgradeRequestHandler.name
+        )
     }
 
     private static func addFrameHandlers(_ channel: any Channel, isClient: Bool, wire: WireHandler) throws {
         try channel.pipeline.syncOperations.addHandlers([
-            NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 1024,
-                                        maxAccumulatedFrameSize: maxMessage),
+            NIOWebSocketFrameAggregator(
+                minNonFinalFragmentSize: 0,
+                maxAccumulatedFrameCount: 1024,
+                maxAccumulatedFrameSize: maxMessage
+            ),
             WebSocketLineBridge(isClient: isClient),
             wire,
         ])

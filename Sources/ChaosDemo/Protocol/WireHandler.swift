@@ -35,7 +35,7 @@ final class WireHandler: ChannelDuplexHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let line = unwrapInboundIn(data)
-        guard let message = WireMessage(line: line.readableBytesView) else { return } // not ours: ignore
+        guard let message = WireMessage(line: line.readableBytesView) else { return }  // not ours: ignore
         delegate.received(message, on: context.channel)
     }
 
@@ -48,7 +48,7 @@ final class WireHandler: ChannelDuplexHandler {
         if let idle = event as? IdleStateHandler.IdleStateEvent, idle == .read {
             delegate.connectionIdle(context.channel)
         } else if let half = event as? ChannelEvent, half == .inputClosed {
-            context.close(promise: nil) // the peer sent FIN: the stream is over for us too
+            context.close(promise: nil)  // the peer sent FIN: the stream is over for us too
         }
         context.fireUserInboundEventTriggered(event)
     }

@@ -8,8 +8,13 @@ import Foundation
 public struct WireMessage: Codable, Hashable, Sendable {
     /// The message types of the demo protocol.
     public enum Kind: String, Codable, Sendable {
-        case msg = "MSG", ack = "ACK", hello = "HELLO", welcome = "WELCOME"
-        case ping = "PING", pong = "PONG", gap = "GAP"
+        case msg = "MSG"
+        case ack = "ACK"
+        case hello = "HELLO"
+        case welcome = "WELCOME"
+        case ping = "PING"
+        case pong = "PONG"
+        case gap = "GAP"
     }
 
     /// What this line is.
@@ -32,12 +37,22 @@ public struct WireMessage: Codable, Hashable, Sendable {
     public var resume: Bool?
 
     enum CodingKeys: String, CodingKey {
-        case kind = "type", stream, seq, id, payload, ack, from, to, resume
+        case kind = "type"
+        case stream, seq, id, payload, ack, from, to, resume
     }
 
     /// A message of `kind` with the given fields.
-    public init(_ kind: Kind, stream: String? = nil, seq: Int? = nil, id: String? = nil, payload: String? = nil,
-                ack: Int? = nil, from: Int? = nil, to: Int? = nil, resume: Bool? = nil) {
+    public init(
+        _ kind: Kind,
+        stream: String? = nil,
+        seq: Int? = nil,
+        id: String? = nil,
+        payload: String? = nil,
+        ack: Int? = nil,
+        from: Int? = nil,
+        to: Int? = nil,
+        resume: Bool? = nil
+    ) {
         self.kind = kind
         self.stream = stream
         self.seq = seq

@@ -10,8 +10,8 @@ public struct OutboundQueue: Sendable {
     public private(set) var nextSeq: Int
     /// Highest seq the consumer acknowledged.
     public private(set) var acknowledged: Int
-    private var pending: [Int] = [] // seqs of unacknowledged, retained messages, ascending
-    private var pendingStart = 0    // index of the first live element (amortised O(1) removal)
+    private var pending: [Int] = []  // seqs of unacknowledged, retained messages, ascending
+    private var pendingStart = 0  // index of the first live element (amortised O(1) removal)
 
     /// A queue whose first message gets seq `lastAssigned + 1`.
     ///

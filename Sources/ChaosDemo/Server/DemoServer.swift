@@ -23,7 +23,9 @@ public final class DemoServer: Sendable {
     /// A server that does nothing until ``start()``.
     public init(configuration: DemoServerConfiguration) {
         self.configuration = configuration
-        backend = configuration.transport == .grpc ? .grpc(GRPCServerEngine(configuration: configuration))
+        backend =
+            configuration.transport == .grpc
+            ? .grpc(GRPCServerEngine(configuration: configuration))
             : .nio(ServerEngine(configuration: configuration, loop: MultiThreadedEventLoopGroup.singleton.next()))
     }
 

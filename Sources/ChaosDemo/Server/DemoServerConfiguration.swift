@@ -25,10 +25,16 @@ public struct DemoServerConfiguration: Sendable {
     public var logger: Logger
 
     /// A configuration with the PRODUCT §6 defaults: 20 msg/s, heartbeat 1 s / 3 s, queue 1000.
-    public init(listen: DemoAddress, rate: Double = 20, logPath: String? = nil,
-                heartbeatInterval: ChaosDuration = .seconds(Int64(1)), heartbeatTimeout: ChaosDuration = .seconds(Int64(3)),
-                idleTimeout: ChaosDuration? = nil, queueCapacity: Int = 1000,
-                logger: Logger = Logger(label: "chaos.demo.server")) {
+    public init(
+        listen: DemoAddress,
+        rate: Double = 20,
+        logPath: String? = nil,
+        heartbeatInterval: ChaosDuration = .seconds(Int64(1)),
+        heartbeatTimeout: ChaosDuration = .seconds(Int64(3)),
+        idleTimeout: ChaosDuration? = nil,
+        queueCapacity: Int = 1000,
+        logger: Logger = Logger(label: "chaos.demo.server")
+    ) {
         self.listen = listen
         self.rate = rate
         self.logPath = logPath

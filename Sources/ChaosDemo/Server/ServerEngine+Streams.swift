@@ -28,8 +28,13 @@ extension ServerEngine {
                 channel.send(WireMessage(.gap, stream: name, from: gap.lowerBound, to: gap.upperBound), flush: false)
             }
             for seq in resend { channel.send(.data(stream: name, direction: "down", seq: seq), flush: false) }
-            log?.event("resumed", ["stream": name, "connection": connection.id, "peer_ack": message.ack ?? 0,
-                                   "resent": resend.count])
+            log?.event(
+                "resumed",
+                [
+                    "stream": name, "connection": connection.id, "peer_ack": message.ack ?? 0,
+                    "resent": resend.count,
+                ]
+            )
         } else {
             stream.downstream.discardUnacknowledged()
             log?.event("fresh", ["stream": name, "connection": connection.id])
@@ -60,8 +65,10 @@ extension ServerEngine {
             stream.downstream.discardUnacknowledged()
         } else if let dropped {
             log?.event("gap-sent", ["dir": "down", "stream": stream.name, "from": dropped.lowerBound, "to": dropped.upperBound])
-            connection.channel.send(WireMessage(.gap, stream: stream.name, from: dropped.lowerBound, to: dropped.upperBound),
-                                    flush: false)
+            connection.channel.send(
+                WireMessage(.gap, stream: stream.name, from: dropped.lowerBound, to: dropped.upperBound),
+                flush: false
+            )
         }
         connection.channel.send(.data(stream: stream.name, direction: "down", seq: seq))
     }

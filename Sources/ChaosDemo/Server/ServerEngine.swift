@@ -36,7 +36,7 @@ final class ServerEngine: WireConnectionDelegate, @unchecked Sendable {
         let idle = TimeAmount.nanoseconds(configuration.effectiveIdleTimeout.nanoseconds)
         let tls = try configuration.tls?.context(alpn: configuration.transport == .websocket ? ["http/1.1"] : [])
         let bootstrap = ServerBootstrap(group: loop)
-            .serverChannelOption(.backlog, value: 8192) // a herd of thousands of reconnects at once (capped by net.core.somaxconn)
+            .serverChannelOption(.backlog, value: 8192)  // a herd of thousands of reconnects at once (capped by net.core.somaxconn)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             .childChannelOption(.allowRemoteHalfClosure, value: true)
@@ -45,7 +45,7 @@ final class ServerEngine: WireConnectionDelegate, @unchecked Sendable {
                     if let tls { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls)) }
                     try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: idle))
                     switch configuration.transport {
-                    case .tcp, .grpc: // gRPC has its own engine: never here
+                    case .tcp, .grpc:  // gRPC has its own engine: never here
                         try channel.pipeline.syncOperations.addHandlers([
                             ByteToMessageHandler(LineFrameDecoder()), WireHandler(delegate: self),
                         ])
@@ -89,16 +89,22 @@ final class ServerEngine: WireConnectionDelegate, @unchecked Sendable {
 
     func status(of name: String) -> DemoStreamStatus? {
         guard let stream = streams[name] else { return nil }
-        return DemoStreamStatus(lastProcessedUp: stream.upstream.lastProcessed,
-                                lastAssignedDown: stream.downstream.lastAssigned,
-                                unacknowledgedDown: stream.downstream.unacknowledgedCount,
-                                attached: stream.attached != nil, connectionsAccepted: accepted)
+        return DemoStreamStatus(
+            lastProcessedUp: stream.upstream.lastProcessed,
+            lastAssignedDown: stream.downstream.lastAssigned,
+            unacknowledgedDown: stream.downstream.unacknowledgedCount,
+            attached: stream.attached != nil,
+            connectionsAccepted: accepted
+        )
     }
 
     // MARK: WireConnectionDelegate
 
     func connectionActive(_ channel: any Channel) {
-        if stopped { channel.close(promise: nil); return }
+        if stopped {
+            channel.close(promise: nil)
+            return
+        }
         accepted += 1
         connections[ObjectIdentifier(channel)] = ServerConnection(channel: channel, id: accepted)
         log?.event("accepted", ["connection": accepted])
@@ -125,8 +131,13 @@ final class ServerEngine: WireConnectionDelegate, @unchecked Sendable {
         case .gap:
             guard let stream = connection.stream, let to = message.to else { return }
             if let skipped = stream.upstream.skip(through: to) {
-                log?.event("gap-received", ["dir": "up", "stream": stream.name,
-                                            "from": skipped.lowerBound, "to": skipped.upperBound])
+                log?.event(
+                    "gap-received",
+                    [
+                        "dir": "up", "stream": stream.name,
+                        "from": skipped.lowerBound, "to": skipped.upperBound,
+                    ]
+                )
                 connection.needsAck = true
             }
         case .ack:
@@ -151,8 +162,13 @@ final class ServerEngine: WireConnectionDelegate, @unchecked Sendable {
 
     func connectionInactive(_ channel: any Channel, error: (any Error)?) {
         guard let connection = connections.removeValue(forKey: ObjectIdentifier(channel)) else { return }
-        log?.event("disconnected", ["connection": connection.id, "stream": connection.stream?.name ?? "",
-                                    "reason": error.map { "\($0)" } ?? "closed"])
+        log?.event(
+            "disconnected",
+            [
+                "connection": connection.id, "stream": connection.stream?.name ?? "",
+                "reason": error.map { "\($0)" } ?? "closed",
+            ]
+        )
         if let stream = connection.stream, stream.attached === connection {
             stream.attached = nil
             stream.producer?.cancel()

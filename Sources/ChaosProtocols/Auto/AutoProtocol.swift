@@ -9,8 +9,10 @@ public enum AutoProtocol: ProtocolPlugin {
     public static let streamKeyPrefixes = ["header:", "query:"]
 
     public static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {
-        AutoFramer(websocket: try WebSocketProtocol.framer(spec, auditedMethods: auditedMethods),
-                   grpc: try GRPCProtocol.framer(spec, auditedMethods: auditedMethods))
+        AutoFramer(
+            websocket: try WebSocketProtocol.framer(spec, auditedMethods: auditedMethods),
+            grpc: try GRPCProtocol.framer(spec, auditedMethods: auditedMethods)
+        )
     }
 }
 
@@ -55,8 +57,11 @@ final class AutoSession: ProtocolSession {
             chosen = bytes.starts(with: "PRI ".utf8) ? framer.grpc.makeSession() : framer.websocket.makeSession()
         } else {
             guard bytes.count >= 5 else { return }
-            if bytes.starts(with: "HTTP/".utf8) { chosen = framer.websocket.makeSession() }
-            else if bytes[bytes.index(bytes.startIndex, offsetBy: 3)] == 4 { chosen = framer.grpc.makeSession() }
+            if bytes.starts(with: "HTTP/".utf8) {
+                chosen = framer.websocket.makeSession()
+            } else if bytes[bytes.index(bytes.startIndex, offsetBy: 3)] == 4 {
+                chosen = framer.grpc.makeSession()
+            }
         }
     }
 
@@ -91,7 +96,14 @@ final class AutoLegDecoder: LegDecoder {
         guard let chosen = session.chosen else {
             guard held.count + input.count <= Self.limit else {
                 failed = true
-                return output(.problem(.protocolError("framing auto: neither an HTTP/1.1 request nor HTTP/2 in the first \(held.count + input.count) bytes, and no ALPN"), at: input.count))
+                return output(
+                    .problem(
+                        .protocolError(
+                            "framing auto: neither an HTTP/1.1 request nor HTTP/2 in the first \(held.count + input.count) bytes, and no ALPN"
+                        ),
+                        at: input.count
+                    )
+                )
             }
             held += input
             return

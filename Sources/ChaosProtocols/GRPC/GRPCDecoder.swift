@@ -39,7 +39,9 @@ final class GRPCDecoder: LegDecoder {
                 let end = Int(endOffset - base)
                 if let call = session.call(stream), call.audited, resetStreams.isEmpty || !resetStreams.contains(stream) {
                     // Most DATA frames start a message: no partial one waits, and no dictionary is touched.
-                    var splitter = splitters.isEmpty ? GRPCMessageSplitter()
+                    var splitter =
+                        splitters.isEmpty
+                        ? GRPCMessageSplitter()
                         : splitters.removeValue(forKey: stream) ?? GRPCMessageSplitter()
                     payload.withUnsafeBufferPointer { bytes in
                         splitter.feed(bytes, cap: cap) { piece in
@@ -95,8 +97,13 @@ final class GRPCDecoder: LegDecoder {
     }
 
     /// Hands over one message, inflated first when its compressed flag is set.
-    private func message(_ body: UnsafeBufferPointer<UInt8>, compressed: Bool, call: GRPCCall, end: Int,
-                         _ output: (DecoderOutput) -> Void) {
+    private func message(
+        _ body: UnsafeBufferPointer<UInt8>,
+        compressed: Bool,
+        call: GRPCCall,
+        end: Int,
+        _ output: (DecoderOutput) -> Void
+    ) {
         guard compressed else { return output(.callMessage(body, end: end, call: call)) }
         let encoding = call.encodings[slot] ?? "identity"
         let inflater: Inflater?
@@ -108,7 +115,14 @@ final class GRPCDecoder: LegDecoder {
             if deflate == nil { deflate = Inflater(gzip: false) }
             inflater = deflate
         default:
-            return output(.event(.unreadable(reason: "a message compressed with grpc-encoding '\(encoding)', which the audit cannot inflate (gzip and deflate only)"), at: end))
+            return output(
+                .event(
+                    .unreadable(
+                        reason: "a message compressed with grpc-encoding '\(encoding)', which the audit cannot inflate (gzip and deflate only)"
+                    ),
+                    at: end
+                )
+            )
         }
         guard let inflater else { return output(.event(.unreadable(reason: "zlib could not start"), at: end)) }
         inflated.removeAll(keepingCapacity: true)
@@ -116,7 +130,10 @@ final class GRPCDecoder: LegDecoder {
         let cap = self.cap
         let ok = inflater.inflate(body) { chunk in
             guard !over else { return }
-            if inflated.count + chunk.count > cap { over = true; return }
+            if inflated.count + chunk.count > cap {
+                over = true
+                return
+            }
             inflated.append(contentsOf: chunk)
         }
         inflater.reset()

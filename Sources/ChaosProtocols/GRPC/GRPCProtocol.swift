@@ -12,12 +12,15 @@ public enum GRPCProtocol: ProtocolPlugin {
     /// `header:NAME`: a metadata header of the call.
     public static let streamKeyPrefixes = ["header:"]
 
-    public static let counters = [ProtocolCounter("calls", "gRPC calls"), ProtocolCounter("upgrades", "upgrades"),
-                                  ProtocolCounter("upgradeFailures", "upgrade failures"), ProtocolCounter("pings", "pings"),
-                                  ProtocolCounter("pongs", "pongs")]
-    public static let counterFamilies = [ProtocolCounter("grpcStatuses", "gRPC statuses"), ProtocolCounter("goaways", "HTTP/2 GOAWAY"),
-                                         ProtocolCounter("streamResets", "HTTP/2 RST_STREAM")]
-
+    public static let counters = [
+        ProtocolCounter("calls", "gRPC calls"), ProtocolCounter("upgrades", "upgrades"),
+        ProtocolCounter("upgradeFailures", "upgrade failures"), ProtocolCounter("pings", "pings"),
+        ProtocolCounter("pongs", "pongs"),
+    ]
+    public static let counterFamilies = [
+        ProtocolCounter("grpcStatuses", "gRPC statuses"), ProtocolCounter("goaways", "HTTP/2 GOAWAY"),
+        ProtocolCounter("streamResets", "HTTP/2 RST_STREAM"),
+    ]
 
     public static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {
         GRPCFramer(auditedMethods: auditedMethods)
@@ -25,9 +28,19 @@ public enum GRPCProtocol: ProtocolPlugin {
 
     /// Client and server bytes after a preface, SETTINGS and one call's request and response HEADERS, gzip accepted.
     public static func fuzzSetup(_ input: [UInt8]) -> FuzzSetup? {
-        FuzzSetup(spec: ProtocolSpec(framing: .grpc, format: .protobuf, seq: "2", stream: "header:x-session", ack: "3",
-                                     downstream: .init(seq: "3", ack: "6"), maxMessage: 4096),
-                  prelude: GRPCFuzzPrelude.events, input: input)
+        FuzzSetup(
+            spec: ProtocolSpec(
+                framing: .grpc,
+                format: .protobuf,
+                seq: "2",
+                stream: "header:x-session",
+                ack: "3",
+                downstream: .init(seq: "3", ack: "6"),
+                maxMessage: 4096
+            ),
+            prelude: GRPCFuzzPrelude.events,
+            input: input
+        )
     }
 
     public static func boundaryTracker(producer: Side) -> any FrameBoundaryTracking { HTTP2BoundaryTracker(producer: producer) }
@@ -36,8 +49,11 @@ public enum GRPCProtocol: ProtocolPlugin {
     public static func faultFrames(_ effect: FaultEffect, connection: UInt64, client: any FrameBoundaryTracking) -> FaultFrames? {
         guard case .goaway(let grace) = effect else { return nil }
         let last = (client as? HTTP2BoundaryTracker)?.highestStream ?? 0
-        return FaultFrames(toServer: nil, toClient: .init(frame: goawayFrame(lastStream: last), silenceAfter: false),
-                           grace: grace)
+        return FaultFrames(
+            toServer: nil,
+            toClient: .init(frame: goawayFrame(lastStream: last), silenceAfter: false),
+            grace: grace
+        )
     }
 
     /// A GOAWAY (NO_ERROR) naming `lastStream` as the last stream processed.

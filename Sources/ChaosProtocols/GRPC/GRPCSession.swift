@@ -65,8 +65,12 @@ final class GRPCSession {
     func open(_ stream: UInt32, fields: [HTTP2HeaderField]) -> (call: GRPCCall, isNew: Bool) {
         if let existing = calls[stream] { return (existing, false) }
         let path = fields.first { $0.name == ":path" }?.value ?? ""
-        let call = GRPCCall(streamID: stream, path: path, metadata: fields.filter { !$0.name.hasPrefix(":") },
-                            audited: auditedMethods?.contains(path) ?? true)
+        let call = GRPCCall(
+            streamID: stream,
+            path: path,
+            metadata: fields.filter { !$0.name.hasPrefix(":") },
+            audited: auditedMethods?.contains(path) ?? true
+        )
         calls[stream] = call
         order.append(stream)
         if order.count - oldest > Self.callLimit {

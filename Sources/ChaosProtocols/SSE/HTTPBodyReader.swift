@@ -50,7 +50,9 @@ struct HTTPBodyReader: Equatable {
             case .length(let remaining), .chunkData(let remaining):
                 let take = Int(min(remaining, UInt64(input.count - index)))
                 let left = remaining - UInt64(take)
-                if case .length = state { state = left == 0 ? .done : .length(remaining: left) } else {
+                if case .length = state {
+                    state = left == 0 ? .done : .length(remaining: left)
+                } else {
                     state = left == 0 ? .chunkDataEnd : .chunkData(remaining: left)
                 }
                 return (index + take, take > 0 ? .content(index..<(index + take)) : nil)

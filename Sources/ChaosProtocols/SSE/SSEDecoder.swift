@@ -75,7 +75,8 @@ final class SSEDecoder: LegDecoder {
         var first = start
         while head.isEmpty, first < input.count, input[first] == 13 || input[first] == 10 { first += 1 }
         let last = min(input.count, first + Self.headLimit + 1 - head.count)
-        var position = first, ended = false
+        var position = first
+        var ended = false
         while position < last, !ended {
             ended = headEnd.ends(with: input[position])
             position += 1
@@ -105,8 +106,9 @@ final class SSEDecoder: LegDecoder {
             guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), let status = Int(parts[1]), (100...599).contains(status) else {
                 return stop("not an HTTP/1.1 status line: \(head.startLine.prefix(80))", at: end, output)
             }
-            if (100...199).contains(status) { return } // an interim answer: the real one follows
-            let eventStream = status == 200
+            if (100...199).contains(status) { return }  // an interim answer: the real one follows
+            let eventStream =
+                status == 200
                 && head.header("content-type")?.lowercased().hasPrefix("text/event-stream") == true
             session.answered(eventStream: eventStream)
             output(.event(.counted(eventStream ? "sseStreams" : "sseRefused"), at: end))

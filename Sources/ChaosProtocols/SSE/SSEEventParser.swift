@@ -115,7 +115,7 @@ struct SSEEventParser {
         case "retry" where complete && valueStart < line.count && line[valueStart...].allSatisfy({ (48...57).contains($0) }):
             output(.retry(milliseconds: Int(String(decoding: line[valueStart...], as: UTF8.self)) ?? Int.max, end: end))
         default:
-            break // an unknown field, or one too long to be a real id, type or retry: ignored
+            break  // an unknown field, or one too long to be a real id, type or retry: ignored
         }
     }
 

@@ -11,10 +11,12 @@ public import ChaosCore
 public enum SSEProtocol: ProtocolPlugin {
     public static let names = ["sse"]
 
-    public static let counters = [ProtocolCounter("sseStreams", "event streams opened"),
-                                  ProtocolCounter("sseRefused", "responses that are not event streams"),
-                                  ProtocolCounter("sseResumes", "resumes (Last-Event-ID)"),
-                                  ProtocolCounter("sseRetries", "retry fields")]
+    public static let counters = [
+        ProtocolCounter("sseStreams", "event streams opened"),
+        ProtocolCounter("sseRefused", "responses that are not event streams"),
+        ProtocolCounter("sseResumes", "resumes (Last-Event-ID)"),
+        ProtocolCounter("sseRetries", "retry fields"),
+    ]
 
     public static let carriesBinary = false
     /// `header:NAME` and `query:NAME` of the request that opened the stream.
@@ -28,10 +30,14 @@ public enum SSEProtocol: ProtocolPlugin {
     public static func fuzzSetup(_ input: [UInt8]) -> FuzzSetup? {
         let request = Array("GET /events?s=1 HTTP/1.1\r\nX-Stream: c1\r\nLast-Event-ID: 3\r\n\r\n".utf8)
         let response = Array("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n".utf8)
-        return FuzzSetup(spec: ProtocolSpec(framing: .sse, stream: "header:x-stream", maxMessage: 4096),
-                         prelude: [.read(.client, request), .written(.server, request), .read(.server, response),
-                                   .written(.client, response)],
-                         input: input)
+        return FuzzSetup(
+            spec: ProtocolSpec(framing: .sse, stream: "header:x-stream", maxMessage: 4096),
+            prelude: [
+                .read(.client, request), .written(.server, request), .read(.server, response),
+                .written(.client, response),
+            ],
+            input: input
+        )
     }
 }
 

@@ -90,8 +90,13 @@ public struct FrameSplitter {
     }
 
     @inline(__always)
-    private static func emitLine(_ buffer: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int,
-                                 endingAt inputEnd: Int, _ frame: Frame) {
+    private static func emitLine(
+        _ buffer: UnsafeBufferPointer<UInt8>,
+        _ start: Int,
+        _ end: Int,
+        endingAt inputEnd: Int,
+        _ frame: Frame
+    ) {
         var end = end
         if end > start, buffer[end - 1] == UInt8(ascii: "\r") { end -= 1 }
         guard end > start else { return }
@@ -102,12 +107,17 @@ public struct FrameSplitter {
     static func newline(in buffer: UnsafeBufferPointer<UInt8>, from start: Int) -> Int? {
         // memchr: the C library's vectorised scan, several times faster than a byte loop over ~100-byte lines.
         guard start < buffer.count, let base = buffer.baseAddress,
-              let found = memchr(base + start, 10, buffer.count - start) else { return nil }
+            let found = memchr(base + start, 10, buffer.count - start)
+        else { return nil }
         return base.distance(to: found.assumingMemoryBound(to: UInt8.self))
     }
 
-    private mutating func splitPrefixed(_ input: UnsafeBufferPointer<UInt8>, width: Int, offset: Int,
-                                        _ frame: Frame) -> Problem? {
+    private mutating func splitPrefixed(
+        _ input: UnsafeBufferPointer<UInt8>,
+        width: Int,
+        offset: Int,
+        _ frame: Frame
+    ) -> Problem? {
         var position = 0
         let count = input.count
         // Finish a buffered frame first, taking only the bytes it still needs.

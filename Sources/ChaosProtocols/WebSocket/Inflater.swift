@@ -73,7 +73,7 @@ final class Inflater {
             case Z_OK:
                 if stream.pointee.avail_in == 0, stream.pointee.avail_out > 0 { return true }
             case Z_BUF_ERROR:
-                return true // no progress possible: every input byte was taken
+                return true  // no progress possible: every input byte was taken
             case Z_STREAM_END:
                 // A final block (BFINAL) ends the deflate stream; RFC 7692 allows it: the next message starts anew.
                 let rest = Int(stream.pointee.avail_in)

@@ -8,8 +8,11 @@ extension WebSocketDecoder {
             let byte = input[position]
             position += 1
             if head.count < expected.count, byte != expected[head.count] {
-                stop("not a WebSocket upgrade \(upstream ? "request" : "response"): the bytes do not start with '\(String(decoding: expected, as: UTF8.self))'",
-                     at: position - 1, output)
+                stop(
+                    "not a WebSocket upgrade \(upstream ? "request" : "response"): the bytes do not start with '\(String(decoding: expected, as: UTF8.self))'",
+                    at: position - 1,
+                    output
+                )
                 return input.count
             }
             head.append(byte)
@@ -51,7 +54,7 @@ extension WebSocketDecoder {
             guard parts.count >= 2, let status = Int(parts[1]), (100...599).contains(status) else {
                 return stop("not an HTTP status line: \(first.prefix(80))", at: end, output)
             }
-            if (100...199).contains(status), status != 101 { return } // an interim answer: the real one follows
+            if (100...199).contains(status), status != 101 { return }  // an interim answer: the real one follows
             session.answered(status: status, headers: headers)
             if status == 101 {
                 phase = .header

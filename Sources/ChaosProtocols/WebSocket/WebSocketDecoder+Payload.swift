@@ -47,8 +47,11 @@ extension WebSocketDecoder {
                 index += 8
             }
             while index < count {
-                base.storeBytes(of: base.load(fromByteOffset: index, as: UInt8.self) ^ UInt8(truncatingIfNeeded: turned >> (8 * UInt32(index & 3))),
-                                toByteOffset: index, as: UInt8.self)
+                base.storeBytes(
+                    of: base.load(fromByteOffset: index, as: UInt8.self) ^ UInt8(truncatingIfNeeded: turned >> (8 * UInt32(index & 3))),
+                    toByteOffset: index,
+                    as: UInt8.self
+                )
                 index += 1
             }
         }

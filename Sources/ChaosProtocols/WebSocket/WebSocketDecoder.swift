@@ -130,7 +130,8 @@ final class WebSocketDecoder: LegDecoder {
     }
 
     private func startFrame(_ header: UnsafeBufferPointer<UInt8>, endingAt end: Int, _ output: (DecoderOutput) -> Void) {
-        let first = header[0], second = header[1]
+        let first = header[0]
+        let second = header[1]
         fin = first & 0x80 != 0
         let rsv1 = first & 0x40 != 0
         opcode = first & 0x0F
@@ -138,7 +139,8 @@ final class WebSocketDecoder: LegDecoder {
         let length = WebSocketFrameHeader.payloadLength(header)
         let cursor = header.count - (masked ? 4 : 0)
         if masked {
-            mask = UInt32(header[cursor]) | UInt32(header[cursor + 1]) << 8 | UInt32(header[cursor + 2]) << 16
+            mask =
+                UInt32(header[cursor]) | UInt32(header[cursor + 1]) << 8 | UInt32(header[cursor + 2]) << 16
                 | UInt32(header[cursor + 3]) << 24
         }
         maskIndex = 0

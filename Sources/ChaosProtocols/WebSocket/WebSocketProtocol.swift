@@ -5,9 +5,11 @@ public enum WebSocketProtocol: ProtocolPlugin {
     public static let names = ["websocket"]
     public static var frames: FrameProtocol? { .websocket }
 
-    public static let counters = [ProtocolCounter("upgrades", "upgrades"), ProtocolCounter("upgradeFailures", "upgrade failures"),
-                                  ProtocolCounter("pings", "pings"), ProtocolCounter("pongs", "pongs"),
-                                  ProtocolCounter("abnormalClosures", "abnormal closures (1006)")]
+    public static let counters = [
+        ProtocolCounter("upgrades", "upgrades"), ProtocolCounter("upgradeFailures", "upgrade failures"),
+        ProtocolCounter("pings", "pings"), ProtocolCounter("pongs", "pongs"),
+        ProtocolCounter("abnormalClosures", "abnormal closures (1006)"),
+    ]
     public static let counterFamilies = [ProtocolCounter("closeCodes", "close codes", note: "1006: the connection ended with no close frame")]
 
     /// `header:NAME` and `query:NAME` of the upgrade request.
@@ -21,10 +23,14 @@ public enum WebSocketProtocol: ProtocolPlugin {
     public static func fuzzSetup(_ input: [UInt8]) -> FuzzSetup? {
         let request = Array("GET /f?s=1 HTTP/1.1\r\nUpgrade: websocket\r\nX-Stream: c1\r\n\r\n".utf8)
         let response = Array("HTTP/1.1 101 OK\r\nUpgrade: websocket\r\nSec-WebSocket-Extensions: permessage-deflate\r\n\r\n".utf8)
-        return FuzzSetup(spec: ProtocolSpec(framing: .websocket, stream: "header:x-stream", ack: "ack", maxMessage: 4096),
-                         prelude: [.read(.client, request), .written(.server, request), .read(.server, response),
-                                   .written(.client, response)],
-                         input: input)
+        return FuzzSetup(
+            spec: ProtocolSpec(framing: .websocket, stream: "header:x-stream", ack: "ack", maxMessage: 4096),
+            prelude: [
+                .read(.client, request), .written(.server, request), .read(.server, response),
+                .written(.client, response),
+            ],
+            input: input
+        )
     }
 
     public static func boundaryTracker(producer: Side) -> any FrameBoundaryTracking { WebSocketBoundaryTracker() }
@@ -33,12 +39,16 @@ public enum WebSocketProtocol: ProtocolPlugin {
     /// toward a side that gets none, nothing more passes once a frame ends: the proxy is closing.
     public static func faultFrames(_ effect: FaultEffect, connection: UInt64, client: any FrameBoundaryTracking) -> FaultFrames? {
         guard case .wsClose(let code, let side, let grace) = effect else { return nil }
-        let toClient = side != .server, toServer = side != .client
+        let toClient = side != .server
+        let toServer = side != .client
         return FaultFrames(
-            toServer: .init(frame: toServer ? closeFrame(code: code, masked: true, key: UInt32(truncatingIfNeeded: connection)) : [],
-                            silenceAfter: true),
+            toServer: .init(
+                frame: toServer ? closeFrame(code: code, masked: true, key: UInt32(truncatingIfNeeded: connection)) : [],
+                silenceAfter: true
+            ),
             toClient: .init(frame: toClient ? closeFrame(code: code, masked: false) : [], silenceAfter: true),
-            grace: grace)
+            grace: grace
+        )
     }
 
     /// A close frame with `code` and a reason naming chaos; `masked` (with `key`) as a client's must be.

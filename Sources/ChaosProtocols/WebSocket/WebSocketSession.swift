@@ -52,9 +52,13 @@ final class WebSocketSession {
         var bytes: [UInt8] = []
         var iterator = Array(text.utf8).makeIterator()
         while let byte = iterator.next() {
-            if byte == UInt8(ascii: "+") { bytes.append(UInt8(ascii: " ")); continue }
+            if byte == UInt8(ascii: "+") {
+                bytes.append(UInt8(ascii: " "))
+                continue
+            }
             guard byte == UInt8(ascii: "%"), let high = iterator.next(), let low = iterator.next(),
-                  let value = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16) else {
+                let value = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16)
+            else {
                 bytes.append(byte)
                 continue
             }
@@ -76,8 +80,12 @@ struct PerMessageDeflate: Equatable {
     var clientMaxWindowBits = 15
 
     /// Parameters as given (the defaults are RFC 7692's).
-    init(serverNoContextTakeover: Bool = false, clientNoContextTakeover: Bool = false, serverMaxWindowBits: Int = 15,
-         clientMaxWindowBits: Int = 15) {
+    init(
+        serverNoContextTakeover: Bool = false,
+        clientNoContextTakeover: Bool = false,
+        serverMaxWindowBits: Int = 15,
+        clientMaxWindowBits: Int = 15
+    ) {
         self.serverNoContextTakeover = serverNoContextTakeover
         self.clientNoContextTakeover = clientNoContextTakeover
         self.serverMaxWindowBits = serverMaxWindowBits

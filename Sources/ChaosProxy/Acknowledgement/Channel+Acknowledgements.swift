@@ -15,8 +15,10 @@ extension Channel {
             .assumeIsolated()
             .whenSuccess { (info: chaos_tcp_info) in
                 var info = info
-                result = (chaos_tcp_info_bytes_acked(&info), chaos_tcp_info_notsent_bytes(&info),
-                          chaos_tcp_info_is_closed(&info) != 0)
+                result = (
+                    chaos_tcp_info_bytes_acked(&info), chaos_tcp_info_notsent_bytes(&info),
+                    chaos_tcp_info_is_closed(&info) != 0
+                )
             }
         return result
     }

@@ -23,7 +23,8 @@ extension ProxiedConnection {
     /// TCP already sent counts as taken (see ``AcknowledgementTracker``).
     func pollAcknowledgements(_ side: Side, beforeReset: Bool = false) {
         guard trafficSink != nil, acknowledgements[side.slot].isOutstanding,
-              let kernel = legs[side]!.channel.kernelAcknowledgements() else { return }
+            let kernel = legs[side]!.channel.kernelAcknowledgements()
+        else { return }
         let notSent = beforeReset && !kernel.over ? kernel.notSent : nil
         if let offset = acknowledgements[side.slot].update(kernelBytesAcked: kernel.bytesAcked, notSentBeforeReset: notSent) {
             let covered = recordMaps[side.slot].map { $0.newlyCovered(by: offset) } ?? (offset, nil)
@@ -52,7 +53,8 @@ extension ProxiedConnection {
 
     private func waitForAcknowledgement(_ side: Side, until deadline: NIODeadline) {
         pollAcknowledgements(side)
-        let waiting = acknowledgements[side.slot].isOutstanding && legs[side]!.channel.isActive
+        let waiting =
+            acknowledgements[side.slot].isOutstanding && legs[side]!.channel.isActive
             && machine.leg(side).awaitsAcknowledgements && eventLoop.now < deadline
         guard waiting else { return perform(machine.acknowledgementsSettled(side)) }
         eventLoop.scheduleTask(in: .nanoseconds(AcknowledgementTracker.pollInterval)) { [self] in

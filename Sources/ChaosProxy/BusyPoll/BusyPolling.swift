@@ -1,8 +1,9 @@
+public import NIOCore
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif
-public import NIOCore
-import Synchronization
 
 /// Adaptive busy polling for the proxy's event loops: for a short window after a relay moved
 /// bytes, the loop's thread stays on its CPU checking for new I/O instead of going to sleep in

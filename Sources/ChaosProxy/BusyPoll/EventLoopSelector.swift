@@ -1,8 +1,9 @@
+import NIOCore
+import NIOPosix
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import NIOCore
-import NIOPosix
 
 /// Finds the epoll instance behind a NIO event loop, so that a task running on that loop can ask
 /// "has I/O arrived?" without blocking and without taking NIO's events (a `poll` of an epoll
@@ -33,7 +34,8 @@ enum EventLoopSelector {
         defer { marker.close(promise: nil) }
         var status = stat()
         guard fstat(ends[0], &status) == 0,
-              let selector = epollDescriptor(watching: ends[0], inode: UInt64(status.st_ino)) else { return nil }
+            let selector = epollDescriptor(watching: ends[0], inode: UInt64(status.st_ino))
+        else { return nil }
         let duplicate = dup(selector)
         return duplicate >= 0 ? duplicate : nil
         #else

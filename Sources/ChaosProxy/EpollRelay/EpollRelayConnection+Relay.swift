@@ -14,7 +14,9 @@ extension EpollRelayConnection {
             if reads == 16 { return loop.yieldTurn(self) }
             reads += 1
             let capacity = loop.scratch.count
-            let (count, read) = recordsTraffic ? readRecorded(source, capacity: capacity)
+            let (count, read) =
+                recordsTraffic
+                ? readRecorded(source, capacity: capacity)
                 : (Glibc.read(legs[source].fd, loop.scratch.baseAddress, capacity), [])
             if count > 0 {
                 // A short read emptied the socket: the next byte or FIN raises a new edge.
@@ -22,7 +24,9 @@ extension EpollRelayConnection {
                 if machine.leg(side).discardsReads { continue }
                 route.counters.add(bytes: count, producedBy: source == 0)
                 recordTraffic(.read(side, read))
-                let forwarded = recordsTraffic ? read.withUnsafeBytes { forward($0, to: target, read: read) }
+                let forwarded =
+                    recordsTraffic
+                    ? read.withUnsafeBytes { forward($0, to: target, read: read) }
                     : forward(UnsafeRawBufferPointer(rebasing: loop.scratch[0..<count]), to: target, read: read)
                 guard forwarded else { return }
             } else if count == 0 {
@@ -77,8 +81,10 @@ extension EpollRelayConnection {
         legs[target].pending = Array(bytes[sent...])
         legs[target].pendingStart = 0
         // At most one read is held per direction: the target takes no more until it is written.
-        perform(machine.pendingChanged(Self.side(target), hasPending: true)
-            + machine.acceptsChanged(Self.side(target), accepts: false))
+        perform(
+            machine.pendingChanged(Self.side(target), hasPending: true)
+                + machine.acceptsChanged(Self.side(target), accepts: false)
+        )
         return false
     }
 

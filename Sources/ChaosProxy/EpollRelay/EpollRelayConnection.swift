@@ -1,5 +1,5 @@
-import ChaosCore
 import CChaosEpoll
+import ChaosCore
 import Glibc
 import Logging
 import NIOCore
@@ -105,12 +105,16 @@ final class EpollRelayConnection: EpollRelaySelectable, @unchecked Sendable {
         perform(machine.connected())
         route.counters.connectionOpened()
         if let sink = route.sink {
-            let endpoints = route.trafficSink == nil
+            let endpoints =
+                route.trafficSink == nil
                 ? ConnectionEndpoints(proxy: route.proxyName, client: "", listen: "", proxyLocal: "", server: "")
-                : ConnectionEndpoints(proxy: route.proxyName, client: RawSocket.name(legs[0].fd, peer: true),
-                                      listen: RawSocket.name(legs[0].fd, peer: false),
-                                      proxyLocal: RawSocket.name(legs[1].fd, peer: false),
-                                      server: RawSocket.name(legs[1].fd, peer: true))
+                : ConnectionEndpoints(
+                    proxy: route.proxyName,
+                    client: RawSocket.name(legs[0].fd, peer: true),
+                    listen: RawSocket.name(legs[0].fd, peer: false),
+                    proxyLocal: RawSocket.name(legs[1].fd, peer: false),
+                    server: RawSocket.name(legs[1].fd, peer: true)
+                )
             sink.record(TrafficEvent(time: route.clock.now(), connection: id, kind: .opened(endpoints)))
         }
         if let pendingCut {
@@ -207,10 +211,18 @@ final class EpollRelayConnection: EpollRelaySelectable, @unchecked Sendable {
             isDone = true
             lingerGeneration += 1
             let recorded = Set(Side.allCases.filter { machine.leg($0).closeRecorded })
-            reply(DetachedConnection(client: legs[0].fd, server: legs[1].fd, adoption: ProxiedConnection.Adoption(
-                toClient: Array(legs[0].pending[legs[0].pendingStart...]),
-                toServer: Array(legs[1].pending[legs[1].pendingStart...]),
-                closeRecorded: recorded, acknowledgements: legs.map(\.acknowledgements))))
+            reply(
+                DetachedConnection(
+                    client: legs[0].fd,
+                    server: legs[1].fd,
+                    adoption: ProxiedConnection.Adoption(
+                        toClient: Array(legs[0].pending[legs[0].pendingStart...]),
+                        toServer: Array(legs[1].pending[legs[1].pendingStart...]),
+                        closeRecorded: recorded,
+                        acknowledgements: legs.map(\.acknowledgements)
+                    )
+                )
+            )
         }
     }
 
@@ -246,7 +258,15 @@ final class EpollRelayConnection: EpollRelaySelectable, @unchecked Sendable {
         let reason = String(cString: strerror(connectError))
         route.counters.upstreamFailed()
         route.logger.debug("upstream unreachable", metadata: ["proxy.name": "\(route.proxyName)", "error": "\(reason)"])
-        route.sink?.record(TrafficEvent(time: route.clock.now(), connection: 0, kind: .refused(
-            proxy: route.proxyName, reason: "upstream \(route.upstream.hostPort): \(reason)")))
+        route.sink?.record(
+            TrafficEvent(
+                time: route.clock.now(),
+                connection: 0,
+                kind: .refused(
+                    proxy: route.proxyName,
+                    reason: "upstream \(route.upstream.hostPort): \(reason)"
+                )
+            )
+        )
     }
 }

@@ -59,21 +59,27 @@ final class EpollRelayListener: Sendable {
     }
 
     /// Binds `address` and starts accepting on every loop of `group`.
-    init(address: SocketAddress, backlog: Int32, group: EpollRelayLoopGroup, logger: Logger,
-         onAccept: @escaping @Sendable (Int32, EpollRelayLoop) -> Void) async throws(RawSocketError) {
+    init(
+        address: SocketAddress,
+        backlog: Int32,
+        group: EpollRelayLoopGroup,
+        logger: Logger,
+        onAccept: @escaping @Sendable (Int32, EpollRelayLoop) -> Void
+    ) async throws(RawSocketError) {
         let fd = try RawSocket.listen(on: address, backlog: backlog)
         self.fd = fd
         self.address = RawSocket.address(fd, peer: false) ?? address
         acceptors = group.loops.map { Acceptor(loop: $0, fd: fd, logger: logger, onAccept: onAccept) }
         for acceptor in acceptors {
-            let failure = await acceptor.loop.submit { () -> Int32 in
-                do {
-                    acceptor.key = try acceptor.loop.register(acceptor, descriptors: [fd], exclusive: true)
-                    return 0
-                } catch {
-                    return (error as? RawSocketError)?.code ?? EINVAL
-                }
-            } ?? ESHUTDOWN
+            let failure =
+                await acceptor.loop.submit { () -> Int32 in
+                    do {
+                        acceptor.key = try acceptor.loop.register(acceptor, descriptors: [fd], exclusive: true)
+                        return 0
+                    } catch {
+                        return (error as? RawSocketError)?.code ?? EINVAL
+                    }
+                } ?? ESHUTDOWN
             if failure != 0 {
                 await close()
                 throw RawSocketError(call: "epoll_ctl", code: failure)

@@ -59,12 +59,17 @@ final class EpollRelayLoop: @unchecked Sendable {
         scratch = .allocate(byteCount: 64 * 1024, alignment: 16)
         let context = Unmanaged.passRetained(LoopStart(loop: self, name: name)).toOpaque()
         var thread = pthread_t()
-        let created = pthread_create(&thread, nil, { argument in
-            let start = Unmanaged<LoopStart>.fromOpaque(argument!).takeRetainedValue()
-            chaos_name_thread(start.name)
-            start.loop.run()
-            return nil
-        }, context)
+        let created = pthread_create(
+            &thread,
+            nil,
+            { argument in
+                let start = Unmanaged<LoopStart>.fromOpaque(argument!).takeRetainedValue()
+                chaos_name_thread(start.name)
+                start.loop.run()
+                return nil
+            },
+            context
+        )
         guard created == 0 else {
             Unmanaged<LoopStart>.fromOpaque(context).release()
             throw RawSocketError(call: "pthread_create", code: created)
@@ -133,8 +138,11 @@ final class EpollRelayLoop: @unchecked Sendable {
 
     /// Registers descriptors for `owner`, one per slot, and returns its key; throws (nothing
     /// registered) when epoll refused one or the loop has stopped.
-    func register(_ owner: any EpollRelaySelectable, descriptors: [Int32],
-                  exclusive: Bool = false) throws(RawSocketError) -> UInt64 {
+    func register(
+        _ owner: any EpollRelaySelectable,
+        descriptors: [Int32],
+        exclusive: Bool = false
+    ) throws(RawSocketError) -> UInt64 {
         guard !closed else { throw RawSocketError(call: "epoll_ctl", code: ESHUTDOWN) }
         let key = nextKey
         nextKey += 1

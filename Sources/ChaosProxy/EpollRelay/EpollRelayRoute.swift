@@ -20,9 +20,17 @@ struct EpollRelayRoute: Sendable {
     /// The sink, when it wants byte events (asked once, not per read).
     let trafficSink: (any TrafficEventSink)?
 
-    init(proxyName: String, upstream: SocketAddress, sink: (any TrafficEventSink)?, clock: RunClock,
-         counters: ProxyCounters, connectTimeout: ChaosDuration, logger: Logger,
-         finished: @escaping @Sendable (ConnectionID) -> Void, cut: @escaping @Sendable (ConnectionID) -> Void) {
+    init(
+        proxyName: String,
+        upstream: SocketAddress,
+        sink: (any TrafficEventSink)?,
+        clock: RunClock,
+        counters: ProxyCounters,
+        connectTimeout: ChaosDuration,
+        logger: Logger,
+        finished: @escaping @Sendable (ConnectionID) -> Void,
+        cut: @escaping @Sendable (ConnectionID) -> Void
+    ) {
         self.proxyName = proxyName
         self.upstream = upstream
         self.sink = sink

@@ -64,9 +64,17 @@ final class ProxiedConnection: @unchecked Sendable {
         let acknowledgements: [AcknowledgementTracker]
     }
 
-    init(id: ConnectionID, endpoints: ConnectionEndpoints, client: Leg, server: Leg, sink: (any TrafficEventSink)?,
-         clock: RunClock, counters: ProxyCounters, onCut: @escaping @Sendable (ConnectionID) -> Void,
-         onFinished: @escaping @Sendable (ConnectionID) -> Void) {
+    init(
+        id: ConnectionID,
+        endpoints: ConnectionEndpoints,
+        client: Leg,
+        server: Leg,
+        sink: (any TrafficEventSink)?,
+        clock: RunClock,
+        counters: ProxyCounters,
+        onCut: @escaping @Sendable (ConnectionID) -> Void,
+        onFinished: @escaping @Sendable (ConnectionID) -> Void
+    ) {
         self.id = id
         self.eventLoop = client.channel.eventLoop
         self.endpoints = endpoints
@@ -81,16 +89,22 @@ final class ProxiedConnection: @unchecked Sendable {
 
     /// Wires the relays and starts reading both legs. Call on the event loop. An `adopted`
     /// connection was opened (and counted) by an epoll relay; its pending bytes go first.
-    func start(baseline: LinkProfile?, shaping: [ShapingKey: FaultEffect], adopted: Adoption? = nil,
-               path: ConnectionPath? = nil) {
+    func start(
+        baseline: LinkProfile?,
+        shaping: [ShapingKey: FaultEffect],
+        adopted: Adoption? = nil,
+        path: ConnectionPath? = nil
+    ) {
         eventLoop.preconditionInEventLoop()
-        let client = legs[.client]!, server = legs[.server]!
+        let client = legs[.client]!
+        let server = legs[.server]!
         if let path {
             // The client leg's shaper carries what goes down to the client; the server leg's, what goes up.
             client.shaper.join(path, direction: .downstream)
             server.shaper.join(path, direction: .upstream)
             if let sink = trafficSink {
-                let id = self.id, clock = self.clock
+                let id = self.id
+                let clock = self.clock
                 path.onEvent = { _, event in sink.record(TrafficEvent(time: clock.now(), connection: id, kind: .path(event))) }
             }
         }
@@ -106,7 +120,8 @@ final class ProxiedConnection: @unchecked Sendable {
             }
         }
         if let sink = trafficSink {
-            let id = self.id, clock = self.clock
+            let id = self.id
+            let clock = self.clock
             for side in Side.allCases {
                 let map = recordMaps[side.slot]
                 legs[side]!.shaper.onDelivered = { [weak self] buffer in
@@ -257,19 +272,25 @@ final class ProxiedConnection: @unchecked Sendable {
                 pollAcknowledgements(side, beforeReset: beforeReset)
                 sink?.record(TrafficEvent(time: clock.now(), connection: id, kind: .closed(side, kind)))
             case .sendFIN(let side):
-                if truncating, let map = recordMaps[side.slot] { map.shutdownBelowTLS(all: false); break }
-                legs[side]!.relay.shutdownOutput() // behind the bytes, and any slow_close, in the shaper
+                if truncating, let map = recordMaps[side.slot] {
+                    map.shutdownBelowTLS(all: false)
+                    break
+                }
+                legs[side]!.relay.shutdownOutput()  // behind the bytes, and any slow_close, in the shaper
             case .discard(let side):
                 legs[side]!.shaper.discardHeld()
-                legs[side]!.relay.startReading() // read to drop, so that its peer's FIN or reset is seen
+                legs[side]!.relay.startReading()  // read to drop, so that its peer's FIN or reset is seen
             case .reset(let side):
                 legs[side]!.shaper.discardHeld()
                 legs[side]!.channel.closeWithReset()
             case .close(let side):
-                if truncating, let map = recordMaps[side.slot] { map.shutdownBelowTLS(all: true); break }
+                if truncating, let map = recordMaps[side.slot] {
+                    map.shutdownBelowTLS(all: true)
+                    break
+                }
                 legs[side]!.channel.close(promise: nil)
             case .closeInOrder:
-                break // the last FIN closed its channel (NIO closes a channel shut both ways), the other one already was
+                break  // the last FIN closed its channel (NIO closes a channel shut both ways), the other one already was
             case .awaitAcknowledgements(let side):
                 awaitAcknowledgements(side)
             case .resumeReading(let side):
@@ -286,7 +307,7 @@ final class ProxiedConnection: @unchecked Sendable {
                 lingerTask?.cancel()
                 lingerTask = nil
             case .recordUpstreamFailure:
-                break // a wired connection had its upstream
+                break  // a wired connection had its upstream
             case .finish:
                 lingerTask?.cancel()
                 protocolFrames?.grace?.cancel()

@@ -134,7 +134,7 @@ final class RelayHandler: ChannelDuplexHandler {
 
     /// Sends FIN on this leg once everything before it has gone.
     func shutdownOutput() {
-        context?.flush() // NIO fails unflushed writes on a half-close
+        context?.flush()  // NIO fails unflushed writes on a half-close
         context?.close(mode: .output, promise: nil)
     }
 }

@@ -151,7 +151,8 @@ struct RelayStateMachine: Sendable {
 
     private mutating func passFIN(to side: Side) -> [Action] {
         guard phase == .relaying, !isCut, leg(side.other).receivedFIN, !leg(side).hasPending, !leg(side).sentFIN,
-              !leg(side).awaitsAcknowledgements else { return [] }
+            !leg(side).awaitsAcknowledgements
+        else { return [] }
         guard !leg(side).receivedFIN else {
             // Our FIN ends the leg both ways (NIO closes such a socket with it): its peer's
             // acknowledgements are read first.
@@ -200,7 +201,7 @@ struct RelayStateMachine: Sendable {
         switch mode {
         case .reset:
             for side in Side.allCases where !leg(side).closed { actions += abort(side) }
-        case .close, .truncate: // truncate differs only below TLS: the connection sends no close_notify
+        case .close, .truncate:  // truncate differs only below TLS: the connection sends no close_notify
             for side in Side.allCases where !leg(side).closed {
                 actions += record(side, .cutByFault) + [.discard(side)]
                 legs[side.slot].discardsReads = true

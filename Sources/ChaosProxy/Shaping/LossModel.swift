@@ -57,7 +57,9 @@ struct LossState {
     /// together); a retransmission goes a timeout later, long after the burst, and is lost with the mean `rate`.
     mutating func delay(_ model: LossModel, _ generator: inout SeededGenerator) -> Int64 {
         guard nextLost(model, &generator) else { return 0 }
-        var delay = LossModel.initialTimeout, timeout = LossModel.initialTimeout, losses = 1
+        var delay = LossModel.initialTimeout
+        var timeout = LossModel.initialTimeout
+        var losses = 1
         while losses <= LossModel.maximumRetransmissions, Self.chance(model.rate, &generator) {
             timeout = min(timeout * 2, LossModel.maximumTimeout)
             delay += timeout

@@ -169,7 +169,9 @@ public struct Shaper {
     /// loses a piece: a lost piece arrives its retransmission delay after `own`, and the bytes from it on wait for it
     /// (order kept).
     private mutating func appendWithLoss(_ buffer: ByteBuffer, due: Int64, own: Int64, _ model: LossModel) {
-        var segmentStart = 0, segmentDue = due, offset = 0
+        var segmentStart = 0
+        var segmentDue = due
+        var offset = 0
         let count = buffer.readableBytes
         while offset < count {
             let delay = lossState.delay(model, &generator)
@@ -177,23 +179,32 @@ public struct Shaper {
                 let retransmitted = max(segmentDue, own.saturatingAdding(delay))
                 path?.retransmitted(direction, delay: delay, at: own)
                 if offset > segmentStart {
-                    queue.append(Entry(item: .data(buffer.getSlice(at: buffer.readerIndex + segmentStart, length: offset - segmentStart)!),
-                                       releaseAt: segmentDue))
+                    queue.append(
+                        Entry(
+                            item: .data(buffer.getSlice(at: buffer.readerIndex + segmentStart, length: offset - segmentStart)!),
+                            releaseAt: segmentDue
+                        )
+                    )
                     segmentStart = offset
                 }
                 segmentDue = retransmitted
             }
             offset += LossModel.pieceBytes
         }
-        queue.append(Entry(item: .data(buffer.getSlice(at: buffer.readerIndex + segmentStart, length: count - segmentStart)!),
-                           releaseAt: segmentDue))
+        queue.append(
+            Entry(
+                item: .data(buffer.getSlice(at: buffer.readerIndex + segmentStart, length: count - segmentStart)!),
+                releaseAt: segmentDue
+            )
+        )
         lastRelease = segmentDue
     }
 
     /// A slice's size: `size`, or with a variation, drawn in `size - variation ... size + variation` (at least 1).
     private mutating func pieceSize(_ size: Int) -> Int {
         guard settings.sliceVariation > 0 else { return size }
-        let low = Int64(max(1, size - settings.sliceVariation)), high = Int64(size) + Int64(settings.sliceVariation)
+        let low = Int64(max(1, size - settings.sliceVariation))
+        let high = Int64(size) + Int64(settings.sliceVariation)
         return Int(draw(low...high))
     }
 

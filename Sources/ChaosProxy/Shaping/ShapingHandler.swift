@@ -149,7 +149,7 @@ public final class ShapingHandler: ChannelOutboundHandler, RemovableChannelHandl
                 send(buffer, context: context, promise: nil)
                 wrote = true
                 if shaper.settings.sliceBytes != nil {
-                    context.flush() // each slice its own segment
+                    context.flush()  // each slice its own segment
                     wrote = false
                 }
             case .emit(.shutdownOutput):

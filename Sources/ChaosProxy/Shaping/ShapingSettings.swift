@@ -32,9 +32,20 @@ public struct ShapingSettings: Equatable, Sendable {
     public static let none = ShapingSettings()
 
     /// Creates settings.
-    public init(latency: Int64 = 0, jitter: Int64 = 0, bytesPerSecond: Int64? = nil, hold: Bool = false,
-                sliceBytes: Int? = nil, sliceDelay: ClosedRange<Int64> = 0...0, sliceVariation: Int = 0, finDelay: Int64 = 0,
-                loss: LossModel? = nil, mtuPayload: Int? = nil, radio: RadioModel? = nil, natIdleTimeout: Int64? = nil) {
+    public init(
+        latency: Int64 = 0,
+        jitter: Int64 = 0,
+        bytesPerSecond: Int64? = nil,
+        hold: Bool = false,
+        sliceBytes: Int? = nil,
+        sliceDelay: ClosedRange<Int64> = 0...0,
+        sliceVariation: Int = 0,
+        finDelay: Int64 = 0,
+        loss: LossModel? = nil,
+        mtuPayload: Int? = nil,
+        radio: RadioModel? = nil,
+        natIdleTimeout: Int64? = nil
+    ) {
         self.radio = radio
         self.natIdleTimeout = natIdleTimeout
         self.latency = latency
@@ -72,7 +83,7 @@ extension ShapingSettings {
                 settings.latency = settings.latency.saturatingAdding(add.nanoseconds)
                 settings.jitter = max(settings.jitter, jitter.nanoseconds)
             case .bandwidth(let rate, _): cap(rate)
-            case .partition, .stall, .handoff, .timeout: settings.hold = true // a handoff holds both ways in its blackout
+            case .partition, .stall, .handoff, .timeout: settings.hold = true  // a handoff holds both ways in its blackout
             case .slice(let maxBytes, let delay, _, let variation):
                 if settings.sliceBytes == nil {
                     settings.sliceBytes = maxBytes
@@ -104,7 +115,10 @@ extension ShapingSettings {
 
     /// The slowest radio wins (the longest promotion; then the shortest tail, which idles soonest).
     private mutating func add(_ radio: RadioModel) {
-        guard let current = self.radio else { return self.radio = radio }
+        guard let current = self.radio else {
+            self.radio = radio
+            return
+        }
         if (radio.promotion, -radio.tail.nanoseconds) > (current.promotion, -current.tail.nanoseconds) { self.radio = radio }
     }
 
@@ -119,8 +133,8 @@ extension FaultEffect {
     public func shapes(_ direction: Direction) -> Bool {
         switch self {
         case .latency(_, _, let directions), .bandwidth(_, let directions), .partition(let directions),
-             .stall(let directions), .slice(_, _, let directions, _), .slowClose(_, let directions), .timeout(_, let directions),
-             .loss(_, _, let directions), .mtu(_, let directions):
+            .stall(let directions), .slice(_, _, let directions, _), .slowClose(_, let directions), .timeout(_, let directions),
+            .loss(_, _, let directions), .mtu(_, let directions):
             directions.contains(direction)
         case .handoff, .link, .radio, .nat: true
         case .disconnect, .refuse, .wsClose, .goaway, .handshake, .limitData, .resetPeer: false

@@ -76,7 +76,15 @@ extension ProxyServer {
     /// A connection that a handshake fault kept from its handshake is a refused one (the fault's doing, not a TLS
     /// failure of the pair's).
     private func refusedByFault(_ client: any Channel, _ what: String) {
-        sink?.record(TrafficEvent(time: clock.now(), connection: 0, kind: .refused(
-            proxy: spec.name, reason: "handshake fault: \(what) from \(client.remoteAddress?.hostPort ?? "?")")))
+        sink?.record(
+            TrafficEvent(
+                time: clock.now(),
+                connection: 0,
+                kind: .refused(
+                    proxy: spec.name,
+                    reason: "handshake fault: \(what) from \(client.remoteAddress?.hostPort ?? "?")"
+                )
+            )
+        )
     }
 }

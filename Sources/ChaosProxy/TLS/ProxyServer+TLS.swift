@@ -37,8 +37,13 @@ extension ProxyServer {
     }
 
     /// Dials the upstream for a client whose ClientHello is `hello`, then answers the client.
-    private func dialTLS(_ client: any Channel, hello: ClientHello, id: ConnectionID, tls: TLSInterceptor,
-                         generator: SeededGenerator) {
+    private func dialTLS(
+        _ client: any Channel,
+        hello: ClientHello,
+        id: ConnectionID,
+        tls: TLSInterceptor,
+        generator: SeededGenerator
+    ) {
         let loop = client.eventLoop
         let deadline = loop.scheduleTask(in: .nanoseconds(options.connectTimeout.nanoseconds)) { [self] in
             upstreamFailed(client: client, reason: "TLS: the upstream \(spec.upstream) did not complete its handshake in \(options.connectTimeout)")
@@ -67,7 +72,8 @@ extension ProxyServer {
                     let answer = tls.clientAnswer(for: hello, negotiated: negotiated)
                     let name = tls.serverName(for: hello)
                     // A client that pins a host name sees the names the verified upstream's certificate carries.
-                    let upstreamNames = tls.copiesUpstreamNames
+                    let upstreamNames =
+                        tls.copiesUpstreamNames
                         ? ((try? server.pipeline.syncOperations.handler(type: NIOSSLClientHandler.self))?.peerCertificate)
                             .map(LeafIssuer.alternativeNames) ?? []
                         : []
@@ -97,8 +103,11 @@ extension ProxyServer {
                 connecting.whenSuccess { $0.closeWithReset() }
                 // A TCP failure is the upstream's, as on cleartext; a handshake that failed is a TLS event.
                 let tlsFailed = error is NIOSSLError || error is BoringSSLError
-                upstreamFailed(client: client, reason: (tlsFailed ? TLSSpec.refusalPrefix : "") + "upstream \(upstream) (TLS"
-                    + "\(offer.isEmpty ? "" : ", ALPN \(offer.joined(separator: ","))")): \(tlsFailed ? TLSFailure.describe(error) : "\(error)")")
+                upstreamFailed(
+                    client: client,
+                    reason: (tlsFailed ? TLSSpec.refusalPrefix : "") + "upstream \(upstream) (TLS"
+                        + "\(offer.isEmpty ? "" : ", ALPN \(offer.joined(separator: ","))")): \(tlsFailed ? TLSFailure.describe(error) : "\(error)")"
+                )
             }
         }
     }
@@ -108,23 +117,40 @@ extension ProxyServer {
     private func clientRejected(_ client: any Channel, name: String, hello: ClientHello, error: any Error) {
         counters.upstreamFailed()
         let address = client.remoteAddress?.hostPort ?? "?"
-        sink?.record(TrafficEvent(time: clock.now(), connection: 0, kind: .refused(
-            proxy: spec.name,
-            reason: "\(TLSSpec.refusalPrefix)the client \(address) aborted its handshake with chaos's certificate for "
-                + "\(hello.serverName.map { "SNI \($0)" } ?? "\(name) (no SNI)") (\(TLSFailure.describe(error))): most likely it does not "
-                + "trust chaos's CA; trust it in the client (chaos ca --hint)")))
+        sink?.record(
+            TrafficEvent(
+                time: clock.now(),
+                connection: 0,
+                kind: .refused(
+                    proxy: spec.name,
+                    reason: "\(TLSSpec.refusalPrefix)the client \(address) aborted its handshake with chaos's certificate for "
+                        + "\(hello.serverName.map { "SNI \($0)" } ?? "\(name) (no SNI)") (\(TLSFailure.describe(error))): most likely it does not "
+                        + "trust chaos's CA; trust it in the client (chaos ca --hint)"
+                )
+            )
+        )
         client.close(promise: nil)
     }
 
     /// A TLS leg that fails in TLS once wired (an upstream's alert after the handshake: it wants a client
     /// certificate) is a `tls` event naming that side.
     func reportTLSFailures(of connection: ProxiedConnection, client: any Channel) {
-        let upstream = spec.upstream, name = spec.name, address = client.remoteAddress?.hostPort ?? "?"
+        let upstream = spec.upstream
+        let name = spec.name
+        let address = client.remoteAddress?.hostPort ?? "?"
         connection.onTLSFailure = { [weak self] side, error in
             guard let self else { return }
             let who = side == .server ? "the upstream \(upstream)" : "the client \(address)"
-            sink?.record(TrafficEvent(time: clock.now(), connection: 0, kind: .refused(
-                proxy: name, reason: "\(TLSSpec.refusalPrefix)\(who) ended the connection with a TLS error: \(TLSFailure.describe(error))")))
+            sink?.record(
+                TrafficEvent(
+                    time: clock.now(),
+                    connection: 0,
+                    kind: .refused(
+                        proxy: name,
+                        reason: "\(TLSSpec.refusalPrefix)\(who) ended the connection with a TLS error: \(TLSFailure.describe(error))"
+                    )
+                )
+            )
         }
     }
 

@@ -1,5 +1,5 @@
-import ChaosCore
 import ChaosAudit
+import ChaosCore
 import Foundation
 
 /// Renders a report as one self-contained HTML page (inline CSS and SVG, nothing fetched from the network):
@@ -10,7 +10,8 @@ public struct HTMLRenderer: Sendable {
 
     static let faultColors: [String: String] = [
         "disconnect": "#d62728", "latency": "#ff7f0e", "bandwidth": "#bcbd22", "partition": "#9467bd", "handoff": "#1f77b4",
-        "refuse": "#8c564b", "slice": "#e377c2", "stall": "#7f7f7f", "loss": "#aec7e8", "mtu": "#ffbb78", "radio": "#98df8a", "nat": "#c5b0d5", "link": "#17becf", "handshake": "#393b79",
+        "refuse": "#8c564b", "slice": "#e377c2", "stall": "#7f7f7f", "loss": "#aec7e8", "mtu": "#ffbb78", "radio": "#98df8a", "nat": "#c5b0d5",
+        "link": "#17becf", "handshake": "#393b79",
     ]
     static let anomalyColors: [String: String] = [
         "gap": "#d62728", "lost": "#a50f15", "duplicated": "#ff7f0e", "redelivered": "#2ca02c", "reordered": "#9467bd",
@@ -22,26 +23,26 @@ public struct HTMLRenderer: Sendable {
     public func render(_ report: RunReport, comparison: ReportComparison? = nil) -> String {
         let verdictClass = report.verdict.rawValue
         var html = """
-        <!DOCTYPE html>
-        <html lang="en"><head><meta charset="utf-8">
-        <title>chaos \(e(report.verdict.rawValue.uppercased())): \(e(report.scenario))</title>
-        <style>
-        body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;background:#fff}
-        h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:24px 0 8px}
-        .verdict{display:inline-block;padding:2px 10px;border-radius:4px;color:#fff;font-weight:700}
-        .pass{background:#2e7d32}.fail{background:#c62828}.error{background:#ef6c00}
-        table{border-collapse:collapse;margin:4px 0 12px}td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}
-        th{background:#f5f5f5}td.l,th.l{text-align:left}.bad{color:#c62828;font-weight:600}.ok{color:#2e7d32}
-        .legend span{display:inline-block;margin-right:14px;font-size:12px}.legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:-2px}
-        svg text{font:11px system-ui,sans-serif;fill:#444} code{background:#f5f5f5;padding:1px 4px}
-        </style></head><body>
-        <h1><span class="verdict \(verdictClass)">\(e(report.verdict.rawValue.uppercased()))</span> \(e(report.scenario)) <small>seed \(report.seed)</small></h1>
-        <p>\(e(report.verdictReason ?? "")) Started \(e(report.startedAt)), ran \(e(ReportText.seconds(report.elapsedS)))\(report.complete ? "" : " (checkpoint)").
-        \(ReportText.count(report.totals.ok)) ok, \(ReportText.count(report.totals.lost)) lost, \(ReportText.count(report.totals.duplicated)) duplicated,
-        delivery \(e(ReportText.percent(report.totals.deliveryRatio))); \(report.faults.count) faults, \(report.connections.opened) connections.</p>
-        <h2>Timeline</h2>
+            <!DOCTYPE html>
+            <html lang="en"><head><meta charset="utf-8">
+            <title>chaos \(e(report.verdict.rawValue.uppercased())): \(e(report.scenario))</title>
+            <style>
+            body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;background:#fff}
+            h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:24px 0 8px}
+            .verdict{display:inline-block;padding:2px 10px;border-radius:4px;color:#fff;font-weight:700}
+            .pass{background:#2e7d32}.fail{background:#c62828}.error{background:#ef6c00}
+            table{border-collapse:collapse;margin:4px 0 12px}td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}
+            th{background:#f5f5f5}td.l,th.l{text-align:left}.bad{color:#c62828;font-weight:600}.ok{color:#2e7d32}
+            .legend span{display:inline-block;margin-right:14px;font-size:12px}.legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:-2px}
+            svg text{font:11px system-ui,sans-serif;fill:#444} code{background:#f5f5f5;padding:1px 4px}
+            </style></head><body>
+            <h1><span class="verdict \(verdictClass)">\(e(report.verdict.rawValue.uppercased()))</span> \(e(report.scenario)) <small>seed \(report.seed)</small></h1>
+            <p>\(e(report.verdictReason ?? "")) Started \(e(report.startedAt)), ran \(e(ReportText.seconds(report.elapsedS)))\(report.complete ? "" : " (checkpoint)").
+            \(ReportText.count(report.totals.ok)) ok, \(ReportText.count(report.totals.lost)) lost, \(ReportText.count(report.totals.duplicated)) duplicated,
+            delivery \(e(ReportText.percent(report.totals.deliveryRatio))); \(report.faults.count) faults, \(report.connections.opened) connections.</p>
+            <h2>Timeline</h2>
 
-        """
+            """
         html += timeline(report)
         html += legend(report)
         html += tables(report, comparison: comparison)
@@ -60,7 +61,8 @@ public struct HTMLRenderer: Sendable {
         let activity = report.activity
         let faultEnd = report.faults.map { $0.atS + $0.forS }.max() ?? 0
         let span = ReportText.bounded(max(1, report.elapsedS, faultEnd, Double(activity.delivered.count) * activity.bucketS))
-        let left = 70.0, width = 1000.0
+        let left = 70.0
+        let width = 1000.0
         let kinds = Array(Set(report.faults.map(\.kind))).sorted()
         let laneHeight = 16.0
         let faultTop = 24.0
@@ -72,17 +74,23 @@ public struct HTMLRenderer: Sendable {
         let anomalyHeight = 22.0
         let height = anomalyTop + anomalyHeight + 30
         func x(_ seconds: Double) -> Double { left + seconds / span * width }
-        var svg = ["<svg id=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(left + width + 20))\" height=\"\(Int(height))\" "
-            + "viewBox=\"0 0 \(Int(left + width + 20)) \(Int(height))\" role=\"img\" aria-label=\"run timeline\">"]
+        var svg = [
+            "<svg id=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(left + width + 20))\" height=\"\(Int(height))\" "
+                + "viewBox=\"0 0 \(Int(left + width + 20)) \(Int(height))\" role=\"img\" aria-label=\"run timeline\">"
+        ]
         svg.append("<rect x=\"0\" y=\"0\" width=\"\(Int(left + width + 20))\" height=\"\(Int(height))\" fill=\"#fff\"/>")
         // Fault bands across the whole chart, faintly, then one lane per kind.
         for f in report.faults {
             let color = Self.faultColors[f.kind] ?? "#999"
             let bandWidth = max(1.5, f.forS / span * width)
-            svg.append("<rect x=\"\(n(x(f.atS)))\" y=\"\(n(rateTop))\" width=\"\(n(bandWidth))\" height=\"\(n(anomalyTop + anomalyHeight - rateTop))\" fill=\"\(color)\" opacity=\"0.10\"/>")
+            svg.append(
+                "<rect x=\"\(n(x(f.atS)))\" y=\"\(n(rateTop))\" width=\"\(n(bandWidth))\" height=\"\(n(anomalyTop + anomalyHeight - rateTop))\" fill=\"\(color)\" opacity=\"0.10\"/>"
+            )
             let lane = Double(kinds.firstIndex(of: f.kind) ?? 0)
-            svg.append("<rect class=\"fault\" x=\"\(n(x(f.atS)))\" y=\"\(n(faultTop + lane * laneHeight + 2))\" width=\"\(n(bandWidth))\" "
-                + "height=\"\(n(laneHeight - 4))\" fill=\"\(color)\"><title>\(e("\(f.kind) #\(f.occurrence) at \(ReportText.clock(f.atS)) for \(ReportText.seconds(f.forS)) \(ReportText.detail(f.detail))"))</title></rect>")
+            svg.append(
+                "<rect class=\"fault\" x=\"\(n(x(f.atS)))\" y=\"\(n(faultTop + lane * laneHeight + 2))\" width=\"\(n(bandWidth))\" "
+                    + "height=\"\(n(laneHeight - 4))\" fill=\"\(color)\"><title>\(e("\(f.kind) #\(f.occurrence) at \(ReportText.clock(f.atS)) for \(ReportText.seconds(f.forS)) \(ReportText.detail(f.detail))"))</title></rect>"
+            )
         }
         for (index, kind) in kinds.enumerated() {
             svg.append("<text x=\"\(n(left - 6))\" y=\"\(n(faultTop + Double(index) * laneHeight + 12))\" text-anchor=\"end\">\(e(kind))</text>")
@@ -108,17 +116,23 @@ public struct HTMLRenderer: Sendable {
         svg.append("<line x1=\"\(n(left))\" x2=\"\(n(left + width))\" y1=\"\(n(connMid))\" y2=\"\(n(connMid))\" stroke=\"#ccc\"/>")
         for (index, count) in activity.opened.enumerated() where count > 0 {
             let h = max(2, Double(count) / connPeak * (connHeight / 2))
-            svg.append("<rect class=\"reconnect\" x=\"\(n(x(Double(index) * activity.bucketS)))\" y=\"\(n(connMid - h))\" width=\"\(n(max(1.5, activity.bucketS / span * width)))\" height=\"\(n(h))\" fill=\"#2ca02c\"><title>\(count) connection(s) accepted at \(ReportText.clock(Double(index) * activity.bucketS))</title></rect>")
+            svg.append(
+                "<rect class=\"reconnect\" x=\"\(n(x(Double(index) * activity.bucketS)))\" y=\"\(n(connMid - h))\" width=\"\(n(max(1.5, activity.bucketS / span * width)))\" height=\"\(n(h))\" fill=\"#2ca02c\"><title>\(count) connection(s) accepted at \(ReportText.clock(Double(index) * activity.bucketS))</title></rect>"
+            )
         }
         for (index, count) in activity.refused.enumerated() where count > 0 {
             let h = max(2, Double(count) / connPeak * (connHeight / 2))
-            svg.append("<rect x=\"\(n(x(Double(index) * activity.bucketS)))\" y=\"\(n(connMid))\" width=\"\(n(max(1.5, activity.bucketS / span * width)))\" height=\"\(n(h))\" fill=\"#8c564b\"><title>\(count) refused</title></rect>")
+            svg.append(
+                "<rect x=\"\(n(x(Double(index) * activity.bucketS)))\" y=\"\(n(connMid))\" width=\"\(n(max(1.5, activity.bucketS / span * width)))\" height=\"\(n(h))\" fill=\"#8c564b\"><title>\(count) refused</title></rect>"
+            )
         }
         svg.append("<text x=\"\(n(left - 6))\" y=\"\(n(connMid + 4))\" text-anchor=\"end\">connects</text>")
         // Anomalies.
         for a in report.anomalies where a.kind != .lost {
             let color = Self.anomalyColors[a.kind.rawValue] ?? "#000"
-            svg.append("<circle class=\"anomaly\" cx=\"\(n(x(a.atS)))\" cy=\"\(n(anomalyTop + anomalyHeight / 2))\" r=\"4\" fill=\"\(color)\" fill-opacity=\"0.8\"><title>\(e("\(a.kind.rawValue) \(a.stream) \(a.direction.rawValue) \(ReportText.seqs(a)) at \(ReportText.clock(a.atS)), \(ReportText.fault(a))"))</title></circle>")
+            svg.append(
+                "<circle class=\"anomaly\" cx=\"\(n(x(a.atS)))\" cy=\"\(n(anomalyTop + anomalyHeight / 2))\" r=\"4\" fill=\"\(color)\" fill-opacity=\"0.8\"><title>\(e("\(a.kind.rawValue) \(a.stream) \(a.direction.rawValue) \(ReportText.seqs(a)) at \(ReportText.clock(a.atS)), \(ReportText.fault(a))"))</title></circle>"
+            )
         }
         svg.append("<text x=\"\(n(left - 6))\" y=\"\(n(anomalyTop + anomalyHeight / 2 + 4))\" text-anchor=\"end\">anomalies</text>")
         // Time axis.
@@ -146,11 +160,15 @@ public struct HTMLRenderer: Sendable {
     }
 
     private func legend(_ report: RunReport) -> String {
-        var items = Set(report.faults.map(\.kind)).sorted().map { "<span><i style=\"background:\(Self.faultColors[$0] ?? "#999")\"></i>\(e($0))</span>" }
+        var items = Set(report.faults.map(\.kind)).sorted().map {
+            "<span><i style=\"background:\(Self.faultColors[$0] ?? "#999")\"></i>\(e($0))</span>"
+        }
         items.append("<span><i style=\"background:#4c78a8;opacity:.5\"></i>messages delivered per second</span>")
         items.append("<span><i style=\"background:#2ca02c\"></i>connections accepted</span>")
         items.append("<span><i style=\"background:#8c564b\"></i>refused</span>")
-        items += Set(report.anomalies.map(\.kind.rawValue)).sorted().map { "<span><i style=\"background:\(Self.anomalyColors[$0] ?? "#000");border-radius:6px\"></i>\(e($0))</span>" }
+        items += Set(report.anomalies.map(\.kind.rawValue)).sorted().map {
+            "<span><i style=\"background:\(Self.anomalyColors[$0] ?? "#000");border-radius:6px\"></i>\(e($0))</span>"
+        }
         return "<div class=\"legend\">" + items.joined() + "</div>\n"
     }
 
@@ -159,11 +177,13 @@ public struct HTMLRenderer: Sendable {
         if !report.expectations.isEmpty {
             out += "<h2>Expectations</h2><table><tr><th class=l>expectation</th><th>expected</th><th>actual</th><th>result</th></tr>"
             for x in report.expectations {
-                out += "<tr><td class=l>\(e(x.name))</td><td>\(e(x.expected))</td><td>\(e(x.actual))</td><td class=\(x.ok ? "ok" : "bad")>\(x.ok ? "pass" : "fail")</td></tr>"
+                out +=
+                    "<tr><td class=l>\(e(x.name))</td><td>\(e(x.expected))</td><td>\(e(x.actual))</td><td class=\(x.ok ? "ok" : "bad")>\(x.ok ? "pass" : "fail")</td></tr>"
             }
             out += "</table>\n"
         }
-        out += "<h2>Delivery</h2><table><tr><th class=l>stream</th><th class=l>direction</th><th>sent</th><th>delivered</th><th>ok</th><th>lost</th><th>recovered</th><th>duplicated</th><th>redelivered</th><th>reordered</th><th>gaps</th><th>unacked</th><th>delivery</th></tr>"
+        out +=
+            "<h2>Delivery</h2><table><tr><th class=l>stream</th><th class=l>direction</th><th>sent</th><th>delivered</th><th>ok</th><th>lost</th><th>recovered</th><th>duplicated</th><th>redelivered</th><th>reordered</th><th>gaps</th><th>unacked</th><th>delivery</th></tr>"
         func row(_ name: String, _ direction: String, _ c: DeliveryCounts) -> String {
             let cells = [c.sent, c.delivered, c.ok, c.lost, c.recovered, c.duplicated, c.redelivered, c.reordered, c.gaps, c.unacked]
             return "<tr><td class=l>\(e(name))</td><td class=l>\(direction)</td>" + cells.map { "<td>\(ReportText.count($0))</td>" }.joined()
@@ -174,25 +194,31 @@ public struct HTMLRenderer: Sendable {
         let r = report.recovery
         out += "<h2>Recovery</h2><table><tr><th class=l>measure</th><th>count</th><th>p50</th><th>p95</th><th>p99</th><th>max</th></tr>"
         for (name, s) in [("reconnect", r.reconnectS), ("resume", r.resumeS), ("half-open", r.halfOpenS), ("transit", r.transitS)] {
-            out += "<tr><td class=l>\(name)</td><td>\(s.count)</td><td>\(ReportText.seconds(s.p50))</td><td>\(ReportText.seconds(s.p95))</td><td>\(ReportText.seconds(s.p99))</td><td>\(ReportText.seconds(s.max))</td></tr>"
+            out +=
+                "<tr><td class=l>\(name)</td><td>\(s.count)</td><td>\(ReportText.seconds(s.p50))</td><td>\(ReportText.seconds(s.p95))</td><td>\(ReportText.seconds(s.p99))</td><td>\(ReportText.seconds(s.max))</td></tr>"
         }
         out += "</table>\n"
         if let events = report.protocolEvents {
-            out += "<h2>Protocol events</h2><ul>" + MarkdownRenderer.protocolLines(events).map {
-                "<li>\(e(String($0.drop { $0 == " " || $0 == "-" }).replacingOccurrences(of: "`", with: "")))</li>"
-            }.joined() + "</ul>\n"
+            out +=
+                "<h2>Protocol events</h2><ul>"
+                + MarkdownRenderer.protocolLines(events).map {
+                    "<li>\(e(String($0.drop { $0 == " " || $0 == "-" }).replacingOccurrences(of: "`", with: "")))</li>"
+                }.joined() + "</ul>\n"
         }
         if !report.anomalies.isEmpty {
-            out += "<h2>First anomalies</h2><table><tr><th>at</th><th class=l>class</th><th class=l>stream</th><th class=l>direction</th><th>seqs</th><th class=l>fault</th><th class=l>detail</th></tr>"
+            out +=
+                "<h2>First anomalies</h2><table><tr><th>at</th><th class=l>class</th><th class=l>stream</th><th class=l>direction</th><th>seqs</th><th class=l>fault</th><th class=l>detail</th></tr>"
             for a in report.anomalies.prefix(50) {
-                out += "<tr><td>\(ReportText.clock(a.atS))</td><td class=l>\(a.kind.rawValue)</td><td class=l>\(e(a.stream))</td><td class=l>\(a.direction.rawValue)</td><td>\(ReportText.seqs(a))</td><td class=l>\(e(ReportText.fault(a)))</td><td class=l>\(e(a.detail ?? ""))</td></tr>"
+                out +=
+                    "<tr><td>\(ReportText.clock(a.atS))</td><td class=l>\(a.kind.rawValue)</td><td class=l>\(e(a.stream))</td><td class=l>\(a.direction.rawValue)</td><td>\(ReportText.seqs(a))</td><td class=l>\(e(ReportText.fault(a)))</td><td class=l>\(e(a.detail ?? ""))</td></tr>"
             }
             out += "</table>\n"
         }
         if let comparison {
             out += "<h2>Compared with \(e(comparison.baseline))</h2><table><tr><th class=l>figure</th><th>baseline</th><th>now</th><th></th></tr>"
             for row in comparison.rows {
-                out += "<tr><td class=l>\(row.figure)</td><td>\(RunReport.format(row.baseline, for: row.figure))</td><td>\(RunReport.format(row.current, for: row.figure))</td><td class=\(row.worse ? "bad" : "ok")>\(row.worse ? "worse" : "")</td></tr>"
+                out +=
+                    "<tr><td class=l>\(row.figure)</td><td>\(RunReport.format(row.baseline, for: row.figure))</td><td>\(RunReport.format(row.current, for: row.figure))</td><td class=\(row.worse ? "bad" : "ok")>\(row.worse ? "worse" : "")</td></tr>"
             }
             out += "</table>\n"
         }

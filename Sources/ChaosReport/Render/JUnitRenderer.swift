@@ -14,16 +14,18 @@ public struct JUnitRenderer: Sendable {
         let tests = report.expectations.count + (judged ? 0 : 1)
         let errors = judged ? 0 : 1
         let time = String(format: "%.3f", report.elapsedS)
-        var lines = ["<?xml version=\"1.0\" encoding=\"UTF-8\"?>",
-                     "<testsuites name=\"chaos\" tests=\"\(tests)\" failures=\"\(failures)\" errors=\"\(errors)\" time=\"\(time)\">",
-                     "  <testsuite name=\(q(suite)) tests=\"\(tests)\" failures=\"\(failures)\" errors=\"\(errors)\" skipped=\"0\" "
-                         + "time=\"\(time)\" timestamp=\(q(report.startedAt))>",
-                     "    <properties>",
-                     "      <property name=\"seed\" value=\"\(report.seed)\"/>",
-                     "      <property name=\"verdict\" value=\(q(report.verdict.rawValue))/>",
-                     "      <property name=\"complete\" value=\"\(report.complete)\"/>",
-                     "      <property name=\"replay\" value=\(q(report.replay))/>",
-                     "    </properties>"]
+        var lines = [
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>",
+            "<testsuites name=\"chaos\" tests=\"\(tests)\" failures=\"\(failures)\" errors=\"\(errors)\" time=\"\(time)\">",
+            "  <testsuite name=\(q(suite)) tests=\"\(tests)\" failures=\"\(failures)\" errors=\"\(errors)\" skipped=\"0\" "
+                + "time=\"\(time)\" timestamp=\(q(report.startedAt))>",
+            "    <properties>",
+            "      <property name=\"seed\" value=\"\(report.seed)\"/>",
+            "      <property name=\"verdict\" value=\(q(report.verdict.rawValue))/>",
+            "      <property name=\"complete\" value=\"\(report.complete)\"/>",
+            "      <property name=\"replay\" value=\(q(report.replay))/>",
+            "    </properties>",
+        ]
         if !judged {
             lines.append("    <testcase classname=\(q(suite)) name=\"run\" time=\"\(time)\">")
             lines.append("      <error message=\(q(report.verdictReason ?? "the run could not be judged")) type=\"error\"/>")
@@ -35,8 +37,10 @@ public struct JUnitRenderer: Sendable {
                 lines.append("    <testcase classname=\(q(suite)) name=\(q(name)) time=\"0\"/>")
             } else {
                 lines.append("    <testcase classname=\(q(suite)) name=\(q(name)) time=\"0\">")
-                lines.append("      <failure message=\(q("\(e.name) is \(e.actual), expected \(e.expected)")) type=\"expectation\">"
-                    + escape("expected: \(e.expected)\nactual: \(e.actual)\nreproduce: \(report.replay)") + "</failure>")
+                lines.append(
+                    "      <failure message=\(q("\(e.name) is \(e.actual), expected \(e.expected)")) type=\"expectation\">"
+                        + escape("expected: \(e.expected)\nactual: \(e.actual)\nreproduce: \(report.replay)") + "</failure>"
+                )
                 lines.append("    </testcase>")
             }
         }

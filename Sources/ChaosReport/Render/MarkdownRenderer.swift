@@ -1,7 +1,7 @@
-import Foundation
-import ChaosCore
 import ChaosAudit
+import ChaosCore
 import ChaosProtocols
+import Foundation
 
 /// Renders a report as the pull-request summary: verdict line first, then expectations, delivery per stream,
 /// faults, recovery percentiles, the first anomalies and the command to reproduce.
@@ -22,14 +22,18 @@ public struct MarkdownRenderer: Sendable {
         var out: [String] = [verdictLine(report), ""]
         if let reason = report.verdictReason { out += ["> \(reason)", ""] }
         if let held = report.auditBackpressureS, held >= 0.001 {
-            out += ["> The audit could not keep up: the relay waited \(ReportText.seconds(held)) in all for it, so the pair saw "
-                + "a slower network than the scenario's faults alone made.", ""]
+            out += [
+                "> The audit could not keep up: the relay waited \(ReportText.seconds(held)) in all for it, so the pair saw "
+                    + "a slower network than the scenario's faults alone made.", "",
+            ]
         }
         let t = report.totals
-        out.append("Scenario `\(report.scenario)`, seed \(report.seed), started \(report.startedAt), ran "
-            + ReportText.seconds(report.elapsedS) + (report.complete ? "" : " (checkpoint: the run is still going or was killed)")
-            + ". \(report.faults.count) faults, \(report.connections.opened) connections opened, "
-            + "\(report.connections.cutByFault) cut by faults, \(report.connections.refused) refused.")
+        out.append(
+            "Scenario `\(report.scenario)`, seed \(report.seed), started \(report.startedAt), ran "
+                + ReportText.seconds(report.elapsedS) + (report.complete ? "" : " (checkpoint: the run is still going or was killed)")
+                + ". \(report.faults.count) faults, \(report.connections.opened) connections opened, "
+                + "\(report.connections.cutByFault) cut by faults, \(report.connections.refused) refused."
+        )
         out.append("")
         if !report.expectations.isEmpty {
             out += ["### Expectations", "", "| expectation | expected | actual | result |", "|---|---|---|---|"]
@@ -38,9 +42,11 @@ public struct MarkdownRenderer: Sendable {
             }
             out.append("")
         }
-        out += ["### Delivery", "",
-                "| stream | direction | sent | delivered | ok | lost | recovered | duplicated | redelivered | reordered | gaps | unacked | delivery |",
-                "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+        out += [
+            "### Delivery", "",
+            "| stream | direction | sent | delivered | ok | lost | recovered | duplicated | redelivered | reordered | gaps | unacked | delivery |",
+            "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+        ]
         for s in report.streams.prefix(rowLimit * 5) { out.append(row(s.stream, s.direction.rawValue, s.counts)) }
         if report.streams.count > rowLimit * 5 { out.append("| … \(report.streams.count - rowLimit * 5) more streams | | | | | | | | | | | | |") }
         out.append(row("**total**", "", t))
@@ -75,7 +81,8 @@ public struct MarkdownRenderer: Sendable {
     }
 
     /// What "delivered" means, under the delivery table (readers of a pull request should not have to guess).
-    static let deliveredMeaning = "*Delivered* = the consumer's TCP acknowledged the message's last byte (or had it when the "
+    static let deliveredMeaning =
+        "*Delivered* = the consumer's TCP acknowledged the message's last byte (or had it when the "
         + "proxy itself reset the connection), not merely written by the proxy; *sent* = read by the proxy from the producer. "
         + "*ok* also counts a message a TLS consumer's TCP took after its close_notify once the consumer's own ack vouched for it. "
         + "Limit: a consumer that closes its socket with unread data its kernel already acknowledged counts as having received it."
@@ -98,9 +105,11 @@ public struct MarkdownRenderer: Sendable {
         guard !report.faults.isEmpty else { return [] }
         var lines = ["| # | at | fault | for | connections | parameters | reconnect | resume |", "|--:|--:|---|--:|--:|---|--:|--:|"]
         for f in report.faults.prefix(rowLimit) {
-            lines.append("| \(f.occurrence) | \(ReportText.clock(f.atS)) | \(f.kind) | \(f.forS > 0 ? ReportText.seconds(f.forS) : "") | "
-                + "\(f.connections) | \(ReportText.detail(f.detail)) | \(f.reconnectS.map(ReportText.seconds) ?? "") | "
-                + "\(f.resumeS.map(ReportText.seconds) ?? "") |")
+            lines.append(
+                "| \(f.occurrence) | \(ReportText.clock(f.atS)) | \(f.kind) | \(f.forS > 0 ? ReportText.seconds(f.forS) : "") | "
+                    + "\(f.connections) | \(ReportText.detail(f.detail)) | \(f.reconnectS.map(ReportText.seconds) ?? "") | "
+                    + "\(f.resumeS.map(ReportText.seconds) ?? "") |"
+            )
         }
         if report.faults.count > rowLimit { lines.append("| … | | \(report.faults.count - rowLimit) more | | | | | |") }
         return lines
@@ -109,18 +118,26 @@ public struct MarkdownRenderer: Sendable {
     private func recovery(_ report: RunReport) -> [String] {
         let r = report.recovery
         var lines = ["| measure | count | p50 | p95 | p99 | max |", "|---|--:|--:|--:|--:|--:|"]
-        for (name, summary) in [("reconnect (fault → next connection)", r.reconnectS), ("resume (fault → first new message)", r.resumeS),
-                                ("half-open until the pair noticed", r.halfOpenS), ("transit through the proxy", r.transitS)] {
-            lines.append("| \(name) | \(summary.count) | \(ReportText.seconds(summary.p50)) | \(ReportText.seconds(summary.p95)) | "
-                + "\(ReportText.seconds(summary.p99)) | \(ReportText.seconds(summary.max)) |")
+        for (name, summary) in [
+            ("reconnect (fault → next connection)", r.reconnectS), ("resume (fault → first new message)", r.resumeS),
+            ("half-open until the pair noticed", r.halfOpenS), ("transit through the proxy", r.transitS),
+        ] {
+            lines.append(
+                "| \(name) | \(summary.count) | \(ReportText.seconds(summary.p50)) | \(ReportText.seconds(summary.p95)) | "
+                    + "\(ReportText.seconds(summary.p99)) | \(ReportText.seconds(summary.max)) |"
+            )
         }
         if r.neverResumed > 0 { lines += ["", "\(mark(false)) \(r.neverResumed) interrupted stream(s) never delivered a new message afterwards."] }
         for h in r.missedHalfOpens {
             let window = r.noticedWithinS.map { "; it noticed others within \(ReportText.seconds($0))" } ?? "; it noticed none in this run"
-            lines.append("\(warning) \(h.kind) #\(h.occurrence): the pair never noticed \(h.unnoticed) of \(h.connections) half-open connection(s) (longest \(ReportText.seconds(h.longestS))\(window)).")
+            lines.append(
+                "\(warning) \(h.kind) #\(h.occurrence): the pair never noticed \(h.unnoticed) of \(h.connections) half-open connection(s) (longest \(ReportText.seconds(h.longestS))\(window))."
+            )
         }
         for s in r.reconnectSpread where s.herd {
-            lines.append("\(warning) thundering herd after \(s.kind) #\(s.occurrence): \(s.densest) of \(s.attempts) reconnect attempts within \(ReportText.seconds(s.windowS)).")
+            lines.append(
+                "\(warning) thundering herd after \(s.kind) #\(s.occurrence): \(s.densest) of \(s.attempts) reconnect attempts within \(ReportText.seconds(s.windowS))."
+            )
         }
         return lines
     }
@@ -129,28 +146,38 @@ public struct MarkdownRenderer: Sendable {
         var lines = ["| measure | value |", "|---|--:|"]
         if let tail = path.radioTailS {
             let each = path.radioPromotions > 0 ? ", \(ReportText.seconds(path.radioPromotionS / Double(path.radioPromotions))) each" : ""
-            lines.append("| radio promotions waited for (tail \(ReportText.seconds(tail))) | \(path.radioPromotions), \(ReportText.seconds(path.radioPromotionS)) in all\(each) |")
+            lines.append(
+                "| radio promotions waited for (tail \(ReportText.seconds(tail))) | \(path.radioPromotions), \(ReportText.seconds(path.radioPromotionS)) in all\(each) |"
+            )
         }
         if let timeout = path.natIdleTimeoutS {
-            lines.append("| connections a NAT forgot (idle timeout \(ReportText.seconds(timeout))) | \(path.natExpired), \(path.natNoticed) noticed by the pair |")
+            lines.append(
+                "| connections a NAT forgot (idle timeout \(ReportText.seconds(timeout))) | \(path.natExpired), \(path.natNoticed) noticed by the pair |"
+            )
             if path.natNoticedS.count > 0 {
-                lines.append("| NAT death → the pair noticed (p50 / max) | \(ReportText.seconds(path.natNoticedS.p50)) / \(ReportText.seconds(path.natNoticedS.max)) |")
+                lines.append(
+                    "| NAT death → the pair noticed (p50 / max) | \(ReportText.seconds(path.natNoticedS.p50)) / \(ReportText.seconds(path.natNoticedS.max)) |"
+                )
             }
         }
         if path.retransmissions > 0 {
             lines.append("| retransmission stalls | \(path.retransmissions), \(ReportText.seconds(path.retransmissionStallS)) in all |")
         }
         if path.quietGapS.count > 0 {
-            lines.append("| the pair's longest quiet gap per connection (its keepalive; p50 / max) | \(ReportText.seconds(path.quietGapS.p50)) / \(ReportText.seconds(path.quietGapS.max)) |")
+            lines.append(
+                "| the pair's longest quiet gap per connection (its keepalive; p50 / max) | \(ReportText.seconds(path.quietGapS.p50)) / \(ReportText.seconds(path.quietGapS.max)) |"
+            )
         }
         for finding in path.findings { lines += ["", "\(warning) \(finding)"] }
         let touched = path.connections.filter { $0.natExpiredAtS != nil || $0.radioPromotions > 0 || $0.retransmissions > 0 }
         if !touched.isEmpty {
             lines += ["", "| connection | radio promotions | retransmission stalls | NAT forgot it at | noticed after |", "|--:|--:|--:|--:|--:|"]
             for c in touched.prefix(rowLimit) {
-                lines.append("| \(c.connection) | \(c.radioPromotions) (\(ReportText.seconds(c.radioPromotionS))) | "
-                    + "\(c.retransmissions) (\(ReportText.seconds(c.retransmissionStallS))) | \(c.natExpiredAtS.map(ReportText.clock) ?? "") | "
-                    + "\(c.natNoticedAfterS.map(ReportText.seconds) ?? (c.natExpiredAtS == nil ? "" : "never")) |")
+                lines.append(
+                    "| \(c.connection) | \(c.radioPromotions) (\(ReportText.seconds(c.radioPromotionS))) | "
+                        + "\(c.retransmissions) (\(ReportText.seconds(c.retransmissionStallS))) | \(c.natExpiredAtS.map(ReportText.clock) ?? "") | "
+                        + "\(c.natNoticedAfterS.map(ReportText.seconds) ?? (c.natExpiredAtS == nil ? "" : "never")) |"
+                )
             }
         }
         return lines
@@ -161,8 +188,10 @@ public struct MarkdownRenderer: Sendable {
         var lines = ["| at | class | stream | direction | seqs | fault | detail |", "|--:|---|---|---|---|---|---|"]
         for a in report.anomalies.prefix(rowLimit) {
             let detail = (a.detail ?? "").replacingOccurrences(of: "|", with: "\\|")
-            lines.append("| \(ReportText.clock(a.atS)) | \(a.kind.rawValue) | \(a.stream) | \(a.direction.rawValue) | \(ReportText.seqs(a)) | "
-                + "\(ReportText.fault(a)) | \(detail) |")
+            lines.append(
+                "| \(ReportText.clock(a.atS)) | \(a.kind.rawValue) | \(a.stream) | \(a.direction.rawValue) | \(ReportText.seqs(a)) | "
+                    + "\(ReportText.fault(a)) | \(detail) |"
+            )
         }
         if report.anomalies.count > rowLimit { lines += ["", "… and \(report.anomalies.count - rowLimit) more in report.json."] }
         return lines
@@ -178,7 +207,9 @@ public struct MarkdownRenderer: Sendable {
             lines += byFault(p[familyByFault: family.name], what: "\(family.title) ")
         }
         if let rtt = p.pingRoundTripS {
-            lines.append("- HTTP/2 PING round trips: \(rtt.count), p50 \(ReportText.seconds(rtt.p50)), p99 \(ReportText.seconds(rtt.p99)), max \(ReportText.seconds(rtt.max))")
+            lines.append(
+                "- HTTP/2 PING round trips: \(rtt.count), p50 \(ReportText.seconds(rtt.p50)), p99 \(ReportText.seconds(rtt.p99)), max \(ReportText.seconds(rtt.max))"
+            )
         }
         return lines
     }

@@ -1,5 +1,5 @@
-import ChaosCore
 import ChaosAudit
+import ChaosCore
 import Foundation
 
 /// Small formatting helpers shared by the renderers.
@@ -22,7 +22,8 @@ enum ReportText {
 
     static func clock(_ value: Double) -> String {
         guard value.isFinite, abs(value) < longest else { return value.isNaN ? "?" : "∞" }
-        return value < 60 ? String(format: "%.2fs", value)
+        return value < 60
+            ? String(format: "%.2fs", value)
             : String(format: "%d:%02d:%05.2f", Int(value) / 3600, Int(value) / 60 % 60, value.truncatingRemainder(dividingBy: 60))
     }
 

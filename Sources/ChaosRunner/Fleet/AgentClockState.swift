@@ -19,7 +19,8 @@ struct AgentClockState {
             residualNs = ntp
         } else if let measured {
             offsetNs = measured.offsetNs
-            source = "measured by the merge at \(measured.measuredAt): ±"
+            source =
+                "measured by the merge at \(measured.measuredAt): ±"
                 + String(format: "%.3f", Double(measured.uncertaintyNs) / 1e6) + " ms (best of \(measured.exchanges) exchanges)"
             residualNs = measured.uncertaintyNs
         } else {

@@ -36,8 +36,10 @@ public enum AgentDownload {
             if answer.headers["x-chaos-end"] == "true" { break }
             if next == cursor {
                 guard Date() < deadline else {
-                    throw ChaosError.badInput("agent URL \(url): still running after \(Int(wait)) s of waiting for its last events "
-                        + "(merge once its run is over; a held agent, chaos run --agent NAME --hold, keeps them served)")
+                    throw ChaosError.badInput(
+                        "agent URL \(url): still running after \(Int(wait)) s of waiting for its last events "
+                            + "(merge once its run is over; a held agent, chaos run --agent NAME --hold, keeps them served)"
+                    )
                 }
                 Thread.sleep(forTimeInterval: 1)
             }
@@ -79,7 +81,8 @@ public enum AgentDownload {
 
     /// A non-200 answer as bad input naming the agent.
     static func refusal(_ answer: AgentHTTP.Answer, agent: AgentHTTP, path: String) -> ChaosError {
-        let detail = (try? JSONSerialization.jsonObject(with: Data(answer.body)) as? [String: Any])?["error"] as? String
+        let detail =
+            (try? JSONSerialization.jsonObject(with: Data(answer.body)) as? [String: Any])?["error"] as? String
             ?? String(decoding: answer.body.prefix(200), as: UTF8.self)
         let hint = answer.status == 401 ? " (give --api-token-file with the agents' token)" : ""
         return ChaosError.badInput("agent URL \(agent.url): GET \(path) answered \(answer.status): \(detail)\(hint)")

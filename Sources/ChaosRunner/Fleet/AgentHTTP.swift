@@ -27,7 +27,8 @@ struct AgentHTTP {
         var rest = url.dropFirst("http://".count)
         if rest.hasSuffix("/") { rest = rest.dropLast() }
         guard let colon = rest.lastIndex(of: ":"), let port = Int(rest[rest.index(after: colon)...]), (1...65535).contains(port),
-              !rest[..<colon].isEmpty, !rest.contains("/") else {
+            !rest[..<colon].isEmpty, !rest.contains("/")
+        else {
             throw ChaosError.badInput("agent URL \(url): expected http://HOST:PORT")
         }
         host = String(rest[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))

@@ -12,13 +12,25 @@ final class AgentRecorder: Sendable {
 
     /// Opens `events.bin` in `folder` for agent `name` of a run of `scenario` with `seed`, whose clock's zero was
     /// `clockZero`.
-    init(folder: String, agent name: String, scenario: Scenario, timeline: Timeline, fleetSeed: UInt64, clockZero: Date,
-         ringBytes: Int) throws {
+    init(
+        folder: String,
+        agent name: String,
+        scenario: Scenario,
+        timeline: Timeline,
+        fleetSeed: UInt64,
+        clockZero: Date,
+        ringBytes: Int
+    ) throws {
         let clock = HostClock.status()
-        let header = EventFileHeader(agent: name, scenario: scenario.name, scenarioDigest: try Self.digest(scenario, timeline),
-                                     seed: fleetSeed,
-                                     startedAtNs: AgentClock.nanoseconds(of: clockZero),
-                                     clockErrorUs: clock.errorUs, clockSynchronized: clock.synchronized)
+        let header = EventFileHeader(
+            agent: name,
+            scenario: scenario.name,
+            scenarioDigest: try Self.digest(scenario, timeline),
+            seed: fleetSeed,
+            startedAtNs: AgentClock.nanoseconds(of: clockZero),
+            clockErrorUs: clock.errorUs,
+            clockSynchronized: clock.synchronized
+        )
         self.header = header
         writer = Mutex(try EventFileWriter(folder: folder, header: header, ringBytes: ringBytes))
     }
@@ -60,8 +72,10 @@ final class AgentRecorder: Sendable {
     func close() -> [String: String] {
         writer.withLock { writer in
             writer.close()
-            var facts = ["agent.events": "\(writer.events)", "agent.event_bytes": "\(writer.bytes)",
-                         "agent.event_files": writer.paths.map { ($0 as NSString).lastPathComponent }.joined(separator: ", ")]
+            var facts = [
+                "agent.events": "\(writer.events)", "agent.event_bytes": "\(writer.bytes)",
+                "agent.event_files": writer.paths.map { ($0 as NSString).lastPathComponent }.joined(separator: ", "),
+            ]
             if writer.segmentsRemoved > 0 { facts["agent.event_segments_removed"] = "\(writer.segmentsRemoved)" }
             if let failure = writer.failure { facts["agent.events_failed"] = failure }
             return facts

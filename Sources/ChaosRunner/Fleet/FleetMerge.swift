@@ -38,12 +38,19 @@ public enum FleetMerge {
     /// Merges `folders` into `out` (nil: `Reports/<scenario>-merged-<time>/`). `clockOffsets`: agent name → nanoseconds
     /// its clock was ahead of true time (subtracted), over what a folder's `clock-offset.json` measured. Returns the
     /// report and its folder.
-    public static func merge(folders: [String], out: String?, clockOffsets: [String: Int64] = [:], command: String)
+    public static func merge(
+        folders: [String],
+        out: String?,
+        clockOffsets: [String: Int64] = [:],
+        command: String
+    )
         throws -> (report: RunReport, folder: URL)
     {
         var agents = try open(folders)
         for name in clockOffsets.keys where !agents.contains(where: { $0.name == name }) {
-            throw ChaosError.badInput("--clock-offset names agent '\(name)', which is not among the merged agents (\(agents.map(\.name).joined(separator: ", ")))")
+            throw ChaosError.badInput(
+                "--clock-offset names agent '\(name)', which is not among the merged agents (\(agents.map(\.name).joined(separator: ", ")))"
+            )
         }
         let measured = try agents.map { try MeasuredClockOffset.load(folder: $0.folder) }
         let clocks = agents.indices.map { index in
@@ -80,14 +87,19 @@ public enum FleetMerge {
                 throw ChaosError.badInput("\(folder) and \(other.folder) are both agent '\(agent.name)': each agent of a fleet needs its own name")
             }
             if let other = agents.first {
-                let header = agent.reader.header, expected = other.reader.header
+                let header = agent.reader.header
+                let expected = other.reader.header
                 if header.seed != expected.seed {
-                    throw ChaosError.badInput("agent '\(agent.name)' (\(folder)) ran seed \(header.seed), agent '\(other.name)' (\(other.folder)) "
-                        + "seed \(expected.seed): a merge needs every agent on one scenario and seed")
+                    throw ChaosError.badInput(
+                        "agent '\(agent.name)' (\(folder)) ran seed \(header.seed), agent '\(other.name)' (\(other.folder)) "
+                            + "seed \(expected.seed): a merge needs every agent on one scenario and seed"
+                    )
                 }
                 if header.scenarioDigest != expected.scenarioDigest || header.scenario != expected.scenario {
-                    throw ChaosError.badInput("agent '\(agent.name)' (\(folder)) ran another scenario than agent '\(other.name)' (\(other.folder)): "
-                        + "'\(header.scenario)' and '\(expected.scenario)' differ in their timeline, protocol or expectations")
+                    throw ChaosError.badInput(
+                        "agent '\(agent.name)' (\(folder)) ran another scenario than agent '\(other.name)' (\(other.folder)): "
+                            + "'\(header.scenario)' and '\(expected.scenario)' differ in their timeline, protocol or expectations"
+                    )
                 }
             }
             agents.append(agent)
@@ -127,8 +139,11 @@ public enum FleetMerge {
             occurrence.index = number
             merged.append(occurrence)
         }
-        return OwnTimelines(timeline: Timeline(seed: agents[0].reader.header.seed, duration: .nanoseconds(duration), occurrences: merged),
-                            occurrences: map, agentOf: agentOf)
+        return OwnTimelines(
+            timeline: Timeline(seed: agents[0].reader.header.seed, duration: .nanoseconds(duration), occurrences: merged),
+            occurrences: map,
+            agentOf: agentOf
+        )
     }
 
     /// Streams every agent's events into `engine` in merged time order. `occurrences` (per-agent timelines): each
@@ -183,8 +198,14 @@ public enum FleetMerge {
     }
 
     /// The merged report's inputs: the agents' counts summed, their facts labelled by agent.
-    static func inputs(_ agents: [Agent], audit: AuditResult, base: Int64, clocks: [AgentClockState], command: String,
-                       schedule: OwnTimelines? = nil) -> ReportInputs {
+    static func inputs(
+        _ agents: [Agent],
+        audit: AuditResult,
+        base: Int64,
+        clocks: [AgentClockState],
+        command: String,
+        schedule: OwnTimelines? = nil
+    ) -> ReportInputs {
         let first = agents[0]
         let reports = agents.compactMap(\.report)
         var faultConnections: [Int: Int] = [:]
@@ -194,9 +215,13 @@ public enum FleetMerge {
                 faultConnections[occurrence, default: 0] += fault.connections
             }
         }
-        let connections = reports.count == agents.count ? ConnectionCounts(
-            opened: reports.map(\.connections.opened).reduce(0, +), cutByFault: reports.map(\.connections.cutByFault).reduce(0, +),
-            refused: reports.map(\.connections.refused).reduce(0, +)) : nil
+        let connections =
+            reports.count == agents.count
+            ? ConnectionCounts(
+                opened: reports.map(\.connections.opened).reduce(0, +),
+                cutByFault: reports.map(\.connections.cutByFault).reduce(0, +),
+                refused: reports.map(\.connections.refused).reduce(0, +)
+            ) : nil
         var pairExits: [String: Int32]?
         var extra: [String: String] = ["merge.agents": agents.map(\.name).joined(separator: ", ")]
         var errors: [String] = []
@@ -207,11 +232,15 @@ public enum FleetMerge {
             extra["\(prefix).folder"] = agent.folder
             extra["\(prefix).clock_offset_ms"] = String(format: "%.3f", Double(clock.offsetNs) / 1e6)
             extra["\(prefix).clock_offset_from"] = clock.source
-            extra["\(prefix).clock"] = header.clockSynchronized == true ? "synchronised, estimated error \(header.clockErrorUs ?? 0) µs"
+            extra["\(prefix).clock"] =
+                header.clockSynchronized == true
+                ? "synchronised, estimated error \(header.clockErrorUs ?? 0) µs"
                 : header.clockSynchronized == false ? "not synchronised" : "unknown"
             if agent.reader.firstSegment > 0 {
-                errors.append("agent '\(agent.name)': its first \(agent.reader.firstSegment) event segment(s) were removed by its ring, "
-                    + "so the run's start cannot be judged (give the agents a larger --event-ring)")
+                errors.append(
+                    "agent '\(agent.name)': its first \(agent.reader.firstSegment) event segment(s) were removed by its ring, "
+                        + "so the run's start cannot be judged (give the agents a larger --event-ring)"
+                )
             }
             guard let report = agent.report else {
                 errors.append("agent '\(agent.name)' (\(agent.folder)) has no report.json: it did not finish")
@@ -230,11 +259,24 @@ public enum FleetMerge {
         extra["merge.ordering_bound_ms"] = String(format: "%.3f", Double(2 * residual) / 1e6)
         let backpressure = reports.compactMap(\.auditBackpressureS).max()
         return ReportInputs(
-            scenario: first.scenario.name, seed: first.reader.header.seed, startedAt: Date(timeIntervalSince1970: Double(base) / 1e9),
-            elapsed: .nanoseconds(elapsed), complete: reports.count == agents.count && reports.allSatisfy(\.complete),
-            timeline: schedule?.timeline ?? first.timeline, audit: audit, expectations: first.scenario.expectations, replay: command,
-            planned: first.timeline.duration, connections: connections, faultConnections: faultConnections, pairExits: pairExits,
-            errorReason: errors.isEmpty ? nil : errors.joined(separator: "; "), extra: extra, auditBackpressureS: backpressure,
-            faultAgents: agents.map(\.name), faultAgentByOccurrence: schedule?.agentOf)
+            scenario: first.scenario.name,
+            seed: first.reader.header.seed,
+            startedAt: Date(timeIntervalSince1970: Double(base) / 1e9),
+            elapsed: .nanoseconds(elapsed),
+            complete: reports.count == agents.count && reports.allSatisfy(\.complete),
+            timeline: schedule?.timeline ?? first.timeline,
+            audit: audit,
+            expectations: first.scenario.expectations,
+            replay: command,
+            planned: first.timeline.duration,
+            connections: connections,
+            faultConnections: faultConnections,
+            pairExits: pairExits,
+            errorReason: errors.isEmpty ? nil : errors.joined(separator: "; "),
+            extra: extra,
+            auditBackpressureS: backpressure,
+            faultAgents: agents.map(\.name),
+            faultAgentByOccurrence: schedule?.agentOf
+        )
     }
 }

@@ -29,16 +29,23 @@ struct MeasuredClockOffset: Codable, Equatable {
             let received = AgentClock.hostNow()
             guard answer.status == 200 else { throw AgentDownload.refusal(answer, agent: agent, path: "/clock") }
             guard let object = try? JSONSerialization.jsonObject(with: Data(answer.body)) as? [String: Any],
-                  let wall = (object["wall_ns"] as? NSNumber)?.int64Value else {
-                throw ChaosError.badInput("agent URL \(agent.url): GET /clock answered no wall_ns: \(String(decoding: answer.body.prefix(200), as: UTF8.self))")
+                let wall = (object["wall_ns"] as? NSNumber)?.int64Value
+            else {
+                throw ChaosError.badInput(
+                    "agent URL \(agent.url): GET /clock answered no wall_ns: \(String(decoding: answer.body.prefix(200), as: UTF8.self))"
+                )
             }
             let rtt = received - sent
             let offset = wall - (sent + rtt / 2)
             if best == nil || rtt < best!.rtt { best = (rtt, offset) }
         }
         let chosen = best ?? (0, 0)
-        return MeasuredClockOffset(offsetNs: chosen.offset, uncertaintyNs: (chosen.rtt + 1) / 2, exchanges: exchanges,
-                                   measuredAt: Date().ISO8601Format())
+        return MeasuredClockOffset(
+            offsetNs: chosen.offset,
+            uncertaintyNs: (chosen.rtt + 1) / 2,
+            exchanges: exchanges,
+            measuredAt: Date().ISO8601Format()
+        )
     }
 
     /// Writes `clock-offset.json` into `folder`.

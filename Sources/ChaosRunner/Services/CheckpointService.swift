@@ -1,7 +1,7 @@
 import ChaosAudit
 import ChaosCapture
-import ChaosProxy
 import ChaosControl
+import ChaosProxy
 import ServiceLifecycle
 
 /// Four times a second: the progress line when it is due, the capture ring frozen at the first loss, and
@@ -17,7 +17,8 @@ struct CheckpointService: Service {
     let checkpoint: (@Sendable (Int64) -> Void)?
 
     func run() async throws {
-        var lastCheckpoint = clock.now(), lastProgress = clock.now()
+        var lastCheckpoint = clock.now()
+        var lastProgress = clock.now()
         while !Task.isShuttingDownGracefully, !Task.isCancelled {
             try? await cancelWhenGracefulShutdown { try await Task.sleep(nanoseconds: 250_000_000) }
             let now = clock.now()

@@ -1,6 +1,6 @@
+import ChaosControl
 import ChaosCore
 import ChaosProxy
-import ChaosControl
 import ServiceLifecycle
 
 /// The run's clock: once the pair is up, applies the fault timeline for the planned duration, lifts the

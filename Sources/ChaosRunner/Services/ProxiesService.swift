@@ -1,6 +1,6 @@
+import ChaosControl
 import ChaosCore
 import ChaosProxy
-import ChaosControl
 import ServiceLifecycle
 
 /// The scenario's proxies, started before the group runs (so that the pair has somewhere to connect):

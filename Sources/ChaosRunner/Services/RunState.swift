@@ -21,7 +21,10 @@ final class RunState: Sendable {
 
     /// The pair is up (or there is none): the fault schedule may begin.
     func pairStarted(_ pair: PairSupervisor?) {
-        state.withLock { $0.pair = pair; $0.pairStarted = true }
+        state.withLock {
+            $0.pair = pair
+            $0.pairStarted = true
+        }
         startedContinuation.finish()
     }
 

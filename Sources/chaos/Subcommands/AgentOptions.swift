@@ -14,7 +14,9 @@ struct AgentOptions: ParsableArguments {
     @Option(name: .customLong("event-ring"), help: "The most bytes the agent's events.bin ring keeps (default 4GB; at least 1MB).")
     var eventRing: String?
 
-    @Flag(help: "Once the run is over, keep serving its events and report on the control API (--metrics) until SIGTERM, for chaos report --merge URL.")
+    @Flag(
+        help: "Once the run is over, keep serving its events and report on the control API (--metrics) until SIGTERM, for chaos report --merge URL."
+    )
     var hold = false
 
     /// The agent's name, checked: letters, digits, `.`, `_` and `-`, at most 63 (a Kubernetes pod name fits).

@@ -12,11 +12,11 @@ struct Audit: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Audit a pcap/pcapng capture (taken anywhere) with the same engine; writes the same report.",
         discussion: """
-        The protocol comes from a scenario (--protocol-from) or from flags. A capture taken on loopback \
-        through a chaos proxy shows both legs: they are paired (automatically, or by --proxy-port) so that \
-        bytes read from a producer count as sent and bytes written to the consumer as delivered. \
-        Exit 0 when every expectation holds, 1 when one fails, 2 on a bad or unreadable capture.
-        """
+            The protocol comes from a scenario (--protocol-from) or from flags. A capture taken on loopback \
+            through a chaos proxy shows both legs: they are paired (automatically, or by --proxy-port) so that \
+            bytes read from a producer count as sent and bytes written to the consumer as delivered. \
+            Exit 0 when every expectation holds, 1 when one fails, 2 on a bad or unreadable capture.
+            """
     )
 
     @Argument(help: "The capture file(s); several are read as one capture (a ring's files, oldest first).")
@@ -36,8 +36,12 @@ struct Audit: AsyncParsableCommand {
     @Flag(help: "Do not pair proxy legs: each TCP flow is its own connection.")
     var noPairing = false
 
-    @Option(help: ArgumentHelp("An NSS key log (SSLKEYLOGFILE, a run's keys.log) to decrypt TLS with (repeatable).",
-                               valueName: "file"))
+    @Option(
+        help: ArgumentHelp(
+            "An NSS key log (SSLKEYLOGFILE, a run's keys.log) to decrypt TLS with (repeatable).",
+            valueName: "file"
+        )
+    )
     var keylog: [String] = []
 
     @Option(help: "The report folder (default: Reports/<name>-<UTC time>/).")
@@ -59,11 +63,13 @@ struct Audit: AsyncParsableCommand {
         let audit = engine.finish()
         let name = scenario?.name ?? "capture"
         let folder = try RunFolder(scenario: name + "-audit", out: out)
-        var extra = ["capture.files": captures.joined(separator: ", "), "capture.packets": "\(statistics.packets)",
-                     "capture.connections": "\(statistics.connections)",
-                     "capture.loss_bytes": "\(statistics.captureLossBytes)",
-                     "capture.loss_holes": "\(statistics.captureLossHoles)",
-                     "capture.retransmitted_bytes": "\(statistics.retransmittedBytes)"]
+        var extra = [
+            "capture.files": captures.joined(separator: ", "), "capture.packets": "\(statistics.packets)",
+            "capture.connections": "\(statistics.connections)",
+            "capture.loss_bytes": "\(statistics.captureLossBytes)",
+            "capture.loss_holes": "\(statistics.captureLossHoles)",
+            "capture.retransmitted_bytes": "\(statistics.retransmittedBytes)",
+        ]
         if statistics.skippedPackets > 0 { extra["capture.skipped_packets"] = "\(statistics.skippedPackets)" }
         if options.keyLog != nil {
             extra["capture.keylog"] = keylogs.joined(separator: ", ")
@@ -75,28 +81,47 @@ struct Audit: AsyncParsableCommand {
             extra["capture.tls_abandoned"] = "\(statistics.tlsAbandoned)"
         }
         // What could not be decrypted was not audited: no verdict can vouch for it.
-        let undecrypted = statistics.tlsFailed == 0 ? nil
+        let undecrypted =
+            statistics.tlsFailed == 0
+            ? nil
             : "\(statistics.tlsFailed) of \(statistics.tlsConversations) TLS conversation(s) could not be decrypted "
                 + "(in whole or in part; see the protocol anomalies): their bytes were not audited"
-        let report = RunReport(ReportInputs(
-            scenario: name, seed: scenario?.seed ?? 0, startedAt: Date(), elapsed: .seconds(audit.elapsedS), complete: true,
-            timeline: Timeline(seed: scenario?.seed ?? 0, duration: .seconds(audit.elapsedS), occurrences: []), audit: audit,
-            expectations: scenario?.expectations ?? [], replay: "chaos audit " + CommandLine.arguments.dropFirst(2).joined(separator: " "),
-            errorReason: undecrypted, extra: extra))
+        let report = RunReport(
+            ReportInputs(
+                scenario: name,
+                seed: scenario?.seed ?? 0,
+                startedAt: Date(),
+                elapsed: .seconds(audit.elapsedS),
+                complete: true,
+                timeline: Timeline(seed: scenario?.seed ?? 0, duration: .seconds(audit.elapsedS), occurrences: []),
+                audit: audit,
+                expectations: scenario?.expectations ?? [],
+                replay: "chaos audit " + CommandLine.arguments.dropFirst(2).joined(separator: " "),
+                errorReason: undecrypted,
+                extra: extra
+            )
+        )
         try report.write(toDirectory: folder.url.path)
         let totals = audit.totals
-        Console.line("read \(statistics.packets) packets, \(statistics.connections) connection(s) "
-            + "(\(statistics.pairedConnections) paired through a proxy), capture loss \(statistics.captureLossBytes) bytes "
-            + "in \(statistics.captureLossHoles) hole(s)")
+        Console.line(
+            "read \(statistics.packets) packets, \(statistics.connections) connection(s) "
+                + "(\(statistics.pairedConnections) paired through a proxy), capture loss \(statistics.captureLossBytes) bytes "
+                + "in \(statistics.captureLossHoles) hole(s)"
+        )
         if options.keyLog != nil {
-            Console.line("TLS: \(statistics.tlsDecrypted) of \(statistics.tlsConversations) conversation(s) decrypted, "
-                + "\(statistics.tlsRecords) records, \(statistics.tlsPlaintextBytes) plaintext bytes"
-                + (statistics.tlsFailed > 0 ? "; \(statistics.tlsFailed) could not be decrypted" : "")
-                + (statistics.tlsAbandoned > 0 ? "; \(statistics.tlsAbandoned) abandoned in the handshake (no keys needed: "
-                    + "the client sent nothing after its ClientHello)" : ""))
+            Console.line(
+                "TLS: \(statistics.tlsDecrypted) of \(statistics.tlsConversations) conversation(s) decrypted, "
+                    + "\(statistics.tlsRecords) records, \(statistics.tlsPlaintextBytes) plaintext bytes"
+                    + (statistics.tlsFailed > 0 ? "; \(statistics.tlsFailed) could not be decrypted" : "")
+                    + (statistics.tlsAbandoned > 0
+                        ? "; \(statistics.tlsAbandoned) abandoned in the handshake (no keys needed: "
+                            + "the client sent nothing after its ClientHello)" : "")
+            )
         }
-        Console.line("messages: \(totals.sent) sent, \(totals.delivered) delivered, \(totals.ok) ok, \(totals.lost) lost, "
-            + "\(totals.duplicated) duplicated, \(totals.redelivered) redelivered, \(totals.reordered) reordered, \(totals.gaps) gaps")
+        Console.line(
+            "messages: \(totals.sent) sent, \(totals.delivered) delivered, \(totals.ok) ok, \(totals.lost) lost, "
+                + "\(totals.duplicated) duplicated, \(totals.redelivered) redelivered, \(totals.reordered) reordered, \(totals.gaps) gaps"
+        )
         Console.line("verdict: \(report.verdict.rawValue.uppercased())" + (report.verdictReason.map { " (\($0))" } ?? ""))
         Console.line("report: \(folder.url.appendingPathComponent("report.md").path)")
         switch report.verdict.rawValue {

@@ -32,9 +32,15 @@ struct DemoServerCommand: AsyncParsableCommand {
     var idleTimeout: String?
     @Option(help: "Most unacknowledged downstream messages kept per stream.")
     var queue = 1000
-    @Option(help: "Produce new messages only this long after starting (e.g. 9m), then keep every stream with nothing new: a soak's quiet end, nothing in flight when the pair stops (tcp or websocket).")
+    @Option(
+        help:
+            "Produce new messages only this long after starting (e.g. 9m), then keep every stream with nothing new: a soak's quiet end, nothing in flight when the pair stops (tcp or websocket)."
+    )
     var sendFor: String?
-    @Option(help: "tcp (NDJSON lines), websocket (one text message per line, WebSocket pings as heartbeats) or grpc (one bidirectional-streaming call, HTTP/2 keepalive).")
+    @Option(
+        help:
+            "tcp (NDJSON lines), websocket (one text message per line, WebSocket pings as heartbeats) or grpc (one bidirectional-streaming call, HTTP/2 keepalive)."
+    )
     var transport = "tcp"
     @Option(help: "Serve TLS with this certificate chain (PEM), e.g. Scenarios/tls/demo-server.pem.")
     var tlsCert: String?
@@ -43,11 +49,14 @@ struct DemoServerCommand: AsyncParsableCommand {
 
     func run() async throws {
         var config = DemoServerConfiguration(
-            listen: try DemoAddress(parsing: listen), rate: rate, logPath: log,
+            listen: try DemoAddress(parsing: listen),
+            rate: rate,
+            logPath: log,
             heartbeatInterval: try DemoDurationFlag.parse(heartbeat, flag: "--heartbeat"),
             heartbeatTimeout: try DemoDurationFlag.parse(heartbeatTimeout, flag: "--heartbeat-timeout"),
             idleTimeout: try idleTimeout.map { try DemoDurationFlag.parse($0, flag: "--idle-timeout") },
-            queueCapacity: queue)
+            queueCapacity: queue
+        )
         config.transport = try DemoTransportFlag.parse(transport)
         config.sendFor = try DemoDurationFlag.sendFor(sendFor, transport: config.transport)
         if tlsKey != nil, tlsCert == nil { throw ValidationError("--tls-key needs --tls-cert") }
@@ -68,11 +77,18 @@ struct DemoClientCommand: AsyncParsableCommand {
 
     @Option(help: "Server (or proxy) address, HOST:PORT.")
     var connect = "127.0.0.1:7000"
-    @Option(name: .customLong("also-connect"), help: "Another address of the server (repeatable): each reconnect takes the next address in turn, as a phone moving between WiFi and LTE reaches another node (TCP transport).")
+    @Option(
+        name: .customLong("also-connect"),
+        help:
+            "Another address of the server (repeatable): each reconnect takes the next address in turn, as a phone moving between WiFi and LTE reaches another node (TCP transport)."
+    )
     var alsoConnect: [String] = []
     @Option(help: "Logical stream name.")
     var stream = "c1"
-    @Option(help: "Run this many clients in one process, streams STREAM-1…STREAM-N, each with its own --log and --state (the number goes before the file's extension), their first connects spread over the addresses.")
+    @Option(
+        help:
+            "Run this many clients in one process, streams STREAM-1…STREAM-N, each with its own --log and --state (the number goes before the file's extension), their first connects spread over the addresses."
+    )
     var streams = 1
     @Option(help: "Upstream messages per second.")
     var rate: Double = 20
@@ -96,9 +112,15 @@ struct DemoClientCommand: AsyncParsableCommand {
     var heartbeatTimeout = "3s"
     @Option(help: "Most unacknowledged upstream messages kept.")
     var queue = 1000
-    @Option(help: "Produce new messages only this long after starting (e.g. 9m), then stay connected with nothing new: a soak's quiet end, nothing in flight when the pair stops (tcp or websocket).")
+    @Option(
+        help:
+            "Produce new messages only this long after starting (e.g. 9m), then stay connected with nothing new: a soak's quiet end, nothing in flight when the pair stops (tcp or websocket)."
+    )
     var sendFor: String?
-    @Option(help: "tcp (NDJSON lines), websocket (the stream named in an X-Chaos-Stream upgrade header) or grpc (x-chaos-stream metadata, HTTP/2 keepalive).")
+    @Option(
+        help:
+            "tcp (NDJSON lines), websocket (the stream named in an X-Chaos-Stream upgrade header) or grpc (x-chaos-stream metadata, HTTP/2 keepalive)."
+    )
     var transport = "tcp"
     @Flag(help: "Speak TLS, trusting chaos's CA (chaos ca; $CHAOS_HOME), as an app under test that trusts it does.")
     var tls = false
@@ -109,13 +131,22 @@ struct DemoClientCommand: AsyncParsableCommand {
 
     func run() async throws {
         var config = DemoClientConfiguration(
-            connect: try DemoAddress(parsing: connect), stream: stream, rate: rate, logPath: log, statePath: state,
-            naive: naive, duration: try duration.map { try DemoDurationFlag.parse($0, flag: "--duration") }, seed: seed,
-            backoff: BackoffPolicy(base: try DemoDurationFlag.parse(backoffBase, flag: "--backoff-base"),
-                                   cap: try DemoDurationFlag.parse(backoffCap, flag: "--backoff-cap")),
+            connect: try DemoAddress(parsing: connect),
+            stream: stream,
+            rate: rate,
+            logPath: log,
+            statePath: state,
+            naive: naive,
+            duration: try duration.map { try DemoDurationFlag.parse($0, flag: "--duration") },
+            seed: seed,
+            backoff: BackoffPolicy(
+                base: try DemoDurationFlag.parse(backoffBase, flag: "--backoff-base"),
+                cap: try DemoDurationFlag.parse(backoffCap, flag: "--backoff-cap")
+            ),
             heartbeatInterval: try DemoDurationFlag.parse(heartbeat, flag: "--heartbeat"),
             heartbeatTimeout: try DemoDurationFlag.parse(heartbeatTimeout, flag: "--heartbeat-timeout"),
-            queueCapacity: queue)
+            queueCapacity: queue
+        )
         config.transport = try DemoTransportFlag.parse(transport)
         config.sendFor = try DemoDurationFlag.sendFor(sendFor, transport: config.transport)
         config.alsoConnect = try alsoConnect.map { try DemoAddress(parsing: $0) }
@@ -123,7 +154,9 @@ struct DemoClientCommand: AsyncParsableCommand {
             throw ValidationError("--also-connect works with --transport tcp or websocket")
         }
         if tls || tlsCa != nil {
-            guard TLSSpec.isServerName(tlsServerName) else { throw ValidationError("--tls-server-name must be a host name, found '\(tlsServerName)'") }
+            guard TLSSpec.isServerName(tlsServerName) else {
+                throw ValidationError("--tls-server-name must be a host name, found '\(tlsServerName)'")
+            }
             let roots = try tlsCa ?? CertificateAuthority.own().certificatePath
             guard FileManager.default.isReadableFile(atPath: roots) else { throw ValidationError("--tls-ca: cannot read '\(roots)'") }
             config.tls = DemoClientTLS(trustRoots: roots, serverName: tlsServerName)

@@ -56,8 +56,13 @@ struct ProtocolOptions: ParsableArguments {
         guard let plugin = ProtocolRegistry.plugin(named: name) else {
             throw ChaosError.badInput("--framing must be one of \(ProtocolRegistry.names.joined(separator: ", ")), found '\(name)'")
         }
-        var spec = ProtocolSpec(seq: seq ?? "seq", stream: stream ?? plugin.defaultStream, ack: ack,
-                                ignore: ignoreType.isEmpty ? [:] : ["type": ignoreType], regex: regex)
+        var spec = ProtocolSpec(
+            seq: seq ?? "seq",
+            stream: stream ?? plugin.defaultStream,
+            ack: ack,
+            ignore: ignoreType.isEmpty ? [:] : ["type": ignoreType],
+            regex: regex
+        )
         do {
             // --length-bytes is length-prefixed's `length_bytes`; a framing without it ignores it.
             let given = lengthBytes.map { ["length_bytes": $0] } ?? [:]
@@ -76,7 +81,9 @@ struct ProtocolOptions: ParsableArguments {
         }
         spec.methods = method.isEmpty ? nil : method
         if let descriptors {
-            spec.descriptors = descriptors.hasPrefix("/") ? descriptors
+            spec.descriptors =
+                descriptors.hasPrefix("/")
+                ? descriptors
                 : FileManager.default.currentDirectoryPath + "/" + descriptors
         }
         try spec.checkInvariants { ChaosError.badInput($0) }

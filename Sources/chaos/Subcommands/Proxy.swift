@@ -1,7 +1,7 @@
 import ArgumentParser
+import ChaosControl
 import ChaosCore
 import ChaosProxy
-import ChaosControl
 import ChaosRunner
 import Foundation
 
@@ -11,12 +11,12 @@ struct Proxy: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run bare TCP proxies (no scenario) until Ctrl-C, driven by a Toxiproxy-compatible HTTP API.",
         discussion: """
-        With --api HOST:PORT: Toxiproxy's API (GET/POST /proxies, /proxies/NAME, /proxies/NAME/toxics, \
-        /proxies/NAME/toxics/TOXIC, POST /reset, POST /populate, GET /version), chaos's own faults \
-        (POST /faults with one fault as a scenario writes it, DELETE /faults/ID), GET /metrics \
-        (Prometheus) and, with --protocol-from SCENARIO or the protocol flags, GET /report (the live audit). --listen and --upstream make one proxy named "proxy"; --config FILE reads Toxiproxy's \
-        config file (a JSON list of proxies). Toxicity draws come from --seed: the same suite, the same run.
-        """
+            With --api HOST:PORT: Toxiproxy's API (GET/POST /proxies, /proxies/NAME, /proxies/NAME/toxics, \
+            /proxies/NAME/toxics/TOXIC, POST /reset, POST /populate, GET /version), chaos's own faults \
+            (POST /faults with one fault as a scenario writes it, DELETE /faults/ID), GET /metrics \
+            (Prometheus) and, with --protocol-from SCENARIO or the protocol flags, GET /report (the live audit). --listen and --upstream make one proxy named "proxy"; --config FILE reads Toxiproxy's \
+            config file (a JSON list of proxies). Toxicity draws come from --seed: the same suite, the same run.
+            """
     )
 
     @Option(help: "Where clients connect (HOST:PORT); with --upstream, one proxy named \"proxy\".")
@@ -28,7 +28,10 @@ struct Proxy: AsyncParsableCommand {
     @Option(help: "Serve the control API here (HOST:PORT), e.g. 127.0.0.1:8474 (Toxiproxy's port).")
     var api: String?
 
-    @Option(help: "Follow this protocol's frames (websocket or http2) so that ws-close and goaway faults from the API reach connections (all connections are then relayed by NIO).")
+    @Option(
+        help:
+            "Follow this protocol's frames (websocket or http2) so that ws-close and goaway faults from the API reach connections (all connections are then relayed by NIO)."
+    )
     var frames: String?
 
     @Option(help: "Toxiproxy's config file: a JSON list of proxies ({name, listen, upstream, enabled}).")
@@ -78,10 +81,17 @@ struct Proxy: AsyncParsableCommand {
     }
 
     func run() async throws {
-        var specs: [ProxySpec] = [], disabled: Set<String> = []
+        var specs: [ProxySpec] = []
+        var disabled: Set<String> = []
         if let listen, let upstream {
-            specs.append(ProxySpec(name: "proxy", listen: HostPort(parsing: listen)!, upstream: HostPort(parsing: upstream)!,
-                                   tls: try tlsOptions.spec()))
+            specs.append(
+                ProxySpec(
+                    name: "proxy",
+                    listen: HostPort(parsing: listen)!,
+                    upstream: HostPort(parsing: upstream)!,
+                    tls: try tlsOptions.spec()
+                )
+            )
         }
         if let config {
             for entry in try ToxiproxyConfig.load(path: config) {
@@ -97,13 +107,25 @@ struct Proxy: AsyncParsableCommand {
         if let from = protocolOptions.protocolFrom, audited?.protocolSpec == nil, !protocolOptions.flagsGiven {
             throw ChaosError(.badInput, "\(from): has no protocol: section to audit with")
         }
-        let scenario = Scenario(name: "proxy", duration: length, seed: seed, proxies: specs, pair: nil,
-                                protocolSpec: audits ? try protocolOptions.spec(from: audited) : nil, baseline: nil, faults: [],
-                                expectations: audited?.expectations ?? [], capture: nil,
-                                file: protocolOptions.protocolFrom ?? "(command line)")
+        let scenario = Scenario(
+            name: "proxy",
+            duration: length,
+            seed: seed,
+            proxies: specs,
+            pair: nil,
+            protocolSpec: audits ? try protocolOptions.spec(from: audited) : nil,
+            baseline: nil,
+            faults: [],
+            expectations: audited?.expectations ?? [],
+            capture: nil,
+            file: protocolOptions.protocolFrom ?? "(command line)"
+        )
         var configuration = ScenarioRunner.Configuration(
-            scenario: scenario, timeline: Timeline(scenario: scenario, seed: seed), replayCommand: "",
-            selfPath: ExecutablePath.current)
+            scenario: scenario,
+            timeline: Timeline(scenario: scenario, seed: seed),
+            replayCommand: "",
+            selfPath: ExecutablePath.current
+        )
         configuration.writesReports = out != nil
         configuration.out = out
         configuration.drain = .zero
@@ -114,8 +136,10 @@ struct Proxy: AsyncParsableCommand {
         configuration.frames = frames.flatMap(FrameProtocol.init(rawValue:))
         let outcome = try await ScenarioRunner(configuration: configuration, output: { Console.line($0) }).run()
         for traffic in outcome.traffic {
-            Console.line("\(traffic.proxy): \(traffic.connections) connections, \(traffic.upstream) bytes upstream, "
-                + "\(traffic.downstream) bytes downstream")
+            Console.line(
+                "\(traffic.proxy): \(traffic.connections) connections, \(traffic.upstream) bytes upstream, "
+                    + "\(traffic.downstream) bytes downstream"
+            )
         }
         if let folder = outcome.folder {
             Console.line("verdict: \(outcome.verdict.uppercased())")

@@ -20,8 +20,12 @@ struct Replay: AsyncParsableCommand {
         let (scenario, timeline) = try RunFolder.loadReplayInputs(from: directory)
         Console.line("replaying \(scenario.name) from \(directory): seed \(timeline.seed), \(timeline.count())")
         var configuration = ScenarioRunner.Configuration(
-            scenario: scenario, timeline: timeline, out: out, replayCommand: "chaos replay \(directory)",
-            selfPath: ExecutablePath.current)
+            scenario: scenario,
+            timeline: timeline,
+            out: out,
+            replayCommand: "chaos replay \(directory)",
+            selfPath: ExecutablePath.current
+        )
         relay.apply(to: &configuration)
         try await RunSummary.run(configuration)
     }

@@ -20,8 +20,11 @@ struct Report: AsyncParsableCommand {
     @Argument(help: "The run's folder (Reports/<scenario>-<time>/).")
     var directory: String?
 
-    @Option(name: .long, parsing: .upToNextOption,
-            help: "Merge these agents' run folders (chaos run --agent) into one audit and report, written to --out and rendered.")
+    @Option(
+        name: .long,
+        parsing: .upToNextOption,
+        help: "Merge these agents' run folders (chaos run --agent) into one audit and report, written to --out and rendered."
+    )
     var merge: [String] = []
 
     @Option(help: "With --merge: the merged run's folder (default: Reports/<scenario>-merged-<UTC time>/).")
@@ -71,7 +74,8 @@ struct Report: AsyncParsableCommand {
             let parts = text.split(separator: "=", maxSplits: 1).map(String.init)
             let negative = parts.count == 2 && parts[1].hasPrefix("-")
             guard parts.count == 2, !parts[0].isEmpty,
-                  let duration = ChaosDuration(parsing: negative ? String(parts[1].dropFirst()) : parts[1]) else {
+                let duration = ChaosDuration(parsing: negative ? String(parts[1].dropFirst()) : parts[1])
+            else {
                 throw ValidationError("--clock-offset must be AGENT=DURATION (such as b=250ms or b=-1.5s), found '\(text)'")
             }
             offsets[parts[0]] = negative ? -duration.nanoseconds : duration.nanoseconds

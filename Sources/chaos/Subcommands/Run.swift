@@ -41,8 +41,12 @@ struct Run: AsyncParsableCommand {
         for setting in options.settings { replay += " --set \(setting)" }
         if capture { replay += " --capture" }
         var configuration = ScenarioRunner.Configuration(
-            scenario: scenario, timeline: Timeline(scenario: scenario, seed: fleet.timelineSeed(seed, scenario: scenario)), out: out,
-            replayCommand: replay, selfPath: ExecutablePath.current)
+            scenario: scenario,
+            timeline: Timeline(scenario: scenario, seed: fleet.timelineSeed(seed, scenario: scenario)),
+            out: out,
+            replayCommand: replay,
+            selfPath: ExecutablePath.current
+        )
         if capture { configuration.capture = true }
         relay.apply(to: &configuration)
         configuration.controlAPI = metrics.flatMap(HostPort.init(parsing:))
@@ -62,8 +66,10 @@ enum RunSummary {
         Console.line(outcome.interrupted ? "stopped by signal" : "finished")
         Console.line("faults applied: \(outcome.applied.count) of \(configuration.timeline.count())")
         for traffic in outcome.traffic {
-            Console.line("proxy \(traffic.proxy): \(traffic.connections) connections (\(traffic.cut) cut by faults), "
-                + "\(traffic.upstream) bytes upstream, \(traffic.downstream) bytes downstream")
+            Console.line(
+                "proxy \(traffic.proxy): \(traffic.connections) connections (\(traffic.cut) cut by faults), "
+                    + "\(traffic.upstream) bytes upstream, \(traffic.downstream) bytes downstream"
+            )
         }
         if let folder = outcome.folder {
             Console.line("verdict: \(outcome.verdict.uppercased())")

@@ -14,15 +14,23 @@ struct PairHarness {
     var statePath: String { directory + "/client-state.json" }
 
     /// Starts a server on 127.0.0.1:0 with fast heartbeats.
-    static func start(rate: Double = 100, heartbeat: ChaosDuration = .milliseconds(200),
-                      heartbeatTimeout: ChaosDuration = .milliseconds(400),
-                      transport: DemoTransport = .tcp, sendFor: ChaosDuration? = nil) async throws -> PairHarness {
+    static func start(
+        rate: Double = 100,
+        heartbeat: ChaosDuration = .milliseconds(200),
+        heartbeatTimeout: ChaosDuration = .milliseconds(400),
+        transport: DemoTransport = .tcp,
+        sendFor: ChaosDuration? = nil
+    ) async throws -> PairHarness {
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("chaos-demo-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         var configuration = DemoServerConfiguration(
-            listen: DemoAddress(host: "127.0.0.1", port: 0), rate: rate, logPath: directory + "/server.jsonl",
-            heartbeatInterval: heartbeat, heartbeatTimeout: heartbeatTimeout)
+            listen: DemoAddress(host: "127.0.0.1", port: 0),
+            rate: rate,
+            logPath: directory + "/server.jsonl",
+            heartbeatInterval: heartbeat,
+            heartbeatTimeout: heartbeatTimeout
+        )
         configuration.transport = transport
         configuration.sendFor = sendFor
         let server = DemoServer(configuration: configuration)
@@ -31,14 +39,28 @@ struct PairHarness {
     }
 
     /// A client of stream c1 connecting to `port` (the server's or a relay's).
-    func client(port: Int, rate: Double = 100, naive: Bool = false, queueCapacity: Int = 1000,
-                heartbeat: ChaosDuration = .milliseconds(200), heartbeatTimeout: ChaosDuration = .milliseconds(400),
-                sendFor: ChaosDuration? = nil) -> DemoClient {
+    func client(
+        port: Int,
+        rate: Double = 100,
+        naive: Bool = false,
+        queueCapacity: Int = 1000,
+        heartbeat: ChaosDuration = .milliseconds(200),
+        heartbeatTimeout: ChaosDuration = .milliseconds(400),
+        sendFor: ChaosDuration? = nil
+    ) -> DemoClient {
         var configuration = DemoClientConfiguration(
-            connect: DemoAddress(host: "127.0.0.1", port: port), stream: "c1", rate: rate, logPath: clientLog,
-            statePath: naive ? nil : statePath, naive: naive, seed: 9,
+            connect: DemoAddress(host: "127.0.0.1", port: port),
+            stream: "c1",
+            rate: rate,
+            logPath: clientLog,
+            statePath: naive ? nil : statePath,
+            naive: naive,
+            seed: 9,
             backoff: BackoffPolicy(base: .milliseconds(100), cap: .seconds(Int64(1))),
-            heartbeatInterval: heartbeat, heartbeatTimeout: heartbeatTimeout, queueCapacity: queueCapacity)
+            heartbeatInterval: heartbeat,
+            heartbeatTimeout: heartbeatTimeout,
+            queueCapacity: queueCapacity
+        )
         configuration.transport = transport
         configuration.sendFor = sendFor
         return DemoClient(configuration: configuration)

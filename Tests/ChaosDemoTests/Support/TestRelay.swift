@@ -1,5 +1,6 @@
 import NIOCore
 import NIOPosix
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -65,7 +66,7 @@ final class TestRelay: @unchecked Sendable {
     /// Resets both sides of every live connection (SO_LINGER 0, then close: an RST each way).
     func cutAll() async throws {
         try await loop.flatSubmit {
-            for pair in self.pairs { pair.blackholed = true } // no orderly close may overtake the resets
+            for pair in self.pairs { pair.blackholed = true }  // no orderly close may overtake the resets
             let channels = self.pairs.flatMap { [$0.inbound, $0.outbound].compactMap { $0 } }
             self.pairs.removeAll()
             let lingers = channels.map { channel -> EventLoopFuture<Void> in

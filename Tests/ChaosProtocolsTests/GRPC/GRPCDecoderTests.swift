@@ -1,6 +1,7 @@
 import ChaosCore
-@testable import ChaosProtocols
 import Testing
+
+@testable import ChaosProtocols
 
 /// The gRPC plug-in's decoder, leg by leg (what `GRPCObserver` was tested for, now that the audit's decoder is the
 /// one gRPC parser): calls, messages across frames and reads, responses, trailers, GOAWAY, PING, resets.
@@ -17,14 +18,24 @@ struct GRPCDecoderTests {
     @Test("messages split across DATA frames and TCP reads, several per frame, each ending with its frame", arguments: [1, 1000, 1 << 20])
     func messagesAcrossFrames(chunk: Int) throws {
         var encoder = Frames.Encoder()
-        let m1 = [UInt8](repeating: 1, count: 10), m2 = [UInt8](repeating: 2, count: 3), m3 = [UInt8](repeating: 3, count: 40_000)
+        let m1 = [UInt8](repeating: 1, count: 10)
+        let m2 = [UInt8](repeating: 2, count: 3)
+        let m3 = [UInt8](repeating: 3, count: 40_000)
         let stream = Frames.grpc(m1) + Frames.grpc(m2) + Frames.grpc(m3) + Frames.grpc([])
-        let head = Frames.preface + Frames.settings() + Frames.frame(1, flags: 4, stream: 1,
-                                                                      encoder.block(Frames.request(path: "/p.S/M", session: "s7")))
+        let head =
+            Frames.preface + Frames.settings()
+            + Frames.frame(
+                1,
+                flags: 4,
+                stream: 1,
+                encoder.block(Frames.request(path: "/p.S/M", session: "s7"))
+            )
         // Frame boundaries: inside m1's prefix, then m2 and m3's start, then the rest (over three frames, each
         // within the initial SETTINGS_MAX_FRAME_SIZE).
         let cuts = [3, 30, 16_000, 32_000, stream.count]
-        var frames: [UInt8] = [], ends: [Int64] = [], from = 0
+        var frames: [UInt8] = []
+        var ends: [Int64] = []
+        var from = 0
         for cut in cuts {
             frames += Frames.data(stream: 1, Array(stream[from..<cut]), endStream: cut == stream.count)
             ends.append(Int64(head.count + frames.count))
@@ -32,30 +43,46 @@ struct GRPCDecoderTests {
         }
         let session = GRPCSession(auditedMethods: nil)
         let seen = GRPCLegProbe(session, .upstream).feed(head + frames, chunk: chunk)
-        #expect(seen == [
-            .event(.counted("calls")),
-            .message(stream: 1, bytes: m1, end: ends[1]), .message(stream: 1, bytes: m2, end: ends[1]),
-            .message(stream: 1, bytes: m3, end: ends[4]), .message(stream: 1, bytes: [], end: ends[4]),
-        ])
+        #expect(
+            seen == [
+                .event(.counted("calls")),
+                .message(stream: 1, bytes: m1, end: ends[1]), .message(stream: 1, bytes: m2, end: ends[1]),
+                .message(stream: 1, bytes: m3, end: ends[4]), .message(stream: 1, bytes: [], end: ends[4]),
+            ]
+        )
         let call = try #require(session.call(1))
         #expect(call.path == "/p.S/M" && call.header("X-Session") == "s7")
-        #expect(call.metadata == [HTTP2HeaderField("content-type", "application/grpc"), HTTP2HeaderField("te", "trailers"),
-                                  HTTP2HeaderField("x-session", "s7")])
+        #expect(
+            call.metadata == [
+                HTTP2HeaderField("content-type", "application/grpc"), HTTP2HeaderField("te", "trailers"),
+                HTTP2HeaderField("x-session", "s7"),
+            ]
+        )
     }
 
     @Test("responses: a compressed message it cannot inflate, one over the cap, PING, trailers with grpc-status and GOAWAY pass up")
     func serverSide() {
-        var client = Frames.Encoder(), server = Frames.Encoder()
+        var client = Frames.Encoder()
+        var server = Frames.Encoder()
         let session = GRPCSession(auditedMethods: nil)
-        let request = Frames.preface + Frames.settings()
+        let request =
+            Frames.preface + Frames.settings()
             + Frames.frame(1, flags: 4, stream: 1, client.block(Frames.request(path: "/p.S/M", session: "a")))
         #expect(GRPCLegProbe(session, .upstream).feed(request) == [.event(.counted("calls"))])
         let big = [UInt8](repeating: 7, count: 5000)
-        let headers: [UInt8] = Frames.frame(1, flags: 4, stream: 1,
-                                            server.block([(":status", "200"), ("content-type", "application/grpc")]))
+        let headers: [UInt8] = Frames.frame(
+            1,
+            flags: 4,
+            stream: 1,
+            server.block([(":status", "200"), ("content-type", "application/grpc")])
+        )
         let messages: [UInt8] = Frames.grpc([9, 9], compressed: true) + Frames.grpc(big)
-        let trailers: [UInt8] = Frames.frame(1, flags: 5, stream: 1,
-                                             server.block([("grpc-status", "4"), ("grpc-message", "deadline exceeded")]))
+        let trailers: [UInt8] = Frames.frame(
+            1,
+            flags: 5,
+            stream: 1,
+            server.block([("grpc-status", "4"), ("grpc-message", "deadline exceeded")])
+        )
         var response: [UInt8] = Frames.settings() + headers
         response += Frames.data(stream: 1, messages)
         response += Frames.frame(6, flags: 1, Frames.word(0) + Frames.word(3))
@@ -63,21 +90,27 @@ struct GRPCDecoderTests {
         response += Frames.frame(7, Frames.word(1) + Frames.word(0))
         let seen = GRPCLegProbe(session, .downstream, cap: 100).feed(response)
         let dataEnd = Frames.settings().count + headers.count + 9 + messages.count
-        #expect(seen == [
-            .event(.unreadable(reason: "a message compressed with grpc-encoding 'identity', which the audit cannot inflate (gzip and deflate only)")),
-            .event(.oversized(bytes: 5000, end: dataEnd)),
-            .event(.keepalive(ack: true, opaque: 3)),
-            .event(.coded("grpcStatuses", code: "DEADLINE_EXCEEDED")),
-            .event(.coded("goaways", code: "NO_ERROR", proxyMayWrite: true)),
-        ])
+        #expect(
+            seen == [
+                .event(
+                    .unreadable(reason: "a message compressed with grpc-encoding 'identity', which the audit cannot inflate (gzip and deflate only)")
+                ),
+                .event(.oversized(bytes: 5000, end: dataEnd)),
+                .event(.keepalive(ack: true, opaque: 3)),
+                .event(.coded("grpcStatuses", code: "DEADLINE_EXCEEDED")),
+                .event(.coded("goaways", code: "NO_ERROR", proxyMayWrite: true)),
+            ]
+        )
     }
 
     @Test("a message over three DATA frames and two TCP reads is one message, handed over when its last frame is in, each way")
     func threeFramesTwoReads() {
-        var client = Frames.Encoder(), server = Frames.Encoder()
+        var client = Frames.Encoder()
+        var server = Frames.Encoder()
         let wire = Frames.grpc(Self.message)
         // Cuts: inside the 5-byte prefix, then inside the message.
-        let frames = Frames.data(stream: 1, Array(wire[..<3])) + Frames.data(stream: 1, Array(wire[3..<20]))
+        let frames =
+            Frames.data(stream: 1, Array(wire[..<3])) + Frames.data(stream: 1, Array(wire[3..<20]))
             + Frames.data(stream: 1, Array(wire[20...]), endStream: true)
         let request = Frames.preface + Frames.settings() + Self.call(&client) + frames
         let response = Frames.settings() + Frames.frame(1, flags: 0x4, stream: 1, server.block([(":status", "200")])) + frames
@@ -88,12 +121,16 @@ struct GRPCDecoderTests {
             let cut = bytes.count - frames.count + 12 + 9 + 5
             let first = leg.feed(Array(bytes[..<cut]))
             #expect(!first.contains { $0.isMessage }, "\(first)")
-            #expect(leg.feed(Array(bytes[cut...])) == [.message(stream: 1, bytes: Self.message, end: Int64(bytes.count))],
-                    "\(direction)")
+            #expect(
+                leg.feed(Array(bytes[cut...])) == [.message(stream: 1, bytes: Self.message, end: Int64(bytes.count))],
+                "\(direction)"
+            )
         }
     }
 
-    @Test("RST_STREAM mid-message: the reset passes up, the partial message never does, DATA still in flight on the reset stream is ignored, and the next call's messages are whole")
+    @Test(
+        "RST_STREAM mid-message: the reset passes up, the partial message never does, DATA still in flight on the reset stream is ignored, and the next call's messages are whole"
+    )
     func resetMidMessage() {
         var encoder = Frames.Encoder()
         let wire = Frames.grpc(Self.message)
@@ -105,10 +142,12 @@ struct GRPCDecoderTests {
         let reset = Frames.frame(3, stream: 1, Frames.word(8))
         let late = Frames.data(stream: 1, Frames.grpc([5, 5]), endStream: true)
         let next = Self.call(&encoder, stream: 3) + Frames.data(stream: 3, Frames.grpc([7, 7, 7]), endStream: true)
-        #expect(leg.feed(reset + late + next) == [
-            .event(.coded("streamResets", code: "CANCEL")), .event(.counted("calls")),
-            .message(stream: 3, bytes: [7, 7, 7], end: Int64(start.count + reset.count + late.count + next.count)),
-        ])
+        #expect(
+            leg.feed(reset + late + next) == [
+                .event(.coded("streamResets", code: "CANCEL")), .event(.counted("calls")),
+                .message(stream: 3, bytes: [7, 7, 7], end: Int64(start.count + reset.count + late.count + next.count)),
+            ]
+        )
         #expect(HTTP2ErrorCode.name(8) == "CANCEL")
     }
 }

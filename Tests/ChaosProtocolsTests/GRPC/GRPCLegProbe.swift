@@ -1,4 +1,5 @@
 import ChaosCore
+
 @testable import ChaosProtocols
 
 /// One leg of a gRPC connection through the gRPC plug-in's decoder: what it gave, message ends as offsets from

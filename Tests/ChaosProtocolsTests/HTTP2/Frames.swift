@@ -1,6 +1,7 @@
-@testable import ChaosProtocols
 import NIOCore
 import NIOHPACK
+
+@testable import ChaosProtocols
 
 /// Hand-built HTTP/2 frames for the decoder tests.
 enum Frames {
@@ -23,8 +24,12 @@ enum Frames {
 
     static func data(stream: UInt32, _ payload: [UInt8], endStream: Bool = false, pad: Int = 0) -> [UInt8] {
         if pad > 0 {
-            return frame(0, flags: (endStream ? 1 : 0) | 0x8, stream: stream,
-                         [UInt8(pad)] + payload + [UInt8](repeating: 0, count: pad))
+            return frame(
+                0,
+                flags: (endStream ? 1 : 0) | 0x8,
+                stream: stream,
+                [UInt8(pad)] + payload + [UInt8](repeating: 0, count: pad)
+            )
         }
         return frame(0, flags: endStream ? 1 : 0, stream: stream, payload)
     }
@@ -41,8 +46,10 @@ enum Frames {
     }
 
     static func request(path: String, session: String) -> [(String, String)] {
-        [(":method", "POST"), (":scheme", "http"), (":path", path), (":authority", "127.0.0.1"),
-         ("content-type", "application/grpc"), ("te", "trailers"), ("x-session", session)]
+        [
+            (":method", "POST"), (":scheme", "http"), (":path", path), (":authority", "127.0.0.1"),
+            ("content-type", "application/grpc"), ("te", "trailers"), ("x-session", session),
+        ]
     }
 }
 
@@ -55,8 +62,12 @@ extension Frames {
     }
 
     /// The events one decoder returns for `bytes` fed in pieces of `chunk` bytes (whole when nil).
-    static func decode(_ bytes: [UInt8], sender: HTTP2DirectionDecoder.Sender = .client, chunk: Int? = nil,
-                       maxFrameSize: Int = 16_384) -> [HTTP2Event] {
+    static func decode(
+        _ bytes: [UInt8],
+        sender: HTTP2DirectionDecoder.Sender = .client,
+        chunk: Int? = nil,
+        maxFrameSize: Int = 16_384
+    ) -> [HTTP2Event] {
         var decoder = HTTP2DirectionDecoder(sender: sender)
         decoder.maxFrameSize = maxFrameSize
         var events: [HTTP2Event] = []

@@ -1,6 +1,7 @@
 import ChaosCore
-@testable import ChaosProtocols
 import Testing
+
+@testable import ChaosProtocols
 
 @Suite("The protocol registry: every plug-in found by its name and by the framing it reads, with its options checked")
 struct ProtocolRegistryTests {
@@ -22,9 +23,11 @@ struct ProtocolRegistryTests {
     func options() throws {
         #expect(try LengthPrefixedProtocol.framing(options: [:]) == .lengthPrefixed(bytes: 4, offset: 0))
         #expect(try LengthPrefixedProtocol.framing(options: ["length_bytes": 2, "length_offset": -2]) == .lengthPrefixed(bytes: 2, offset: -2))
-        for (options, message) in [(["length_bytes": 3], "protocol.length_bytes must be 1, 2 or 4, found 3"),
-                                   (["length_offset": 9], "protocol.length_offset must be within -8...8, found 9"),
-                                   (["width": 2], "protocol.width is not an option of framing length-prefixed")] {
+        for (options, message) in [
+            (["length_bytes": 3], "protocol.length_bytes must be 1, 2 or 4, found 3"),
+            (["length_offset": 9], "protocol.length_offset must be within -8...8, found 9"),
+            (["width": 2], "protocol.width is not an option of framing length-prefixed"),
+        ] {
             let error = try #require(throws: FramingOptionProblem.self) { try LengthPrefixedProtocol.framing(options: options) }
             #expect(error.message == message)
         }

@@ -1,7 +1,8 @@
 import ChaosCore
-@testable import ChaosProxy
 import NIOCore
 import NIOEmbedded
+
+@testable import ChaosProxy
 
 /// A ``ProxiedConnection`` whose legs are `EmbeddedChannel`s on one `EmbeddedEventLoop`: its shapers, relay
 /// state machine and fault timers run in virtual time (`advance(by:)`), and what each leg's socket would send
@@ -49,11 +50,14 @@ final class EmbeddedConnection {
 
     /// A connection that starts under `faults` (as a new one does under faults on every connection).
     init(seed: UInt64 = 1, startingUnder faults: [FaultEffect] = []) throws {
-        var channels: [Side: EmbeddedChannel] = [:], wires: [Side: Wire] = [:], legs: [Side: ProxiedConnection.Leg] = [:]
+        var channels: [Side: EmbeddedChannel] = [:]
+        var wires: [Side: Wire] = [:]
+        var legs: [Side: ProxiedConnection.Leg] = [:]
         let generator = SeededGenerator(seed: seed).fork("connection", 1)
         for side in Side.allCases {
             let channel = EmbeddedChannel(loop: loop)
-            let wire = Wire(), relay = RelayHandler(side: side)
+            let wire = Wire()
+            let relay = RelayHandler(side: side)
             let shaper = ShapingHandler(generator: generator.fork(side.rawValue))
             try channel.pipeline.syncOperations.addHandlers([wire, shaper, relay])
             try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
@@ -64,12 +68,24 @@ final class EmbeddedConnection {
         self.channels = channels
         self.wires = wires
         connection = ProxiedConnection(
-            id: 1, endpoints: ConnectionEndpoints(proxy: "p", client: "", listen: "", proxyLocal: "", server: ""),
-            client: legs[.client]!, server: legs[.server]!, sink: nil, clock: RunClock(), counters: ProxyCounters(),
-            onCut: { _ in }, onFinished: { _ in })
-        connection.start(baseline: nil, shaping: Dictionary(uniqueKeysWithValues: faults.enumerated().map {
-            (ShapingKey(timeline: 1, occurrence: $0.offset + 1), $0.element)
-        }))
+            id: 1,
+            endpoints: ConnectionEndpoints(proxy: "p", client: "", listen: "", proxyLocal: "", server: ""),
+            client: legs[.client]!,
+            server: legs[.server]!,
+            sink: nil,
+            clock: RunClock(),
+            counters: ProxyCounters(),
+            onCut: { _ in },
+            onFinished: { _ in }
+        )
+        connection.start(
+            baseline: nil,
+            shaping: Dictionary(
+                uniqueKeysWithValues: faults.enumerated().map {
+                    (ShapingKey(timeline: 1, occurrence: $0.offset + 1), $0.element)
+                }
+            )
+        )
     }
 
     /// Puts a fault on the connection, as a proxy does for one that reaches it.

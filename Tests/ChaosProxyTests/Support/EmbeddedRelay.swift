@@ -1,8 +1,9 @@
 import ChaosCore
-@testable import ChaosProxy
 import Glibc
 public import NIOCore
 public import NIOEmbedded
+
+@testable import ChaosProxy
 
 /// The NIO relay (``ProxiedConnection``) with both legs on EmbeddedChannels of one virtual-time
 /// loop, each leg's far end played by a ``WireEnd``: what a conformance history does to a
@@ -16,7 +17,9 @@ final class EmbeddedRelay {
 
     /// `highWater`: what each leg's shaper holds before it pauses its producer.
     init(highWater: Int = 1 << 20) throws {
-        var channels: [EmbeddedChannel] = [], ends: [WireEnd] = [], legs: [ProxiedConnection.Leg] = []
+        var channels: [EmbeddedChannel] = []
+        var ends: [WireEnd] = []
+        var legs: [ProxiedConnection.Leg] = []
         for side in Side.allCases {
             let channel = EmbeddedChannel(loop: loop)
             let end = WireEnd()
@@ -31,9 +34,16 @@ final class EmbeddedRelay {
         self.channels = channels
         self.ends = ends
         connection = ProxiedConnection(
-            id: 1, endpoints: ConnectionEndpoints(proxy: "embedded", client: "", listen: "", proxyLocal: "", server: ""),
-            client: legs[0], server: legs[1], sink: events, clock: RunClock(), counters: ProxyCounters(),
-            onCut: { _ in }, onFinished: { _ in })
+            id: 1,
+            endpoints: ConnectionEndpoints(proxy: "embedded", client: "", listen: "", proxyLocal: "", server: ""),
+            client: legs[0],
+            server: legs[1],
+            sink: events,
+            clock: RunClock(),
+            counters: ProxyCounters(),
+            onCut: { _ in },
+            onFinished: { _ in }
+        )
         connection.start(baseline: nil, shaping: [:])
         settle()
     }
@@ -148,7 +158,11 @@ extension EmbeddedChannel: @retroactive SocketOptionProvider {
         return eventLoop.makeSucceededVoidFuture()
     }
 
-    public func unsafeSetSocketOption<Value: Sendable>(level: NIOBSDSocket.OptionLevel, name: NIOBSDSocket.Option, value: Value) -> EventLoopFuture<Void> {
+    public func unsafeSetSocketOption<Value: Sendable>(
+        level: NIOBSDSocket.OptionLevel,
+        name: NIOBSDSocket.Option,
+        value: Value
+    ) -> EventLoopFuture<Void> {
         unsafeSetSocketOption(level: SocketOptionLevel(level.rawValue), name: SocketOptionName(name.rawValue), value: value)
     }
 

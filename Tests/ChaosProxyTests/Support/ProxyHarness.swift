@@ -1,10 +1,11 @@
 import ChaosCore
-@testable import ChaosProxy
+import Foundation
 import NIOCore
 import NIOPosix
 import Synchronization
-import Foundation
 import Testing
+
+@testable import ChaosProxy
 
 /// A real proxy on 127.0.0.1 (port 0) in front of a real test listener, with its event stream kept.
 final class ProxyHarness: Sendable {
@@ -19,9 +20,15 @@ final class ProxyHarness: Sendable {
 
     /// With `epollRelay` (as `chaos` runs), connections nothing shapes start on epollRelay
     /// threads and move to NIO when a fault reaches them.
-    init(baseline: LinkProfile? = nil, maxHeldBytes: Int = 1 << 20, busyPoll: TimeAmount = .zero,
-         epollRelay: Bool = true, frames: FrameProtocol? = nil, connectTimeout: ChaosDuration? = nil,
-         upstreamBacklog: Int32 = 128) async throws {
+    init(
+        baseline: LinkProfile? = nil,
+        maxHeldBytes: Int = 1 << 20,
+        busyPoll: TimeAmount = .zero,
+        epollRelay: Bool = true,
+        frames: FrameProtocol? = nil,
+        connectTimeout: ChaosDuration? = nil,
+        upstreamBacklog: Int32 = 128
+    ) async throws {
         group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
         upstream = try TestListener(backlog: upstreamBacklog)
         events = EventRecorder()
@@ -33,10 +40,20 @@ final class ProxyHarness: Sendable {
         options.epollRelay = self.epollRelay
         options.frames = frames
         if let connectTimeout { options.connectTimeout = connectTimeout }
-        proxy = ProxyServer(spec: ProxySpec(name: "test", listen: HostPort(host: "127.0.0.1", port: 0),
-                                            upstream: HostPort(host: "127.0.0.1", port: upstream.port)),
-                            group: group, sink: events, clock: clock, ids: ConnectionIDSource(),
-                            seed: SeededGenerator(seed: 7), baseline: baseline, options: options)
+        proxy = ProxyServer(
+            spec: ProxySpec(
+                name: "test",
+                listen: HostPort(host: "127.0.0.1", port: 0),
+                upstream: HostPort(host: "127.0.0.1", port: upstream.port)
+            ),
+            group: group,
+            sink: events,
+            clock: clock,
+            ids: ConnectionIDSource(),
+            seed: SeededGenerator(seed: 7),
+            baseline: baseline,
+            options: options
+        )
         try await proxy.start()
     }
 
@@ -104,12 +121,19 @@ func sameBytes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
 
 /// Expects `got` to be `expected`; a failure names the sizes and the first difference rather
 /// than printing megabytes of both.
-func expectSameBytes(_ got: [UInt8], _ expected: [UInt8], _ what: String = "bytes",
-                     sourceLocation: SourceLocation = #_sourceLocation) {
+func expectSameBytes(
+    _ got: [UInt8],
+    _ expected: [UInt8],
+    _ what: String = "bytes",
+    sourceLocation: SourceLocation = #_sourceLocation
+) {
     let same = sameBytes(got, expected)
     let difference = same ? -1 : (0..<min(got.count, expected.count)).first { got[$0] != expected[$0] } ?? min(got.count, expected.count)
-    #expect(same, "\(what): got \(got.count) bytes, expected \(expected.count); first difference at \(difference)",
-            sourceLocation: sourceLocation)
+    #expect(
+        same,
+        "\(what): got \(got.count) bytes, expected \(expected.count); first difference at \(difference)",
+        sourceLocation: sourceLocation
+    )
 }
 
 /// A condition a test waited for never came.

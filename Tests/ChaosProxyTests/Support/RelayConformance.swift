@@ -1,4 +1,5 @@
 import ChaosCore
+
 @testable import ChaosProxy
 
 /// What the conformance suite does to one proxied connection from outside: a peer's act, a
@@ -147,7 +148,8 @@ struct ConformanceHistory: Sendable, CustomStringConvertible {
         for side in Side.allCases {
             let own = steps.filter { $0.actor == side }
             if let fin = own.firstIndex(where: { $0 == .clientFIN || $0 == .serverFIN }),
-               own[(fin + 1)...].contains(where: { $0 == .clientFIN || $0 == .serverFIN || $0 == .clientSends || $0 == .serverSends }) {
+                own[(fin + 1)...].contains(where: { $0 == .clientFIN || $0 == .serverFIN || $0 == .clientSends || $0 == .serverSends })
+            {
                 return false
             }
         }

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+
 #if canImport(CNIOLinux)
 import CNIOLinux
 #endif

@@ -41,7 +41,8 @@ public struct GRPCMessageSplitter: Sendable {
                 if prefix.isEmpty, payload.count - index >= 5 {
                     let base = index
                     compressed = payload[base] & 1 != 0
-                    expected = Int(payload[base + 1]) << 24 | Int(payload[base + 2]) << 16 | Int(payload[base + 3]) << 8
+                    expected =
+                        Int(payload[base + 1]) << 24 | Int(payload[base + 2]) << 16 | Int(payload[base + 3]) << 8
                         | Int(payload[base + 4])
                     index += 5
                     if expected <= cap, payload.count - index >= expected {

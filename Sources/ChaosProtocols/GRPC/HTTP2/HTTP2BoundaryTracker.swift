@@ -37,7 +37,8 @@ struct HTTP2BoundaryTracker: SteppingTracker {
         switch phase {
         case .start:
             let client = producer == .client
-            phase = bytes[index] == UInt8(ascii: client ? "P" : "H")
+            phase =
+                bytes[index] == UInt8(ascii: client ? "P" : "H")
                 ? (client ? .preface(remaining: HTTP2FrameHeader.preface.count) : .head)
                 : (client ? .head : .header)
         case .head:

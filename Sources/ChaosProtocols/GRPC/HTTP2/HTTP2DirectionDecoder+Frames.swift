@@ -7,7 +7,10 @@ extension HTTP2DirectionDecoder {
         guard available >= 9 else { return false }
         let h = consumed
         let header = HTTP2FrameHeader(pending, at: h)
-        let length = header.length, type = header.type, flags = header.flags, stream = header.stream
+        let length = header.length
+        let type = header.type
+        let flags = header.flags
+        let stream = header.stream
         guard length <= maxFrameSize else {
             fail("a \(Self.name(ofType: type)) frame of \(length) bytes, over SETTINGS_MAX_FRAME_SIZE (\(maxFrameSize))", &events)
             return false
@@ -21,41 +24,57 @@ extension HTTP2DirectionDecoder {
             return false
         }
         switch type {
-        case 0: // DATA
+        case 0:  // DATA
             guard stream != 0, let body = unpadded(payload, flags: flags) else { return bad("DATA", &events) }
-            events.append(.data(stream: stream, payload: pending[body], endStream: flags & 0x1 != 0,
-                                endOffset: endOffset))
-        case 1: // HEADERS
+            events.append(
+                .data(
+                    stream: stream,
+                    payload: pending[body],
+                    endStream: flags & 0x1 != 0,
+                    endOffset: endOffset
+                )
+            )
+        case 1:  // HEADERS
             guard stream != 0, var body = unpadded(payload, flags: flags) else { return bad("HEADERS", &events) }
-            if flags & 0x20 != 0 { // PRIORITY: stream dependency and weight come first
+            if flags & 0x20 != 0 {  // PRIORITY: stream dependency and weight come first
                 guard body.count >= 5 else { return bad("HEADERS", &events) }
                 body = (body.lowerBound + 5)..<body.upperBound
             }
             block = (stream, flags & 0x1 != 0, Array(pending[body]), false)
-        case 3: // RST_STREAM
+        case 3:  // RST_STREAM
             guard stream != 0, length == 4 else { return bad("RST_STREAM", &events) }
             events.append(.reset(stream: stream, code: word(payload.lowerBound)))
-        case 4: // SETTINGS
+        case 4:  // SETTINGS
             guard stream == 0, length % 6 == 0, flags & 0x1 == 0 || length == 0 else { return bad("SETTINGS", &events) }
             let values = stride(from: payload.lowerBound, to: payload.upperBound, by: 6).map { at in
                 HTTP2Setting(identifier: UInt16(pending[at]) << 8 | UInt16(pending[at + 1]), value: word(at + 2))
             }
             events.append(.settings(ack: flags & 0x1 != 0, values: values))
-        case 5: // PUSH_PROMISE: its header block must be decoded too, to keep the HPACK table in step
+        case 5:  // PUSH_PROMISE: its header block must be decoded too, to keep the HPACK table in step
             guard stream != 0, let body = unpadded(payload, flags: flags), body.count >= 4 else {
                 return bad("PUSH_PROMISE", &events)
             }
             block = (word(body.lowerBound) & 0x7fff_ffff, false, Array(pending[(body.lowerBound + 4)..<body.upperBound]), true)
-        case 6: // PING
+        case 6:  // PING
             guard stream == 0, length == 8 else { return bad("PING", &events) }
-            events.append(.ping(ack: flags & 0x1 != 0, opaque: UInt64(word(payload.lowerBound)) << 32
-                                | UInt64(word(payload.lowerBound + 4))))
-        case 7: // GOAWAY
+            events.append(
+                .ping(
+                    ack: flags & 0x1 != 0,
+                    opaque: UInt64(word(payload.lowerBound)) << 32
+                        | UInt64(word(payload.lowerBound + 4))
+                )
+            )
+        case 7:  // GOAWAY
             guard stream == 0, length >= 8 else { return bad("GOAWAY", &events) }
             let debug = String(decoding: pending[(payload.lowerBound + 8)..<payload.upperBound].prefix(256), as: UTF8.self)
-            events.append(.goaway(lastStream: word(payload.lowerBound) & 0x7fff_ffff, code: word(payload.lowerBound + 4),
-                                  debug: debug))
-        case 9: // CONTINUATION
+            events.append(
+                .goaway(
+                    lastStream: word(payload.lowerBound) & 0x7fff_ffff,
+                    code: word(payload.lowerBound + 4),
+                    debug: debug
+                )
+            )
+        case 9:  // CONTINUATION
             guard block != nil else {
                 fail("a CONTINUATION frame on stream \(stream) with no header block open", &events)
                 return false
@@ -65,7 +84,7 @@ extension HTTP2DirectionDecoder {
                 return false
             }
             block!.bytes.append(contentsOf: pending[payload])
-        default: // PRIORITY, WINDOW_UPDATE and frame types this version does not know: nothing to audit
+        default:  // PRIORITY, WINDOW_UPDATE and frame types this version does not know: nothing to audit
             break
         }
         advance(9 + length)
@@ -76,8 +95,13 @@ extension HTTP2DirectionDecoder {
             do {
                 let headers = try hpack.decodeHeaders(from: &buffer)
                 if !open.isPush {
-                    events.append(.headers(stream: open.stream, fields: headers.map { HTTP2HeaderField($0.name, $0.value) },
-                                           endStream: open.endStream))
+                    events.append(
+                        .headers(
+                            stream: open.stream,
+                            fields: headers.map { HTTP2HeaderField($0.name, $0.value) },
+                            endStream: open.endStream
+                        )
+                    )
                 }
             } catch {
                 offset = frameStart
@@ -90,8 +114,10 @@ extension HTTP2DirectionDecoder {
 
     /// A frame type's name in RFC 9113 (`DATA`, `HEADERS`, …), or `type 0xNN` for one it does not define.
     static func name(ofType type: UInt8) -> String {
-        let names = ["DATA", "HEADERS", "PRIORITY", "RST_STREAM", "SETTINGS", "PUSH_PROMISE", "PING", "GOAWAY",
-                     "WINDOW_UPDATE", "CONTINUATION"]
+        let names = [
+            "DATA", "HEADERS", "PRIORITY", "RST_STREAM", "SETTINGS", "PUSH_PROMISE", "PING", "GOAWAY",
+            "WINDOW_UPDATE", "CONTINUATION",
+        ]
         return type < names.count ? names[Int(type)] : "type 0x" + String(type, radix: 16)
     }
 
@@ -128,8 +154,12 @@ extension HTTP2DirectionDecoder {
         for line in lines.dropFirst() {
             guard let colon = line.firstIndex(of: ":") else { continue }
             let value = line[line.index(after: colon)...].drop { $0 == " " || $0 == "\t" }
-            fields.append(HTTP2HeaderField(line[..<colon].lowercased(),
-                                           String(value.reversed().drop { $0 == " " || $0 == "\t" }.reversed())))
+            fields.append(
+                HTTP2HeaderField(
+                    line[..<colon].lowercased(),
+                    String(value.reversed().drop { $0 == " " || $0 == "\t" }.reversed())
+                )
+            )
         }
         let upgrade = fields.first { $0.name == "upgrade" }?.value.lowercased()
         if sender == .client {
@@ -140,8 +170,13 @@ extension HTTP2DirectionDecoder {
             }
             advance(end.upperBound - consumed)
             let request = [HTTP2HeaderField(":method", String(parts[0])), HTTP2HeaderField(":path", String(parts[1]))]
-            events.append(.headers(stream: 1, fields: request + fields.filter { !["upgrade", "connection", "http2-settings"].contains($0.name) },
-                                   endStream: true))
+            events.append(
+                .headers(
+                    stream: 1,
+                    fields: request + fields.filter { !["upgrade", "connection", "http2-settings"].contains($0.name) },
+                    endStream: true
+                )
+            )
             phase = .preface
         } else {
             guard first.hasPrefix("HTTP/1.1 101") else {

@@ -46,8 +46,11 @@ public struct HTTP2DirectionDecoder {
         self.sender = sender
         // A larger table than the sender's encoder uses is harmless (an encoder never names an entry it
         // evicted); 64 KiB covers every table size a peer is likely to allow in SETTINGS.
-        hpack = HPACKDecoder(allocator: ByteBufferAllocator(), maxDynamicTableSize: 1 << 16,
-                             maxHeaderListSize: Self.maxHeaderBlock)
+        hpack = HPACKDecoder(
+            allocator: ByteBufferAllocator(),
+            maxDynamicTableSize: 1 << 16,
+            maxHeaderListSize: Self.maxHeaderBlock
+        )
     }
 
     /// Whether the bytes stopped being HTTP/2 (nothing more is decoded).
@@ -87,11 +90,13 @@ public struct HTTP2DirectionDecoder {
         case .start:
             guard available > 0 else { return false }
             let first = pending[consumed]
-            if first == 0x15 || first == 0x16 { // maybe a TLS record: a handshake or an alert
+            if first == 0x15 || first == 0x16 {  // maybe a TLS record: a handshake or an alert
                 guard available >= 6 else { return false }
                 if let what = tlsRecord() {
-                    fail("this is TLS (\(what)), not cleartext HTTP/2: chaos audits h2c only (prior knowledge or the h2c upgrade)",
-                         &events)
+                    fail(
+                        "this is TLS (\(what)), not cleartext HTTP/2: chaos audits h2c only (prior knowledge or the h2c upgrade)",
+                        &events
+                    )
                     return false
                 }
             }
