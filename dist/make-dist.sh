@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the release tarball of chaos for this machine's architecture:
 #   dist/chaos-<version>-linux-<arch>.tar.gz and dist/chaos-<version>-linux-<arch>.tar.gz.sha256
-# with bin/chaos (Swift runtime and Foundation linked in statically), README.md, Scenarios/, Protos/ (the
+# with bin/chaos (Swift runtime and Foundation linked in statically), README.md, docs/, Scenarios/, Protos/ (the
 # descriptor set the gRPC scenarios name), LICENSE when there is one, and INSTALL.
 # Then checks what it made and exits non-zero when a check fails:
 #   - the binary needs no Swift library: its direct dependencies (ELF NEEDED) are only the C library family,
@@ -59,6 +59,8 @@ else
 fi
 chmod 0755 "$stage/bin/chaos"
 cp README.md "$stage/"
+mkdir -p "$stage/docs"
+cp docs/*.md docs/*.png "$stage/docs/"   # the pages README.md links to
 cp -R Scenarios "$stage/Scenarios"
 if [ -d Protos ]; then cp -R Protos "$stage/Protos"; fi
 for license in LICENSE LICENSE.txt LICENSE.md COPYING; do
@@ -72,7 +74,8 @@ chaos $version for Linux $arch
   bin/chaos    the executable; the Swift runtime and Foundation are linked in, no Swift toolchain needed
   Scenarios/   example scenarios (start with quickstart.yaml)
   Protos/      the demo gRPC descriptor set that Scenarios/grpc*.yaml name
-  README.md    the documentation
+  README.md    where to start
+  docs/        the documentation, one page per task (README.md links each)
 
 Needs Linux $arch with glibc ${glibc:-(see objdump -T bin/chaos)} or newer, libpcap and zlib:
   Debian, Ubuntu 22.04:  sudo apt-get install -y libpcap0.8 zlib1g

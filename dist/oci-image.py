@@ -4,7 +4,7 @@
     python3 dist/oci-image.py dist/chaos-<version>-linux-<arch>.tar.gz OUT_DIR [--name ghcr.io/chaos-harness/chaos]
 
 The image has one layer, the same file system the Containerfile's image has where chaos looks:
-  /usr/local/bin/chaos, /usr/local/share/chaos/{Scenarios,Protos,README.md,INSTALL},
+  /usr/local/bin/chaos, /usr/local/share/chaos/{Scenarios,Protos,README.md,docs,INSTALL},
   /etc/passwd and /etc/group with root and chaos (65532:65532), /etc/nsswitch.conf,
   /reports and /etc/chaos owned by 65532, /tmp (1777),
 and, since debian:bookworm-slim cannot be pulled here, the shared libraries that `ldd` says the binary and /bin/sh
@@ -210,7 +210,7 @@ def main():
             layer.directory(name)
         layer.file_from("usr/local/bin/chaos", binary, mode=0o755)
         share = "usr/local/share/chaos"
-        for item in ["Scenarios", "Protos", "README.md", "INSTALL", "LICENSE"]:
+        for item in ["Scenarios", "Protos", "README.md", "docs", "INSTALL", "LICENSE"]:
             source = os.path.join(top, item)
             if os.path.isdir(source):
                 for root, dirs, files in os.walk(source):

@@ -14,7 +14,7 @@ struct ShippedScenariosTests {
             .filter { $0.hasSuffix(".yaml") }.sorted()
     }
 
-    @Test("there are the scenarios the README promises")
+    @Test("there are the scenarios the docs promise")
     func allThere() {
         #expect(
             Set(Self.files).isSuperset(of: [

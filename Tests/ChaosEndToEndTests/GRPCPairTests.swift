@@ -55,7 +55,7 @@ struct GRPCPairTests {
     /// sides (the resume the buggy pair gets wrong), then, once the pair stopped producing (``producing``), a FIN
     /// cut, a GOAWAY (this client does not end calls: its call dies with the connection at the grace's end) and a
     /// reset. A cut in mid-stream can discard messages the consumer's kernel had taken but grpcio had not handed to
-    /// the (slow, Python) application yet, which the audit counts as delivered (README, "The audit": the one limit),
+    /// the (slow, Python) application yet, which the audit counts as delivered (docs/audit.md, "Delivered means acknowledged": the one limit),
     /// so the logs could not be the ground truth; `goawayIsRidden` drains a GOAWAY in mid-stream with calls that
     /// end cleanly.
     /// How long the pair produces: its clock starts once Python has imported grpcio (a second or more after the run's

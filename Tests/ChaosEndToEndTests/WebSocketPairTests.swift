@@ -12,7 +12,7 @@ struct WebSocketPairTests {
 
     /// The reset comes once the pair stopped producing (`--send-for 11`): a reset in mid-stream can discard a
     /// message the consumer's kernel had taken but the (slow, Python) consumer had not read yet, which the audit
-    /// counts as delivered (README, "The audit": the one limit), so the logs could not be the ground truth.
+    /// counts as delivered (docs/audit.md, "Delivered means acknowledged": the one limit), so the logs could not be the ground truth.
     static let faults = """
           - partition: {at: 2s, for: 4s, direction: both}
           - disconnect: {at: 8s, mode: close}

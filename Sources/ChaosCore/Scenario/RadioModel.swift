@@ -31,6 +31,6 @@ public struct RadioModel: Sendable, Codable, Equatable, Hashable, CustomStringCo
 
 /// A carrier-grade NAT's idle timeout: the default of the `cgnat` profile and of a `nat` fault that names none.
 public enum CarrierNAT {
-    /// 5 minutes (PRODUCT §11; the README names the measurements behind it).
+    /// 5 minutes (PRODUCT §11; docs/mobile-faults.md names the measurements behind it).
     public static let defaultIdleTimeout = ChaosDuration.seconds(Int64(300))
 }
