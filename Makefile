@@ -4,8 +4,11 @@
 SWIFT ?= swift
 APT_PACKAGES := libpcap-dev zlib1g-dev tshark tcpdump socat haproxy iperf3 iproute2 jq python3
 CHAOS := .build/debug/chaos
+# No debug info in the debug build: it builds in about three quarters of the time (the tests need no debugger), and
+# `make demo` and `make test` share one build.
+SWIFT_BUILD_FLAGS ?= -debug-info-format none
 
-.PHONY: all deps build demo test bench fuzz clean check-manifests scale dist image action-check
+.PHONY: all deps build demo test style format bench fuzz clean check-manifests scale dist image action-check
 
 all: build
 
@@ -30,52 +33,29 @@ deps:
 	@python3 -c 'import trustme' 2>/dev/null || python3 -m pip install -q trustme
 
 build: deps
-	$(SWIFT) build --product chaos
+	$(SWIFT) build --product chaos $(SWIFT_BUILD_FLAGS)
 
 # Runs the quickstart scenario against the built-in reference pair and prints where the report is.
 demo: build
 	$(CHAOS) run Scenarios/quickstart.yaml
-
-# The capture comparisons (a live audit against tcpdump of the same run, with third-party pairs) run on their
-# own after the rest: each drives a whole run and a tcpdump, and the two cores are enough for one at a time.
-# The Toxiproxy client checks (one chaos process each, a bandwidth measured as a ratio) run with them.
-# Nothing here asserts a wall-clock tolerance: timing is tested in virtual time, and measured by `make bench`.
-# Every protocol's third-party pair suite (`<Protocol>PairTests`) but gRPC's and SSE's is one of them, whatever the protocol.
-# The SSE pair (aiohttp-sse) runs alone after them: started in the heavy phase's first burst of Python peers, its
-# clients connected after the first faults (two streams where four were expected).
-HEAVY_SUITES := \.CaptureAuditTests|LoopbackCaptureTests|DeliveredMeansAcknowledgedTests|\.(?!GRPC|SSE)\w+PairTests|ToxiproxyClientTests|ShippedWebSocketScenarioTests|ShippedMobileDayScenarioTests
-# The gRPC pairs (Python grpcio, then the grpc-swift reference pair) last, one at a time: their consumers are the
-# slowest, and the comparison with their logs wants the machine to themselves.
-GRPC_SUITES := GRPCPairTests|ShippedGRPCScenarioTests
-# The offline TLS audits of third-party pairs (Python websockets and grpcio, tcpdump, tshark) on their own too: run
-# beside the heavy suites, their Python processes slowed the SSE pair's start past its first faults.
-TLS_CAPTURE_SUITES := TLSCaptureAuditTests
-# The audit held back on purpose (two runs, about 12 s) on its own: started beside the heavy suites, it slowed their
-# Python peers' start past the first faults.
-BACKPRESSURE_SUITES := AuditBackpressureTests
-# The fleet (several chaos agents and a demo pair per test, then 300 streams across network namespaces) alone, one
-# test at a time: beside the heavy suites, its load delayed the Python peers' start and its own pair's connects.
-FLEET_SUITES := FleetMergeTests|FleetNamespaceTests
 
 # The Kubernetes manifests (deploy/kubernetes): kustomize renders every overlay, kubernetes-validate --strict checks
 # the output against the Kubernetes 1.30 schemas, and the conventions (hardening, token, --agent) hold (~5 s).
 check-manifests:
 	Tests/deploy/check-manifests.sh
 
-test: deps check-manifests
-	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build --skip "$(HEAVY_SUITES)|SSEPairTests|$(GRPC_SUITES)|$(TLS_CAPTURE_SUITES)|$(BACKPRESSURE_SUITES)|$(FLEET_SUITES)"
-	$(SWIFT) test --skip-build --filter "$(HEAVY_SUITES)"
-	$(SWIFT) test --skip-build --filter SSEPairTests
-	$(SWIFT) test --skip-build --filter "$(BACKPRESSURE_SUITES)"
-	$(SWIFT) test --skip-build --filter FleetMergeTests
-	$(SWIFT) test --skip-build --filter FleetNamespaceTests
-	$(SWIFT) test --skip-build --filter "$(TLS_CAPTURE_SUITES)"
-	$(SWIFT) test --skip-build --filter GRPCPairTests
-	$(SWIFT) test --skip-build --filter ShippedGRPCScenarioTests
-	.build/debug/chaos-fuzz replay Fuzz/corpus
-	.build/debug/chaos validate deploy/kubernetes/base/scenario.yaml >/dev/null
-	.build/debug/chaos validate deploy/kubernetes/sidecar/scenario.yaml >/dev/null
+# The style gate alone (make test runs it too): swift-format with the root's .swift-format. `make format` fixes.
+style:
+	Tests/style/check-format.sh
+
+format:
+	git ls-files -z '*.swift' | grep -zv '/Generated/' | xargs -0 $(SWIFT) format format --in-place --parallel
+
+# The whole suite, in phases: deps, the Kubernetes manifests, the style gate (swift-format), the build, the docs' links
+# and flags, then the tests in lanes side by side (Tests/run-tests.sh says which, and why), and a table of each phase's
+# time at the end. A phase's log is in .build/test-logs/.
+test:
+	SWIFT="$(SWIFT)" SWIFT_BUILD_FLAGS="$(SWIFT_BUILD_FLAGS)" Tests/run-tests.sh
 
 # A release tarball (dist/chaos-<version>-linux-<arch>.tar.gz + .sha256): a release build with the Swift runtime and
 # Foundation linked in (.build-release/, at idle CPU priority), checked to need only glibc, libpcap and zlib (ldd), and

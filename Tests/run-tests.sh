@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# `make test`: the checks, the build, then every test, and a table of where the time went.
+#
+# The tests run straight from the built test binary (no `swift test`: it holds a lock on .build, so two could not run
+# at once, and costs seconds per call). They run in lanes at the same time:
+# - the unit lane: every suite outside ChaosEndToEndTests (EmbeddedChannel and virtual time for the most part, plus
+#   socket tests with no wall-clock tolerance), then the fuzz corpus replay and the shipped scenarios' validation. It
+#   is CPU-bound, so it runs at the lowest CPU priority (nice 19): it takes whatever the other lanes leave.
+# - the commands lane: the rest of ChaosEndToEndTests (the chaos binary run as a user runs it: bad input, validate,
+#   lifecycle, short runs). At normal priority: a child process of a niced lane is niced too, and a pair command that
+#   exits at once must be seen to exit within the start-up window.
+# - the pair lanes: the suites whose runs take real time (a scenario of 15-60 s against a pair of processes, Python
+#   peers among them, tcpdump, network namespaces). Each lane runs its suites one after the other; the lanes run side
+#   by side. They wait on the clock far more than they use the CPU, and nice keeps the unit lane out of their way.
+# Nothing here asserts a wall-clock tolerance: timing is tested in virtual time, and measured by `make bench`.
+#
+# Usage: Tests/run-tests.sh (from make test; SWIFT and SWIFT_BUILD_FLAGS as the Makefile sets them).
+# The logs of each phase are in .build/test-logs/; a failing phase's failures and tail are printed at the end.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+SWIFT=${SWIFT:-swift}
+read -r -a BUILD_FLAGS <<<"${SWIFT_BUILD_FLAGS:-}"
+LOGS=.build/test-logs
+TESTS=.build/debug/chaosPackageTests.xctest
+
+# The pair lanes: one line each, the suites it runs in order (test-ID regexes, one per phase). Balanced by the suites'
+# times in a fresh-clone run (the longest suite, gRPC's pairs, sets the floor).
+# Python peers take the longest to start (grpcio's import above all), so the gRPC pairs start after the first burst.
+PAIR_LANES=(
+  "MobilePathPairTests \.CaptureAuditTests LoopbackCaptureTests GRPCPairTests"
+  "ShippedGRPCScenarioTests DeliveredMeansAcknowledgedTests AuditBackpressureTests"
+  "TLSPairTests ToxiproxyClientTests"
+  "ShippedMobileDayScenarioTests SSEPairTests"
+  "ShippedWebSocketScenarioTests FleetMergeTests FleetNamespaceTests"
+  "TLSCaptureAuditTests WebSocketPairTests"
+)
+
+mkdir -p .build
+rm -rf "$LOGS"
+mkdir -p "$LOGS"
+started=$(date +%s.%N)
+
+# Runs one phase: `phase NAME LANE COMMAND…`, its output in $LOGS/NAME.log, its time and status in $LOGS/NAME.time.
+phase() {
+  local name=$1 lane=$2
+  shift 2
+  local t0 t1 status
+  t0=$(date +%s.%N)
+  "$@" >"$LOGS/$name.log" 2>&1
+  status=$?
+  t1=$(date +%s.%N)
+  echo "$name $lane $t0 $t1 $status" >"$LOGS/$name.time"
+  return $status
+}
+
+# A phase whose failure stops make test at once (the checks and the build).
+step() {
+  local name=$1
+  shift
+  echo "== $name"
+  if ! phase "$name" setup "$@"; then
+    echo "make test: $name failed:" >&2
+    tail -n 80 "$LOGS/$name.log" >&2
+    exit 1
+  fi
+}
+
+# Runs the test binary on the suites a regex names (--filter) or on all others (--skip).
+swift_testing() {
+  timeout --kill-after=10 900 "$TESTS" --testing-library swift-testing "$@"
+}
+
+step deps make -s deps
+step manifests Tests/deploy/check-manifests.sh
+step style Tests/style/check-format.sh
+step build "$SWIFT" build --build-tests "${BUILD_FLAGS[@]}"
+step docs Tests/docs/check-docs.sh .build/debug/chaos
+
+lane_regexes=()
+for lane in "${PAIR_LANES[@]}"; do
+  for suite in $lane; do lane_regexes+=("$suite"); done
+done
+every_pair_suite=$(
+  IFS='|'
+  echo "${lane_regexes[*]}"
+)
+
+tests_started=$(date +%s.%N)
+echo "== tests: the unit lane, the commands lane and ${#PAIR_LANES[@]} pair lanes side by side (logs in $LOGS/)"
+pids=()
+(
+  phase unit unit nice -n 19 timeout --kill-after=10 900 "$TESTS" --testing-library swift-testing \
+    --skip "ChaosEndToEndTests|$every_pair_suite"
+  phase fuzz-replay unit nice -n 19 .build/debug/chaos-fuzz replay Fuzz/corpus
+  phase validate-deploy unit sh -c '.build/debug/chaos validate deploy/kubernetes/base/scenario.yaml &&
+    .build/debug/chaos validate deploy/kubernetes/sidecar/scenario.yaml'
+) &
+pids+=($!)
+(phase commands commands swift_testing --filter ChaosEndToEndTests --skip "$every_pair_suite") &
+pids+=($!)
+index=0
+for lane in "${PAIR_LANES[@]}"; do
+  index=$((index + 1))
+  (
+    for suite in $lane; do
+      name=$(echo "$suite" | tr -d '\\.')
+      phase "$name" "pairs-$index" swift_testing --filter "$suite"
+    done
+  ) &
+  pids+=($!)
+done
+for pid in "${pids[@]}"; do wait "$pid"; done
+finished=$(date +%s.%N)
+
+# The table: every phase with its lane, its time, its tests and its result; then each lane's total and the whole.
+strip() { sed -E 's/\x1b\[[0-9;]*m//g' "$1"; }
+passed=0
+failed=0
+failures=()
+printf '\n%-34s %-9s %8s %6s  %s\n' phase lane seconds tests result
+while read -r name lane t0 t1 status; do
+  log="$LOGS/$name.log"
+  tests=$(strip "$log" | sed -nE 's/.*Test run with ([0-9]+) tests?( in [0-9]+ suites?)? (passed|failed).*/\1/p' | tail -n 1)
+  failing=$(strip "$log" | grep -cE '^✘ Test ".* failed after' || true)
+  if [ -n "$tests" ]; then
+    passed=$((passed + tests - failing))
+    failed=$((failed + failing))
+  fi
+  result=ok
+  if [ "$status" != 0 ]; then
+    result="FAILED (exit $status)"
+    failures+=("$name")
+    if [ "$failing" = 0 ] && [ -n "$tests" ]; then failed=$((failed + 1)); fi
+  fi
+  printf '%-34s %-9s %8.1f %6s  %s\n' "$name" "$lane" "$(echo "$t1 - $t0" | bc)" "${tests:--}" "$result"
+done < <(cat "$LOGS"/*.time | sort -k3,3n)
+for lane in unit commands $(seq -f 'pairs-%g' 1 ${#PAIR_LANES[@]}); do
+  total=$(cat "$LOGS"/*.time | awk -v lane="$lane" '$2 == lane { s += $4 - $3 } END { printf "%.1f", s }')
+  printf '%-34s %-9s %8s\n' "lane $lane" "" "$total"
+done
+printf '%-34s %-9s %8.1f\n' "tests (lanes side by side)" "" "$(echo "$finished - $tests_started" | bc)"
+printf '%-34s %-9s %8.1f\n' "make test (all of the above)" "" "$(echo "$finished - $started" | bc)"
+
+for name in "${failures[@]}"; do
+  echo
+  echo "---- $name failed ($LOGS/$name.log): its failing tests and issues, then its last lines"
+  strip "$LOGS/$name.log" | grep -E '^✘ ' | head -n 40
+  strip "$LOGS/$name.log" | tail -n 40
+done
+echo
+echo "tests: $passed passed, $failed failed"
+[ ${#failures[@]} = 0 ]
