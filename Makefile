@@ -4,8 +4,8 @@
 SWIFT ?= swift
 APT_PACKAGES := libpcap-dev zlib1g-dev tshark tcpdump socat haproxy iperf3 iproute2 jq python3
 CHAOS := .build/debug/chaos
-# No debug info in the debug build: it builds in about three quarters of the time (the tests need no debugger), and
-# `make demo` and `make test` share one build.
+# No debug info in the debug build: less to compile and link (the tests need no debugger); `make demo` and `make test`
+# build with the same flags, so they share one build.
 SWIFT_BUILD_FLAGS ?= -debug-info-format none
 
 .PHONY: all deps build demo test style format bench fuzz clean check-manifests scale dist image action-check

@@ -26,15 +26,18 @@ TESTS=.build/debug/chaosPackageTests.xctest
 
 # The pair lanes: one line each, the suites it runs in order (test-ID regexes, one per phase). Balanced by the suites'
 # times in a fresh-clone run (the longest suite, gRPC's pairs, sets the floor).
-# Python peers take the longest to start (grpcio's import above all), so the gRPC pairs start after the first burst.
+# The longest lanes first (they start first).
 PAIR_LANES=(
+  "TLSCaptureAuditTests WebSocketPairTests"
   "MobilePathPairTests \.CaptureAuditTests LoopbackCaptureTests GRPCPairTests"
   "ShippedGRPCScenarioTests DeliveredMeansAcknowledgedTests AuditBackpressureTests"
   "TLSPairTests ToxiproxyClientTests"
-  "ShippedMobileDayScenarioTests SSEPairTests"
   "ShippedWebSocketScenarioTests FleetMergeTests FleetNamespaceTests"
-  "TLSCaptureAuditTests WebSocketPairTests"
+  "ShippedMobileDayScenarioTests SSEPairTests"
 )
+
+# Seconds between the starts of two pair lanes.
+LANE_STAGGER=3
 
 mkdir -p .build
 rm -rf "$LOGS"
@@ -97,12 +100,15 @@ pids=()
     .build/debug/chaos validate deploy/kubernetes/sidecar/scenario.yaml'
 ) &
 pids+=($!)
-(phase commands commands swift_testing --filter ChaosEndToEndTests --skip "$every_pair_suite") &
-pids+=($!)
+# The commands lane first (about 30 s of chaos processes started and stopped), then the pair lanes, each a few
+# seconds after the one before: their first runs all start Python peers and chaos processes, and started all at once
+# on 2 cores, a peer's start could slip past its scenario's first faults.
+phase commands commands swift_testing --filter ChaosEndToEndTests --skip "$every_pair_suite"
 index=0
 for lane in "${PAIR_LANES[@]}"; do
   index=$((index + 1))
   (
+    sleep $(((index - 1) * LANE_STAGGER))
     for suite in $lane; do
       name=$(echo "$suite" | tr -d '\\.')
       phase "$name" "pairs-$index" swift_testing --filter "$suite"
