@@ -25,6 +25,7 @@ public final class FaultInjector: Sendable {
     private let sink: (any TrafficEventSink)?
     private let logger: Logger
     private let applied = Mutex<[Applied]>([])
+    private let origin = Mutex<Int64>(0)
     private struct BlackoutKey: Hashable {
         var occurrence: Int
         var proxy: ObjectIdentifier
@@ -80,6 +81,10 @@ public final class FaultInjector: Sendable {
     /// Every occurrence applied so far.
     public var appliedSoFar: [Applied] { applied.withLock { $0 } }
 
+    /// The clock's time at which the timeline's zero is: 0, or the moment ``run(from:)`` was told (a run whose pair
+    /// says `ready: connected` starts its timeline once the clients are connected).
+    public var timelineOrigin: Int64 { origin.withLock { $0 } }
+
     /// An active occurrence's end, ordered by time and then by index (the order a timeline ends them in).
     private struct PendingEnd: Comparable, Sendable {
         var occurrence: FaultOccurrence
@@ -102,9 +107,11 @@ public final class FaultInjector: Sendable {
         }
     }
 
-    /// Applies the timeline until its end (or until cancelled, which lifts active faults). The timeline is
+    /// Applies the timeline, its zero at `timelineOrigin` on the clock, until its end (or until cancelled, which lifts
+    /// active faults). The timeline is
     /// drawn as time reaches it: memory is the active occurrences, whatever the run's length.
-    public func run() async {
+    public func run(from timelineOrigin: Int64 = 0) async {
+        origin.withLock { $0 = timelineOrigin }
         var upcoming = timeline.lazy.filter { [skippingBefore] in $0.end.nanoseconds >= skippingBefore }.makeIterator()
         var nextStart = upcoming.next()
         var ends = MinHeap<PendingEnd>()
@@ -120,7 +127,7 @@ public final class FaultInjector: Sendable {
             } else {
                 break
             }
-            do { try await clock.sleep(until: action.at.nanoseconds) } catch { break }
+            do { try await clock.sleep(until: timelineOrigin + action.at.nanoseconds) } catch { break }
             switch action {
             case .end(let occurrence):
                 active.removeValue(forKey: occurrence.index)

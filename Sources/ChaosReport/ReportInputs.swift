@@ -42,6 +42,9 @@ public struct ReportInputs: Sendable {
     /// A merge of agents that each drew their own timeline (`per-agent`): occurrence index → the agent that applied it
     /// (named instead of ``faultAgents``).
     public var faultAgentByOccurrence: [Int: String]?
+    /// Where the timeline's zero is on the run's clock: zero, or the moment the clients were connected (a pair whose
+    /// client says `ready: connected`). Each fault is reported at its time on the run's clock, as anomalies are.
+    public var timelineOrigin: ChaosDuration = .zero
 
     /// Creates the inputs; only the first few are required.
     public init(
@@ -99,7 +102,8 @@ extension RunReport {
     public init(_ inputs: ReportInputs) {
         let audit = inputs.audit
         let impacts = Dictionary(audit.faults.map { ($0.occurrence, $0) }, uniquingKeysWith: { first, _ in first })
-        let faults = inputs.timeline.occurrences(through: inputs.elapsed).map { occurrence in
+        let origin = inputs.timelineOrigin
+        let faults = inputs.timeline.occurrences(through: .nanoseconds(inputs.elapsed.nanoseconds - origin.nanoseconds)).map { occurrence in
             let impact = impacts[occurrence.index]
             var detail = Dictionary(occurrence.effect.parameters, uniquingKeysWith: { first, _ in first })
             if let agent = inputs.faultAgentByOccurrence?[occurrence.index] {
@@ -110,7 +114,7 @@ extension RunReport {
             return FaultRecord(
                 kind: occurrence.kind.rawValue,
                 occurrence: occurrence.index,
-                atS: occurrence.at.seconds,
+                atS: (origin + occurrence.at).seconds,
                 forS: occurrence.lasts.seconds,
                 connections: inputs.faultConnections[occurrence.index] ?? impact?.connectionsClosed ?? 0,
                 detail: detail,

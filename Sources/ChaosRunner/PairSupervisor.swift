@@ -38,6 +38,8 @@ public final class PairSupervisor: Sendable {
     private let directory: URL
     private let selfPath: String
     private let now: @Sendable () -> Int64
+    /// The connections the proxies have accepted so far (a client's `ready: connected` waits for one per client).
+    private let connections: @Sendable () -> Int64
     private let state = Mutex<(running: [Running], exits: [Exit], stopping: Bool, reaper: Task<Void, Never>?)>(([], [], false, nil))
     private static func check(_ interrupted: @Sendable () -> Bool) throws {
         if interrupted() { throw ChaosError(.pair, "stopped by a signal while the pair was starting") }
@@ -50,13 +52,15 @@ public final class PairSupervisor: Sendable {
         values: [String: String],
         directory: URL,
         selfPath: String,
-        now: @escaping @Sendable () -> Int64
+        now: @escaping @Sendable () -> Int64,
+        connections: @escaping @Sendable () -> Int64 = { 0 }
     ) {
         self.pair = pair
         self.values = values
         self.directory = directory
         self.selfPath = selfPath
         self.now = now
+        self.connections = connections
     }
 
     /// Every exit so far.
@@ -88,11 +92,39 @@ public final class PairSupervisor: Sendable {
             }
         }
         if let client = pair.client {
+            let opened = connections()
             var started: [Member] = []
             for index in 1...client.count {
                 started.append(try launch(name: "client-\(index)", command: command(client.run, index: index)))
             }
             try await checkAlive(started, within: Self.startupWindow, interrupted: interrupted)
+            if client.ready == ProcessSpec.connectedCheck {
+                try await waitConnected(started, from: opened, timeout: readyTimeout, interrupted: interrupted)
+            }
+        }
+    }
+
+    /// Whether the run's timeline starts once the clients are connected (`pair.client.ready: connected`).
+    public var waitsForClients: Bool { pair.client?.ready == ProcessSpec.connectedCheck }
+
+    /// Waits until the proxies have accepted one connection per client since `opened` (their count before the
+    /// clients started); a client that exits first is a `pair` error, and so is a wait past `timeout`.
+    private func waitConnected(_ clients: [Member], from opened: Int64, timeout: Double, interrupted: @Sendable () -> Bool) async throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while connections() - opened < Int64(clients.count) {
+            try Self.check(interrupted)
+            for member in clients {
+                if let status = exitStatus(of: member) { throw failure(member, "exited with status \(status) before it connected") }
+            }
+            guard Date() < deadline else {
+                throw ChaosError(
+                    .pair,
+                    "pair clients were not connected (ready: connected) after \(Int(timeout)) s: "
+                        + "\(connections() - opened) of \(clients.count) connections through the proxies; "
+                        + "are the clients pointed at a proxy's listen address ({listen.port})?"
+                )
+            }
+            try? await Task.sleep(nanoseconds: 10_000_000)
         }
     }
 

@@ -57,26 +57,29 @@ extension ScenarioRunner {
         if scenario.protocolSpec == nil, errorReason == nil, !scenario.expectations.isEmpty {
             errorReason = "the scenario has expectations but no protocol: section, so messages could not be audited"
         }
-        return RunReport(
-            ReportInputs(
-                scenario: scenario.name,
-                seed: configuration.timeline.seed,
-                startedAt: startedAt,
-                elapsed: .nanoseconds(elapsed),
-                complete: complete,
-                timeline: configuration.timeline,
-                audit: audit,
-                expectations: scenario.expectations,
-                replay: configuration.replayCommand,
-                planned: configuration.timeline.duration,
-                connections: connections,
-                faultConnections: faultConnections,
-                pairExits: pairExits,
-                errorReason: errorReason,
-                extra: extra,
-                auditBackpressureS: auditQueue?.seconds,
-                faultAgents: configuration.agent.map { [$0] }
-            )
+        var inputs = ReportInputs(
+            scenario: scenario.name,
+            seed: configuration.timeline.seed,
+            startedAt: startedAt,
+            elapsed: .nanoseconds(elapsed),
+            complete: complete,
+            timeline: configuration.timeline,
+            audit: audit,
+            expectations: scenario.expectations,
+            replay: configuration.replayCommand,
+            planned: configuration.timeline.duration,
+            connections: connections,
+            faultConnections: faultConnections,
+            pairExits: pairExits,
+            errorReason: errorReason,
+            extra: extra,
+            auditBackpressureS: auditQueue?.seconds,
+            faultAgents: configuration.agent.map { [$0] }
         )
+        if let origin = injector?.timelineOrigin, origin > 0 {
+            inputs.timelineOrigin = .nanoseconds(origin)
+            inputs.extra?["timeline.origin_s"] = String(format: "%.3f", Double(origin) / 1e9)
+        }
+        return RunReport(inputs)
     }
 }

@@ -71,7 +71,8 @@ extension ScenarioRunner {
             values: values,
             directory: directory,
             selfPath: configuration.selfPath,
-            now: { clock.now() }
+            now: { clock.now() },
+            connections: { proxies.map(\.counters.opened).reduce(0, +) }
         )
     }
 }

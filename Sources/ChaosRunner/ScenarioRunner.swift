@@ -254,6 +254,10 @@ public final class ScenarioRunner: Sendable {
                     injector: injector,
                     duration: timeline.duration,
                     drain: configuration.drain,
+                    clock: clock,
+                    // A fleet's agents share one zero (`--start-at`), and the merge places their timelines on it.
+                    startsWhenPairIsUp: scenario.pair?.client?.ready == ProcessSpec.connectedCheck && configuration.agent == nil
+                        && configuration.startAt == nil,
                     begin: begin,
                     stopping: stopping
                 ),

@@ -21,6 +21,7 @@ struct CaptureAuditTests {
           client:
             run: chaos demo client --connect 127.0.0.1:{listen.port} --stream c{index} --rate 40
             count: 2
+            ready: connected
         protocol:
           framing: lines
           seq: seq

@@ -24,6 +24,7 @@ struct DeliveredMeansAcknowledgedTests {
               client:
                 run: python3 \(pair) client --connect 127.0.0.1:{listen.port} --stream c{index} --log {run_dir}/client-{index}.jsonl \(common)
                 count: 2
+                ready: connected
             protocol:
               framing: lines
               seq: seq

@@ -86,6 +86,7 @@ struct GRPCPairTests {
           client:
             run: python3 \(pair) client --connect 127.0.0.1:{listen.port} --stream c{index} --log {run_dir}/client-{index}.jsonl \(flags)
             count: 2
+            ready: connected
             stop_grace: 1s
         protocol:
           framing: grpc

@@ -95,6 +95,9 @@ struct LoopbackTLSPair {
             if kind == .websocket { flags += ["--keylog", "\(folder)/keys-\(index).log"] + clientFlags }
             try clientProcesses.start([script, "client"] + flags, output: "\(folder)/client-\(index).out")
         }
+        // The pair's time counts from the clients' connections, not from their start: a Python client on a loaded
+        // machine can take seconds to import its libraries, and its production (`--send-for`) counts from its start.
+        try await waitUntilConnected(clients: clients, folder: folder)
         try await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
         // Clients first (a WebSocket client closes with 1000, a gRPC one cancels its call), then the servers.
         try await clientProcesses.stop()
@@ -112,6 +115,19 @@ struct LoopbackTLSPair {
             case .grpc: GRPCPairTests.scenario(listen: port, upstream: upstream, fields: .names, flags: "")
             }
         return LoopbackTLSPair(folder: folder, port: port, scenario: try ChaosCLI.scenarioFile(scenario))
+    }
+
+    /// Waits (at most 30 s) until every client's log says it connected.
+    static func waitUntilConnected(clients: Int, folder: String) async throws {
+        for _ in 0..<300 {
+            let connected = (1...clients).filter { index in
+                let log = (try? String(contentsOfFile: "\(folder)/client-\(index).jsonl", encoding: .utf8)) ?? ""
+                return log.contains("\"event\": \"connected\"")
+            }
+            if connected.count == clients { return }
+            try await Task.sleep(nanoseconds: 100_000_000)
+        }
+        Issue.record("not every client connected within 30 s (\(folder))")
     }
 
     /// Waits (at most 15 s) until 127.0.0.1:`port` accepts connections.

@@ -25,6 +25,7 @@ struct SSEPairTests {
           client:
             run: python3 \(pair) client --connect 127.0.0.1:{listen.port} --stream c{index} --log {run_dir}/client-{index}.jsonl \(bug)
             count: 2
+            ready: connected
             stop_grace: 1s
         protocol:
           framing: sse

@@ -67,6 +67,7 @@ struct TLSPairTests {
               client:
                 run: python3 \(pair) client --connect 127.0.0.1:{listen.port} --stream c{index} --log {run_dir}/client-{index}.jsonl \(client) \(common)
                 count: 2
+                ready: connected
                 stop_grace: 1s
             protocol:
             \(protocolBlock)

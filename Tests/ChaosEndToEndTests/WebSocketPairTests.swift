@@ -45,6 +45,7 @@ struct WebSocketPairTests {
               client:
                 run: python3 \(pair) client --connect 127.0.0.1:{listen.port} --stream c{index} --log {run_dir}/client-{index}.jsonl \(common)
                 count: 2
+                ready: connected
                 stop_grace: 1s
             protocol:
               framing: websocket

@@ -15,15 +15,27 @@ extension ProcessSpec {
         for placeholder in ScenarioReader.placeholders(in: run) where !Self.placeholders.contains(placeholder) {
             throw bad("\(field).run: unknown placeholder {\(placeholder)}")
         }
-        if let ready, !Self.isReadyCheck(ready) { throw bad("\(field).ready must be 'tcp HOST:PORT', found '\(ready)'") }
+        let client = field == "pair.client"
+        if let ready, !Self.isReadyCheck(ready, client: client) {
+            throw bad("\(field).ready must be \(Self.readyChecks(client: client)), found '\(ready)'")
+        }
         guard (1...Scenario.mostClients).contains(count) else {
             throw bad("\(field).count must be 1 to \(Scenario.mostClients), found \(count)")
         }
         try Scenario.check(stopGrace, "\(field).stop_grace", positive: false, bad)
     }
 
-    /// `tcp HOST:PORT`, placeholders allowed in the address.
-    static func isReadyCheck(_ text: String) -> Bool {
+    /// A client's `ready`: the run's timeline starts once every client has a connection through a proxy.
+    public static let connectedCheck = "connected"
+
+    /// What a `ready` may say, for an error message.
+    static func readyChecks(client: Bool) -> String {
+        client ? "'\(connectedCheck)' or 'tcp HOST:PORT'" : "'tcp HOST:PORT'"
+    }
+
+    /// `tcp HOST:PORT`, placeholders allowed in the address; for a client also `connected`.
+    static func isReadyCheck(_ text: String, client: Bool = false) -> Bool {
+        if client, text == connectedCheck { return true }
         let parts = text.split(separator: " ", maxSplits: 1)
         return parts.count == 2 && parts[0] == "tcp" && HostPort(parsing: String(parts[1]).replacingPlaceholdersForCheck) != nil
     }

@@ -186,8 +186,8 @@ struct ScenarioReader {
         var ready: String?
         if let readyValue = map["ready"] {
             let text = try readyValue.string("\(what).ready")
-            guard ProcessSpec.isReadyCheck(text) else {
-                throw readyValue.error("\(what).ready must be 'tcp HOST:PORT', found '\(text)'")
+            guard ProcessSpec.isReadyCheck(text, client: what == "pair.client") else {
+                throw readyValue.error("\(what).ready must be \(ProcessSpec.readyChecks(client: what == "pair.client")), found '\(text)'")
             }
             ready = text
         }

@@ -145,7 +145,10 @@ public struct PairSpec: Sendable, Codable, Equatable {
 public struct ProcessSpec: Sendable, Codable, Equatable {
     /// The command line, with `{listen.port}`, `{upstream.port}`, `{index}` placeholders.
     public var run: String
-    /// A readiness check: `tcp HOST:PORT` waits until it accepts.
+    /// A readiness check: `tcp HOST:PORT` waits until it accepts (the server). A client's `connected` waits until
+    /// every client has a connection through a proxy, and the run's timeline (its faults and its duration) starts
+    /// then, not at the proxies' start: a pair that is slow to start on a loaded machine still meets its faults at
+    /// the times the scenario gives, counted from the moment it is up.
     public var ready: String?
     /// How many copies to start (clients), 1 by default.
     public var count: Int

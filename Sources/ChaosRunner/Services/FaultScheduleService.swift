@@ -11,6 +11,10 @@ struct FaultScheduleService: Service {
     let injector: FaultInjector
     let duration: ChaosDuration
     let drain: ChaosDuration
+    /// The run's clock, and whether the timeline's zero is the moment the pair is up (its clients connected, when
+    /// the scenario's client says `ready: connected`) rather than the clock's own zero.
+    let clock: RunClock
+    let startsWhenPairIsUp: Bool
     /// Called once the pair is up, before the first fault (the banner and the first checkpoint).
     let begin: @Sendable () -> Void
     /// Called as the schedule ends, however it ends: the run is stopping. This service is the first the group
@@ -21,8 +25,9 @@ struct FaultScheduleService: Service {
     func run() async throws {
         defer { stopping() }
         guard await state.waitForPair() else { return }
+        let origin = startsWhenPairIsUp ? clock.now() : 0
         begin()
-        let faults = Task { [injector] in await injector.run() }
+        let faults = Task { [injector] in await injector.run(from: origin) }
         let ranToEnd: Bool
         do {
             try await cancelWhenGracefulShutdown { try await Task.sleep(nanoseconds: UInt64(max(0, duration.nanoseconds))) }

@@ -14,7 +14,7 @@ HTTP/2 keepalive (both sides PING every --keepalive seconds, --keepalive-timeout
 partition on both sides; the client then opens a new call (grpcio reconnects the channel by itself).
 
 --drop-on-resume N makes the producer buggy: on every resume it throws away the first N unprocessed messages
-instead of retransmitting them. --send-for S stops producing after S seconds.
+instead of retransmitting them. --send-for S stops producing S seconds after the process's first connection.
 
 --call-for S ends every call cleanly after S seconds (the client stops producing and acknowledging, half-closes,
 and reads what the server still sends up to its OK status), then opens the next one, which resumes by HELLO as
@@ -34,7 +34,7 @@ import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from pair_tls import add_arguments, split_pem
-from resumable_pair import START, Consumer, Log, stop_event
+from resumable_pair import Consumer, Log, producing, stop_event
 PROTOSET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "protos", "follow.protoset")
 METHOD = "/follow.v1.Follow/Race"
 
@@ -109,7 +109,7 @@ async def pump(args, send, producer, make, stop):
     """Streams MSGs at --rate while the call lives."""
     interval = 1.0 / args.rate
     while not stop.is_set():
-        if time.monotonic() - START < args.send_for:
+        if producing(args.send_for):
             seq = producer.make()
             await send(make(kind="MSG", sequence_id=seq))
         await asyncio.sleep(interval)

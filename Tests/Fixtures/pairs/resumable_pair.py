@@ -14,8 +14,8 @@ what they already processed (logged with dup true). Heartbeats: the client sends
 --timeout seconds (how a half-open partition is noticed), and the client reconnects.
 
 --drop-on-resume N makes the producer buggy: on every resume it throws away the first N messages
-the other side had not processed instead of retransmitting them. --send-for S stops producing after
-S seconds (the pair then only heartbeats), so that every message has arrived when the run stops.
+the other side had not processed instead of retransmitting them. --send-for S stops producing S
+seconds after the process's first connection (the pair then only heartbeats), so that every message has arrived when the run stops.
 """
 import argparse
 import asyncio
@@ -27,6 +27,18 @@ import sys
 import time
 
 START = time.monotonic()
+# When this process first produced: its first connection's (a client's own, or the first a server accepted).
+FIRST_PRODUCED = None
+
+
+def producing(send_for):
+    """Whether --send-for still allows a message: S seconds from the process's first connection, not from its start
+    (a Python peer on a loaded machine can take seconds to start, and its server waits for its clients)."""
+    global FIRST_PRODUCED
+    now = time.monotonic()
+    if FIRST_PRODUCED is None:
+        FIRST_PRODUCED = now
+    return now - FIRST_PRODUCED < send_for
 
 
 class Log:
@@ -115,7 +127,7 @@ class Connection(asyncio.Protocol):
         interval = 1.0 / self.args.rate
         next_ping = time.monotonic()
         while not self.closed.done():
-            if time.monotonic() - START < self.args.send_for:
+            if producing(self.args.send_for):
                 self.send(self.producer.make())
             if self.is_client and time.monotonic() >= next_ping:
                 self.send({"type": "PING"})
