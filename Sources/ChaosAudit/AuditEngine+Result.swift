@@ -3,7 +3,7 @@ import ChaosCore
 extension AuditEngine {
     /// Builds the result; `final` counts seqs still in flight as lost and lists lost ranges as anomalies.
     /// The delivery totals so far, without building the whole result (for a progress line every second).
-    public func totalsSoFar() -> DeliveryCounts {
+    package func totalsSoFar() -> DeliveryCounts {
         var totals = DeliveryCounts()
         for ledger in ledgers { totals.add(ledger.result(final: false).counts) }
         totals.updateRatio()

@@ -1,4 +1,4 @@
-public import ChaosCore
+package import ChaosCore
 import ChaosProtocols
 
 /// The audit: reads the ``TrafficEvent`` stream of a run (live from the proxy, or from a capture), frames the
@@ -10,12 +10,12 @@ import ChaosProtocols
 ///
 /// Memory stays bounded on long runs: per stream it keeps range sets (growing with holes, not messages),
 /// per connection only while the connection lives, and at most ``anomalyLimit`` anomalies in detail.
-public final class AuditEngine {
+package final class AuditEngine {
     /// Anomalies kept in detail; every anomaly is counted regardless.
-    public static let anomalyLimit = 1000
+    package static let anomalyLimit = 1000
 
     /// When a message written to its consumer counts as delivered.
-    public enum DeliveryPoint: Sendable {
+    package enum DeliveryPoint: Sendable {
         /// Once the consumer's TCP acknowledged its last byte (`acknowledged` events): what a live
         /// proxy and a capture report. Bytes written into a connection the consumer had already
         /// abandoned are never acknowledged, so they are not delivered.
@@ -25,11 +25,11 @@ public final class AuditEngine {
     }
 
     /// The protocol being audited.
-    public let spec: ProtocolSpec
+    package let spec: ProtocolSpec
     /// When a written message counts as delivered.
-    public let deliveryPoint: DeliveryPoint
+    package let deliveryPoint: DeliveryPoint
     /// Every stream's first seq.
-    public let seqStart: Int64
+    package let seqStart: Int64
     /// Per direction (upstream 0, downstream 1): reads the fields of that direction's messages.
     let extractors: [MessageExtractor]
     /// ``extractors``' two, read per message with no reference counting (the array keeps them).
@@ -53,7 +53,7 @@ public final class AuditEngine {
     /// When the oldest retiring connection is due (kept apart so that the hot path reads one integer).
     var nextRetirement: Int64 = .max
     /// How far past the highest seq of its stream so far a message's seq may be and still be audited.
-    public static let seqJumpLimit: Int64 = 1 << 32
+    package static let seqJumpLimit: Int64 = 1 << 32
     /// How long a connection closed on both sides stays, for writes still under way to it (nanoseconds).
     static let retireGrace: Int64 = 60_000_000_000
     var faults = FaultContext()
@@ -67,16 +67,16 @@ public final class AuditEngine {
     /// HTTP/2 PING round trips: from a PING read from one peer to its ack read from the other.
     var pingRoundTrips = LatencyRecorder()
     /// The time of the latest event.
-    public private(set) var now: Int64 = 0
+    package private(set) var now: Int64 = 0
     /// Set by ``finish()``: later events are ignored.
-    public private(set) var isFinished = false
+    package private(set) var isFinished = false
     /// The run is stopping (its pair is being stopped): see ``acknowledgedAfterClose(_:by:connection:time:)``.
     var isStopping = false
     /// The mobile path's events per connection, and the quiet gaps that show the pair's keepalive.
     var pathTracker = PathTracker()
     /// The NAT timeout and radio tail the run's mobile path set (the runner's); the pair's keepalive is judged
     /// against them. Nil: judged only if the path's events show them.
-    public var pathLimits: PathLimits? {
+    package var pathLimits: PathLimits? {
         didSet { if pathLimits != nil { pathTracker.watching = true } }
     }
     private var finalResult: AuditResult?
@@ -91,7 +91,7 @@ public final class AuditEngine {
     /// Creates an engine for `spec`; `seqStart` overrides `spec.seqStart`; `deliveryPoint` says when a written
     /// message is delivered. Throws `ChaosError.badInput` for a framing or format the audit cannot read, a bad
     /// regex, or a descriptor set that cannot be read or lacks a named field.
-    public init(spec: ProtocolSpec, seqStart: Int64? = nil, deliveryPoint: DeliveryPoint = .acknowledged) throws {
+    package init(spec: ProtocolSpec, seqStart: Int64? = nil, deliveryPoint: DeliveryPoint = .acknowledged) throws {
         self.spec = spec
         self.deliveryPoint = deliveryPoint
         self.seqStart = seqStart ?? spec.seqStart
@@ -118,7 +118,7 @@ public final class AuditEngine {
     /// A read (lines and length-prefixed framings) is held until the next event: when that is the write of the
     /// same buffer at the same offset (the relay wrote the read whole; a capture's standalone connection), the pair
     /// is audited in one pass (``relayed(_:_:)``). Anything else first audits the held read as it came.
-    public func ingest(_ event: TrafficEvent) {
+    package func ingest(_ event: TrafficEvent) {
         guard !isFinished else { return }
         if let held = heldRead {
             heldRead = nil
@@ -204,7 +204,7 @@ public final class AuditEngine {
     }
 
     /// Feeds several events.
-    public func ingest(_ events: some Sequence<TrafficEvent>) {
+    package func ingest(_ events: some Sequence<TrafficEvent>) {
         for event in events { ingest(event) }
     }
 
@@ -217,7 +217,7 @@ public final class AuditEngine {
 
     /// The result so far, without changing any state (for the minute checkpoint). Seqs still in flight on live
     /// connections are not counted as lost yet.
-    public func snapshot() -> AuditResult {
+    package func snapshot() -> AuditResult {
         if let finalResult { return finalResult }
         flushHeldRead()
         return result(final: false)
@@ -227,7 +227,7 @@ public final class AuditEngine {
     /// count as lost), every open recovery measurement is closed, and the final result is returned.
     /// Calling it again returns the same result.
     @discardableResult
-    public func finish() -> AuditResult {
+    package func finish() -> AuditResult {
         if let finalResult { return finalResult }
         flushHeldRead()
         for id in connections.keys.sorted() {

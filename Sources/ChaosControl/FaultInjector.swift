@@ -1,20 +1,20 @@
-public import ChaosCore
-public import ChaosProxy
-public import Logging
+package import ChaosCore
+package import ChaosProxy
+package import Logging
 import NIOCore
 import Synchronization
 
 /// Applies a ``Timeline`` to running proxies at the times it names, on the run's clock, and
 /// records what each occurrence actually hit. Cancelling ``run()`` lifts every active fault.
-public final class FaultInjector: Sendable {
+package final class FaultInjector: Sendable {
     /// What happened when an occurrence was applied.
-    public struct Applied: Sendable, Equatable, Codable {
+    package struct Applied: Sendable, Equatable, Codable {
         /// The occurrence's index in the timeline.
-        public var occurrence: Int
+        package var occurrence: Int
         /// When it was really applied, nanoseconds on the run clock.
-        public var appliedAt: Int64
+        package var appliedAt: Int64
         /// How many live connections it hit (for run-wide faults: those live when it began).
-        public var connections: Int
+        package var connections: Int
     }
 
     private let timeline: Timeline
@@ -39,7 +39,7 @@ public final class FaultInjector: Sendable {
     /// `number` tells its shaping apart from other injectors' on the same proxies (0: the run's own
     /// timeline; a control-API fault: its id). `skippingBefore`: the clock's time when the timeline is handed over
     /// late (a control-API fault, whose times count from the proxy's start): occurrences over by then are skipped.
-    public init(
+    package init(
         timeline: Timeline,
         skippingBefore: Int64 = 0,
         number: Int = 0,
@@ -61,7 +61,7 @@ public final class FaultInjector: Sendable {
 
     /// An injector of occurrences applied one at a time (``apply(_:)``, ``lift(_:)``) rather than from a timeline:
     /// a Toxiproxy toxic, which lasts until it is deleted.
-    public convenience init(
+    package convenience init(
         number: Int,
         proxies: [any FaultTarget],
         clock: any FaultClock,
@@ -79,11 +79,11 @@ public final class FaultInjector: Sendable {
     }
 
     /// Every occurrence applied so far.
-    public var appliedSoFar: [Applied] { applied.withLock { $0 } }
+    package var appliedSoFar: [Applied] { applied.withLock { $0 } }
 
     /// The clock's time at which the timeline's zero is: 0, or the moment ``run(from:)`` was told (a run whose pair
     /// says `ready: connected` starts its timeline once the clients are connected).
-    public var timelineOrigin: Int64 { origin.withLock { $0 } }
+    package var timelineOrigin: Int64 { origin.withLock { $0 } }
 
     /// An active occurrence's end, ordered by time and then by index (the order a timeline ends them in).
     private struct PendingEnd: Comparable, Sendable {
@@ -110,7 +110,7 @@ public final class FaultInjector: Sendable {
     /// Applies the timeline, its zero at `timelineOrigin` on the clock, until its end (or until cancelled, which lifts
     /// active faults). The timeline is
     /// drawn as time reaches it: memory is the active occurrences, whatever the run's length.
-    public func run(from timelineOrigin: Int64 = 0) async {
+    package func run(from timelineOrigin: Int64 = 0) async {
         origin.withLock { $0 = timelineOrigin }
         var upcoming = timeline.lazy.filter { [skippingBefore] in $0.end.nanoseconds >= skippingBefore }.makeIterator()
         var nextStart = upcoming.next()
@@ -180,7 +180,7 @@ public final class FaultInjector: Sendable {
     /// Applies `occurrence` now, whatever its time, until ``lift(_:)``; returns what it hit. Its shaping is keyed
     /// by this injector's number and the occurrence's index.
     @discardableResult
-    public func apply(_ occurrence: FaultOccurrence) async -> Applied {
+    package func apply(_ occurrence: FaultOccurrence) async -> Applied {
         let (count, _) = await begin(occurrence)
         let record = Applied(occurrence: occurrence.index, appliedAt: clock.now(), connections: count)
         applied.withLock { $0.append(record) }
@@ -188,7 +188,7 @@ public final class FaultInjector: Sendable {
     }
 
     /// Lifts an occurrence that ``apply(_:)`` applied.
-    public func lift(_ occurrence: FaultOccurrence) async {
+    package func lift(_ occurrence: FaultOccurrence) async {
         await end(occurrence, handoffTargets: [:], cancelled: true)
     }
 

@@ -1,30 +1,30 @@
 /// A span of time as scenarios write it: `250ms`, `5s`, `2m`, `72h`, `1.5s`, `100us`.
 ///
 /// Stored as whole nanoseconds so that timelines are exact and identical on every machine.
-public struct ChaosDuration: Hashable, Comparable, Sendable, Codable, CustomStringConvertible {
+package struct ChaosDuration: Hashable, Comparable, Sendable, Codable, CustomStringConvertible {
     /// The length in nanoseconds.
-    public var nanoseconds: Int64
+    package var nanoseconds: Int64
 
     /// A duration of `nanoseconds`.
-    public init(nanoseconds: Int64) { self.nanoseconds = nanoseconds }
+    package init(nanoseconds: Int64) { self.nanoseconds = nanoseconds }
 
     /// Zero length.
-    public static let zero = ChaosDuration(nanoseconds: 0)
+    package static let zero = ChaosDuration(nanoseconds: 0)
 
-    public static func nanoseconds(_ n: Int64) -> ChaosDuration { ChaosDuration(nanoseconds: n) }
-    public static func microseconds(_ n: Int64) -> ChaosDuration { ChaosDuration(nanoseconds: n * 1_000) }
-    public static func milliseconds(_ n: Int64) -> ChaosDuration { ChaosDuration(nanoseconds: n * 1_000_000) }
-    public static func seconds(_ n: Int64) -> ChaosDuration { ChaosDuration(nanoseconds: n * 1_000_000_000) }
-    public static func seconds(_ s: Double) -> ChaosDuration { ChaosDuration(nanoseconds: Int64((s * 1e9).rounded())) }
+    package static func nanoseconds(_ n: Int64) -> ChaosDuration { ChaosDuration(nanoseconds: n) }
+    package static func microseconds(_ n: Int64) -> ChaosDuration { ChaosDuration(nanoseconds: n * 1_000) }
+    package static func milliseconds(_ n: Int64) -> ChaosDuration { ChaosDuration(nanoseconds: n * 1_000_000) }
+    package static func seconds(_ n: Int64) -> ChaosDuration { ChaosDuration(nanoseconds: n * 1_000_000_000) }
+    package static func seconds(_ s: Double) -> ChaosDuration { ChaosDuration(nanoseconds: Int64((s * 1e9).rounded())) }
 
     /// The length in seconds.
-    public var seconds: Double { Double(nanoseconds) / 1e9 }
+    package var seconds: Double { Double(nanoseconds) / 1e9 }
 
-    public static func < (lhs: ChaosDuration, rhs: ChaosDuration) -> Bool { lhs.nanoseconds < rhs.nanoseconds }
-    public static func + (lhs: ChaosDuration, rhs: ChaosDuration) -> ChaosDuration {
+    package static func < (lhs: ChaosDuration, rhs: ChaosDuration) -> Bool { lhs.nanoseconds < rhs.nanoseconds }
+    package static func + (lhs: ChaosDuration, rhs: ChaosDuration) -> ChaosDuration {
         ChaosDuration(nanoseconds: lhs.nanoseconds &+ rhs.nanoseconds)
     }
-    public static func - (lhs: ChaosDuration, rhs: ChaosDuration) -> ChaosDuration {
+    package static func - (lhs: ChaosDuration, rhs: ChaosDuration) -> ChaosDuration {
         ChaosDuration(nanoseconds: lhs.nanoseconds &- rhs.nanoseconds)
     }
 
@@ -34,7 +34,7 @@ public struct ChaosDuration: Hashable, Comparable, Sendable, Codable, CustomStri
     ]
 
     /// Parses `250ms`, `5s`, `1.5s`, `2m`, `72h`, `0`. Returns nil for anything else.
-    public init?(parsing text: String) {
+    package init?(parsing text: String) {
         let trimmed = text.trimmingWhitespace
         if trimmed == "0" {
             self = .zero
@@ -55,7 +55,7 @@ public struct ChaosDuration: Hashable, Comparable, Sendable, Codable, CustomStri
     }
 
     /// Shortest exact form: `1.5s`, `250ms`, `2m`, `72h`.
-    public var description: String {
+    package var description: String {
         let n = nanoseconds
         if n == 0 { return "0s" }
         let sign = n < 0 ? "-" : ""
@@ -82,7 +82,7 @@ public struct ChaosDuration: Hashable, Comparable, Sendable, Codable, CustomStri
         return "\(whole).\(digits)"
     }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)
         guard let value = ChaosDuration(parsing: text) else {
             throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "bad duration \(text)"))
@@ -92,7 +92,7 @@ public struct ChaosDuration: Hashable, Comparable, Sendable, Codable, CustomStri
 
     /// Encodes the short form when it is exact, else whole nanoseconds (`1641341627ns`), so that a
     /// timeline written to disk and read back (for `chaos replay`) is the same to the nanosecond.
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         let text = description
         try container.encode(ChaosDuration(parsing: text) == self ? text : "\(nanoseconds)ns")

@@ -3,9 +3,9 @@
 /// for files, where: `file:line:column`.
 ///
 /// Exit codes are chosen by the executable only: ``Code-swift.struct/badInput`` maps to 2.
-public struct ChaosError: Error, Sendable, CustomStringConvertible {
+package struct ChaosError: Error, Sendable, CustomStringConvertible {
     /// What kind of failure this is.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
+    package struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Value: String, Sendable {
             case badInput = "bad input"
             case io = "i/o"
@@ -17,49 +17,49 @@ public struct ChaosError: Error, Sendable, CustomStringConvertible {
         private init(_ value: Value) { self.value = value }
 
         /// The user gave something that cannot be used: a scenario, a flag, a capture, an API request.
-        public static let badInput = Code(.badInput)
+        package static let badInput = Code(.badInput)
         /// A file could not be read or written.
-        public static let io = Code(.io)
+        package static let io = Code(.io)
         /// A socket could not be bound or connected.
-        public static let network = Code(.network)
+        package static let network = Code(.network)
         /// The client/server pair under test could not be started or failed.
-        public static let pair = Code(.pair)
+        package static let pair = Code(.pair)
         /// A bug in chaos itself.
-        public static let internalError = Code(.internalError)
+        package static let internalError = Code(.internalError)
 
-        public var description: String { value.rawValue }
+        package var description: String { value.rawValue }
     }
 
     /// Where in a file a problem is.
-    public struct Location: Hashable, Sendable, CustomStringConvertible {
+    package struct Location: Hashable, Sendable, CustomStringConvertible {
         /// The file as the user named it.
-        public var file: String
+        package var file: String
         /// 1-based line.
-        public var line: Int
+        package var line: Int
         /// 1-based column.
-        public var column: Int
+        package var column: Int
 
         /// A location in `file` at `line`:`column` (both 1-based).
-        public init(file: String, line: Int, column: Int) {
+        package init(file: String, line: Int, column: Int) {
             self.file = file
             self.line = line
             self.column = column
         }
 
-        public var description: String { "\(file):\(line):\(column)" }
+        package var description: String { "\(file):\(line):\(column)" }
     }
 
     /// What kind of failure this is.
-    public var code: Code
+    package var code: Code
     /// What went wrong and what was expected instead.
-    public var message: String
+    package var message: String
     /// Where, for errors in a file.
-    public var location: Location?
+    package var location: Location?
     /// The underlying error, when there is one.
-    public var cause: (any Error & Sendable)?
+    package var cause: (any Error & Sendable)?
 
     /// Creates an error.
-    public init(_ code: Code, _ message: String, at location: Location? = nil, cause: (any Error & Sendable)? = nil) {
+    package init(_ code: Code, _ message: String, at location: Location? = nil, cause: (any Error & Sendable)? = nil) {
         self.code = code
         self.message = message
         self.location = location
@@ -67,11 +67,11 @@ public struct ChaosError: Error, Sendable, CustomStringConvertible {
     }
 
     /// A bad-input error (exit code 2).
-    public static func badInput(_ message: String, at location: Location? = nil) -> ChaosError {
+    package static func badInput(_ message: String, at location: Location? = nil) -> ChaosError {
         ChaosError(.badInput, message, at: location)
     }
 
-    public var description: String {
+    package var description: String {
         var text = location.map { "\($0): error: \(message)" } ?? "error: \(message)"
         if let cause { text += " (\(cause))" }
         return text

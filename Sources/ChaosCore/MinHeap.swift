@@ -1,19 +1,19 @@
 /// A binary min-heap: the smallest element first, O(log n) insert and removal.
-public struct MinHeap<Element: Comparable>: Sendable where Element: Sendable {
+package struct MinHeap<Element: Comparable>: Sendable where Element: Sendable {
     private var storage: [Element] = []
 
     /// An empty heap.
-    public init() {}
+    package init() {}
 
     /// How many elements it holds.
-    public var count: Int { storage.count }
+    package var count: Int { storage.count }
     /// True when it holds none.
-    public var isEmpty: Bool { storage.isEmpty }
+    package var isEmpty: Bool { storage.isEmpty }
     /// The smallest element.
-    public var min: Element? { storage.first }
+    package var min: Element? { storage.first }
 
     /// Adds an element.
-    public mutating func insert(_ element: Element) {
+    package mutating func insert(_ element: Element) {
         storage.append(element)
         var child = storage.count - 1
         while child > 0 {
@@ -25,7 +25,7 @@ public struct MinHeap<Element: Comparable>: Sendable where Element: Sendable {
     }
 
     /// Removes and returns the smallest element.
-    public mutating func popMin() -> Element? {
+    package mutating func popMin() -> Element? {
         guard !storage.isEmpty else { return nil }
         storage.swapAt(0, storage.count - 1)
         let smallest = storage.removeLast()

@@ -3,20 +3,20 @@
 /// Same seed, same sequence, on every platform and every Swift version: nothing here calls the
 /// system generator. `fork(_:)` derives independent child generators (one per fault rule, one per
 /// connection) so that adding a rule or a connection does not shift the draws of the others.
-public struct SeededGenerator: RandomNumberGenerator, Sendable {
+package struct SeededGenerator: RandomNumberGenerator, Sendable {
     private var state: (UInt64, UInt64, UInt64, UInt64)
     /// The seed this generator started from.
-    public let seed: UInt64
+    package let seed: UInt64
 
     /// A generator whose whole sequence is determined by `seed`.
-    public init(seed: UInt64) {
+    package init(seed: UInt64) {
         self.seed = seed
         var mixer = SplitMix64(state: seed)
         state = (mixer.next(), mixer.next(), mixer.next(), mixer.next())
     }
 
     /// The next 64 random bits.
-    public mutating func next() -> UInt64 {
+    package mutating func next() -> UInt64 {
         let result = rotateLeft(state.1 &* 5, 7) &* 9
         let t = state.1 << 17
         state.2 ^= state.0
@@ -29,7 +29,7 @@ public struct SeededGenerator: RandomNumberGenerator, Sendable {
     }
 
     /// An independent generator for a named purpose: the same (seed, label, index) gives the same child.
-    public func fork(_ label: String, _ index: UInt64 = 0) -> SeededGenerator {
+    package func fork(_ label: String, _ index: UInt64 = 0) -> SeededGenerator {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a over the label's UTF-8
         for byte in label.utf8 {
             hash ^= UInt64(byte)
@@ -40,19 +40,19 @@ public struct SeededGenerator: RandomNumberGenerator, Sendable {
     }
 
     /// A uniform double in [0, 1).
-    public mutating func nextUnit() -> Double {
+    package mutating func nextUnit() -> Double {
         Double(next() >> 11) * 0x1.0p-53
     }
 
     /// A duration drawn uniformly from the closed range.
-    public mutating func draw(_ range: DurationRange) -> ChaosDuration {
+    package mutating func draw(_ range: DurationRange) -> ChaosDuration {
         if range.lower == range.upper { return range.lower }
         let width = UInt64(range.upper.nanoseconds - range.lower.nanoseconds) + 1
         return ChaosDuration(nanoseconds: range.lower.nanoseconds + Int64(next(upperBound: width)))
     }
 
     /// A uniform integer in `0..<upperBound` without modulo bias.
-    public mutating func next(upperBound: UInt64) -> UInt64 {
+    package mutating func next(upperBound: UInt64) -> UInt64 {
         precondition(upperBound > 0)
         let threshold = (0 &- upperBound) % upperBound
         while true {

@@ -1,5 +1,5 @@
 /// A number naming one proxied (or captured) TCP connection pair, unique within a run.
-public typealias ConnectionID = UInt64
+package typealias ConnectionID = UInt64
 
 /// One thing that happened to the traffic: the single seam between where bytes come from (the live
 /// proxy or a capture file) and what they mean (the audit).
@@ -10,23 +10,23 @@ public typealias ConnectionID = UInt64
 /// message is "delivered" once its last byte is acknowledged. A capture knows only what crossed the
 /// wire, so it reports each payload as both `read` and `written` at the time it was seen, and the
 /// receiver's ACK segments as `acknowledged`.
-public struct TrafficEvent: Hashable, Sendable {
+package struct TrafficEvent: Hashable, Sendable {
     /// Nanoseconds since the run started.
-    public var time: Int64
+    package var time: Int64
     /// The connection this is about; 0 for run-wide events (faults not bound to a connection).
-    public var connection: ConnectionID
+    package var connection: ConnectionID
     /// What happened.
-    public var kind: Kind
+    package var kind: Kind
 
     /// Creates an event.
-    public init(time: Int64, connection: ConnectionID, kind: Kind) {
+    package init(time: Int64, connection: ConnectionID, kind: Kind) {
         self.time = time
         self.connection = connection
         self.kind = kind
     }
 
     /// What happened.
-    public enum Kind: Hashable, Sendable {
+    package enum Kind: Hashable, Sendable {
         /// A client connected and the proxy (or the capture) saw both legs established.
         case opened(ConnectionEndpoints)
         /// A client connection was refused (a `refuse` fault, or the upstream could not be reached).
@@ -60,7 +60,7 @@ public struct TrafficEvent: Hashable, Sendable {
     }
 
     /// What a capture's TLS decryption learnt of a connection.
-    public enum TLSNote: Hashable, Sendable {
+    package enum TLSNote: Hashable, Sendable {
         /// The handshake chose `alpn` (nil: no ALPN), with the protocol `version` (`TLS 1.3`) and cipher `suite`
         /// (`TLS_AES_128_GCM_SHA256`). Comes before the connection's first decrypted byte.
         case negotiated(alpn: String?, version: String, suite: String)
@@ -70,7 +70,7 @@ public struct TrafficEvent: Hashable, Sendable {
     }
 
     /// What the emulated mobile path did to a connection (PRODUCT §11).
-    public enum PathEvent: Hashable, Sendable {
+    package enum PathEvent: Hashable, Sendable {
         /// Its bytes waited `waited` nanoseconds for the radio to come out of idle (an RRC promotion).
         case radioPromotion(waited: Int64)
         /// The NAT forgot it: no byte either way for `idleTimeout` nanoseconds (it expired `idleTimeout` after its last
@@ -81,7 +81,7 @@ public struct TrafficEvent: Hashable, Sendable {
     }
 
     /// How one leg of a connection ended.
-    public enum CloseKind: String, Hashable, Sendable, Codable {
+    package enum CloseKind: String, Hashable, Sendable, Codable {
         /// Orderly: FIN (a half-close; the other direction may keep flowing).
         case fin
         /// Abortive: RST.
@@ -94,23 +94,23 @@ public struct TrafficEvent: Hashable, Sendable {
 }
 
 /// Names one fault occurrence of the timeline in the event stream.
-public struct FaultMark: Hashable, Sendable, Codable {
+package struct FaultMark: Hashable, Sendable, Codable {
     /// The fault kind, as the scenario spells it (`disconnect`, `latency`, …).
-    public var kind: String
+    package var kind: String
     /// The index of the occurrence in the timeline.
-    public var occurrence: Int
+    package var occurrence: Int
     /// A short human summary of the drawn parameters (`mode=reset`, `add=512ms`).
-    public var detail: String
+    package var detail: String
 
     /// The occurrence number of what the control API added (its fault or toxic `id`, and the occurrence's
     /// `index` in that fault's own timeline): `id << 40 + index`, apart from any run timeline's indexes.
-    public static func apiOccurrence(id: Int, index: Int) -> Int { (id << 40) + index }
+    package static func apiOccurrence(id: Int, index: Int) -> Int { (id << 40) + index }
 
     /// Whether it marks what the control API added (see ``apiOccurrence(id:index:)``).
-    public var addedThroughAPI: Bool { occurrence >= 1 << 40 }
+    package var addedThroughAPI: Bool { occurrence >= 1 << 40 }
 
     /// Creates a mark.
-    public init(kind: String, occurrence: Int, detail: String) {
+    package init(kind: String, occurrence: Int, detail: String) {
         self.kind = kind
         self.occurrence = occurrence
         self.detail = detail
@@ -119,20 +119,20 @@ public struct FaultMark: Hashable, Sendable, Codable {
 
 /// The four addresses of a proxied connection (`host:port` text). A capture of traffic that did
 /// not go through a proxy has one leg only: then `listen` is the server and `proxyLocal` the client.
-public struct ConnectionEndpoints: Hashable, Sendable, Codable {
+package struct ConnectionEndpoints: Hashable, Sendable, Codable {
     /// The proxy's name (or `capture`).
-    public var proxy: String
+    package var proxy: String
     /// The client's address (client leg, remote end).
-    public var client: String
+    package var client: String
     /// The proxy's listen address (client leg, local end).
-    public var listen: String
+    package var listen: String
     /// The proxy's own address on the server leg (local end).
-    public var proxyLocal: String
+    package var proxyLocal: String
     /// The server's address (server leg, remote end).
-    public var server: String
+    package var server: String
 
     /// Creates the endpoints of a connection.
-    public init(proxy: String, client: String, listen: String, proxyLocal: String, server: String) {
+    package init(proxy: String, client: String, listen: String, proxyLocal: String, server: String) {
         self.proxy = proxy
         self.client = client
         self.listen = listen
@@ -145,7 +145,7 @@ extension TrafficEvent {
     /// What holding this event in memory costs a bounded hand-over (the audit's queue, the pipelined capture reader):
     /// its payload's buffer (its capacity: a relay's read is handed over in the array it was read into) and a fixed
     /// part for the event itself.
-    public var queuedBytes: Int {
+    package var queuedBytes: Int {
         switch kind {
         case .read(_, let bytes), .written(_, let bytes): 64 + bytes.capacity
         default: 64

@@ -1,8 +1,8 @@
-public import ChaosCore
+package import ChaosCore
 
 /// What a ``FaultInjector`` acts on: a proxy (``ProxyServer``), or in tests a recorder that keeps what it
 /// was asked to do and when.
-public protocol FaultTarget: AnyObject, Sendable {
+package protocol FaultTarget: AnyObject, Sendable {
     /// The proxy's name (a rule's `proxy:` picks it).
     var name: String { get }
     /// The connections live now.
@@ -37,7 +37,7 @@ public protocol FaultTarget: AnyObject, Sendable {
 
 /// The time a ``FaultInjector`` runs on: the run's clock, or in tests a virtual one that a sleep
 /// advances at once.
-public protocol FaultClock: Sendable {
+package protocol FaultClock: Sendable {
     /// Nanoseconds since the run began.
     func now() -> Int64
     /// Returns at `time` (nanoseconds since the run began), or at once when it has passed; throws when
@@ -48,13 +48,13 @@ public protocol FaultClock: Sendable {
 extension FaultTarget {
     /// Shapes the given connections (all, now and new, when nil); returns how many live ones it reached.
     @discardableResult
-    public func addShaping(_ effect: FaultEffect, key: ShapingKey, to ids: [ConnectionID]?) async -> Int {
+    package func addShaping(_ effect: FaultEffect, key: ShapingKey, to ids: [ConnectionID]?) async -> Int {
         await addShaping(effect, key: key, to: ids, draw: nil)
     }
 }
 
 extension RunClock: FaultClock {
-    public func sleep(until time: Int64) async throws {
+    package func sleep(until time: Int64) async throws {
         let wait = time.subtractingReportingOverflow(now())
         if !wait.overflow, wait.partialValue > 0 { try await Task.sleep(nanoseconds: UInt64(wait.partialValue)) }
         try Task.checkCancellation()
@@ -62,5 +62,5 @@ extension RunClock: FaultClock {
 }
 
 extension ProxyServer: FaultTarget {
-    public var name: String { spec.name }
+    package var name: String { spec.name }
 }

@@ -1,7 +1,7 @@
 import Synchronization
 
 /// Running totals of one proxy, safe to read from any thread.
-public final class ProxyCounters: Sendable {
+package final class ProxyCounters: Sendable {
     private let upstreamBytes = Atomic<Int64>(0)
     private let downstreamBytes = Atomic<Int64>(0)
     private let openedCount = Atomic<Int64>(0)
@@ -9,18 +9,18 @@ public final class ProxyCounters: Sendable {
     private let failedUpstreamCount = Atomic<Int64>(0)
 
     /// Creates zeroed counters.
-    public init() {}
+    package init() {}
 
     /// Bytes moved client→server.
-    public var upstream: Int64 { upstreamBytes.load(ordering: .relaxed) }
+    package var upstream: Int64 { upstreamBytes.load(ordering: .relaxed) }
     /// Bytes moved server→client.
-    public var downstream: Int64 { downstreamBytes.load(ordering: .relaxed) }
+    package var downstream: Int64 { downstreamBytes.load(ordering: .relaxed) }
     /// Connections fully established (both legs).
-    public var opened: Int64 { openedCount.load(ordering: .relaxed) }
+    package var opened: Int64 { openedCount.load(ordering: .relaxed) }
     /// Connections cut by a fault.
-    public var cutByFault: Int64 { cutCount.load(ordering: .relaxed) }
+    package var cutByFault: Int64 { cutCount.load(ordering: .relaxed) }
     /// Client connections closed because the upstream could not be reached.
-    public var upstreamFailures: Int64 { failedUpstreamCount.load(ordering: .relaxed) }
+    package var upstreamFailures: Int64 { failedUpstreamCount.load(ordering: .relaxed) }
 
     func add(bytes: Int, producedBy upstream: Bool) {
         if upstream {

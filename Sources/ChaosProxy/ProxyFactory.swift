@@ -1,16 +1,16 @@
-public import ChaosCore
-public import Logging
-public import NIOCore
+package import ChaosCore
+package import Logging
+package import NIOCore
 
 /// Makes the proxies of one run, all alike but for their spec: the scenario's at the start, the control
 /// API's while it runs. They share the run's event loops, sink, clock and connection numbers.
-public struct ProxyFactory: Sendable {
+package struct ProxyFactory: Sendable {
     /// The event loops the proxies relay on.
-    public let group: any EventLoopGroup
+    package let group: any EventLoopGroup
     /// Where their traffic events go (nil: nowhere).
-    public let sink: (any TrafficEventSink)?
+    package let sink: (any TrafficEventSink)?
     /// The run's clock.
-    public let clock: RunClock
+    package let clock: RunClock
     let ids: ConnectionIDSource
     let seed: SeededGenerator
     let baseline: LinkProfile?
@@ -18,7 +18,7 @@ public struct ProxyFactory: Sendable {
     let logger: Logger
 
     /// A factory; each proxy's generator is `seed` forked by its name.
-    public init(
+    package init(
         group: any EventLoopGroup,
         sink: (any TrafficEventSink)?,
         clock: RunClock,
@@ -39,7 +39,7 @@ public struct ProxyFactory: Sendable {
     }
 
     /// A proxy for `spec`, not started.
-    public func make(_ spec: ProxySpec) -> ProxyServer {
+    package func make(_ spec: ProxySpec) -> ProxyServer {
         ProxyServer(
             spec: spec,
             group: group,

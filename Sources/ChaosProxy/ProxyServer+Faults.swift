@@ -1,4 +1,4 @@
-public import ChaosCore
+package import ChaosCore
 import Logging
 import NIOCore
 import NIOPosix
@@ -6,7 +6,7 @@ import Synchronization
 
 extension ProxyServer {
     /// Picks the connections an occurrence hits among the live ones, from its seed.
-    public func pickTargets(_ targets: Targets, seed: UInt64) -> [ConnectionID] {
+    package func pickTargets(_ targets: Targets, seed: UInt64) -> [ConnectionID] {
         var generator = SeededGenerator(seed: seed).fork(spec.name)
         return targets.pick(from: liveConnections, using: &generator)
     }
@@ -14,7 +14,7 @@ extension ProxyServer {
     /// Shapes the given connections, or every connection, now and new, when `ids` is nil (only those `draw`
     /// reaches, when given), with `effect` (named `key`). Returns how many live connections it reached.
     @discardableResult
-    public func addShaping(_ effect: FaultEffect, key: ShapingKey, to ids: [ConnectionID]?, draw: ConnectionDraw?) async -> Int {
+    package func addShaping(_ effect: FaultEffect, key: ShapingKey, to ids: [ConnectionID]?, draw: ConnectionDraw?) async -> Int {
         let shaped = ShapingOnAll(effect: effect, draw: draw)
         let connections = await targetConnections(ids) { state in
             if ids == nil { state.shaping[key] = shaped }
@@ -27,7 +27,7 @@ extension ProxyServer {
     }
 
     /// Lifts the shaping named `key` everywhere.
-    public func removeShaping(key: ShapingKey) async {
+    package func removeShaping(key: ShapingKey) async {
         // Only NIO connections are shaped: those on the epoll relay stay where they are. A cut connection still
         // lingering may hold a fault's timer.
         let connections = state.withLock { state in
@@ -42,7 +42,7 @@ extension ProxyServer {
     /// Sends the given connections (all when nil) a `ws-close` or `goaway` fault's frames at their next frame
     /// boundary and closes them after its grace time. Only connections whose frames this proxy follows
     /// (``Options/frames``) can be reached; returns how many were.
-    public func protocolClose(_ ids: [ConnectionID]?, _ effect: FaultEffect) async -> Int {
+    package func protocolClose(_ ids: [ConnectionID]?, _ effect: FaultEffect) async -> Int {
         let connections = state.withLock { state in
             (ids ?? Array(state.connections.keys)).compactMap { state.connections[$0] }
         }
@@ -55,7 +55,7 @@ extension ProxyServer {
 
     /// Cuts the given connections (all when nil) as `mode` says. Returns how many it cut.
     @discardableResult
-    public func disconnect(_ ids: [ConnectionID]?, mode: DisconnectMode, linger: ChaosDuration) async -> Int {
+    package func disconnect(_ ids: [ConnectionID]?, mode: DisconnectMode, linger: ChaosDuration) async -> Int {
         // A cut needs no shaping: connections on the epoll relay are cut where they are.
         let (connections, relayed) = await targetConnections(ids, inPlace: true) { _ in }
         var cut = 0
@@ -70,22 +70,22 @@ extension ProxyServer {
     }
 
     /// Whether it refuses connections now (disabled, or a refuse fault).
-    public var isRefusing: Bool { state.withLock { $0.refusing > 0 } }
+    package var isRefusing: Bool { state.withLock { $0.refusing > 0 } }
 
     /// Stops accepting and ends live connections with a FIN (Toxiproxy's `enabled: false`).
-    public func disable() async {
+    package func disable() async {
         await beginRefusing()
         await disconnect(nil, mode: .close, linger: .seconds(Int64(5)))
     }
 
     /// The link profile new connections start with from now on.
-    public func setBaseline(_ profile: LinkProfile?) {
+    package func setBaseline(_ profile: LinkProfile?) {
         state.withLock { $0.baseline = profile }
     }
 
     /// Stops accepting: the listening socket is closed so that clients get ECONNREFUSED.
     /// Nested calls are counted; the last ``endRefusing()`` listens again.
-    public func beginRefusing() async {
+    package func beginRefusing() async {
         let listener = state.withLock { state -> Listener? in
             state.refusing += 1
             guard state.refusing == 1 else { return nil }
@@ -96,7 +96,7 @@ extension ProxyServer {
     }
 
     /// Listens again on the same address once every refusal has ended.
-    public func endRefusing() async {
+    package func endRefusing() async {
         let address = state.withLock { state -> SocketAddress? in
             state.refusing = max(0, state.refusing - 1)
             return state.refusing == 0 && !state.stopped && state.listener == nil ? state.boundAddress : nil

@@ -1,4 +1,4 @@
-public import ChaosCore
+package import ChaosCore
 import NIOCore
 import NIOPosix
 import Synchronization
@@ -14,7 +14,7 @@ extension ProxyServer {
     /// A handoff with `new_address` ended: new upstream connections come from the pool's next address (the first,
     /// after the first handoff; round the pool after its last). Returns the address, nil when it is not an IP address.
     @discardableResult
-    public func changeSourceAddress(pool: [String]) -> String? {
+    package func changeSourceAddress(pool: [String]) -> String? {
         guard !pool.isEmpty else { return nil }
         return state.withLock { state -> String? in
             let address = pool[state.addressChanges % pool.count]
@@ -26,5 +26,5 @@ extension ProxyServer {
     }
 
     /// The local address new upstream connections come from (nil: the system's choice).
-    public var sourceAddress: String? { state.withLock { $0.sourceAddress?.ipAddress } }
+    package var sourceAddress: String? { state.withLock { $0.sourceAddress?.ipAddress } }
 }

@@ -1,18 +1,18 @@
-public import ChaosCore
+package import ChaosCore
 import ChaosProtocols
 import ChaosTLS
-public import Logging
-public import NIOCore
+package import Logging
+package import NIOCore
 import NIOPosix
 import Synchronization
 
 /// One named TCP proxy: accepts clients on `listen`, dials `upstream` for each on the same event
 /// loop, relays both ways through shapers, and applies faults to its live connections.
-public final class ProxyServer: Sendable {
+package final class ProxyServer: Sendable {
     /// The scenario's description of this proxy.
-    public let spec: ProxySpec
+    package let spec: ProxySpec
     /// Running totals.
-    public let counters = ProxyCounters()
+    package let counters = ProxyCounters()
     let group: any EventLoopGroup
     let sink: (any TrafficEventSink)?
     let clock: RunClock
@@ -28,26 +28,26 @@ public final class ProxyServer: Sendable {
     let radio = RadioClock()
 
     /// Tuning knobs.
-    public struct Options: Sendable {
+    package struct Options: Sendable {
         /// The most bytes a shaper holds per direction before the producer is paused.
-        public var maxHeldBytes = 1 << 20
+        package var maxHeldBytes = 1 << 20
         /// The listen backlog.
-        public var backlog: Int32 = 4096
+        package var backlog: Int32 = 4096
         /// Busy polling for the proxy's event loops (nil: loops sleep between events).
-        public var busyPolling: BusyPolling?
+        package var busyPolling: BusyPolling?
         /// Relay threads for connections that nothing shapes (nil: NIO relays every connection).
         /// With them, the proxy accepts on these threads; a connection goes to NIO when it starts
         /// under a link profile or a shaping fault on all connections, or when one reaches it later.
-        public var epollRelay: EpollRelayLoopGroup?
+        package var epollRelay: EpollRelayLoopGroup?
         /// The protocol whose frames the proxy follows on every connection, so that `ws-close` and `goaway`
         /// faults can reach them (nil: none). Such connections are all relayed by NIO.
-        public var frames: FrameProtocol?
+        package var frames: FrameProtocol?
         /// How long an upstream has to answer before its client is reset (both relays).
-        public var connectTimeout = RelayStateMachine.connectTimeout
+        package var connectTimeout = RelayStateMachine.connectTimeout
         /// Where the NSS key log lines of TLS proxies' connections go, both legs (`keys.log`); nil: nowhere.
-        public var keyLog: (@Sendable (ByteBuffer) -> Void)?
+        package var keyLog: (@Sendable (ByteBuffer) -> Void)?
         /// Creates default options.
-        public init() {}
+        package init() {}
     }
 
     struct State {
@@ -80,7 +80,7 @@ public final class ProxyServer: Sendable {
     }
 
     /// A proxy for `spec`; events go to `sink`, times come from `clock`, connection numbers from `ids`.
-    public init(
+    package init(
         spec: ProxySpec,
         group: any EventLoopGroup,
         sink: (any TrafficEventSink)?,
@@ -104,10 +104,10 @@ public final class ProxyServer: Sendable {
     }
 
     /// The address actually bound (the real port when `listen` said 0).
-    public var boundAddress: SocketAddress? { state.withLock { $0.boundAddress } }
+    package var boundAddress: SocketAddress? { state.withLock { $0.boundAddress } }
 
     /// Starts listening. Throws a `network` ``ChaosError`` when the address cannot be bound.
-    public func start() async throws {
+    package func start() async throws {
         let address: SocketAddress
         do {
             address = try SocketAddress.makeAddressResolvingHost(spec.listen.host, port: spec.listen.port)
@@ -170,7 +170,7 @@ public final class ProxyServer: Sendable {
     }
 
     /// Stops listening and resets every live connection.
-    public func stop() async {
+    package func stop() async {
         let (listener, moving) = state.withLock { state -> (Listener?, [Task<ProxiedConnection?, Never>]) in
             state.stopped = true
             defer { state.listener = nil }
@@ -196,10 +196,10 @@ public final class ProxyServer: Sendable {
     var lingeringOnEpollRelay: [ConnectionID] { state.withLock { Array($0.epollLingering.keys) } }
 
     /// The ids of live connections relayed by epoll relay threads (the rest are NIO's).
-    public var epollRelayConnections: [ConnectionID] { state.withLock { Array($0.epollRelay.keys) } }
+    package var epollRelayConnections: [ConnectionID] { state.withLock { Array($0.epollRelay.keys) } }
 
     /// The live connections' ids.
-    public var liveConnections: [ConnectionID] {
+    package var liveConnections: [ConnectionID] {
         state.withLock { Array($0.connections.keys) + Array($0.epollRelay.keys) }
     }
 
@@ -339,16 +339,16 @@ public final class ProxyServer: Sendable {
 
 extension SocketAddress {
     /// `host:port` (IPv6 in brackets).
-    public var hostPort: String {
+    package var hostPort: String {
         let host = ipAddress ?? "?"
         return host.contains(":") ? "[\(host)]:\(port ?? 0)" : "\(host):\(port ?? 0)"
     }
 }
 
 /// Hands out connection numbers, unique across every proxy of a run.
-public final class ConnectionIDSource: Sendable {
+package final class ConnectionIDSource: Sendable {
     private let counter = Atomic<UInt64>(0)
     /// Numbers start at 1 (0 means "run-wide" in events).
-    public init() {}
+    package init() {}
     func next() -> ConnectionID { counter.wrappingAdd(1, ordering: .relaxed).newValue }
 }

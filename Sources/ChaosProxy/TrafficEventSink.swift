@@ -1,10 +1,10 @@
-public import ChaosCore
-public import NIOCore
+package import ChaosCore
+package import NIOCore
 
 /// Receives the proxy's ``TrafficEvent``s. Called on the proxy's event loops and relay threads, inline: keep it
 /// fast (hand the event over); a sink that cannot keep up holds the proxy back (real backpressure, never an
 /// unbounded queue).
-public protocol TrafficEventSink: Sendable {
+package protocol TrafficEventSink: Sendable {
     /// Records one event.
     func record(_ event: TrafficEvent)
 
@@ -16,25 +16,25 @@ public protocol TrafficEventSink: Sendable {
 
 extension TrafficEventSink {
     /// By default a sink gets everything.
-    public var recordsTraffic: Bool { true }
+    package var recordsTraffic: Bool { true }
 }
 
 /// The run's monotonic clock: nanoseconds since the run started.
-public struct RunClock: Sendable {
+package struct RunClock: Sendable {
     /// The uptime at the start of the run.
-    public let start: NIODeadline
+    package let start: NIODeadline
 
     /// A clock that starts now.
-    public init() { start = .now() }
+    package init() { start = .now() }
 
     /// A clock that started at `start`.
-    public init(start: NIODeadline) { self.start = start }
+    package init(start: NIODeadline) { self.start = start }
 
     /// Nanoseconds since the start.
-    public func now() -> Int64 { Int64(NIODeadline.now().uptimeNanoseconds) - Int64(start.uptimeNanoseconds) }
+    package func now() -> Int64 { Int64(NIODeadline.now().uptimeNanoseconds) - Int64(start.uptimeNanoseconds) }
 
     /// The deadline `offset` after the start.
-    public func deadline(after offset: ChaosDuration) -> NIODeadline {
+    package func deadline(after offset: ChaosDuration) -> NIODeadline {
         start + .nanoseconds(offset.nanoseconds)
     }
 }

@@ -2,35 +2,35 @@ import ChaosAudit
 import Foundation
 
 /// What got worse (or better) between a baseline run and this one.
-public struct ReportComparison: Sendable, Codable, Equatable {
+package struct ReportComparison: Sendable, Codable, Equatable {
     /// One compared figure.
-    public struct Row: Sendable, Codable, Equatable {
+    package struct Row: Sendable, Codable, Equatable {
         /// The figure (`lost`, `delivery`, `recovery_p99`, …).
-        public var figure: String
+        package var figure: String
         /// Its baseline value.
-        public var baseline: Double
+        package var baseline: Double
         /// Its value now.
-        public var current: Double
+        package var current: Double
         /// Whether it got worse.
-        public var worse: Bool
+        package var worse: Bool
     }
 
     /// The baseline's folder.
-    public var baseline: String
+    package var baseline: String
     /// The baseline's verdict.
-    public var baselineVerdict: RunReport.Verdict
+    package var baselineVerdict: RunReport.Verdict
     /// This run's verdict.
-    public var currentVerdict: RunReport.Verdict
+    package var currentVerdict: RunReport.Verdict
     /// Every compared figure.
-    public var rows: [Row]
+    package var rows: [Row]
     /// Expectations that held in the baseline and fail now.
-    public var newlyFailing: [String]
+    package var newlyFailing: [String]
 
     /// The figures that got worse.
-    public var worse: [Row] { rows.filter(\.worse) }
+    package var worse: [Row] { rows.filter(\.worse) }
 
     /// Compares `current` with `baseline` (read from folder `baselineName`).
-    public init(current: RunReport, baseline: RunReport, baselineName: String) {
+    package init(current: RunReport, baseline: RunReport, baselineName: String) {
         self.baseline = baselineName
         baselineVerdict = baseline.verdict
         currentVerdict = current.verdict
@@ -56,7 +56,7 @@ public struct ReportComparison: Sendable, Codable, Equatable {
     }
 
     /// The comparison as Markdown lines.
-    public func markdownLines() -> [String] {
+    package func markdownLines() -> [String] {
         var lines: [String] = []
         let worse = self.worse
         let verdicts = "verdict " + baselineVerdict.rawValue + " → " + currentVerdict.rawValue

@@ -1,53 +1,53 @@
-public import ChaosAudit
-public import ChaosCore
-public import Foundation
+package import ChaosAudit
+package import ChaosCore
+package import Foundation
 
 /// Everything a run knows at its end (or at a checkpoint), from which ``RunReport`` is built.
-public struct ReportInputs: Sendable {
+package struct ReportInputs: Sendable {
     /// The scenario's name.
-    public var scenario: String
+    package var scenario: String
     /// The seed.
-    public var seed: UInt64
+    package var seed: UInt64
     /// When the run started.
-    public var startedAt: Date
+    package var startedAt: Date
     /// How long it ran (so far).
-    public var elapsed: ChaosDuration
+    package var elapsed: ChaosDuration
     /// How long it was planned to run.
-    public var planned: ChaosDuration?
+    package var planned: ChaosDuration?
     /// False for a checkpoint.
-    public var complete: Bool
+    package var complete: Bool
     /// The fault timeline.
-    public var timeline: Timeline
+    package var timeline: Timeline
     /// The audit's result.
-    public var audit: AuditResult
+    package var audit: AuditResult
     /// Connection counts, when the runner counts them itself (else the audit's are used).
-    public var connections: ConnectionCounts?
+    package var connections: ConnectionCounts?
     /// Occurrence index → connections that occurrence hit, as the runner counted them.
-    public var faultConnections: [Int: Int]
+    package var faultConnections: [Int: Int]
     /// The `expect:` lines.
-    public var expectations: [Expectation]
+    package var expectations: [Expectation]
     /// The command that reproduces the run.
-    public var replay: String
+    package var replay: String
     /// Exit codes of the pair's processes.
-    public var pairExits: [String: Int32]?
+    package var pairExits: [String: Int32]?
     /// Set when the run could not be judged: the verdict is then `error` with this reason.
-    public var errorReason: String?
+    package var errorReason: String?
     /// How long the relay waited for the live audit, in seconds (nil: no live audit).
-    public var auditBackpressureS: Double?
+    package var auditBackpressureS: Double?
     /// Free-form extra facts.
-    public var extra: [String: String]?
+    package var extra: [String: String]?
     /// The fleet's agents that applied the timeline (a `chaos run --agent` run, or a merge): each fault's detail names
     /// them (`agents`).
-    public var faultAgents: [String]?
+    package var faultAgents: [String]?
     /// A merge of agents that each drew their own timeline (`per-agent`): occurrence index → the agent that applied it
     /// (named instead of ``faultAgents``).
-    public var faultAgentByOccurrence: [Int: String]?
+    package var faultAgentByOccurrence: [Int: String]?
     /// Where the timeline's zero is on the run's clock: zero, or the moment the clients were connected (a pair whose
     /// client says `ready: connected`). Each fault is reported at its time on the run's clock, as anomalies are.
-    public var timelineOrigin: ChaosDuration = .zero
+    package var timelineOrigin: ChaosDuration = .zero
 
     /// Creates the inputs; only the first few are required.
-    public init(
+    package init(
         scenario: String,
         seed: UInt64,
         startedAt: Date,
@@ -99,7 +99,7 @@ extension RunReport {
 
     /// Builds the report: faults from the timeline (those that started by the end), the audit's figures, and
     /// every expectation judged into the verdict.
-    public init(_ inputs: ReportInputs) {
+    package init(_ inputs: ReportInputs) {
         let audit = inputs.audit
         let impacts = Dictionary(audit.faults.map { ($0.occurrence, $0) }, uniquingKeysWith: { first, _ in first })
         let origin = inputs.timelineOrigin

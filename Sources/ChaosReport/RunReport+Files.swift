@@ -1,5 +1,5 @@
 import ChaosCore
-public import Foundation
+package import Foundation
 
 #if canImport(Glibc)
 import Glibc
@@ -7,7 +7,7 @@ import Glibc
 
 extension RunReport {
     /// The report as JSON: sorted keys, snake_case names, pretty printed.
-    public func jsonData() throws -> Data {
+    package func jsonData() throws -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
         encoder.keyEncodingStrategy = .convertToSnakeCase
@@ -16,7 +16,7 @@ extension RunReport {
     }
 
     /// Reads a report from JSON; throws `ChaosError.badInput` naming `source` when it is not one.
-    public static func decode(_ data: Data, source: String) throws -> RunReport {
+    package static func decode(_ data: Data, source: String) throws -> RunReport {
         let decoder = JSONDecoder()
         decoder.keyDecodingStrategy = .convertFromSnakeCase
         decoder.nonConformingFloatDecodingStrategy = .convertFromString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
@@ -41,7 +41,7 @@ extension RunReport {
     }
 
     /// Reads `directory/report.json`; a missing or garbled file is `ChaosError.badInput`.
-    public static func load(fromDirectory directory: String) throws -> RunReport {
+    package static func load(fromDirectory directory: String) throws -> RunReport {
         let path = (directory as NSString).appendingPathComponent("report.json")
         guard FileManager.default.fileExists(atPath: path) else {
             throw ChaosError.badInput("no report.json in \(directory): expected the folder of a chaos run (Reports/<scenario>-<time>/)")
@@ -54,7 +54,7 @@ extension RunReport {
 
     /// Writes report.json, report.md, junit.xml and report.html into `directory` (created when missing), each
     /// atomically (a temporary file renamed over the old one), so a reader never sees half a file.
-    public func write(toDirectory directory: String) throws {
+    package func write(toDirectory directory: String) throws {
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         } catch {
@@ -67,7 +67,7 @@ extension RunReport {
     }
 
     /// Writes only report.json atomically (the minute checkpoint).
-    public func writeCheckpoint(toDirectory directory: String) throws {
+    package func writeCheckpoint(toDirectory directory: String) throws {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         try Self.writeAtomically(jsonData(), to: directory, name: "report.json")
     }

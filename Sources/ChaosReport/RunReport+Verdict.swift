@@ -1,10 +1,10 @@
 import ChaosAudit
-public import ChaosCore
+package import ChaosCore
 import Foundation
 
 extension RunReport {
     /// The measured value of the figure an `expect:` line names, in its unit; nil for an unknown name.
-    public func measured(_ name: String) -> Double? {
+    package func measured(_ name: String) -> Double? {
         if let count = totals.count(named: name) { return Double(count) }
         switch name {
         case "delivery": return totals.deliveryRatio
@@ -23,7 +23,7 @@ extension RunReport {
     }
 
     /// Formats a value in the unit of figure `name`: `3`, `99.95%`, `2.310s`.
-    public static func format(_ value: Double, for name: String) -> String {
+    package static func format(_ value: Double, for name: String) -> String {
         let unit = Expectation.known.first { $0.name == name }?.unit ?? .count
         switch unit {
         case .count: return String(Int64(value))
@@ -34,7 +34,7 @@ extension RunReport {
 
     /// Judges every expectation and sets ``verdict``: `error` when `errorReason` is set or a figure is unknown,
     /// `fail` when one does not hold, `pass` otherwise.
-    public mutating func judge(_ expectations: [Expectation], errorReason: String? = nil) {
+    package mutating func judge(_ expectations: [Expectation], errorReason: String? = nil) {
         var unknown: [String] = []
         self.expectations = expectations.map { expectation in
             let written = expectation.written

@@ -1,31 +1,31 @@
-public import ChaosCore
-public import Foundation
+package import ChaosCore
+package import Foundation
 import Synchronization
 
 /// Starts the scenario's `pair:` (server first, waits for its readiness check, then the clients),
 /// keeps their output in the run folder, notices unexpected exits, and stops them at the end
 /// (SIGTERM, then SIGKILL after the grace time).
-public final class PairSupervisor: Sendable {
+package final class PairSupervisor: Sendable {
     /// One started process.
-    public struct Member: Sendable, Equatable {
+    package struct Member: Sendable, Equatable {
         /// `server`, `client-1`, …
-        public var name: String
+        package var name: String
         /// The command line as run.
-        public var command: String
+        package var command: String
         /// Its process id.
-        public var pid: Int32
+        package var pid: Int32
     }
 
     /// An exit, expected or not.
-    public struct Exit: Sendable, Equatable {
+    package struct Exit: Sendable, Equatable {
         /// Which member.
-        public var name: String
+        package var name: String
         /// The exit status (or 128 + signal).
-        public var status: Int32
+        package var status: Int32
         /// Nanoseconds on the run clock.
-        public var at: Int64
+        package var at: Int64
         /// Whether it happened before the run asked it to stop.
-        public var unexpected: Bool
+        package var unexpected: Bool
     }
 
     private struct Running: Sendable {
@@ -47,7 +47,7 @@ public final class PairSupervisor: Sendable {
 
     /// A supervisor for `pair`; `values` fill the placeholders (`listen.port`, …), output goes
     /// under `directory`, and `chaos` at the start of a command means this executable.
-    public init(
+    package init(
         pair: PairSpec,
         values: [String: String],
         directory: URL,
@@ -64,12 +64,12 @@ public final class PairSupervisor: Sendable {
     }
 
     /// Every exit so far.
-    public var exits: [Exit] { state.withLock { $0.exits } }
+    package var exits: [Exit] { state.withLock { $0.exits } }
     /// Every member started.
-    public var members: [Member] { state.withLock { $0.running.map(\.member) } }
+    package var members: [Member] { state.withLock { $0.running.map(\.member) } }
 
     /// The command with placeholders filled and a leading `chaos` made absolute.
-    public func command(_ template: String, index: Int) -> String {
+    package func command(_ template: String, index: Int) -> String {
         var text = template
         var all = values
         all["index"] = "\(index)"
@@ -82,7 +82,7 @@ public final class PairSupervisor: Sendable {
     /// Starts the server and waits for it, then the clients. A command that is missing, or exits
     /// at once, or a server that never gets ready, is a `pair` error naming its output file.
     /// `interrupted` is polled while waiting: when it turns true (a signal), start-up stops with an error.
-    public func start(readyTimeout: Double = 20, interrupted: @escaping @Sendable () -> Bool = { false }) async throws {
+    package func start(readyTimeout: Double = 20, interrupted: @escaping @Sendable () -> Bool = { false }) async throws {
         if let server = pair.server {
             let member = try launch(name: "server", command: command(server.run, index: 1))
             if let ready = server.ready {
@@ -105,7 +105,7 @@ public final class PairSupervisor: Sendable {
     }
 
     /// Whether the run's timeline starts once the clients are connected (`pair.client.ready: connected`).
-    public var waitsForClients: Bool { pair.client?.ready == ProcessSpec.connectedCheck }
+    package var waitsForClients: Bool { pair.client?.ready == ProcessSpec.connectedCheck }
 
     /// Waits until the proxies have accepted one connection per client since `opened` (their count before the
     /// clients started); a client that exits first is a `pair` error, and so is a wait past `timeout`.
@@ -129,7 +129,7 @@ public final class PairSupervisor: Sendable {
     }
 
     /// Stops every member: SIGTERM to clients, then the server; SIGKILL after `grace`.
-    public func stop() async {
+    package func stop() async {
         let running = state.withLock { state -> [Running] in
             state.stopping = true
             return state.running

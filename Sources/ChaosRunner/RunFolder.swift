@@ -1,15 +1,15 @@
-public import ChaosCore
+package import ChaosCore
 import ChaosProtocols
-public import Foundation
+package import Foundation
 
 /// The folder of one run: `Reports/<scenario>-<UTC time>/` unless `--out` names one. Holds the
 /// scenario as run, the timeline, the pair's output and the reports.
-public struct RunFolder: Sendable {
+package struct RunFolder: Sendable {
     /// The folder.
-    public let url: URL
+    package let url: URL
 
     /// Creates (or reuses) the folder.
-    public init(scenario: String, out: String?, now: Date = Date()) throws {
+    package init(scenario: String, out: String?, now: Date = Date()) throws {
         if let out {
             url = URL(fileURLWithPath: out)
         } else {
@@ -27,7 +27,7 @@ public struct RunFolder: Sendable {
     }
 
     /// Saves what `chaos replay` needs: the scenario as run and its drawn timeline.
-    public func saveReplayInputs(scenario: Scenario, timeline: Timeline) throws {
+    package func saveReplayInputs(scenario: Scenario, timeline: Timeline) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         try encoder.encode(scenario).write(to: url.appendingPathComponent("scenario.json"), options: .atomic)
@@ -35,7 +35,7 @@ public struct RunFolder: Sendable {
     }
 
     /// Loads what an earlier run saved for replay.
-    public static func loadReplayInputs(from directory: String) throws -> (Scenario, Timeline) {
+    package static func loadReplayInputs(from directory: String) throws -> (Scenario, Timeline) {
         let base = URL(fileURLWithPath: directory)
         let decoder = JSONDecoder()
         func load<T: Decodable>(_ name: String, as type: T.Type) throws -> T {

@@ -1,29 +1,29 @@
-public import ChaosCore
+package import ChaosCore
 
 /// Applies `--seed`, `--duration` and `--set key=value` to a loaded scenario.
-public struct ScenarioOverrides: Sendable {
+package struct ScenarioOverrides: Sendable {
     /// `--seed`.
-    public var seed: UInt64?
+    package var seed: UInt64?
     /// `--duration`.
-    public var duration: String?
+    package var duration: String?
     /// `--set key=value`, in order.
-    public var settings: [String]
+    package var settings: [String]
 
     /// Creates overrides.
-    public init(seed: UInt64? = nil, duration: String? = nil, settings: [String] = []) {
+    package init(seed: UInt64? = nil, duration: String? = nil, settings: [String] = []) {
         self.seed = seed
         self.duration = duration
         self.settings = settings
     }
 
     /// The keys `--set` accepts.
-    public static let keys = [
+    package static let keys = [
         "name", "duration", "seed", "proxies.NAME.listen", "proxies.NAME.upstream", "proxies.NAME.tls", "pair.client.count",
         "pair.client.run", "pair.server.run", "capture",
     ]
 
     /// The scenario with the overrides applied; a bad value is a `badInput` error.
-    public func apply(to original: Scenario) throws -> Scenario {
+    package func apply(to original: Scenario) throws -> Scenario {
         var scenario = original
         for setting in settings {
             guard let equals = setting.firstIndex(of: "=") else {

@@ -1,11 +1,11 @@
 import ChaosAudit
 import ChaosCapture
-public import ChaosControl
-public import ChaosCore
-public import ChaosProxy
+package import ChaosControl
+package import ChaosCore
+package import ChaosProxy
 import ChaosReport
-public import Foundation
-public import Logging
+package import Foundation
+package import Logging
 import NIOCore
 import NIOPosix
 import ServiceLifecycle
@@ -21,57 +21,57 @@ import UnixSignals
 /// when its time is up; SIGINT or SIGTERM ends it early; either way the group shuts down in reverse
 /// order (faults lifted, checkpoints stopped, API closed, pair stopped, proxies stopped) and the final
 /// report is written. A service that fails (a pair that cannot start) cancels the others.
-public final class ScenarioRunner: Sendable {
+package final class ScenarioRunner: Sendable {
     /// How to run.
-    public struct Configuration: Sendable {
+    package struct Configuration: Sendable {
         /// The scenario (with overrides applied).
-        public var scenario: Scenario
+        package var scenario: Scenario
         /// The timeline to apply (drawn from the seed, or an earlier run's for replay).
-        public var timeline: Timeline
+        package var timeline: Timeline
         /// `--out`: the run folder; nil: `Reports/<scenario>-<UTC time>/`.
-        public var out: String?
+        package var out: String?
         /// The command that reproduces this run, for the report.
-        public var replayCommand: String
+        package var replayCommand: String
         /// This executable, for pair commands that start with `chaos`.
-        public var selfPath: String
+        package var selfPath: String
         /// Whether to write a run folder and reports (false for the bare `chaos proxy`).
-        public var writesReports = true
+        package var writesReports = true
         /// How long, after the last fault is lifted, in-flight messages get to arrive before the pair stops.
-        public var drain: ChaosDuration = .seconds(Int64(3))
+        package var drain: ChaosDuration = .seconds(Int64(3))
         /// `--capture`: write capture.pcap whatever the scenario says (nil: as the scenario says).
-        public var capture: Bool?
+        package var capture: Bool?
         /// Where to serve the HTTP control API (`chaos proxy --api`); nil: none.
-        public var controlAPI: HostPort?
+        package var controlAPI: HostPort?
         /// Who may use it: open on loopback, a bearer token elsewhere.
-        public var apiAccess = APIAccess.open
+        package var apiAccess = APIAccess.open
         /// Proxies that start disabled (refusing connections) until the control API enables them.
-        public var disabledProxies: Set<String> = []
+        package var disabledProxies: Set<String> = []
         /// How long the proxy's event loops keep polling after relaying bytes (zero: off); see ``BusyPolling``.
-        public var busyPoll: ChaosDuration = .microseconds(100)
+        package var busyPoll: ChaosDuration = .microseconds(100)
         /// Whether connections that nothing shapes are relayed by epoll relay threads rather than
         /// NIO (see ``EpollRelayLoopGroup``); a shaping fault moves a connection to NIO when it reaches it.
-        public var epollRelay = true
+        package var epollRelay = true
         /// The protocol whose frames the proxies follow, so that `ws-close` / `goaway` faults (from the control
         /// API) can reach connections; nil: the one the scenario's faults need, if any.
-        public var frames: FrameProtocol?
+        package var frames: FrameProtocol?
         /// How often report.json is checkpointed.
-        public var checkpointEvery: ChaosDuration = .seconds(Int64(60))
+        package var checkpointEvery: ChaosDuration = .seconds(Int64(60))
         /// `--agent`: this run is one agent of a fleet, writing its traffic events to `events.bin` for
         /// `chaos report --merge`; nil: a run on its own.
-        public var agent: String?
+        package var agent: String?
         /// `--start-at`: the wall-clock moment the run's clock starts (the fleet's agents share it, so a shared
         /// schedule strikes every agent at once); nil: now.
-        public var startAt: Date?
+        package var startAt: Date?
         /// The most bytes the agent's event ring may hold.
-        public var eventRingBytes = EventFileWriter.defaultRingBytes
+        package var eventRingBytes = EventFileWriter.defaultRingBytes
         /// `--hold`: once the run is over, an agent keeps serving its events and report on the control API until
         /// SIGTERM (a merge fetches them from it; Kubernetes does not restart a finished run).
-        public var hold = false
+        package var hold = false
         /// The fleet's seed (the scenario's), which an agent's events.bin carries; nil: the timeline's.
-        public var fleetSeed: UInt64?
+        package var fleetSeed: UInt64?
 
         /// Creates a configuration.
-        public init(scenario: Scenario, timeline: Timeline, out: String? = nil, replayCommand: String, selfPath: String) {
+        package init(scenario: Scenario, timeline: Timeline, out: String? = nil, replayCommand: String, selfPath: String) {
             self.scenario = scenario
             self.timeline = timeline
             self.out = out
@@ -81,21 +81,21 @@ public final class ScenarioRunner: Sendable {
     }
 
     /// What a finished run did.
-    public struct Outcome: Sendable {
+    package struct Outcome: Sendable {
         /// Whether it ended early on a signal.
-        public var interrupted: Bool
+        package var interrupted: Bool
         /// Nanoseconds it ran.
-        public var elapsed: Int64
+        package var elapsed: Int64
         /// The occurrences applied, in order.
-        public var applied: [FaultInjector.Applied]
+        package var applied: [FaultInjector.Applied]
         /// Bytes moved per proxy.
-        public var traffic: [(proxy: String, upstream: Int64, downstream: Int64, connections: Int64, cut: Int64)]
+        package var traffic: [(proxy: String, upstream: Int64, downstream: Int64, connections: Int64, cut: Int64)]
         /// The run folder, when reports were written.
-        public var folder: URL?
+        package var folder: URL?
         /// The verdict: `pass`, `fail` or `error`.
-        public var verdict: String
+        package var verdict: String
         /// The process exit code for the verdict: 0 pass, 1 fail, 2 error.
-        public var exitCode: Int32
+        package var exitCode: Int32
     }
 
     let configuration: Configuration
@@ -103,7 +103,7 @@ public final class ScenarioRunner: Sendable {
     let output: @Sendable (String) -> Void
 
     /// A runner; `output` receives human-readable lines.
-    public init(
+    package init(
         configuration: Configuration,
         logger: Logger = Logger(label: "chaos.run"),
         output: @escaping @Sendable (String) -> Void = { print($0) }
@@ -114,7 +114,7 @@ public final class ScenarioRunner: Sendable {
     }
 
     /// Runs to the end of the timeline or the first SIGINT/SIGTERM.
-    public func run() async throws -> Outcome {
+    package func run() async throws -> Outcome {
         let scenario = configuration.scenario
         let timeline = configuration.timeline
         let folder = configuration.writesReports ? try RunFolder(scenario: scenario.name, out: configuration.out) : nil

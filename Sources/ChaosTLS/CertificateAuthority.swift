@@ -1,28 +1,28 @@
-public import ChaosCore
-public import Crypto
+package import ChaosCore
+package import Crypto
 import Foundation
 import SwiftASN1
-public import X509
+package import X509
 
 /// chaos's CA: the certificate and key that sign every leaf the proxy shows a client (ECDSA P-256, swift-certificates
 /// and swift-crypto). `auto` is chaos's own, made on first use under `$CHAOS_HOME` (default `~/.chaos`), its key file
 /// mode 0600; a team may bring its own (`ca: {cert, key}`).
-public struct CertificateAuthority: Sendable {
+package struct CertificateAuthority: Sendable {
     /// The CA certificate.
-    public let certificate: Certificate
+    package let certificate: Certificate
     /// Its private key.
-    public let privateKey: Certificate.PrivateKey
+    package let privateKey: Certificate.PrivateKey
     /// Where the certificate is (PEM).
-    public let certificatePath: String
+    package let certificatePath: String
 
     /// The folder of chaos's own CA: `$CHAOS_HOME`, or `~/.chaos`.
-    public static var home: String {
+    package static var home: String {
         if let home = ProcessInfo.processInfo.environment["CHAOS_HOME"], !home.isEmpty { return home }
         return FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".chaos").path
     }
 
     /// chaos's own CA under `home` (`ca.pem`, `ca-key.pem`; default ``home``), made now if missing.
-    public static func own(home: String? = nil) throws -> CertificateAuthority {
+    package static func own(home: String? = nil) throws -> CertificateAuthority {
         let folder = URL(fileURLWithPath: home ?? Self.home)
         let certificate = folder.appendingPathComponent("ca.pem")
         let key = folder.appendingPathComponent("ca-key.pem")
@@ -34,7 +34,7 @@ public struct CertificateAuthority: Sendable {
 
     /// A CA from PEM files; throws `badInput` naming the file for one that is not a CA certificate or a key that
     /// does not match it.
-    public static func load(_ files: TLSSpec.KeyPair) throws -> CertificateAuthority {
+    package static func load(_ files: TLSSpec.KeyPair) throws -> CertificateAuthority {
         let certificate: Certificate
         let key: Certificate.PrivateKey
         do { certificate = try Certificate(pemEncoded: try String(contentsOfFile: files.cert, encoding: .utf8)) } catch {
@@ -53,19 +53,19 @@ public struct CertificateAuthority: Sendable {
     }
 
     /// The certificate's SHA-256 fingerprint, `AB:CD:…`.
-    public var fingerprint: String {
+    package var fingerprint: String {
         SHA256.hash(data: derBytes).map { String(format: "%02X", $0) }.joined(separator: ":")
     }
 
     /// The certificate, DER.
-    public var derBytes: [UInt8] {
+    package var derBytes: [UInt8] {
         var serializer = DER.Serializer()
         try! serializer.serialize(certificate)  // a certificate we hold always serializes
         return serializer.serializedBytes
     }
 
     /// The certificate, PEM.
-    public var pem: String { (try? certificate.serializeAsPEM().pemString) ?? "" }
+    package var pem: String { (try? certificate.serializeAsPEM().pemString) ?? "" }
 
     private static func make(certificate: URL, key: URL) throws {
         try FileManager.default.createDirectory(

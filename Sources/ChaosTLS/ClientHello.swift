@@ -2,17 +2,17 @@
 /// application protocols it offers (ALPN), so that the upstream is dialled with the same and the client is answered
 /// with what the upstream chose. Read from the first bytes of the connection (TLS records of the handshake type,
 /// the ClientHello possibly split over several); nothing here decrypts or checks anything.
-public struct ClientHello: Sendable, Equatable {
+package struct ClientHello: Sendable, Equatable {
     /// The SNI host name, if the client sent one.
-    public var serverName: String?
+    package var serverName: String?
     /// The ALPN protocols offered, in the client's order (empty: no ALPN extension).
-    public var protocols: [String]
+    package var protocols: [String]
 
     /// The largest ClientHello read (its handshake message): larger ones are refused as not a ClientHello.
-    public static let largest = 65_536
+    package static let largest = 65_536
 
     /// What the first bytes of a connection say.
-    public enum Parse: Sendable, Equatable {
+    package enum Parse: Sendable, Equatable {
         /// A whole ClientHello, and how many bytes (whole records) it took.
         case hello(ClientHello, consumed: Int)
         /// More bytes are needed.
@@ -22,7 +22,7 @@ public struct ClientHello: Sendable, Equatable {
     }
 
     /// Reads a ClientHello from the start of `bytes`.
-    public static func parse(_ bytes: [UInt8]) -> Parse {
+    package static func parse(_ bytes: [UInt8]) -> Parse {
         var handshake: [UInt8] = []
         var offset = 0
         // Gather the handshake records' payloads until the ClientHello's length is known and reached.

@@ -1,7 +1,7 @@
-public import ChaosCore
+package import ChaosCore
 import Crypto
 import Foundation
-public import NIOSSL
+package import NIOSSL
 import SwiftASN1
 import Synchronization
 import X509
@@ -9,33 +9,33 @@ import X509
 /// Leaf certificates for the names clients ask for (their SNI), signed by a ``CertificateAuthority``: ECDSA P-256,
 /// valid a week from an hour ago, made on first use and kept for the run (at most ``capacity`` names, the oldest
 /// forgotten first).
-public final class LeafIssuer: Sendable {
+package final class LeafIssuer: Sendable {
     /// A leaf as NIOSSL takes it: the chain (leaf, then the CA) and the leaf's key.
-    public struct Leaf: Sendable {
-        public let chain: [NIOSSLCertificate]
-        public let key: NIOSSLPrivateKey
+    package struct Leaf: Sendable {
+        package let chain: [NIOSSLCertificate]
+        package let key: NIOSSLPrivateKey
     }
 
     /// The most names kept.
-    public static let capacity = 1024
+    package static let capacity = 1024
 
     private let authority: CertificateAuthority
     private let caCertificate: NIOSSLCertificate
     private let leaves = Mutex<(byName: [String: Leaf], order: [String])>(([:], []))
 
     /// An issuer signing with `authority`.
-    public init(authority: CertificateAuthority) throws {
+    package init(authority: CertificateAuthority) throws {
         self.authority = authority
         caCertificate = try NIOSSLCertificate(bytes: authority.derBytes, format: .der)
     }
 
     /// The most names a leaf copies from its upstream's certificate.
-    public static let copiedNamesLimit = 100
+    package static let copiedNamesLimit = 100
 
     /// The leaf for `name` (a DNS name or an IP address), made now if new, also naming `alsoNaming` (the verified
     /// upstream certificate's other names: DNS names, wildcards, IP addresses; those no certificate can carry are
     /// skipped). Throws `badInput` for a `name` no certificate can carry.
-    public func leaf(for name: String, alsoNaming others: [String] = []) throws -> Leaf {
+    package func leaf(for name: String, alsoNaming others: [String] = []) throws -> Leaf {
         let name = name.lowercased()
         let extra = Self.copyable(others, besides: name)
         let key = ([name] + extra).joined(separator: "\u{0}")
@@ -98,7 +98,7 @@ public final class LeafIssuer: Sendable {
 
     /// The DNS names and IP addresses among `certificate`'s subject alternative names (none when it has none or
     /// they cannot be read).
-    public static func alternativeNames(of certificate: NIOSSLCertificate) -> [String] {
+    package static func alternativeNames(of certificate: NIOSSLCertificate) -> [String] {
         guard let der = try? certificate.toDERBytes(), let parsed = try? Certificate(derEncoded: der),
             let names = try? parsed.extensions.subjectAlternativeNames
         else { return [] }

@@ -2,10 +2,10 @@ import Foundation
 
 /// A TLS error as a person reads it in a report: BoringSSL's reason codes (`CERTIFICATE_VERIFY_FAILED`,
 /// `TLSV1_ALERT_UNKNOWN_CA`), not the error's whole description with its source paths.
-public enum TLSFailure {
+package enum TLSFailure {
     /// The reason codes in `error`'s description, each once, in order; the description itself (cut to 200
     /// characters) when it has none.
-    public static func describe(_ error: any Error) -> String {
+    package static func describe(_ error: any Error) -> String {
         let text = "\(error)"
         var codes: [String] = []
         var rest = Substring(text)

@@ -1,15 +1,15 @@
-public import ChaosCore
-public import NIOSSL
+package import ChaosCore
+package import NIOSSL
 import Synchronization
 
 /// One proxy's TLS: the leaf shown to each client (by its SNI), the TLS contexts of both legs (made once per SNI
 /// and ALPN answer, and per ALPN offer), the upstream's verification and client certificate, and the key log both
 /// legs write to. Built from the proxy's `tls:` block; the relay asks it for each connection.
-public final class TLSInterceptor: Sendable {
+package final class TLSInterceptor: Sendable {
     /// The `tls:` block.
-    public let spec: TLSSpec
+    package let spec: TLSSpec
     /// The CA that signs the leaves.
-    public let authority: CertificateAuthority
+    package let authority: CertificateAuthority
     private let issuer: LeafIssuer
     private let upstreamHost: String
     private let keyLog: NIOSSLKeyLogCallback?
@@ -22,7 +22,7 @@ public final class TLSInterceptor: Sendable {
 
     /// The TLS of a proxy whose upstream is `upstreamHost`; `keyLog` receives NSS key log lines of both legs.
     /// Throws `badInput` naming the file for a CA, roots or client certificate that does not load.
-    public init(
+    package init(
         spec: TLSSpec,
         upstreamHost: String,
         keyLog: NIOSSLKeyLogCallback? = nil,
@@ -54,20 +54,20 @@ public final class TLSInterceptor: Sendable {
     }
 
     /// Whether the upstream leg speaks TLS.
-    public var upstreamIsTLS: Bool { spec.upstream != .cleartext }
+    package var upstreamIsTLS: Bool { spec.upstream != .cleartext }
 
     /// The name of the leaf for a client that asked for `hello`'s SNI (else `server_name`, else the upstream host).
-    public func serverName(for hello: ClientHello) -> String {
+    package func serverName(for hello: ClientHello) -> String {
         if let name = hello.serverName, TLSSpec.isServerName(name) { return name }
         return spec.serverName ?? upstreamHost
     }
 
     /// The protocols offered upstream for a client that offered `hello`'s.
-    public func upstreamOffer(for hello: ClientHello) -> [String] { spec.alpn ?? hello.protocols }
+    package func upstreamOffer(for hello: ClientHello) -> [String] { spec.alpn ?? hello.protocols }
 
     /// The protocols to answer the client with, once the upstream chose `negotiated` (nil: it chose none, or
     /// it speaks cleartext).
-    public func clientAnswer(for hello: ClientHello, negotiated: String?) -> [String] {
+    package func clientAnswer(for hello: ClientHello, negotiated: String?) -> [String] {
         if let fixed = spec.alpn { return fixed }
         if let negotiated { return [negotiated] }
         // Cleartext upstream: the client's first choice (h2 for a gRPC client, to an h2c server).
@@ -76,7 +76,7 @@ public final class TLSInterceptor: Sendable {
 
     /// Whether leaves copy the upstream certificate's other names: only when the upstream was verified (`verify` or a
     /// roots file), so that no name chaos did not check reaches a client.
-    public var copiesUpstreamNames: Bool {
+    package var copiesUpstreamNames: Bool {
         switch spec.upstream {
         case .verify, .roots: true
         case .insecure, .cleartext: false
@@ -85,7 +85,7 @@ public final class TLSInterceptor: Sendable {
 
     /// The context that answers a client as `name` with `protocols`, its leaf also naming `upstreamNames` (the
     /// verified upstream certificate's subject alternative names).
-    public func serverContext(name: String, protocols: [String], upstreamNames: [String] = []) throws -> NIOSSLContext {
+    package func serverContext(name: String, protocols: [String], upstreamNames: [String] = []) throws -> NIOSSLContext {
         let key = ([name.lowercased()] + protocols + ["\u{1}"] + upstreamNames).joined(separator: "\u{0}")
         if let context = serverContexts.withLock({ $0[key] }) { return context }
         let leaf = try issuer.leaf(for: name, alsoNaming: upstreamNames)
@@ -101,7 +101,7 @@ public final class TLSInterceptor: Sendable {
     }
 
     /// The context that dials the upstream offering `protocols`; nil for a cleartext upstream.
-    public func clientContext(offering protocols: [String]) throws -> NIOSSLContext? {
+    package func clientContext(offering protocols: [String]) throws -> NIOSSLContext? {
         guard upstreamIsTLS else { return nil }
         if let context = clientContexts.withLock({ $0[protocols] }) { return context }
         var configuration = TLSConfiguration.makeClientConfiguration()
@@ -129,7 +129,7 @@ public final class TLSInterceptor: Sendable {
 
     /// The name the upstream's certificate is checked against (and sent as its SNI): the client's SNI, else
     /// `server_name`, else the upstream host; nil for an IP address (no SNI is sent for one).
-    public func upstreamServerName(for hello: ClientHello) -> String? {
+    package func upstreamServerName(for hello: ClientHello) -> String? {
         let name = hello.serverName.flatMap { TLSSpec.isServerName($0) ? $0 : nil } ?? spec.serverName ?? upstreamHost
         return LeafIssuer.addressBytes(name) == nil ? name : nil
     }

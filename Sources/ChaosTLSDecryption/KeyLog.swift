@@ -7,39 +7,39 @@ import Foundation
 ///
 /// Each line is `LABEL <client random in hex> <secret in hex>`; `#` starts a comment, blank lines are skipped, and
 /// labels this reader has no use for (`EXPORTER_SECRET`, `CLIENT_EARLY_TRAFFIC_SECRET`, `RSA` …) are kept out.
-public struct KeyLog: Hashable, Sendable {
+package struct KeyLog: Hashable, Sendable {
     /// The secrets of one connection.
-    public struct Secrets: Hashable, Sendable {
+    package struct Secrets: Hashable, Sendable {
         /// TLS 1.2: `CLIENT_RANDOM`, the 48-byte master secret.
-        public var masterSecret: [UInt8]?
+        package var masterSecret: [UInt8]?
         /// TLS 1.3: `CLIENT_HANDSHAKE_TRAFFIC_SECRET`.
-        public var clientHandshake: [UInt8]?
+        package var clientHandshake: [UInt8]?
         /// TLS 1.3: `SERVER_HANDSHAKE_TRAFFIC_SECRET`.
-        public var serverHandshake: [UInt8]?
+        package var serverHandshake: [UInt8]?
         /// TLS 1.3: `CLIENT_TRAFFIC_SECRET_0`.
-        public var clientTraffic: [UInt8]?
+        package var clientTraffic: [UInt8]?
         /// TLS 1.3: `SERVER_TRAFFIC_SECRET_0`.
-        public var serverTraffic: [UInt8]?
+        package var serverTraffic: [UInt8]?
 
         /// No secret yet.
-        public init() {}
+        package init() {}
     }
 
     /// By client random.
     private var entries: [[UInt8]: Secrets] = [:]
 
     /// How many connections it holds secrets for.
-    public var count: Int { entries.count }
+    package var count: Int { entries.count }
 
     /// An empty key log.
-    public init() {}
+    package init() {}
 
     /// The secrets logged for the connection whose ClientHello carried `clientRandom`.
-    public func secrets(for clientRandom: [UInt8]) -> Secrets? { entries[clientRandom] }
+    package func secrets(for clientRandom: [UInt8]) -> Secrets? { entries[clientRandom] }
 
     /// Reads `path` (and adds it to what is already read).
     /// - Throws: `ChaosError.badInput` naming the file, and the line and column of the first malformed line.
-    public mutating func read(path: String) throws {
+    package mutating func read(path: String) throws {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw ChaosError.badInput("key log \(path): cannot be read (missing, or not a file)")
         }
@@ -47,7 +47,7 @@ public struct KeyLog: Hashable, Sendable {
     }
 
     /// Adds the lines of `text` (`source` names it in messages).
-    public mutating func add(text: [UInt8], source: String) throws {
+    package mutating func add(text: [UInt8], source: String) throws {
         var lineNumber = 0
         var start = 0
         while start < text.count {

@@ -1,4 +1,4 @@
-public import ChaosCore
+package import ChaosCore
 
 /// Decrypts one TCP conversation's TLS with the secrets of a key log: fed the conversation's TCP bytes each way in
 /// order (and the receivers' acknowledgements in TCP bytes), it hands back the application plaintext each way, the
@@ -10,9 +10,9 @@ public import ChaosCore
 /// HelloRetryRequest and middlebox-compatibility ChangeCipherSpecs are followed, 0-RTT data is skipped. TLS 1.2:
 /// the master secret of `CLIENT_RANDOM`, the PRF's key block, ChangeCipherSpec switching each direction, AES-GCM's
 /// explicit nonce and ChaCha20-Poly1305's. Primitives come from swift-crypto.
-public final class TLSConversation {
+package final class TLSConversation {
     /// What the conversation hands back.
-    public enum Output: Equatable {
+    package enum Output: Equatable {
         /// Application bytes, client → server when `towardServer`.
         case plaintext(towardServer: Bool, bytes: [UInt8])
         /// The receiver of the bytes travelling `towardServer` took the first `upTo` plaintext bytes; `afterClose`:
@@ -31,7 +31,7 @@ public final class TLSConversation {
     static let heldRecordLimit = 64
 
     /// Whether `bytes`, a conversation's first, start like a TLS record (content type 20–23, version 3.x).
-    public static func looksLikeTLS(_ bytes: [UInt8]) -> Bool {
+    package static func looksLikeTLS(_ bytes: [UInt8]) -> Bool {
         bytes.count >= 3 && (20...23).contains(bytes[0]) && bytes[1] == 3 && bytes[2] <= 4
     }
 
@@ -52,29 +52,29 @@ public final class TLSConversation {
     private var outputs: [Output] = []
 
     /// Records decrypted, and application bytes handed out, both ways.
-    public private(set) var recordsDecrypted = 0
-    public private(set) var plaintextBytes: Int64 = 0
+    package private(set) var recordsDecrypted = 0
+    package private(set) var plaintextBytes: Int64 = 0
     /// Whether a problem stopped (part of) the decryption.
-    public private(set) var hadProblem = false
+    package private(set) var hadProblem = false
     /// The key log has no keys for this conversation's client random, and the client has sent nothing since its
     /// ClientHello but ChangeCipherSpecs and plaintext alerts: a handshake it abandoned (killed while connecting, a
     /// certificate it refused, a probe), which carried no application data, not a conversation the audit failed to
     /// read. Its first record of any other kind makes it one.
-    public var abandonedHandshake: Bool { missingKeys != nil }
+    package var abandonedHandshake: Bool { missingKeys != nil }
     /// Why the conversation cannot be decrypted, held until the client shows it went past its ClientHello.
     private var missingKeys: String?
     /// Whether the client sent a record that is not its ClientHello, a ChangeCipherSpec or a plaintext alert.
     private var clientWentOn = false
 
     /// A conversation between `client` and `server` (text, for messages), decrypted with `keyLog`.
-    public init(keyLog: KeyLog, client: String, server: String) {
+    package init(keyLog: KeyLog, client: String, server: String) {
         self.keyLog = keyLog
         name = "\(client) → \(server)"
     }
 
     /// Takes the next TCP bytes travelling `towardServer`; `captureLoss` is the reassembler's count of bytes that
     /// direction lost so far (a hole stops its decryption: record boundaries and numbers are lost with it).
-    public func receive(_ bytes: [UInt8], towardServer: Bool, captureLoss: Int = 0) -> [Output] {
+    package func receive(_ bytes: [UInt8], towardServer: Bool, captureLoss: Int = 0) -> [Output] {
         if missingKeys != nil {
             if towardServer { watchForClientProgress(bytes) }
             return take()
@@ -113,7 +113,7 @@ public final class TLSConversation {
     }
 
     /// The receiver of the bytes travelling `towardServer` acknowledged `tcpBytes` of them.
-    public func acknowledge(towardServer: Bool, tcpBytes: Int64) -> [Output] {
+    package func acknowledge(towardServer: Bool, tcpBytes: Int64) -> [Output] {
         withDirection(towardServer) { direction in
             direction.acknowledged = max(direction.acknowledged, tcpBytes)
             covered(&direction)

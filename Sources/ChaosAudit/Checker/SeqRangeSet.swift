@@ -2,34 +2,34 @@
 ///
 /// Memory grows with the number of holes, not with the number of members: a stream of a hundred
 /// million consecutive seqs is one interval. Appending the next seq and removing the lowest one are O(1).
-public struct SeqRangeSet: Sendable, Equatable, Codable {
+package struct SeqRangeSet: Sendable, Equatable, Codable {
     /// One closed interval `lower...upper`.
-    public struct Interval: Sendable, Equatable, Codable {
+    package struct Interval: Sendable, Equatable, Codable {
         /// The lowest member.
-        public var lower: Int64
+        package var lower: Int64
         /// The highest member.
-        public var upper: Int64
+        package var upper: Int64
         /// How many members.
-        public var count: Int64 {
+        package var count: Int64 {
             let (span, overflow) = upper.subtractingReportingOverflow(lower)
             return overflow || span == .max ? .max : span + 1
         }
     }
 
     /// The intervals, ascending.
-    public private(set) var intervals: [Interval] = []
+    package private(set) var intervals: [Interval] = []
     /// How many members.
-    public private(set) var count: Int64 = 0
+    package private(set) var count: Int64 = 0
 
     /// An empty set.
-    public init() {}
+    package init() {}
 
     /// Whether there are no members.
-    public var isEmpty: Bool { intervals.isEmpty }
+    package var isEmpty: Bool { intervals.isEmpty }
     /// The lowest member.
-    public var min: Int64? { intervals.first?.lower }
+    package var min: Int64? { intervals.first?.lower }
     /// The highest member.
-    public var max: Int64? { intervals.last?.upper }
+    package var max: Int64? { intervals.last?.upper }
 
     /// The index of the first interval whose upper bound is >= `value` (or `intervals.count`).
     private func firstIndex(reaching value: Int64) -> Int {
@@ -43,7 +43,7 @@ public struct SeqRangeSet: Sendable, Equatable, Codable {
     }
 
     /// Whether `value` is a member.
-    public func contains(_ value: Int64) -> Bool {
+    package func contains(_ value: Int64) -> Bool {
         if let last = intervals.last, value >= last.lower { return value <= last.upper }
         let index = firstIndex(reaching: value)
         return index < intervals.count && intervals[index].lower <= value
@@ -52,7 +52,7 @@ public struct SeqRangeSet: Sendable, Equatable, Codable {
     /// Adds `value`; returns false when it was already a member. The next seq of the last interval (a stream in
     /// order) is inlined at the caller: one comparison and one store.
     @discardableResult @inline(__always)
-    public mutating func insert(_ value: Int64) -> Bool {
+    package mutating func insert(_ value: Int64) -> Bool {
         let last = intervals.count &- 1
         if last >= 0, value == intervals[last].upper &+ 1 {
             intervals[last].upper = value
@@ -100,7 +100,7 @@ public struct SeqRangeSet: Sendable, Equatable, Codable {
     }
 
     /// Adds every member of `lower...upper`.
-    public mutating func insert(_ lower: Int64, through upper: Int64) {
+    package mutating func insert(_ lower: Int64, through upper: Int64) {
         guard lower <= upper else { return }
         if let tail = intervals.last, lower > tail.upper &+ 1 {
             intervals.append(Interval(lower: lower, upper: upper))
@@ -123,14 +123,14 @@ public struct SeqRangeSet: Sendable, Equatable, Codable {
     }
 
     /// Adds every member of `other`.
-    public mutating func formUnion(_ other: SeqRangeSet) {
+    package mutating func formUnion(_ other: SeqRangeSet) {
         for interval in other.intervals { insert(interval.lower, through: interval.upper) }
     }
 
     /// Removes `value`; returns false when it was not a member. The lowest member of a first interval that keeps
     /// others (a stream delivered in order) is inlined at the caller.
     @discardableResult @inline(__always)
-    public mutating func remove(_ value: Int64) -> Bool {
+    package mutating func remove(_ value: Int64) -> Bool {
         if !intervals.isEmpty, value == intervals[0].lower, value != intervals[0].upper {
             intervals[0].lower = value &+ 1
             count &-= 1
@@ -166,13 +166,13 @@ public struct SeqRangeSet: Sendable, Equatable, Codable {
     }
 
     /// Removes every member.
-    public mutating func removeAll() {
+    package mutating func removeAll() {
         intervals.removeAll()
         count = 0
     }
 
     /// How many members lie in `lower...upper`.
-    public func count(from lower: Int64, through upper: Int64) -> Int64 {
+    package func count(from lower: Int64, through upper: Int64) -> Int64 {
         guard lower <= upper else { return 0 }
         var total: Int64 = 0
         var index = firstIndex(reaching: lower)
@@ -185,13 +185,13 @@ public struct SeqRangeSet: Sendable, Equatable, Codable {
     }
 
     /// How many members are greater than `value`.
-    public func count(above value: Int64) -> Int64 {
+    package func count(above value: Int64) -> Int64 {
         guard let max, max > value else { return 0 }
         return count(from: value &+ 1, through: max)
     }
 
     /// The intervals of `lower...upper` that are not members, at most `limit` of them.
-    public func holes(from lower: Int64, through upper: Int64, limit: Int = .max) -> [Interval] {
+    package func holes(from lower: Int64, through upper: Int64, limit: Int = .max) -> [Interval] {
         guard lower <= upper else { return [] }
         var result: [Interval] = []
         var cursor = lower

@@ -1,24 +1,24 @@
 /// Counts per time bucket for the report's timeline (message rate, reconnects). Bounded: when the run
 /// outgrows ``maximumBuckets`` the bucket width doubles and neighbours merge.
-public struct ActivitySeries: Sendable, Codable, Equatable {
+package struct ActivitySeries: Sendable, Codable, Equatable {
     /// The most buckets kept.
-    public static let maximumBuckets = 600
+    package static let maximumBuckets = 600
 
     /// Bucket width in seconds.
-    public var bucketS: Double { Double(bucketNanoseconds) / 1e9 }
+    package var bucketS: Double { Double(bucketNanoseconds) / 1e9 }
     /// Bucket width in nanoseconds.
-    public var bucketNanoseconds: Int64
+    package var bucketNanoseconds: Int64
     /// Messages delivered per bucket.
-    public var delivered: [Int64] = []
+    package var delivered: [Int64] = []
     /// Connections accepted per bucket.
-    public var opened: [Int64] = []
+    package var opened: [Int64] = []
     /// Connections closed per bucket.
-    public var closed: [Int64] = []
+    package var closed: [Int64] = []
     /// Connection attempts refused per bucket.
-    public var refused: [Int64] = []
+    package var refused: [Int64] = []
 
     /// An empty series with `bucketNanoseconds` wide buckets (one second by default).
-    public init(bucketNanoseconds: Int64 = 1_000_000_000) {
+    package init(bucketNanoseconds: Int64 = 1_000_000_000) {
         self.bucketNanoseconds = bucketNanoseconds
     }
 

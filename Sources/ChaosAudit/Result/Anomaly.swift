@@ -1,9 +1,9 @@
-public import ChaosCore
+package import ChaosCore
 
 /// One thing that went wrong, with when, where and which fault was active.
-public struct Anomaly: Sendable, Codable, Equatable {
+package struct Anomaly: Sendable, Codable, Equatable {
     /// What kind of anomaly.
-    public enum Class: String, Sendable, Codable, CaseIterable {
+    package enum Class: String, Sendable, Codable, CaseIterable {
         /// A jump in the delivered sequence (`fromSeq...toSeq` were skipped).
         case gap
         /// Seqs never delivered by the end of the run.
@@ -35,30 +35,30 @@ public struct Anomaly: Sendable, Codable, Equatable {
     }
 
     /// What kind of anomaly (`class` in JSON).
-    public var kind: Class
+    package var kind: Class
     /// The logical stream ("" when unknown).
-    public var stream: String
+    package var stream: String
     /// Which way the messages travel.
-    public var direction: Direction
+    package var direction: Direction
     /// The first seq concerned.
-    public var fromSeq: Int64?
+    package var fromSeq: Int64?
     /// The last seq concerned.
-    public var toSeq: Int64?
+    package var toSeq: Int64?
     /// When, in seconds since the start of the run.
-    public var atS: Double
+    package var atS: Double
     /// The connection it was seen on (0 when not bound to one).
-    public var connection: UInt64
+    package var connection: UInt64
     /// The kind of the fault active then, or of the last fault before it when none was active.
-    public var fault: String?
+    package var fault: String?
     /// That fault's occurrence index in the timeline.
-    public var faultOccurrence: Int?
+    package var faultOccurrence: Int?
     /// Whether that fault was still active (false: the anomaly came after it).
-    public var faultActive: Bool?
+    package var faultActive: Bool?
     /// A human detail (a byte snippet for undecodable frames, the framing problem…).
-    public var detail: String?
+    package var detail: String?
 
     /// Creates an anomaly.
-    public init(
+    package init(
         kind: Class,
         stream: String,
         direction: Direction,

@@ -1,43 +1,43 @@
-public import ChaosCore
+package import ChaosCore
 
 /// The delivery classes of PRODUCT §4 for one stream and direction, or summed over all of them.
-public struct DeliveryCounts: Sendable, Codable, Equatable {
+package struct DeliveryCounts: Sendable, Codable, Equatable {
     /// Messages with a seq read from the producer (every read, retransmissions included).
-    public var sent: Int64 = 0
+    package var sent: Int64 = 0
     /// Messages with a seq written to the consumer (every delivery, duplicates included).
-    public var delivered: Int64 = 0
+    package var delivered: Int64 = 0
     /// Seqs delivered at least once.
-    public var ok: Int64 = 0
+    package var ok: Int64 = 0
     /// Seqs never delivered: holes below the highest seq seen, or sent and never delivered.
-    public var lost: Int64 = 0
+    package var lost: Int64 = 0
     /// Ok seqs that were sent on a connection that was cut before delivering them, and delivered on a later one.
-    public var recovered: Int64 = 0
+    package var recovered: Int64 = 0
     /// Extra deliveries of a seq on the same connection.
-    public var duplicated: Int64 = 0
+    package var duplicated: Int64 = 0
     /// Extra deliveries of a seq on a later connection.
-    public var redelivered: Int64 = 0
+    package var redelivered: Int64 = 0
     /// Ok seqs first delivered after a higher seq of the stream.
-    public var reordered: Int64 = 0
+    package var reordered: Int64 = 0
     /// Jumps in the delivered sequence.
-    public var gaps: Int64 = 0
+    package var gaps: Int64 = 0
     /// Delivered seqs that no cumulative ack covered (0 when `ack` is not configured).
-    public var unacked: Int64 = 0
+    package var unacked: Int64 = 0
     /// Frames cut in half by the end of a connection (counted on the delivered side).
-    public var truncated: Int64 = 0
+    package var truncated: Int64 = 0
     /// ok / (ok + lost); 1 when nothing was expected.
-    public var deliveryRatio: Double = 1
+    package var deliveryRatio: Double = 1
 
     /// All zero.
-    public init() {}
+    package init() {}
 
     /// Recomputes ``deliveryRatio`` from ``ok`` and ``lost``.
-    public mutating func updateRatio() {
+    package mutating func updateRatio() {
         deliveryRatio = ok == 0 && lost == 0 ? 1 : Double(ok) / (Double(ok) + Double(lost))
     }
 
     /// Adds `other`'s counts (the ratio is recomputed).
     /// Sums saturate at `Int64.max` rather than trap.
-    public mutating func add(_ other: DeliveryCounts) {
+    package mutating func add(_ other: DeliveryCounts) {
         func sum(_ a: inout Int64, _ b: Int64) {
             let (total, overflow) = a.addingReportingOverflow(b)
             a = overflow ? (b > 0 ? .max : .min) : total
@@ -57,7 +57,7 @@ public struct DeliveryCounts: Sendable, Codable, Equatable {
     }
 
     /// The figure an `expect:` line names (`lost`, `gaps`, …), when it is a count of this struct.
-    public func count(named name: String) -> Int64? {
+    package func count(named name: String) -> Int64? {
         switch name {
         case "sent": sent
         case "delivered": delivered
@@ -76,22 +76,22 @@ public struct DeliveryCounts: Sendable, Codable, Equatable {
 }
 
 /// One stream and direction's results.
-public struct StreamResult: Sendable, Codable, Equatable {
+package struct StreamResult: Sendable, Codable, Equatable {
     /// The logical stream name.
-    public var stream: String
+    package var stream: String
     /// Which way its messages travel.
-    public var direction: Direction
+    package var direction: Direction
     /// Its counts (flattened into the same JSON object).
-    public var counts: DeliveryCounts
+    package var counts: DeliveryCounts
     /// The lowest seq delivered.
-    public var firstSeq: Int64?
+    package var firstSeq: Int64?
     /// The highest seq delivered.
-    public var highestSeq: Int64?
+    package var highestSeq: Int64?
     /// The highest cumulative ack seen for it (from the other direction).
-    public var ackedUpTo: Int64?
+    package var ackedUpTo: Int64?
 
     /// Creates a stream result.
-    public init(
+    package init(
         stream: String,
         direction: Direction,
         counts: DeliveryCounts,
@@ -109,7 +109,7 @@ public struct StreamResult: Sendable, Codable, Equatable {
 
     private enum CodingKeys: String, CodingKey { case stream, direction, firstSeq, highestSeq, ackedUpTo }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         stream = try container.decode(String.self, forKey: .stream)
         direction = try container.decode(Direction.self, forKey: .direction)
@@ -119,7 +119,7 @@ public struct StreamResult: Sendable, Codable, Equatable {
         counts = try DeliveryCounts(from: decoder)
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(stream, forKey: .stream)
         try container.encode(direction, forKey: .direction)

@@ -1,16 +1,16 @@
 /// A histogram of durations as Prometheus wants one: cumulative counts at fixed upper bounds, the count and the sum.
-public struct DurationHistogram: Sendable, Equatable {
+package struct DurationHistogram: Sendable, Equatable {
     /// The upper bounds, in seconds (ascending); the implicit last one is +Inf.
-    public var bounds: [Double]
+    package var bounds: [Double]
     /// How many samples are at or below each bound.
-    public var cumulative: [UInt64]
+    package var cumulative: [UInt64]
     /// How many samples in all.
-    public var count: UInt64
+    package var count: UInt64
     /// Their sum, in seconds (from the histogram's buckets: within its 3 significant digits).
-    public var sumSeconds: Double
+    package var sumSeconds: Double
 
     /// The bounds chaos exposes recovery times at, in seconds.
-    public static let recoveryBounds: [Double] = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300]
+    package static let recoveryBounds: [Double] = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300]
 }
 
 extension LatencyRecorder {
@@ -26,7 +26,7 @@ extension LatencyRecorder {
 extension AuditEngine {
     /// The recovery measurements so far (reconnect: disruption to the next accepted connection; resume: disruption to
     /// a stream's first new message) as histograms at `bounds` seconds.
-    public func recoveryHistograms(
+    package func recoveryHistograms(
         bounds: [Double] = DurationHistogram.recoveryBounds
     )
         -> (reconnect: DurationHistogram, resume: DurationHistogram)

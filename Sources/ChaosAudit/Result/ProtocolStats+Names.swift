@@ -2,84 +2,84 @@
 /// renderers' callers); the audit itself counts through ``ProtocolStats/subscript(counter:)`` and ``ProtocolStats/count(_:code:fault:)``.
 extension ProtocolStats {
     /// Upgrade handshakes accepted (101 Switching Protocols read from the server, WebSocket or h2c).
-    public var upgrades: Int64 {
+    package var upgrades: Int64 {
         get { self[counter: "upgrades"] }
         set { self[counter: "upgrades"] = newValue }
     }
     /// Upgrade requests answered with another status.
-    public var upgradeFailures: Int64 {
+    package var upgradeFailures: Int64 {
         get { self[counter: "upgradeFailures"] }
         set { self[counter: "upgradeFailures"] = newValue }
     }
     /// Connections that ended with no close frame either way after their upgrade (1006, abnormal closure).
-    public var abnormalClosures: Int64 {
+    package var abnormalClosures: Int64 {
         get { self[counter: "abnormalClosures"] }
         set { self[counter: "abnormalClosures"] = newValue }
     }
     /// Heartbeats: WebSocket ping frames, HTTP/2 PING frames.
-    public var pings: Int64 {
+    package var pings: Int64 {
         get { self[counter: "pings"] }
         set { self[counter: "pings"] = newValue }
     }
     /// Their answers: WebSocket pong frames, HTTP/2 PING acks.
-    public var pongs: Int64 {
+    package var pongs: Int64 {
         get { self[counter: "pongs"] }
         set { self[counter: "pongs"] = newValue }
     }
     /// gRPC calls started (request headers read from the client).
-    public var calls: Int64 {
+    package var calls: Int64 {
         get { self[counter: "calls"] }
         set { self[counter: "calls"] = newValue }
     }
     /// Messages larger than `max_message`: counted, not audited.
-    public var oversized: Int64 {
+    package var oversized: Int64 {
         get { self[counter: "oversized"] }
         set { self[counter: "oversized"] = newValue }
     }
     /// TLS handshakes that failed (`tls` anomalies): clients that rejected chaos's certificate, upstreams that failed.
-    public var tlsFailures: Int64 {
+    package var tlsFailures: Int64 {
         get { self[counter: "tlsFailures"] }
         set { self[counter: "tlsFailures"] = newValue }
     }
     /// Connection directions whose bytes did not parse (`protocol` anomalies).
-    public var protocolErrors: Int64 {
+    package var protocolErrors: Int64 {
         get { self[counter: "protocolErrors"] }
         set { self[counter: "protocolErrors"] = newValue }
     }
 
     /// Close frames by code (`1000`, `1012`; `none` without a code), and `1006` per connection ended without one.
-    public var closeCodes: [String: Int64] {
+    package var closeCodes: [String: Int64] {
         get { self[family: "closeCodes"] }
         set { self[family: "closeCodes"] = newValue }
     }
-    public var closeCodesByFault: [String: [String: Int64]] {
+    package var closeCodesByFault: [String: [String: Int64]] {
         get { self[familyByFault: "closeCodes"] }
         set { self[familyByFault: "closeCodes"] = newValue }
     }
     /// HTTP/2 GOAWAY frames by error code name (a peer's as read, the proxy's own as written).
-    public var goaways: [String: Int64] {
+    package var goaways: [String: Int64] {
         get { self[family: "goaways"] }
         set { self[family: "goaways"] = newValue }
     }
-    public var goawaysByFault: [String: [String: Int64]] {
+    package var goawaysByFault: [String: [String: Int64]] {
         get { self[familyByFault: "goaways"] }
         set { self[familyByFault: "goaways"] = newValue }
     }
     /// HTTP/2 RST_STREAM frames by error code name.
-    public var streamResets: [String: Int64] {
+    package var streamResets: [String: Int64] {
         get { self[family: "streamResets"] }
         set { self[family: "streamResets"] = newValue }
     }
-    public var streamResetsByFault: [String: [String: Int64]] {
+    package var streamResetsByFault: [String: [String: Int64]] {
         get { self[familyByFault: "streamResets"] }
         set { self[familyByFault: "streamResets"] = newValue }
     }
     /// gRPC calls ended with a status in trailers, by status name.
-    public var grpcStatuses: [String: Int64] {
+    package var grpcStatuses: [String: Int64] {
         get { self[family: "grpcStatuses"] }
         set { self[family: "grpcStatuses"] = newValue }
     }
-    public var grpcStatusesByFault: [String: [String: Int64]] {
+    package var grpcStatusesByFault: [String: [String: Int64]] {
         get { self[familyByFault: "grpcStatuses"] }
         set { self[familyByFault: "grpcStatuses"] = newValue }
     }

@@ -1,4 +1,4 @@
-public import ChaosProtocols
+package import ChaosProtocols
 
 /// What the protocol layer saw besides messages, as named counters and families of counts by code that the
 /// protocol plug-ins declare (``ProtocolPlugin/counters``, ``ProtocolPlugin/counterFamilies``: WebSocket handshakes
@@ -8,58 +8,58 @@ public import ChaosProtocols
 ///
 /// In report.json each counter and family is a key of `protocol_events` (a family's counts per fault under
 /// `NAME_by_fault`), the keys written before families existed: a report written then still loads.
-public struct ProtocolStats: Sendable, Codable, Equatable {
+package struct ProtocolStats: Sendable, Codable, Equatable {
     /// The audit's own counters, whatever the protocol.
-    public static let auditCounters = [
+    package static let auditCounters = [
         ProtocolCounter("oversized", "oversized messages"),
         ProtocolCounter("protocolErrors", "protocol errors"),
         ProtocolCounter("tlsFailures", "TLS handshakes failed"),
     ]
     /// Every counter, the plug-ins' then the audit's.
-    public static let knownCounters = ProtocolRegistry.counters(shared: auditCounters)
+    package static let knownCounters = ProtocolRegistry.counters(shared: auditCounters)
     /// Every family of counts by code.
-    public static let knownFamilies = ProtocolRegistry.counterFamilies
+    package static let knownFamilies = ProtocolRegistry.counterFamilies
 
     /// Counter name → count (every known counter, 0 when nothing was seen).
-    public private(set) var counters: [String: Int64]
+    package private(set) var counters: [String: Int64]
     /// Family name → code → count.
-    public private(set) var families: [String: [String: Int64]]
+    package private(set) var families: [String: [String: Int64]]
     /// Family name → the fault active (or last) when it came (`none` before any fault) → code → count.
-    public private(set) var familiesByFault: [String: [String: [String: Int64]]]
+    package private(set) var familiesByFault: [String: [String: [String: Int64]]]
     /// HTTP/2 PING round trips (a keepalive read from one peer to its ack read from the other), through the proxy and
     /// the answering peer; nil when there were none.
-    public var pingRoundTripS: LatencySummary?
+    package var pingRoundTripS: LatencySummary?
 
     /// All zero.
-    public init() {
+    package init() {
         counters = Dictionary(uniqueKeysWithValues: Self.knownCounters.map { ($0.name, 0) })
         families = Dictionary(uniqueKeysWithValues: Self.knownFamilies.map { ($0.name, [:]) })
         familiesByFault = families.mapValues { _ in [:] }
     }
 
     /// Whether nothing was seen.
-    public var isEmpty: Bool { self == ProtocolStats() }
+    package var isEmpty: Bool { self == ProtocolStats() }
 
     /// The count of counter `name` (0 for one never counted).
-    public subscript(counter name: String) -> Int64 {
+    package subscript(counter name: String) -> Int64 {
         get { counters[name] ?? 0 }
         set { counters[name] = newValue }
     }
 
     /// The counts of family `name` by code.
-    public subscript(family name: String) -> [String: Int64] {
+    package subscript(family name: String) -> [String: Int64] {
         get { families[name] ?? [:] }
         set { families[name] = newValue }
     }
 
     /// The counts of family `name` by fault, then code.
-    public subscript(familyByFault name: String) -> [String: [String: Int64]] {
+    package subscript(familyByFault name: String) -> [String: [String: Int64]] {
         get { familiesByFault[name] ?? [:] }
         set { familiesByFault[name] = newValue }
     }
 
     /// Counts one event of family `name` with `code`, during (or after) `fault`.
-    public mutating func count(_ name: String, code: String, fault: String) {
+    package mutating func count(_ name: String, code: String, fault: String) {
         families[name, default: [:]][code, default: 0] += 1
         familiesByFault[name, default: [:]][fault, default: [:]][code, default: 0] += 1
     }
@@ -73,7 +73,7 @@ public struct ProtocolStats: Sendable, Codable, Equatable {
     }
 
     /// Writes every known counter and family (zero and empty ones too), as report.json always had them.
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: Key.self)
         for counter in Self.knownCounters { try container.encode(self[counter: counter.name], forKey: Key(counter.name)) }
         for family in Self.knownFamilies {
@@ -84,7 +84,7 @@ public struct ProtocolStats: Sendable, Codable, Equatable {
     }
 
     /// Reads the figures; those a report written before they existed lacks are zero.
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         self.init()
         let container = try decoder.container(keyedBy: Key.self)
         for counter in Self.knownCounters {

@@ -1,32 +1,32 @@
 /// How fast the pair recovered from faults (PRODUCT §4 "also measured").
-public struct RecoverySummary: Sendable, Codable, Equatable {
+package struct RecoverySummary: Sendable, Codable, Equatable {
     /// Per disruptive fault: from the disruption (the first connection it closed, or the first refused
     /// attempt) to the next accepted connection.
-    public var reconnectS = LatencySummary()
+    package var reconnectS = LatencySummary()
     /// Per fault and affected stream: from the disruption to the first new message delivered on that stream.
-    public var resumeS = LatencySummary()
+    package var resumeS = LatencySummary()
     /// Per message: from the proxy reading it to the consumer's TCP acknowledging it.
-    public var transitS = LatencySummary()
+    package var transitS = LatencySummary()
     /// Per connection caught in a half-open partition (or a handoff's half-open server leg): how long until
     /// the pair itself closed it.
-    public var halfOpenS = LatencySummary()
+    package var halfOpenS = LatencySummary()
     /// Streams that a fault interrupted and that never delivered a new message afterwards.
-    public var neverResumed = 0
+    package var neverResumed = 0
     /// Per partition / handoff / stall: how many connections it caught and how many the pair noticed.
-    public var halfOpen: [HalfOpenRecord] = []
+    package var halfOpen: [HalfOpenRecord] = []
     /// Per mass disconnect (two or more connections closed): how reconnect attempts spread out.
-    public var reconnectSpread: [ReconnectSpread] = []
+    package var reconnectSpread: [ReconnectSpread] = []
     /// The fastest the pair noticed a connection half-open in a partition or stall in this run, in seconds: the
     /// detection window its heartbeat (interval + timeout) allows, as measured. Nil: it noticed none.
-    public var noticedWithinS: Double?
+    package var noticedWithinS: Double?
 
     /// Empty.
-    public init() {}
+    package init() {}
 
     /// The half-open records the pair should have noticed and did not: connections left unnoticed for at least the
     /// detection window its own heartbeat showed elsewhere in the run (all of them when it never noticed one). A
     /// stall shorter than that window is one no heartbeat of this pair could catch, and is not held against it.
-    public var missedHalfOpens: [HalfOpenRecord] {
+    package var missedHalfOpens: [HalfOpenRecord] {
         halfOpen.filter { record in
             record.unnoticed > 0 && noticedWithinS.map { record.longestS >= $0 } ?? true
         }
@@ -34,22 +34,22 @@ public struct RecoverySummary: Sendable, Codable, Equatable {
 }
 
 /// How one half-open partition (or handoff) was noticed by the pair.
-public struct HalfOpenRecord: Sendable, Codable, Equatable {
+package struct HalfOpenRecord: Sendable, Codable, Equatable {
     /// The fault occurrence index.
-    public var occurrence: Int
+    package var occurrence: Int
     /// The fault kind.
-    public var kind: String
+    package var kind: String
     /// Connections alive when it started.
-    public var connections: Int
+    package var connections: Int
     /// Connections the pair closed by itself (a heartbeat noticed).
-    public var noticed: Int
+    package var noticed: Int
     /// Connections still open when the record was closed: the pair never noticed.
-    public var unnoticed: Int
+    package var unnoticed: Int
     /// The longest time until the pair noticed, in seconds (or until the record was closed, when unnoticed).
-    public var longestS: Double
+    package var longestS: Double
 
     /// Creates a record.
-    public init(occurrence: Int, kind: String, connections: Int, noticed: Int, unnoticed: Int, longestS: Double) {
+    package init(occurrence: Int, kind: String, connections: Int, noticed: Int, unnoticed: Int, longestS: Double) {
         self.occurrence = occurrence
         self.kind = kind
         self.connections = connections
@@ -60,28 +60,28 @@ public struct HalfOpenRecord: Sendable, Codable, Equatable {
 }
 
 /// How the reconnect attempts after one mass disconnect spread out in time.
-public struct ReconnectSpread: Sendable, Codable, Equatable {
+package struct ReconnectSpread: Sendable, Codable, Equatable {
     /// The fault occurrence index.
-    public var occurrence: Int
+    package var occurrence: Int
     /// The fault kind.
-    public var kind: String
+    package var kind: String
     /// Connections it closed.
-    public var connectionsClosed: Int
+    package var connectionsClosed: Int
     /// Connection attempts (accepted + refused) in the window after it.
-    public var attempts: Int
+    package var attempts: Int
     /// From the disruption to the first attempt, in seconds.
-    public var firstS: Double
+    package var firstS: Double
     /// From the first to the last attempt, in seconds.
-    public var spreadS: Double
+    package var spreadS: Double
     /// The most attempts inside any one ``window`` of time.
-    public var densest: Int
+    package var densest: Int
     /// The window used for ``densest``, in seconds.
-    public var windowS: Double
+    package var windowS: Double
     /// A thundering herd: most attempts fell inside one short window.
-    public var herd: Bool
+    package var herd: Bool
 
     /// Creates a record.
-    public init(
+    package init(
         occurrence: Int,
         kind: String,
         connectionsClosed: Int,
@@ -105,30 +105,30 @@ public struct ReconnectSpread: Sendable, Codable, Equatable {
 }
 
 /// What one fault did to the connections and streams.
-public struct FaultImpact: Sendable, Codable, Equatable {
+package struct FaultImpact: Sendable, Codable, Equatable {
     /// The occurrence index in the timeline.
-    public var occurrence: Int
+    package var occurrence: Int
     /// The fault kind.
-    public var kind: String
+    package var kind: String
     /// When it started, in seconds.
-    public var atS: Double
+    package var atS: Double
     /// How long it lasted, in seconds (0 while still active).
-    public var forS: Double
+    package var forS: Double
     /// Connections closed because of it (by the proxy or by the pair reacting to it).
-    public var connectionsClosed: Int
+    package var connectionsClosed: Int
     /// Time to the next accepted connection, in seconds.
-    public var reconnectS: Double?
+    package var reconnectS: Double?
     /// The slowest stream's time to its first new message, in seconds.
-    public var resumeS: Double?
+    package var resumeS: Double?
     /// Streams it interrupted.
-    public var streamsAffected: Int
+    package var streamsAffected: Int
     /// Streams it interrupted that never resumed.
-    public var neverResumed: Int
+    package var neverResumed: Int
     /// For a fault or toxic added through the control API (not in the timeline): what it was.
-    public var detail: String?
+    package var detail: String?
 
     /// Creates an impact record.
-    public init(
+    package init(
         occurrence: Int,
         kind: String,
         atS: Double,

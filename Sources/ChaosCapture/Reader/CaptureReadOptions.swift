@@ -1,9 +1,9 @@
-public import ChaosTLSDecryption
+package import ChaosTLSDecryption
 
 /// How ``CaptureReader`` reads a capture.
-public struct CaptureReadOptions: Hashable, Sendable {
+package struct CaptureReadOptions: Hashable, Sendable {
     /// How the two legs of a connection through a proxy are recognised.
-    public enum Pairing: Hashable, Sendable {
+    package enum Pairing: Hashable, Sendable {
         /// Every TCP flow is its own connection; each payload is both read and written.
         case off
         /// A flow to this port is a client leg (client → proxy listen port); the next flow opened
@@ -20,28 +20,28 @@ public struct CaptureReadOptions: Hashable, Sendable {
     }
 
     /// A BPF filter expression (as for tcpdump) applied before decoding, or nil for every packet.
-    public var filter: String?
+    package var filter: String?
     /// The server's port: of a flow whose opening SYN is not in the capture, the end with this port
     /// is the server. Without it (and without a SYN) the lower port is taken as the server.
-    public var serverPort: UInt16?
+    package var serverPort: UInt16?
     /// How proxy legs are paired.
-    public var pairing: Pairing
+    package var pairing: Pairing
     /// With `.automatic` pairing: how long after a client leg's SYN its server leg's SYN may come,
     /// in nanoseconds.
-    public var pairingWindow: Int64
+    package var pairingWindow: Int64
     /// With `.proxyPort` pairing: how long a client leg waits for its server leg, in nanoseconds
     /// (a loaded proxy may dial late; the leg's events are held meanwhile).
-    public var proxyPairingWindow: Int64
+    package var proxyPairingWindow: Int64
     /// The proxy name put into `ConnectionEndpoints.proxy`.
-    public var proxyName: String
+    package var proxyName: String
     /// The secrets to decrypt TLS conversations with (nil: TLS bytes are audited as they are). A flow whose first
     /// bytes are a TLS record is decrypted, and its plaintext audited; one the key log cannot open is a `protocol`
     /// anomaly (`TrafficEvent.TLSNote.problem`) and its bytes are not audited.
-    public var keyLog: KeyLog?
+    package var keyLog: KeyLog?
 
     /// Creates options; the defaults read every packet and pair legs automatically within 1 s
     /// (30 s with an explicit proxy port).
-    public init(
+    package init(
         filter: String? = nil,
         serverPort: UInt16? = nil,
         pairing: Pairing = .automatic,

@@ -1,4 +1,4 @@
-public import ChaosCore
+package import ChaosCore
 import Foundation
 
 extension CaptureReader {
@@ -8,7 +8,7 @@ extension CaptureReader {
     /// handler holds the reader back and memory stays bounded. `handler` sees the same events in the same order.
     /// - Throws: what ``read(paths:options:_:)`` throws (from the reader, after the events it read before the error), or
     ///   what `handler` throws (the reader is then stopped).
-    public static func readPipelined(
+    package static func readPipelined(
         paths: [String],
         options: CaptureReadOptions = CaptureReadOptions(),
         _ handler: (TrafficEvent) throws -> Void

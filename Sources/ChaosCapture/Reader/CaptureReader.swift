@@ -1,4 +1,4 @@
-public import ChaosCore
+package import ChaosCore
 
 /// Reads a capture taken anywhere (tcpdump, Wireshark, a phone's tether, or ``CaptureWriter``) and
 /// turns it into the same `TrafficEvent` stream the live proxy produces, so one audit serves both.
@@ -16,13 +16,13 @@ public import ChaosCore
 /// `.closed(side, .fin)`; an RST on a leg is `.closed(side, .reset)`. Times are nanoseconds since
 /// the first packet. Events of a leg waiting to be paired are held up to the pairing window, so
 /// events of different connections may be up to that far out of time order.
-public enum CaptureReader {
+package enum CaptureReader {
     /// Reads `path`, calling `handler` with each event in order.
     /// - Returns: what the reader counted (packets, flows, capture loss, retransmissions…).
     /// - Throws: `ChaosError.badInput` for an unreadable, truncated or garbage file (the message
     ///   names the file and byte offset), an unsupported link type or a bad filter; any error
     ///   `handler` throws.
-    public static func read(
+    package static func read(
         path: String,
         options: CaptureReadOptions = CaptureReadOptions(),
         _ handler: (TrafficEvent) throws -> Void
@@ -32,7 +32,7 @@ public enum CaptureReader {
 
     /// Reads several files as one capture, in the order given (the files of a capture ring,
     /// oldest first).
-    public static func read(
+    package static func read(
         paths: [String],
         options: CaptureReadOptions = CaptureReadOptions(),
         _ handler: (TrafficEvent) throws -> Void
@@ -119,7 +119,7 @@ public enum CaptureReader {
     }
 
     /// Reads `path` into memory: every event and the statistics (for tests and small captures).
-    public static func readAll(
+    package static func readAll(
         path: String,
         options: CaptureReadOptions = CaptureReadOptions()
     ) throws

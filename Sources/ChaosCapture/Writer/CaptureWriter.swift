@@ -1,4 +1,4 @@
-public import ChaosCore
+package import ChaosCore
 import Foundation
 
 /// Writes the proxied traffic of a run as a pcap file that Wireshark and tshark read as real TCP
@@ -19,7 +19,7 @@ import Foundation
 ///
 /// Thread-safe: every method takes one lock, so several producers may share a writer; one serial
 /// consumer is the cheapest use.
-public final class CaptureWriter: @unchecked Sendable {
+package final class CaptureWriter: @unchecked Sendable {
     // @unchecked Sendable: all mutable state below is only touched while `lock` is held (every
     // public method and property takes it), and the libpcap handles never leave this object.
     private let lock = NSLock()
@@ -59,7 +59,7 @@ public final class CaptureWriter: @unchecked Sendable {
     ///   - startedAt: the run's start as seconds since the Unix epoch; event times are added to it.
     /// - Throws: `ChaosError` `.badInput` for a ring under 1 MiB, `.io` when a file cannot be created.
     ///   - decryptedProxies: the proxies that terminate TLS: the file says their connections are decrypted.
-    public init(directory: String, ringBytes: Int? = nil, startedAt: Double, decryptedProxies: Set<String> = []) throws {
+    package init(directory: String, ringBytes: Int? = nil, startedAt: Double, decryptedProxies: Set<String> = []) throws {
         files = try CaptureFileSet(directory: directory, ringBytes: ringBytes, comment: Self.sectionComment(decrypted: decryptedProxies))
         startedAtNanoseconds = Int64((startedAt * 1e9).rounded())
         self.decryptedProxies = decryptedProxies
@@ -69,26 +69,26 @@ public final class CaptureWriter: @unchecked Sendable {
     /// - Parameters:
     ///   - startedAt: the run's start as seconds since the Unix epoch.
     ///   - decryptedProxies: the proxies that terminate TLS: the file says their connections are decrypted.
-    public init(path: String, startedAt: Double, decryptedProxies: Set<String> = []) throws {
+    package init(path: String, startedAt: Double, decryptedProxies: Set<String> = []) throws {
         files = try CaptureFileSet(path: path, comment: Self.sectionComment(decrypted: decryptedProxies))
         startedAtNanoseconds = Int64((startedAt * 1e9).rounded())
         self.decryptedProxies = decryptedProxies
     }
 
     /// What the writer has done so far.
-    public struct Statistics: Hashable, Sendable {
+    package struct Statistics: Hashable, Sendable {
         /// Packets written.
-        public var packets: Int
+        package var packets: Int
         /// Packets dropped because a frozen ring was full.
-        public var droppedPackets: Int
+        package var droppedPackets: Int
         /// Bytes of the capture files that exist now.
-        public var fileBytes: Int
+        package var fileBytes: Int
         /// Events that could not be written (data for a connection never opened, or after its reset).
-        public var ignoredEvents: Int
+        package var ignoredEvents: Int
     }
 
     /// Counters for the report and tests.
-    public var statistics: Statistics {
+    package var statistics: Statistics {
         lock.withLock {
             Statistics(
                 packets: files.writtenPackets,
@@ -100,10 +100,10 @@ public final class CaptureWriter: @unchecked Sendable {
     }
 
     /// The capture files that exist now, oldest first.
-    public var paths: [String] { lock.withLock { files.paths } }
+    package var paths: [String] { lock.withLock { files.paths } }
 
     /// Records one event of the live proxy. Fault events are not traffic and are skipped.
-    public func record(_ event: TrafficEvent) {
+    package func record(_ event: TrafficEvent) {
         lock.withLock {
             guard !closed else { return }
             do {
@@ -119,25 +119,25 @@ public final class CaptureWriter: @unchecked Sendable {
     }
 
     /// Records events in order.
-    public func record<Events: Sequence<TrafficEvent>>(contentsOf events: Events) {
+    package func record<Events: Sequence<TrafficEvent>>(contentsOf events: Events) {
         for event in events { record(event) }
     }
 
     /// Keeps the ring around the first anomaly: stops deleting old files, trims what came before
     /// to half the ring and lets what follows fill the other half, then drops later packets.
     /// Does nothing without a ring or when already frozen.
-    public func freeze() {
+    package func freeze() {
         lock.withLock { files.freeze() }
     }
 
     /// Pushes buffered packets to disk.
-    public func flush() {
+    package func flush() {
         lock.withLock { files.flush() }
     }
 
     /// Flushes and closes the capture. Later events are ignored.
     /// - Throws: the first error met while writing (a ring file that could not be created).
-    public func close() throws {
+    package func close() throws {
         try lock.withLock {
             guard !closed else { return }
             closed = true

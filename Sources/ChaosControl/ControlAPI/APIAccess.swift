@@ -1,4 +1,4 @@
-public import ChaosCore
+package import ChaosCore
 import Foundation
 
 /// Who may use the control API. Bound to loopback it is open, as Toxiproxy's is (test code on the same machine).
@@ -6,14 +6,14 @@ import Foundation
 /// requires `Authorization: Bearer TOKEN`: a request without it, or with another token, gets 401 and nothing else.
 /// The token is compared in constant time and never logged; `metricsOpen` leaves `GET /metrics` (figures only) open
 /// for a Prometheus scraper.
-public struct APIAccess: Sendable {
+package struct APIAccess: Sendable {
     /// The bearer token's bytes; nil: open.
     let token: [UInt8]?
     /// Whether `GET /metrics` is answered without the token.
-    public let metricsOpen: Bool
+    package let metricsOpen: Bool
 
     /// Open to anyone who can reach it (loopback).
-    public static let open = APIAccess(token: nil, metricsOpen: true)
+    package static let open = APIAccess(token: nil, metricsOpen: true)
 
     init(token: [UInt8]?, metricsOpen: Bool) {
         self.token = token
@@ -22,7 +22,7 @@ public struct APIAccess: Sendable {
 
     /// Requires the token read from `tokenFile` (its surrounding whitespace, such as a final newline, is not part of
     /// it). An unreadable or empty file, or one under 16 bytes, is bad input naming it.
-    public init(tokenFile: String, metricsOpen: Bool) throws {
+    package init(tokenFile: String, metricsOpen: Bool) throws {
         guard let data = FileManager.default.contents(atPath: tokenFile) else {
             throw ChaosError.badInput("--api-token-file \(tokenFile): cannot read it")
         }
@@ -37,7 +37,7 @@ public struct APIAccess: Sendable {
     }
 
     /// Whether `host` is a loopback address (`127.x.x.x`, `::1`, `localhost`): there the API may be open.
-    public static func isLoopback(_ host: String) -> Bool {
+    package static func isLoopback(_ host: String) -> Bool {
         let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
         return bare == "localhost" || bare == "::1" || bare.hasPrefix("127.")
     }

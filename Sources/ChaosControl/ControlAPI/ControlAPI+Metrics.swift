@@ -55,15 +55,15 @@ extension ControlAPI.Managed {
 }
 
 /// Prometheus text exposition (format 0.0.4), written by hand: a family's HELP and TYPE, then one line per sample.
-public struct MetricsText: Sendable {
+package struct MetricsText: Sendable {
     /// The text so far.
-    public private(set) var output = ""
+    package private(set) var output = ""
 
     /// An empty exposition.
-    public init() {}
+    package init() {}
 
     /// Adds the family `name` of `type` (`counter`, `gauge`) with its samples (labels, value).
-    public mutating func family<Value: BinaryInteger>(
+    package mutating func family<Value: BinaryInteger>(
         _ name: String,
         _ type: String,
         _ help: String,
@@ -73,13 +73,13 @@ public struct MetricsText: Sendable {
     }
 
     /// Adds the family `name` of `type` with fractional samples.
-    public mutating func family(_ name: String, _ type: String, _ help: String, values: [([(String, String)], Double)]) {
+    package mutating func family(_ name: String, _ type: String, _ help: String, values: [([(String, String)], Double)]) {
         output += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
         samples(name, values)
     }
 
     /// Adds sample lines named `name` to the family just begun (a histogram's `_bucket`, `_sum`, `_count`).
-    public mutating func samples(_ name: String, _ values: [([(String, String)], Double)]) {
+    package mutating func samples(_ name: String, _ values: [([(String, String)], Double)]) {
         for (labels, value) in values {
             let rendered = labels.map { "\($0.0)=\"\(Self.escape($0.1))\"" }.joined(separator: ",")
             let number = value == value.rounded() && abs(value) < 1e15 ? "\(Int64(value))" : "\(value)"

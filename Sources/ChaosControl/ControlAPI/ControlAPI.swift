@@ -1,7 +1,7 @@
 import ChaosCore
-public import ChaosProxy
+package import ChaosProxy
 import Foundation
-public import NIOCore
+package import NIOCore
 import NIOHTTP1
 import NIOPosix
 import Synchronization
@@ -25,15 +25,15 @@ import Synchronization
 /// of the one that has waited longest without a request being answered (``ConnectionSlots``), so slow,
 /// never-finished connections cannot lock a real client out; it is closed at once only when every slot is busy
 /// answering.
-public final class ControlAPI: Sendable {
+package final class ControlAPI: Sendable {
     /// The largest request body read.
-    public static let maxBody = 1 << 20
+    package static let maxBody = 1 << 20
     /// The most API connections served at once.
-    public static let maxConnections = 64
+    package static let maxConnections = 64
     /// How long a request may take to arrive, from its first byte (or the connection's start) to its end.
-    public static let requestTimeout = TimeAmount.seconds(10)
+    package static let requestTimeout = TimeAmount.seconds(10)
     /// What `GET /version` answers: Toxiproxy's API version this one follows.
-    public static let version = "2.12.0-chaos"
+    package static let version = "2.12.0-chaos"
 
     /// The API's connections and their slots.
     let connections = Mutex(Connections())
@@ -41,25 +41,25 @@ public final class ControlAPI: Sendable {
     let seed: UInt64
     let extras: Extras
     /// Who may use it (``APIAccess``).
-    public let access: APIAccess
+    package let access: APIAccess
     let state: Mutex<State>
     /// The request being answered: the next one waits for it.
     private let tail = Mutex<Task<Void, Never>?>(nil)
 
     /// What the run adds to the API when it audits (`--protocol-from`): the live report and the audit's metrics.
-    public struct Extras: Sendable {
+    package struct Extras: Sendable {
         /// `GET /report`: the audit so far, as report.json; nil: 404.
-        public var report: (@Sendable () -> String)?
+        package var report: (@Sendable () -> String)?
         /// Prometheus families appended to `GET /metrics`.
-        public var metrics: (@Sendable () -> String)?
+        package var metrics: (@Sendable () -> String)?
         /// A fleet agent's run folder (`chaos run --agent`): `GET /events` pages its events.bin ring, `GET /run/NAME`
         /// serves its scenario.json, timeline.json and (once written) report.json; nil: 404.
-        public var agentFolder: String?
+        package var agentFolder: String?
         /// Whether the agent has written its last event (then a page that ends the last segment says so).
-        public var agentFinished: (@Sendable () -> Bool)?
+        package var agentFinished: (@Sendable () -> Bool)?
 
         /// Extras; none by default.
-        public init(report: (@Sendable () -> String)? = nil, metrics: (@Sendable () -> String)? = nil) {
+        package init(report: (@Sendable () -> String)? = nil, metrics: (@Sendable () -> String)? = nil) {
             self.report = report
             self.metrics = metrics
         }
@@ -113,7 +113,7 @@ public final class ControlAPI: Sendable {
     }
 
     /// An API over the run's `proxies`; new ones come from `factory`; faults and toxicity draws come from `seed`.
-    public init(proxies: [ProxyServer], factory: ProxyFactory, seed: UInt64 = 0, extras: Extras = Extras(), access: APIAccess = .open) {
+    package init(proxies: [ProxyServer], factory: ProxyFactory, seed: UInt64 = 0, extras: Extras = Extras(), access: APIAccess = .open) {
         self.access = access
         self.factory = factory
         self.extras = extras
@@ -127,7 +127,7 @@ public final class ControlAPI: Sendable {
     }
 
     /// An API over `proxies` with a factory of its own (tests).
-    public convenience init(proxies: [ProxyServer], group: any EventLoopGroup, seed: UInt64 = 0) {
+    package convenience init(proxies: [ProxyServer], group: any EventLoopGroup, seed: UInt64 = 0) {
         self.init(
             proxies: proxies,
             factory: ProxyFactory(group: group, sink: nil, clock: RunClock(), seed: SeededGenerator(seed: seed)),
@@ -136,7 +136,7 @@ public final class ControlAPI: Sendable {
     }
 
     /// Listens on `host:port`; returns the bound address (`host:port`).
-    public func start(host: String, port: Int) async throws -> String {
+    package func start(host: String, port: Int) async throws -> String {
         let channel: any Channel
         do {
             channel = try await ServerBootstrap(group: factory.group)
@@ -157,7 +157,7 @@ public final class ControlAPI: Sendable {
     }
 
     /// Lifts every API fault and toxic, stops the proxies the API made, and stops listening.
-    public func stop() async {
+    package func stop() async {
         let (channel, tasks) = state.withLock { state in
             defer {
                 state.faults = [:]

@@ -1,26 +1,26 @@
-public import ChaosCore
+package import ChaosCore
 
 /// A Toxiproxy toxic as the API shows it: `{"name", "type", "stream", "toxicity", "attributes"}`.
 ///
 /// Each type keeps Toxiproxy's attribute names and units (milliseconds unless said otherwise) and its
 /// defaults (every attribute 0, `stream` downstream, `toxicity` 1, `name` `<type>_<stream>`).
-public struct Toxic: Codable, Sendable, Equatable {
+package struct Toxic: Codable, Sendable, Equatable {
     /// Unique within its proxy.
-    public var name: String
+    package var name: String
     /// `latency`, `bandwidth`, `slow_close`, `timeout`, `reset_peer`, `slicer` or `limit_data`.
-    public var type: String
+    package var type: String
     /// `upstream` (client to server) or `downstream` (server to client).
-    public var stream: String
+    package var stream: String
     /// The probability that it reaches a connection, drawn per connection from the seeded generator.
-    public var toxicity: Double
+    package var toxicity: Double
     /// The type's attributes (the others are left out).
-    public var attributes: ToxicAttributes
+    package var attributes: ToxicAttributes
 
     /// The types chaos maps onto its faults.
-    public static let types = ["latency", "bandwidth", "slow_close", "timeout", "reset_peer", "slicer", "limit_data"]
+    package static let types = ["latency", "bandwidth", "slow_close", "timeout", "reset_peer", "slicer", "limit_data"]
 
     /// Creates a toxic.
-    public init(name: String, type: String, stream: String, toxicity: Double, attributes: ToxicAttributes) {
+    package init(name: String, type: String, stream: String, toxicity: Double, attributes: ToxicAttributes) {
         self.name = name
         self.type = type
         self.stream = stream
@@ -29,11 +29,11 @@ public struct Toxic: Codable, Sendable, Equatable {
     }
 
     /// Which way it acts.
-    public var direction: Direction { stream == "upstream" ? .upstream : .downstream }
+    package var direction: Direction { stream == "upstream" ? .upstream : .downstream }
 
     /// What one connection it reaches gets: one of chaos's faults, in Toxiproxy's units (nil: nothing, as a
     /// bandwidth of 0).
-    public var effect: FaultEffect? {
+    package var effect: FaultEffect? {
         let a = attributes
         let direction: DirectionSet = self.direction == .upstream ? .upstream : .downstream
         // Clamped, so that no number a client sends can overflow a duration.
@@ -65,7 +65,7 @@ public struct Toxic: Codable, Sendable, Equatable {
 
     /// The toxic as a fault occurrence on `proxy`, from now until it is deleted, reaching each connection with
     /// probability `toxicity` drawn from `seed` (nil when it does nothing).
-    public func occurrence(proxy: String, seed: UInt64) -> FaultOccurrence? {
+    package func occurrence(proxy: String, seed: UInt64) -> FaultOccurrence? {
         effect.map {
             FaultOccurrence(
                 index: 0,
@@ -81,7 +81,7 @@ public struct Toxic: Codable, Sendable, Equatable {
     }
 
     /// `key=value` pairs for the report's fault marks.
-    public var summary: String {
+    package var summary: String {
         let values = attributes.present.map { "\($0.0)=\($0.1)" }
         return (["stream=\(stream)", "toxicity=\(toxicity)"] + values).joined(separator: " ")
     }
@@ -89,19 +89,19 @@ public struct Toxic: Codable, Sendable, Equatable {
 
 /// Every attribute any supported toxic has, all optional: a request may give any subset, an update
 /// changes only what it gives, and a toxic shows only its own type's (0 when not given).
-public struct ToxicAttributes: Codable, Sendable, Equatable {
+package struct ToxicAttributes: Codable, Sendable, Equatable {
     // Toxiproxy's names, so that the synthesized coding keys are its JSON keys.
-    public var latency: Int64?
-    public var jitter: Int64?
-    public var rate: Int64?
-    public var delay: Int64?
-    public var timeout: Int64?
-    public var average_size: Int64?
-    public var size_variation: Int64?
-    public var bytes: Int64?
+    package var latency: Int64?
+    package var jitter: Int64?
+    package var rate: Int64?
+    package var delay: Int64?
+    package var timeout: Int64?
+    package var average_size: Int64?
+    package var size_variation: Int64?
+    package var bytes: Int64?
 
     /// No attributes.
-    public init() {}
+    package init() {}
 
     /// The names each type has.
     static func names(of type: String) -> [WritableKeyPath<ToxicAttributes, Int64?>] {

@@ -1,20 +1,20 @@
-public import ChaosCore
-public import ChaosProxy
+package import ChaosCore
+package import ChaosProxy
 import Foundation
 
 /// Toxiproxy's config file (`toxiproxy-server -config FILE`, `chaos proxy --config FILE`): a JSON list of
 /// proxies, `[{"name": "redis", "listen": "127.0.0.1:26379", "upstream": "127.0.0.1:6379", "enabled": true}]`.
-public enum ToxiproxyConfig {
+package enum ToxiproxyConfig {
     /// One proxy of the file.
-    public struct Entry: Sendable, Equatable {
+    package struct Entry: Sendable, Equatable {
         /// Its name, addresses.
-        public var spec: ProxySpec
+        package var spec: ProxySpec
         /// Whether it accepts connections from the start (default true).
-        public var enabled: Bool
+        package var enabled: Bool
     }
 
     /// Reads `path`; a `badInput` ``ChaosError`` names the file and what is wrong (which entry, which field).
-    public static func load(path: String) throws -> [Entry] {
+    package static func load(path: String) throws -> [Entry] {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw ChaosError(.badInput, "\(path): cannot read the file")
         }
@@ -22,7 +22,7 @@ public enum ToxiproxyConfig {
     }
 
     /// Parses a config file's text; `file` names it in errors.
-    public static func parse(_ text: String, file: String) throws -> [Entry] {
+    package static func parse(_ text: String, file: String) throws -> [Entry] {
         let bodies: [ControlAPI.ProxyBody]
         do {
             bodies = try JSONDecoder().decode([ControlAPI.ProxyBody].self, from: Data(text.utf8))

@@ -5,33 +5,33 @@ import Foundation
 ///
 /// A segment is the 8-byte magic `CHAOSEVT`, a little-endian `UInt16` format version, a `UInt32` header length, the
 /// header as JSON, then records (``EventRecordCoding``), and, when the writer closed it, an end record with the count.
-public struct EventFileHeader: Codable, Sendable, Equatable {
+package struct EventFileHeader: Codable, Sendable, Equatable {
     /// The magic bytes that open every segment.
-    public static let magic: [UInt8] = Array("CHAOSEVT".utf8)
+    package static let magic: [UInt8] = Array("CHAOSEVT".utf8)
     /// The format version this build writes and reads.
-    public static let version: UInt16 = 1
+    package static let version: UInt16 = 1
     /// The largest header a reader accepts.
-    public static let largestHeader = 1 << 20
+    package static let largestHeader = 1 << 20
 
     /// The agent's name (`--agent`).
-    public var agent: String
+    package var agent: String
     /// The scenario's name.
-    public var scenario: String
+    package var scenario: String
     /// A digest of the scenario as run (its JSON), to tell agents that ran different scenarios apart.
-    public var scenarioDigest: String
+    package var scenarioDigest: String
     /// The run's seed.
-    public var seed: UInt64
+    package var seed: UInt64
     /// The wall-clock moment of the run clock's zero, in nanoseconds since 1970 (events carry times since then).
-    public var startedAtNs: Int64
+    package var startedAtNs: Int64
     /// The host clock's estimated error in microseconds when the run started (the kernel's NTP state; nil: unknown).
-    public var clockErrorUs: Int64?
+    package var clockErrorUs: Int64?
     /// Whether the host clock was synchronised (NTP) when the run started (nil: unknown).
-    public var clockSynchronized: Bool?
+    package var clockSynchronized: Bool?
     /// This segment's number in the agent's ring (0 for the first).
-    public var segment: Int
+    package var segment: Int
 
     /// Creates a header.
-    public init(
+    package init(
         agent: String,
         scenario: String,
         scenarioDigest: String,
@@ -52,7 +52,7 @@ public struct EventFileHeader: Codable, Sendable, Equatable {
     }
 
     /// The segment's opening bytes: magic, version, length and this header.
-    public func encoded() throws -> [UInt8] {
+    package func encoded() throws -> [UInt8] {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         encoder.keyEncodingStrategy = .convertToSnakeCase

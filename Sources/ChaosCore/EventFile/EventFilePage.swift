@@ -3,21 +3,21 @@ import Foundation
 /// A page of an agent's event ring as `GET /events?since=CURSOR` serves it: the bytes of one segment file from the
 /// cursor on, cut at a record's end (a segment's first page starts with its header), so that a client rebuilds the
 /// agent's files byte for byte by appending pages. A cursor is `SEGMENT:OFFSET` (`0:0` is the run's first byte).
-public struct EventFilePage: Sendable, Equatable {
+package struct EventFilePage: Sendable, Equatable {
     /// The segment the bytes belong to.
-    public var segment: Int
+    package var segment: Int
     /// The offset in that segment's file of the first byte.
-    public var offset: Int
+    package var offset: Int
     /// The bytes: whole records (and, at offset 0, the segment's header).
-    public var bytes: [UInt8]
+    package var bytes: [UInt8]
     /// Where the next page starts.
-    public var next: String
+    package var next: String
     /// Whether this page holds the segment's end record.
-    public var segmentEnded: Bool
+    package var segmentEnded: Bool
 
     /// Reads at most about `limit` bytes of `folder`'s ring from `cursor`. A malformed cursor, or one whose segment
     /// the ring removed, is bad input naming it.
-    public static func read(folder: String, cursor: String, limit: Int = 8 << 20) throws -> EventFilePage {
+    package static func read(folder: String, cursor: String, limit: Int = 8 << 20) throws -> EventFilePage {
         let parts = cursor.split(separator: ":", omittingEmptySubsequences: false)
         guard parts.count == 2, let segment = Int(parts[0]), let offset = Int(parts[1]), segment >= 0, offset >= 0 else {
             throw ChaosError.badInput("since must be SEGMENT:OFFSET (such as 0:0), found '\(cursor)'")

@@ -4,13 +4,13 @@ import Foundation
 /// at a time: memory stays at a chunk and a record, whatever the run's length. Every fault in the files (a foreign
 /// file, another format version, a segment missing in the middle, a record cut short, a file with no end record) is
 /// bad input naming the file and the byte.
-public final class EventFileReader {
+package final class EventFileReader {
     /// The first segment's header.
-    public let header: EventFileHeader
+    package let header: EventFileHeader
     /// The segments, oldest first.
-    public let paths: [String]
+    package let paths: [String]
     /// The number of the oldest segment left (above 0: the ring removed the run's first events).
-    public let firstSegment: Int
+    package let firstSegment: Int
 
     private var segmentIndex = 0
     private var handle: FileHandle?
@@ -22,7 +22,7 @@ public final class EventFileReader {
     private var ended = false
 
     /// Opens the event files of the run folder `folder`.
-    public init(folder: String) throws {
+    package init(folder: String) throws {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
         var numbered: [(Int, String)] = []
         for name in names where name == "events.bin" || (name.hasPrefix("events.") && name.hasSuffix(".bin")) {
@@ -56,7 +56,7 @@ public final class EventFileReader {
     }
 
     /// Reads the header of the segment at `path`; returns it and the offset of its first record.
-    public static func readHeader(path: String) throws -> (header: EventFileHeader, end: Int) {
+    package static func readHeader(path: String) throws -> (header: EventFileHeader, end: Int) {
         guard let handle = FileHandle(forReadingAtPath: path) else { throw ChaosError.badInput("cannot read \(path)") }
         defer { try? handle.close() }
         let opening = [UInt8]((try? handle.read(upToCount: 14)) ?? Data())
@@ -83,7 +83,7 @@ public final class EventFileReader {
     }
 
     /// The next event, or nil after the last segment's end record.
-    public func next() throws -> TrafficEvent? {
+    package func next() throws -> TrafficEvent? {
         while true {
             if ended { return nil }
             if handle == nil { try openSegment() }

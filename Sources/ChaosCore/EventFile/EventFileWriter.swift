@@ -4,11 +4,11 @@ import Foundation
 /// `events.1.bin`, `events.2.bin`… each opened by an ``EventFileHeader`` and closed by an end record. When the ring's
 /// bytes are spent, the oldest segment is removed (a merge then says the run's start is missing). Buffered: one
 /// write per 256 KiB. Not thread-safe: one thread (the audit's) writes.
-public final class EventFileWriter {
+package final class EventFileWriter {
     /// The smallest ring chaos accepts.
-    public static let minimumRingBytes = 1 << 20
+    package static let minimumRingBytes = 1 << 20
     /// The default ring: 4 GiB in 16 segments.
-    public static let defaultRingBytes = 4 << 30
+    package static let defaultRingBytes = 4 << 30
 
     private let folder: String
     private var header: EventFileHeader
@@ -20,20 +20,20 @@ public final class EventFileWriter {
     private var recordsInSegment: Int64 = 0
     private var segments: [String] = []
     /// Events written, and bytes (all segments, including removed ones).
-    public private(set) var events: Int64 = 0
-    public private(set) var bytes: Int64 = 0
+    package private(set) var events: Int64 = 0
+    package private(set) var bytes: Int64 = 0
     /// Segments removed to keep the ring within its bound.
-    public private(set) var segmentsRemoved = 0
+    package private(set) var segmentsRemoved = 0
     /// Why writing stopped early (a full disk…): events after it are not in the ring; nil while all is well.
-    public private(set) var failure: String?
+    package private(set) var failure: String?
 
     /// The path of segment `number` in `folder`.
-    public static func path(folder: String, segment number: Int) -> String {
+    package static func path(folder: String, segment number: Int) -> String {
         (folder as NSString).appendingPathComponent(number == 0 ? "events.bin" : "events.\(number).bin")
     }
 
     /// Opens the first segment in `folder`. `ringBytes`: the most bytes the segments together may hold.
-    public init(folder: String, header: EventFileHeader, ringBytes: Int = EventFileWriter.defaultRingBytes) throws {
+    package init(folder: String, header: EventFileHeader, ringBytes: Int = EventFileWriter.defaultRingBytes) throws {
         guard ringBytes >= Self.minimumRingBytes else {
             throw ChaosError.badInput("an event ring of \(ringBytes) bytes is too small: it must be at least 1MB")
         }
@@ -45,10 +45,10 @@ public final class EventFileWriter {
     }
 
     /// The segments on disk, oldest first.
-    public var paths: [String] { segments }
+    package var paths: [String] { segments }
 
     /// Appends one event.
-    public func write(_ event: TrafficEvent) {
+    package func write(_ event: TrafficEvent) {
         guard handle != nil else { return }
         EventRecordCoding.append(event, to: &buffer)
         recordsInSegment += 1
@@ -58,7 +58,7 @@ public final class EventFileWriter {
     }
 
     /// Writes what is buffered.
-    public func flush() {
+    package func flush() {
         guard let handle, !buffer.isEmpty else { return }
         do { try handle.write(contentsOf: buffer) } catch {
             failure = "writing \(segments.last ?? "events.bin") failed after \(events) events: \(error)"
@@ -72,7 +72,7 @@ public final class EventFileWriter {
     }
 
     /// Ends the current segment with its end record and closes it.
-    public func close() {
+    package func close() {
         guard handle != nil else { return }
         EventRecordCoding.appendEnd(count: recordsInSegment, to: &buffer)
         flush()

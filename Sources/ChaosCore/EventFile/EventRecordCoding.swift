@@ -1,20 +1,20 @@
 /// One traffic event as an `events.bin` record: a little-endian `UInt32` body length, then the body: a kind tag, the
 /// time (`Int64` nanoseconds since the run started), the connection (`UInt64`) and the kind's fields (integers
 /// little-endian, strings and bytes as a `UInt32` length and the bytes).
-public enum EventRecordCoding {
+package enum EventRecordCoding {
     /// The tag of the record a writer closes a segment with: its body is the count of records before it.
-    public static let endTag: UInt8 = 0xFF
+    package static let endTag: UInt8 = 0xFF
     /// The largest record body a reader accepts (a read is at most a few MiB).
-    public static let largestRecord = 64 << 20
+    package static let largestRecord = 64 << 20
 
     /// What went wrong reading a record.
-    public struct Malformed: Error, Sendable {
+    package struct Malformed: Error, Sendable {
         /// Why, for a message.
-        public var reason: String
+        package var reason: String
     }
 
     /// Appends `event` as one record.
-    public static func append(_ event: TrafficEvent, to out: inout [UInt8]) {
+    package static func append(_ event: TrafficEvent, to out: inout [UInt8]) {
         let start = out.count
         out += [0, 0, 0, 0]
         var writer = Writer(out: [])
@@ -28,7 +28,7 @@ public enum EventRecordCoding {
     }
 
     /// Appends the end record: `count` records came before it.
-    public static func appendEnd(count: Int64, to out: inout [UInt8]) {
+    package static func appendEnd(count: Int64, to out: inout [UInt8]) {
         var writer = Writer(out: [])
         writer.byte(endTag)
         writer.int(count)
@@ -37,14 +37,14 @@ public enum EventRecordCoding {
     }
 
     /// What one record body holds.
-    public enum Decoded: Equatable, Sendable {
+    package enum Decoded: Equatable, Sendable {
         case event(TrafficEvent)
         /// The writer closed the segment after `count` records.
         case end(count: Int64)
     }
 
     /// Decodes one record body.
-    public static func decode(_ body: ArraySlice<UInt8>) throws(Malformed) -> Decoded {
+    package static func decode(_ body: ArraySlice<UInt8>) throws(Malformed) -> Decoded {
         var reader = Reader(bytes: body)
         let tag = try reader.byte()
         if tag == endTag {

@@ -3,7 +3,7 @@
 /// reason rather than accepted with an empty timeline.
 extension FaultRule {
     /// Checks that the fault begins before `bound` and, once begun, ends by it; `source` names where it came from.
-    public func checkBegins(within bound: ChaosDuration, source: String) throws {
+    package func checkBegins(within bound: ChaosDuration, source: String) throws {
         func bad(_ what: String) -> ChaosError {
             .badInput("\(source): fault.\(what) (a fault through the API must begin and end within 10 years of its request)")
         }

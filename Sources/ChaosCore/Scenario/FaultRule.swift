@@ -1,19 +1,19 @@
 /// One entry of `faults:`: a kind, its parameters and a schedule. The timeline expands a rule
 /// into ``FaultOccurrence``s.
-public struct FaultRule: Sendable, Codable, Equatable {
+package struct FaultRule: Sendable, Codable, Equatable {
     /// What the fault does.
-    public var kind: FaultKind
+    package var kind: FaultKind
     /// When it happens.
-    public var schedule: Schedule
+    package var schedule: Schedule
     /// The parameters; ranges are drawn per occurrence.
-    public var parameters: FaultParameters
+    package var parameters: FaultParameters
     /// Only this proxy; nil: every proxy.
-    public var proxy: String?
+    package var proxy: String?
     /// Where the rule is in its file, for messages.
-    public var line: Int
+    package var line: Int
 
     /// Creates a rule.
-    public init(kind: FaultKind, schedule: Schedule, parameters: FaultParameters, proxy: String?, line: Int) {
+    package init(kind: FaultKind, schedule: Schedule, parameters: FaultParameters, proxy: String?, line: Int) {
         self.kind = kind
         self.schedule = schedule
         self.parameters = parameters
@@ -23,7 +23,7 @@ public struct FaultRule: Sendable, Codable, Equatable {
 }
 
 /// The faults of PRODUCT §3, plus `link` (a link profile for a while).
-public enum FaultKind: String, Sendable, Codable, Equatable, CaseIterable {
+package enum FaultKind: String, Sendable, Codable, Equatable, CaseIterable {
     case disconnect, latency, bandwidth, partition, handoff, refuse, slice, stall, link
     /// Packet loss as TCP shows it to the application (retransmission delays, head-of-line blocking).
     case loss
@@ -46,16 +46,16 @@ public enum FaultKind: String, Sendable, Codable, Equatable, CaseIterable {
     case timeout
 
     /// The kinds a scenario's `faults:` may name.
-    public static var scenarioKinds: [FaultKind] { allCases.filter { !$0.isToxicOnly } }
+    package static var scenarioKinds: [FaultKind] { allCases.filter { !$0.isToxicOnly } }
 
     /// Whether only a Toxiproxy toxic makes it.
-    public var isToxicOnly: Bool { [.slowClose, .limitData, .resetPeer, .timeout].contains(self) }
+    package var isToxicOnly: Bool { [.slowClose, .limitData, .resetPeer, .timeout].contains(self) }
 
     /// Whether the fault acts at one instant (the rest act for a while).
-    public var isInstant: Bool { self == .disconnect || self == .wsClose || self == .goaway }
+    package var isInstant: Bool { self == .disconnect || self == .wsClose || self == .goaway }
 
     /// The protocol whose frames the proxy must follow on every connection for this fault (nil: none).
-    public var framing: FrameProtocol? {
+    package var framing: FrameProtocol? {
         switch self {
         case .wsClose: .websocket
         case .goaway: .http2
@@ -65,7 +65,7 @@ public enum FaultKind: String, Sendable, Codable, Equatable, CaseIterable {
 }
 
 /// What a `handshake` fault does to the TLS handshakes that begin while it lasts.
-public enum HandshakeMode: String, Sendable, Codable, Equatable, CaseIterable {
+package enum HandshakeMode: String, Sendable, Codable, Equatable, CaseIterable {
     /// The client's ClientHello is read and never answered until the fault ends (a captive portal, a stuck
     /// middlebox); then the handshake goes on, unless the client gave up.
     case stall
@@ -74,7 +74,7 @@ public enum HandshakeMode: String, Sendable, Codable, Equatable, CaseIterable {
 }
 
 /// How `disconnect` cuts a connection.
-public enum DisconnectMode: String, Sendable, Codable, Equatable, CaseIterable {
+package enum DisconnectMode: String, Sendable, Codable, Equatable, CaseIterable {
     /// RST to both sides.
     case reset
     /// FIN to both sides.
@@ -89,7 +89,7 @@ public enum DisconnectMode: String, Sendable, Codable, Equatable, CaseIterable {
 }
 
 /// A protocol whose frame boundaries the proxy follows, to inject a frame of its own between two frames.
-public enum FrameProtocol: String, Sendable, Codable, Equatable {
+package enum FrameProtocol: String, Sendable, Codable, Equatable {
     /// RFC 6455 frames after the HTTP/1.1 upgrade.
     case websocket
     /// RFC 9113 frames after the preface (or an h2c upgrade).
@@ -97,7 +97,7 @@ public enum FrameProtocol: String, Sendable, Codable, Equatable {
 }
 
 /// Which side a `ws-close` fault sends its close frame to.
-public enum CloseSide: String, Sendable, Codable, Equatable, CaseIterable {
+package enum CloseSide: String, Sendable, Codable, Equatable, CaseIterable {
     /// The client (the proxy plays a restarting server).
     case client
     /// The server (the proxy plays a client going away; the frame is masked, as a client's must be).
@@ -107,21 +107,21 @@ public enum CloseSide: String, Sendable, Codable, Equatable, CaseIterable {
 }
 
 /// When a rule fires.
-public struct Schedule: Sendable, Codable, Equatable {
+package struct Schedule: Sendable, Codable, Equatable {
     /// Once, at this time (drawn when a range).
-    public var at: DurationRange?
+    package var at: DurationRange?
     /// Repeating, with the gap between starts drawn from this range.
-    public var every: DurationRange?
+    package var every: DurationRange?
     /// How long each occurrence lasts; nil: until `until` or the end of the run.
-    public var lasts: DurationRange?
+    package var lasts: DurationRange?
     /// Not before this time.
-    public var after: ChaosDuration
+    package var after: ChaosDuration
     /// Not at or after this time; nil: the end of the run.
-    public var until: ChaosDuration?
+    package var until: ChaosDuration?
     /// The chance that each occurrence happens.
-    public var probability: Double
+    package var probability: Double
     /// Which live connections it hits.
-    public var targets: Targets
+    package var targets: Targets
 
     enum CodingKeys: String, CodingKey {
         case at, every
@@ -130,7 +130,7 @@ public struct Schedule: Sendable, Codable, Equatable {
     }
 
     /// Creates a schedule.
-    public init(
+    package init(
         at: DurationRange?,
         every: DurationRange?,
         lasts: DurationRange?,
@@ -150,7 +150,7 @@ public struct Schedule: Sendable, Codable, Equatable {
 }
 
 /// Which live connections an occurrence hits; drawn from the seed when not all.
-public enum Targets: Sendable, Codable, Equatable, CustomStringConvertible {
+package enum Targets: Sendable, Codable, Equatable, CustomStringConvertible {
     case all
     case count(Int)
     case fraction(Double)
@@ -158,7 +158,7 @@ public enum Targets: Sendable, Codable, Equatable, CustomStringConvertible {
     /// seed (Toxiproxy's `toxicity`; see ``ConnectionDraw``).
     case each(Double)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .all: "all"
         case .count(let n): "\(n)"
@@ -169,7 +169,7 @@ public enum Targets: Sendable, Codable, Equatable, CustomStringConvertible {
     }
 
     /// Picks the targets among `candidates` (sorted for determinism) with `generator`.
-    public func pick(from candidates: [ConnectionID], using generator: inout SeededGenerator) -> [ConnectionID] {
+    package func pick(from candidates: [ConnectionID], using generator: inout SeededGenerator) -> [ConnectionID] {
         let sorted = candidates.sorted()
         let wanted: Int
         switch self {
@@ -190,20 +190,20 @@ public enum Targets: Sendable, Codable, Equatable, CustomStringConvertible {
 
 /// The draw of an occurrence whose targets are ``Targets/each(_:)``: whether it reaches a connection, drawn once
 /// per (occurrence, connection), so that the same seed reaches the same connections whatever order they arrive in.
-public struct ConnectionDraw: Sendable, Equatable {
+package struct ConnectionDraw: Sendable, Equatable {
     /// The chance that it reaches a connection.
-    public var probability: Double
+    package var probability: Double
     /// The seed of the draws (the occurrence's).
-    public var seed: UInt64
+    package var seed: UInt64
 
     /// A draw reaching each connection with `probability`, from `seed`.
-    public init(probability: Double, seed: UInt64) {
+    package init(probability: Double, seed: UInt64) {
         self.probability = probability
         self.seed = seed
     }
 
     /// Whether it reaches connection `id`.
-    public func reaches(_ id: ConnectionID) -> Bool {
+    package func reaches(_ id: ConnectionID) -> Bool {
         guard probability < 1 else { return true }
         var generator = SeededGenerator(seed: seed).fork("connection", id)
         return generator.nextUnit() < probability

@@ -1,16 +1,16 @@
 /// A field of a fault that the seed draws: a ``DurationRange`` as written, a ``ChaosDuration`` once drawn (a
 /// range of one value).
-public protocol FaultSpan: Sendable, Codable, Equatable, CustomStringConvertible {
+package protocol FaultSpan: Sendable, Codable, Equatable, CustomStringConvertible {
     /// The span as a range (a drawn value is a range of one), so that one set of rules checks both.
     var range: DurationRange { get }
 }
 
 extension DurationRange: FaultSpan {
-    public var range: DurationRange { self }
+    package var range: DurationRange { self }
 }
 
 extension ChaosDuration: FaultSpan {
-    public var range: DurationRange { DurationRange(exactly: self) }
+    package var range: DurationRange { DurationRange(exactly: self) }
 }
 
 /// One fault's parameters, from scenario to effect. `Span` is what its drawn fields hold: a rule holds ranges
@@ -19,7 +19,7 @@ extension ChaosDuration: FaultSpan {
 ///
 /// The last four cases and a slice's `variation` are Toxiproxy's toxics (`slow_close`, `limit_data`,
 /// `reset_peer`, `timeout`, a slicer's `size_variation`): the control API makes them; a scenario cannot.
-public enum FaultSpec<Span: FaultSpan>: Sendable, Codable, Equatable {
+package enum FaultSpec<Span: FaultSpan>: Sendable, Codable, Equatable {
     case disconnect(mode: DisconnectMode, linger: ChaosDuration)
     case latency(add: Span, jitter: ChaosDuration, direction: DirectionSet)
     case bandwidth(rate: ByteRate, direction: DirectionSet)
@@ -69,7 +69,7 @@ public enum FaultSpec<Span: FaultSpan>: Sendable, Codable, Equatable {
     case timeout(after: ChaosDuration?, direction: DirectionSet)
 
     /// The kind of fault.
-    public var kind: FaultKind {
+    package var kind: FaultKind {
         switch self {
         case .disconnect: .disconnect
         case .latency: .latency
@@ -95,7 +95,7 @@ public enum FaultSpec<Span: FaultSpan>: Sendable, Codable, Equatable {
     }
 
     /// The parameters as `key=value` pairs, for timelines and reports.
-    public var parameters: [(String, String)] {
+    package var parameters: [(String, String)] {
         switch self {
         case .disconnect(let mode, let linger):
             mode == .reset || mode == .close ? [("mode", mode.rawValue)] : [("mode", mode.rawValue), ("linger", "\(linger)")]
@@ -129,7 +129,7 @@ public enum FaultSpec<Span: FaultSpan>: Sendable, Codable, Equatable {
     }
 
     /// `key=value key=value`.
-    public var summary: String { parameters.map { "\($0.0)=\($0.1)" }.joined(separator: " ") }
+    package var summary: String { parameters.map { "\($0.0)=\($0.1)" }.joined(separator: " ") }
 
     /// A fraction as a percentage: `2%`, `0.5%`.
     static func percent(_ fraction: Double) -> String { compact(fraction * 100) + "%" }
@@ -142,15 +142,15 @@ public enum FaultSpec<Span: FaultSpan>: Sendable, Codable, Equatable {
 }
 
 /// A fault's parameters as written: ranges not yet drawn.
-public typealias FaultParameters = FaultSpec<DurationRange>
+package typealias FaultParameters = FaultSpec<DurationRange>
 
 /// A fault's effect: every range the seed draws, drawn.
-public typealias FaultEffect = FaultSpec<ChaosDuration>
+package typealias FaultEffect = FaultSpec<ChaosDuration>
 
 extension FaultSpec {
     /// The same fault with each drawn field (`latency.add`, `handoff.blackout`) passed through `transform`, in
     /// field order; every other field as it is.
-    public func mapSpans<Other: FaultSpan>(_ transform: (Span) throws -> Other) rethrows -> FaultSpec<Other> {
+    package func mapSpans<Other: FaultSpan>(_ transform: (Span) throws -> Other) rethrows -> FaultSpec<Other> {
         switch self {
         case .disconnect(let mode, let linger): .disconnect(mode: mode, linger: linger)
         case .latency(let add, let jitter, let direction): .latency(add: try transform(add), jitter: jitter, direction: direction)
@@ -189,7 +189,7 @@ extension FaultSpec {
 extension FaultSpec where Span == DurationRange {
     /// The effect of one occurrence: each range drawn from `generator`, in field order (the order is what a
     /// seed means).
-    public func drawn(with generator: inout SeededGenerator) -> FaultEffect {
+    package func drawn(with generator: inout SeededGenerator) -> FaultEffect {
         mapSpans { generator.draw($0) }
     }
 }

@@ -1,7 +1,7 @@
 /// `fleet:`: how the agents of a fleet (`chaos run --agent NAME`, PRODUCT.md section 12) share the timeline.
-public struct FleetSpec: Sendable, Codable, Equatable {
+package struct FleetSpec: Sendable, Codable, Equatable {
     /// Whose timeline each agent applies.
-    public enum Schedule: String, Sendable, Codable, CaseIterable {
+    package enum Schedule: String, Sendable, Codable, CaseIterable {
         /// Every agent the same timeline at the same moments (a cell tower failing for everyone): the default.
         case shared
         /// Each agent its own, drawn from the seed and its name (each node failing on its own).
@@ -9,14 +9,14 @@ public struct FleetSpec: Sendable, Codable, Equatable {
     }
 
     /// How the agents share the timeline.
-    public var schedule: Schedule
+    package var schedule: Schedule
 
     /// A fleet spec.
-    public init(schedule: Schedule = .shared) { self.schedule = schedule }
+    package init(schedule: Schedule = .shared) { self.schedule = schedule }
 
     /// The seed of agent `agent`'s own timeline under `per-agent`: the fleet's seed mixed with the name (FNV-1a of the
     /// name, then a SplitMix64 step), so every host draws the same timeline for the same (seed, name).
-    public static func agentSeed(_ seed: UInt64, agent: String) -> UInt64 {
+    package static func agentSeed(_ seed: UInt64, agent: String) -> UInt64 {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in agent.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
         var mixed = seed ^ hash &+ 0x9E37_79B9_7F4A_7C15

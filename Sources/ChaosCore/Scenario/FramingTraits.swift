@@ -1,7 +1,7 @@
 /// What the scenario reader and the invariants need to know of one framing. ChaosCore knows no framing by name:
 /// the protocol plug-ins (ChaosProtocols) give these facts, and a ``FramingCatalog`` of them is handed to
 /// ``Scenario/parse(yaml:file:framings:)`` and the invariants.
-public protocol FramingTraits: Sendable {
+package protocol FramingTraits: Sendable {
     /// The names `protocol.framing` accepts (the first is the canonical one).
     static var names: [String] { get }
     /// The option keys a scenario may give this framing beside `framing:` (`length_bytes`, `length_offset`).
@@ -27,65 +27,65 @@ public protocol FramingTraits: Sendable {
 
 extension FramingTraits {
     /// The canonical framing name.
-    public static var name: String { names[0] }
-    public static var optionKeys: [String] { [] }
-    public static var defaultFormat: ProtocolSpec.Format { .json }
-    public static var defaultStream: String { "stream" }
-    public static var hasRPCs: Bool { false }
-    public static var carriesBinary: Bool { true }
-    public static var streamKeyPrefixes: [String] { [] }
-    public static var frames: FrameProtocol? { nil }
+    package static var name: String { names[0] }
+    package static var optionKeys: [String] { [] }
+    package static var defaultFormat: ProtocolSpec.Format { .json }
+    package static var defaultStream: String { "stream" }
+    package static var hasRPCs: Bool { false }
+    package static var carriesBinary: Bool { true }
+    package static var streamKeyPrefixes: [String] { [] }
+    package static var frames: FrameProtocol? { nil }
 
     /// A framing with no options of its own: `options` must be empty.
-    public static func framing(options: [String: Int]) throws -> ProtocolSpec.Framing {
+    package static func framing(options: [String: Int]) throws -> ProtocolSpec.Framing {
         let framing = ProtocolSpec.Framing(name: name, options: options)
         try check(framing)
         return framing
     }
 
     /// A framing with no options of its own has none.
-    public static func check(_ framing: ProtocolSpec.Framing) throws {
+    package static func check(_ framing: ProtocolSpec.Framing) throws {
         if let key = framing.options.keys.sorted().first { throw FramingOptionProblem(key, "is not an option of framing \(name)") }
     }
 }
 
 /// A framing option that is not taken or is out of range: `key` as a scenario names it, and what is wrong with it.
-public struct FramingOptionProblem: Error, Sendable, Equatable {
+package struct FramingOptionProblem: Error, Sendable, Equatable {
     /// The option key (`length_bytes`).
-    public var key: String
+    package var key: String
     /// What is wrong, after the key (`must be 1, 2 or 4, found 3`).
-    public var problem: String
+    package var problem: String
 
     /// A problem with `key`.
-    public init(_ key: String, _ problem: String) {
+    package init(_ key: String, _ problem: String) {
         self.key = key
         self.problem = problem
     }
 
     /// The message as a scenario names the key (`protocol.length_bytes must be 1, 2 or 4, found 3`).
-    public var message: String { "protocol.\(key) \(problem)" }
+    package var message: String { "protocol.\(key) \(problem)" }
 }
 
 /// The framings a scenario may name, with their facts: the protocol plug-ins' registry makes it.
-public struct FramingCatalog: Sendable {
+package struct FramingCatalog: Sendable {
     /// The framings, in the order their names are listed in messages.
-    public let framings: [any FramingTraits.Type]
+    package let framings: [any FramingTraits.Type]
 
     /// A catalog of `framings`.
-    public init(_ framings: [any FramingTraits.Type]) { self.framings = framings }
+    package init(_ framings: [any FramingTraits.Type]) { self.framings = framings }
 
     /// The framing that `name` (a `protocol.framing` value) names.
-    public func traits(named name: String) -> (any FramingTraits.Type)? { framings.first { $0.names.contains(name) } }
+    package func traits(named name: String) -> (any FramingTraits.Type)? { framings.first { $0.names.contains(name) } }
 
     /// The canonical framing names (`lines, length-prefixed, websocket, grpc`).
-    public var names: [String] { framings.map { $0.name } }
+    package var names: [String] { framings.map { $0.name } }
 
     /// Every option key some framing takes.
-    public var optionKeys: [String] { framings.flatMap { $0.optionKeys } }
+    package var optionKeys: [String] { framings.flatMap { $0.optionKeys } }
 
     /// What a stream key with `prefix` names, and the framings that give it that meaning, for messages:
     /// `header:NAME names a header of the request or call that opened the stream; it needs framing websocket, grpc or sse`.
-    public func streamKeyMeaning(_ prefix: String) -> String {
+    package func streamKeyMeaning(_ prefix: String) -> String {
         let part = prefix == "query:" ? "a query parameter of the request" : "a header of the request or call"
         return "\(prefix)NAME names \(part) that opened the stream; it needs framing "
             + Self.list(framings.filter { $0.streamKeyPrefixes.contains(prefix) }.map { $0.name })
@@ -97,8 +97,8 @@ public struct FramingCatalog: Sendable {
     }
 
     /// The canonical names of the framings with RPCs, for messages.
-    public var namesWithRPCs: String { Self.list(framings.filter { $0.hasRPCs }.map { $0.name }) }
+    package var namesWithRPCs: String { Self.list(framings.filter { $0.hasRPCs }.map { $0.name }) }
 
     /// The canonical names of the framings with binary messages, for messages.
-    public var namesCarryingBinary: String { Self.list(framings.filter { $0.carriesBinary }.map { $0.name }) }
+    package var namesCarryingBinary: String { Self.list(framings.filter { $0.carriesBinary }.map { $0.name }) }
 }

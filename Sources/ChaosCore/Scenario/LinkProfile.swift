@@ -1,27 +1,27 @@
 /// The shape of a network link: one-way latency and jitter added to every byte, and a bandwidth
 /// cap per direction. Named profiles model the links phones really meet.
-public struct LinkProfile: Sendable, Codable, Equatable, CustomStringConvertible {
+package struct LinkProfile: Sendable, Codable, Equatable, CustomStringConvertible {
     /// The profile's name (`wifi`, `lte`, …, or `custom`).
-    public var name: String
+    package var name: String
     /// One-way delay added in each direction.
-    public var latency: ChaosDuration
+    package var latency: ChaosDuration
     /// Each delay varies uniformly by up to ± this much (order is kept).
-    public var jitter: ChaosDuration
+    package var jitter: ChaosDuration
     /// Client→server cap; nil: uncapped.
-    public var bandwidthUp: ByteRate?
+    package var bandwidthUp: ByteRate?
     /// Server→client cap; nil: uncapped.
-    public var bandwidthDown: ByteRate?
+    package var bandwidthDown: ByteRate?
     /// Whether nothing passes at all (`offline`).
-    public var offline: Bool
+    package var offline: Bool
     /// The share of packets lost each way (as the `loss` fault, independent losses); nil: none.
-    public var loss: Double?
+    package var loss: Double?
     /// The phone's cellular radio (RRC states); nil: none (WiFi, or a link that is always connected).
-    public var radio: RadioModel?
+    package var radio: RadioModel?
     /// A carrier-grade NAT's idle timeout; nil: no NAT forgets an idle connection.
-    public var natIdleTimeout: ChaosDuration?
+    package var natIdleTimeout: ChaosDuration?
 
     /// Creates a profile.
-    public init(
+    package init(
         name: String,
         latency: ChaosDuration,
         jitter: ChaosDuration,
@@ -44,12 +44,12 @@ public struct LinkProfile: Sendable, Codable, Equatable, CustomStringConvertible
     }
 
     /// The cap for bytes travelling `direction`.
-    public func bandwidth(_ direction: Direction) -> ByteRate? {
+    package func bandwidth(_ direction: Direction) -> ByteRate? {
         direction == .upstream ? bandwidthUp : bandwidthDown
     }
 
     /// The built-in profiles (numbers after Apple's Network Link Conditioner presets; latency is one-way).
-    public static let builtIn: [LinkProfile] = [
+    package static let builtIn: [LinkProfile] = [
         LinkProfile(
             name: "wifi",
             latency: .milliseconds(2),
@@ -125,9 +125,9 @@ public struct LinkProfile: Sendable, Codable, Equatable, CustomStringConvertible
     ]
 
     /// A built-in profile by name.
-    public static func named(_ name: String) -> LinkProfile? { builtIn.first { $0.name == name } }
+    package static func named(_ name: String) -> LinkProfile? { builtIn.first { $0.name == name } }
 
-    public var description: String {
+    package var description: String {
         if offline { return name }
         let up = bandwidthUp?.description ?? "unlimited"
         let down = bandwidthDown?.description ?? "unlimited"
@@ -138,15 +138,15 @@ public struct LinkProfile: Sendable, Codable, Equatable, CustomStringConvertible
 
 /// A rate in bytes per second, written `1MB/s`, `500KB`, `10mbit`, `256kbps`, `1000B/s`.
 /// Decimal units (1 MB = 1,000,000 bytes), as network rates are quoted.
-public struct ByteRate: Sendable, Codable, Equatable, Hashable, CustomStringConvertible {
+package struct ByteRate: Sendable, Codable, Equatable, Hashable, CustomStringConvertible {
     /// Bytes per second.
-    public var bytesPerSecond: Int64
+    package var bytesPerSecond: Int64
 
     /// Creates a rate.
-    public init(bytesPerSecond: Int64) { self.bytesPerSecond = bytesPerSecond }
+    package init(bytesPerSecond: Int64) { self.bytesPerSecond = bytesPerSecond }
 
-    public static func megabits(_ n: Int64) -> ByteRate { ByteRate(bytesPerSecond: n * 125_000) }
-    public static func kilobits(_ n: Int64) -> ByteRate { ByteRate(bytesPerSecond: n * 125) }
+    package static func megabits(_ n: Int64) -> ByteRate { ByteRate(bytesPerSecond: n * 125_000) }
+    package static func kilobits(_ n: Int64) -> ByteRate { ByteRate(bytesPerSecond: n * 125) }
 
     private static let units: [(String, Double)] = [
         ("gbps", 125_000_000), ("mbps", 125_000), ("kbps", 125), ("gbit", 125_000_000), ("mbit", 125_000),
@@ -156,7 +156,7 @@ public struct ByteRate: Sendable, Codable, Equatable, Hashable, CustomStringConv
     ]
 
     /// Parses a rate; nil for anything else or a rate below 1 byte per second.
-    public init?(parsing text: String) {
+    package init?(parsing text: String) {
         var t = text.trimmingWhitespace.lowercased()
         if t.hasSuffix("/s") { t.removeLast(2) }
         guard let (unit, factor) = Self.units.first(where: { t.hasSuffix($0.0) }) else { return nil }
@@ -167,7 +167,7 @@ public struct ByteRate: Sendable, Codable, Equatable, Hashable, CustomStringConv
         bytesPerSecond = Int64(bytes.rounded())
     }
 
-    public var description: String {
+    package var description: String {
         let b = bytesPerSecond
         if b % 1_000_000 == 0 { return "\(b / 1_000_000)MB/s" }
         if b % 1000 == 0 { return "\(b / 1000)KB/s" }
@@ -176,9 +176,9 @@ public struct ByteRate: Sendable, Codable, Equatable, Hashable, CustomStringConv
 }
 
 /// A size in bytes, written `256MB`, `64KiB`, `1500B` or a bare number of bytes.
-public enum ByteSize {
+package enum ByteSize {
     /// Parses a size; nil for anything else.
-    public static func parse(_ text: String) -> Int64? {
+    package static func parse(_ text: String) -> Int64? {
         let t = text.trimmingWhitespace
         if let n = Int64(t), n >= 0 { return n }
         guard let rate = ByteRate(parsing: t), !t.lowercased().contains("bit"), !t.lowercased().hasSuffix("ps") else { return nil }

@@ -5,7 +5,7 @@ import Foundation
 /// rules file:line:column as it reads).
 extension ProcessSpec {
     /// The placeholders a command line may hold.
-    public static let placeholders = [
+    package static let placeholders = [
         "index", "listen.port", "upstream.port", "listen.host", "upstream.host", "run_dir", "seed",
         "scenario_dir",
     ]
@@ -26,7 +26,7 @@ extension ProcessSpec {
     }
 
     /// A client's `ready`: the run's timeline starts once every client has a connection through a proxy.
-    public static let connectedCheck = "connected"
+    package static let connectedCheck = "connected"
 
     /// What a `ready` may say, for an error message.
     static func readyChecks(client: Bool) -> String {

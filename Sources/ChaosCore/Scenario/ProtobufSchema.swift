@@ -1,29 +1,29 @@
-public import Foundation
+package import Foundation
 import SwiftProtobuf
 
 /// The messages and services of a FileDescriptorSet (`protoc --include_imports -o FILE …`), read with
 /// swift-protobuf's descriptor types: it names fields, so a scenario can say `seq: sequence_id` instead of a
 /// field number, and it knows each RPC's request and response types (which differ, so each direction of a gRPC
 /// call resolves its own fields).
-public struct ProtobufSchema: Sendable {
+package struct ProtobufSchema: Sendable {
     /// One RPC of a service.
-    public struct Method: Sendable, Equatable {
+    package struct Method: Sendable, Equatable {
         /// `/package.Service/Method`, as on the wire in `:path`.
-        public var path: String
+        package var path: String
         /// The request message's full name (`follow.v1.RaceRequest`).
-        public var input: String
+        package var input: String
         /// The response message's full name.
-        public var output: String
+        package var output: String
     }
 
     /// A field name resolved to where the wire format carries it.
-    public struct Field: Sendable, Equatable {
+    package struct Field: Sendable, Equatable {
         /// Field numbers from the outer message in (`[4, 2]` for `meta.seq`).
-        public var path: [UInt64]
+        package var path: [UInt64]
         /// Whether the last field is `sint32` / `sint64` (zigzag varints).
-        public var zigzag: Bool
+        package var zigzag: Bool
         /// Whether the last field is a `string` or `bytes` field (length-delimited text).
-        public var isText: Bool
+        package var isText: Bool
     }
 
     struct FieldInfo: Sendable {
@@ -35,10 +35,10 @@ public struct ProtobufSchema: Sendable {
     /// Full message name → field name → field.
     private let messages: [String: [String: FieldInfo]]
     /// `/package.Service/Method` → method.
-    public let methods: [String: Method]
+    package let methods: [String: Method]
 
     /// Reads a serialized FileDescriptorSet; `source` names it in errors.
-    public init(fileDescriptorSet data: Data, source: String) throws {
+    package init(fileDescriptorSet data: Data, source: String) throws {
         let set: Google_Protobuf_FileDescriptorSet
         do {
             set = try Google_Protobuf_FileDescriptorSet(serializedBytes: data)
@@ -74,10 +74,10 @@ public struct ProtobufSchema: Sendable {
 
     /// The largest descriptor set read (a real one is kilobytes; this keeps `/dev/zero` or a wrong file from
     /// being read whole).
-    public static let largestFile = 64 << 20
+    package static let largestFile = 64 << 20
 
     /// Reads a FileDescriptorSet file: a regular file of at most ``largestFile`` bytes.
-    public static func load(path: String) throws -> ProtobufSchema {
+    package static func load(path: String) throws -> ProtobufSchema {
         let attributes = try? FileManager.default.attributesOfItem(atPath: path)
         guard let attributes else { throw ChaosError.badInput("cannot read the descriptor set '\(path)'") }
         guard attributes[.type] as? FileAttributeType == .typeRegular else {
@@ -93,11 +93,11 @@ public struct ProtobufSchema: Sendable {
     }
 
     /// Whether a message of that full name is described.
-    public func hasMessage(_ name: String) -> Bool { messages[name] != nil }
+    package func hasMessage(_ name: String) -> Bool { messages[name] != nil }
 
     /// A field given as a dotted name (`sequence_id`, `meta.seq`) or a field-number path (`2`, `4.2`) in message
     /// `type`; the error names the message's fields when there is no such field.
-    public func field(_ name: String, in type: String) throws -> Field {
+    package func field(_ name: String, in type: String) throws -> Field {
         if let numbers = ProtocolSpec.fieldNumberPath(name) { return Field(path: numbers, zigzag: false, isText: false) }
         var current = type
         var path: [UInt64] = []
@@ -123,7 +123,7 @@ public struct ProtobufSchema: Sendable {
 
     /// Why `name` names no field of any of `methods`' requests (`direction` upstream) or responses (downstream), or
     /// nil when one of them has it.
-    public func unresolved(_ name: String, direction: Direction, methods: [Method]) -> String? {
+    package func unresolved(_ name: String, direction: Direction, methods: [Method]) -> String? {
         let role = direction == .upstream ? "request" : "response"
         var first: String?
         for method in methods {
@@ -142,7 +142,7 @@ public struct ProtobufSchema: Sendable {
     }
 
     /// The field names a protocol reads in `direction`'s messages (seq, ack, a stream field, the ignore fields).
-    public static func names(_ spec: ProtocolSpec, _ direction: Direction) -> [String] {
+    package static func names(_ spec: ProtocolSpec, _ direction: Direction) -> [String] {
         let resolved = spec.resolved(for: direction)
         var names = [resolved.seq] + (resolved.ack.map { [$0] } ?? [])
         if case .field(let name)? = resolved.streamSource { names.append(name) }

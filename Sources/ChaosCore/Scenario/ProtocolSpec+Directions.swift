@@ -1,28 +1,28 @@
 extension ProtocolSpec {
     /// The largest message buffered by default: 16 MiB. A larger one is counted as oversized, not kept.
-    public static let defaultMessageCap = 16 << 20
+    package static let defaultMessageCap = 16 << 20
     /// The bounds of `max_message`.
-    public static let messageCapRange = 1024...(1 << 30)
+    package static let messageCapRange = 1024...(1 << 30)
 
     /// The largest message the audit buffers.
-    public var messageCap: Int { maxMessage ?? Self.defaultMessageCap }
+    package var messageCap: Int { maxMessage ?? Self.defaultMessageCap }
 
     /// Per-direction overrides of the fields the audit reads (`upstream:` / `downstream:`): the two directions of
     /// one protocol often carry different message types.
-    public struct DirectionOverride: Sendable, Codable, Equatable {
+    package struct DirectionOverride: Sendable, Codable, Equatable {
         /// Where this direction's sequence number is.
-        public var seq: String?
+        package var seq: String?
         /// Where this direction's logical stream name is (a field, `header:NAME`, `query:NAME` or `rpc`).
-        public var stream: String?
+        package var stream: String?
         /// Where this direction's cumulative acknowledgement is.
-        public var ack: String?
+        package var ack: String?
         /// Where this direction's message type is.
-        public var type: String?
+        package var type: String?
         /// This direction's ignore rules (they replace the shared ones).
-        public var ignore: [String: [String]]?
+        package var ignore: [String: [String]]?
 
         /// Creates an override; nil fields keep the shared value.
-        public init(
+        package init(
             seq: String? = nil,
             stream: String? = nil,
             ack: String? = nil,
@@ -38,7 +38,7 @@ extension ProtocolSpec {
     }
 
     /// The spec as `direction` sees it: the shared fields with that direction's overrides applied.
-    public func resolved(for direction: Direction) -> ProtocolSpec {
+    package func resolved(for direction: Direction) -> ProtocolSpec {
         var spec = self
         spec.upstream = nil
         spec.downstream = nil
@@ -52,7 +52,7 @@ extension ProtocolSpec {
     }
 
     /// Where a logical stream's name comes from.
-    public enum StreamSource: Sendable, Equatable {
+    package enum StreamSource: Sendable, Equatable {
         /// A field of each message.
         case field(String)
         /// A header of the WebSocket upgrade request (`header:NAME`).
@@ -64,7 +64,7 @@ extension ProtocolSpec {
     }
 
     /// Where the stream name comes from; nil: one stream per connection and direction.
-    public var streamSource: StreamSource? {
+    package var streamSource: StreamSource? {
         guard let stream else { return nil }
         if stream == "rpc" { return .rpc }
         if stream.hasPrefix("header:") { return .header(String(stream.dropFirst("header:".count))) }

@@ -4,20 +4,20 @@ extension ProtocolSpec {
     ///
     /// Written to `scenario.json` as `{"<camelCaseName>": {<options>}}` (`{"lines":{}}`,
     /// `{"lengthPrefixed":{"bytes":4,"offset":0}}`), as run folders have always had it.
-    public struct Framing: Sendable, Equatable, Hashable, CustomStringConvertible {
+    package struct Framing: Sendable, Equatable, Hashable, CustomStringConvertible {
         /// The canonical framing name (`lines`, `length-prefixed`, `websocket`, `grpc`, `sse`).
-        public var name: String
+        package var name: String
         /// The framing's own options, as its plug-in stores them.
-        public var options: [String: Int]
+        package var options: [String: Int]
 
         /// A framing.
-        public init(name: String, options: [String: Int] = [:]) {
+        package init(name: String, options: [String: Int] = [:]) {
             self.name = name
             self.options = options
         }
 
         /// `lines`, or `length-prefixed(bytes: 2, offset: 0)`.
-        public var description: String {
+        package var description: String {
             options.isEmpty ? name : "\(name)(\(options.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")))"
         }
     }
@@ -32,7 +32,7 @@ extension ProtocolSpec.Framing: Codable {
     }
 
     /// `{"lengthPrefixed": {"bytes": 4, "offset": 0}}`.
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: Key.self)
         guard container.allKeys.count == 1, let key = container.allKeys.first else {
             throw DecodingError.dataCorrupted(
@@ -48,7 +48,7 @@ extension ProtocolSpec.Framing: Codable {
         )
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: Key.self)
         try container.encode(options, forKey: Key(stringValue: Self.codingKey(name)))
     }

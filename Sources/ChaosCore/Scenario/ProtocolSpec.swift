@@ -1,48 +1,48 @@
 /// How the audit finds messages and their sequence numbers in the byte stream (`protocol:`).
-public struct ProtocolSpec: Sendable, Codable, Equatable {
+package struct ProtocolSpec: Sendable, Codable, Equatable {
     /// How a message's fields are read.
-    public enum Format: String, Sendable, Codable, Equatable, CaseIterable {
+    package enum Format: String, Sendable, Codable, Equatable, CaseIterable {
         case json
         case text
         case protobuf
     }
 
     /// Message framing.
-    public var framing: Framing
+    package var framing: Framing
     /// Message format.
-    public var format: Format
+    package var format: Format
     /// Where the sequence number is: a JSON key or pointer (`/meta/seq`), a regex group name, a protobuf field number.
-    public var seq: String
+    package var seq: String
     /// Where the logical stream name is; nil: one stream per connection direction.
-    public var stream: String?
+    package var stream: String?
     /// Where a message id is, for cross-stream duplicate checks.
-    public var id: String?
+    package var id: String?
     /// Where a cumulative acknowledgement is (covers every seq <= it in the other direction).
-    public var ack: String?
+    package var ack: String?
     /// Where the message type is (default `type`), for `ignore`.
-    public var type: String
+    package var type: String
     /// Field name → values: messages whose field has one of these values are not audited.
-    public var ignore: [String: [String]]
+    package var ignore: [String: [String]]
     /// For `format: text`: a regular expression with named groups (`seq`, `stream`, …).
-    public var regex: String?
+    package var regex: String?
     /// The first seq of every stream (default 1).
-    public var seqStart: Int64
+    package var seqStart: Int64
     /// Client → server overrides of seq / stream / ack / type / ignore (`upstream:`).
-    public var upstream: DirectionOverride?
+    package var upstream: DirectionOverride?
     /// Server → client overrides (`downstream:`).
-    public var downstream: DirectionOverride?
+    package var downstream: DirectionOverride?
     /// The largest message the audit buffers (`max_message`, default ``defaultMessageCap``); nil: the default.
-    public var maxMessage: Int?
+    package var maxMessage: Int?
     /// gRPC: a FileDescriptorSet file (`descriptors:`, absolute once read from a scenario) that names protobuf fields
     /// and gives each RPC's request and response types.
-    public var descriptors: String?
+    package var descriptors: String?
     /// gRPC: the RPCs audited (`/package.Service/Method`); nil: every RPC.
-    public var methods: [String]?
+    package var methods: [String]?
     /// NSS key logs (`keylog:`, absolute once read from a scenario) that `chaos audit` decrypts a capture's TLS with.
-    public var keylog: [String]?
+    package var keylog: [String]?
 
     /// Creates a protocol spec; defaults match the reference pair's NDJSON (framing `lines`).
-    public init(
+    package init(
         framing: Framing = Framing(name: "lines"),
         format: Format = .json,
         seq: String = "seq",
@@ -78,18 +78,18 @@ public struct ProtocolSpec: Sendable, Codable, Equatable {
 }
 
 /// One `expect:` line: a measured figure, a comparison and a bound.
-public struct Expectation: Sendable, Codable, Equatable {
+package struct Expectation: Sendable, Codable, Equatable {
     /// What is measured: `lost`, `duplicated`, `delivery`, `recovery_p99`, …
-    public var name: String
+    package var name: String
     /// The comparison.
-    public var comparison: Comparison
+    package var comparison: Comparison
     /// The bound, as a number in the figure's unit (a count, a ratio 0…1, or seconds).
-    public var bound: Double
+    package var bound: Double
     /// The bound as the user wrote it (`0`, `>= 99.9%`, `< 10s`).
-    public var written: String
+    package var written: String
 
     /// A comparison operator.
-    public enum Comparison: String, Sendable, Codable, Equatable, CaseIterable {
+    package enum Comparison: String, Sendable, Codable, Equatable, CaseIterable {
         case lessThan = "<"
         case atMost = "<="
         case equal = "=="
@@ -97,7 +97,7 @@ public struct Expectation: Sendable, Codable, Equatable {
         case greaterThan = ">"
 
         /// Whether `actual` satisfies `actual <op> bound`.
-        public func holds(_ actual: Double, _ bound: Double) -> Bool {
+        package func holds(_ actual: Double, _ bound: Double) -> Bool {
             switch self {
             case .lessThan: actual < bound
             case .atMost: actual <= bound
@@ -109,10 +109,10 @@ public struct Expectation: Sendable, Codable, Equatable {
     }
 
     /// The unit of an expectation's figure.
-    public enum Unit: Sendable { case count, ratio, seconds }
+    package enum Unit: Sendable { case count, ratio, seconds }
 
     /// The figures an expectation may name, with their units.
-    public static let known: [(name: String, unit: Unit)] = [
+    package static let known: [(name: String, unit: Unit)] = [
         ("lost", .count), ("duplicated", .count), ("redelivered", .count), ("reordered", .count),
         ("gaps", .count), ("unacked", .count), ("recovered", .count), ("delivered", .count), ("sent", .count),
         ("delivery", .ratio),
@@ -122,7 +122,7 @@ public struct Expectation: Sendable, Codable, Equatable {
     ]
 
     /// Creates an expectation.
-    public init(name: String, comparison: Comparison, bound: Double, written: String) {
+    package init(name: String, comparison: Comparison, bound: Double, written: String) {
         self.name = name
         self.comparison = comparison
         self.bound = bound

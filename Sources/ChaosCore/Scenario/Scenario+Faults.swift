@@ -314,7 +314,7 @@ extension FaultRule {
     /// (JSON is YAML too), for the control API. `source` names it in messages.
     /// `instantAt`: when a fault gives neither `at` nor `every`, it begins then
     /// (the control API passes its clock's now); nil: a fault for a while then begins at 0, an instant one is refused, as in a scenario.
-    public static func parse(
+    package static func parse(
         _ text: String,
         proxies: [ProxySpec],
         duration: ChaosDuration,

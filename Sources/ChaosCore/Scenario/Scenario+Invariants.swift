@@ -6,12 +6,12 @@ import Foundation
 /// A broken rule is a `badInput` error naming the file and the field; nothing downstream meets an absurd value.
 extension Scenario {
     /// The longest run (or fault time) a scenario may name.
-    public static let longestDuration = ChaosDuration.seconds(Int64(10 * 366 * 86_400))
+    package static let longestDuration = ChaosDuration.seconds(Int64(10 * 366 * 86_400))
     /// The most clients a pair may start.
-    public static let mostClients = 10_000
+    package static let mostClients = 10_000
 
     /// Checks every rule; `source` names where the scenario came from, `framings` are those `protocol:` may name.
-    public func checkInvariants(source: String, framings: FramingCatalog) throws {
+    package func checkInvariants(source: String, framings: FramingCatalog) throws {
         func bad(_ what: String) -> ChaosError { .badInput("\(source): \(what)") }
         guard Scenario.isValidName(name) else { throw bad("name must be letters, digits, '-', '_' or '.', found '\(name)'") }
         try Self.check(duration, "duration", positive: true, bad)
@@ -48,7 +48,7 @@ extension Scenario {
     }
 
     /// The protocol whose frames the proxies follow: the one that the scenario's `ws-close` or `goaway` faults need.
-    public var frameProtocol: FrameProtocol? { faults.lazy.compactMap(\.kind.framing).first }
+    package var frameProtocol: FrameProtocol? { faults.lazy.compactMap(\.kind.framing).first }
 
     /// `ws-close` and `goaway` need the proxies to follow one protocol's frames, the one the audit reads if any.
     func checkFrameProtocol(framings: FramingCatalog, _ bad: (String) -> ChaosError) throws {
@@ -68,7 +68,7 @@ extension Scenario {
 
     /// The lowest probability (other than 0) a fault may have: a rarer one would make the timeline draw
     /// billions of occurrences that never happen to find one that does.
-    public static let leastProbability = 0.000_001
+    package static let leastProbability = 0.000_001
 
     static func check(
         _ duration: ChaosDuration,
@@ -101,7 +101,7 @@ extension Scenario {
 extension ProtocolSpec {
     /// Checks the rules a protocol obeys however it was given (a scenario, `--set`, command-line flags, a run folder);
     /// `framings` are those it may name, `bad` makes the error for a broken rule.
-    public func checkInvariants(framings: FramingCatalog, _ bad: (String) -> ChaosError) throws {
+    package func checkInvariants(framings: FramingCatalog, _ bad: (String) -> ChaosError) throws {
         guard let traits = framings.traits(named: framing.name) else {
             throw bad("protocol.framing must be one of \(framings.names.joined(separator: ", ")), found '\(framing.name)'")
         }
@@ -172,7 +172,7 @@ extension LinkProfile {
 
 extension FaultRule {
     /// Checks one rule on its own (a fault added through the control API); `source` names where it came from.
-    public func checkInvariants(source: String, proxies: Set<String>) throws {
+    package func checkInvariants(source: String, proxies: Set<String>) throws {
         try checkInvariants("fault", proxies: proxies) { .badInput("\(source): \($0)") }
     }
 
@@ -258,7 +258,7 @@ extension FaultSpec {
 
 extension Timeline {
     /// Checks a timeline against the scenario it belongs to (`chaos replay` reads both from a run folder).
-    public func checkInvariants(against scenario: Scenario, source: String) throws {
+    package func checkInvariants(against scenario: Scenario, source: String) throws {
         func bad(_ what: String) -> ChaosError { .badInput("\(source): \(what)") }
         try Scenario.check(duration, "duration", positive: true, bad)
         let proxies = Set(scenario.proxies.map(\.name))
@@ -282,13 +282,13 @@ extension Timeline {
 extension FaultParameters {
     /// The WebSocket close codes an endpoint may put in a close frame (RFC 6455 section 7.4: 1004-1006 and
     /// 1015 are reserved for reports, 1016-2999 for the protocol's future).
-    public static let sendableCloseCodes: [ClosedRange<Int>] = [1000...1003, 1007...1014, 3000...4999]
+    package static let sendableCloseCodes: [ClosedRange<Int>] = [1000...1003, 1007...1014, 3000...4999]
     /// The highest `loss.rate` (at 100% nothing would ever arrive: use a partition).
-    public static let maximumLossRate = 0.99
+    package static let maximumLossRate = 0.99
     /// The longest mean `loss.burst`, in packets.
-    public static let maximumLossBurst = 1000.0
+    package static let maximumLossBurst = 1000.0
     /// The packet sizes an `mtu` fault takes: IPv4's minimum MTU to the largest IP packet.
-    public static let mtuRange = 68...65535
+    package static let mtuRange = 68...65535
 }
 
 extension Array where Element == ClosedRange<Int> {
@@ -306,7 +306,7 @@ extension ProtocolSpec {
     static func isFieldNumberPath(_ name: String) -> Bool { fieldNumberPath(name) != nil }
 
     /// `4.1` as [4, 1]; nil when it is not a dotted list of at most 32 field numbers (1 ... 2^29 - 1).
-    public static func fieldNumberPath(_ name: String) -> [UInt64]? {
+    package static func fieldNumberPath(_ name: String) -> [UInt64]? {
         let parts = name.split(separator: ".", omittingEmptySubsequences: false)
         guard !parts.isEmpty, parts.count <= 32 else { return nil }
         var numbers: [UInt64] = []

@@ -5,7 +5,7 @@ extension Scenario {
     /// Reads and validates the scenario at `path`; `framings` are those `protocol:` may name (the protocol
     /// plug-ins' registry). Every problem is a ``ChaosError`` with code `badInput` naming `path:line:column`
     /// and what was expected.
-    public static func load(path: String, framings: FramingCatalog) throws -> Scenario {
+    package static func load(path: String, framings: FramingCatalog) throws -> Scenario {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw ChaosError.badInput("cannot read scenario file '\(path)': no such file or not readable")
         }
@@ -16,7 +16,7 @@ extension Scenario {
     }
 
     /// Parses and validates scenario text; `file` names it in messages, `framings` are those `protocol:` may name.
-    public static func parse(yaml text: String, file: String, framings: FramingCatalog) throws -> Scenario {
+    package static func parse(yaml text: String, file: String, framings: FramingCatalog) throws -> Scenario {
         let root: Node
         do {
             guard let node = try Yams.compose(yaml: text) else {

@@ -3,40 +3,40 @@
 ///
 /// Build one with ``Scenario/parse(yaml:file:)`` or ``Scenario/load(path:)``; the fault
 /// timeline comes from ``Timeline/init(scenario:seed:)``.
-public struct Scenario: Sendable, Codable, Equatable {
+package struct Scenario: Sendable, Codable, Equatable {
     /// Whether `name` can name a scenario (and its run folder): letters, digits, '-', '_' or '.', not empty,
     /// not `.` or `..`.
-    public static func isValidName(_ name: String) -> Bool {
+    package static func isValidName(_ name: String) -> Bool {
         !name.isEmpty && name != "." && name != ".." && name.allSatisfy { $0.isLetter || $0.isNumber || "-_.".contains($0) }
     }
 
     /// The scenario's name, used for the report folder.
-    public var name: String
+    package var name: String
     /// How long a run lasts.
-    public var duration: ChaosDuration
+    package var duration: ChaosDuration
     /// The seed in the file, if it names one.
-    public var seed: UInt64?
+    package var seed: UInt64?
     /// The proxies to run, at least one.
-    public var proxies: [ProxySpec]
+    package var proxies: [ProxySpec]
     /// The client/server pair to start, when the scenario names one.
-    public var pair: PairSpec?
+    package var pair: PairSpec?
     /// How to read messages out of the byte stream, for the audit.
-    public var protocolSpec: ProtocolSpec?
+    package var protocolSpec: ProtocolSpec?
     /// The link profile every new connection starts with (none: the loopback as it is).
-    public var baseline: LinkProfile?
+    package var baseline: LinkProfile?
     /// The fault rules, in file order.
-    public var faults: [FaultRule]
+    package var faults: [FaultRule]
     /// What must hold for the run to pass, in file order.
-    public var expectations: [Expectation]
+    package var expectations: [Expectation]
     /// Whether and how to capture the proxied traffic.
-    public var capture: CaptureSpec?
+    package var capture: CaptureSpec?
     /// The path the scenario was read from.
-    public var file: String
+    package var file: String
     /// `fleet:`: how a fleet's agents share the timeline (nil: shared).
-    public var fleet: FleetSpec?
+    package var fleet: FleetSpec?
 
     /// Creates a scenario; prefer ``Scenario/load(path:)``, which validates.
-    public init(
+    package init(
         name: String,
         duration: ChaosDuration,
         seed: UInt64?,
@@ -72,18 +72,18 @@ public struct Scenario: Sendable, Codable, Equatable {
 }
 
 /// One TCP proxy: accept on `listen`, connect each client to `upstream`.
-public struct ProxySpec: Sendable, Codable, Equatable {
+package struct ProxySpec: Sendable, Codable, Equatable {
     /// The proxy's name (faults may name it in `proxy:`).
-    public var name: String
+    package var name: String
     /// Where clients connect.
-    public var listen: HostPort
+    package var listen: HostPort
     /// Where the proxy connects for each client.
-    public var upstream: HostPort
+    package var upstream: HostPort
     /// TLS on both legs (`tls:`): terminated from the client with chaos's CA, opened again to the upstream; nil: cleartext.
-    public var tls: TLSSpec?
+    package var tls: TLSSpec?
 
     /// Creates a proxy spec.
-    public init(name: String, listen: HostPort, upstream: HostPort, tls: TLSSpec? = nil) {
+    package init(name: String, listen: HostPort, upstream: HostPort, tls: TLSSpec? = nil) {
         self.name = name
         self.listen = listen
         self.upstream = upstream
@@ -92,20 +92,20 @@ public struct ProxySpec: Sendable, Codable, Equatable {
 }
 
 /// A numeric IPv4/IPv6 address or host name with a port, written `127.0.0.1:7000` or `[::1]:7000`.
-public struct HostPort: Sendable, Codable, Equatable, Hashable, CustomStringConvertible {
+package struct HostPort: Sendable, Codable, Equatable, Hashable, CustomStringConvertible {
     /// The host: an IP address or a name.
-    public var host: String
+    package var host: String
     /// The TCP port, 0 to 65535 (0: any free port, for listening).
-    public var port: Int
+    package var port: Int
 
     /// Creates an address.
-    public init(host: String, port: Int) {
+    package init(host: String, port: Int) {
         self.host = host
         self.port = port
     }
 
     /// Parses `host:port` or `[v6]:port`; nil when it is not of that form.
-    public init?(parsing text: String) {
+    package init?(parsing text: String) {
         let text = text.trimmingWhitespace
         let hostPart: Substring
         let portPart: Substring
@@ -124,36 +124,36 @@ public struct HostPort: Sendable, Codable, Equatable, Hashable, CustomStringConv
         self.init(host: String(hostPart), port: port)
     }
 
-    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    package var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 }
 
 /// The process pair under test.
-public struct PairSpec: Sendable, Codable, Equatable {
+package struct PairSpec: Sendable, Codable, Equatable {
     /// The server, started first.
-    public var server: ProcessSpec?
+    package var server: ProcessSpec?
     /// The clients, started once the server is ready.
-    public var client: ProcessSpec?
+    package var client: ProcessSpec?
 
     /// Creates a pair spec.
-    public init(server: ProcessSpec?, client: ProcessSpec?) {
+    package init(server: ProcessSpec?, client: ProcessSpec?) {
         self.server = server
         self.client = client
     }
 }
 
 /// A command to start (and stop) for a run.
-public struct ProcessSpec: Sendable, Codable, Equatable {
+package struct ProcessSpec: Sendable, Codable, Equatable {
     /// The command line, with `{listen.port}`, `{upstream.port}`, `{index}` placeholders.
-    public var run: String
+    package var run: String
     /// A readiness check: `tcp HOST:PORT` waits until it accepts (the server). A client's `connected` waits until
     /// every client has a connection through a proxy, and the run's timeline (its faults and its duration) starts
     /// then, not at the proxies' start: a pair that is slow to start on a loaded machine still meets its faults at
     /// the times the scenario gives, counted from the moment it is up.
-    public var ready: String?
+    package var ready: String?
     /// How many copies to start (clients), 1 by default.
-    public var count: Int
+    package var count: Int
     /// How long to wait after SIGTERM before SIGKILL.
-    public var stopGrace: ChaosDuration
+    package var stopGrace: ChaosDuration
 
     enum CodingKeys: String, CodingKey {
         case run, ready, count
@@ -161,7 +161,7 @@ public struct ProcessSpec: Sendable, Codable, Equatable {
     }
 
     /// Creates a process spec.
-    public init(run: String, ready: String?, count: Int, stopGrace: ChaosDuration) {
+    package init(run: String, ready: String?, count: Int, stopGrace: ChaosDuration) {
         self.run = run
         self.ready = ready
         self.count = count
@@ -170,14 +170,14 @@ public struct ProcessSpec: Sendable, Codable, Equatable {
 }
 
 /// Whether to write `capture.pcap` and how big the ring may grow.
-public struct CaptureSpec: Sendable, Codable, Equatable {
+package struct CaptureSpec: Sendable, Codable, Equatable {
     /// Whether capture is on.
-    public var enabled: Bool
+    package var enabled: Bool
     /// The size bound of the capture ring in bytes; nil: unbounded single file.
-    public var ringBytes: Int64?
+    package var ringBytes: Int64?
 
     /// Creates a capture spec.
-    public init(enabled: Bool, ringBytes: Int64?) {
+    package init(enabled: Bool, ringBytes: Int64?) {
         self.enabled = enabled
         self.ringBytes = ringBytes
     }

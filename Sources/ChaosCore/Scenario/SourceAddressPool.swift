@@ -6,11 +6,11 @@ import Glibc
 
 /// The local addresses a handoff's `new_address` moves the proxy's upstream connections to, one after another (so
 /// the server sees the client's address change, as after a real WiFi → LTE switch).
-public enum SourceAddressPool {
+package enum SourceAddressPool {
     /// 127.0.0.2 … 127.0.0.9: loopback addresses every Linux machine has (the whole 127/8 is local).
-    public static let loopback = (2...9).map { "127.0.0.\($0)" }
+    package static let loopback = (2...9).map { "127.0.0.\($0)" }
     /// The most addresses a pool may name (a range is spelled out).
-    public static let largest = 4096
+    package static let largest = 4096
 
     /// `true` (the loopback pool), `false` (none), `A-B` (an IPv4 range), one address, or a list of addresses; each
     /// must be bindable on this machine. Errors point at the value.
@@ -43,13 +43,13 @@ public enum SourceAddressPool {
     }
 
     /// The pool as written back: `A-B` for a run of IPv4 addresses in one /24, else the addresses with commas.
-    public static func describe(_ pool: [String]) -> String {
+    package static func describe(_ pool: [String]) -> String {
         if pool.count > 2, let first = pool.first, let last = pool.last, range("\(first)-\(last)") == pool { return "\(first)-\(last)" }
         return pool.joined(separator: ",")
     }
 
     /// Whether `text` is an IPv4 or IPv6 address.
-    public static func isIPAddress(_ text: String) -> Bool {
+    package static func isIPAddress(_ text: String) -> Bool {
         var v4 = in_addr()
         var v6 = in6_addr()
         return inet_pton(AF_INET, text, &v4) == 1 || inet_pton(AF_INET6, text, &v6) == 1
@@ -68,7 +68,7 @@ public enum SourceAddressPool {
     }
 
     /// Why `address` cannot be bound here (nil: it can): a socket bound to it on port 0, then closed.
-    public static func bindProblem(_ address: String) -> String? {
+    package static func bindProblem(_ address: String) -> String? {
         var v4 = sockaddr_in()
         var v6 = sockaddr_in6()
         let isV4 = inet_pton(AF_INET, address, &v4.sin_addr) == 1

@@ -5,7 +5,7 @@ extension TLSSpec {
     /// Reads a `tls:` block written as in a scenario (`{upstream: insecure, server_name: api.test}`; JSON is YAML
     /// too), for `--set proxies.NAME.tls=…`, the control API's `tls` field and `chaos proxy`'s flags. Files are
     /// relative to the working directory; `source` names the text in messages (`source:line:column`).
-    public static func parse(_ text: String, source: String) throws -> TLSSpec {
+    package static func parse(_ text: String, source: String) throws -> TLSSpec {
         let node: Node
         do {
             guard let composed = try Yams.compose(yaml: text) else {
@@ -23,21 +23,21 @@ extension TLSSpec {
     }
 
     /// The block as a scenario writes it, as JSON (the control API shows a proxy's `tls` so).
-    public var form: Form { Form(self) }
+    package var form: Form { Form(self) }
 
     /// A `tls:` block in the scenario's own shape: `ca` is `auto` or `{cert, key}`, `upstream` is `verify`,
     /// `insecure`, `cleartext` or a file, `alpn` is `mirror` or a list.
-    public struct Form: Encodable, Sendable, Equatable {
+    package struct Form: Encodable, Sendable, Equatable {
         /// `auto` or the team CA's files.
-        public var ca: KeyPairOrWord
+        package var ca: KeyPairOrWord
         /// The leaf's name when the client sends no SNI.
-        public var serverName: String?
+        package var serverName: String?
         /// `verify`, `insecure`, `cleartext` or a roots file.
-        public var upstream: String
+        package var upstream: String
         /// The client certificate for an mTLS upstream.
-        public var clientCert: KeyPair?
+        package var clientCert: KeyPair?
         /// `mirror` or the protocols.
-        public var alpn: ListOrWord
+        package var alpn: ListOrWord
 
         init(_ spec: TLSSpec) {
             ca = spec.ca.map(KeyPairOrWord.pair) ?? .word("auto")
@@ -61,10 +61,10 @@ extension TLSSpec {
         }
 
         /// A word (`auto`) or a key pair.
-        public enum KeyPairOrWord: Encodable, Sendable, Equatable {
+        package enum KeyPairOrWord: Encodable, Sendable, Equatable {
             case word(String)
             case pair(KeyPair)
-            public func encode(to encoder: any Encoder) throws {
+            package func encode(to encoder: any Encoder) throws {
                 switch self {
                 case .word(let word):
                     var c = encoder.singleValueContainer()
@@ -75,10 +75,10 @@ extension TLSSpec {
         }
 
         /// A word (`mirror`) or a list.
-        public enum ListOrWord: Encodable, Sendable, Equatable {
+        package enum ListOrWord: Encodable, Sendable, Equatable {
             case word(String)
             case list([String])
-            public func encode(to encoder: any Encoder) throws {
+            package func encode(to encoder: any Encoder) throws {
                 var c = encoder.singleValueContainer()
                 switch self {
                 case .word(let word): try c.encode(word)

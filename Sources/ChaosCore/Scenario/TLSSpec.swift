@@ -1,22 +1,22 @@
 /// A proxy's `tls:` block: chaos accepts TLS from the client with a leaf certificate for the client's SNI (or
 /// `server_name`) signed by its CA, and opens TLS to the upstream (PRODUCT.md section 9).
-public struct TLSSpec: Sendable, Codable, Equatable {
+package struct TLSSpec: Sendable, Codable, Equatable {
     /// A certificate and its private key, PEM files (absolute once read from a scenario).
-    public struct KeyPair: Sendable, Codable, Equatable {
+    package struct KeyPair: Sendable, Codable, Equatable {
         /// The certificate (chain) file.
-        public var cert: String
+        package var cert: String
         /// The private key file.
-        public var key: String
+        package var key: String
 
         /// A key pair.
-        public init(cert: String, key: String) {
+        package init(cert: String, key: String) {
             self.cert = cert
             self.key = key
         }
     }
 
     /// How the upstream's certificate is checked, or whether the upstream speaks TLS at all.
-    public enum Upstream: Sendable, Codable, Equatable {
+    package enum Upstream: Sendable, Codable, Equatable {
         /// Verified against the system's roots and the upstream's name.
         case verify
         /// Not verified (a test server with a self-made certificate).
@@ -28,19 +28,19 @@ public struct TLSSpec: Sendable, Codable, Equatable {
     }
 
     /// The CA that signs the leaves: nil is `auto`, chaos's own under `$CHAOS_HOME` (made on first use).
-    public var ca: KeyPair?
+    package var ca: KeyPair?
     /// The leaf's name when the client sends no SNI (default: the upstream host).
-    public var serverName: String?
+    package var serverName: String?
     /// How the upstream is reached.
-    public var upstream: Upstream
+    package var upstream: Upstream
     /// A client certificate for an upstream that asks for one (mTLS).
-    public var clientCert: KeyPair?
+    package var clientCert: KeyPair?
     /// The ALPN protocols offered and answered; nil is `mirror` (offer the client's list upstream, answer the client
     /// with what the upstream chose).
-    public var alpn: [String]?
+    package var alpn: [String]?
 
     /// A TLS block; the defaults are PRODUCT.md's (`ca: auto`, `upstream: verify`, `alpn: mirror`).
-    public init(
+    package init(
         ca: KeyPair? = nil,
         serverName: String? = nil,
         upstream: Upstream = .verify,
@@ -56,15 +56,15 @@ public struct TLSSpec: Sendable, Codable, Equatable {
 
     /// How the reason of a connection refused because of TLS begins (a client that rejected chaos's certificate, an
     /// upstream whose certificate failed): the audit reports such a refusal as a `tls` event.
-    public static let refusalPrefix = "tls: "
+    package static let refusalPrefix = "tls: "
 
     /// The longest ALPN protocol name (RFC 7301: one length byte).
-    public static let longestProtocolName = 255
+    package static let longestProtocolName = 255
 }
 
 extension TLSSpec {
     /// The rules a `tls:` block obeys however it arrived (a scenario, the control API, a run folder).
-    public func checkInvariants(_ field: String, _ bad: (String) -> ChaosError) throws {
+    package func checkInvariants(_ field: String, _ bad: (String) -> ChaosError) throws {
         if let serverName, !Self.isServerName(serverName) {
             throw bad("\(field).server_name must be a host name or an IP address, found '\(serverName)'")
         }
@@ -79,7 +79,7 @@ extension TLSSpec {
 
     /// Whether `name` can be a certificate's name: a DNS name (labels of letters, digits, '-', '_', a leading '*'),
     /// an IPv4 or an IPv6 address.
-    public static func isServerName(_ name: String) -> Bool {
+    package static func isServerName(_ name: String) -> Bool {
         guard !name.isEmpty, name.utf8.count <= 253, name.unicodeScalars.allSatisfy(\.isASCII) else { return false }
         if name.contains(":") { return name.allSatisfy { $0.isHexDigit || $0 == ":" || $0 == "." } }
         return name.split(separator: ".", omittingEmptySubsequences: false).allSatisfy { label in

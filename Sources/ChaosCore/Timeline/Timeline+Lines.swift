@@ -1,12 +1,12 @@
 /// How a timeline reads: one line per occurrence, and how many there are.
 extension Timeline {
     /// One line per occurrence for the first `limit` occurrences: time, kind, how long, parameters, targets, proxy.
-    public func lines(first limit: Int) -> [String] {
+    package func lines(first limit: Int) -> [String] {
         prefix(limit).map(Self.line)
     }
 
     /// `00:01:02.345  disconnect      mode=reset targets=all`.
-    public static func line(_ occurrence: FaultOccurrence) -> String {
+    package static func line(_ occurrence: FaultOccurrence) -> String {
         var line = clock(occurrence.at) + "  " + pad(occurrence.kind.rawValue, 10)
         line += occurrence.lasts == .zero ? "  " + pad("", 14) : "  for " + pad("\(occurrence.lasts)", 10)
         var parameters = occurrence.effect.summary
@@ -18,7 +18,7 @@ extension Timeline {
     }
 
     /// `00:01:02.345`: hours, minutes, seconds and milliseconds since the start.
-    public static func clock(_ duration: ChaosDuration) -> String {
+    package static func clock(_ duration: ChaosDuration) -> String {
         let millis = duration.nanoseconds / 1_000_000
         let seconds = millis / 1000
         let fraction = millis % 1000
@@ -36,19 +36,19 @@ extension Timeline {
 }
 
 /// How many occurrences a timeline has: counted when that is quick, else a formula per rule.
-public struct TimelineCount: Sendable, Equatable, CustomStringConvertible {
+package struct TimelineCount: Sendable, Equatable, CustomStringConvertible {
     /// The exact count, when it was counted.
-    public var exact: Int?
+    package var exact: Int?
     /// Bounds and the expected count when it was not: per repeating rule, the window over the longest and the
     /// shortest gap, and the window over the mean gap times the probability.
-    public var fewest: Double
-    public var most: Double
-    public var expected: Double
+    package var fewest: Double
+    package var most: Double
+    package var expected: Double
     /// Per rule, how its count follows from its schedule (`(until − after) / every × probability`).
-    public var formulas: [String]
+    package var formulas: [String]
 
     /// `42 fault occurrences`, or `about 7.2e+09 fault occurrences (between … and …)`.
-    public var description: String {
+    package var description: String {
         if let exact { return "\(exact) fault occurrence\(exact == 1 ? "" : "s")" }
         if fewest == most { return "\(Self.figure(most)) fault occurrences (by the formula)" }
         return "about \(Self.figure(expected)) fault occurrences (between \(Self.figure(fewest)) and \(Self.figure(most)))"
@@ -62,7 +62,7 @@ public struct TimelineCount: Sendable, Equatable, CustomStringConvertible {
 extension Timeline {
     /// Counts the occurrences by drawing them when there are at most `countUpTo`; otherwise estimates.
     /// Either way memory stays constant.
-    public func count(upTo countUpTo: Int = 200_000) -> TimelineCount {
+    package func count(upTo countUpTo: Int = 200_000) -> TimelineCount {
         var formulas: [String] = []
         var fewest = 0.0
         var most = 0.0

@@ -6,11 +6,11 @@
 /// fault every millisecond costs no more memory than a ten-second one. Iterating twice gives the same
 /// occurrences: each rule draws from its own generator forked from the seed, and the rules are merged in
 /// time order.
-public struct Timeline: Sendable, Equatable, Sequence {
+package struct Timeline: Sendable, Equatable, Sequence {
     /// The seed it was drawn with.
-    public let seed: UInt64
+    package let seed: UInt64
     /// The run length it covers.
-    public let duration: ChaosDuration
+    package let duration: ChaosDuration
     /// Where the occurrences come from.
     let source: Source
 
@@ -23,19 +23,19 @@ public struct Timeline: Sendable, Equatable, Sequence {
     }
 
     /// Creates a timeline from already drawn occurrences (for replay and tests).
-    public init(seed: UInt64, duration: ChaosDuration, occurrences: [FaultOccurrence]) {
+    package init(seed: UInt64, duration: ChaosDuration, occurrences: [FaultOccurrence]) {
         self.init(seed: seed, duration: duration, source: .recorded(occurrences, complete: true))
     }
 
     /// The timeline of `scenario` with `seed`, over `duration` (the scenario's own by default). Nothing is
     /// drawn until it is iterated.
-    public init(scenario: Scenario, seed: UInt64, duration: ChaosDuration? = nil) {
+    package init(scenario: Scenario, seed: UInt64, duration: ChaosDuration? = nil) {
         self.init(rules: scenario.faults, seed: seed, duration: duration ?? scenario.duration)
     }
 
     /// The timeline of fault `rules` (checked: ``FaultRule/checkInvariants(source:proxies:)``) with `seed`
     /// over `duration`: what a scenario draws, and what a fault added through the control API draws.
-    public init(rules: [FaultRule], seed: UInt64, duration: ChaosDuration) {
+    package init(rules: [FaultRule], seed: UInt64, duration: ChaosDuration) {
         self.init(seed: seed, duration: duration, source: .drawn(rules))
     }
 
@@ -47,13 +47,13 @@ public struct Timeline: Sendable, Equatable, Sequence {
 
     /// False for a run folder's timeline that saved only its first occurrences: ``RunFolder`` draws the
     /// rest again from the scenario beside it.
-    public var isComplete: Bool {
+    package var isComplete: Bool {
         if case .recorded(_, let complete) = source { return complete }
         return true
     }
 
     /// Draws the occurrences in time order (ties: file order of their rules).
-    public func makeIterator() -> Iterator {
+    package func makeIterator() -> Iterator {
         switch source {
         case .drawn(let rules):
             let root = SeededGenerator(seed: seed)
@@ -65,12 +65,12 @@ public struct Timeline: Sendable, Equatable, Sequence {
     }
 
     /// The occurrences that start at or before `time`, in order (a report lists those a run reached).
-    public func occurrences(through time: ChaosDuration) -> [FaultOccurrence] {
+    package func occurrences(through time: ChaosDuration) -> [FaultOccurrence] {
         Array(lazy.prefix { $0.at <= time })
     }
 
     /// Draws occurrences one by one; memory is one pending occurrence per rule.
-    public struct Iterator: IteratorProtocol {
+    package struct Iterator: IteratorProtocol {
         var draws: [RuleDraw]
         var recorded: IndexingIterator<[FaultOccurrence]>?
         /// The next occurrence of each rule, drawn ahead (nil: that rule has no more).
@@ -82,7 +82,7 @@ public struct Timeline: Sendable, Equatable, Sequence {
             self.recorded = recorded
         }
 
-        public mutating func next() -> FaultOccurrence? {
+        package mutating func next() -> FaultOccurrence? {
             if recorded != nil { return recorded?.next() }  // a recorded timeline keeps its own indexes
             if heads == nil { heads = draws.indices.map { draws[$0].next() } }
             var best: Int?
@@ -103,11 +103,11 @@ public struct Timeline: Sendable, Equatable, Sequence {
 extension Timeline: Codable {
     /// How many occurrences a run folder's timeline.json holds: enough to read and to check a replay against,
     /// bounded whatever the run's length and rate (the rest are drawn again from scenario.json).
-    public static let savedOccurrences = 10_000
+    package static let savedOccurrences = 10_000
 
     private enum CodingKeys: String, CodingKey { case seed, duration, occurrences, complete }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(seed, forKey: .seed)
         try container.encode(duration, forKey: .duration)
@@ -118,7 +118,7 @@ extension Timeline: Codable {
         if !complete { try container.encode(false, forKey: .complete) }
     }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         let occurrences = try container.decode([FaultOccurrence].self, forKey: .occurrences)
         let complete = try container.decodeIfPresent(Bool.self, forKey: .complete) ?? true
@@ -134,7 +134,7 @@ extension Timeline {
     /// The whole timeline for one that a run folder saved only the first occurrences of: drawn again from
     /// the scenario and the seed, after checking that it begins with what was saved. A complete timeline is
     /// returned as it is.
-    public func completed(from scenario: Scenario, source: String) throws -> Timeline {
+    package func completed(from scenario: Scenario, source: String) throws -> Timeline {
         guard !isComplete else { return self }
         let drawn = Timeline(scenario: scenario, seed: seed, duration: duration)
         for (index, (saved, again)) in zip(self, drawn).enumerated() where saved != again {

@@ -4,16 +4,16 @@ import Foundation
 /// What a resilient client persists so that a killed-and-restarted client resumes where it was:
 /// the last downstream seq it processed (its resume `ack`) and the last upstream seq it assigned
 /// (so that it keeps numbering instead of reusing seqs the server already processed).
-public struct ClientState: Codable, Hashable, Sendable {
+package struct ClientState: Codable, Hashable, Sendable {
     /// The stream the state belongs to.
-    public var stream: String
+    package var stream: String
     /// Last downstream seq processed.
-    public var lastProcessedDown: Int
+    package var lastProcessedDown: Int
     /// Last upstream seq assigned.
-    public var lastAssignedUp: Int
+    package var lastAssignedUp: Int
 
     /// A state snapshot.
-    public init(stream: String, lastProcessedDown: Int, lastAssignedUp: Int) {
+    package init(stream: String, lastProcessedDown: Int, lastAssignedUp: Int) {
         self.stream = stream
         self.lastProcessedDown = lastProcessedDown
         self.lastAssignedUp = lastAssignedUp

@@ -1,4 +1,4 @@
-public import ChaosCore
+package import ChaosCore
 import NIOCore
 import NIOPosix
 
@@ -8,9 +8,9 @@ import NIOPosix
 /// point). With `naive` it does none of that, so the audit has something to catch.
 ///
 /// Use: `try await client.start()`, then `await client.run()` (returns when stopped or the duration ends).
-public final class DemoClient: Sendable {
+package final class DemoClient: Sendable {
     /// The settings the client was made with.
-    public let configuration: DemoClientConfiguration
+    package let configuration: DemoClientConfiguration
     /// The NIO engine (TCP and WebSocket), or the gRPC one.
     private let backend: Backend
 
@@ -20,7 +20,7 @@ public final class DemoClient: Sendable {
     }
 
     /// A client that does nothing until ``start()``.
-    public init(configuration: DemoClientConfiguration) {
+    package init(configuration: DemoClientConfiguration) {
         self.configuration = configuration
         backend =
             configuration.transport == .grpc
@@ -30,7 +30,7 @@ public final class DemoClient: Sendable {
 
     /// Validates the configuration, restores the state file, opens the log and starts connecting
     /// (it does not wait for the connection: a server that is not up yet is retried with backoff).
-    public func start() async throws {
+    package func start() async throws {
         try configuration.validate()
         switch backend {
         case .nio(let engine): try await engine.start()
@@ -39,7 +39,7 @@ public final class DemoClient: Sendable {
     }
 
     /// Waits until the client has stopped (``stop()`` or the configured duration).
-    public func run() async {
+    package func run() async {
         switch backend {
         case .nio(let engine): try? await engine.stoppedPromise.futureResult.get()
         case .grpc(let engine): await engine.run()
@@ -47,7 +47,7 @@ public final class DemoClient: Sendable {
     }
 
     /// Stops producing and reconnecting, persists the state, closes the connection and the log.
-    public func stop() async {
+    package func stop() async {
         switch backend {
         case .nio(let engine): try? await engine.loop.flatSubmit { engine.stop() }.get()
         case .grpc(let engine): await engine.stop()
@@ -55,7 +55,7 @@ public final class DemoClient: Sendable {
     }
 
     /// A snapshot of the client's progress.
-    public func status() async -> DemoClientStatus {
+    package func status() async -> DemoClientStatus {
         switch backend {
         case .nio(let engine): (try? await engine.loop.submit { engine.snapshot() }.get()) ?? DemoClientStatus()
         case .grpc(let engine): engine.snapshot()
@@ -64,26 +64,26 @@ public final class DemoClient: Sendable {
 }
 
 /// What the client has done so far (for tests and diagnostics).
-public struct DemoClientStatus: Hashable, Sendable {
+package struct DemoClientStatus: Hashable, Sendable {
     /// TCP connections opened.
-    public var connectionsOpened = 0
+    package var connectionsOpened = 0
     /// Connections that got as far as WELCOME.
-    public var connectionsResumed = 0
+    package var connectionsResumed = 0
     /// Disconnects (and failed attempts) by reason.
-    public var disconnects: [DisconnectReason: Int] = [:]
+    package var disconnects: [DisconnectReason: Int] = [:]
     /// Last downstream seq processed.
-    public var lastProcessedDown = 0
+    package var lastProcessedDown = 0
     /// Last upstream seq assigned.
-    public var lastAssignedUp = 0
+    package var lastAssignedUp = 0
     /// Highest upstream seq the server acknowledged.
-    public var acknowledgedUp = 0
+    package var acknowledgedUp = 0
     /// Upstream messages waiting for the server's ack.
-    public var unacknowledgedUp = 0
+    package var unacknowledgedUp = 0
     /// Reconnect delays chosen so far, in order.
-    public var reconnectDelays: [ChaosDuration] = []
+    package var reconnectDelays: [ChaosDuration] = []
     /// Whether a resumed connection is up now.
-    public var established = false
+    package var established = false
 
     /// An empty status.
-    public init() {}
+    package init() {}
 }

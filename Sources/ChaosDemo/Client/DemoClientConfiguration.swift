@@ -1,54 +1,54 @@
-public import ChaosCore
-public import Logging
+package import ChaosCore
+package import Logging
 
 /// Settings of the reference client (`chaos demo client`).
-public struct DemoClientConfiguration: Sendable {
+package struct DemoClientConfiguration: Sendable {
     /// The server (or the chaos proxy in front of it).
-    public var connect: DemoAddress
+    package var connect: DemoAddress
     /// More addresses of the same server: each reconnect takes the next one after `connect`, in turn (a phone that
     /// moves between WiFi and LTE reaches the service through another node). Set it after `init`.
-    public var alsoConnect: [DemoAddress] = []
+    package var alsoConnect: [DemoAddress] = []
     /// Every address, in the order connects take them.
-    public var addresses: [DemoAddress] { [connect] + alsoConnect }
+    package var addresses: [DemoAddress] { [connect] + alsoConnect }
     /// The index in ``addresses`` of the first connect (many streams of one process start spread over them).
-    public var firstAddress = 0
+    package var firstAddress = 0
     /// The logical stream name sent in HELLO.
-    public var stream: String
+    package var stream: String
     /// Upstream data messages per second (0: none).
-    public var rate: Double
+    package var rate: Double
     /// JSONL file of processed downstream messages and events; nil for none.
-    public var logPath: String?
+    package var logPath: String?
     /// File where the resume point is persisted atomically, so a restarted client resumes; nil for none.
-    public var statePath: String?
+    package var statePath: String?
     /// The wrong way: reconnect at once, no resume, no retransmission, no heartbeat.
-    public var naive: Bool
+    package var naive: Bool
     /// Stop by itself after this long; nil runs until stopped.
-    public var duration: ChaosDuration?
+    package var duration: ChaosDuration?
     /// Produce new messages only this long after starting, then stay connected (heartbeats, acknowledgements,
     /// retransmissions after a reconnect) with nothing new: a soak's quiet end, so nothing is in flight when the
     /// pair stops. nil: produce until stopped. Set it after `init`.
-    public var sendFor: ChaosDuration?
+    package var sendFor: ChaosDuration?
     /// Seed of the reconnect jitter; nil derives one from the stream name.
-    public var seed: UInt64?
+    package var seed: UInt64?
     /// Reconnect backoff (full jitter).
-    public var backoff: BackoffPolicy
+    package var backoff: BackoffPolicy
     /// How often a PING is sent.
-    public var heartbeatInterval: ChaosDuration
+    package var heartbeatInterval: ChaosDuration
     /// How long a PONG may take before the connection is deemed half-open and closed.
-    public var heartbeatTimeout: ChaosDuration
+    package var heartbeatTimeout: ChaosDuration
     /// Most unacknowledged upstream messages kept before the oldest become a gap.
-    public var queueCapacity: Int
+    package var queueCapacity: Int
     /// Longest wait for a TCP connect.
-    public var connectTimeout: ChaosDuration
+    package var connectTimeout: ChaosDuration
     /// TCP (NDJSON lines) or WebSocket (one text message per line, the stream in a request header); set it after `init`.
-    public var transport: DemoTransport = .tcp
+    package var transport: DemoTransport = .tcp
     /// TLS to the server (or to chaos's `tls:` proxy); nil: cleartext. Set it after `init`.
-    public var tls: DemoClientTLS?
+    package var tls: DemoClientTLS?
     /// Where diagnostics go.
-    public var logger: Logger
+    package var logger: Logger
 
     /// A configuration with the PRODUCT §6 defaults.
-    public init(
+    package init(
         connect: DemoAddress,
         stream: String = "c1",
         rate: Double = 20,
@@ -81,7 +81,7 @@ public struct DemoClientConfiguration: Sendable {
     }
 
     /// The jitter seed in force: `seed`, or an FNV-1a hash of the stream name.
-    public var effectiveSeed: UInt64 {
+    package var effectiveSeed: UInt64 {
         if let seed { return seed }
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in stream.utf8 {
@@ -92,7 +92,7 @@ public struct DemoClientConfiguration: Sendable {
     }
 
     /// Throws `ChaosError.badInput` for values that cannot work.
-    public func validate() throws {
+    package func validate() throws {
         guard !stream.isEmpty else { throw ChaosError.badInput("--stream must not be empty") }
         guard rate >= 0, rate.isFinite, rate <= 100_000 else { throw ChaosError.badInput("--rate must be between 0 and 100000, got \(rate)") }
         guard connect.port > 0 else { throw ChaosError.badInput("--connect needs a port above 0, got \(connect)") }

@@ -4,7 +4,7 @@ import NIOWebSocket
 
 /// How the reference pair talks: NDJSON lines over TCP (PRODUCT §6), or the same lines as WebSocket text
 /// messages after an HTTP/1.1 upgrade (`--transport websocket`), with WebSocket pings as the heartbeat.
-public enum DemoTransport: String, Sendable, CaseIterable {
+package enum DemoTransport: String, Sendable, CaseIterable {
     /// Newline-delimited JSON over plain TCP.
     case tcp
     /// WebSocket (RFC 6455, cleartext): one text message per line; the client names its stream in a header.

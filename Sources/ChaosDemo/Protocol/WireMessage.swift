@@ -5,9 +5,9 @@ import Foundation
 /// Data is `MSG` (with `stream`, `seq`, `id`, `payload`); `ACK` carries a cumulative `ack`;
 /// `HELLO` / `WELCOME` open or resume a stream (with the sender's last processed seq in `ack`);
 /// `PING` / `PONG` are the heartbeat; `GAP` (`from`, `to`) says the sender gave up on those seqs.
-public struct WireMessage: Codable, Hashable, Sendable {
+package struct WireMessage: Codable, Hashable, Sendable {
     /// The message types of the demo protocol.
-    public enum Kind: String, Codable, Sendable {
+    package enum Kind: String, Codable, Sendable {
         case msg = "MSG"
         case ack = "ACK"
         case hello = "HELLO"
@@ -18,23 +18,23 @@ public struct WireMessage: Codable, Hashable, Sendable {
     }
 
     /// What this line is.
-    public var kind: Kind
+    package var kind: Kind
     /// The logical stream (outlives TCP connections).
-    public var stream: String?
+    package var stream: String?
     /// Sequence number of a `MSG`, per stream and direction, from 1.
-    public var seq: Int?
+    package var seq: Int?
     /// Message id of a `MSG` (`c1-up-7`).
-    public var id: String?
+    package var id: String?
     /// Application payload of a `MSG`.
-    public var payload: String?
+    package var payload: String?
     /// Cumulative acknowledgement: every seq ≤ `ack` of the other direction was processed.
-    public var ack: Int?
+    package var ack: Int?
     /// First seq a `GAP` gives up on.
-    public var from: Int?
+    package var from: Int?
     /// Last seq a `GAP` gives up on.
-    public var to: Int?
+    package var to: Int?
     /// In `HELLO`: false for a client that does not resume (the naive one).
-    public var resume: Bool?
+    package var resume: Bool?
 
     enum CodingKeys: String, CodingKey {
         case kind = "type"
@@ -42,7 +42,7 @@ public struct WireMessage: Codable, Hashable, Sendable {
     }
 
     /// A message of `kind` with the given fields.
-    public init(
+    package init(
         _ kind: Kind,
         stream: String? = nil,
         seq: Int? = nil,
@@ -65,12 +65,12 @@ public struct WireMessage: Codable, Hashable, Sendable {
     }
 
     /// A data message of `stream` in `direction` (`up` or `down`).
-    public static func data(stream: String, direction: String, seq: Int) -> WireMessage {
+    package static func data(stream: String, direction: String, seq: Int) -> WireMessage {
         WireMessage(.msg, stream: stream, seq: seq, id: "\(stream)-\(direction)-\(seq)", payload: "tick \(seq)")
     }
 
     /// The line as sent on the wire, newline included.
-    public func encodedLine() -> [UInt8] {
+    package func encodedLine() -> [UInt8] {
         // Encoding a struct of strings and integers cannot fail; fall back to a PING rather than crash.
         var bytes = (try? WireMessage.encoder.encode(self)).map { [UInt8]($0) } ?? Array(#"{"type":"PING"}"#.utf8)
         bytes.append(UInt8(ascii: "\n"))
@@ -78,7 +78,7 @@ public struct WireMessage: Codable, Hashable, Sendable {
     }
 
     /// Parses one line (without its newline); nil when it is not a demo protocol message.
-    public init?(line: some Collection<UInt8>) {
+    package init?(line: some Collection<UInt8>) {
         guard let value = try? WireMessage.decoder.decode(WireMessage.self, from: Data(line)) else { return nil }
         self = value
     }

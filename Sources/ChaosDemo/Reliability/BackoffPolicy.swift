@@ -1,26 +1,26 @@
-public import ChaosCore
+package import ChaosCore
 
 /// Exponential backoff with full jitter: the n-th consecutive retry waits a uniform draw from
 /// `[0, min(cap, base · 2ⁿ)]` ("Exponential Backoff And Jitter", AWS architecture blog).
 ///
 /// A pure function of (attempt, generator state): same seed, same delays.
-public struct BackoffPolicy: Hashable, Sendable {
+package struct BackoffPolicy: Hashable, Sendable {
     /// Upper bound of the first retry's draw.
-    public var base: ChaosDuration
+    package var base: ChaosDuration
     /// Upper bound no draw exceeds.
-    public var cap: ChaosDuration
+    package var cap: ChaosDuration
 
     /// The default: base 500 ms, cap 32 s.
-    public static let standard = BackoffPolicy(base: .milliseconds(500), cap: .seconds(Int64(32)))
+    package static let standard = BackoffPolicy(base: .milliseconds(500), cap: .seconds(Int64(32)))
 
     /// A policy with the given base and cap.
-    public init(base: ChaosDuration, cap: ChaosDuration) {
+    package init(base: ChaosDuration, cap: ChaosDuration) {
         self.base = base
         self.cap = cap
     }
 
     /// The largest delay the retry after `failures` consecutive failures may draw (0-based).
-    public func ceiling(afterFailures failures: Int) -> ChaosDuration {
+    package func ceiling(afterFailures failures: Int) -> ChaosDuration {
         let cap = max(self.cap.nanoseconds, 0)
         var ceiling = max(base.nanoseconds, 0)
         var doublings = 0
@@ -33,7 +33,7 @@ public struct BackoffPolicy: Hashable, Sendable {
     }
 
     /// The delay before the retry that follows `failures` consecutive failures.
-    public func delay(afterFailures failures: Int, using generator: inout SeededGenerator) -> ChaosDuration {
+    package func delay(afterFailures failures: Int, using generator: inout SeededGenerator) -> ChaosDuration {
         let ceiling = ceiling(afterFailures: failures).nanoseconds
         if ceiling <= 0 { return .zero }
         return ChaosDuration(nanoseconds: Int64(generator.next(upperBound: UInt64(ceiling) + 1)))

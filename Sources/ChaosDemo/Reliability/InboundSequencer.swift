@@ -1,9 +1,9 @@
 /// The consumer side of one stream and direction: decides whether an arriving seq is new (process it),
 /// already processed (drop it: deduplication after a resume), or skips ahead (process it; the hole is
 /// reported). Cumulative acknowledgements are its `lastProcessed`.
-public struct InboundSequencer: Hashable, Sendable {
+package struct InboundSequencer: Hashable, Sendable {
     /// What to do with an arriving message.
-    public enum Verdict: Hashable, Sendable {
+    package enum Verdict: Hashable, Sendable {
         /// The next seq in order: process it.
         case process
         /// Already processed: drop it.
@@ -13,18 +13,18 @@ public struct InboundSequencer: Hashable, Sendable {
     }
 
     /// Highest seq processed (0 before the first).
-    public private(set) var lastProcessed: Int
+    package private(set) var lastProcessed: Int
     /// When false every message is processed, in whatever order it comes (the naive peer's mode).
-    public var deduplicates: Bool
+    package var deduplicates: Bool
 
     /// A sequencer that has processed every seq ≤ `lastProcessed`.
-    public init(lastProcessed: Int = 0, deduplicates: Bool = true) {
+    package init(lastProcessed: Int = 0, deduplicates: Bool = true) {
         self.lastProcessed = lastProcessed
         self.deduplicates = deduplicates
     }
 
     /// Classifies `seq` and, unless it is a duplicate, records it as processed.
-    public mutating func accept(_ seq: Int) -> Verdict {
+    package mutating func accept(_ seq: Int) -> Verdict {
         if !deduplicates {
             let hole = seq > lastProcessed + 1 ? (lastProcessed + 1)...(seq - 1) : nil
             lastProcessed = seq
@@ -38,7 +38,7 @@ public struct InboundSequencer: Hashable, Sendable {
 
     /// Records the producer's `GAP` marker: seqs up to `to` will never come. Returns the seqs that
     /// were skipped here (nil when they had all been processed already).
-    public mutating func skip(through to: Int) -> ClosedRange<Int>? {
+    package mutating func skip(through to: Int) -> ClosedRange<Int>? {
         guard to > lastProcessed else { return nil }
         defer { lastProcessed = to }
         return (lastProcessed + 1)...to

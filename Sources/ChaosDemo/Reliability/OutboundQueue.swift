@@ -3,13 +3,13 @@
 ///
 /// When more than `capacity` messages are unacknowledged the oldest are dropped and reported as a
 /// gap, so the loss is explicit (a `GAP` marker) rather than silent.
-public struct OutboundQueue: Sendable {
+package struct OutboundQueue: Sendable {
     /// Most unacknowledged messages kept.
-    public let capacity: Int
+    package let capacity: Int
     /// The seq the next message gets.
-    public private(set) var nextSeq: Int
+    package private(set) var nextSeq: Int
     /// Highest seq the consumer acknowledged.
-    public private(set) var acknowledged: Int
+    package private(set) var acknowledged: Int
     private var pending: [Int] = []  // seqs of unacknowledged, retained messages, ascending
     private var pendingStart = 0  // index of the first live element (amortised O(1) removal)
 
@@ -17,23 +17,23 @@ public struct OutboundQueue: Sendable {
     ///
     /// A queue restored after a restart passes the last seq the previous run assigned: those messages
     /// are gone with the old process, so a resume that finds them unacknowledged reports them as a gap.
-    public init(capacity: Int, lastAssigned: Int = 0) {
+    package init(capacity: Int, lastAssigned: Int = 0) {
         self.capacity = max(1, capacity)
         self.nextSeq = lastAssigned + 1
         self.acknowledged = 0
     }
 
     /// Highest seq assigned so far (0 when none).
-    public var lastAssigned: Int { nextSeq - 1 }
+    package var lastAssigned: Int { nextSeq - 1 }
     /// How many messages wait for an acknowledgement.
-    public var unacknowledgedCount: Int { pending.count - pendingStart }
+    package var unacknowledgedCount: Int { pending.count - pendingStart }
     /// The seqs that wait for an acknowledgement, oldest first.
-    public var unacknowledged: [Int] { Array(pending[pendingStart...]) }
+    package var unacknowledged: [Int] { Array(pending[pendingStart...]) }
     /// Lowest seq still retained (the next seq when nothing is).
     var firstRetained: Int { pendingStart < pending.count ? pending[pendingStart] : nextSeq }
 
     /// Assigns the next seq to a new message; returns it and the seqs dropped to make room, if any.
-    public mutating func append() -> (seq: Int, dropped: ClosedRange<Int>?) {
+    package mutating func append() -> (seq: Int, dropped: ClosedRange<Int>?) {
         let seq = nextSeq
         nextSeq += 1
         pending.append(seq)
@@ -50,7 +50,7 @@ public struct OutboundQueue: Sendable {
     }
 
     /// Records a cumulative acknowledgement: every seq ≤ `ack` was processed by the consumer.
-    public mutating func acknowledge(upTo ack: Int) {
+    package mutating func acknowledge(upTo ack: Int) {
         guard ack > acknowledged else { return }
         acknowledged = min(ack, lastAssigned)
         while pendingStart < pending.count, pending[pendingStart] <= acknowledged { pendingStart += 1 }
@@ -59,7 +59,7 @@ public struct OutboundQueue: Sendable {
 
     /// What to send after the consumer said (in HELLO / WELCOME) that it processed every seq ≤ `peerAck`:
     /// a gap for the seqs above it that are no longer retained, then every retained seq above it, in order.
-    public mutating func resume(peerAck: Int) -> (gap: ClosedRange<Int>?, resend: [Int]) {
+    package mutating func resume(peerAck: Int) -> (gap: ClosedRange<Int>?, resend: [Int]) {
         acknowledge(upTo: peerAck)
         let from = max(peerAck, acknowledged) + 1
         let to = firstRetained - 1
@@ -67,7 +67,7 @@ public struct OutboundQueue: Sendable {
     }
 
     /// Forgets every unacknowledged message (a consumer that does not resume will never ask for them).
-    public mutating func discardUnacknowledged() {
+    package mutating func discardUnacknowledged() {
         pending.removeAll()
         pendingStart = 0
     }

@@ -1,7 +1,7 @@
-public import ChaosCore
+package import ChaosCore
 
 /// Why a connection ended or could not be made; it decides the next reconnect delay.
-public enum DisconnectReason: String, Hashable, Sendable {
+package enum DisconnectReason: String, Hashable, Sendable {
     /// The peer (or a handoff) reset the connection: ECONNRESET / EPIPE.
     case reset
     /// The peer closed the connection in order (FIN).
@@ -19,25 +19,25 @@ public enum DisconnectReason: String, Hashable, Sendable {
 /// 0 … min(cap, base · 2ⁿ)). Clients cut together (a server restart, a mass disconnect) so spread out
 /// instead of coming back as a thundering herd. An immediate retry is only right when the client's own
 /// network changed, which only its operating system can tell it; behind chaos it never can.
-public struct ReconnectSchedule: Sendable {
+package struct ReconnectSchedule: Sendable {
     /// The backoff policy of every retry.
-    public let policy: BackoffPolicy
+    package let policy: BackoffPolicy
     /// Consecutive retries since the last successful (resumed) connection.
-    public private(set) var failures = 0
+    package private(set) var failures = 0
     private var generator: SeededGenerator
 
     /// A schedule drawing its jitter from `generator`.
-    public init(policy: BackoffPolicy, generator: SeededGenerator) {
+    package init(policy: BackoffPolicy, generator: SeededGenerator) {
         self.policy = policy
         self.generator = generator
     }
 
     /// The delay before the next attempt, after the connection (or attempt) ended for `reason`.
-    public mutating func nextDelay(after reason: DisconnectReason) -> ChaosDuration {
+    package mutating func nextDelay(after reason: DisconnectReason) -> ChaosDuration {
         defer { failures += 1 }
         return policy.delay(afterFailures: failures, using: &generator)
     }
 
     /// Call when a connection was established and resumed: the next failure starts from the base again.
-    public mutating func connectionSucceeded() { failures = 0 }
+    package mutating func connectionSucceeded() { failures = 0 }
 }

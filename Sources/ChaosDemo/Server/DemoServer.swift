@@ -9,9 +9,9 @@ import NIOPosix
 ///
 /// Everything runs on one event loop (listener, connections, timers), so the per-stream state needs
 /// no locks. Use: `let address = try await server.start()`, later `await server.stop()`.
-public final class DemoServer: Sendable {
+package final class DemoServer: Sendable {
     /// The settings the server was made with.
-    public let configuration: DemoServerConfiguration
+    package let configuration: DemoServerConfiguration
     /// The NIO engine (TCP and WebSocket), or the gRPC one.
     private let backend: Backend
 
@@ -21,7 +21,7 @@ public final class DemoServer: Sendable {
     }
 
     /// A server that does nothing until ``start()``.
-    public init(configuration: DemoServerConfiguration) {
+    package init(configuration: DemoServerConfiguration) {
         self.configuration = configuration
         backend =
             configuration.transport == .grpc
@@ -31,7 +31,7 @@ public final class DemoServer: Sendable {
 
     /// Validates the configuration, opens the log and binds the listener; returns the bound address
     /// (the real port when the configuration asked for port 0).
-    public func start() async throws -> DemoAddress {
+    package func start() async throws -> DemoAddress {
         try configuration.validate()
         switch backend {
         case .nio(let engine): return try await engine.start()
@@ -40,7 +40,7 @@ public final class DemoServer: Sendable {
     }
 
     /// Waits until the server has stopped.
-    public func run() async {
+    package func run() async {
         switch backend {
         case .nio(let engine): try? await engine.stoppedPromise.futureResult.get()
         case .grpc(let engine): await engine.run()
@@ -48,7 +48,7 @@ public final class DemoServer: Sendable {
     }
 
     /// Stops listening, closes every connection and timer and flushes the log.
-    public func stop() async {
+    package func stop() async {
         switch backend {
         case .nio(let engine): try? await engine.loop.flatSubmit { engine.stop() }.get()
         case .grpc(let engine): await engine.stop()
@@ -56,7 +56,7 @@ public final class DemoServer: Sendable {
     }
 
     /// A snapshot of one stream's state, nil when no client named it yet.
-    public func status(ofStream name: String) async -> DemoStreamStatus? {
+    package func status(ofStream name: String) async -> DemoStreamStatus? {
         switch backend {
         case .nio(let engine): try? await engine.loop.submit { engine.status(of: name) }.get()
         case .grpc(let engine): engine.status(of: name)
@@ -65,15 +65,15 @@ public final class DemoServer: Sendable {
 }
 
 /// What the server knows about one stream (for tests and diagnostics).
-public struct DemoStreamStatus: Hashable, Sendable {
+package struct DemoStreamStatus: Hashable, Sendable {
     /// Last upstream seq processed.
-    public var lastProcessedUp: Int
+    package var lastProcessedUp: Int
     /// Last downstream seq assigned.
-    public var lastAssignedDown: Int
+    package var lastAssignedDown: Int
     /// Downstream messages waiting for the client's ack.
-    public var unacknowledgedDown: Int
+    package var unacknowledgedDown: Int
     /// Whether a connection currently carries the stream.
-    public var attached: Bool
+    package var attached: Bool
     /// Connections accepted by the server so far (all streams).
-    public var connectionsAccepted: Int
+    package var connectionsAccepted: Int
 }

@@ -1,31 +1,31 @@
-public import ChaosCore
-public import Logging
+package import ChaosCore
+package import Logging
 
 /// Settings of the reference server (`chaos demo server`).
-public struct DemoServerConfiguration: Sendable {
+package struct DemoServerConfiguration: Sendable {
     /// Where to listen; port 0 picks a free port (see ``DemoServer/start()``).
-    public var listen: DemoAddress
+    package var listen: DemoAddress
     /// Downstream data messages per second on each attached stream (0: none).
-    public var rate: Double
+    package var rate: Double
     /// JSONL file of processed upstream messages and events; nil for none.
-    public var logPath: String?
+    package var logPath: String?
     /// Heartbeat interval the clients use; the server's idle timeout derives from it.
-    public var heartbeatInterval: ChaosDuration
+    package var heartbeatInterval: ChaosDuration
     /// Heartbeat timeout the clients use.
-    public var heartbeatTimeout: ChaosDuration
+    package var heartbeatTimeout: ChaosDuration
     /// A connection with no inbound bytes for this long is closed (half-open legs); nil: 3 × interval + timeout.
-    public var idleTimeout: ChaosDuration?
+    package var idleTimeout: ChaosDuration?
     /// Most unacknowledged downstream messages kept per stream before the oldest become a gap.
-    public var queueCapacity: Int
+    package var queueCapacity: Int
     /// TCP (NDJSON lines) or WebSocket (one text message per line); set it after `init`.
-    public var transport: DemoTransport = .tcp
+    package var transport: DemoTransport = .tcp
     /// TLS with the server's own certificate; nil: cleartext. Set it after `init`.
-    public var tls: DemoServerTLS?
+    package var tls: DemoServerTLS?
     /// Where diagnostics go.
-    public var logger: Logger
+    package var logger: Logger
 
     /// A configuration with the PRODUCT §6 defaults: 20 msg/s, heartbeat 1 s / 3 s, queue 1000.
-    public init(
+    package init(
         listen: DemoAddress,
         rate: Double = 20,
         logPath: String? = nil,
@@ -47,15 +47,15 @@ public struct DemoServerConfiguration: Sendable {
 
     /// Produce new downstream messages only this long after starting, then keep every stream (heartbeats,
     /// acknowledgements, retransmissions on resume) with nothing new; nil: produce until stopped. Set it after `init`.
-    public var sendFor: ChaosDuration?
+    package var sendFor: ChaosDuration?
 
     /// The idle timeout in force.
-    public var effectiveIdleTimeout: ChaosDuration {
+    package var effectiveIdleTimeout: ChaosDuration {
         idleTimeout ?? ChaosDuration(nanoseconds: 3 * heartbeatInterval.nanoseconds + heartbeatTimeout.nanoseconds)
     }
 
     /// Throws `ChaosError.badInput` for values that cannot work.
-    public func validate() throws {
+    package func validate() throws {
         guard rate >= 0, rate.isFinite, rate <= 100_000 else { throw ChaosError.badInput("--rate must be between 0 and 100000, got \(rate)") }
         guard queueCapacity >= 1 else { throw ChaosError.badInput("--queue must be at least 1, got \(queueCapacity)") }
         guard heartbeatInterval.nanoseconds > 0, heartbeatTimeout.nanoseconds > 0 else {

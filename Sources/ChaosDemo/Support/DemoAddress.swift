@@ -1,20 +1,20 @@
 import ChaosCore
 
 /// A `HOST:PORT` pair as the demo flags take it (`127.0.0.1:7001`, `localhost:0`, `[::1]:7001`).
-public struct DemoAddress: Hashable, Sendable, CustomStringConvertible {
+package struct DemoAddress: Hashable, Sendable, CustomStringConvertible {
     /// The host name or IP literal (without brackets for IPv6).
-    public var host: String
+    package var host: String
     /// The TCP port; 0 asks the system for a free one when listening.
-    public var port: Int
+    package var port: Int
 
     /// An address from its parts.
-    public init(host: String, port: Int) {
+    package init(host: String, port: Int) {
         self.host = host
         self.port = port
     }
 
     /// Parses `HOST:PORT`; throws `ChaosError.badInput` naming what was expected.
-    public init(parsing text: String) throws {
+    package init(parsing text: String) throws {
         guard let colon = text.lastIndex(of: ":") else {
             throw ChaosError.badInput("expected HOST:PORT, got '\(text)'")
         }
@@ -29,5 +29,5 @@ public struct DemoAddress: Hashable, Sendable, CustomStringConvertible {
         self.port = port
     }
 
-    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    package var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 }

@@ -1,16 +1,16 @@
-public import ChaosCore
+package import ChaosCore
 import NIOSSL
 
 /// The reference client's TLS (`chaos demo client --tls`): the roots it trusts (chaos's CA, as a phone app under test
 /// trusts it) and the name it asks for and verifies.
-public struct DemoClientTLS: Sendable {
+package struct DemoClientTLS: Sendable {
     /// A PEM file of the roots the client trusts.
-    public var trustRoots: String
+    package var trustRoots: String
     /// The SNI name sent and checked against the server's certificate.
-    public var serverName: String
+    package var serverName: String
 
     /// A client TLS setting.
-    public init(trustRoots: String, serverName: String) {
+    package init(trustRoots: String, serverName: String) {
         self.trustRoots = trustRoots
         self.serverName = serverName
     }
@@ -25,14 +25,14 @@ public struct DemoClientTLS: Sendable {
 }
 
 /// The reference server's TLS (`chaos demo server --tls-cert`): its own certificate, as a staging server has.
-public struct DemoServerTLS: Sendable {
+package struct DemoServerTLS: Sendable {
     /// A PEM file of the certificate chain.
-    public var certificate: String
+    package var certificate: String
     /// A PEM file holding the private key (may be the same file as the chain).
-    public var key: String
+    package var key: String
 
     /// A server TLS setting.
-    public init(certificate: String, key: String) {
+    package init(certificate: String, key: String) {
         self.certificate = certificate
         self.key = key
     }

@@ -1,14 +1,14 @@
-public import ChaosCore
+package import ChaosCore
 
 /// `framing: auto`: each connection is WebSocket (after an HTTP/1.1 upgrade) or gRPC (over HTTP/2), as its TLS
 /// handshake's ALPN says (`http/1.1` or `h2`, from a decrypted capture), else as its first bytes say (an HTTP/2
 /// client preface, or an HTTP/1.1 request). One scenario then audits a pair whose clients speak either.
-public enum AutoProtocol: ProtocolPlugin {
-    public static let names = ["auto"]
-    public static let hasRPCs = true
-    public static let streamKeyPrefixes = ["header:", "query:"]
+package enum AutoProtocol: ProtocolPlugin {
+    package static let names = ["auto"]
+    package static let hasRPCs = true
+    package static let streamKeyPrefixes = ["header:", "query:"]
 
-    public static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {
+    package static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {
         AutoFramer(
             websocket: try WebSocketProtocol.framer(spec, auditedMethods: auditedMethods),
             grpc: try GRPCProtocol.framer(spec, auditedMethods: auditedMethods)
@@ -18,7 +18,7 @@ public enum AutoProtocol: ProtocolPlugin {
 
 extension ProtocolSpec.Framing {
     /// `framing: auto`.
-    public static let auto = Self(name: AutoProtocol.name)
+    package static let auto = Self(name: AutoProtocol.name)
 }
 
 /// A new ``AutoSession`` per connection.

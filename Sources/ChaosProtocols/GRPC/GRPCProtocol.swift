@@ -1,33 +1,33 @@
-public import ChaosCore
+package import ChaosCore
 
 /// `framing: grpc`: gRPC over cleartext HTTP/2 (prior knowledge or the h2c upgrade); the proxy follows the
 /// HTTP/2 frames for `goaway`.
-public enum GRPCProtocol: ProtocolPlugin {
-    public static let names = ["grpc"]
-    public static var frames: FrameProtocol? { .http2 }
+package enum GRPCProtocol: ProtocolPlugin {
+    package static let names = ["grpc"]
+    package static var frames: FrameProtocol? { .http2 }
 
-    public static let defaultFormat = ProtocolSpec.Format.protobuf
-    public static let defaultStream = "rpc"
-    public static let hasRPCs = true
+    package static let defaultFormat = ProtocolSpec.Format.protobuf
+    package static let defaultStream = "rpc"
+    package static let hasRPCs = true
     /// `header:NAME`: a metadata header of the call.
-    public static let streamKeyPrefixes = ["header:"]
+    package static let streamKeyPrefixes = ["header:"]
 
-    public static let counters = [
+    package static let counters = [
         ProtocolCounter("calls", "gRPC calls"), ProtocolCounter("upgrades", "upgrades"),
         ProtocolCounter("upgradeFailures", "upgrade failures"), ProtocolCounter("pings", "pings"),
         ProtocolCounter("pongs", "pongs"),
     ]
-    public static let counterFamilies = [
+    package static let counterFamilies = [
         ProtocolCounter("grpcStatuses", "gRPC statuses"), ProtocolCounter("goaways", "HTTP/2 GOAWAY"),
         ProtocolCounter("streamResets", "HTTP/2 RST_STREAM"),
     ]
 
-    public static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {
+    package static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {
         GRPCFramer(auditedMethods: auditedMethods)
     }
 
     /// Client and server bytes after a preface, SETTINGS and one call's request and response HEADERS, gzip accepted.
-    public static func fuzzSetup(_ input: [UInt8]) -> FuzzSetup? {
+    package static func fuzzSetup(_ input: [UInt8]) -> FuzzSetup? {
         FuzzSetup(
             spec: ProtocolSpec(
                 framing: .grpc,
@@ -43,10 +43,10 @@ public enum GRPCProtocol: ProtocolPlugin {
         )
     }
 
-    public static func boundaryTracker(producer: Side) -> any FrameBoundaryTracking { HTTP2BoundaryTracker(producer: producer) }
+    package static func boundaryTracker(producer: Side) -> any FrameBoundaryTracking { HTTP2BoundaryTracker(producer: producer) }
 
     /// `goaway`: a GOAWAY (NO_ERROR) to the client naming the highest stream it opened, as a draining server sends.
-    public static func faultFrames(_ effect: FaultEffect, connection: UInt64, client: any FrameBoundaryTracking) -> FaultFrames? {
+    package static func faultFrames(_ effect: FaultEffect, connection: UInt64, client: any FrameBoundaryTracking) -> FaultFrames? {
         guard case .goaway(let grace) = effect else { return nil }
         let last = (client as? HTTP2BoundaryTracker)?.highestStream ?? 0
         return FaultFrames(
@@ -57,7 +57,7 @@ public enum GRPCProtocol: ProtocolPlugin {
     }
 
     /// A GOAWAY (NO_ERROR) naming `lastStream` as the last stream processed.
-    public static func goawayFrame(lastStream: UInt32) -> [UInt8] {
+    package static func goawayFrame(lastStream: UInt32) -> [UInt8] {
         let last = lastStream & 0x7fff_ffff
         return [0, 0, 8, 7, 0, 0, 0, 0, 0] + [UInt8(last >> 24), UInt8(last >> 16 & 0xff), UInt8(last >> 8 & 0xff), UInt8(last & 0xff)]
             + [0, 0, 0, 0]
@@ -79,5 +79,5 @@ extension GRPCSession: ProtocolSession {
 
 extension ProtocolSpec.Framing {
     /// `framing: grpc`.
-    public static let grpc = Self(name: GRPCProtocol.name)
+    package static let grpc = Self(name: GRPCProtocol.name)
 }

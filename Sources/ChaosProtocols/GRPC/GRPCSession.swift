@@ -1,10 +1,10 @@
 /// One gRPC call on a connection, as its request headers named it: shared by the decoders of the connection's
 /// four legs (the client's legs read the headers; the server's legs find the call by its HTTP/2 stream id).
-public final class GRPCCall {
+package final class GRPCCall {
     /// The HTTP/2 stream that carries it.
-    public let streamID: UInt32
+    package let streamID: UInt32
     /// `/package.Service/Method`.
-    public let path: String
+    package let path: String
     /// The request metadata (pseudo-headers aside), names lower case.
     let metadata: [HTTP2HeaderField]
     /// Whether its messages are audited (`methods:`, and with descriptors, an RPC the descriptor set knows).
@@ -12,10 +12,10 @@ public final class GRPCCall {
     /// How each direction's compressed messages are compressed (`grpc-encoding`; upstream 0, downstream 1).
     var encodings: [String?] = [nil, nil]
     /// The audit's index of this RPC's field readers, once looked up (-1: none).
-    public var readerIndex: Int?
+    package var readerIndex: Int?
     /// Per direction: the stream name `stream: header:NAME` or `rpc` gives its messages, once worked out.
-    public var streamNames: [[UInt8]?] = [nil, nil]
-    public var streamNamed = [false, false]
+    package var streamNames: [[UInt8]?] = [nil, nil]
+    package var streamNamed = [false, false]
 
     init(streamID: UInt32, path: String, metadata: [HTTP2HeaderField], audited: Bool) {
         self.streamID = streamID
@@ -26,7 +26,7 @@ public final class GRPCCall {
     }
 
     /// The value of the request metadata `name` (case-insensitive), if the call had it.
-    public func header(_ name: String) -> String? {
+    package func header(_ name: String) -> String? {
         let lowered = name.lowercased()
         return metadata.first { $0.name == lowered }?.value
     }

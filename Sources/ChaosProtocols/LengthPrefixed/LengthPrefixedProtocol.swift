@@ -1,13 +1,13 @@
-public import ChaosCore
+package import ChaosCore
 
 /// `framing: length-prefixed`: a big-endian length prefix of 1, 2 or 4 bytes before each message.
-public enum LengthPrefixedProtocol: ProtocolPlugin {
-    public static let names = ["length-prefixed"]
-    public static let optionKeys = ["length_bytes", "length_offset"]
+package enum LengthPrefixedProtocol: ProtocolPlugin {
+    package static let names = ["length-prefixed"]
+    package static let optionKeys = ["length_bytes", "length_offset"]
 
     /// `length_bytes` 1, 2 or 4 (default 4) and `length_offset` -8...8 (default 0), added to the length read;
     /// kept as the framing's `bytes` and `offset`.
-    public static func framing(options: [String: Int]) throws -> ProtocolSpec.Framing {
+    package static func framing(options: [String: Int]) throws -> ProtocolSpec.Framing {
         if let key = options.keys.sorted().first(where: { !optionKeys.contains($0) }) {
             throw FramingOptionProblem(key, "is not an option of framing \(name)")
         }
@@ -16,7 +16,7 @@ public enum LengthPrefixedProtocol: ProtocolPlugin {
         return framing
     }
 
-    public static func check(_ framing: ProtocolSpec.Framing) throws {
+    package static func check(_ framing: ProtocolSpec.Framing) throws {
         if let key = framing.options.keys.sorted().first(where: { !["bytes", "offset"].contains($0) }) {
             throw FramingOptionProblem(key, "is not an option of framing \(name)")
         }
@@ -26,12 +26,12 @@ public enum LengthPrefixedProtocol: ProtocolPlugin {
     }
 
     /// The first byte picks the prefix's width.
-    public static func fuzzSetup(_ input: [UInt8]) -> FuzzSetup? {
+    package static func fuzzSetup(_ input: [UInt8]) -> FuzzSetup? {
         let width = [1, 2, 4][Int(input.first ?? 0) % 3]
         return FuzzSetup(spec: ProtocolSpec(framing: .lengthPrefixed(bytes: width, offset: 0)), input: Array(input.dropFirst()))
     }
 
-    public static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {
+    package static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {
         do { try check(spec.framing) } catch let problem as FramingOptionProblem { throw ChaosError.badInput(problem.message) }
         let (bytes, offset) = widthAndOffset(spec.framing)
         return SplitterSession(mode: .lengthPrefixed(bytes: bytes, offset: offset))
@@ -45,7 +45,7 @@ public enum LengthPrefixedProtocol: ProtocolPlugin {
 extension ProtocolSpec.Framing {
     /// `framing: length-prefixed` with a `bytes`-wide prefix; `offset` is added to the length read (a prefix that
     /// counts itself uses a negative offset).
-    public static func lengthPrefixed(bytes: Int, offset: Int) -> Self {
+    package static func lengthPrefixed(bytes: Int, offset: Int) -> Self {
         Self(name: LengthPrefixedProtocol.name, options: ["bytes": bytes, "offset": offset])
     }
 }

@@ -1,20 +1,20 @@
-public import ChaosCore
+package import ChaosCore
 
 /// `framing: lines`: newline-delimited messages (the default).
-public enum LinesProtocol: ProtocolPlugin {
-    public static let names = ["lines"]
+package enum LinesProtocol: ProtocolPlugin {
+    package static let names = ["lines"]
 
-    public static let carriesBinary = false
+    package static let carriesBinary = false
 
     /// NDJSON with acknowledgements.
-    public static func fuzzSetup(_ input: [UInt8]) -> FuzzSetup? { FuzzSetup(spec: ProtocolSpec(ack: "ack"), input: input) }
+    package static func fuzzSetup(_ input: [UInt8]) -> FuzzSetup? { FuzzSetup(spec: ProtocolSpec(ack: "ack"), input: input) }
 
-    public static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {
+    package static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {
         SplitterSession(mode: .lines)
     }
 }
 
 extension ProtocolSpec.Framing {
     /// `framing: lines`.
-    public static let lines = Self(name: LinesProtocol.name)
+    package static let lines = Self(name: LinesProtocol.name)
 }

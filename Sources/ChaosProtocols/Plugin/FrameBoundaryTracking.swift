@@ -1,7 +1,7 @@
 /// Follows where the frames of one direction of a connection begin, reading only frame headers and skipping
 /// payloads by their length, so that the proxy can put a frame of its own between two frames without ever
 /// cutting one. Each plug-in whose frames the proxy follows has one; it keeps a few bytes of state.
-public protocol FrameBoundaryTracking: Sendable {
+package protocol FrameBoundaryTracking: Sendable {
     /// Whether the next byte would begin a frame: a frame of the proxy's own may go here.
     var atBoundary: Bool { get }
     /// Follows `bytes`; with `stopAtBoundary`, stops at the first boundary (at once when already at one).

@@ -1,5 +1,5 @@
 /// What a leg decoder found in the bytes fed to it.
-public enum DecoderOutput {
+package enum DecoderOutput {
     /// A complete message: its body (valid only during the call) and the position in the input just past the
     /// last byte of its last frame, where the message ends on the wire. `binary`: a WebSocket binary message.
     case message(UnsafeBufferPointer<UInt8>, end: Int, binary: Bool)
@@ -12,7 +12,7 @@ public enum DecoderOutput {
 }
 
 /// Something a protocol says about a connection that is not a message.
-public enum ProtocolEvent: Equatable {
+package enum ProtocolEvent: Equatable {
     /// The request that opened the connection's stream (a WebSocket upgrade, an SSE request) was read: its target
     /// and headers are in the connection's session, for `stream: header:NAME` / `query:NAME`.
     case requestRead
@@ -32,7 +32,7 @@ public enum ProtocolEvent: Equatable {
 }
 
 /// Why a leg's bytes do not fit the declared protocol.
-public enum DecoderProblem: Equatable {
+package enum DecoderProblem: Equatable {
     /// Lines or length-prefixed framing does not fit.
     case framing(FrameSplitter.Problem)
     /// A protocol violation (a bad WebSocket frame, a bad handshake, a stream that does not inflate).
@@ -44,7 +44,7 @@ public enum DecoderProblem: Equatable {
 /// events. It never touches the bytes the relay forwards; it only observes them, in bounded memory.
 ///
 /// `lines`, `length-prefixed`, `websocket` and `grpc` are decoders; the audit drives them all the same way.
-public protocol LegDecoder: AnyObject {
+package protocol LegDecoder: AnyObject {
     /// Feeds the next bytes of the leg; `output` is called for every message, event and problem, in order.
     func decode(_ input: UnsafeBufferPointer<UInt8>, _ output: (DecoderOutput) -> Void)
     /// Whether part of a message is waiting for the rest (a close now truncates it).
@@ -59,6 +59,6 @@ public protocol LegDecoder: AnyObject {
 }
 
 extension LegDecoder {
-    public var atMessageBoundary: Bool { false }
-    public func adoptState(of other: any LegDecoder) -> Bool { false }
+    package var atMessageBoundary: Bool { false }
+    package func adoptState(of other: any LegDecoder) -> Bool { false }
 }

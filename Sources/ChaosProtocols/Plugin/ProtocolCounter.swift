@@ -2,16 +2,16 @@
 /// status), that the audit sums and the reports render generically. `name` is the `protocol_events` key of
 /// report.json in camelCase (`closeCodes` is written `close_codes`, and a family's counts per fault
 /// `close_codes_by_fault`); `title` is what the reports call it.
-public struct ProtocolCounter: Sendable, Equatable {
+package struct ProtocolCounter: Sendable, Equatable {
     /// The report.json key (camelCase; written in snake_case).
-    public var name: String
+    package var name: String
     /// What the reports call it (`close codes`).
-    public var title: String
+    package var title: String
     /// A remark the reports add after a family's counts, if any.
-    public var note: String?
+    package var note: String?
 
     /// A counter or a family.
-    public init(_ name: String, _ title: String, note: String? = nil) {
+    package init(_ name: String, _ title: String, note: String? = nil) {
         self.name = name
         self.title = title
         self.note = note

@@ -1,4 +1,4 @@
-public import ChaosCore
+package import ChaosCore
 
 /// One protocol chaos understands, as a plug-in: one type per protocol, listed once in ``ProtocolRegistry``.
 ///
@@ -6,7 +6,7 @@ public import ChaosCore
 /// connection leg; and, for a protocol whose frames the proxy follows (``frames``), the tracker of its frame
 /// boundaries and the frames its protocol faults (`ws-close`, `goaway`) put in between two frames. Nothing outside
 /// the registry and the plug-ins switches over protocols: the audit and the proxy ask the plug-in.
-public protocol ProtocolPlugin: FramingTraits {
+package protocol ProtocolPlugin: FramingTraits {
     /// The named counters its events add to (`upgrades`, `pings`, `calls`).
     static var counters: [ProtocolCounter] { get }
     /// Its families of counts by code (`closeCodes`: `1000`, `1012`; `goaways`: `NO_ERROR`), total and per fault.
@@ -25,51 +25,51 @@ public protocol ProtocolPlugin: FramingTraits {
 }
 
 extension ProtocolPlugin {
-    public static var counters: [ProtocolCounter] { [] }
-    public static var counterFamilies: [ProtocolCounter] { [] }
-    public static func fuzzSetup(_ input: [UInt8]) -> FuzzSetup? { nil }
-    public static func boundaryTracker(producer: Side) -> any FrameBoundaryTracking { NoFrameBoundaries() }
-    public static func faultFrames(_ effect: FaultEffect, connection: UInt64, client: any FrameBoundaryTracking) -> FaultFrames? { nil }
+    package static var counters: [ProtocolCounter] { [] }
+    package static var counterFamilies: [ProtocolCounter] { [] }
+    package static func fuzzSetup(_ input: [UInt8]) -> FuzzSetup? { nil }
+    package static func boundaryTracker(producer: Side) -> any FrameBoundaryTracking { NoFrameBoundaries() }
+    package static func faultFrames(_ effect: FaultEffect, connection: UInt64, client: any FrameBoundaryTracking) -> FaultFrames? { nil }
 }
 
 /// What a protocol fault does to a connection whose frames the proxy follows.
-public struct FaultFrames: Sendable, Equatable {
+package struct FaultFrames: Sendable, Equatable {
     /// One direction's part: a frame to put in at its next boundary (empty: none), and whether nothing more passes
     /// that way after it.
-    public struct Insert: Sendable, Equatable {
-        public var frame: [UInt8]
-        public var silenceAfter: Bool
+    package struct Insert: Sendable, Equatable {
+        package var frame: [UInt8]
+        package var silenceAfter: Bool
 
         /// An insert.
-        public init(frame: [UInt8], silenceAfter: Bool) {
+        package init(frame: [UInt8], silenceAfter: Bool) {
             self.frame = frame
             self.silenceAfter = silenceAfter
         }
     }
 
     /// By the producing side's ``Side/slot`` (client to server, then server to client); nil: left alone.
-    public var inserts: [Insert?]
+    package var inserts: [Insert?]
     /// How long the peers get before the proxy closes the connection.
-    public var grace: ChaosDuration
+    package var grace: ChaosDuration
 
     /// The frames of a fault.
-    public init(toServer: Insert?, toClient: Insert?, grace: ChaosDuration) {
+    package init(toServer: Insert?, toClient: Insert?, grace: ChaosDuration) {
         inserts = [toServer, toClient]
         self.grace = grace
     }
 }
 
 /// How a fuzz target drives the audit with a plug-in's protocol.
-public struct FuzzSetup: Sendable {
+package struct FuzzSetup: Sendable {
     /// The protocol audited.
-    public var spec: ProtocolSpec
+    package var spec: ProtocolSpec
     /// What every connection starts with (a handshake), before the fuzzer's bytes.
-    public var prelude: [TrafficEvent.Kind]
+    package var prelude: [TrafficEvent.Kind]
     /// The fuzzer's bytes left once the setup read its own.
-    public var input: [UInt8]
+    package var input: [UInt8]
 
     /// A setup.
-    public init(spec: ProtocolSpec, prelude: [TrafficEvent.Kind] = [], input: [UInt8]) {
+    package init(spec: ProtocolSpec, prelude: [TrafficEvent.Kind] = [], input: [UInt8]) {
         self.spec = spec
         self.prelude = prelude
         self.input = input

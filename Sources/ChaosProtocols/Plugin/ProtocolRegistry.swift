@@ -1,9 +1,9 @@
-public import ChaosCore
+package import ChaosCore
 
 /// Every protocol chaos understands: adding one is a folder and a line here.
-public enum ProtocolRegistry {
+package enum ProtocolRegistry {
     /// The plug-ins, in the order their names are listed in messages.
-    public static let plugins: [any ProtocolPlugin.Type] = [
+    package static let plugins: [any ProtocolPlugin.Type] = [
         LinesProtocol.self,
         LengthPrefixedProtocol.self,
         WebSocketProtocol.self,
@@ -13,12 +13,12 @@ public enum ProtocolRegistry {
     ]
 
     /// The plug-in that `name` (a `protocol.framing` value) names.
-    public static func plugin(named name: String) -> (any ProtocolPlugin.Type)? {
+    package static func plugin(named name: String) -> (any ProtocolPlugin.Type)? {
         plugins.first { $0.names.contains(name) }
     }
 
     /// The plug-in that reads `framing`; throws `ChaosError.badInput` when none does.
-    public static func plugin(reading framing: ProtocolSpec.Framing) throws -> any ProtocolPlugin.Type {
+    package static func plugin(reading framing: ProtocolSpec.Framing) throws -> any ProtocolPlugin.Type {
         guard let plugin = plugin(named: framing.name) else {
             throw ChaosError.badInput("protocol.framing must be one of \(names.joined(separator: ", ")), found '\(framing.name)'")
         }
@@ -26,18 +26,18 @@ public enum ProtocolRegistry {
     }
 
     /// The framings a scenario may name, for ChaosCore's reader and invariants.
-    public static let catalog = FramingCatalog(plugins)
+    package static let catalog = FramingCatalog(plugins)
 
     /// The plug-in whose frames are `frames` (what `ws-close` or `goaway` needs the proxy to follow).
-    public static func plugin(following frames: FrameProtocol) -> (any ProtocolPlugin.Type)? {
+    package static func plugin(following frames: FrameProtocol) -> (any ProtocolPlugin.Type)? {
         plugins.first { $0.frames == frames }
     }
 
     /// Every plug-in's counters, then the audit's own (`shared`), each name once, in registry order.
-    public static func counters(shared: [ProtocolCounter]) -> [ProtocolCounter] { unique(plugins.flatMap { $0.counters } + shared) }
+    package static func counters(shared: [ProtocolCounter]) -> [ProtocolCounter] { unique(plugins.flatMap { $0.counters } + shared) }
 
     /// Every plug-in's counter families, each name once, in registry order.
-    public static var counterFamilies: [ProtocolCounter] { unique(plugins.flatMap { $0.counterFamilies }) }
+    package static var counterFamilies: [ProtocolCounter] { unique(plugins.flatMap { $0.counterFamilies }) }
 
     private static func unique(_ counters: [ProtocolCounter]) -> [ProtocolCounter] {
         var seen: Set<String> = []
@@ -45,5 +45,5 @@ public enum ProtocolRegistry {
     }
 
     /// The framing names, for messages (`lines, length-prefixed, websocket, grpc`).
-    public static var names: [String] { plugins.map { $0.name } }
+    package static var names: [String] { plugins.map { $0.name } }
 }

@@ -1,7 +1,7 @@
-public import ChaosCore
+package import ChaosCore
 
 /// What a plug-in gives the audit for one protocol spec: a new session for each connection.
-public protocol ProtocolFramer: Sendable {
+package protocol ProtocolFramer: Sendable {
     /// The session of a new connection.
     func makeSession() -> any ProtocolSession
     /// Whether the proxy never writes bytes of its own in this protocol (no frames of its faults, such as a GOAWAY or
@@ -11,12 +11,12 @@ public protocol ProtocolFramer: Sendable {
 }
 
 extension ProtocolFramer {
-    public var proxyWritesOnlyRelayedBytes: Bool { false }
+    package var proxyWritesOnlyRelayedBytes: Bool { false }
 }
 
 /// What the legs of one connection share (what its handshake decided, the calls opened on it), and the maker of
 /// their decoders: one per leg (read from / written to, upstream / downstream), each fed that leg's bytes.
-public protocol ProtocolSession: AnyObject {
+package protocol ProtocolSession: AnyObject {
     /// The decoder of one leg carrying `direction`'s bytes; messages over `cap` bytes are counted, not kept.
     func makeDecoder(_ direction: Direction, cap: Int) -> any LegDecoder
     /// The value of the request header `name` of the connection's handshake (case-insensitive), if it had one
@@ -33,8 +33,8 @@ public protocol ProtocolSession: AnyObject {
 }
 
 extension ProtocolSession {
-    public func requestHeader(_ name: String) -> String? { nil }
-    public func requestQuery(_ name: String) -> String? { nil }
-    public func ended(readCount: (String) -> Int) -> [ProtocolEvent] { [] }
-    public func negotiated(alpn: String?) {}
+    package func requestHeader(_ name: String) -> String? { nil }
+    package func requestQuery(_ name: String) -> String? { nil }
+    package func ended(readCount: (String) -> Int) -> [ProtocolEvent] { [] }
+    package func negotiated(alpn: String?) {}
 }

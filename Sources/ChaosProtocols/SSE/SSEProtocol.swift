@@ -1,4 +1,4 @@
-public import ChaosCore
+package import ChaosCore
 
 /// `framing: sse`: Server-Sent Events (the WHATWG `text/event-stream` format) in HTTP/1.1 responses, chunked or
 /// not. One message is one event, and its body is the event's `data` (lines joined with `\n`): `format: json`
@@ -8,26 +8,26 @@ public import ChaosCore
 /// wire at the line end of the blank line that ends its event (its CR for a CRLF: where a client dispatches it).
 /// A request's `Last-Event-ID` (a reconnect resuming from an event) is counted in `sseResumes`, each `retry:`
 /// field in `sseRetries`; a response that is not an event stream carries no messages (`sseRefused`).
-public enum SSEProtocol: ProtocolPlugin {
-    public static let names = ["sse"]
+package enum SSEProtocol: ProtocolPlugin {
+    package static let names = ["sse"]
 
-    public static let counters = [
+    package static let counters = [
         ProtocolCounter("sseStreams", "event streams opened"),
         ProtocolCounter("sseRefused", "responses that are not event streams"),
         ProtocolCounter("sseResumes", "resumes (Last-Event-ID)"),
         ProtocolCounter("sseRetries", "retry fields"),
     ]
 
-    public static let carriesBinary = false
+    package static let carriesBinary = false
     /// `header:NAME` and `query:NAME` of the request that opened the stream.
-    public static let streamKeyPrefixes = ["header:", "query:"]
+    package static let streamKeyPrefixes = ["header:", "query:"]
 
-    public static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {
+    package static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {
         SSEFramer(wholeEvent: spec.format == .text)
     }
 
     /// Events after a request with a stream header and an event-stream response.
-    public static func fuzzSetup(_ input: [UInt8]) -> FuzzSetup? {
+    package static func fuzzSetup(_ input: [UInt8]) -> FuzzSetup? {
         let request = Array("GET /events?s=1 HTTP/1.1\r\nX-Stream: c1\r\nLast-Event-ID: 3\r\n\r\n".utf8)
         let response = Array("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n".utf8)
         return FuzzSetup(
@@ -81,5 +81,5 @@ final class SSESession: ProtocolSession {
 
 extension ProtocolSpec.Framing {
     /// `framing: sse`.
-    public static let sse = Self(name: SSEProtocol.name)
+    package static let sse = Self(name: SSEProtocol.name)
 }

@@ -6,9 +6,9 @@ import Glibc
 /// When the bytes do not fit the declared framing (a line longer than ``maximumFrame``, a length prefix
 /// that is negative or too large) the splitter reports it once and then ignores the rest of the stream,
 /// so a misconfigured protocol never floods the report.
-public struct FrameSplitter {
+package struct FrameSplitter {
     /// Why the stream does not fit the declared framing.
-    public enum Problem: Equatable {
+    package enum Problem: Equatable {
         /// No newline within `maximumFrame` bytes.
         case lineTooLong(Int)
         /// A length prefix that cannot be a frame length.
@@ -16,7 +16,7 @@ public struct FrameSplitter {
     }
 
     /// How frames are delimited.
-    public enum Mode: Equatable, Sendable {
+    package enum Mode: Equatable, Sendable {
         case lines
         case lengthPrefixed(bytes: Int, offset: Int)
     }

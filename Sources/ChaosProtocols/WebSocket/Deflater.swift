@@ -3,14 +3,14 @@ import CZlib
 /// The sending side of permessage-deflate (RFC 7692 7.2.1): a raw deflate stream (system zlib) that compresses
 /// each message, flushes it with Z_SYNC_FLUSH and removes the trailing 00 00 ff ff. With `contextTakeover` false
 /// each message starts from an empty window. What ``Inflater`` reverses; tests and benchmarks build frames with it.
-public final class Deflater {
+package final class Deflater {
     private let stream: UnsafeMutablePointer<z_stream>
     private var output = [UInt8](repeating: 0, count: 16 * 1024)
     /// Whether the window carries over from message to message.
-    public let contextTakeover: Bool
+    package let contextTakeover: Bool
 
     /// A compressor with an LZ77 window of 2^`windowBits` bytes (9...15); nil when zlib cannot start one.
-    public init?(windowBits: Int = 15, contextTakeover: Bool = true) {
+    package init?(windowBits: Int = 15, contextTakeover: Bool = true) {
         self.contextTakeover = contextTakeover
         stream = .allocate(capacity: 1)
         stream.initialize(to: z_stream())
@@ -27,7 +27,7 @@ public final class Deflater {
     }
 
     /// The compressed payload of one message (what goes into its frames, RSV1 set on the first).
-    public func compress(_ message: [UInt8]) -> [UInt8] {
+    package func compress(_ message: [UInt8]) -> [UInt8] {
         var result: [UInt8] = []
         var input = message
         input.withUnsafeMutableBufferPointer { inBuffer in

@@ -1,26 +1,26 @@
-public import ChaosCore
+package import ChaosCore
 
 /// `framing: websocket`: RFC 6455 frames after the HTTP/1.1 upgrade; the proxy follows them for `ws-close`.
-public enum WebSocketProtocol: ProtocolPlugin {
-    public static let names = ["websocket"]
-    public static var frames: FrameProtocol? { .websocket }
+package enum WebSocketProtocol: ProtocolPlugin {
+    package static let names = ["websocket"]
+    package static var frames: FrameProtocol? { .websocket }
 
-    public static let counters = [
+    package static let counters = [
         ProtocolCounter("upgrades", "upgrades"), ProtocolCounter("upgradeFailures", "upgrade failures"),
         ProtocolCounter("pings", "pings"), ProtocolCounter("pongs", "pongs"),
         ProtocolCounter("abnormalClosures", "abnormal closures (1006)"),
     ]
-    public static let counterFamilies = [ProtocolCounter("closeCodes", "close codes", note: "1006: the connection ended with no close frame")]
+    package static let counterFamilies = [ProtocolCounter("closeCodes", "close codes", note: "1006: the connection ended with no close frame")]
 
     /// `header:NAME` and `query:NAME` of the upgrade request.
-    public static let streamKeyPrefixes = ["header:", "query:"]
+    package static let streamKeyPrefixes = ["header:", "query:"]
 
-    public static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {
+    package static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {
         WebSocketFramer()
     }
 
     /// Frames after a valid upgrade handshake both ways, permessage-deflate accepted.
-    public static func fuzzSetup(_ input: [UInt8]) -> FuzzSetup? {
+    package static func fuzzSetup(_ input: [UInt8]) -> FuzzSetup? {
         let request = Array("GET /f?s=1 HTTP/1.1\r\nUpgrade: websocket\r\nX-Stream: c1\r\n\r\n".utf8)
         let response = Array("HTTP/1.1 101 OK\r\nUpgrade: websocket\r\nSec-WebSocket-Extensions: permessage-deflate\r\n\r\n".utf8)
         return FuzzSetup(
@@ -33,11 +33,11 @@ public enum WebSocketProtocol: ProtocolPlugin {
         )
     }
 
-    public static func boundaryTracker(producer: Side) -> any FrameBoundaryTracking { WebSocketBoundaryTracker() }
+    package static func boundaryTracker(producer: Side) -> any FrameBoundaryTracking { WebSocketBoundaryTracker() }
 
     /// `ws-close`: a close frame toward each side it names (masked toward the server, as a client's must be);
     /// toward a side that gets none, nothing more passes once a frame ends: the proxy is closing.
-    public static func faultFrames(_ effect: FaultEffect, connection: UInt64, client: any FrameBoundaryTracking) -> FaultFrames? {
+    package static func faultFrames(_ effect: FaultEffect, connection: UInt64, client: any FrameBoundaryTracking) -> FaultFrames? {
         guard case .wsClose(let code, let side, let grace) = effect else { return nil }
         let toClient = side != .server
         let toServer = side != .client
@@ -52,7 +52,7 @@ public enum WebSocketProtocol: ProtocolPlugin {
     }
 
     /// A close frame with `code` and a reason naming chaos; `masked` (with `key`) as a client's must be.
-    public static func closeFrame(code: Int, masked: Bool, key: UInt32 = 0x6368_616f) -> [UInt8] {
+    package static func closeFrame(code: Int, masked: Bool, key: UInt32 = 0x6368_616f) -> [UInt8] {
         let payload = [UInt8(code >> 8 & 0xff), UInt8(code & 0xff)] + Array("chaos ws-close".utf8)
         guard masked else { return [0x88, UInt8(payload.count)] + payload }
         let mask = [UInt8(key >> 24), UInt8(key >> 16 & 0xff), UInt8(key >> 8 & 0xff), UInt8(key & 0xff)]
@@ -81,5 +81,5 @@ extension WebSocketSession: ProtocolSession {
 
 extension ProtocolSpec.Framing {
     /// `framing: websocket`.
-    public static let websocket = Self(name: WebSocketProtocol.name)
+    package static let websocket = Self(name: WebSocketProtocol.name)
 }

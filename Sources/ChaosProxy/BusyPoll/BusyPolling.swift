@@ -1,4 +1,4 @@
-public import NIOCore
+package import NIOCore
 import Synchronization
 
 #if canImport(Glibc)
@@ -14,14 +14,14 @@ import Glibc
 /// The spin yields the CPU on every turn (`sched_yield`), so it only uses time nobody else
 /// wants, and it stops as soon as I/O is ready or the window has passed since the last activity:
 /// an idle proxy sleeps as before. This is haproxy's `busy-polling`, bounded in time.
-public final class BusyPolling: Sendable {
+package final class BusyPolling: Sendable {
     private let pollers: [ObjectIdentifier: LoopBusyPoller]
 
     private init(pollers: [ObjectIdentifier: LoopBusyPoller]) { self.pollers = pollers }
 
     /// Busy polling on every loop of `group`, or nil when `window` is not positive or no loop's
     /// epoll descriptor can be found (not Linux): the proxy then sleeps between events as usual.
-    public static func start(on group: any EventLoopGroup, window: TimeAmount) async -> BusyPolling? {
+    package static func start(on group: any EventLoopGroup, window: TimeAmount) async -> BusyPolling? {
         guard window > .zero else { return nil }
         var pollers: [ObjectIdentifier: LoopBusyPoller] = [:]
         for loop in group.makeIterator() {
@@ -41,7 +41,7 @@ public final class BusyPolling: Sendable {
     var lastSpins: [LoopBusyPoller.Spin] { pollers.values.compactMap { $0.lastSpin.withLock { $0 } } }
 
     /// Releases the descriptors. Call after the event loops have stopped.
-    public func close() {
+    package func close() {
         for poller in pollers.values { poller.closeDescriptor() }
     }
 }

@@ -1,4 +1,4 @@
-public import NIOCore
+package import NIOCore
 import Synchronization
 
 /// The threads that relay connections no fault or shaping touches, outside NIO: each runs its
@@ -7,13 +7,13 @@ import Synchronization
 ///
 /// Give it to proxies through ``ProxyServer/Options/epollRelay``; call ``shutdown()`` after the
 /// proxies have stopped.
-public final class EpollRelayLoopGroup: Sendable {
+package final class EpollRelayLoopGroup: Sendable {
     let loops: [EpollRelayLoop]
     private let stopped = Atomic<Bool>(false)
 
     /// Starts `threads` relay threads; each keeps polling for `busyPoll` after an event before it
     /// sleeps (zero: it sleeps at once). Throws when the system refuses a thread or an epoll instance.
-    public init(threads: Int, busyPoll: TimeAmount) throws {
+    package init(threads: Int, busyPoll: TimeAmount) throws {
         let window = UInt64(max(0, busyPoll.nanoseconds))
         var loops: [EpollRelayLoop] = []
         do {
@@ -28,7 +28,7 @@ public final class EpollRelayLoopGroup: Sendable {
     }
 
     /// Stops every thread (resetting whatever they still relay). Safe to call more than once.
-    public func shutdown() {
+    package func shutdown() {
         guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
         for loop in loops { loop.stop() }
     }

@@ -1,9 +1,9 @@
-public import ChaosCore
+package import ChaosCore
 
 /// What both directions of one connection share on the emulated mobile path: the radio (the proxy's, or its own for
 /// `per: connection`), the NAT's idle clock, and where the path's events go. Both legs of a connection live on one
 /// event loop, so only the proxy's radio is locked.
-public final class ConnectionPath {
+package final class ConnectionPath {
     /// The radio every connection of the proxy shares.
     let proxyRadio: RadioClock
     /// This connection's own radio (`per: connection`).
@@ -11,17 +11,17 @@ public final class ConnectionPath {
     /// When the last byte either way came while a NAT watched (nanoseconds); nil: none yet.
     private var lastByte: Int64?
     /// When the NAT forgot the connection (nanoseconds); nil: it has not.
-    public private(set) var natExpiredAt: Int64?
+    package private(set) var natExpiredAt: Int64?
     /// The promotion already reported for this connection (its end), so that each is counted once.
     private var reportedPromotion: Int64 = .min
     /// Receives the path's events (time in the shaper's nanoseconds), when set.
-    public var onEvent: ((Int64, TrafficEvent.PathEvent) -> Void)?
+    package var onEvent: ((Int64, TrafficEvent.PathEvent) -> Void)?
 
     /// A path whose radio, unless per connection, is `proxyRadio`.
-    public init(proxyRadio: RadioClock) { self.proxyRadio = proxyRadio }
+    package init(proxyRadio: RadioClock) { self.proxyRadio = proxyRadio }
 
     /// Whether the NAT has forgotten the connection: nothing passes either way any more.
-    public var isDead: Bool { natExpiredAt != nil }
+    package var isDead: Bool { natExpiredAt != nil }
 
     /// A NAT with `idleTimeout` began watching at `now`: its idle clock starts there.
     func natBegan(at now: Int64) {

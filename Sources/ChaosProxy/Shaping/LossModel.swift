@@ -1,29 +1,29 @@
-public import ChaosCore
+package import ChaosCore
 
 /// Packet loss as TCP under it looks to the application: a direction's bytes are cut into MSS-sized pieces, each
 /// lost or not by a two-state Gilbert-Elliott model (a good state that loses nothing, a bad one that loses every
 /// piece), and a lost piece arrives one retransmission timeout later (200 ms, doubling each time its retransmission
 /// is lost again, with the mean rate, at most ``maximumRetransmissions`` times). Everything behind it waits (head-of-line blocking):
 /// the bytes keep their order. Every draw comes from the connection's seeded generator.
-public struct LossModel: Equatable, Sendable {
+package struct LossModel: Equatable, Sendable {
     /// The share of pieces lost, on average (0...0.99).
-    public var rate: Double
+    package var rate: Double
     /// The mean number of pieces lost in a row (at least 1: 1 is independent losses).
-    public var burst: Double
+    package var burst: Double
 
     /// The size of one piece: a common Ethernet-path MSS.
-    public static let pieceBytes = 1_460
+    package static let pieceBytes = 1_460
     /// IPv4 and TCP headers, without options: an MTU less this is the largest payload of one packet.
-    public static let headerBytes = 40
+    package static let headerBytes = 40
     /// The first retransmission timeout, nanoseconds (Linux's and RFC 6298's floor for a short path).
-    public static let initialTimeout: Int64 = 200_000_000
+    package static let initialTimeout: Int64 = 200_000_000
     /// The longest retransmission timeout, nanoseconds.
-    public static let maximumTimeout: Int64 = 60_000_000_000
+    package static let maximumTimeout: Int64 = 60_000_000_000
     /// After this many lost retransmissions of one piece, the next one arrives (a TCP would soon give up instead).
-    public static let maximumRetransmissions = 8
+    package static let maximumRetransmissions = 8
 
     /// A model losing `rate` of pieces in bursts of `burst` on average.
-    public init(rate: Double, burst: Double) {
+    package init(rate: Double, burst: Double) {
         self.rate = rate
         self.burst = burst
     }

@@ -1,10 +1,10 @@
-public import ChaosCore
+package import ChaosCore
 import Synchronization
 
 /// One cellular radio's RRC state (``RadioModel``): when the last byte crossed it and until when a promotion runs.
 /// Shared by every connection of a proxy (the phone behind it), so it is locked; a `per: connection` radio is a
 /// connection's own.
-public final class RadioClock: Sendable {
+package final class RadioClock: Sendable {
     private struct State {
         /// When the last byte crossed (nanoseconds); nil: the radio has not been watched yet (taken as connected).
         var lastByte: Int64?
@@ -15,11 +15,11 @@ public final class RadioClock: Sendable {
     private let state = Mutex(State())
 
     /// A radio not yet watched.
-    public init() {}
+    package init() {}
 
     /// When a byte that comes at `now` can cross under `model`: at once while the radio is connected, else once a
     /// promotion ends (the one this byte starts when the radio has been idle for `tail`). Each byte keeps it connected.
-    public func admit(at now: Int64, _ model: RadioModel) -> Int64 {
+    package func admit(at now: Int64, _ model: RadioModel) -> Int64 {
         state.withLock { state in
             if now < state.promotedAt {
                 return state.promotedAt

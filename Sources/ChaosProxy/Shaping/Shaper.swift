@@ -1,20 +1,20 @@
-public import ChaosCore
-public import NIOCore
+package import ChaosCore
+package import NIOCore
 
 /// The state machine behind one direction of one connection: a bounded, ordered queue of
 /// bytes (and the half-close that follows them) released according to ``ShapingSettings``.
 ///
 /// It never touches a channel: the ``ShapingHandler`` asks it what to do next and does it.
 /// Time is plain nanoseconds handed in by the caller, so it is tested without sockets or clocks.
-public struct Shaper {
+package struct Shaper {
     /// What passes through: bytes, or the half-close (FIN) that must follow them.
-    public enum Item: Equatable {
+    package enum Item: Equatable {
         case data(ByteBuffer)
         case shutdownOutput
     }
 
     /// What the handler should do next.
-    public enum Next: Equatable {
+    package enum Next: Equatable {
         /// Write (and flush) this item now.
         case emit(Item)
         /// Nothing can go before this time (nanoseconds); ask again then.
@@ -30,42 +30,42 @@ public struct Shaper {
 
     private var queue = CircularBuffer<Entry>(initialCapacity: 4)
     /// Bytes held right now.
-    public private(set) var heldBytes = 0
+    package private(set) var heldBytes = 0
     /// The current settings.
-    public private(set) var settings = ShapingSettings.none
+    package private(set) var settings = ShapingSettings.none
     /// Whether the producer should stop reading (held bytes passed the high-water mark and
     /// have not yet fallen to the low-water mark).
-    public private(set) var isPressured = false
+    package private(set) var isPressured = false
     private var lastRelease: Int64 = .min
     private var linkFreeAt: Int64 = .min
     private var generator: SeededGenerator
     /// Where the loss model's chain is.
     private var lossState = LossState()
     /// A write too big for the MTU black hole came: nothing passes until the fault ends.
-    public private(set) var isBlackHoled = false
+    package private(set) var isBlackHoled = false
     /// The connection's mobile path (radio, NAT, where their events go); nil: bytes cross no radio and no NAT.
-    public var path: ConnectionPath?
+    package var path: ConnectionPath?
     /// Which way these bytes travel (named in the path's events).
-    public var direction = Direction.upstream
+    package var direction = Direction.upstream
     /// How far behind a bandwidth cap may fall and then catch up, nanoseconds.
     static let burst: Int64 = 50_000_000
     /// Above this many held bytes the producer is paused.
-    public let highWater: Int
+    package let highWater: Int
     /// At or below this many held bytes a paused producer resumes.
-    public let lowWater: Int
+    package let lowWater: Int
 
     /// A shaper holding at most about `highWater` bytes; `generator` draws jitter and slice delays.
-    public init(highWater: Int = 1 << 20, generator: SeededGenerator) {
+    package init(highWater: Int = 1 << 20, generator: SeededGenerator) {
         self.highWater = max(highWater, 1)
         self.lowWater = max(highWater / 2, 1)
         self.generator = generator
     }
 
     /// True when nothing is held and nothing shapes: the handler may write straight through.
-    public var isPassThrough: Bool { queue.isEmpty && settings == .none && path?.isDead != true }
+    package var isPassThrough: Bool { queue.isEmpty && settings == .none && path?.isDead != true }
 
     /// Replaces the settings (a fault began or ended) at `now`. Held data keeps its place and order.
-    public mutating func update(_ settings: ShapingSettings, now: Int64 = 0) {
+    package mutating func update(_ settings: ShapingSettings, now: Int64 = 0) {
         self.settings = settings
         if settings.natIdleTimeout != nil { path?.natBegan(at: now) }
         if settings.bytesPerSecond == nil { linkFreeAt = .min }
@@ -76,7 +76,7 @@ public struct Shaper {
     /// Queues `item`, due after the current latency (plus jitter, never before an earlier item).
     /// Returns true when this made the shaper pressured.
     @discardableResult
-    public mutating func enqueue(_ item: Item, now arrival: Int64) -> Bool {
+    package mutating func enqueue(_ item: Item, now arrival: Int64) -> Bool {
         var now = arrival
         if let path {
             if let idleTimeout = settings.natIdleTimeout { path.natSaw(at: arrival, idleTimeout: idleTimeout) }
@@ -115,7 +115,7 @@ public struct Shaper {
     }
 
     /// The next thing to do at `now`. Call repeatedly until it is not `.emit`.
-    public mutating func next(now: Int64) -> Next {
+    package mutating func next(now: Int64) -> Next {
         guard var head = queue.first else { return .idle }
         if settings.hold || isBlackHoled || path?.isDead == true { return .idle }
         if head.releaseAt > now { return .wait(until: head.releaseAt) }
@@ -149,7 +149,7 @@ public struct Shaper {
     }
 
     /// Checks the low-water mark; returns true when this released the pressure.
-    public mutating func relievePressure() -> Bool {
+    package mutating func relievePressure() -> Bool {
         guard isPressured, heldBytes <= lowWater else { return false }
         isPressured = false
         return true
@@ -157,7 +157,7 @@ public struct Shaper {
 
     /// Drops everything held (the connection is gone). Returns the number of bytes dropped.
     @discardableResult
-    public mutating func discardAll() -> Int {
+    package mutating func discardAll() -> Int {
         let dropped = heldBytes
         queue.removeAll()
         heldBytes = 0

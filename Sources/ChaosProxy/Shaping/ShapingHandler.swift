@@ -1,9 +1,9 @@
-public import ChaosCore
-public import NIOCore
+package import ChaosCore
+package import NIOCore
 
 /// Tells the relay on the same channel that the shaper holds too much (stop reading the
 /// producer) or has drained enough (read again). Fired inbound as a user event.
-public enum ShapingPressure: Sendable, Equatable {
+package enum ShapingPressure: Sendable, Equatable {
     case paused
     case resumed
 }
@@ -15,9 +15,9 @@ public enum ShapingPressure: Sendable, Equatable {
 /// state machine passes a FIN on only once none are held.
 ///
 /// With nothing to shape it passes writes straight through at no cost.
-public final class ShapingHandler: ChannelOutboundHandler, RemovableChannelHandler {
-    public typealias OutboundIn = ByteBuffer
-    public typealias OutboundOut = ByteBuffer
+package final class ShapingHandler: ChannelOutboundHandler, RemovableChannelHandler {
+    package typealias OutboundIn = ByteBuffer
+    package typealias OutboundOut = ByteBuffer
 
     private var shaper: Shaper
     private var context: ChannelHandlerContext?
@@ -33,27 +33,27 @@ public final class ShapingHandler: ChannelOutboundHandler, RemovableChannelHandl
     private var reportedHolding = false
 
     /// A handler with its own shaper; `generator` draws jitter and slice delays.
-    public init(highWater: Int = 1 << 20, generator: SeededGenerator) {
+    package init(highWater: Int = 1 << 20, generator: SeededGenerator) {
         self.shaper = Shaper(highWater: highWater, generator: generator)
     }
 
     /// Bytes held right now.
-    public var heldBytes: Int { shaper.heldBytes }
+    package var heldBytes: Int { shaper.heldBytes }
 
     /// Joins the connection's mobile path (radio, NAT); `direction`: which way the bytes written here travel.
-    public func join(_ path: ConnectionPath, direction: Direction) {
+    package func join(_ path: ConnectionPath, direction: Direction) {
         shaper.path = path
         shaper.direction = direction
     }
 
     /// Applies new settings; call on the channel's event loop.
-    public func apply(_ settings: ShapingSettings) {
+    package func apply(_ settings: ShapingSettings) {
         shaper.update(settings, now: context.map(now) ?? 0)
         if let context { pump(context) }
     }
 
     /// Drops what is held (the connection is being cut).
-    public func discardHeld() {
+    package func discardHeld() {
         shaper.discardAll()
         wakeup?.cancel()
         wakeup = nil
@@ -78,14 +78,14 @@ public final class ShapingHandler: ChannelOutboundHandler, RemovableChannelHandl
         onHoldingChanged?(holding)
     }
 
-    public func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+    package func handlerAdded(context: ChannelHandlerContext) { self.context = context }
 
-    public func handlerRemoved(context: ChannelHandlerContext) {
+    package func handlerRemoved(context: ChannelHandlerContext) {
         discardHeld()
         self.context = nil
     }
 
-    public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+    package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         if shaper.isPassThrough {
             send(unwrapOutboundIn(data), context: context, promise: promise)
             return
@@ -97,11 +97,11 @@ public final class ShapingHandler: ChannelOutboundHandler, RemovableChannelHandl
         pump(context)
     }
 
-    public func flush(context: ChannelHandlerContext) {
+    package func flush(context: ChannelHandlerContext) {
         if shaper.isPassThrough { context.flush() }
     }
 
-    public func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+    package func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
         guard mode == .output else {
             discardHeld()
             context.close(mode: mode, promise: promise)

@@ -1,38 +1,38 @@
-public import ChaosCore
+package import ChaosCore
 
 /// What a direction of one connection is currently subjected to: the sum of the link profile and
 /// of every active fault that touches that direction.
-public struct ShapingSettings: Equatable, Sendable {
+package struct ShapingSettings: Equatable, Sendable {
     /// Added one-way delay, nanoseconds.
-    public var latency: Int64 = 0
+    package var latency: Int64 = 0
     /// Each delay varies uniformly within ± this, nanoseconds (order is kept).
-    public var jitter: Int64 = 0
+    package var jitter: Int64 = 0
     /// Bytes per second cap; nil: uncapped.
-    public var bytesPerSecond: Int64?
+    package var bytesPerSecond: Int64?
     /// Nothing passes (partition, stall, blackout, offline); data is held, bounded, and released after.
-    public var hold = false
+    package var hold = false
     /// Writes are cut into pieces of at most this many bytes.
-    public var sliceBytes: Int?
+    package var sliceBytes: Int?
     /// The delay between pieces of a sliced write, nanoseconds.
-    public var sliceDelay: ClosedRange<Int64> = 0...0
+    package var sliceDelay: ClosedRange<Int64> = 0...0
     /// Each piece is `sliceBytes` ± up to this many bytes, drawn per piece (Toxiproxy's slicer `size_variation`).
-    public var sliceVariation = 0
+    package var sliceVariation = 0
     /// A half-close (FIN) waits this much longer than the bytes would, nanoseconds (Toxiproxy's `slow_close`).
-    public var finDelay: Int64 = 0
+    package var finDelay: Int64 = 0
     /// Packet loss as TCP shows it (``LossModel``); nil: none.
-    public var loss: LossModel?
+    package var loss: LossModel?
     /// The largest write that fits one packet of a path-MTU black hole (its `size` minus IP and TCP headers); nil: none.
-    public var mtuPayload: Int?
+    package var mtuPayload: Int?
     /// The phone's radio (RRC states) the bytes cross; nil: none.
-    public var radio: RadioModel?
+    package var radio: RadioModel?
     /// A NAT forgets the connection after this many nanoseconds with no byte either way; nil: none.
-    public var natIdleTimeout: Int64?
+    package var natIdleTimeout: Int64?
 
     /// No shaping at all: bytes pass straight through.
-    public static let none = ShapingSettings()
+    package static let none = ShapingSettings()
 
     /// Creates settings.
-    public init(
+    package init(
         latency: Int64 = 0,
         jitter: Int64 = 0,
         bytesPerSecond: Int64? = nil,
@@ -71,7 +71,7 @@ extension ShapingSettings {
     /// A fault's parameter travels three stages: what the user wrote (``FaultParameters``), what the seed drew
     /// (``FaultEffect``: the same ``FaultSpec`` with its ranges drawn), and what a connection applies
     /// (``ShapingSettings``).
-    public static func combining(_ effects: some Sequence<FaultEffect>, direction: Direction) -> ShapingSettings {
+    package static func combining(_ effects: some Sequence<FaultEffect>, direction: Direction) -> ShapingSettings {
         var settings = ShapingSettings.none
         func cap(_ rate: ByteRate?) {
             guard let rate else { return }
@@ -130,7 +130,7 @@ extension ShapingSettings {
 
 extension FaultEffect {
     /// Whether this effect shapes the bytes flowing in `direction` (a disconnect or a refusal never does).
-    public func shapes(_ direction: Direction) -> Bool {
+    package func shapes(_ direction: Direction) -> Bool {
         switch self {
         case .latency(_, _, let directions), .bandwidth(_, let directions), .partition(let directions),
             .stall(let directions), .slice(_, _, let directions, _), .slowClose(_, let directions), .timeout(_, let directions),
@@ -142,25 +142,25 @@ extension FaultEffect {
     }
 
     /// Whether it shapes bytes at all.
-    public var isShaping: Bool { Direction.allCases.contains(where: shapes) }
+    package var isShaping: Bool { Direction.allCases.contains(where: shapes) }
 }
 
 /// Names one fault's shaping on a connection: which timeline it came from (0 for a scenario's, the
 /// fault's id for one added through the control API) and its occurrence's index there. Shaping is
 /// applied in key order: a timeline's faults in the order they began.
-public struct ShapingKey: Hashable, Comparable, Sendable {
+package struct ShapingKey: Hashable, Comparable, Sendable {
     /// The timeline: 0 for the run's own.
-    public var timeline: Int
+    package var timeline: Int
     /// The occurrence's index in that timeline.
-    public var occurrence: Int
+    package var occurrence: Int
 
     /// A key for `occurrence` of `timeline`.
-    public init(timeline: Int = 0, occurrence: Int) {
+    package init(timeline: Int = 0, occurrence: Int) {
         self.timeline = timeline
         self.occurrence = occurrence
     }
 
-    public static func < (lhs: ShapingKey, rhs: ShapingKey) -> Bool {
+    package static func < (lhs: ShapingKey, rhs: ShapingKey) -> Bool {
         (lhs.timeline, lhs.occurrence) < (rhs.timeline, rhs.occurrence)
     }
 }

@@ -1,4 +1,4 @@
-public import ChaosCore
+package import ChaosCore
 import ChaosTLS
 import NIOCore
 import Synchronization
@@ -15,7 +15,7 @@ struct HandshakeFaults: Sendable {
 /// (`stall`, as behind a captive portal or a stuck middlebox) or a fatal alert (`fail`). Connections already past
 /// their handshake are untouched: the fault acts only where a new handshake would begin.
 extension ProxyServer {
-    public func beginHandshakeFault(_ mode: HandshakeMode) {
+    package func beginHandshakeFault(_ mode: HandshakeMode) {
         state.withLock { state in
             switch mode {
             case .stall: state.handshakeFaults.stalls += 1
@@ -24,7 +24,7 @@ extension ProxyServer {
         }
     }
 
-    public func endHandshakeFault(_ mode: HandshakeMode) {
+    package func endHandshakeFault(_ mode: HandshakeMode) {
         let resumed = state.withLock { state -> [@Sendable () -> Void] in
             switch mode {
             case .stall: state.handshakeFaults.stalls = max(0, state.handshakeFaults.stalls - 1)

@@ -4,9 +4,9 @@ import Foundation
 
 /// Renders a report as one self-contained HTML page (inline CSS and SVG, nothing fetched from the network):
 /// a timeline with faults as bands, the delivered message rate, reconnects and anomalies as marks, then the tables.
-public struct HTMLRenderer: Sendable {
+package struct HTMLRenderer: Sendable {
     /// Creates a renderer.
-    public init() {}
+    package init() {}
 
     static let faultColors: [String: String] = [
         "disconnect": "#d62728", "latency": "#ff7f0e", "bandwidth": "#bcbd22", "partition": "#9467bd", "handoff": "#1f77b4",
@@ -20,7 +20,7 @@ public struct HTMLRenderer: Sendable {
     ]
 
     /// The HTML text.
-    public func render(_ report: RunReport, comparison: ReportComparison? = nil) -> String {
+    package func render(_ report: RunReport, comparison: ReportComparison? = nil) -> String {
         let verdictClass = report.verdict.rawValue
         var html = """
             <!DOCTYPE html>

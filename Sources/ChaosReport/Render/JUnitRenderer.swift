@@ -2,12 +2,12 @@ import Foundation
 
 /// Renders a report as JUnit XML for CI test tabs: one test case per expectation; a failure carries the
 /// actual value. A run that could not be judged gets one `run` test case with an error.
-public struct JUnitRenderer: Sendable {
+package struct JUnitRenderer: Sendable {
     /// Creates a renderer.
-    public init() {}
+    package init() {}
 
     /// The XML text.
-    public func render(_ report: RunReport) -> String {
+    package func render(_ report: RunReport) -> String {
         let suite = "chaos.\(report.scenario)"
         let failures = report.expectations.filter { !$0.ok }.count
         let judged = report.verdict != .error

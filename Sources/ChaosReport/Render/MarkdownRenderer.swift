@@ -5,20 +5,20 @@ import Foundation
 
 /// Renders a report as the pull-request summary: verdict line first, then expectations, delivery per stream,
 /// faults, recovery percentiles, the first anomalies and the command to reproduce.
-public struct MarkdownRenderer: Sendable {
+package struct MarkdownRenderer: Sendable {
     /// Plain Markdown, or GitHub's (emoji verdict, long sections folded in `<details>`).
-    public enum Flavor: Sendable { case plain, github }
+    package enum Flavor: Sendable { case plain, github }
 
     /// The flavor.
-    public var flavor: Flavor
+    package var flavor: Flavor
     /// Rows shown at most in the fault and anomaly tables.
-    public var rowLimit = 20
+    package var rowLimit = 20
 
     /// Creates a renderer.
-    public init(flavor: Flavor = .plain) { self.flavor = flavor }
+    package init(flavor: Flavor = .plain) { self.flavor = flavor }
 
     /// The Markdown text.
-    public func render(_ report: RunReport, comparison: ReportComparison? = nil) -> String {
+    package func render(_ report: RunReport, comparison: ReportComparison? = nil) -> String {
         var out: [String] = [verdictLine(report), ""]
         if let reason = report.verdictReason { out += ["> \(reason)", ""] }
         if let held = report.auditBackpressureS, held >= 0.001 {

@@ -5,9 +5,9 @@ import Foundation
 /// folder through its control API: scenario.json and timeline.json, the events.bin ring page by page
 /// (`GET /events?since=`), and the final report.json. The copy is byte for byte, so the merge reads it as it reads any
 /// agent's folder; beside it, `clock-offset.json`: the agent's clock offset, measured (``MeasuredClockOffset``).
-public enum AgentDownload {
+package enum AgentDownload {
     /// Fetches the agent at `url` into `folder` (created). Waits, at most `wait` seconds, for an agent still running.
-    public static func fetch(url: String, token: String?, into folder: String, wait: Double = 600) throws {
+    package static func fetch(url: String, token: String?, into folder: String, wait: Double = 600) throws {
         let agent = try AgentHTTP(url: url, token: token)
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         for name in ["scenario.json", "timeline.json"] {

@@ -1,7 +1,7 @@
 import ChaosAudit
-public import ChaosCore
-public import ChaosReport
-public import Foundation
+package import ChaosCore
+package import ChaosReport
+package import Foundation
 
 /// `chaos report --merge DIR…`: the run folders of a fleet's agents (`chaos run --agent`) joined into one audit and
 /// one report. The agents' events are streamed from their `events.bin` rings and merged by wall-clock time (each
@@ -9,7 +9,7 @@ public import Foundation
 /// fetched the agent by URL, ``MeasuredClockOffset``), so a logical stream whose connections went
 /// through different agents is judged as one stream. Memory is a chunk per agent plus the audit's own state (open
 /// connections and streams), not the run's length.
-public enum FleetMerge {
+package enum FleetMerge {
     /// One agent's run folder, opened.
     struct Agent {
         let folder: String
@@ -33,12 +33,12 @@ public enum FleetMerge {
     }
 
     /// Connection numbers of agent `index` (from 0) on the merged timeline: the agent's own plus `index` × this.
-    public static let connectionStride: ConnectionID = 1_000_000_000
+    package static let connectionStride: ConnectionID = 1_000_000_000
 
     /// Merges `folders` into `out` (nil: `Reports/<scenario>-merged-<time>/`). `clockOffsets`: agent name → nanoseconds
     /// its clock was ahead of true time (subtracted), over what a folder's `clock-offset.json` measured. Returns the
     /// report and its folder.
-    public static func merge(
+    package static func merge(
         folders: [String],
         out: String?,
         clockOffsets: [String: Int64] = [:],

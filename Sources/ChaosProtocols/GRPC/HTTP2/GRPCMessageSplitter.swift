@@ -2,9 +2,9 @@
 /// big-endian length, the message), whatever the DATA frames' boundaries. A message that lies whole inside one
 /// payload is handed over in place; one split across payloads is joined in a buffer of at most `cap` bytes; a
 /// longer one is skipped and reported by its length only.
-public struct GRPCMessageSplitter: Sendable {
+package struct GRPCMessageSplitter: Sendable {
     /// What the splitter found.
-    public enum Piece {
+    package enum Piece {
         /// A whole message (valid only during the callback) and whether its compressed flag was set.
         case message(UnsafeBufferPointer<UInt8>, compressed: Bool)
         /// A message longer than the cap: skipped, its length reported.
@@ -20,13 +20,13 @@ public struct GRPCMessageSplitter: Sendable {
     private var inMessage = false
 
     /// A splitter at the start of a call.
-    public init() {}
+    package init() {}
 
     /// Whether part of a message (or of its prefix) is waiting for the rest.
-    public var hasPartialMessage: Bool { inMessage || !prefix.isEmpty }
+    package var hasPartialMessage: Bool { inMessage || !prefix.isEmpty }
 
     /// Forgets a partial message.
-    public mutating func dropPartial() {
+    package mutating func dropPartial() {
         prefix.removeAll()
         message.removeAll()
         inMessage = false
@@ -34,7 +34,7 @@ public struct GRPCMessageSplitter: Sendable {
     }
 
     /// Splits the next DATA payload of the call; `emit` gets every message it completes, in order.
-    public mutating func feed(_ payload: UnsafeBufferPointer<UInt8>, cap: Int, _ emit: (Piece) -> Void) {
+    package mutating func feed(_ payload: UnsafeBufferPointer<UInt8>, cap: Int, _ emit: (Piece) -> Void) {
         var index = 0
         while index < payload.count {
             if !inMessage {

@@ -11,12 +11,12 @@ import NIOHPACK
 /// (NIOHPACK). Memory is bounded: at most one frame (``maxFrameSize`` bytes of payload) and one header block
 /// (``maxHeaderBlock``) are held. Bytes that are not HTTP/2 (TLS among them: chaos audits cleartext HTTP/2 only)
 /// end decoding with one ``HTTP2Event/protocolError(offset:reason:)``.
-public struct HTTP2DirectionDecoder {
+package struct HTTP2DirectionDecoder {
     /// Who sends the bytes of this direction.
-    public enum Sender: Sendable { case client, server }
+    package enum Sender: Sendable { case client, server }
 
     /// The largest header block (HEADERS plus its CONTINUATIONs) held.
-    public static let maxHeaderBlock = 1 << 20
+    package static let maxHeaderBlock = 1 << 20
     /// The largest HTTP/1.1 head of an h2c upgrade read.
     static let maxUpgradeHead = 1 << 16
     static let preface = HTTP2FrameHeader.preface
@@ -29,7 +29,7 @@ public struct HTTP2DirectionDecoder {
     /// waited for. When the peer's SETTINGS (the other direction's) raise the limit, set it here between feeds; it
     /// applies from the next frame not yet decoded. Values past 2^24 - 1, the largest a frame header can state,
     /// change nothing.
-    public var maxFrameSize = 16_384
+    package var maxFrameSize = 16_384
 
     let sender: Sender
     var phase: Phase = .start
@@ -42,7 +42,7 @@ public struct HTTP2DirectionDecoder {
     var block: (stream: UInt32, endStream: Bool, bytes: [UInt8], isPush: Bool)?
 
     /// A decoder for the direction `sender` writes.
-    public init(sender: Sender) {
+    package init(sender: Sender) {
         self.sender = sender
         // A larger table than the sender's encoder uses is harmless (an encoder never names an entry it
         // evicted); 64 KiB covers every table size a peer is likely to allow in SETTINGS.
@@ -54,10 +54,10 @@ public struct HTTP2DirectionDecoder {
     }
 
     /// Whether the bytes stopped being HTTP/2 (nothing more is decoded).
-    public var failed: Bool { phase == .failed }
+    package var failed: Bool { phase == .failed }
 
     /// Decodes `bytes`, the next bytes of this direction.
-    public mutating func feed(_ bytes: UnsafeRawBufferPointer) -> [HTTP2Event] {
+    package mutating func feed(_ bytes: UnsafeRawBufferPointer) -> [HTTP2Event] {
         guard phase != .failed, !bytes.isEmpty else { return [] }
         pending.append(contentsOf: bytes)
         var events: [HTTP2Event] = []

@@ -1,7 +1,7 @@
 /// What an observer of one direction of an HTTP/2 connection saw, in wire order. Offsets are byte offsets in
 /// that direction's stream (0 = its first byte), so an event can be tied to the TCP acknowledgements of the
 /// bytes that carried it.
-public enum HTTP2Event: Equatable, Sendable {
+package enum HTTP2Event: Equatable, Sendable {
     /// The client's connection preface (`PRI * HTTP/2.0…`), or the server's answer to an h2c upgrade.
     case preface
     /// A SETTINGS frame: each (identifier, value); `ack` frames carry none.
@@ -23,38 +23,38 @@ public enum HTTP2Event: Equatable, Sendable {
 }
 
 /// One SETTINGS parameter.
-public struct HTTP2Setting: Equatable, Sendable {
+package struct HTTP2Setting: Equatable, Sendable {
     /// The identifier (1 header table size, 2 enable push, 3 max concurrent streams, 4 initial window size,
     /// 5 max frame size, 6 max header list size).
-    public var identifier: UInt16
+    package var identifier: UInt16
     /// Its value.
-    public var value: UInt32
+    package var value: UInt32
 
     /// A setting.
-    public init(identifier: UInt16, value: UInt32) {
+    package init(identifier: UInt16, value: UInt32) {
         self.identifier = identifier
         self.value = value
     }
 }
 
 /// One decoded header field.
-public struct HTTP2HeaderField: Equatable, Sendable {
+package struct HTTP2HeaderField: Equatable, Sendable {
     /// The name (lower case in HTTP/2; pseudo-headers start with `:`).
-    public var name: String
+    package var name: String
     /// The value.
-    public var value: String
+    package var value: String
 
     /// A field.
-    public init(_ name: String, _ value: String) {
+    package init(_ name: String, _ value: String) {
         self.name = name
         self.value = value
     }
 }
 
 /// HTTP/2 error codes by name, for reports (RFC 9113 section 7).
-public enum HTTP2ErrorCode {
+package enum HTTP2ErrorCode {
     /// `NO_ERROR`, `PROTOCOL_ERROR`, … for a code; `0xN` for one RFC 9113 does not name.
-    public static func name(_ code: UInt32) -> String {
+    package static func name(_ code: UInt32) -> String {
         let names = [
             "NO_ERROR", "PROTOCOL_ERROR", "INTERNAL_ERROR", "FLOW_CONTROL_ERROR", "SETTINGS_TIMEOUT",
             "STREAM_CLOSED", "FRAME_SIZE_ERROR", "REFUSED_STREAM", "CANCEL", "COMPRESSION_ERROR",
@@ -65,9 +65,9 @@ public enum HTTP2ErrorCode {
 }
 
 /// gRPC status codes by name (grpc's doc/statuscodes.md), for reports.
-public enum GRPCStatusName {
+package enum GRPCStatusName {
     /// `OK`, `CANCELLED`, … `UNAUTHENTICATED` for 0 … 16; the number as text for any other.
-    public static func name(_ code: Int) -> String {
+    package static func name(_ code: Int) -> String {
         let names = [
             "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
             "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
