@@ -224,6 +224,9 @@ struct TLSPairTests {
     {
         let home = try folder()
         let script = ChaosCLI.packageRoot.appendingPathComponent("Tests/Fixtures/pairs/tls_end.py").path
+        // A fault must find the client connected, however slowly Python starts; a run without faults waits for nothing
+        // (its client may never get through: an upstream that refuses it, a command that only probes).
+        let ready = faults.contains("disconnect") ? "ready: connected" : ""
         let run = try await ThirdPartyPairRun.run("tls-end", capture: false, environment: ["CHAOS_HOME": home]) { listen, upstream in
             """
             name: tls-end
@@ -240,6 +243,7 @@ struct TLSPairTests {
                 stop_grace: 1s
               client:
                 run: \(client?.replacingOccurrences(of: "HOME", with: home) ?? "python3 \(script) client --connect 127.0.0.1:{listen.port} --tls-ca \(home)/ca.pem --log {run_dir}/end.txt")
+                \(ready)
             faults:
             \(faults)
             """

@@ -19,6 +19,7 @@ struct RecordedReadBufferTests {
         let burst = pattern(count: 4 << 20, seed: 11)
         var sent = burst
         for index in 0..<50 { sent += Array("small message \(index)\n".utf8) }
+        let recorder = harness.events
         let received = try await offPool { [sent] in
             let done = DispatchSemaphore(value: 0)
             let got = Mutex<[UInt8]>([])
@@ -28,9 +29,15 @@ struct RecordedReadBufferTests {
             }
             reader.start()
             try client.sendAll(burst)
+            var written = burst.count
             for index in 0..<50 {
-                try client.sendAll(Array("small message \(index)\n".utf8))
-                usleep(1000)
+                // Each small message once the proxy has read everything before it: it comes in a read of its own,
+                // however slowly the relay runs (a fixed pause let a starved relay read many at once).
+                let deadline = Date().addingTimeInterval(10)
+                while Self.readCount(recorder.all) < written, Date() < deadline { usleep(1000) }
+                let message = Array("small message \(index)\n".utf8)
+                try client.sendAll(message)
+                written += message.count
             }
             _ = done.wait(timeout: .now() + 20)
             return got.withLock { $0 }
@@ -67,6 +74,11 @@ struct RecordedReadBufferTests {
         client.close()
         server.close()
         await harness.shutdown()
+    }
+
+    /// How many bytes the proxy has read from the client.
+    static func readCount(_ events: [TrafficEvent]) -> Int {
+        events.reduce(0) { total, event in if case .read(.client, let bytes) = event.kind { total + bytes.count } else { total } }
     }
 
     /// Everything the proxy read from the client, in order.
