@@ -23,7 +23,7 @@ struct LoopbackTLSPair {
     var capture: String { "\(folder)/lo.pcap" }
     var keylog: String { "\(folder)/keys.log" }
 
-    /// Runs the pair for `seconds` (producing for `seconds - 2.5`, so everything sent has arrived when it stops) with
+    /// Runs the pair for `seconds` (producing for `seconds - 2.5`, or less with cuts, so everything sent has arrived when it stops) with
     /// `clients` clients. `clientFlags` go to every client (the WebSocket pair's TLS pins, `--reconnect-every`, bugs),
     /// `serverFlags` to the server, `terminatorFlags` to the gRPC pair's terminator (its TLS pins).
     static func run(
@@ -46,7 +46,15 @@ struct LoopbackTLSPair {
         let port = ChaosCLI.freePort()
         var upstream = ChaosCLI.freePort()
         while upstream == port { upstream = ChaosCLI.freePort() }
-        let sendFor = String(seconds - 2.5)
+        // Producing ends midway between two of the clients' own cuts (`--reconnect-every R`), as far from both as it can
+        // be: a resume that drops a message must be followed by more (a hole the logs show), or have nothing to drop.
+        // Ending 0.5 s before a cut, a loaded machine's skew between the server's clock and the clients' put the end
+        // after it: the last message dropped, no hole in the logs, one lost in the audit.
+        var sendFor = String(seconds - 2.5)
+        if let flag = clientFlags.firstIndex(of: "--reconnect-every"), let every = Double(clientFlags[flag + 1]) {
+            let cuts = ((seconds - 2.5) / every).rounded(.down)
+            sendFor = String(((cuts + 0.5) * every <= seconds - 2.5 ? cuts + 0.5 : cuts - 0.5) * every)
+        }
         let common = ["--send-for", sendFor] + (kind == .websocket ? ["--heartbeat", "1", "--timeout", "2.5"] : [])
         let script = pairs.appendingPathComponent(kind == .websocket ? "resumable_ws_pair.py" : "grpc_pair.py").path
 

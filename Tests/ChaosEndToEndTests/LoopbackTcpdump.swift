@@ -1,4 +1,5 @@
 import Foundation
+import Testing
 
 /// A `tcpdump -i lo` of some ports, taken while a test's run goes on.
 struct LoopbackTcpdump {
@@ -6,9 +7,10 @@ struct LoopbackTcpdump {
     /// The pcap file it writes.
     let file: String
 
-    /// Starts tcpdump on `ports` and gives it a second to attach. `immediate` hands it each packet as it comes
-    /// (`--immediate-mode`) rather than a buffer's worth at a time, so that the last packets of a run are written
-    /// before ``stop()`` sees the file stop growing.
+    /// Starts tcpdump on `ports` and waits until it says it listens (at most 15 s): on a loaded machine it can take
+    /// more than a second to attach, and a capture that misses a connection's first packets (a TLS handshake) cannot
+    /// be audited. `immediate` hands it each packet as it comes (`--immediate-mode`) rather than a buffer's worth at a
+    /// time, so that the last packets of a run are written before ``stop()`` sees the file stop growing.
     static func start(ports: [Int], file: String, immediate: Bool = false) async throws -> LoopbackTcpdump {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
@@ -17,15 +19,28 @@ struct LoopbackTcpdump {
                 "-U", "-B", "32768", "-s", "0", "-w", file,
                 ports.map { "tcp port \($0)" }.joined(separator: " or "),
             ]
-        process.standardError = FileHandle.nullDevice
+        let messages = file + ".tcpdump.txt"
+        FileManager.default.createFile(atPath: messages, contents: nil)
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: messages))
         process.standardOutput = FileHandle.nullDevice
         try process.run()
-        try await Task.sleep(nanoseconds: 1_000_000_000)
-        return LoopbackTcpdump(process: process, file: file)
+        let dump = LoopbackTcpdump(process: process, file: file)
+        for _ in 0..<300 {
+            if dump.messages.contains("listening on") { return dump }
+            guard process.isRunning else { break }
+            try await Task.sleep(nanoseconds: 50_000_000)
+        }
+        dump.kill()
+        Issue.record("tcpdump did not start listening within 15 s: \(dump.messages)")
+        return dump
     }
 
+    /// What tcpdump wrote to its standard error (that it listens; its statistics once stopped).
+    var messages: String { (try? String(contentsOfFile: file + ".tcpdump.txt", encoding: .utf8)) ?? "" }
+
     /// Stops it once its file has stopped growing: tcpdump writes each packet as it handles it (-U), but on
-    /// a loaded machine it lags behind the kernel.
+    /// a loaded machine it lags behind the kernel. Then SIGINT, so that it prints its statistics: a packet the
+    /// kernel dropped is an issue of the test's (the capture is incomplete, and its audit could not be compared).
     func stop() async throws {
         var lastSize = -1
         for _ in 0..<40 {
@@ -34,7 +49,11 @@ struct LoopbackTcpdump {
             if size == lastSize { break }
             lastSize = size
         }
+        if process.isRunning { Foundation.kill(process.processIdentifier, SIGINT) }
+        for _ in 0..<100 where process.isRunning { try await Task.sleep(nanoseconds: 50_000_000) }
         kill()
+        let dropped = messages.split(separator: "\n").first { $0.hasSuffix("packets dropped by kernel") }
+        if let dropped, !dropped.hasPrefix("0 ") { Issue.record("tcpdump: \(dropped): \(file) is incomplete") }
     }
 
     /// Kills it at once (on a test's way out).
