@@ -87,14 +87,16 @@ final class LoopBusyPoller: @unchecked Sendable {
         let start = NIODeadline.now().uptimeNanoseconds
         var spin = Spin()
         var descriptor = pollfd(fd: selector, events: Int16(POLLIN), revents: 0)
-        while NIODeadline.now().uptimeNanoseconds &- lastActivity < window {
+        // At least one poll, however late the loop got here (a thread the scheduler kept off the CPU past the window
+        // still looks once before it sleeps).
+        repeat {
             spin.polls += 1
             if poll(&descriptor, 1, 0) != 0 {
                 spin.endedByIO = true
                 break
             }
             sched_yield()
-        }
+        } while NIODeadline.now().uptimeNanoseconds &- lastActivity < window
         let end = NIODeadline.now().uptimeNanoseconds
         spin.nanoseconds = end &- start
         spin.sinceActivity = end &- lastActivity
