@@ -104,9 +104,6 @@ package final class PairSupervisor: Sendable {
         }
     }
 
-    /// Whether the run's timeline starts once the clients are connected (`pair.client.ready: connected`).
-    package var waitsForClients: Bool { pair.client?.ready == ProcessSpec.connectedCheck }
-
     /// Waits until the proxies have accepted one connection per client since `opened` (their count before the
     /// clients started); a client that exits first is a `pair` error, and so is a wait past `timeout`.
     private func waitConnected(_ clients: [Member], from opened: Int64, timeout: Double, interrupted: @Sendable () -> Bool) async throws {
