@@ -19,9 +19,10 @@ seconds after the process's first connection (the pair then only heartbeats), so
 """
 import argparse
 import asyncio
-import os
 import json
 import signal
+import socket
+import struct
 from pair_tls import add_arguments, client_tls, prepare, server_tls
 import sys
 import time
@@ -174,17 +175,20 @@ class Connection(asyncio.Protocol):
 
     def abandon(self):
         """Drops a connection given up on (silent past --timeout, or replaced by a newer one): what its kernel
-        already holds is read and handled first (cleartext), then the socket is aborted. A graceful close() keeps
-        the socket open while asyncio flushes what we still had to send, and meanwhile its kernel acknowledges
-        bytes nobody will read (the proxy's flush as a partition lifts): delivered as far as any TCP observer can
-        tell, never read by this consumer."""
+        already holds is read and handled first (cleartext), then the socket is closed at once with a reset. A
+        graceful close() keeps the socket open while asyncio flushes what we still had to send, and transport.abort()
+        closes it only on the loop's next turn: either way its kernel meanwhile acknowledges bytes nobody will read
+        (the proxy's flush as a partition lifts, a resend answering our WELCOME), delivered as far as any TCP
+        observer can tell, never read by this consumer. Closing in the same step as the last read leaves that
+        window a few microseconds wide, however late a loaded machine runs this loop."""
         if self.transport is None or self.transport.is_closing():
             return self.close()
-        if self.transport.get_extra_info("sslcontext") is None:
-            fd = self.transport.get_extra_info("socket").fileno()
+        raw = getattr(self.transport, "_sock", None) if self.transport.get_extra_info("sslcontext") is None else None
+        if raw is not None:
+            raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             try:
                 for _ in range(64):
-                    data = os.read(fd, 65536)
+                    data = raw.recv(65536)
                     if not data:
                         break
                     self.data_received(data)
@@ -194,6 +198,9 @@ class Connection(asyncio.Protocol):
             task.cancel()
         if self.transport is not None:
             self.transport.abort()
+        if raw is not None:
+            # abort() unregistered the socket from the selector; asyncio's own close later is a no-op.
+            raw.close()
 
     def connection_lost(self, exc):
         for task in self.tasks:
