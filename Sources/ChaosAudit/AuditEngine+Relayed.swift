@@ -93,6 +93,7 @@ extension AuditEngine {
             messageStats.ignored += 2
         } else if fields.seq == nil, fields.ack == nil {
             messageStats.unsequenced += 2
+            sampleUnsequenced(frame, endingAt: end, direction: sent.direction, connection: connection.id)
         }
         guard let seq = fields.ignored ? nil : fields.seq else {
             if let ack = fields.ack {

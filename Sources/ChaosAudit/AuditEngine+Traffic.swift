@@ -44,6 +44,7 @@ extension AuditEngine {
             messageStats.ignored += 1
         } else if seq == nil, fields.ack == nil {
             messageStats.unsequenced += 1
+            if pipe.role == .sent { sampleUnsequenced(frame, endingAt: end, direction: pipe.direction, connection: connection.id) }
         }
         guard let seq else {
             if let ack = fields.ack, pipe.role == .delivered {

@@ -15,6 +15,9 @@ package final class FaultInjector: Sendable {
         package var appliedAt: Int64
         /// How many live connections it hit (for run-wide faults: those live when it began).
         package var connections: Int
+        /// Connections opened while it lasted, which it reached too (a fault on every connection, now and new); nil
+        /// until it ended, and for a fault that reaches only the connections live when it began.
+        package var openedWhileOn: Int? = nil
     }
 
     private let timeline: Timeline
@@ -25,6 +28,8 @@ package final class FaultInjector: Sendable {
     private let sink: (any TrafficEventSink)?
     private let logger: Logger
     private let applied = Mutex<[Applied]>([])
+    /// Occurrence index → the proxies' ``FaultTarget/connectionsOpened`` when it began (faults that reach new connections).
+    private let openedAtBegin = Mutex<[Int: Int64]>([:])
     private let origin = Mutex<Int64>(0)
     private struct BlackoutKey: Hashable {
         var occurrence: Int
@@ -145,6 +150,10 @@ package final class FaultInjector: Sendable {
                 }
                 let record = Applied(occurrence: occurrence.index, appliedAt: clock.now(), connections: count)
                 applied.withLock { $0.append(record) }
+                if reachesNewConnections(occurrence) {
+                    let opened = proxies(for: occurrence).map(\.connectionsOpened).reduce(0, +)
+                    openedAtBegin.withLock { $0[occurrence.index] = opened }
+                }
                 onApplied?(occurrence, record)
             }
         }
@@ -281,5 +290,23 @@ package final class FaultInjector: Sendable {
             }
         }
         sink?.record(TrafficEvent(time: clock.now(), connection: 0, kind: .faultEnded(mark(occurrence))))
+        if let before = openedAtBegin.withLock({ $0.removeValue(forKey: occurrence.index) }) {
+            let opened = Int(proxies(for: occurrence).map(\.connectionsOpened).reduce(0, +) - before)
+            applied.withLock { records in
+                if let at = records.lastIndex(where: { $0.occurrence == occurrence.index }) { records[at].openedWhileOn = opened }
+            }
+        }
+    }
+
+    /// Whether an occurrence reaches connections opened while it is on: a lasting fault on every connection.
+    private func reachesNewConnections(_ occurrence: FaultOccurrence) -> Bool {
+        switch occurrence.effect {
+        case .disconnect, .wsClose, .goaway, .refuse, .handshake: return false
+        default: break
+        }
+        switch occurrence.targets {
+        case .all, .each: return true
+        case .count, .fraction: return false
+        }
     }
 }

@@ -7,6 +7,9 @@ package protocol FaultTarget: AnyObject, Sendable {
     var name: String { get }
     /// The connections live now.
     var liveConnections: [ConnectionID] { get }
+    /// Connections established so far (it only grows): a fault that lasts tells from it the connections opened while
+    /// it was on, which it reached too when it reaches new connections.
+    var connectionsOpened: Int64 { get }
     /// Picks the connections an occurrence hits among the live ones, from its seed.
     func pickTargets(_ targets: Targets, seed: UInt64) -> [ConnectionID]
     /// Cuts the given connections (all when nil); returns how many it cut.
@@ -63,4 +66,5 @@ extension RunClock: FaultClock {
 
 extension ProxyServer: FaultTarget {
     package var name: String { spec.name }
+    package var connectionsOpened: Int64 { counters.opened }
 }

@@ -24,6 +24,8 @@ package struct ReportInputs: Sendable {
     package var connections: ConnectionCounts?
     /// Occurrence index → connections that occurrence hit, as the runner counted them.
     package var faultConnections: [Int: Int]
+    /// Occurrence index → connections opened while it lasted (a lasting fault on every connection, once it ended).
+    package var faultOpenedWhileOn: [Int: Int] = [:]
     /// The `expect:` lines.
     package var expectations: [Expectation]
     /// The command that reproduces the run.
@@ -45,6 +47,12 @@ package struct ReportInputs: Sendable {
     /// Where the timeline's zero is on the run's clock: zero, or the moment the clients were connected (a pair whose
     /// client says `ready: connected`). Each fault is reported at its time on the run's clock, as anomalies are.
     package var timelineOrigin: ChaosDuration = .zero
+    /// What the run was meant to judge beyond its expectations (nil: nothing more): a run that judged none of it is
+    /// `inconclusive`.
+    package var scope: JudgedScope? = nil
+    /// The pair processes that exited during the run (`client-1 with status 0 at 00:00:12.100`): the run is judged on
+    /// what it saw (a stream that never resumed is the finding), and is `error` only when nothing failed.
+    package var pairExitedEarly: String? = nil
 
     /// Creates the inputs; only the first few are required.
     package init(
@@ -120,7 +128,8 @@ extension RunReport {
                 detail: detail,
                 proxy: occurrence.proxy,
                 reconnectS: impact?.reconnectS,
-                resumeS: impact?.resumeS
+                resumeS: impact?.resumeS,
+                openedWhileOn: inputs.faultOpenedWhileOn[occurrence.index]
             )
         }
         // Faults and toxics added through the control API are not in the timeline: their marks tell what they were.
@@ -169,6 +178,6 @@ extension RunReport {
             path: audit.path,
             auditBackpressureS: inputs.auditBackpressureS
         )
-        judge(inputs.expectations, errorReason: inputs.errorReason)
+        judge(inputs.expectations, errorReason: inputs.errorReason, scope: inputs.scope, pairExitedEarly: inputs.pairExitedEarly)
     }
 }

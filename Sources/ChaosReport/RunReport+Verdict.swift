@@ -9,6 +9,8 @@ extension RunReport {
         switch name {
         case "delivery": return totals.deliveryRatio
         case "faults": return Double(faults.count)
+        case "messages": return Double(totals.sent)
+        case "faults_fired": return faultsFiredRatio
         case "pair_exits": return Double(pairExits?.values.filter { $0 != 0 }.count ?? 0)
         case "transit_p99": return recovery.transitS.p99
         default: break
@@ -33,8 +35,14 @@ extension RunReport {
     }
 
     /// Judges every expectation and sets ``verdict``: `error` when `errorReason` is set or a figure is unknown,
-    /// `fail` when one does not hold, `pass` otherwise.
-    package mutating func judge(_ expectations: [Expectation], errorReason: String? = nil) {
+    /// `fail` when one does not hold, `inconclusive` when the run judged too little (``JudgedScope``, an unmet
+    /// `messages` floor), `pass` otherwise. A checkpoint is never inconclusive: the run goes on.
+    package mutating func judge(
+        _ expectations: [Expectation],
+        errorReason: String? = nil,
+        scope: JudgedScope? = nil,
+        pairExitedEarly: String? = nil
+    ) {
         var unknown: [String] = []
         self.expectations = expectations.map { expectation in
             let written = expectation.written
@@ -60,21 +68,51 @@ extension RunReport {
                 (isRecovery ? recovery.resumeS.count : recovery.reconnectS.count) == 0
             {
                 actual += " (no samples)"
+            } else if expectation.name == "faults_fired", !ok {
+                actual +=
+                    " (\(unfiredFaults.count) touched nothing: \(unfiredFaults.prefix(3).map { "\($0.kind) #\($0.occurrence)" }.joined(separator: ", ")))"
             }
             return ExpectationResult(name: expectation.name, expected: expected, actual: actual, ok: ok, value: value)
         }
+        var tooLittle = complete ? vacuousReasons(scope) : []
+        let floor = self.expectations.first { Expectation.judgedTooLittle.contains($0.name) }
+        if let floor, !floor.ok, complete {
+            tooLittle.append("fewer messages than the floor: \(floor.actual) audited, expected \(floor.expected)")
+        } else if floor == nil, complete, let minimum = scope?.defaultFloor, totals.sent < minimum, totals.sent > 0 {
+            tooLittle.append(
+                "fewer messages than the default floor of a run with a pair (one per client: \(minimum)): \(totals.sent) audited "
+                    + "(expect: {messages: N} sets your own)"
+            )
+        }
+        inconclusive = tooLittle.isEmpty ? nil : tooLittle
+        let failed = self.expectations.filter { !$0.ok && !Expectation.judgedTooLittle.contains($0.name) }
         if let errorReason {
             verdict = .error
             verdictReason = errorReason
         } else if !unknown.isEmpty {
             verdict = .error
             verdictReason = "unknown expectation figure(s): \(unknown.joined(separator: ", "))"
-        } else if let failed = self.expectations.first(where: { !$0.ok }) {
+        } else if !failed.isEmpty || (pairExitedEarly != nil && complete && recovery.neverResumed > 0) {
+            // The finding first: a stream that never resumed after a fault, then the expectations it broke; a pair
+            // process that exited is context for it.
             verdict = .fail
-            let count = self.expectations.filter { !$0.ok }.count
-            verdictReason =
-                "\(failed.name) is \(failed.actual), expected \(failed.expected)"
-                + (count > 1 ? " (and \(count - 1) more)" : "")
+            var reasons: [String] = []
+            if complete, recovery.neverResumed > 0 {
+                reasons.append("\(recovery.neverResumed) stream\(recovery.neverResumed == 1 ? "" : "s") never resumed after a fault")
+            }
+            if let first = failed.first {
+                reasons.append(
+                    "\(first.name) is \(first.actual), expected \(first.expected)" + (failed.count > 1 ? " (and \(failed.count - 1) more)" : "")
+                )
+            }
+            if let pairExitedEarly { reasons.append("pair process(es) exited during the run: \(pairExitedEarly)") }
+            verdictReason = reasons.joined(separator: "; ")
+        } else if let pairExitedEarly {
+            verdict = .error
+            verdictReason = "pair process(es) exited during the run: \(pairExitedEarly)"
+        } else if let first = tooLittle.first {
+            verdict = .inconclusive
+            verdictReason = first + (tooLittle.count > 1 ? " (and \(tooLittle.count - 1) more)" : "")
         } else {
             verdict = .pass
             verdictReason = nil

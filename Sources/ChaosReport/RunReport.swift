@@ -13,6 +13,9 @@ package struct RunReport: Sendable, Codable, Equatable {
         case pass
         /// At least one expectation failed.
         case fail
+        /// The run judged nothing it was meant to judge (no connection through a proxy the pair was meant to use,
+        /// bytes but no audited message, fewer messages than the floor): exit 1, as a failure, its reasons first.
+        case inconclusive
         /// The run could not be judged (the pair did not start, the capture was unreadable, …).
         case error
     }
@@ -31,9 +34,9 @@ package struct RunReport: Sendable, Codable, Equatable {
     package var plannedS: Double?
     /// False for a checkpoint, true once the run ended.
     package var complete: Bool
-    /// pass, fail or error.
+    /// pass, fail, inconclusive or error.
     package var verdict: Verdict
-    /// Why the verdict is `error` (or a note on a `fail`).
+    /// Why the verdict is `error`, `inconclusive` or `fail` (the first reason).
     package var verdictReason: String?
     /// The command that reproduces the run.
     package var replay: String
@@ -70,6 +73,9 @@ package struct RunReport: Sendable, Codable, Equatable {
     /// How long, in seconds, the relay waited for the live audit because the audit's queue was full: the pair then
     /// saw a slower network than the scenario's (0: never; absent for a capture's audit).
     package var auditBackpressureS: Double? = nil
+    /// Everything the run was meant to judge and did not, each in one sentence (absent when there was none): the
+    /// verdict is `inconclusive` unless an expectation failed on what was judged.
+    package var inconclusive: [String]? = nil
 }
 
 /// One fault occurrence of the timeline, as injected.
@@ -82,12 +88,15 @@ package struct FaultRecord: Sendable, Codable, Equatable {
     package var atS: Double
     /// How long it lasted, in seconds.
     package var forS: Double
-    /// Connections it hit (from the runner when it knows, else the connections the audit saw closing because of it).
+    /// Connections it hit (from the runner when it knows, else the connections the audit saw closing because of it):
+    /// those live when it began, plus those opened while it lasted when it reaches new connections too.
     package var connections: Int
     /// Its drawn parameters.
     package var detail: [String: String]
     /// Only this proxy (nil: every proxy).
     package var proxy: String?
+    /// Connections opened while it lasted, which it reached too (a lasting fault on every connection; nil otherwise).
+    package var openedWhileOn: Int? = nil
     /// Time to the next accepted connection, in seconds.
     package var reconnectS: Double?
     /// Time until the slowest interrupted stream delivered a new message, in seconds.
@@ -103,8 +112,10 @@ package struct FaultRecord: Sendable, Codable, Equatable {
         detail: [String: String],
         proxy: String? = nil,
         reconnectS: Double? = nil,
-        resumeS: Double? = nil
+        resumeS: Double? = nil,
+        openedWhileOn: Int? = nil
     ) {
+        self.openedWhileOn = openedWhileOn
         self.kind = kind
         self.occurrence = occurrence
         self.atS = atS

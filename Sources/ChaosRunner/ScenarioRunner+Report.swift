@@ -22,7 +22,11 @@ extension ScenarioRunner {
     ) -> RunReport {
         let scenario = configuration.scenario
         var faultConnections: [Int: Int] = [:]
-        for applied in injector?.appliedSoFar ?? [] { faultConnections[applied.occurrence] = applied.connections }
+        var openedWhileOn: [Int: Int] = [:]
+        for applied in injector?.appliedSoFar ?? [] {
+            faultConnections[applied.occurrence] = applied.connections
+            openedWhileOn[applied.occurrence] = applied.openedWhileOn
+        }
         // A bare proxy driven by the control API has proxies that come and go: the audit saw all their connections.
         let bare = configuration.scenario.pair == nil && configuration.controlAPI != nil
         let connections =
@@ -35,13 +39,12 @@ extension ScenarioRunner {
             )
         var pairExits: [String: Int32]?
         var errorReason = startupError.map { "the run could not start: \($0)" }
+        var pairExitedEarly: String?
         if let pair {
             pairExits = Dictionary(pair.exits.map { ($0.name, $0.status) }, uniquingKeysWith: { first, _ in first })
             let unexpected = pair.exits.filter(\.unexpected)
             if !unexpected.isEmpty {
-                errorReason =
-                    "pair process(es) exited during the run: "
-                    + unexpected.map { "\($0.name) with status \($0.status) at \(Timeline.clock(.nanoseconds($0.at)))" }
+                pairExitedEarly = unexpected.map { "\($0.name) with status \($0.status) at \(Timeline.clock(.nanoseconds($0.at)))" }
                     .joined(separator: ", ")
             }
         }
@@ -76,6 +79,17 @@ extension ScenarioRunner {
             auditBackpressureS: auditQueue?.seconds,
             faultAgents: configuration.agent.map { [$0] }
         )
+        inputs.faultOpenedWhileOn = openedWhileOn
+        // A run that could not start is an error whatever the pair did.
+        if errorReason == nil { inputs.pairExitedEarly = pairExitedEarly }
+        if !bare, scenario.pair != nil || scenario.protocolSpec != nil {
+            inputs.scope = JudgedScope(
+                auditsMessages: scenario.protocolSpec != nil,
+                idleProxies: proxies.filter { $0.counters.opened == 0 && $0.counters.upstreamFailures == 0 }
+                    .map { "'\($0.spec.name)' (listen \($0.spec.listen))" },
+                defaultFloor: scenario.pair.map { Int64($0.client?.count ?? 0) }.flatMap { $0 > 0 ? $0 : nil }
+            )
+        }
         if let origin = injector?.timelineOrigin, origin > 0 {
             inputs.timelineOrigin = .nanoseconds(origin)
             inputs.extra?["timeline.origin_s"] = String(format: "%.3f", Double(origin) / 1e9)

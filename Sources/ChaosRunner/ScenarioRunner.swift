@@ -92,10 +92,12 @@ package final class ScenarioRunner: Sendable {
         package var traffic: [(proxy: String, upstream: Int64, downstream: Int64, connections: Int64, cut: Int64)]
         /// The run folder, when reports were written.
         package var folder: URL?
-        /// The verdict: `pass`, `fail` or `error`.
+        /// The verdict: `pass`, `fail`, `inconclusive` or `error`.
         package var verdict: String
-        /// The process exit code for the verdict: 0 pass, 1 fail, 2 error.
+        /// The process exit code for the verdict: 0 pass, 1 fail or inconclusive, 2 error.
         package var exitCode: Int32
+        /// Why the verdict is not `pass` (its first reason).
+        package var verdictReason: String? = nil
     }
 
     let configuration: Configuration
@@ -293,11 +295,13 @@ package final class ScenarioRunner: Sendable {
         }
         var verdict = "pass"
         var exitCode: Int32 = 0
+        var verdictReason: String?
         if let folder {
             let final = report(audited, true, elapsed, interrupted, nil)
             try final.write(toDirectory: folder.url.path)
             verdict = final.verdict.rawValue
-            exitCode = verdict == "pass" ? 0 : verdict == "fail" ? 1 : 2
+            verdictReason = final.verdictReason
+            exitCode = verdict == "pass" ? 0 : verdict == "fail" || verdict == "inconclusive" ? 1 : 2
         }
         // A run ended by a signal is not held: the signal was meant for the agent as a whole.
         if configuration.hold, !interrupted, agent != nil, let folder, let address = configuration.controlAPI {
@@ -310,7 +314,8 @@ package final class ScenarioRunner: Sendable {
             traffic: traffic,
             folder: folder?.url,
             verdict: verdict,
-            exitCode: exitCode
+            exitCode: exitCode,
+            verdictReason: verdictReason
         )
     }
 }

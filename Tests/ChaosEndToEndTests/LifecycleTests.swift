@@ -26,7 +26,8 @@ struct LifecycleTests {
             """
         )
         let run = try await RunFolderUnderTest.run([scenario], timeout: 60)
-        #expect(run.result.status == 0, "exit \(run.result.status): \(run.result.stderr)")
+        // The clients only sleep: nothing went through the proxy, so the run is inconclusive (exit 1), not an error.
+        #expect(run.result.status == 1, "exit \(run.result.status): \(run.result.stderr)")
         for name in ["server", "client-1", "client-2"] {
             let text = String(decoding: try run.file("\(name)-signals.txt"), as: UTF8.self)
             let masks = Self.masks(text)

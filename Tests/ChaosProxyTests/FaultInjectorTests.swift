@@ -28,6 +28,7 @@ struct FaultInjectorTests {
 
     /// A proxy stand-in that writes down what it was asked, and when (virtual milliseconds).
     final class RecordingTarget: FaultTarget {
+        var connectionsOpened: Int64 { 0 }
         let clock: VirtualClock
         private let calls = Mutex<[String]>([])
         init(clock: VirtualClock) { self.clock = clock }

@@ -29,12 +29,13 @@ enum ReportFixtures {
           recovery_p99: "< 10s"
         """
 
-    static func message(_ seq: Int) -> [UInt8] {
-        Array("{\"type\":\"MSG\",\"stream\":\"c1\",\"seq\":\(seq)}\n".utf8)
+    static func message(_ seq: Int, key: String = "seq") -> [UInt8] {
+        Array("{\"type\":\"MSG\",\"stream\":\"c1\",\"\(key)\":\(seq)}\n".utf8)
     }
 
-    /// A run with the scenario's faults; `skip` seqs are never delivered (resumed past them).
-    static func report(skip: Set<Int> = [], error: String? = nil) throws -> RunReport {
+    /// A run with the scenario's faults; `skip` seqs are never delivered (resumed past them); `key` is where the
+    /// messages carry their seq (not `seq`: nothing is audited).
+    static func report(skip: Set<Int> = [], error: String? = nil, key: String = "seq") throws -> RunReport {
         let scenario = try Scenario.parse(yaml: yaml, file: "fixture.yaml")
         let timeline = Timeline(scenario: scenario, seed: 7)
         let engine = try AuditEngine(spec: scenario.protocolSpec ?? ProtocolSpec(), deliveryPoint: .written)
@@ -57,8 +58,8 @@ enum ReportFixtures {
                 events.append(TrafficEvent(time: occurrence.end.nanoseconds, connection: 0, kind: .faultEnded(occurrence.mark)))
             }
             guard !skip.contains(seq) else { continue }
-            events.append(TrafficEvent(time: time, connection: connection, kind: .read(.server, message(seq))))
-            events.append(TrafficEvent(time: time + 1_000_000, connection: connection, kind: .written(.client, message(seq))))
+            events.append(TrafficEvent(time: time, connection: connection, kind: .read(.server, message(seq, key: key))))
+            events.append(TrafficEvent(time: time + 1_000_000, connection: connection, kind: .written(.client, message(seq, key: key))))
         }
         events.sort { $0.time < $1.time }
         engine.ingest(events)

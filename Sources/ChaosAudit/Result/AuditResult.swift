@@ -92,12 +92,16 @@ package struct MessageStats: Sendable, Codable, Equatable {
     package var unconfirmed: Int64 = 0
     /// Messages whose seq jumped more than ``AuditEngine/seqJumpLimit`` past the highest of their stream (not audited).
     package var seqJumps: Int64 = 0
+    /// Messages read from producers without a seq (``unsequenced`` counts their written copies too).
+    package var unsequencedRead: Int64 = 0
+    /// The first message read from a producer without a seq (nil: none): where it was and what it holds.
+    package var firstUnsequenced: UnreadMessage? = nil
 
     /// All zero.
     package init() {}
 
     private enum CodingKeys: String, CodingKey {
-        case ignored, unsequenced, undecodable, framingErrors, belowStart, unconfirmed, seqJumps
+        case ignored, unsequenced, undecodable, framingErrors, belowStart, unconfirmed, seqJumps, unsequencedRead, firstUnsequenced
     }
 
     /// Decodes the counts; `unconfirmed` is absent from reports written before it existed.
@@ -110,5 +114,44 @@ package struct MessageStats: Sendable, Codable, Equatable {
         belowStart = try container.decode(Int64.self, forKey: .belowStart)
         unconfirmed = try container.decodeIfPresent(Int64.self, forKey: .unconfirmed) ?? 0
         seqJumps = try container.decodeIfPresent(Int64.self, forKey: .seqJumps) ?? 0
+        unsequencedRead = try container.decodeIfPresent(Int64.self, forKey: .unsequencedRead) ?? 0
+        firstUnsequenced = try container.decodeIfPresent(UnreadMessage.self, forKey: .firstUnsequenced)
+    }
+}
+
+/// A message the audit framed but could not judge (its seq could not be read): where it was and what it holds, so
+/// that a `seq:` that names the wrong key is seen at once.
+package struct UnreadMessage: Sendable, Codable, Equatable {
+    /// The connection that carried it.
+    package var connection: UInt64
+    /// `upstream` (client → server) or `downstream`.
+    package var direction: String
+    /// Where it ends in that direction's bytes (the offset just past its last byte on the wire).
+    package var end: Int64
+    /// Its first bytes, as text (at most ``excerptLimit`` characters).
+    package var excerpt: String
+    /// Where the scenario says the seq is (`seq:`).
+    package var seqField: String
+    /// The top-level keys it has, for a JSON message (empty otherwise).
+    package var keys: [String]
+
+    /// How much of the message an excerpt keeps.
+    package static let excerptLimit = 60
+
+    /// Creates a sample.
+    package init(connection: UInt64, direction: String, end: Int64, excerpt: String, seqField: String, keys: [String]) {
+        self.connection = connection
+        self.direction = direction
+        self.end = end
+        self.excerpt = excerpt
+        self.seqField = seqField
+        self.keys = keys
+    }
+
+    /// `first: the message ending at byte 47 of connection #1 (upstream): `{"type":"DATA",…` (no `sequence_id`; its
+    /// keys: type, seq)`.
+    package var sentence: String {
+        "first: the message ending at byte \(end) of connection #\(connection) (\(direction)): `\(excerpt)` (no `\(seqField)`"
+            + (keys.isEmpty ? ")" : "; its keys: \(keys.joined(separator: ", ")))")
     }
 }

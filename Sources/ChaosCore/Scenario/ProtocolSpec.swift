@@ -119,7 +119,13 @@ package struct Expectation: Sendable, Codable, Equatable {
         ("recovery_p50", .seconds), ("recovery_p95", .seconds), ("recovery_p99", .seconds), ("recovery_max", .seconds),
         ("reconnect_p50", .seconds), ("reconnect_p95", .seconds), ("reconnect_p99", .seconds), ("reconnect_max", .seconds),
         ("transit_p99", .seconds), ("faults", .count), ("pair_exits", .count),
+        ("messages", .count), ("faults_fired", .ratio),
     ]
+
+    /// Figures that are floors: a bare number means `>=` (`messages: 1000` is at least 1000 messages).
+    package static let floors: Set<String> = ["messages", "faults_fired"]
+    /// A floor that is not met leaves the run `inconclusive` (too little was judged), not failed.
+    package static let judgedTooLittle: Set<String> = ["messages"]
 
     /// Creates an expectation.
     package init(name: String, comparison: Comparison, bound: Double, written: String) {

@@ -225,8 +225,9 @@ struct ScenarioReader {
         let map = try value.mapping("expect", allowed: Expectation.known.map(\.name))
         return try map.entries.map { entry in
             let unit = Expectation.known.first { $0.name == entry.key }!.unit
-            let text = try entry.value.string("expect.\(entry.key)").trimmingWhitespace
-            var comparison = Expectation.Comparison.atMost
+            var text = try entry.value.string("expect.\(entry.key)").trimmingWhitespace
+            if entry.key == "faults_fired", text == "all" { text = ">= 100%" }
+            var comparison = Expectation.floors.contains(entry.key) ? Expectation.Comparison.atLeast : .atMost
             var rest = Substring(text)
             for op in ["<=", ">=", "==", "<", ">"] where rest.hasPrefix(op) {
                 comparison = Expectation.Comparison(rawValue: op)!
@@ -250,7 +251,7 @@ struct ScenarioReader {
                 let example =
                     switch unit {
                     case .count: "0 or '<= 3'"
-                    case .ratio: "'>= 99.9%'"
+                    case .ratio: entry.key == "faults_fired" ? "all or '>= 90%'" : "'>= 99.9%'"
                     case .seconds: "'< 10s'"
                     }
                 throw entry.value.error("expect.\(entry.key) must be like \(example), found '\(text)'")

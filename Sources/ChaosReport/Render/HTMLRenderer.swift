@@ -30,7 +30,7 @@ package struct HTMLRenderer: Sendable {
             body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;background:#fff}
             h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:24px 0 8px}
             .verdict{display:inline-block;padding:2px 10px;border-radius:4px;color:#fff;font-weight:700}
-            .pass{background:#2e7d32}.fail{background:#c62828}.error{background:#ef6c00}
+            .pass{background:#2e7d32}.fail{background:#c62828}.inconclusive{background:#6a1b9a}.error{background:#ef6c00}
             table{border-collapse:collapse;margin:4px 0 12px}td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}
             th{background:#f5f5f5}td.l,th.l{text-align:left}.bad{color:#c62828;font-weight:600}.ok{color:#2e7d32}
             .legend span{display:inline-block;margin-right:14px;font-size:12px}.legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:-2px}
@@ -40,7 +40,7 @@ package struct HTMLRenderer: Sendable {
             <p>\(e(report.verdictReason ?? "")) Started \(e(report.startedAt)), ran \(e(ReportText.seconds(report.elapsedS)))\(report.complete ? "" : " (checkpoint)").
             \(ReportText.count(report.totals.ok)) ok, \(ReportText.count(report.totals.lost)) lost, \(ReportText.count(report.totals.duplicated)) duplicated,
             delivery \(e(ReportText.percent(report.totals.deliveryRatio))); \(report.faults.count) faults, \(report.connections.opened) connections.</p>
-            <h2>Timeline</h2>
+            \(reasonsList(report))<h2>Timeline</h2>
 
             """
         html += timeline(report)
@@ -48,6 +48,13 @@ package struct HTMLRenderer: Sendable {
         html += tables(report, comparison: comparison)
         html += "<h2>Reproduce</h2><p><code>\(e(report.replay))</code></p>\n</body></html>\n"
         return html
+    }
+
+    /// What the run judged too little of, and the faults that touched nothing, each on a line of its own.
+    private func reasonsList(_ report: RunReport) -> String {
+        let items = (report.inconclusive ?? []) + report.unfiredFaults.prefix(20).map { "\($0.kind) #\($0.occurrence) touched no connection" }
+        guard !items.isEmpty else { return "" }
+        return "<ul class=bad>" + items.map { "<li>\(e($0))</li>" }.joined() + "</ul>\n"
     }
 
     private func e(_ text: String) -> String {

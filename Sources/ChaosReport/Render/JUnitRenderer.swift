@@ -9,9 +9,10 @@ package struct JUnitRenderer: Sendable {
     /// The XML text.
     package func render(_ report: RunReport) -> String {
         let suite = "chaos.\(report.scenario)"
-        let failures = report.expectations.filter { !$0.ok }.count
+        let inconclusive = report.verdict == .inconclusive ? report.inconclusive ?? [] : []
+        let failures = report.expectations.filter { !$0.ok }.count + (inconclusive.isEmpty ? 0 : 1)
         let judged = report.verdict != .error
-        let tests = report.expectations.count + (judged ? 0 : 1)
+        let tests = report.expectations.count + (judged ? 0 : 1) + (inconclusive.isEmpty ? 0 : 1)
         let errors = judged ? 0 : 1
         let time = String(format: "%.3f", report.elapsedS)
         var lines = [
@@ -29,6 +30,15 @@ package struct JUnitRenderer: Sendable {
         if !judged {
             lines.append("    <testcase classname=\(q(suite)) name=\"run\" time=\"\(time)\">")
             lines.append("      <error message=\(q(report.verdictReason ?? "the run could not be judged")) type=\"error\"/>")
+            lines.append("    </testcase>")
+        }
+        if !inconclusive.isEmpty {
+            // First: the run judged too little, whatever its expectations say.
+            lines.append("    <testcase classname=\(q(suite)) name=\"judged something\" time=\"\(time)\">")
+            lines.append(
+                "      <failure message=\(q(inconclusive[0])) type=\"inconclusive\">"
+                    + escape(inconclusive.joined(separator: "\n") + "\nreproduce: \(report.replay)") + "</failure>"
+            )
             lines.append("    </testcase>")
         }
         for e in report.expectations {

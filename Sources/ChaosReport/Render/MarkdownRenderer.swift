@@ -20,7 +20,18 @@ package struct MarkdownRenderer: Sendable {
     /// The Markdown text.
     package func render(_ report: RunReport, comparison: ReportComparison? = nil) -> String {
         var out: [String] = [verdictLine(report), ""]
-        if let reason = report.verdictReason { out += ["> \(reason)", ""] }
+        if let reasons = report.inconclusive, report.verdict == .inconclusive {
+            out += ["> The run judged too little to pass:"] + reasons.map { "> - \($0)" } + [""]
+        } else if let reason = report.verdictReason {
+            out += ["> \(reason)", ""]
+            if let reasons = report.inconclusive { out += ["> It also judged too little:"] + reasons.map { "> - \($0)" } + [""] }
+        }
+        let unfired = report.unfiredFaults
+        if !unfired.isEmpty {
+            out += unfired.prefix(rowLimit).map { "\(warning) \($0.kind) #\($0.occurrence) touched no connection." }
+            if unfired.count > rowLimit { out.append("\(warning) … and \(unfired.count - rowLimit) more faults touched no connection.") }
+            out.append("")
+        }
         if let held = report.auditBackpressureS, held >= 0.001 {
             out += [
                 "> The audit could not keep up: the relay waited \(ReportText.seconds(held)) in all for it, so the pair saw "
@@ -107,7 +118,7 @@ package struct MarkdownRenderer: Sendable {
         for f in report.faults.prefix(rowLimit) {
             lines.append(
                 "| \(f.occurrence) | \(ReportText.clock(f.atS)) | \(f.kind) | \(f.forS > 0 ? ReportText.seconds(f.forS) : "") | "
-                    + "\(f.connections) | \(ReportText.detail(f.detail)) | \(f.reconnectS.map(ReportText.seconds) ?? "") | "
+                    + "\(f.connections)\(f.openedWhileOn.map { $0 > 0 ? " (+\($0) new)" : "" } ?? "")\(f.touchedNothing ? " \(warning)" : "") | \(ReportText.detail(f.detail)) | \(f.reconnectS.map(ReportText.seconds) ?? "") | "
                     + "\(f.resumeS.map(ReportText.seconds) ?? "") |"
             )
         }

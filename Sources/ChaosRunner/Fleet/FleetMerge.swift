@@ -258,7 +258,7 @@ package enum FleetMerge {
         let residual = clocks.map(\.residualNs).max() ?? 0
         extra["merge.ordering_bound_ms"] = String(format: "%.3f", Double(2 * residual) / 1e6)
         let backpressure = reports.compactMap(\.auditBackpressureS).max()
-        return ReportInputs(
+        var inputs = ReportInputs(
             scenario: first.scenario.name,
             seed: first.reader.header.seed,
             startedAt: Date(timeIntervalSince1970: Double(base) / 1e9),
@@ -278,5 +278,8 @@ package enum FleetMerge {
             faultAgents: agents.map(\.name),
             faultAgentByOccurrence: schedule?.agentOf
         )
+        // The merged fleet judged nothing if no agent's connections carried an audited message.
+        if first.scenario.protocolSpec != nil { inputs.scope = JudgedScope(auditsMessages: true) }
+        return inputs
     }
 }

@@ -86,7 +86,7 @@ struct Audit: AsyncParsableCommand {
             ? nil
             : "\(statistics.tlsFailed) of \(statistics.tlsConversations) TLS conversation(s) could not be decrypted "
                 + "(in whole or in part; see the protocol anomalies): their bytes were not audited"
-        let report = RunReport(
+        var inputs =
             ReportInputs(
                 scenario: name,
                 seed: scenario?.seed ?? 0,
@@ -100,7 +100,9 @@ struct Audit: AsyncParsableCommand {
                 errorReason: undecrypted,
                 extra: extra
             )
-        )
+        // A capture whose connections carried no audited message judged nothing.
+        inputs.scope = JudgedScope(auditsMessages: true)
+        let report = RunReport(inputs)
         try report.write(toDirectory: folder.url.path)
         let totals = audit.totals
         Console.line(
@@ -126,7 +128,7 @@ struct Audit: AsyncParsableCommand {
         Console.line("report: \(folder.url.appendingPathComponent("report.md").path)")
         switch report.verdict.rawValue {
         case "pass": return
-        case "fail": throw ExitCode(1)
+        case "fail", "inconclusive": throw ExitCode(1)
         default: throw ExitCode(2)
         }
     }

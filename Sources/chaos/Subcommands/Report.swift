@@ -124,6 +124,6 @@ struct Report: AsyncParsableCommand {
         }
         FileHandle.standardOutput.write(Data(text.utf8))
         // A merge judges the fleet's run: its exit says the verdict, as chaos run's does (a soak's Job fails with it).
-        if !merge.isEmpty, report.verdict != .pass { throw ExitCode(report.verdict == .fail ? 1 : 2) }
+        if !merge.isEmpty, report.verdict != .pass { throw ExitCode(report.verdict == .error ? 2 : 1) }
     }
 }

@@ -72,7 +72,7 @@ enum RunSummary {
             )
         }
         if let folder = outcome.folder {
-            Console.line("verdict: \(outcome.verdict.uppercased())")
+            Console.line("verdict: \(outcome.verdict.uppercased())" + (outcome.verdictReason.map { " (\($0))" } ?? ""))
             Console.line("report: \(folder.appendingPathComponent("report.md").path)")
             Console.line("        (chaos report \(folder.path) --format markdown|github|json|junit|html)")
         }

@@ -16,6 +16,8 @@ what they already processed (logged with dup true). Heartbeats: the client sends
 --drop-on-resume N makes the producer buggy: on every resume it throws away the first N messages
 the other side had not processed instead of retransmitting them. --send-for S stops producing S
 seconds after the process's first connection (the pair then only heartbeats), so that every message has arrived when the run stops.
+--quit-after-close makes the client stop for good (status 0) once its connection ends, as a client that takes a
+heartbeat timeout for a normal close does.
 """
 import argparse
 import asyncio
@@ -269,6 +271,11 @@ async def run_client(args):
         await asyncio.wait([connection.closed, stopper], return_when=asyncio.FIRST_COMPLETED)
         stopper.cancel()
         connection.close()
+        if args.quit_after_close and not stop.is_set():
+            # aiohttp 3.10.0's bug as a client sees it: a connection that ended looks like a normal close, and the
+            # client stops for good.
+            log.write(event="quit", stream=args.stream, conn=conn)
+            return
         await asyncio.sleep(0.2)
 
 
@@ -297,6 +304,7 @@ def main():
     parser.add_argument("--timeout", type=float, default=2.5)
     parser.add_argument("--send-for", type=float, default=1e9)
     parser.add_argument("--drop-on-resume", type=int, default=0)
+    parser.add_argument("--quit-after-close", action="store_true", help="the client stops when its first connection ends")
     add_arguments(parser)
     args = parser.parse_args()
     prepare(args)
