@@ -4,10 +4,10 @@
 SWIFT ?= swift
 APT_PACKAGES := libpcap-dev zlib1g-dev tshark tcpdump socat haproxy iperf3 iproute2 jq python3
 CHAOS := .build/debug/chaos
-# The debug build without debug info (the tests need no debugger) or an index store (no editor reads it), each module
-# compiled whole (-wmo: one compiler process per module, not batches that each parse the module again): a fresh build
-# on 2 cores took 279 s against 342-396 s. `make demo` and `make test` build with the same flags, so they share one build.
-SWIFT_BUILD_FLAGS ?= -debug-info-format none --disable-index-store -Xswiftc -wmo
+# The debug build without debug info (the tests need no debugger) or an index store (no editor reads it): less to
+# compile and write. `make demo` and `make test` build with the same flags, so they share one build. (Not -wmo: SwiftPM's
+# debug link step then looks for one object file per source file.)
+SWIFT_BUILD_FLAGS ?= -debug-info-format none --disable-index-store
 
 .PHONY: all deps build demo test style format bench fuzz clean check-manifests scale dist image action-check
 

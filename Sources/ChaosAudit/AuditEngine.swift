@@ -96,7 +96,7 @@ package final class AuditEngine {
         self.deliveryPoint = deliveryPoint
         self.seqStart = seqStart ?? spec.seqStart
         layer = try ProtocolLayer(spec: spec)
-        let directions = [Direction.upstream, .downstream].map(spec.resolved(for:))
+        let directions = [Direction.upstream, .downstream].map(layer.fieldSpec.resolved(for:))
         // With a descriptor set, the shared readers are never used (each RPC has its own); names are not field numbers.
         extractors = layer.schema == nil ? try directions.map { try MessageExtractor(spec: $0) } : []
         upstreamExtractor = extractors.first

@@ -14,6 +14,8 @@ struct ProtocolLayer {
     let auditedMethods: Set<String>?
     /// The bytes written to a consumer are the bytes read from its producer (``ProtocolFramer/proxyWritesOnlyRelayedBytes``).
     let writtenCopiesRead: Bool
+    /// Where a message's fields are in the messages the decoders hand over (``ProtocolPlugin/fieldSpec(_:)``).
+    let fieldSpec: ProtocolSpec
 
     /// The layer for `spec`; throws `ChaosError.badInput` for a framing the audit cannot read.
     init(spec: ProtocolSpec) throws {
@@ -22,7 +24,9 @@ struct ProtocolLayer {
         var methods = spec.methods.map(Set.init)
         if let schema { methods = (methods ?? Set(schema.methods.keys)).intersection(schema.methods.keys) }
         auditedMethods = methods
-        framer = try ProtocolRegistry.plugin(reading: spec.framing).framer(spec, auditedMethods: methods)
+        let plugin = try ProtocolRegistry.plugin(reading: spec.framing)
+        framer = try plugin.framer(spec, auditedMethods: methods)
+        fieldSpec = plugin.fieldSpec(spec)
         writtenCopiesRead = framer.proxyWritesOnlyRelayedBytes
     }
 }

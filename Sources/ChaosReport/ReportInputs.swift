@@ -53,6 +53,8 @@ package struct ReportInputs: Sendable {
     /// The pair processes that exited during the run (`client-1 with status 0 at 00:00:12.100`): the run is judged on
     /// what it saw (a stream that never resumed is the finding), and is `error` only when nothing failed.
     package var pairExitedEarly: String? = nil
+    /// How far before a failure a fault is named with it, in seconds.
+    package var failureWindowS: Double = RunReport.failureWindowS
 
     /// Creates the inputs; only the first few are required.
     package init(
@@ -129,7 +131,8 @@ extension RunReport {
                 proxy: occurrence.proxy,
                 reconnectS: impact?.reconnectS,
                 resumeS: impact?.resumeS,
-                openedWhileOn: inputs.faultOpenedWhileOn[occurrence.index]
+                openedWhileOn: inputs.faultOpenedWhileOn[occurrence.index],
+                neverResumed: impact.flatMap { $0.neverResumed > 0 ? $0.neverResumed : nil }
             )
         }
         // Faults and toxics added through the control API are not in the timeline: their marks tell what they were.
@@ -179,5 +182,8 @@ extension RunReport {
             auditBackpressureS: inputs.auditBackpressureS
         )
         judge(inputs.expectations, errorReason: inputs.errorReason, scope: inputs.scope, pairExitedEarly: inputs.pairExitedEarly)
+        let failures = failureRecords(window: inputs.failureWindowS)
+        self.failures = failures.isEmpty ? nil : failures
+        firstFailureS = failures.first?.atS
     }
 }

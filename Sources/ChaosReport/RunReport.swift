@@ -76,6 +76,10 @@ package struct RunReport: Sendable, Codable, Equatable {
     /// Everything the run was meant to judge and did not, each in one sentence (absent when there was none): the
     /// verdict is `inconclusive` unless an expectation failed on what was judged.
     package var inconclusive: [String]? = nil
+    /// Every failure of the pair, each tied to the fault occurrences before it (absent when there was none).
+    package var failures: [FailureRecord]? = nil
+    /// When the first failure was seen, in seconds since the start (absent when there was none).
+    package var firstFailureS: Double? = nil
 }
 
 /// One fault occurrence of the timeline, as injected.
@@ -97,6 +101,8 @@ package struct FaultRecord: Sendable, Codable, Equatable {
     package var proxy: String?
     /// Connections opened while it lasted, which it reached too (a lasting fault on every connection; nil otherwise).
     package var openedWhileOn: Int? = nil
+    /// Streams it interrupted that never delivered a new message afterwards (absent: none).
+    package var neverResumed: Int? = nil
     /// Time to the next accepted connection, in seconds.
     package var reconnectS: Double?
     /// Time until the slowest interrupted stream delivered a new message, in seconds.
@@ -113,9 +119,11 @@ package struct FaultRecord: Sendable, Codable, Equatable {
         proxy: String? = nil,
         reconnectS: Double? = nil,
         resumeS: Double? = nil,
-        openedWhileOn: Int? = nil
+        openedWhileOn: Int? = nil,
+        neverResumed: Int? = nil
     ) {
         self.openedWhileOn = openedWhileOn
+        self.neverResumed = neverResumed
         self.kind = kind
         self.occurrence = occurrence
         self.atS = atS

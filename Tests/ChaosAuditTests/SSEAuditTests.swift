@@ -68,6 +68,46 @@ struct SSEAuditTests {
         #expect(feed.ok == 4 && feed.redelivered == 1 && feed.lost == 0)
     }
 
+    @Test(
+        "seq: id is the event's own id field (format json), data.KEY a key of its data, a bare key still one of the data's",
+        arguments: [("id", "data.kind"), ("data.n", "data.kind"), ("n", "kind")]
+    )
+    func eventFields(seq: String, type: String) throws {
+        var s = TrafficScript()
+        Self.open(&s, 1, retry: true)
+        // The data's n is the id; a hello event (no id, kind HELLO) is ignored by its data's kind.
+        Self.relay(&s, 1, Array("event: hello\ndata: {\"kind\":\"HELLO\"}\n\n".utf8), .downstream)
+        for seq in 1...3 { Self.relay(&s, 1, Array("id: \(seq)\nevent: tick\ndata: {\"kind\":\"T\",\"n\":\(seq)}\n\n".utf8), .downstream) }
+        s.close(1, .reset)
+        Self.open(&s, 2, lastEventID: 1)
+        for seq in 2...4 { Self.relay(&s, 2, Array("id: \(seq)\ndata: {\"kind\":\"T\",\"n\":\(seq)}\n\n".utf8), .downstream) }
+        s.close(2)
+        let spec = ProtocolSpec(framing: .sse, seq: seq, stream: "query:s", type: type, ignore: [type: ["HELLO"]])
+        let result = try Self.audit(s, spec)
+        let feed = try #require(Self.feed(result))
+        #expect(feed.ok == 4 && feed.redelivered == 2 && feed.lost == 0, "\(feed)")
+        #expect(result.messages.ignored >= 2 && result.messages.unsequenced == 0, "\(result.messages)")
+        #expect(SSEProtocol.namesEventFields(spec) == (seq != "n"))
+    }
+
+    @Test("an event envelope quotes an id that is not a number and data that is not JSON; the id is the event's own")
+    func envelopeShape() throws {
+        var parser = SSEEventParser(cap: 1024, envelope: true)
+        var events: [String] = []
+        let input = Array("id: a\"b\nevent: x\ndata: plain \"text\"\ndata: two\n\ndata: [1]\n\nid: 12\ndata: {\"n\":1}\n\n".utf8)
+        input.withUnsafeBufferPointer { buffer in
+            parser.feed(buffer, 0..<buffer.count) { output in
+                if case .event(let body, _) = output { events.append(String(decoding: body, as: UTF8.self)) }
+            }
+        }
+        #expect(
+            events == [
+                #"{"id":"a\"b","event":"x","data":"plain \"text\"\ntwo"}"#, #"{"event":"message","data":[1]}"#,
+                #"{"id":12,"event":"message","data":{"n":1}}"#,
+            ]
+        )
+    }
+
     @Test("a server that skips an event on resume: the skipped event is lost")
     func skippedOnResume() throws {
         var s = TrafficScript()

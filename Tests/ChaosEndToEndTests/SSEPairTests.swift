@@ -10,7 +10,9 @@ struct SSEPairTests {
     static let pair = ChaosCLI.packageRoot.appendingPathComponent("Tests/Fixtures/pairs/sse_pair.py").path
 
     /// The disconnects close (FIN both ways): the client reads every byte before the end, so its log is the truth.
-    static func scenario(listen: Int, upstream: Int, bug: String) -> String {
+    /// `seq`: where the audit reads the seq: `id` (the event's id field, as SSE resumes by it), `data.seq` (the data's
+    /// key, by name) or `seq` (the data's key, as scenarios before the event's own fields said it).
+    static func scenario(listen: Int, upstream: Int, bug: String, seq: String) -> String {
         """
         name: sse-pair
         duration: 11s
@@ -29,8 +31,9 @@ struct SSEPairTests {
             stop_grace: 1s
         protocol:
           framing: sse
+          format: json
           stream: query:s
-          seq: seq
+          seq: \(seq)
           ignore: {type: [HELLO]}
         faults:
           - disconnect: {at: 2s, mode: close}
@@ -43,13 +46,15 @@ struct SSEPairTests {
         """
     }
 
-    static func run(bug: String) async throws -> (folder: String, scenario: String, status: Int32) {
-        try await ThirdPartyPairRun.run("sse-pair", capture: false) { scenario(listen: $0, upstream: $1, bug: bug) }
+    static func run(bug: String, seq: String) async throws -> (folder: String, scenario: String, status: Int32) {
+        try await ThirdPartyPairRun.run("sse-pair", capture: false) { scenario(listen: $0, upstream: $1, bug: bug, seq: seq) }
     }
 
-    @Test("a correct pair passes, every count equal to its logs; the reconnects are resumes, the retry fields counted")
+    @Test(
+        "a correct pair with seq: id (the event's id field) passes, every count equal to its logs; the reconnects are resumes, the retry fields counted"
+    )
     func correctPair() async throws {
-        let run = try await Self.run(bug: "")
+        let run = try await Self.run(bug: "", seq: "id")
         #expect(run.status == 0, "the run must pass (\(run.folder))")
         let (lost, duplicated, json) = try ThirdPartyPairRun.compare(run.folder, oneWay: true)
         #expect(lost == 0 && duplicated == 0)
@@ -60,10 +65,10 @@ struct SSEPairTests {
 
     @Test(
         "a buggy pair fails, and what it got wrong equals its logs: an event skipped on resume is lost, a stale resume redelivered",
-        arguments: [("--skip-on-resume 1", "lost"), ("--stale-resume 3", "redelivered")]
+        arguments: [("--skip-on-resume 1", "lost", "data.seq"), ("--stale-resume 3", "redelivered", "seq")]
     )
-    func buggyPair(bug: String, wrong: String) async throws {
-        let run = try await Self.run(bug: bug)
+    func buggyPair(bug: String, wrong: String, seq: String) async throws {
+        let run = try await Self.run(bug: bug, seq: seq)
         #expect(run.status == 1, "the run must fail (\(run.folder))")
         let (lost, _, json) = try ThirdPartyPairRun.compare(run.folder, oneWay: true)
         let redelivered = (json["streams"] as? [[String: Any]] ?? []).reduce(0) { $0 + ($1["redelivered"] as? Int ?? 0) }

@@ -65,7 +65,50 @@ struct ShippedPairScenario {
             #expect(stream.lost == Int64(truth.holes(stream.key).count), "\(stream.key): audit lost vs log holes")
             #expect(stream.ok == Int64(truth.distinct(stream.key).count), "\(stream.key): audit ok vs seqs processed")
         }
+        try Self.checkFailures(folder)
         run.remove()
+    }
+
+    /// `failures[]` ties every loss to the faults before it: each lost range of the anomalies is a failure, which names
+    /// fault occurrences of the timeline that began before it (the naive client loses only what a fault cut), and
+    /// `first_failure_s` is the earliest.
+    static func checkFailures(_ folder: URL) throws {
+        let data = try Data(contentsOf: folder.appendingPathComponent("report.json"))
+        let json = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let failures = try #require(json["failures"] as? [[String: Any]], "a failed run lists its failures")
+        let lost = (json["anomalies"] as? [[String: Any]] ?? []).filter { $0["class"] as? String == "lost" }
+        #expect(!lost.isEmpty)
+        for anomaly in lost {
+            let failure = failures.first {
+                $0["kind"] as? String == "lost" && $0["stream"] as? String == anomaly["stream"] as? String
+                    && $0["from_seq"] as? Int == anomaly["from_seq"] as? Int
+            }
+            #expect(failure != nil, "\(anomaly) is a failure")
+        }
+        var faults: [Int: (at: Double, lasts: Double, kind: String)] = [:]
+        for fault in json["faults"] as? [[String: Any]] ?? [] {
+            guard let index = fault["occurrence"] as? Int else { continue }
+            faults[index] = (fault["at_s"] as? Double ?? -1, fault["for_s"] as? Double ?? 0, fault["kind"] as? String ?? "")
+        }
+        let losses = failures.filter { $0["kind"] as? String == "lost" }
+        #expect(losses.contains { !($0["faults"] as? [Int] ?? []).isEmpty }, "the naive client loses what faults cut: \(losses)")
+        for failure in losses {
+            let account = failure["account"] as? String ?? ""
+            let at = failure["at_s"] as? Double ?? -1
+            let named = failure["faults"] as? [Int] ?? []
+            // A loss before any fault (the naive gRPC client's first message, sent before its call was up) says so.
+            let before = faults.values.contains { $0.at <= at && $0.at + $0.lasts >= at - 30 }
+            #expect(named.isEmpty == !before, "\(account)")
+            if named.isEmpty { #expect(account.hasSuffix("no fault in the 30.0s before it."), "\(account)") }
+            for index in named {
+                let fault = try #require(faults[index], "occurrence \(index) is in the timeline")
+                #expect(fault.at <= at && fault.at + fault.lasts >= at - 30, "\(account)")
+            }
+            if let last = named.last {
+                #expect(account.contains("after ") && account.contains("\(faults[last]?.kind ?? "?") #\(last)"), "\(account)")
+            }
+        }
+        #expect(json["first_failure_s"] as? Double == failures.compactMap { $0["at_s"] as? Double }.min())
     }
 
     /// The report's warnings (its `⚠` lines).

@@ -128,3 +128,47 @@ struct VerdictTests {
         #expect(reason.hasSuffix("pair process(es) exited during the run: client-1 with status 0 at 00:00:09.000"), "\(reason)")
     }
 }
+
+/// `failures[]`: each failure with the fault occurrences before it.
+@Suite("Failures tied to their faults")
+struct FailureRecordTests {
+    @Test("a lost seq is a failure at the moment its gap showed, naming the fault before it; first_failure_s is the earliest")
+    func lostAfterFault() throws {
+        let report = try ReportFixtures.report(skip: [50])
+        let failures = try #require(report.failures)
+        // The loss, and the partition at 8 s whose half-open connections the fixture's pair never closed.
+        #expect(failures.map(\.kind) == ["lost", "half_open_unnoticed"], "\(failures.map(\.account))")
+        let lost = try #require(failures.first)
+        #expect(lost.kind == "lost" && lost.stream == "c1" && lost.fromSeq == 50 && lost.toSeq == 50)
+        #expect(abs(lost.atS - 5.1) < 0.01, "the gap showed when seq 51 was delivered: \(lost.atS)")
+        #expect(lost.faults == [0], "the disconnect at 2 s is the only fault before it: \(lost.faults)")
+        #expect(
+            lost.account.hasPrefix("c1 downstream lost seq 50: the gap showed on connection #2 at 5.10s, after disconnect #0 (2.00s)"),
+            "\(lost.account)"
+        )
+        #expect(report.firstFailureS == lost.atS)
+        #expect(MarkdownRenderer().render(report).contains("### Failures (2, the first at 5.10s)\n\n- c1 downstream lost seq 50"))
+        #expect(
+            failures[1].faults == [1] && failures[1].account.hasPrefix("partition #1 at 8.00s left 1 of 1 connection(s) half-open"),
+            "\(failures[1].account)"
+        )
+        #expect(HTMLRenderer().render(report).contains("<ol id=failures><li>c1 downstream lost seq 50"))
+        let decoded = try RunReport.decode(report.jsonData(), source: "report.json")
+        #expect(decoded.failures == report.failures && decoded.firstFailureS == report.firstFailureS)
+        #expect(try ReportFixtures.report().failures?.map(\.kind) == ["half_open_unnoticed"], "no loss in a clean run")
+    }
+
+    @Test("a narrower window names no fault, and says so")
+    func windowBounds() throws {
+        var report = try ReportFixtures.report(skip: [50])
+        let failures = report.failureRecords(window: 1)
+        #expect(failures.first?.faults == [])
+        #expect(failures.first?.account.hasSuffix("no fault in the 1.00s before it.") == true, "\(failures.first?.account ?? "")")
+        report.faults[0].neverResumed = 2
+        #expect(
+            report.failureRecords().contains {
+                $0.kind == "never_resumed" && $0.faults == [0] && $0.account.hasPrefix("2 streams interrupted by disconnect #0")
+            }
+        )
+    }
+}

@@ -237,10 +237,15 @@ final class GRPCClientEngine: Sendable {
                 state.outbox = sending
                 guard !naive else { return [] }
                 let (gap, resend) = state.upstream.resume(peerAck: message.ack ?? 0)
-                return (gap.map { [WireMessage(.gap, stream: stream, from: $0.lowerBound, to: $0.upperBound)] } ?? [])
+                let out =
+                    (gap.map { [WireMessage(.gap, stream: stream, from: $0.lowerBound, to: $0.upperBound)] } ?? [])
                     + resend.map { WireMessage.data(stream: stream, direction: "up", seq: $0) }
+                // Queued under the lock that made this call the outbox: the producer, which sends a new message on
+                // the outbox it reads under the same lock, cannot get one in ahead of the resend (a new seq before
+                // the old ones made the server skip them as a hole: messages lost by the pair, under load).
+                for message in out { sending.yield(.init(message)) }
+                return out
             }
-            for message in out { sending.yield(.init(message)) }
             log?.event(
                 naive ? "welcomed" : "resumed",
                 [
@@ -281,8 +286,8 @@ final class GRPCClientEngine: Sendable {
         let period = UInt64((1e9 / configuration.rate).rounded())
         while !Task.isCancelled {
             try? await Task.sleep(nanoseconds: period)
-            let (out, outbox) = state.withLock { state -> ([WireMessage], AsyncStream<Chaos_Demo_V1_Envelope>.Continuation?) in
-                guard !state.stopped else { return ([], nil) }
+            let out = state.withLock { state -> [WireMessage] in
+                guard !state.stopped else { return [] }
                 let (seq, dropped) = state.upstream.append()
                 var out: [WireMessage] = []
                 if naive {
@@ -291,12 +296,13 @@ final class GRPCClientEngine: Sendable {
                     out.append(WireMessage(.gap, stream: stream, from: dropped.lowerBound, to: dropped.upperBound))
                 }
                 out.append(WireMessage.data(stream: stream, direction: "up", seq: seq))
-                return (out, state.outbox)
+                // Sent in order with a resend: queued under the lock that the welcome queues its resend under.
+                if let outbox = state.outbox { for message in out { outbox.yield(.init(message)) } }
+                return out
             }
             if let gap = out.first(where: { $0.kind == .gap }) {
                 log?.event("gap-sent", ["dir": "up", "stream": stream, "from": gap.from ?? 0, "to": gap.to ?? 0])
             }
-            if let outbox { for message in out { outbox.yield(.init(message)) } }
             persist()
         }
     }

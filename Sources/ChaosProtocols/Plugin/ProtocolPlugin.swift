@@ -22,6 +22,10 @@ package protocol ProtocolPlugin: FramingTraits {
     /// The frames `effect` puts in, when it is one of this protocol's faults (nil otherwise). `connection` makes a
     /// client's masking key; `client` is the tracker of the client's bytes (HTTP/2: the streams it opened).
     static func faultFrames(_ effect: FaultEffect, connection: UInt64, client: any FrameBoundaryTracking) -> FaultFrames?
+    /// Where the audit reads a message's fields (`seq`, `stream`, `ack`, …) in the messages this protocol's decoders
+    /// hand over: `spec` itself, or its paths rewritten when the decoders present messages in a shape of their own
+    /// (SSE: the event's own fields next to its data).
+    static func fieldSpec(_ spec: ProtocolSpec) -> ProtocolSpec
 }
 
 extension ProtocolPlugin {
@@ -30,6 +34,7 @@ extension ProtocolPlugin {
     package static func fuzzSetup(_ input: [UInt8]) -> FuzzSetup? { nil }
     package static func boundaryTracker(producer: Side) -> any FrameBoundaryTracking { NoFrameBoundaries() }
     package static func faultFrames(_ effect: FaultEffect, connection: UInt64, client: any FrameBoundaryTracking) -> FaultFrames? { nil }
+    package static func fieldSpec(_ spec: ProtocolSpec) -> ProtocolSpec { spec }
 }
 
 /// What a protocol fault does to a connection whose frames the proxy follows.

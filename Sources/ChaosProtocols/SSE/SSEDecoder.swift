@@ -129,7 +129,7 @@ final class SSEDecoder: LegDecoder {
         }
         guard body.state != .done else { return }
         phase = .body
-        events = readEvents ? SSEEventParser(cap: cap, wholeEvent: session.wholeEvent) : nil
+        events = readEvents ? SSEEventParser(cap: cap, wholeEvent: session.wholeEvent, envelope: session.envelope) : nil
     }
 
     private func stop(_ reason: String, at position: Int, _ output: (DecoderOutput) -> Void) {

@@ -39,10 +39,17 @@ struct SSEEventParser {
     private(set) var eventType: [UInt8] = []
     /// The last `id:` field read (the id a client would resume from).
     private(set) var lastEventID: String?
+    /// Whether an event is handed over as a JSON envelope of its own fields and its data.
+    let envelope: Bool
+    /// The current event's own `id:` field (nil: it has none).
+    private var eventID: [UInt8]?
+    /// The envelope being built (kept between events).
+    private var envelopeBytes: [UInt8] = []
 
-    init(cap: Int, wholeEvent: Bool = false) {
+    init(cap: Int, wholeEvent: Bool = false, envelope: Bool = false) {
         self.cap = cap
         self.wholeEvent = wholeEvent
+        self.envelope = envelope && !wholeEvent
     }
 
     private var lineLimit: Int { cap + 16 }
@@ -51,7 +58,7 @@ struct SSEEventParser {
     var hasPartialEvent: Bool { lineLength > 0 || hasData }
 
     /// The bytes the parser holds in its buffers (what a test checks stays bounded).
-    var bufferedCapacity: Int { line.capacity + data.capacity + eventType.capacity }
+    var bufferedCapacity: Int { line.capacity + data.capacity + eventType.capacity + envelopeBytes.capacity }
 
     /// Forgets the partial event.
     mutating func dropPartial() {
@@ -62,6 +69,7 @@ struct SSEEventParser {
         keptLine = false
         dataSize = 0
         eventType = []
+        eventID = nil
     }
 
     /// Reads `range` of `input`; `output` is called for every event and `retry` field, in order.
@@ -112,6 +120,7 @@ struct SSEEventParser {
             eventType = Array(line[valueStart...])
         case "id" where complete && !line.contains(0):
             lastEventID = String(decoding: line[valueStart...], as: UTF8.self)
+            if envelope { eventID = Array(line[valueStart...]) }
         case "retry" where complete && valueStart < line.count && line[valueStart...].allSatisfy({ (48...57).contains($0) }):
             output(.retry(milliseconds: Int(String(decoding: line[valueStart...], as: UTF8.self)) ?? Int.max, end: end))
         default:
@@ -126,9 +135,58 @@ struct SSEEventParser {
             keptLine = false
             dataSize = 0
             eventType = []
+            eventID = nil
         }
         guard hasData else { return }
         if dataSize > cap { return output(.oversized(bytes: dataSize, end: end)) }
-        data.withUnsafeBufferPointer { output(.event($0, end: end)) }
+        guard envelope else { return data.withUnsafeBufferPointer { output(.event($0, end: end)) } }
+        buildEnvelope()
+        envelopeBytes.withUnsafeBufferPointer { output(.event($0, end: end)) }
+        if envelopeBytes.capacity > 4096 + cap { envelopeBytes = [] }
+    }
+
+    /// `{"id":7,"event":"tick","data":{…}}`: the id a number when it is all digits (a string otherwise, absent
+    /// without one), the type `message` when the event names none, the data as written when it is a JSON object or
+    /// array and as a string otherwise.
+    private mutating func buildEnvelope() {
+        envelopeBytes.removeAll(keepingCapacity: true)
+        envelopeBytes.append(contentsOf: #"{"#.utf8)
+        if let eventID {
+            envelopeBytes.append(contentsOf: #""id":"#.utf8)
+            if !eventID.isEmpty, eventID.count <= 18, eventID.allSatisfy({ (48...57).contains($0) }) {
+                envelopeBytes.append(contentsOf: eventID)
+            } else {
+                Self.appendQuoted(eventID, to: &envelopeBytes)
+            }
+            envelopeBytes.append(UInt8(ascii: ","))
+        }
+        envelopeBytes.append(contentsOf: #""event":"#.utf8)
+        Self.appendQuoted(eventType.isEmpty ? Array("message".utf8) : eventType, to: &envelopeBytes)
+        envelopeBytes.append(contentsOf: #","data":"#.utf8)
+        let first = data.first { $0 != 32 && $0 != 9 && $0 != 10 }
+        if first == UInt8(ascii: "{") || first == UInt8(ascii: "[") {
+            envelopeBytes.append(contentsOf: data)
+        } else {
+            Self.appendQuoted(data, to: &envelopeBytes)
+        }
+        envelopeBytes.append(UInt8(ascii: "}"))
+    }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+
+    /// Appends `bytes` as a JSON string literal: quotes, backslashes and control characters escaped.
+    static func appendQuoted(_ bytes: [UInt8], to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        for byte in bytes {
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"):
+                out.append(UInt8(ascii: "\\"))
+                out.append(byte)
+            case 10: out.append(contentsOf: #"\n"#.utf8)
+            case 0..<32: out.append(contentsOf: [92, 117, 48, 48, hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 15)]])
+            default: out.append(byte)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
     }
 }

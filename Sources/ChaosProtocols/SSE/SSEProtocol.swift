@@ -2,7 +2,11 @@ package import ChaosCore
 
 /// `framing: sse`: Server-Sent Events (the WHATWG `text/event-stream` format) in HTTP/1.1 responses, chunked or
 /// not. One message is one event, and its body is the event's `data` (lines joined with `\n`): `format: json`
-/// reads the data's keys (`seq: seq`, `/meta/seq`). With `format: text` the body is the whole event as written
+/// reads the data's keys (`seq: seq`, `/meta/seq`). A path that names the event's own fields (`seq: id`, the field
+/// SSE resumes by; `event`) or its data (`data.seq`) makes the body the event itself, as JSON
+/// (`{"id":7,"event":"tick","data":{…}}`, the id a number when it is one, the data as written when it is JSON and
+/// as a string otherwise), and every path is read there: `id`, `event`, `data.KEY`, and a bare `KEY` or
+/// `/pointer` in the data as before. With `format: text` the body is the whole event as written
 /// (its field lines joined with `\n`), so the regex may read the event's id (`(?m)^id: ?(?<seq>\d+)`). The stream key
 /// may come from the request that opened the stream (`stream: query:NAME` / `header:NAME`). A message ends on the
 /// wire at the line end of the blank line that ends its event (its CR for a CRLF: where a client dispatches it).
@@ -23,7 +27,56 @@ package enum SSEProtocol: ProtocolPlugin {
     package static let streamKeyPrefixes = ["header:", "query:"]
 
     package static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {
-        SSEFramer(wholeEvent: spec.format == .text)
+        SSEFramer(wholeEvent: spec.format == .text, envelope: namesEventFields(spec))
+    }
+
+    /// The event's own fields a path may name.
+    static let eventFields: Set<String> = ["id", "event"]
+
+    /// Whether a path of `spec` names the event's own fields or its data (`id`, `event`, `data`, `data.KEY`): the
+    /// events are then handed over as JSON envelopes.
+    static func namesEventFields(_ spec: ProtocolSpec) -> Bool {
+        guard spec.format == .json else { return false }
+        let overrides = [spec.upstream, spec.downstream].compactMap { $0 }
+        let paths =
+            [spec.seq, spec.stream, spec.id, spec.ack, spec.type].compactMap { $0 } + spec.ignore.keys
+            + overrides.flatMap { [$0.seq, $0.stream, $0.ack, $0.type].compactMap { $0 } + ($0.ignore?.keys.map { $0 } ?? []) }
+        return paths.contains { eventFields.contains($0) || $0 == "data" || $0.hasPrefix("data.") }
+    }
+
+    /// The envelope's path for a path as the scenario writes it: the event's fields at the top, everything else in
+    /// its data; a request's `header:` / `query:` unchanged.
+    static func envelopePath(_ path: String) -> String {
+        if eventFields.contains(path) || path == "data" { return "/" + path }
+        if path.hasPrefix("data.") {
+            return "/data/" + path.dropFirst(5).split(separator: ".", omittingEmptySubsequences: false).joined(separator: "/")
+        }
+        if path.hasPrefix("/") { return "/data" + path }
+        if streamKeyPrefixes.contains(where: { path.hasPrefix($0) }) { return path }
+        return "/data/" + path
+    }
+
+    package static func fieldSpec(_ spec: ProtocolSpec) -> ProtocolSpec {
+        guard namesEventFields(spec) else { return spec }
+        var fields = spec
+        fields.seq = envelopePath(spec.seq)
+        fields.stream = spec.stream.map(envelopePath)
+        fields.id = spec.id.map(envelopePath)
+        fields.ack = spec.ack.map(envelopePath)
+        fields.type = envelopePath(spec.type)
+        fields.ignore = Dictionary(spec.ignore.map { (envelopePath($0.key), $0.value) }, uniquingKeysWith: { first, _ in first })
+        for keyPath in [\ProtocolSpec.upstream, \ProtocolSpec.downstream] {
+            guard var override = spec[keyPath: keyPath] else { continue }
+            override.seq = override.seq.map(envelopePath)
+            override.stream = override.stream.map(envelopePath)
+            override.ack = override.ack.map(envelopePath)
+            override.type = override.type.map(envelopePath)
+            override.ignore = override.ignore.map { ignore in
+                Dictionary(ignore.map { (envelopePath($0.key), $0.value) }, uniquingKeysWith: { first, _ in first })
+            }
+            fields[keyPath: keyPath] = override
+        }
+        return fields
     }
 
     /// Events after a request with a stream header and an event-stream response.
@@ -41,11 +94,13 @@ package enum SSEProtocol: ProtocolPlugin {
     }
 }
 
-/// A new ``SSESession`` per connection; `wholeEvent`: events are handed over as all their field lines.
+/// A new ``SSESession`` per connection; `wholeEvent`: events are handed over as all their field lines; `envelope`: as
+/// JSON envelopes of their fields and data.
 struct SSEFramer: ProtocolFramer {
     let wholeEvent: Bool
+    var envelope = false
 
-    func makeSession() -> any ProtocolSession { SSESession(wholeEvent: wholeEvent) }
+    func makeSession() -> any ProtocolSession { SSESession(wholeEvent: wholeEvent, envelope: envelope) }
 }
 
 /// What the legs of one SSE connection share: the request that opened the stream (the first request read) and
@@ -57,9 +112,14 @@ final class SSESession: ProtocolSession {
     private(set) var eventStream: Bool?
     /// Whether events are handed over as all their field lines (`format: text`) rather than their data.
     let wholeEvent: Bool
+    /// Whether events are handed over as JSON envelopes (`{"id":…,"event":…,"data":…}`).
+    let envelope: Bool
 
-    /// A session; `wholeEvent` as ``SSEEventParser`` takes it.
-    init(wholeEvent: Bool = false) { self.wholeEvent = wholeEvent }
+    /// A session; `wholeEvent` and `envelope` as ``SSEEventParser`` takes them.
+    init(wholeEvent: Bool = false, envelope: Bool = false) {
+        self.wholeEvent = wholeEvent
+        self.envelope = envelope
+    }
 
     /// Records a request (the first one read wins: it opened the stream; the other legs saw the same bytes).
     func requested(target: String, headers: [(name: String, value: String)]) {

@@ -45,9 +45,18 @@ package struct HTMLRenderer: Sendable {
             """
         html += timeline(report)
         html += legend(report)
+        html += failuresList(report)
         html += tables(report, comparison: comparison)
         html += "<h2>Reproduce</h2><p><code>\(e(report.replay))</code></p>\n</body></html>\n"
         return html
+    }
+
+    /// The failures, each tied to the faults before it (the first hundred).
+    private func failuresList(_ report: RunReport) -> String {
+        guard let failures = report.failures, !failures.isEmpty else { return "" }
+        let more = failures.count > 100 ? "<p>… and \(failures.count - 100) more in report.json.</p>" : ""
+        return "<h2>Failures (\(failures.count))</h2><ol id=failures>" + failures.prefix(100).map { "<li>\(e($0.account))</li>" }.joined()
+            + "</ol>\(more)\n"
     }
 
     /// What the run judged too little of, and the faults that touched nothing, each on a line of its own.
@@ -142,6 +151,14 @@ package struct HTMLRenderer: Sendable {
             )
         }
         svg.append("<text x=\"\(n(left - 6))\" y=\"\(n(anomalyTop + anomalyHeight / 2 + 4))\" text-anchor=\"end\">anomalies</text>")
+        // Failures: a red line through the whole chart at each (the first hundred), its account as the title.
+        for failure in (report.failures ?? []).prefix(100) {
+            svg.append(
+                "<line class=\"failure\" x1=\"\(n(x(failure.atS)))\" x2=\"\(n(x(failure.atS)))\" y1=\"\(n(faultTop))\" "
+                    + "y2=\"\(n(anomalyTop + anomalyHeight))\" stroke=\"#c62828\" stroke-width=\"1.5\" stroke-dasharray=\"3,2\">"
+                    + "<title>\(e(failure.account))</title></line>"
+            )
+        }
         // Time axis.
         let axisY = anomalyTop + anomalyHeight + 8
         svg.append("<line x1=\"\(n(left))\" x2=\"\(n(left + width))\" y1=\"\(n(axisY))\" y2=\"\(n(axisY))\" stroke=\"#888\"/>")

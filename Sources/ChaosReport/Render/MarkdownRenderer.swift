@@ -53,6 +53,11 @@ package struct MarkdownRenderer: Sendable {
             }
             out.append("")
         }
+        if let failures = report.failures, !failures.isEmpty {
+            var lines = failures.prefix(rowLimit).map { "- \($0.account)" }
+            if failures.count > rowLimit { lines.append("- … and \(failures.count - rowLimit) more (report.json `failures`)") }
+            out += section("Failures (\(failures.count), the first at \(ReportText.clock(failures[0].atS)))", lines)
+        }
         out += [
             "### Delivery", "",
             "| stream | direction | sent | delivered | ok | lost | recovered | duplicated | redelivered | reordered | gaps | unacked | delivery |",

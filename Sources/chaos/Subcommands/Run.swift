@@ -7,7 +7,8 @@ import Foundation
 struct Run: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run a scenario: proxies, pair, fault timeline, audit and report.",
-        discussion: "Exit 0 when every expectation holds, 1 when one fails, 2 on bad input or when the run cannot be judged."
+        discussion:
+            "Exit 0 when every expectation holds, 1 when one fails or the run judged too little to pass (inconclusive), 2 on bad input or when the run cannot be judged."
     )
 
     @OptionGroup var options: ScenarioOptions
@@ -21,6 +22,16 @@ struct Run: AsyncParsableCommand {
     @Option(help: "Serve GET /metrics (Prometheus text) here during the run (HOST:PORT), with the control API on the same port.")
     var metrics: String?
 
+    @Option(
+        name: .customLong("repeat"),
+        help:
+            "Run it N times, each with a fresh pair and the same fault timeline: a folder per run (run-001/ …) in the run folder, and summary.json / summary.md beside them (failures k/N with a 95% confidence interval). Exit 1 if any run failed."
+    )
+    var repeatCount: Int?
+
+    @Flag(help: "Run it again until a run does not pass: at most --repeat times (100 without it).")
+    var untilFail = false
+
     @OptionGroup var relay: RelayOptions
 
     @OptionGroup var fleet: AgentOptions
@@ -31,6 +42,12 @@ struct Run: AsyncParsableCommand {
         if let metrics, HostPort(parsing: metrics) == nil { throw ValidationError("--metrics must be HOST:PORT, found '\(metrics)'") }
         try fleet.check()
         if fleet.hold, metrics == nil { throw ValidationError("--hold serves the events on the control API: add --metrics HOST:PORT") }
+        if let repeatCount, !(1...100_000).contains(repeatCount) {
+            throw ValidationError("--repeat must be a count from 1 to 100000, found \(repeatCount)")
+        }
+        if repeatCount != nil || untilFail, fleet.agent != nil || fleet.hold {
+            throw ValidationError("--repeat and --until-fail run one machine's scenario again and again: not with --agent or --hold")
+        }
     }
 
     func run() async throws {
@@ -55,13 +72,54 @@ struct Run: AsyncParsableCommand {
         configuration.fleetSeed = seed
         if let agent = fleet.agent { replay += " --agent \(agent)" }
         configuration.replayCommand = replay
-        try await RunSummary.run(configuration)
+        if repeatCount != nil || untilFail {
+            try await runRepeatedly(configuration, scenario: scenario.name, seed: seed)
+        } else {
+            try await RunSummary.run(configuration)
+        }
+    }
+
+    /// `--repeat N` / `--until-fail`: the same configuration run after run, each in its own folder, with a summary.
+    private func runRepeatedly(_ configuration: ScenarioRunner.Configuration, scenario: String, seed: UInt64) async throws {
+        let planned = repeatCount ?? 100
+        let base = try RunFolder(scenario: scenario, out: out).url
+        var summary = RepeatSummary(scenario: scenario, seed: seed, planned: planned, untilFail: untilFail)
+        for index in 1...planned {
+            var each = configuration
+            let folder = base.appendingPathComponent(String(format: "run-%03d", index))
+            each.out = folder.path
+            Console.line("repeat: run \(index) of \(planned)\(untilFail ? " (until one fails)" : "")")
+            var entry = RepeatSummary.Entry(index: index, verdict: "error", reason: nil, folder: folder.path)
+            var interrupted = false
+            do {
+                let outcome = try await RunSummary.outcome(each)
+                entry.verdict = outcome.verdict
+                entry.reason = outcome.verdictReason
+                interrupted = outcome.interrupted
+            } catch let error as ChaosError {
+                // A run that could not be carried out is one result of the series, not its end.
+                entry.reason = error.description
+                Console.line("run \(index) could not be judged: \(error.description)")
+            }
+            summary.runs.append(entry)
+            try summary.write(to: base)
+            if interrupted || (untilFail && entry.verdict != "pass") { break }
+        }
+        Console.line("repeat: \(summary.headline)")
+        Console.line("summary: \(base.appendingPathComponent("summary.md").path)")
+        if summary.exitCode != 0 { throw ExitCode(summary.exitCode) }
     }
 }
 
 /// Runs a configuration and prints what a user wants to know at the end; exits with the verdict's code.
 enum RunSummary {
     static func run(_ configuration: ScenarioRunner.Configuration) async throws {
+        let outcome = try await outcome(configuration)
+        if outcome.exitCode != 0 { throw ExitCode(outcome.exitCode) }
+    }
+
+    /// Runs a configuration and prints the summary lines; the outcome says the verdict.
+    static func outcome(_ configuration: ScenarioRunner.Configuration) async throws -> ScenarioRunner.Outcome {
         let outcome = try await ScenarioRunner(configuration: configuration, output: { Console.line($0) }).run()
         Console.line(outcome.interrupted ? "stopped by signal" : "finished")
         Console.line("faults applied: \(outcome.applied.count) of \(configuration.timeline.count())")
@@ -76,7 +134,7 @@ enum RunSummary {
             Console.line("report: \(folder.appendingPathComponent("report.md").path)")
             Console.line("        (chaos report \(folder.path) --format markdown|github|json|junit|html)")
         }
-        if outcome.exitCode != 0 { throw ExitCode(outcome.exitCode) }
+        return outcome
     }
 }
 
