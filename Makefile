@@ -4,10 +4,10 @@
 SWIFT ?= swift
 APT_PACKAGES := libpcap-dev zlib1g-dev tshark tcpdump socat haproxy iperf3 iproute2 jq python3
 CHAOS := .build/debug/chaos
-# The debug build without debug info (the tests need no debugger) or an index store (no editor reads it): less to
-# compile and write. `make demo` and `make test` build with the same flags, so they share one build. (Not -wmo: SwiftPM's
-# debug link step then looks for one object file per source file.)
-SWIFT_BUILD_FLAGS ?= -debug-info-format none --disable-index-store
+# No debug info in the debug build: less to compile and link (the tests need no debugger); `make demo` and `make test`
+# build with the same flags, so they share one build. (Not --disable-index-store: Linux finds the tests through the
+# index store. Not -Xswiftc -wmo: SwiftPM's debug link step then looks for one object file per source file.)
+SWIFT_BUILD_FLAGS ?= -debug-info-format none
 
 .PHONY: all deps build demo test style format bench fuzz clean check-manifests scale dist image action-check
 

@@ -6,7 +6,7 @@
 # the machine's timers as much as chaos. `make test` tests the same behaviour in virtual time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-swift build --build-tests ${SWIFT_BUILD_FLAGS--debug-info-format none --disable-index-store} >/dev/null  # the flags make test builds with: one build for both
+swift build --build-tests ${SWIFT_BUILD_FLAGS--debug-info-format none} >/dev/null  # the flags make test builds with: one build for both
 CHAOS_ACCURACY_BENCH=1 swift test --skip-build --filter FaultAccuracyBenchmarks 2>&1 | tee /tmp/chaos-fault-accuracy.log \
   | grep -E "^accuracy:|Test run with" || true
 grep -q "Test run with .* passed" /tmp/chaos-fault-accuracy.log
