@@ -95,7 +95,11 @@ every_pair_suite=$(
 tests_started=$(date +%s.%N)
 echo "== tests: the unit lane, the commands lane and ${#PAIR_LANES[@]} pair lanes side by side (logs in $LOGS/)"
 pids=()
+# Each lane draws the ports of its tests' processes from a range of its own (ChaosCLI.freePort reads
+# CHAOS_TEST_PORTS): a port one lane checked free and handed to a process cannot be taken meanwhile by another lane's
+# process, which keeps its own list (a fleet test's demo server once found its port taken and could not listen).
 (
+  export CHAOS_TEST_PORTS=20000-20999
   phase unit unit nice -n 19 timeout --kill-after=10 900 "$TESTS" --testing-library swift-testing \
     --skip "ChaosEndToEndTests|$every_pair_suite"
   phase fuzz-replay unit nice -n 19 .build/debug/chaos-fuzz replay Fuzz/corpus
@@ -107,11 +111,12 @@ pids+=($!)
 # seconds after the one before, so that their first runs do not all start their peers in the same second. (What keeps
 # a slow start from mattering is in the scenarios: their clients say `ready: connected`, so the faults count from the
 # pair's connections, not from the proxies' start.)
-phase commands commands swift_testing --filter ChaosEndToEndTests --skip "$every_pair_suite"
+CHAOS_TEST_PORTS=21000-21999 phase commands commands swift_testing --filter ChaosEndToEndTests --skip "$every_pair_suite"
 index=0
 for lane in "${PAIR_LANES[@]}"; do
   index=$((index + 1))
   (
+    export CHAOS_TEST_PORTS=$((21000 + index * 1000))-$((21999 + index * 1000))
     sleep $(((index - 1) * LANE_STAGGER))
     for suite in $lane; do
       name=$(echo "$suite" | tr -d '\\.')

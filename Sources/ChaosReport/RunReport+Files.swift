@@ -61,7 +61,7 @@ extension RunReport {
             throw ChaosError(.io, "cannot create the report folder \(directory)", cause: error)
         }
         try Self.writeAtomically(jsonData(), to: directory, name: "report.json")
-        try Self.writeAtomically(Data(MarkdownRenderer(flavor: .plain).render(self).utf8), to: directory, name: "report.md")
+        try Self.writeAtomically(Data(MarkdownRenderer(flavor: .plain, runFolder: directory).render(self).utf8), to: directory, name: "report.md")
         try Self.writeAtomically(Data(JUnitRenderer().render(self).utf8), to: directory, name: "junit.xml")
         try Self.writeAtomically(Data(HTMLRenderer().render(self).utf8), to: directory, name: "report.html")
     }

@@ -108,12 +108,20 @@ struct ChaosCLI {
     /// Ports handed out by ``freePort()`` in this process: never twice.
     private static let handedOut = Mutex<Set<Int>>([])
 
+    /// The ports ``freePort()`` draws from: `CHAOS_TEST_PORTS` (`LOW-HIGH`: make test gives each lane a range of its
+    /// own, so that two test processes never hand out the same port), else 20000-31999.
+    static let portRange: ClosedRange<Int> = {
+        let bounds = (ProcessInfo.processInfo.environment["CHAOS_TEST_PORTS"] ?? "").split(separator: "-").compactMap { Int($0) }
+        guard bounds.count == 2, 1024 <= bounds[0], bounds[0] < bounds[1], bounds[1] < 32_768 else { return 20_000...31_999 }
+        return bounds[0]...bounds[1]
+    }()
+
     /// A TCP port that is free right now on 127.0.0.1, for a process the test starts to bind later. Drawn below the
     /// kernel's ephemeral range (32768-60999 here): a port the kernel chose and released could be taken, before the
     /// process binds it, as the source port of any connection on the machine (a run of the suite met that).
     static func freePort() -> Int {
         for _ in 0..<500 {
-            let port = Int.random(in: 20_000..<32_000)
+            let port = Int.random(in: portRange)
             guard handedOut.withLock({ $0.insert(port).inserted }) else { continue }
             if canBind(port) { return port }
         }

@@ -31,7 +31,18 @@ final class ServerEngine: WireConnectionDelegate, @unchecked Sendable {
         self.sendWindow = SendWindow(sendFor: configuration.sendFor)
     }
 
+    /// Opens the log and listens; a failure (a port in use, a log that cannot be written) fails ``stoppedPromise`` too,
+    /// so that the engine can go without a promise left pending (which NIO reports as a crash in a debug build).
     func start() async throws -> DemoAddress {
+        do {
+            return try await listen()
+        } catch {
+            stoppedPromise.fail(error)
+            throw error
+        }
+    }
+
+    private func listen() async throws -> DemoAddress {
         let processedLog = try ProcessedLog(path: configuration.logPath)
         let idle = TimeAmount.nanoseconds(configuration.effectiveIdleTimeout.nanoseconds)
         let tls = try configuration.tls?.context(alpn: configuration.transport == .websocket ? ["http/1.1"] : [])

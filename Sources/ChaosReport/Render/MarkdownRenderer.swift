@@ -14,8 +14,14 @@ package struct MarkdownRenderer: Sendable {
     /// Rows shown at most in the fault and anomaly tables.
     package var rowLimit = 20
 
+    /// The run folder the report is in, when known: a failed run's report ends with the command that shrinks it.
+    package var runFolder: String?
+
     /// Creates a renderer.
-    package init(flavor: Flavor = .plain) { self.flavor = flavor }
+    package init(flavor: Flavor = .plain, runFolder: String? = nil) {
+        self.flavor = flavor
+        self.runFolder = runFolder
+    }
 
     /// The Markdown text.
     package func render(_ report: RunReport, comparison: ReportComparison? = nil) -> String {
@@ -76,6 +82,12 @@ package struct MarkdownRenderer: Sendable {
         out += section("First anomalies (\(anomalyTotal) in all)", anomalies(report), open: report.verdict != .pass)
         if let comparison { out += ["### Compared with the baseline", ""] + comparison.markdownLines() + [""] }
         out += ["### Reproduce", "", "```sh", report.replay, "```", ""]
+        if report.verdict == .fail, let runFolder, report.failures?.contains(where: { !$0.faults.isEmpty }) == true {
+            out += [
+                "Shrink it to the fewest faults that still fail this way (a scenario with a `pair:`):", "", "```sh", "chaos shrink \(runFolder)",
+                "```", "",
+            ]
+        }
         return out.joined(separator: "\n")
     }
 

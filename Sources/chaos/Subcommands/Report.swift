@@ -104,8 +104,8 @@ struct Report: AsyncParsableCommand {
         }
         let text: String
         switch format {
-        case .markdown: text = MarkdownRenderer(flavor: .plain).render(report, comparison: comparison)
-        case .github: text = MarkdownRenderer(flavor: .github).render(report, comparison: comparison)
+        case .markdown: text = MarkdownRenderer(flavor: .plain, runFolder: merge.isEmpty ? directory : nil).render(report, comparison: comparison)
+        case .github: text = MarkdownRenderer(flavor: .github, runFolder: merge.isEmpty ? directory : nil).render(report, comparison: comparison)
         case .html: text = HTMLRenderer().render(report, comparison: comparison)
         case .junit:
             guard comparison == nil else {
