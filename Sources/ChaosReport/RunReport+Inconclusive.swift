@@ -54,6 +54,8 @@ extension RunReport {
             let count = messages.unsequencedRead > 0 ? messages.unsequencedRead : messages.unsequenced
             reason += ": \(ReportText.count(count)) message\(count == 1 ? "" : "s") without a seq"
             if let sample = messages.firstUnsequenced { reason += "; \(sample.sentence)" }
+        } else if let errors = anomalyCounts[Anomaly.Class.protocolError.rawValue], errors > 0 {
+            reason += ": the bytes are not the declared protocol (\(ReportText.count(errors)) protocol error(s): see the anomalies)"
         } else if messages.framingErrors > 0 {
             reason += ": \(messages.framingErrors) connection direction(s) whose bytes do not fit the framing"
         } else if messages.undecodable > 0 {

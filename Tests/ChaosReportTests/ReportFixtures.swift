@@ -35,8 +35,9 @@ enum ReportFixtures {
 
     /// A run with the scenario's faults; `skip` seqs are never delivered (resumed past them); `key` is where the
     /// messages carry their seq (not `seq`: nothing is audited).
-    static func report(skip: Set<Int> = [], error: String? = nil, key: String = "seq") throws -> RunReport {
-        let scenario = try Scenario.parse(yaml: yaml, file: "fixture.yaml")
+    /// `framing`: the scenario's framing (not `lines`: one the messages do not fit).
+    static func report(skip: Set<Int> = [], error: String? = nil, key: String = "seq", framing: String = "lines") throws -> RunReport {
+        let scenario = try Scenario.parse(yaml: yaml.replacingOccurrences(of: "framing: lines", with: "framing: \(framing)"), file: "fixture.yaml")
         let timeline = Timeline(scenario: scenario, seed: 7)
         let engine = try AuditEngine(spec: scenario.protocolSpec ?? ProtocolSpec(), deliveryPoint: .written)
         let endpoints = ConnectionEndpoints(proxy: "stream", client: "c", listen: "l", proxyLocal: "pl", server: "s")

@@ -59,6 +59,18 @@ struct VerdictTests {
         #expect(reason.contains("{\"type\":\"MSG\",\"stream\":\"c1\",\"sequence_id\":1}"), "\(reason)")
     }
 
+    @Test("a framing that matches nothing (websocket over lines): inconclusive, the bytes named as not fitting it")
+    func framingMatchesNothing() throws {
+        var report = try ReportFixtures.report(framing: "websocket")
+        let scenario = try Scenario.parse(yaml: ReportFixtures.yaml, file: "fixture.yaml")
+        report.judge(scenario.expectations, scope: JudgedScope(auditsMessages: true))
+        #expect(report.totals.sent == 0)
+        #expect(report.verdict == .inconclusive)
+        let reason = try #require(report.verdictReason)
+        #expect(reason.contains("went through chaos but no message was audited: "), "\(reason)")
+        #expect(!reason.hasSuffix("no complete message in the declared framing"), "the reason names what the bytes were: \(reason)")
+    }
+
     @Test("the messages floor: a bare number means at least; too few is inconclusive, not failed; a pair's default floor")
     func messagesFloor() throws {
         let floor = try Self.expectations("messages: 1000")

@@ -85,7 +85,7 @@ struct Shrink: AsyncParsableCommand {
             run: directory,
             scenario: scenario.name,
             target: target,
-            original: (faults: occurrences.count, seconds: report.elapsedS),
+            original: (faults: report.faults.count, seconds: report.elapsedS),
             result: result.map { ($0.candidate, $0.rate) },
             trials: shrinker.trials,
             seconds: shrinker.elapsed,
