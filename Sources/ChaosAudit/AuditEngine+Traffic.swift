@@ -218,7 +218,7 @@ extension AuditEngine {
         time: Int64,
         late: Bool = false
     ) {
-        if let ack { acknowledge(ack, on: stream.ledger) }
+        if let ack { acknowledge(ack, on: stream.ledger, connection: connection) }
         if let seq { delivered(seq, stream, connection: connection, time: time, late: late) }
     }
 
@@ -311,11 +311,19 @@ extension AuditEngine {
         return ledger
     }
 
-    /// A cumulative ack delivered with stream `ledger`'s messages covers the other direction's seqs.
-    private func acknowledge(_ ack: Int64, on ledger: StreamLedger) {
+    /// A cumulative ack delivered with stream `ledger`'s messages on `connection` covers the other direction's seqs.
+    /// It vouches for seqs taken after a close only beyond what the consumer was written on that connection and may
+    /// already have had: the proxy can read the consumer's ack before it sees the TCP acknowledgement of the message
+    /// the ack is for (a loaded machine), and a consumer whose ack is its highest seq would otherwise vouch for a seq
+    /// a buggy producer skipped on resume.
+    private func acknowledge(_ ack: Int64, on ledger: StreamLedger, connection id: ConnectionID) {
         let partner = ledger.partnerIndex.map { ledgers[$0] } ?? self.ledger(ledger.name, ledger.direction.reversed)
         if ack > (partner.ackedUpTo ?? .min) { partner.ackedUpTo = ack }
-        if !partner.takenAfterClose.isEmpty { partner.confirmTakenAfterClose(upTo: ack) }
+        guard !partner.takenAfterClose.isEmpty else { return }
+        let slot = partner.direction == .upstream ? 0 : 1
+        let written = connections[id]?.streams[slot][partner.index]?.inFlight.max
+        if let written, ack <= written { return }
+        partner.confirmTakenAfterClose(upTo: ack)
     }
 
     @inline(__always)

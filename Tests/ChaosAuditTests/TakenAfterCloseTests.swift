@@ -139,4 +139,31 @@ struct TakenAfterCloseTests {
         let bad = try audit(skipped)
         #expect(bad.totals.ok == 4 && bad.totals.lost == 1)
     }
+
+    @Test(
+        "a producer that skipped the cut seq on resume, its consumer's ack for the next seq read before that seq's TCP acknowledgement: the skipped seq is lost, not vouched for"
+    )
+    func ackAheadOfItsAcknowledgement() throws {
+        var s = TrafficScript()
+        s.open(1)
+        s.relay(1, [1, 2])
+        s.at(0.5)
+        s.send(1, [3])
+        s.write(1, [3])
+        s.at(1)
+        s.add(1, .closed(.client, .reset))
+        s.add(1, .closed(.server, .cutByFault))
+        s.at(2)
+        s.open(2)
+        consumerAcks(&s, 2, upTo: 2)
+        // Seq 4 written; the consumer answers with ack 4 before the proxy sees its TCP take seq 4 (a loaded machine).
+        s.send(2, [4])
+        s.write(2, [4])
+        s.at(2.1)
+        consumerAcks(&s, 2, upTo: 4)
+        s.at(2.2)
+        s.acknowledge(2, .downstream)
+        let result = try audit(s)
+        #expect(result.totals.ok == 3 && result.totals.lost == 1, "\(result.totals)")
+    }
 }

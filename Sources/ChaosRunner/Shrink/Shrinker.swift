@@ -105,9 +105,15 @@ package final class Shrinker {
         return (best, final)
     }
 
-    /// Whether `candidate` fails: run up to `runs` times (stops at the first failure). Records the trial.
+    /// Whether a failure seen this often is a steady one: a smaller candidate must then fail every one of two runs to
+    /// be kept (a flaky candidate that fails once by chance is not the steady reproducer the run had).
+    var steady: Bool { keptRuns >= 3 && measuredRate >= 0.8 }
+
+    /// Whether `candidate` fails: a flaky failure when any of up to `runs` runs fails (it stops at the first), a steady
+    /// one when two runs both fail. Records the trial.
     func fails(_ candidate: ShrinkCandidate, stage: String, runs: Int? = nil) async throws -> Bool {
-        let wanted = runs ?? runsPerCandidate
+        let everyRun = runs == nil && steady
+        let wanted = everyRun ? 2 : runs ?? runsPerCandidate
         var outcomes: [CandidateRunner.Outcome] = []
         var reproduced = false
         for index in 0..<wanted where (stage == "final" ? budgetLeft > 0 || index == 0 : searchBudgetLeft > 0) {
@@ -122,7 +128,10 @@ package final class Shrinker {
                 // Only what a failing run left is worth a look.
                 try? FileManager.default.removeItem(at: folder)
             }
-            if outcome.reproduced {
+            if everyRun {
+                reproduced = outcome.reproduced
+                if !reproduced { break }
+            } else if outcome.reproduced {
                 reproduced = true
                 break
             }
