@@ -19,6 +19,20 @@ struct TakenAfterCloseTests {
         s.deliverBytes(connection, .upstream, ack)
     }
 
+    /// Seqs 1 and 2 delivered on connection 1, seq 3 written and not yet acknowledged when a fault cut it.
+    private func cutWithThreeInFlight() -> TrafficScript {
+        var s = TrafficScript()
+        s.open(1)
+        s.relay(1, [1, 2])
+        s.at(0.5)
+        s.send(1, [3])
+        s.write(1, [3])
+        s.at(1)
+        s.add(1, .closed(.client, .reset))
+        s.add(1, .closed(.server, .cutByFault))
+        return s
+    }
+
     /// Seqs 1-3 written on connection 1: seq 1 acknowledged before the consumer's close_notify, 2 and 3 taken after it.
     private func closedWithTwoTakenAfter() -> TrafficScript {
         var s = TrafficScript()
@@ -111,26 +125,14 @@ struct TakenAfterCloseTests {
         "a message written to a connection that ended before its acknowledgement was read: the consumer's resume ack vouches for it, a later seq's does not"
     )
     func unacknowledgedAtTheCutIsVouchedFor() throws {
-        func cut() -> TrafficScript {
-            var s = TrafficScript()
-            s.open(1)
-            s.relay(1, [1, 2])
-            s.at(0.5)
-            s.send(1, [3])
-            s.write(1, [3])
-            s.at(1)
-            s.add(1, .closed(.client, .reset))
-            s.add(1, .closed(.server, .cutByFault))
-            return s
-        }
-        var vouched = cut()
+        var vouched = cutWithThreeInFlight()
         vouched.at(2)
         vouched.open(2)
         consumerAcks(&vouched, 2, upTo: 3)
         vouched.relay(2, [4, 5])
         let good = try audit(vouched)
         #expect(good.totals.ok == 5 && good.totals.lost == 0)
-        var skipped = cut()
+        var skipped = cutWithThreeInFlight()
         skipped.at(2)
         skipped.open(2)
         consumerAcks(&skipped, 2, upTo: 2)
@@ -144,15 +146,7 @@ struct TakenAfterCloseTests {
         "a producer that skipped the cut seq on resume, its consumer's ack for the next seq read before that seq's TCP acknowledgement: the skipped seq is lost, not vouched for"
     )
     func ackAheadOfItsAcknowledgement() throws {
-        var s = TrafficScript()
-        s.open(1)
-        s.relay(1, [1, 2])
-        s.at(0.5)
-        s.send(1, [3])
-        s.write(1, [3])
-        s.at(1)
-        s.add(1, .closed(.client, .reset))
-        s.add(1, .closed(.server, .cutByFault))
+        var s = cutWithThreeInFlight()
         s.at(2)
         s.open(2)
         consumerAcks(&s, 2, upTo: 2)
