@@ -312,17 +312,16 @@ extension AuditEngine {
     }
 
     /// A cumulative ack delivered with stream `ledger`'s messages on `connection` covers the other direction's seqs.
-    /// It vouches for seqs taken after a close only beyond what the consumer was written on that connection and may
-    /// already have had: the proxy can read the consumer's ack before it sees the TCP acknowledgement of the message
-    /// the ack is for (a loaded machine), and a consumer whose ack is its highest seq would otherwise vouch for a seq
-    /// a buggy producer skipped on resume.
+    /// It vouches for seqs taken after a close only when its seq is not one written on that connection and still in
+    /// flight: the proxy can read the consumer's ack before it sees the TCP acknowledgement of the message the ack is
+    /// for (a loaded machine), and a consumer whose ack is its highest seq would otherwise vouch for a seq a buggy
+    /// producer skipped on resume.
     private func acknowledge(_ ack: Int64, on ledger: StreamLedger, connection id: ConnectionID) {
         let partner = ledger.partnerIndex.map { ledgers[$0] } ?? self.ledger(ledger.name, ledger.direction.reversed)
         if ack > (partner.ackedUpTo ?? .min) { partner.ackedUpTo = ack }
         guard !partner.takenAfterClose.isEmpty else { return }
         let slot = partner.direction == .upstream ? 0 : 1
-        let written = connections[id]?.streams[slot][partner.index]?.inFlight.max
-        if let written, ack <= written { return }
+        if connections[id]?.streams[slot][partner.index]?.inFlight.contains(ack) == true { return }
         partner.confirmTakenAfterClose(upTo: ack)
     }
 

@@ -62,6 +62,23 @@ struct TakenAfterCloseTests {
         #expect(result.totals.lost == 0)
     }
 
+    @Test(
+        "the consumer's resume ack read only after the producer's resends past it were delivered still vouches: it names a seq nothing delivered"
+    )
+    func resumeAckReadAfterTheResends() throws {
+        // Seen in a fresh-clone run: a wss server ended its session at its idle timeout, its TCP took seqs 2-3 after
+        // its close_notify, it resumed the client at ack 3, and the messages carrying that ack reached the client
+        // after the client's resends from 4 had reached the server.
+        var s = closedWithTwoTakenAfter()
+        s.at(2)
+        s.open(2)
+        s.relay(2, [4, 5])
+        s.at(2.1)
+        consumerAcks(&s, 2, upTo: 3)
+        let result = try audit(s)
+        #expect(result.totals.ok == 5 && result.totals.lost == 0, "\(result.totals)")
+    }
+
     @Test("what the consumer never acknowledges and nobody resends is lost (a TLS stack that drops after its close_notify)")
     func notCoveredIsLost() throws {
         var s = closedWithTwoTakenAfter()

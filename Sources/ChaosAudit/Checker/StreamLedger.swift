@@ -75,11 +75,13 @@ final class StreamLedger {
     }
 
     /// The consumer acknowledged every seq up to `ack`. That vouches for the seqs it took after its TLS close only when
-    /// `ack` is past every seq delivered to it otherwise: a consumer whose "cumulative" ack is really the highest seq it
-    /// saw would cover a seq its TLS stack dropped as soon as a later one arrives (a producer that skipped it on resume
-    /// must still be caught), while an ack no delivered seq explains can only come from what it took after close.
+    /// no delivered seq explains `ack`: a consumer whose "cumulative" ack is really the highest seq it saw would cover a
+    /// seq its TLS stack dropped as soon as a later one arrives (a producer that skipped it on resume must still be
+    /// caught), while an ack naming a seq that nothing delivered can only come from what it took after close, and a
+    /// consumer that read a seq from its socket had read every byte before it there. The ack may arrive after the
+    /// producer's resends past it were delivered (a resume ack read late): it still names an undelivered seq.
     func confirmTakenAfterClose(upTo ack: Int64) {
-        guard ack > highestDelivered else { return }
+        guard ack > highestDelivered || !deliveredSeqs.contains(ack) else { return }
         for interval in takenAfterClose.intervals where interval.lower <= ack {
             confirmedAfterClose.insert(interval.lower, through: min(interval.upper, ack))
         }
