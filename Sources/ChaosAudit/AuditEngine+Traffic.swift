@@ -357,7 +357,7 @@ extension AuditEngine {
             record(.duplicated, ledger, direction: ledger.direction, from: seq, to: seq, time: time, connection: connection)
             return
         }
-        guard ledger.deliveredSeqs.insert(seq) else {
+        guard ledger.deliveredSeqs.insert(seq), !ledger.confirmedAfterClose.contains(seq) else {
             ledger.counts.redelivered += 1
             record(.redelivered, ledger, direction: ledger.direction, from: seq, to: seq, time: time, connection: connection)
             return
@@ -410,6 +410,12 @@ extension AuditEngine {
         }
         connection.pipe(.sent, side.producing).decoder.dropPartial()
         if how != .fin { endDeliveries(toward: side, of: connection, how: how, time: time) }
+        // A reset on a connection with no proxy between its ends reaches both: what either consumer's TCP took past
+        // its last ack may be unread. (Through a proxy each leg is its own connection, and the live audit and a
+        // capture of it see the proxy's cuts alike only as cuts.)
+        if how == .reset, connection.direct, !isStopping {
+            for streams in connection.streams { for stream in streams.values { stream.ledger.unconfirmAborted(stream.deliveredHere) } }
+        }
         let carried =
             synthetic
             ? []

@@ -156,10 +156,10 @@ package final class AuditEngine {
             acknowledged(offset, by: side, connection: event.connection, time: event.time)
         case .acknowledgedAfterClose(let side, let offset):
             acknowledgedAfterClose(offset, by: side, connection: event.connection, time: event.time)
-        case .opened:
+        case .opened(let endpoints):
             connectionStats.opened += 1
             activity.count(.opened, at: event.time)
-            _ = state(of: event.connection)
+            state(of: event.connection).direct = endpoints.isDirect
             recovery.opened(at: event.time)
             pathTracker.opened(event.connection, at: event.time)
         case .refused(_, let reason):

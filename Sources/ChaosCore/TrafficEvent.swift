@@ -131,6 +131,10 @@ package struct ConnectionEndpoints: Hashable, Sendable, Codable {
     /// The server's address (server leg, remote end).
     package var server: String
 
+    /// No proxy between the two ends (a capture of the pair's own connection): the client's connection is the
+    /// server's, so a reset either end sends reaches the other.
+    package var isDirect: Bool { listen == server && proxyLocal == client }
+
     /// Creates the endpoints of a connection.
     package init(proxy: String, client: String, listen: String, proxyLocal: String, server: String) {
         self.proxy = proxy

@@ -13,6 +13,8 @@ final class ConnectionState {
     var clientClosed = false
     var serverClosed = false
     var cutByFault = false
+    /// No proxy between the ends (see ``ConnectionEndpoints/isDirect``).
+    var direct = false
     /// The sides to which nothing more can be delivered.
     var deliveriesEnded: Set<Side> = []
     /// A framing or decoding problem was already reported for this connection.

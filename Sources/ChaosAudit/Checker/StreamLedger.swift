@@ -87,6 +87,28 @@ final class StreamLedger {
         }
     }
 
+    /// The most seqs ``unconfirmAborted(_:)`` moves at once: a consumer that acknowledges more rarely than that is
+    /// judged by its TCP, as one that never acknowledges.
+    static let abortedLimit: Int64 = 4096
+
+    /// The connection that delivered `here` ended abortively (a RST): its consumer may never have read what its TCP
+    /// took after its last app-level ack (a socket closed with unread data, a write that failed with EPIPE and dropped
+    /// the connection unread). Those seqs become unconfirmed, as bytes taken after a TLS close are: the consumer's
+    /// later ack vouches for them, a resend delivers them once, neither leaves them lost. Only for a consumer that
+    /// acknowledges (``ackedUpTo`` set).
+    func unconfirmAborted(_ here: SeqRangeSet) {
+        guard let ackedUpTo, here.count(above: ackedUpTo) <= Self.abortedLimit else { return }
+        var moved = false
+        for interval in here.intervals where interval.upper > ackedUpTo {
+            for seq in max(interval.lower, ackedUpTo + 1)...interval.upper
+            where !confirmedAfterClose.contains(seq) && deliveredSeqs.remove(seq) {
+                takenAfterClose.insert(seq)
+                moved = true
+            }
+        }
+        if moved { highestDelivered = deliveredSeqs.max ?? seqStart - 1 }
+    }
+
     /// The seqs the consumer has: those delivered, and those taken after its TLS close that its acks vouched for.
     private var takenSeqs: SeqRangeSet {
         guard !confirmedAfterClose.isEmpty else { return deliveredSeqs }

@@ -112,8 +112,9 @@ package struct MarkdownRenderer: Sendable {
     static let deliveredMeaning =
         "*Delivered* = the consumer's TCP acknowledged the message's last byte (or had it when the "
         + "proxy itself reset the connection), not merely written by the proxy; *sent* = read by the proxy from the producer. "
-        + "*ok* also counts a message a TLS consumer's TCP took after its close_notify once the consumer's own ack vouched for it. "
-        + "Limit: a consumer that closes its socket with unread data its kernel already acknowledged counts as having received it."
+        + "*ok* also counts a message a TLS consumer's TCP took after its close_notify, or past its last ack on a connection that ended in a reset, "
+        + "once the consumer's own ack vouched for it or a resend reached it. "
+        + "Limit: a consumer that sends no acks and closes its socket with unread data its kernel already acknowledged counts as having received it."
 
     private func row(_ stream: String, _ direction: String, _ c: DeliveryCounts) -> String {
         let cells = [c.sent, c.delivered, c.ok, c.lost, c.recovered, c.duplicated, c.redelivered, c.reordered, c.gaps, c.unacked]

@@ -1,0 +1,122 @@
+import ChaosAudit
+import ChaosCore
+import Testing
+
+/// A connection that ends in a reset casts doubt on what its consumer's TCP took after the consumer's last app-level
+/// ack: a socket closed with unread data sends that reset, and a write that fails with EPIPE as it arrives often drops
+/// the connection unread (seen with `websockets` over wss, audited from `tcpdump -i lo`: the server's kernel took seq
+/// 85 as the client cut its connection, the server never read it, the client resent it on the next connection, and
+/// the audit counted one redelivery that no log showed). The consumer's own acks settle it. Only with no proxy between
+/// the ends: through one, each leg is a connection of its own.
+@Suite("A connection that ended in a reset: what its consumer took past its last ack")
+struct AbortedConnectionTests {
+    private func audit(_ script: TrafficScript) throws -> AuditResult {
+        let engine = try AuditEngine(spec: ProtocolSpec(ack: "ack"))
+        engine.ingest(script.events)
+        return engine.finish()
+    }
+
+    /// The consumer of the downstream acknowledges, on `connection`, every downstream seq up to `seq`.
+    private func consumerAcks(_ s: inout TrafficScript, _ connection: ConnectionID, upTo seq: Int) {
+        let ack = Array("{\"type\":\"ACK\",\"stream\":\"s\",\"ack\":\(seq)}\n".utf8)
+        s.sendBytes(connection, .upstream, ack)
+        s.deliverBytes(connection, .upstream, ack)
+    }
+
+    /// A connection with no proxy between its ends, as a capture of the pair's own traffic reports it.
+    private func openDirect(_ s: inout TrafficScript, _ connection: ConnectionID) {
+        s.add(connection, .opened(ConnectionEndpoints(proxy: "capture", client: "c:1", listen: "s:2", proxyLocal: "c:1", server: "s:2")))
+    }
+
+    /// Seqs 1-3 delivered to the client's TCP on connection 1, the client's acks up to 2, then a reset.
+    private func resetPastTheLastAck(acks: Bool = true) -> TrafficScript {
+        var s = TrafficScript()
+        openDirect(&s, 1)
+        s.relay(1, [1, 2])
+        if acks { consumerAcks(&s, 1, upTo: 2) }
+        s.relay(1, [3])
+        s.at(1)
+        s.add(1, .closed(.client, .reset))
+        s.add(1, .closed(.server, .fin))
+        s.at(2)
+        openDirect(&s, 2)
+        return s
+    }
+
+    @Test("the consumer's resume point says it never read seq 3 and the producer resends it: delivered once, no redelivery")
+    func unreadThenResent() throws {
+        var s = resetPastTheLastAck()
+        consumerAcks(&s, 2, upTo: 2)
+        s.relay(2, [3, 4])
+        let result = try audit(s)
+        #expect(result.totals.ok == 4 && result.totals.lost == 0, "\(result.totals)")
+        #expect(result.totals.redelivered == 0 && result.totals.reordered == 0 && result.totals.duplicated == 0, "\(result.totals)")
+    }
+
+    @Test("the consumer's resume point vouches for seq 3: delivered, nothing resent, nothing lost")
+    func readAndVouched() throws {
+        var s = resetPastTheLastAck()
+        consumerAcks(&s, 2, upTo: 3)
+        s.relay(2, [4])
+        let result = try audit(s)
+        #expect(result.totals.ok == 4 && result.totals.lost == 0 && result.totals.redelivered == 0, "\(result.totals)")
+    }
+
+    @Test("vouched for and resent anyway: the consumer read seq 3 twice, one redelivery")
+    func vouchedAndResentIsRedelivered() throws {
+        var s = resetPastTheLastAck()
+        consumerAcks(&s, 2, upTo: 3)
+        s.relay(2, [3, 4])
+        let result = try audit(s)
+        #expect(result.totals.ok == 4 && result.totals.redelivered == 1, "\(result.totals)")
+    }
+
+    @Test("never vouched for and never resent (a producer that resumed past it): lost")
+    func skippedIsLost() throws {
+        var s = resetPastTheLastAck()
+        consumerAcks(&s, 2, upTo: 2)
+        s.relay(2, [4, 5])
+        let result = try audit(s)
+        #expect(result.totals.ok == 4 && result.totals.lost == 1, "\(result.totals)")
+        #expect(result.anomalies.contains { $0.kind == .lost && $0.fromSeq == 3 && $0.toSeq == 3 })
+    }
+
+    @Test("a consumer that never acknowledges is judged by its TCP: seq 3 delivered, its resend a redelivery")
+    func noAcksTrustTCP() throws {
+        var s = resetPastTheLastAck(acks: false)
+        s.relay(2, [3, 4])
+        let result = try audit(s)
+        #expect(result.totals.ok == 4 && result.totals.redelivered == 1, "\(result.totals)")
+    }
+
+    @Test("through a proxy, a reset of one leg casts no doubt on the other's deliveries: judged by TCP")
+    func throughAProxyTrustsTCP() throws {
+        var s = TrafficScript()
+        s.open(1)
+        s.relay(1, [1, 2])
+        consumerAcks(&s, 1, upTo: 2)
+        s.relay(1, [3])
+        s.at(1)
+        s.add(1, .closed(.client, .reset))
+        s.at(2)
+        s.open(2)
+        consumerAcks(&s, 2, upTo: 2)
+        s.relay(2, [3, 4])
+        let result = try audit(s)
+        #expect(result.totals.ok == 4 && result.totals.redelivered == 1, "\(result.totals)")
+    }
+
+    @Test("a reset once the run is stopping casts no doubt: nothing can vouch later")
+    func stoppingTrustsTCP() throws {
+        var s = TrafficScript()
+        openDirect(&s, 1)
+        s.relay(1, [1, 2])
+        consumerAcks(&s, 1, upTo: 2)
+        s.relay(1, [3])
+        s.add(0, .stopping)
+        s.at(1)
+        s.add(1, .closed(.client, .reset))
+        let result = try audit(s)
+        #expect(result.totals.ok == 3 && result.totals.lost == 0, "\(result.totals)")
+    }
+}
