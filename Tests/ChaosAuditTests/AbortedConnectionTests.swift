@@ -10,19 +10,6 @@ import Testing
 /// the ends: through one, each leg is a connection of its own.
 @Suite("A connection that ended in a reset: what its consumer took past its last ack")
 struct AbortedConnectionTests {
-    private func audit(_ script: TrafficScript) throws -> AuditResult {
-        let engine = try AuditEngine(spec: ProtocolSpec(ack: "ack"))
-        engine.ingest(script.events)
-        return engine.finish()
-    }
-
-    /// The consumer of the downstream acknowledges, on `connection`, every downstream seq up to `seq`.
-    private func consumerAcks(_ s: inout TrafficScript, _ connection: ConnectionID, upTo seq: Int) {
-        let ack = Array("{\"type\":\"ACK\",\"stream\":\"s\",\"ack\":\(seq)}\n".utf8)
-        s.sendBytes(connection, .upstream, ack)
-        s.deliverBytes(connection, .upstream, ack)
-    }
-
     /// A connection with no proxy between its ends, as a capture of the pair's own traffic reports it.
     private func openDirect(_ s: inout TrafficScript, _ connection: ConnectionID) {
         s.add(connection, .opened(ConnectionEndpoints(proxy: "capture", client: "c:1", listen: "s:2", proxyLocal: "c:1", server: "s:2")))
@@ -33,7 +20,7 @@ struct AbortedConnectionTests {
         var s = TrafficScript()
         openDirect(&s, 1)
         s.relay(1, [1, 2])
-        if acks { consumerAcks(&s, 1, upTo: 2) }
+        if acks { s.consumerAcks(1, upTo: 2) }
         s.relay(1, [3])
         s.at(1)
         s.add(1, .closed(.client, .reset))
@@ -46,9 +33,9 @@ struct AbortedConnectionTests {
     @Test("the consumer's resume point says it never read seq 3 and the producer resends it: delivered once, no redelivery")
     func unreadThenResent() throws {
         var s = resetPastTheLastAck()
-        consumerAcks(&s, 2, upTo: 2)
+        s.consumerAcks(2, upTo: 2)
         s.relay(2, [3, 4])
-        let result = try audit(s)
+        let result = try TrafficScript.auditWithAcks(s)
         #expect(result.totals.ok == 4 && result.totals.lost == 0, "\(result.totals)")
         #expect(result.totals.redelivered == 0 && result.totals.reordered == 0 && result.totals.duplicated == 0, "\(result.totals)")
     }
@@ -56,27 +43,27 @@ struct AbortedConnectionTests {
     @Test("the consumer's resume point vouches for seq 3: delivered, nothing resent, nothing lost")
     func readAndVouched() throws {
         var s = resetPastTheLastAck()
-        consumerAcks(&s, 2, upTo: 3)
+        s.consumerAcks(2, upTo: 3)
         s.relay(2, [4])
-        let result = try audit(s)
+        let result = try TrafficScript.auditWithAcks(s)
         #expect(result.totals.ok == 4 && result.totals.lost == 0 && result.totals.redelivered == 0, "\(result.totals)")
     }
 
     @Test("vouched for and resent anyway: the consumer read seq 3 twice, one redelivery")
     func vouchedAndResentIsRedelivered() throws {
         var s = resetPastTheLastAck()
-        consumerAcks(&s, 2, upTo: 3)
+        s.consumerAcks(2, upTo: 3)
         s.relay(2, [3, 4])
-        let result = try audit(s)
+        let result = try TrafficScript.auditWithAcks(s)
         #expect(result.totals.ok == 4 && result.totals.redelivered == 1, "\(result.totals)")
     }
 
     @Test("never vouched for and never resent (a producer that resumed past it): lost")
     func skippedIsLost() throws {
         var s = resetPastTheLastAck()
-        consumerAcks(&s, 2, upTo: 2)
+        s.consumerAcks(2, upTo: 2)
         s.relay(2, [4, 5])
-        let result = try audit(s)
+        let result = try TrafficScript.auditWithAcks(s)
         #expect(result.totals.ok == 4 && result.totals.lost == 1, "\(result.totals)")
         #expect(result.anomalies.contains { $0.kind == .lost && $0.fromSeq == 3 && $0.toSeq == 3 })
     }
@@ -85,7 +72,7 @@ struct AbortedConnectionTests {
     func noAcksTrustTCP() throws {
         var s = resetPastTheLastAck(acks: false)
         s.relay(2, [3, 4])
-        let result = try audit(s)
+        let result = try TrafficScript.auditWithAcks(s)
         #expect(result.totals.ok == 4 && result.totals.redelivered == 1, "\(result.totals)")
     }
 
@@ -94,15 +81,15 @@ struct AbortedConnectionTests {
         var s = TrafficScript()
         s.open(1)
         s.relay(1, [1, 2])
-        consumerAcks(&s, 1, upTo: 2)
+        s.consumerAcks(1, upTo: 2)
         s.relay(1, [3])
         s.at(1)
         s.add(1, .closed(.client, .reset))
         s.at(2)
         s.open(2)
-        consumerAcks(&s, 2, upTo: 2)
+        s.consumerAcks(2, upTo: 2)
         s.relay(2, [3, 4])
-        let result = try audit(s)
+        let result = try TrafficScript.auditWithAcks(s)
         #expect(result.totals.ok == 4 && result.totals.redelivered == 1, "\(result.totals)")
     }
 
@@ -111,12 +98,12 @@ struct AbortedConnectionTests {
         var s = TrafficScript()
         openDirect(&s, 1)
         s.relay(1, [1, 2])
-        consumerAcks(&s, 1, upTo: 2)
+        s.consumerAcks(1, upTo: 2)
         s.relay(1, [3])
         s.add(0, .stopping)
         s.at(1)
         s.add(1, .closed(.client, .reset))
-        let result = try audit(s)
+        let result = try TrafficScript.auditWithAcks(s)
         #expect(result.totals.ok == 3 && result.totals.lost == 0, "\(result.totals)")
     }
 }

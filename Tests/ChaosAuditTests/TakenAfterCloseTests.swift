@@ -6,19 +6,6 @@ import Testing
 /// depends on its TLS stack, so the audit asks the consumer's own acknowledgements, or trusts TCP once the run stops.
 @Suite("Taken after the consumer's TLS close")
 struct TakenAfterCloseTests {
-    private func audit(_ script: TrafficScript) throws -> AuditResult {
-        let engine = try AuditEngine(spec: ProtocolSpec(ack: "ack"))
-        engine.ingest(script.events)
-        return engine.finish()
-    }
-
-    /// The producer of the downstream acknowledges, on connection `connection`, every downstream seq up to `seq`.
-    private func consumerAcks(_ s: inout TrafficScript, _ connection: ConnectionID, upTo seq: Int) {
-        let ack = Array("{\"type\":\"ACK\",\"stream\":\"s\",\"ack\":\(seq)}\n".utf8)
-        s.sendBytes(connection, .upstream, ack)
-        s.deliverBytes(connection, .upstream, ack)
-    }
-
     /// Seqs 1 and 2 delivered on connection 1, seq 3 written and not yet acknowledged when a fault cut it.
     private func cutWithThreeInFlight() -> TrafficScript {
         var s = TrafficScript()
@@ -55,9 +42,9 @@ struct TakenAfterCloseTests {
         var s = closedWithTwoTakenAfter()
         s.at(2)
         s.open(2)
-        consumerAcks(&s, 2, upTo: 3)
+        s.consumerAcks(2, upTo: 3)
         s.relay(2, [4, 5])
-        let result = try audit(s)
+        let result = try TrafficScript.auditWithAcks(s)
         #expect(result.totals.ok == 5)
         #expect(result.totals.lost == 0)
     }
@@ -74,8 +61,8 @@ struct TakenAfterCloseTests {
         s.open(2)
         s.relay(2, [4, 5])
         s.at(2.1)
-        consumerAcks(&s, 2, upTo: 3)
-        let result = try audit(s)
+        s.consumerAcks(2, upTo: 3)
+        let result = try TrafficScript.auditWithAcks(s)
         #expect(result.totals.ok == 5 && result.totals.lost == 0, "\(result.totals)")
     }
 
@@ -84,9 +71,9 @@ struct TakenAfterCloseTests {
         var s = closedWithTwoTakenAfter()
         s.at(2)
         s.open(2)
-        consumerAcks(&s, 2, upTo: 1)
+        s.consumerAcks(2, upTo: 1)
         s.relay(2, [4, 5])
-        let result = try audit(s)
+        let result = try TrafficScript.auditWithAcks(s)
         #expect(result.totals.ok == 3)
         #expect(result.totals.lost == 2)
         #expect(result.anomalies.contains { $0.kind == .lost && $0.fromSeq == 2 && $0.toSeq == 3 })
@@ -98,10 +85,10 @@ struct TakenAfterCloseTests {
         // The producer resumes past 2 and 3 (its bug); the consumer acks the highest seq it saw, 5.
         s.at(2)
         s.open(2)
-        consumerAcks(&s, 2, upTo: 1)
+        s.consumerAcks(2, upTo: 1)
         s.relay(2, [4, 5])
-        consumerAcks(&s, 2, upTo: 5)
-        let result = try audit(s)
+        s.consumerAcks(2, upTo: 5)
+        let result = try TrafficScript.auditWithAcks(s)
         #expect(result.totals.ok == 3)
         #expect(result.totals.lost == 2)
     }
@@ -111,9 +98,9 @@ struct TakenAfterCloseTests {
         var s = closedWithTwoTakenAfter()
         s.at(2)
         s.open(2)
-        consumerAcks(&s, 2, upTo: 1)
+        s.consumerAcks(2, upTo: 1)
         s.relay(2, [2, 3, 4])
-        let result = try audit(s)
+        let result = try TrafficScript.auditWithAcks(s)
         #expect(result.totals.ok == 4 && result.totals.lost == 0)
         #expect(result.totals.duplicated == 0)
     }
@@ -134,7 +121,7 @@ struct TakenAfterCloseTests {
         s.add(1, .acknowledgedAfterClose(.client, upTo: three))
         s.at(1)
         s.close(1)
-        let result = try audit(s)
+        let result = try TrafficScript.auditWithAcks(s)
         #expect(result.totals.ok == 3 && result.totals.lost == 0)
     }
 
@@ -145,17 +132,17 @@ struct TakenAfterCloseTests {
         var vouched = cutWithThreeInFlight()
         vouched.at(2)
         vouched.open(2)
-        consumerAcks(&vouched, 2, upTo: 3)
+        vouched.consumerAcks(2, upTo: 3)
         vouched.relay(2, [4, 5])
-        let good = try audit(vouched)
+        let good = try TrafficScript.auditWithAcks(vouched)
         #expect(good.totals.ok == 5 && good.totals.lost == 0)
         var skipped = cutWithThreeInFlight()
         skipped.at(2)
         skipped.open(2)
-        consumerAcks(&skipped, 2, upTo: 2)
+        skipped.consumerAcks(2, upTo: 2)
         skipped.relay(2, [4, 5])
-        consumerAcks(&skipped, 2, upTo: 5)
-        let bad = try audit(skipped)
+        skipped.consumerAcks(2, upTo: 5)
+        let bad = try TrafficScript.auditWithAcks(skipped)
         #expect(bad.totals.ok == 4 && bad.totals.lost == 1)
     }
 
@@ -166,15 +153,15 @@ struct TakenAfterCloseTests {
         var s = cutWithThreeInFlight()
         s.at(2)
         s.open(2)
-        consumerAcks(&s, 2, upTo: 2)
+        s.consumerAcks(2, upTo: 2)
         // Seq 4 written; the consumer answers with ack 4 before the proxy sees its TCP take seq 4 (a loaded machine).
         s.send(2, [4])
         s.write(2, [4])
         s.at(2.1)
-        consumerAcks(&s, 2, upTo: 4)
+        s.consumerAcks(2, upTo: 4)
         s.at(2.2)
         s.acknowledge(2, .downstream)
-        let result = try audit(s)
+        let result = try TrafficScript.auditWithAcks(s)
         #expect(result.totals.ok == 3 && result.totals.lost == 1, "\(result.totals)")
     }
 }

@@ -1,4 +1,5 @@
 import ChaosCore
+import ChaosAudit
 
 /// Builds `TrafficEvent` sequences by hand: a live proxy's view (read from the producer, written to the consumer).
 struct TrafficScript {
@@ -80,5 +81,22 @@ struct TrafficScript {
     mutating func fault(_ kind: String, _ occurrence: Int, started: Bool) {
         let mark = FaultMark(kind: kind, occurrence: occurrence, detail: "")
         add(0, started ? .faultStarted(mark) : .faultEnded(mark))
+    }
+}
+
+extension TrafficScript {
+    /// The consumer of the downstream acknowledges, on `connection`, every downstream seq up to `seq` (an ACK message
+    /// read from it and delivered to the producer).
+    mutating func consumerAcks(_ connection: ConnectionID, upTo seq: Int) {
+        let ack = Array("{\"type\":\"ACK\",\"stream\":\"s\",\"ack\":\(seq)}\n".utf8)
+        sendBytes(connection, .upstream, ack)
+        deliverBytes(connection, .upstream, ack)
+    }
+
+    /// The audit of `script` by a protocol whose consumers acknowledge with an `ack` field.
+    static func auditWithAcks(_ script: TrafficScript) throws -> AuditResult {
+        let engine = try AuditEngine(spec: ProtocolSpec(ack: "ack"))
+        engine.ingest(script.events)
+        return engine.finish()
     }
 }
