@@ -1,5 +1,5 @@
-import ChaosCore
 import ChaosAudit
+import ChaosCore
 
 /// Builds `TrafficEvent` sequences by hand: a live proxy's view (read from the producer, written to the consumer).
 struct TrafficScript {
