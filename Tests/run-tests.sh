@@ -27,8 +27,8 @@ TESTS=.build/debug/chaosPackageTests.xctest
 # The pair lanes: one line each, the suites it runs in order (test-ID regexes, one per phase). Balanced by the suites'
 # times in a fresh-clone run (the longest suite, gRPC's pairs, sets the floor).
 # The longest lanes first (they start first). Seven lanes of about 190-210 s each (the gRPC pairs alone take 190), and
-# an eighth of the commands that run the pair again and again (chaos shrink, chaos run --repeat: about 165 s) with the
-# fleet in network namespaces.
+# two of the commands that run the pair again and again (chaos shrink, chaos run --repeat; the quickstart's shrink with
+# the fleet in network namespaces).
 PAIR_LANES=(
   "ShippedWebSocketScenarioTests FleetMergeTests"
   "ShippedMobileDayScenarioTests ToxiproxyClientTests"
@@ -37,7 +37,8 @@ PAIR_LANES=(
   "ShippedGRPCScenarioTests AuditBackpressureTests"
   "TLSCaptureAuditTests SSEPairTests"
   "WebSocketPairTests MobilePathPairTests DeliveredMeansAcknowledgedTests"
-  "ShrinkCommandTests RepeatRunTests FleetNamespaceTests"
+  "ShrinkCommandTests RepeatRunTests"
+  "QuickstartShrinkTests FleetNamespaceTests"
 )
 
 # Seconds between the starts of two pair lanes.

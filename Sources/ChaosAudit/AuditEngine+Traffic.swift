@@ -410,12 +410,18 @@ extension AuditEngine {
         }
         connection.pipe(.sent, side.producing).decoder.dropPartial()
         if how != .fin { endDeliveries(toward: side, of: connection, how: how, time: time) }
-        // A reset on a connection with no proxy between its ends reaches both: what either consumer's TCP took past
-        // its last ack may be unread. (Through a proxy each leg is its own connection, and the live audit and a
-        // capture of it see the proxy's cuts alike only as cuts.)
-        if how == .reset, connection.direct, !isStopping {
-            for streams in connection.streams { for stream in streams.values { stream.ledger.unconfirmAborted(stream.deliveredHere) } }
+        if how == .reset, !isStopping {
+            if connection.direct {
+                // With no proxy between the ends a reset reaches both: what either consumer's TCP took past its last
+                // ack may be unread.
+                for streams in connection.streams { for stream in streams.values { stream.ledger.unconfirmAborted(stream.deliveredHere) } }
+            } else if !connection.aborted, !connection.cutByFault {
+                // Through a proxy: the consumer on `side` reset its own leg, nothing aborted before (Linux answers a
+                // close with unread data with a reset): what its TCP took past its last ack may be unread.
+                for stream in connection.streams[side == .server ? 0 : 1].values { stream.ledger.unconfirmAborted(stream.deliveredHere) }
+            }
         }
+        if how != .fin { connection.aborted = true }
         let carried =
             synthetic
             ? []

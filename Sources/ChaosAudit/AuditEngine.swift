@@ -159,7 +159,9 @@ package final class AuditEngine {
         case .opened(let endpoints):
             connectionStats.opened += 1
             activity.count(.opened, at: event.time)
-            state(of: event.connection).direct = endpoints.isDirect
+            let connection = state(of: event.connection)
+            connection.direct = endpoints.isDirect
+            connection.proxy = endpoints.proxy
             recovery.opened(at: event.time)
             pathTracker.opened(event.connection, at: event.time)
         case .refused(_, let reason):
@@ -183,7 +185,8 @@ package final class AuditEngine {
         case .faultStarted(let mark):
             faults.started(mark)
             if event.connection == 0 {
-                let live = connections.lazy.filter { !$0.value.fullyClosed }.map(\.key)
+                // What a fault scoped to one proxy can leave half-open: that proxy's connections only.
+                let live = connections.lazy.filter { !$0.value.fullyClosed && (mark.proxy == nil || $0.value.proxy == mark.proxy) }.map(\.key)
                 recovery.faultStarted(mark, at: event.time, live: live)
             }
         case .faultEnded(let mark):

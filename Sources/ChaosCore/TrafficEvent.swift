@@ -88,6 +88,10 @@ package struct TrafficEvent: Hashable, Sendable {
         case reset
         /// The proxy closed it because of a fault.
         case cutByFault = "cut-by-fault"
+        /// A capture's RST that the proxy sent on the leg (a fault's cut, a linger that ran out, the run's end, or the
+        /// other leg's reset passed on), as opposed to `reset`, the peer's own. The live proxy never records it: it
+        /// knows its reasons (`cutByFault`, or `reset` for one passed on).
+        case resetByProxy = "reset-by-proxy"
         /// A socket error.
         case error
     }
@@ -101,6 +105,8 @@ package struct FaultMark: Hashable, Sendable, Codable {
     package var occurrence: Int
     /// A short human summary of the drawn parameters (`mode=reset`, `add=512ms`).
     package var detail: String
+    /// Only this proxy's connections (a fault scoped with `proxy:`, a toxic); nil: every proxy's.
+    package var proxy: String? = nil
 
     /// The occurrence number of what the control API added (its fault or toxic `id`, and the occurrence's
     /// `index` in that fault's own timeline): `id << 40 + index`, apart from any run timeline's indexes.
@@ -109,11 +115,12 @@ package struct FaultMark: Hashable, Sendable, Codable {
     /// Whether it marks what the control API added (see ``apiOccurrence(id:index:)``).
     package var addedThroughAPI: Bool { occurrence >= 1 << 40 }
 
-    /// Creates a mark.
-    package init(kind: String, occurrence: Int, detail: String) {
+    /// Creates a mark (of a fault on `proxy` alone, or on every proxy).
+    package init(kind: String, occurrence: Int, detail: String, proxy: String? = nil) {
         self.kind = kind
         self.occurrence = occurrence
         self.detail = detail
+        self.proxy = proxy
     }
 }
 

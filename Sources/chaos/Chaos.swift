@@ -11,7 +11,7 @@ struct Chaos: AsyncParsableCommand {
         commandName: "chaos",
         abstract: "A TCP chaos proxy that injects mobile-network faults and audits message delivery.",
         version: "0.1.0",
-        subcommands: [Run.self, Validate.self, Proxy.self, Audit.self, Report.self, Replay.self, Shrink.self, Demo.self, CA.self]
+        subcommands: [Run.self, Validate.self, Proxy.self, Audit.self, Report.self, Replay.self, Shrink.self, Bundle.self, Demo.self, CA.self]
     )
 
     /// Runs the chosen subcommand; maps ``ChaosError`` to exit codes (bad input 2, other failures 1).

@@ -6,8 +6,8 @@ import Testing
 /// ack: a socket closed with unread data sends that reset, and a write that fails with EPIPE as it arrives often drops
 /// the connection unread (seen with `websockets` over wss, audited from `tcpdump -i lo`: the server's kernel took seq
 /// 85 as the client cut its connection, the server never read it, the client resent it on the next connection, and
-/// the audit counted one redelivery that no log showed). The consumer's own acks settle it. Only with no proxy between
-/// the ends: through one, each leg is a connection of its own.
+/// the audit counted one redelivery that no log showed). The consumer's own acks settle it. Through a proxy each leg is a
+/// connection of its own: only the consumer's own reset of its leg, before anything else aborted, casts that doubt.
 @Suite("A connection that ended in a reset: what its consumer took past its last ack")
 struct AbortedConnectionTests {
     /// A connection with no proxy between its ends, as a capture of the pair's own traffic reports it.
@@ -76,21 +76,47 @@ struct AbortedConnectionTests {
         #expect(result.totals.ok == 4 && result.totals.redelivered == 1, "\(result.totals)")
     }
 
-    @Test("through a proxy, a reset of one leg casts no doubt on the other's deliveries: judged by TCP")
-    func throughAProxyTrustsTCP() throws {
+    /// Seqs 1-3 delivered to the client's TCP through a proxy, the client's acks up to 2, then `closes` on connection 1.
+    private func proxiedPastTheLastAck(_ closes: [(Side, TrafficEvent.CloseKind)]) -> TrafficScript {
         var s = TrafficScript()
         s.open(1)
         s.relay(1, [1, 2])
         s.consumerAcks(1, upTo: 2)
         s.relay(1, [3])
         s.at(1)
-        s.add(1, .closed(.client, .reset))
+        for (side, how) in closes { s.add(1, .closed(side, how)) }
         s.at(2)
         s.open(2)
+        return s
+    }
+
+    @Test(
+        "through a proxy, the consumer's own reset of its leg (Linux's answer to a close with unread data): seq 3 unconfirmed, its resend delivered once"
+    )
+    func proxiedConsumersOwnReset() throws {
+        var s = proxiedPastTheLastAck([(.client, .reset), (.server, .reset)])
         s.consumerAcks(2, upTo: 2)
         s.relay(2, [3, 4])
         let result = try TrafficScript.auditWithAcks(s)
-        #expect(result.totals.ok == 4 && result.totals.redelivered == 1, "\(result.totals)")
+        #expect(result.totals.ok == 4 && result.totals.redelivered == 0 && result.totals.lost == 0, "\(result.totals)")
+    }
+
+    @Test(
+        "through a proxy, a fault's cut, the proxy's reset in a capture, or the other side's reset passed on casts no doubt on the consumer's deliveries: judged by TCP"
+    )
+    func proxiedCutsTrustTCP() throws {
+        let closings: [[(Side, TrafficEvent.CloseKind)]] = [
+            [(.client, .cutByFault), (.server, .cutByFault)],
+            [(.client, .resetByProxy), (.server, .resetByProxy)],
+            [(.server, .reset), (.client, .reset)],
+        ]
+        for closes in closings {
+            var s = proxiedPastTheLastAck(closes)
+            s.consumerAcks(2, upTo: 2)
+            s.relay(2, [3, 4])
+            let result = try TrafficScript.auditWithAcks(s)
+            #expect(result.totals.ok == 4 && result.totals.redelivered == 1, "\(closes): \(result.totals)")
+        }
     }
 
     @Test("a reset once the run is stopping casts no doubt: nothing can vouch later")

@@ -157,6 +157,26 @@ struct RecoveryTests {
         #expect(record.connections == 2 && record.noticed == 1 && record.unnoticed == 1)
     }
 
+    @Test("a partition scoped to a proxy no connection went through leaves nothing half-open; scoped to theirs, it does")
+    func halfOpenFollowsTheProxy() throws {
+        for (proxy, expected) in [("other", 0), ("p", 2)] {
+            var s = TrafficScript()
+            s.open(1)
+            s.open(2)
+            s.at(20)
+            let mark = FaultMark(kind: "partition", occurrence: 1, detail: "", proxy: proxy)
+            s.add(0, .faultStarted(mark))
+            s.at(40)
+            s.add(0, .faultEnded(mark))
+            s.at(50)
+            let engine = try AuditEngine(spec: ProtocolSpec())
+            engine.ingest(s.events)
+            let records = engine.finish().recovery.halfOpen
+            #expect(records.reduce(0) { $0 + $1.connections } == expected, "scoped to \(proxy): \(records)")
+            #expect(records.reduce(0) { $0 + $1.unnoticed } == expected, "scoped to \(proxy): \(records)")
+        }
+    }
+
     @Test("a connection that rides out a short stall is half-open for exactly the stall, not until it later closes")
     func rodeOutStall() throws {
         var s = TrafficScript()

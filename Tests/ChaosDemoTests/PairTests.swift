@@ -98,6 +98,28 @@ struct PairTests {
         #expect(!up.events(named: "takeover").isEmpty || !up.events(named: "idle-timeout").isEmpty)
     }
 
+    @Test(
+        "a WebSocket upgrade caught by a dead path is given up after the heartbeat timeout and tried again (the heartbeat only starts once the WebSocket is up)"
+    )
+    func deadUpgradeIsAbandoned() async throws {
+        let pair = try await PairHarness.start(transport: .websocket)
+        defer { pair.removeFiles() }
+        let relay = TestRelay(upstreamPort: pair.serverPort)
+        let port = try await relay.start()
+        try await relay.blackhole(newConnections: true)
+        let client = pair.client(port: port)
+        try await client.start()
+        // Timeout 400 ms and a backoff of at most 500 ms: a few attempts in 4 s; without the timeout, one forever.
+        let retried = await eventually(within: 4) { (try? await relay.acceptedCount()) ?? 0 >= 3 }
+        let accepted = (try? await relay.acceptedCount()) ?? -1
+        #expect(retried, "connections the relay accepted: \(accepted)")
+        try await relay.heal()
+        #expect(await eventually(within: 10) { await client.status().lastProcessedDown >= 20 }, "the stream flows once the path heals")
+        await client.stop()
+        await pair.server.stop()
+        await relay.stop()
+    }
+
     @Test("the naive client loses what was in flight when the connection died: its log and the server's have holes")
     func naiveLoses() async throws {
         let pair = try await PairHarness.start()

@@ -161,6 +161,17 @@ struct FleetMergeTests {
                 "\(key): merged \(streams[key] ?? [:]), the log read \(count)"
             )
         }
+        // The merged folder is what chaos shrink takes: one timeline (shared) replays on one machine; per-agent
+        // timelines send it to an agent's own run.
+        let shrink = try await ChaosCLI.run(["shrink", "\(base)/merged"], timeout: 30)
+        let replayable = FileManager.default.fileExists(atPath: "\(base)/merged/timeline.json")
+        if schedule == "shared" {
+            checks.expect(replayable, "the merged folder keeps the shared timeline")
+            checks.expect(shrink.status == 2 && shrink.stderr.contains("nothing to shrink: the run's verdict is pass"), "\(shrink.stderr)")
+        } else {
+            checks.expect(!replayable, "no one timeline of per-agent schedules")
+            checks.expect(shrink.status == 2 && shrink.stderr.contains("schedule: per-agent): shrink the run of agent 'a'"), "\(shrink.stderr)")
+        }
         let connections = merged["connections"] as? [String: Any] ?? [:]
         let opened = ["a", "b"].compactMap { (try? Self.report("\(base)/\($0)"))?["connections"] as? [String: Any] }
             .compactMap { $0["opened"] as? Int }.reduce(0, +)

@@ -179,9 +179,13 @@ struct ReportTests {
         #expect(text.contains("```sh\nchaos run Scenarios/fixture.yaml --seed 7\n```"))
         let github = MarkdownRenderer(flavor: .github).render(report)
         #expect(github.hasPrefix("## ❌ chaos FAIL"))
-        // With its folder known (a written report.md, chaos report DIR), a failure after a fault ends with the shrink.
-        let shrink = MarkdownRenderer(flavor: .github, runFolder: "Reports/fixture-1").render(report)
+        // With its folder known (a written report.md, chaos report DIR), a failure after a fault ends with the shrink:
+        // of the folder here, of its bundle on GitHub (the runner's folder is gone; the chaos action uploads the bundle).
+        let shrink = MarkdownRenderer(runFolder: "Reports/fixture-1").render(report)
         #expect(shrink.hasSuffix("```sh\nchaos shrink Reports/fixture-1\n```\n"), "\(shrink.suffix(200))")
+        let shrinkOnGitHub = MarkdownRenderer(flavor: .github, runFolder: "chaos-report").render(report)
+        #expect(shrinkOnGitHub.hasSuffix("```sh\nchaos shrink chaos-report.tar.gz\n```\n"), "\(shrinkOnGitHub.suffix(300))")
+        #expect(shrinkOnGitHub.contains("`chaos-bundle` artifact"), "\(shrinkOnGitHub.suffix(300))")
         #expect(
             !MarkdownRenderer(runFolder: "Reports/x").render(try ReportFixtures.report()).contains("chaos shrink"),
             "a passing run has nothing to shrink"

@@ -127,16 +127,16 @@ YAML
   check_case() { # description json python-condition
     python3 -c 'import json, sys; r = json.loads(sys.argv[1]); sys.exit(0 if eval(sys.argv[2]) else 1)' "$2" "$3" ||
       { cat "$work/case.log" >&2; fail "$1: $2"; }
-    echo "check-action: locally: $1: $(python3 -c 'import json, sys; r = json.loads(sys.argv[1]); print("job", r["job"], "| verdict", r["outputs"]["verdict"], "| exit", r["outputs"]["exit-code"], "| comment", r["comment"], "| artifact", r["artifact"], "|", r["summary"][:90])' "$2")"
+    echo "check-action: locally: $1: $(python3 -c 'import json, sys; r = json.loads(sys.argv[1]); print("job", r["job"], "| verdict", r["outputs"]["verdict"], "| exit", r["outputs"]["exit-code"], "| comment", r["comment"], "| artifact", r["artifact"], "| bundle", r["bundle"], "|", r["summary"][:90])' "$2")"
   }
   result=$(run_case resilient.yaml pass)
   check_case "resilient pair, expect pass" "$result" \
-    'r["job"] == "success" and r["outputs"]["verdict"] == "pass" and r["comment"] and r["artifact"] and "PASS" in r["summary"]'
+    'r["job"] == "success" and r["outputs"]["verdict"] == "pass" and r["comment"] and r["artifact"] and not r["bundle"] and "PASS" in r["summary"]'
   result=$(run_case naive.yaml fail)
   check_case "naive client, expect fail" "$result" \
-    'r["job"] == "success" and r["outputs"]["verdict"] == "fail" and r["outputs"]["exit-code"] == "1" and r["artifact"]'
+    'r["job"] == "success" and r["outputs"]["verdict"] == "fail" and r["outputs"]["exit-code"] == "1" and r["artifact"] and r["bundle"]'
   result=$(run_case naive.yaml pass)
   check_case "naive client, expect pass (must fail the action)" "$result" \
-    'r["job"] == "failure" and r["steps"].get("_5") == "failure" and r["outputs"]["verdict"] == "fail" and r["artifact"]'
+    'r["job"] == "failure" and r["steps"].get("verdict") == "failure" and r["outputs"]["verdict"] == "fail" and r["artifact"]'
 fi
 echo "check-action: OK"

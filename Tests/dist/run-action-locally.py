@@ -119,8 +119,11 @@ def main():
             with_ = {k: substitute(v) for k, v in (step.get("with") or {}).items()}
             if step["uses"].startswith("actions/upload-artifact@"):
                 source = os.path.join(workspace, with_["path"])
-                if os.path.exists(source):
+                if os.path.isdir(source):
                     shutil.copytree(source, os.path.join(temp, "artifact", with_["name"]))
+                elif os.path.isfile(source):
+                    os.makedirs(os.path.join(temp, "artifact", with_["name"]), exist_ok=True)
+                    shutil.copy(source, os.path.join(temp, "artifact", with_["name"]))
                 steps[step_id] = {"outcome": "success", "outputs": {}}
                 continue
             raise SystemExit(f"unsupported uses: {step['uses']}")
@@ -160,10 +163,12 @@ def main():
         summary = handle.read()
     comment = open(files["comment.md"]).read() if os.path.exists(files["comment.md"]) else None
     artifact = os.path.isfile(os.path.join(temp, "artifact", inputs["artifact-name"], "report.json"))
+    bundles = os.path.join(temp, "artifact", inputs["bundle-name"])
+    bundle = os.path.isdir(bundles) and any(name.endswith(".tar.gz") for name in os.listdir(bundles))
     print(json.dumps({"job": "failure" if job_failed else "success",
                       "steps": {k: v["outcome"] for k, v in steps.items()}, "outputs": outputs,
                       "summary": summary.splitlines()[0] if summary else "", "comment": comment is not None,
-                      "artifact": artifact, "path": path_additions}))
+                      "artifact": artifact, "bundle": bundle, "path": path_additions}))
     shutil.rmtree(temp, ignore_errors=True)
 
 

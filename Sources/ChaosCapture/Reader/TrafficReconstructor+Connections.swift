@@ -248,8 +248,10 @@ extension TrafficReconstructor {
                 if fromClient == peerIsFlowClient {
                     outbox.append(TrafficEvent(time: time, connection: id, kind: .closed(leg, .fin)))
                 }
-            case .reset(_, let time):
-                outbox.append(TrafficEvent(time: time, connection: id, kind: .closed(leg, .reset)))
+            case .reset(let fromClient, let time):
+                // The peer's own RST, or one the proxy sent it (the live proxy records those by their reason).
+                let how: TrafficEvent.CloseKind = fromClient == peerIsFlowClient ? .reset : .resetByProxy
+                outbox.append(TrafficEvent(time: time, connection: id, kind: .closed(leg, how)))
             case .acknowledged(let towardServer, let bytes, let time):
                 // Only the peer's acknowledgements of what the proxy wrote to it matter to the audit.
                 if towardServer != peerIsFlowClient {

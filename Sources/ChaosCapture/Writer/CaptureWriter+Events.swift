@@ -67,7 +67,7 @@ extension CaptureWriter {
         case .reset, .error:
             let rst = connection[side].abort(fromPeer: true)
             try emit(rst, on: connection[side], payload: [], time: time)
-        case .cutByFault:
+        case .cutByFault, .resetByProxy:
             let rst = connection[side].abort(fromPeer: false)
             try emit(rst, on: connection[side], payload: [], time: time)
         }

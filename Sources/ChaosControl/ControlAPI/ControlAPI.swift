@@ -85,7 +85,8 @@ package final class ControlAPI: Sendable {
             FaultMark(
                 kind: toxic.type,
                 occurrence: FaultMark.apiOccurrence(id: key.timeline, index: 0),
-                detail: "toxic \(toxic.name) on \(proxy): " + toxic.summary
+                detail: "toxic \(toxic.name) on \(proxy): " + toxic.summary,
+                proxy: proxy
             )
         }
     }

@@ -189,6 +189,7 @@ package enum EventRecordCoding {
             string(value.kind)
             int(Int64(value.occurrence))
             string(value.detail)
+            if let proxy = value.proxy { string(proxy) }  // last, and only when scoped: older readers stop before it
         }
     }
 
@@ -240,7 +241,9 @@ package enum EventRecordCoding {
         }
 
         mutating func mark() throws(Malformed) -> FaultMark {
-            FaultMark(kind: try string(), occurrence: Int(try int()), detail: try string())
+            var mark = FaultMark(kind: try string(), occurrence: Int(try int()), detail: try string())
+            if position < body.endIndex { mark.proxy = try string() }
+            return mark
         }
 
         func finish() throws(Malformed) {

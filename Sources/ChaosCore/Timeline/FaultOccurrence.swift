@@ -44,7 +44,7 @@ package struct FaultOccurrence: Sendable, Codable, Equatable {
     package var end: ChaosDuration { at + lasts }
 
     /// The mark that names this occurrence in the traffic event stream.
-    package var mark: FaultMark { FaultMark(kind: kind.rawValue, occurrence: index, detail: effect.summary) }
+    package var mark: FaultMark { FaultMark(kind: kind.rawValue, occurrence: index, detail: effect.summary, proxy: proxy) }
 
     /// The mark of this occurrence when it belongs to control-API fault `id` (not the run's timeline): numbered
     /// apart from the run's own (``FaultMark/apiOccurrence(id:index:)``), its detail naming the fault.
@@ -52,7 +52,8 @@ package struct FaultOccurrence: Sendable, Codable, Equatable {
         FaultMark(
             kind: kind.rawValue,
             occurrence: FaultMark.apiOccurrence(id: id, index: index),
-            detail: "api fault \(id): " + effect.summary
+            detail: "api fault \(id): " + effect.summary,
+            proxy: proxy
         )
     }
 }

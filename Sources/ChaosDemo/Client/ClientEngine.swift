@@ -157,7 +157,8 @@ final class ClientEngine: WireConnectionDelegate, @unchecked Sendable {
                         try WebSocketTransport.configureClient(
                             channel,
                             host: "\(target.host):\(target.port)",
-                            stream: configuration.stream
+                            stream: configuration.stream,
+                            upgradeTimeout: .nanoseconds(configuration.heartbeatTimeout.nanoseconds)
                         ) { WireHandler(delegate: self) }
                     }
                 }

@@ -39,11 +39,13 @@ enum WebSocketTransport {
         )
     }
 
-    /// Client side: sends the upgrade request (with the stream header) once connected, then frames into `wire`.
+    /// Client side: sends the upgrade request (with the stream header) once connected, then frames into `wire`. An
+    /// upgrade unanswered for `upgradeTimeout` closes the connection (the heartbeat only starts once it is up).
     static func configureClient(
         _ channel: any Channel,
         host: String,
         stream: String,
+        upgradeTimeout: TimeAmount,
         wire: @escaping @Sendable () -> WireHandler
     ) throws {
         let upgrader = NIOWebSocketClientUpgrader(
@@ -58,7 +60,7 @@ enum WebSocketTransport {
             withClientUpgrade: (upgraders: [upgrader], completionHandler: { _ in })
         )
         try channel.pipeline.syncOperations.addHandler(
-            UpgradeRequestHandler(host: host, stream: stream),
+            UpgradeRequestHandler(host: host, stream: stream, timeout: upgradeTimeout),
             name: UpgradeRequestHandler.name
         )
     }
@@ -76,7 +78,9 @@ enum WebSocketTransport {
     }
 }
 
-/// Sends the client's upgrade request when the connection opens; an answer that is not an upgrade closes it.
+/// Sends the client's upgrade request when the connection opens; an answer that is not an upgrade closes it, and so
+/// does none within `timeout`: an upgrade caught by a dead path (a partition) would otherwise wait as long as the
+/// path is dead, since the heartbeat only starts once the WebSocket is up.
 final class UpgradeRequestHandler: ChannelInboundHandler, RemovableChannelHandler {
     static let name = "chaos.upgrade-request"
     typealias InboundIn = HTTPClientResponsePart
@@ -84,13 +88,29 @@ final class UpgradeRequestHandler: ChannelInboundHandler, RemovableChannelHandle
 
     private let host: String
     private let stream: String
+    private let timeout: TimeAmount
+    private var deadline: Scheduled<Void>?
 
-    init(host: String, stream: String) {
+    init(host: String, stream: String, timeout: TimeAmount) {
         self.host = host
         self.stream = stream
+        self.timeout = timeout
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        deadline?.cancel()
+        deadline = nil
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        deadline?.cancel()
+        deadline = nil
+        context.fireChannelInactive()
     }
 
     func channelActive(context: ChannelHandlerContext) {
+        let channel = context.channel
+        deadline = context.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
         var headers = HTTPHeaders([("Host", host), ("Content-Length", "0"), (WebSocketTransport.streamHeader, stream)])
         headers.add(name: "User-Agent", value: "chaos-demo")
         let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: WebSocketTransport.path, headers: headers)

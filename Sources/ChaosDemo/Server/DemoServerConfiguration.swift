@@ -49,6 +49,13 @@ package struct DemoServerConfiguration: Sendable {
     /// acknowledgements, retransmissions on resume) with nothing new; nil: produce until stopped. Set it after `init`.
     package var sendFor: ChaosDuration?
 
+    /// A planted bug (for trying `chaos shrink` on a sequence-dependent failure): when a HELLO takes a stream over from
+    /// a connection the server has not yet seen die (a half-open one), it believes every message it wrote there
+    /// arrived and resumes past them without a GAP, on this share of takeovers (0: never, 1: always). Only a fault
+    /// that leaves the server's side open while the client reconnects (a partition, a client-only cut, a handoff)
+    /// loses messages; a reset, which both sides see, does not. Set it after `init`.
+    package var takeoverBug: Double = 0
+
     /// The idle timeout in force.
     package var effectiveIdleTimeout: ChaosDuration {
         idleTimeout ?? ChaosDuration(nanoseconds: 3 * heartbeatInterval.nanoseconds + heartbeatTimeout.nanoseconds)

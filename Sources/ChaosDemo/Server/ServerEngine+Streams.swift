@@ -12,6 +12,11 @@ extension ServerEngine {
         let stream = stream(named: name)
         if let previous = stream.attached, previous !== connection {
             log?.event("takeover", ["stream": name, "connection": previous.id])
+            if configuration.takeoverBug > 0, Double.random(in: 0..<1) < configuration.takeoverBug {
+                // The planted bug: what was written to the old connection counts as delivered.
+                log?.event("takeover-bug", ["stream": name, "skipped_through": stream.downstream.lastAssigned])
+                stream.downstream.acknowledge(upTo: stream.downstream.lastAssigned)
+            }
             previous.stream = nil
             previous.channel.close(promise: nil)
         }

@@ -83,10 +83,21 @@ package struct MarkdownRenderer: Sendable {
         if let comparison { out += ["### Compared with the baseline", ""] + comparison.markdownLines() + [""] }
         out += ["### Reproduce", "", "```sh", report.replay, "```", ""]
         if report.verdict == .fail, let runFolder, report.failures?.contains(where: { !$0.faults.isEmpty }) == true {
-            out += [
-                "Shrink it to the fewest faults that still fail this way (a scenario with a `pair:`):", "", "```sh", "chaos shrink \(runFolder)",
-                "```", "",
-            ]
+            if flavor == .github {
+                // In CI the run folder is gone with the runner: the chaos GitHub Action uploads its bundle.
+                let bundle = URL(fileURLWithPath: runFolder).lastPathComponent + ".tar.gz"
+                out += [
+                    "Shrink it to the fewest faults that still fail this way (a scenario with a `pair:`): download the job's "
+                        + "`\(bundle)` (the chaos action uploads it as the `chaos-bundle` artifact; elsewhere `chaos bundle \(runFolder)` "
+                        + "makes it), then:",
+                    "", "```sh", "chaos shrink \(bundle)", "```", "",
+                ]
+            } else {
+                out += [
+                    "Shrink it to the fewest faults that still fail this way (a scenario with a `pair:`):", "", "```sh",
+                    "chaos shrink \(runFolder)", "```", "",
+                ]
+            }
         }
         return out.joined(separator: "\n")
     }

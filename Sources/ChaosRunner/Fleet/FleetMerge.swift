@@ -68,6 +68,8 @@ package enum FleetMerge {
         let report = RunReport(inputs(agents, audit: audit, base: base, clocks: clocks, command: command, schedule: schedule))
         let folder = try RunFolder(scenario: first.scenario.name + "-merged", out: out)
         try report.write(toDirectory: folder.url.path)
+        // One timeline every agent applied: the merged folder replays (and shrinks) on one machine as an agent's does.
+        if schedule == nil { try folder.saveReplayInputs(scenario: first.scenario, timeline: first.timeline) }
         return (report, folder.url)
     }
 

@@ -13,8 +13,11 @@ package struct ShrinkSummary: Sendable {
     let trials: [Shrinker.Trial]
     let seconds: Double
     let budget: Double
+    /// A candidate's time before its first fault and after its last one ends.
+    let warmup: ChaosDuration
+    let settle: ChaosDuration
 
-    /// A summary.
+    /// A summary of a shrink whose candidates ran `warmup` before their first fault and `settle` after the last.
     package init(
         run: String,
         scenario: String,
@@ -23,7 +26,9 @@ package struct ShrinkSummary: Sendable {
         result: (candidate: ShrinkCandidate, rate: (failures: Int, runs: Int))?,
         trials: [Shrinker.Trial],
         seconds: Double,
-        budget: Double
+        budget: Double,
+        warmup: ChaosDuration,
+        settle: ChaosDuration
     ) {
         self.run = run
         self.scenario = scenario
@@ -33,6 +38,45 @@ package struct ShrinkSummary: Sendable {
         self.trials = trials
         self.seconds = seconds
         self.budget = budget
+        self.warmup = warmup
+        self.settle = settle
+    }
+
+    /// `shrink.json`.
+    struct Record: Encodable {
+        var schema = "chaos.shrink/1"
+        var run: String
+        var scenario: String
+        var headline: String
+        var target: ShrinkTarget
+        var originalFaults: Int
+        var originalSeconds: Double
+        var seconds: Double
+        var budgetSeconds: Double
+        var trials: [Shrinker.Trial]
+        var reproducer: Reproducer?
+    }
+
+    /// `shrink.json`'s `reproducer`: the original occurrences kept, their span, the final failure rate, how to run it.
+    struct Reproducer: Encodable {
+        var occurrences: [Int]
+        var spanSeconds: Double
+        var failures: Int
+        var runs: Int
+        var reproYaml: String?
+        var replay: String
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(occurrences, forKey: .occurrences)
+            try container.encode(spanSeconds, forKey: .spanSeconds)
+            try container.encode(failures, forKey: .failures)
+            try container.encode(runs, forKey: .runs)
+            try container.encode(reproYaml, forKey: .reproYaml)  // null when the scenario file was not found
+            try container.encode(replay, forKey: .replay)
+        }
+
+        enum CodingKeys: String, CodingKey { case occurrences, spanSeconds, failures, runs, reproYaml, replay }
     }
 
     /// How long a duration reads in a sentence: `72h`, `12m05s`, `42s`.
@@ -50,12 +94,13 @@ package struct ShrinkSummary: Sendable {
             return "\(before): did not reproduce in \(runs) run\(runs == 1 ? "" : "s") (\(Self.span(seconds)) of a \(Self.span(budget)) budget)"
         }
         let kinds = candidate.occurrences.map { "a \($0.occurrence.kind.rawValue)" }.joined(separator: ", then ")
-        return "\(before) → \(Self.span(candidate.span.seconds + 11)), \(candidate.occurrences.count) fault"
+        let runSeconds = warmup.seconds + candidate.span.seconds + settle.seconds
+        return "\(before) → \(Self.span(runSeconds)), \(candidate.occurrences.count) fault"
             + "\(candidate.occurrences.count == 1 ? "" : "s"): \(kinds); fails \(rate.failures) of \(rate.runs)"
     }
 
     /// Writes shrink.json, shrink.md and, with a reproducer, repro/ and repro.yaml into `folder`.
-    package func write(to folder: URL, scenario: Scenario, seed: UInt64, warmup: ChaosDuration, settle: ChaosDuration) throws {
+    package func write(to folder: URL, scenario: Scenario, seed: UInt64) throws {
         var reproYAML: String?
         if let (candidate, _) = result {
             let timeline = candidate.timeline(seed: seed, warmup: warmup, settle: settle)
@@ -72,25 +117,31 @@ package struct ShrinkSummary: Sendable {
                 reproYAML = folder.appendingPathComponent("repro.yaml").path
             }
         }
+        let record = Record(
+            run: run,
+            scenario: scenario.name,
+            headline: headline,
+            target: target,
+            originalFaults: original.faults,
+            originalSeconds: original.seconds,
+            seconds: seconds,
+            budgetSeconds: budget,
+            trials: trials,
+            reproducer: result.map { candidate, rate in
+                Reproducer(
+                    occurrences: candidate.originals,
+                    spanSeconds: candidate.span.seconds,
+                    failures: rate.failures,
+                    runs: rate.runs,
+                    reproYaml: reproYAML,
+                    replay: "chaos replay \(folder.appendingPathComponent("repro").path)"
+                )
+            }
+        )
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
         encoder.keyEncodingStrategy = .convertToSnakeCase
-        var object: [String: Any] = [
-            "schema": "chaos.shrink/1", "run": run, "scenario": scenario.name, "headline": headline,
-            "target": try JSONSerialization.jsonObject(with: encoder.encode(target)),
-            "original_faults": original.faults, "original_seconds": original.seconds,
-            "seconds": seconds, "budget_seconds": budget,
-            "trials": try JSONSerialization.jsonObject(with: encoder.encode(trials)),
-        ]
-        if let (candidate, rate) = result {
-            object["reproducer"] = [
-                "occurrences": candidate.originals, "span_seconds": candidate.span.seconds,
-                "failures": rate.failures, "runs": rate.runs, "repro_yaml": reproYAML.map { $0 as Any } ?? NSNull(),
-                "replay": "chaos replay \(folder.appendingPathComponent("repro").path)",
-            ]
-        }
-        let json = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
-        try json.write(to: folder.appendingPathComponent("shrink.json"))
+        try encoder.encode(record).write(to: folder.appendingPathComponent("shrink.json"))
         var lines = ["## chaos shrink: \(scenario.name)", "", headline + ".", "", "Failure kept: \(target.account)", ""]
         if let (candidate, _) = result {
             lines += ["| # in the failed run | fault | at (after a \(warmup) warm-up) | for | parameters |", "|--:|---|--:|--:|---|"]

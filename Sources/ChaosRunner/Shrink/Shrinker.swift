@@ -32,10 +32,24 @@ package final class Shrinker {
         }
     }
 
+    /// The stages of a shrink, as shrink.json names them.
+    package enum Stage: String, Sendable, Codable, Equatable {
+        /// A window of the faults before the failure (doubled until it fails).
+        case window
+        /// More runs of the window that failed: its failure rate.
+        case rate
+        /// Delta debugging over the window's faults.
+        case ddmin
+        /// Shorter faults and gaps.
+        case simplify
+        /// The final runs that measure the reproducer's rate.
+        case final
+    }
+
     /// Every candidate tried, with its runs.
     package struct Trial: Sendable, Codable, Equatable {
-        /// Which stage tried it: `window`, `ddmin`, `simplify`, `final`.
-        package var stage: String
+        /// Which stage tried it.
+        package var stage: Stage
         /// The original occurrences it kept.
         package var occurrences: [Int]
         /// Its span (first start to last end), in seconds.
@@ -111,12 +125,12 @@ package final class Shrinker {
 
     /// Whether `candidate` fails: a flaky failure when any of up to `runs` runs fails (it stops at the first), a steady
     /// one when two runs both fail. Records the trial.
-    func fails(_ candidate: ShrinkCandidate, stage: String, runs: Int? = nil) async throws -> Bool {
+    func fails(_ candidate: ShrinkCandidate, stage: Stage, runs: Int? = nil) async throws -> Bool {
         let everyRun = runs == nil && steady
         let wanted = everyRun ? 2 : runs ?? runsPerCandidate
         var outcomes: [CandidateRunner.Outcome] = []
         var reproduced = false
-        for index in 0..<wanted where (stage == "final" ? budgetLeft > 0 || index == 0 : searchBudgetLeft > 0) {
+        for index in 0..<wanted where (stage == .final ? budgetLeft > 0 || index == 0 : searchBudgetLeft > 0) {
             candidateNumber += 1
             let folder = options.out.appendingPathComponent("candidates").appendingPathComponent(String(format: "%04d", candidateNumber))
             let outcome = try await runner.run(
@@ -136,7 +150,7 @@ package final class Shrinker {
                 break
             }
         }
-        if reproduced || stage == "final" || stage == "rate" {
+        if reproduced || stage == .final || stage == .rate {
             keptRuns += outcomes.count
             keptFailures += outcomes.filter(\.reproduced).count
         }
@@ -168,10 +182,10 @@ package final class Shrinker {
             if !candidate.occurrences.isEmpty, candidate.originals != tried {
                 tried = candidate.originals
                 // A window gets three runs when the rate is unknown: a flaky failure still shows.
-                if try await fails(candidate, stage: "window", runs: keptRuns == 0 ? 3 : nil) {
+                if try await fails(candidate, stage: .window, runs: keptRuns == 0 ? 3 : nil) {
                     // Two more runs measure how flaky it is.
-                    _ = try await fails(candidate, stage: "rate", runs: 1)
-                    _ = try await fails(candidate, stage: "rate", runs: 1)
+                    _ = try await fails(candidate, stage: .rate, runs: 1)
+                    _ = try await fails(candidate, stage: .rate, runs: 1)
                     return candidate
                 }
             }
@@ -188,7 +202,7 @@ package final class Shrinker {
         while current.count >= 2, searchBudgetLeft > 0 {
             let chunks = Self.split(current, into: parts)
             var reduced = false
-            for chunk in chunks where try await fails(ShrinkCandidate(chunk), stage: "ddmin") {
+            for chunk in chunks where try await fails(ShrinkCandidate(chunk), stage: .ddmin) {
                 current = chunk
                 parts = 2
                 reduced = true
@@ -197,7 +211,7 @@ package final class Shrinker {
             if !reduced, parts > 2 {
                 for index in chunks.indices {
                     let complement = chunks.enumerated().filter { $0.offset != index }.flatMap(\.element)
-                    if try await fails(ShrinkCandidate(complement), stage: "ddmin") {
+                    if try await fails(ShrinkCandidate(complement), stage: .ddmin) {
                         current = complement
                         parts = max(parts - 1, 2)
                         reduced = true
@@ -230,7 +244,7 @@ package final class Shrinker {
                 guard lasts.nanoseconds >= 1_000_000_000, entry.occurrence.kind != .handoff else { break }
                 entry.occurrence.lasts = .nanoseconds(lasts.nanoseconds / 2)
                 let shorter = best.replacing(index, with: entry)
-                guard try await fails(shorter, stage: "simplify") else { break }
+                guard try await fails(shorter, stage: .simplify) else { break }
                 best = shorter
             }
         }
@@ -242,7 +256,7 @@ package final class Shrinker {
             guard gap.nanoseconds >= 1_000_000_000 else { continue }
             entry.occurrence.at = entry.occurrence.at - .nanoseconds(gap.nanoseconds / 2)
             let closer = best.replacing(index, with: entry)
-            if try await fails(closer, stage: "simplify") { best = closer }
+            if try await fails(closer, stage: .simplify) { best = closer }
         }
         return best
     }
@@ -253,7 +267,7 @@ package final class Shrinker {
         var failures = 0
         var runs = 0
         for _ in 0..<options.finalRuns where budgetLeft > 0 || runs == 0 {
-            let failed = try await fails(candidate, stage: "final", runs: 1)
+            let failed = try await fails(candidate, stage: .final, runs: 1)
             runs += 1
             if failed { failures += 1 }
         }

@@ -46,6 +46,15 @@ struct DemoServerCommand: AsyncParsableCommand {
     var tlsCert: String?
     @Option(help: "The private key of --tls-cert (PEM; default: the --tls-cert file).")
     var tlsKey: String?
+    @Option(
+        help:
+            "A planted bug, to try chaos shrink on (tcp, websocket): when a HELLO takes a stream over from a connection the server has not seen die, it believes what it wrote there arrived and resumes past it, silently, on this share of takeovers (0 to 1; 1 always)."
+    )
+    var takeoverBug: Double = 0
+
+    func validate() throws {
+        guard (0...1).contains(takeoverBug) else { throw ValidationError("--takeover-bug must be from 0 to 1, found \(takeoverBug)") }
+    }
 
     func run() async throws {
         var config = DemoServerConfiguration(
@@ -59,6 +68,7 @@ struct DemoServerCommand: AsyncParsableCommand {
         )
         config.transport = try DemoTransportFlag.parse(transport)
         config.sendFor = try DemoDurationFlag.sendFor(sendFor, transport: config.transport)
+        config.takeoverBug = takeoverBug
         if tlsKey != nil, tlsCert == nil { throw ValidationError("--tls-key needs --tls-cert") }
         config.tls = tlsCert.map { DemoServerTLS(certificate: $0, key: tlsKey ?? $0) }
         let server = DemoServer(configuration: config)

@@ -9,7 +9,7 @@ struct Replay: AsyncParsableCommand {
         abstract: "Re-run the exact fault timeline (same seed, same schedule) of an earlier run folder."
     )
 
-    @Argument(help: "The earlier run's folder (it holds scenario.json and timeline.json).")
+    @Argument(help: "The earlier run's folder (it holds scenario.json and timeline.json), or its bundle (chaos bundle).")
     var directory: String
 
     @Option(help: "The new run folder (default: Reports/<scenario>-<UTC time>/).")
@@ -38,9 +38,10 @@ struct Replay: AsyncParsableCommand {
     }
 
     func run() async throws {
-        var (scenario, timeline) = try RunFolder.loadReplayInputs(from: directory)
+        let folder = try RunBundle.runFolder(directory)
+        var (scenario, timeline) = try RunFolder.loadReplayInputs(from: folder)
         var replay = "chaos replay \(directory)"
-        if let range = try self.range() {
+        if let range = try self.range(folder: folder) {
             let (windowed, originals) = ReplayWindow.timeline(timeline, window: range)
             Console.line(
                 "window \(range.lowerBound)..\(range.upperBound) of the run: \(originals.count) fault(s)"
@@ -64,10 +65,10 @@ struct Replay: AsyncParsableCommand {
     }
 
     /// The window on the run's timeline: `--window`, or the `--before` seconds up to failure `--around-failure`.
-    func range() throws -> ClosedRange<ChaosDuration>? {
+    func range(folder: String) throws -> ClosedRange<ChaosDuration>? {
         if let window, case .success(let range) = DurationRange.parse(window) { return range.lower...range.upper }
         guard let index = aroundFailure else { return nil }
-        let report = try RunReport.load(fromDirectory: directory)
+        let report = try RunReport.load(fromDirectory: folder)
         let failures = report.failures ?? []
         guard failures.indices.contains(index) else {
             throw ChaosError.badInput("--around-failure \(index): \(directory)/report.json lists \(failures.count) failure(s)")

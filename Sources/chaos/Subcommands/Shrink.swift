@@ -18,13 +18,13 @@ struct Shrink: AsyncParsableCommand {
             """
     )
 
-    @Argument(help: "The failed run's folder (it holds scenario.json, timeline.json and report.json).")
+    @Argument(help: "The failed run's folder (it holds scenario.json, timeline.json and report.json), or its bundle (chaos bundle).")
     var directory: String
 
     @Option(help: "The time allowed (20m, 90s); the smallest reproducer found so far is kept when it runs out.")
     var budget = "20m"
 
-    @Option(help: "Where the candidates and the reproducer go (default: DIR/shrink/).")
+    @Option(help: "Where the candidates and the reproducer go (default: DIR/shrink/, or NAME-shrink/ here for a bundle NAME.tar.gz).")
     var out: String?
 
     @Option(help: "Which failure of the report to keep (its index in report.json failures[]); default: the first that came after a fault.")
@@ -51,6 +51,9 @@ struct Shrink: AsyncParsableCommand {
     }
 
     func run() async throws {
+        let isBundle = RunBundle.isBundle(self.directory)
+        let directory = try RunBundle.runFolder(self.directory)
+        try Self.checkMergedFleet(directory)
         let (scenario, timeline) = try RunFolder.loadReplayInputs(from: directory)
         guard let data = FileManager.default.contents(atPath: URL(fileURLWithPath: directory).appendingPathComponent("report.json").path) else {
             throw ChaosError.badInput("\(directory) is not a finished run folder: report.json is missing")
@@ -67,7 +70,11 @@ struct Shrink: AsyncParsableCommand {
         }
         let target = try Self.target(of: report, failure: failure)
         let budgetS = ChaosDuration(parsing: budget)!.seconds
-        let folder = URL(fileURLWithPath: out ?? URL(fileURLWithPath: directory).appendingPathComponent("shrink").path)
+        let defaultOut =
+            isBundle
+            ? URL(fileURLWithPath: directory).lastPathComponent + "-shrink"
+            : URL(fileURLWithPath: directory).appendingPathComponent("shrink").path
+        let folder = URL(fileURLWithPath: out ?? defaultOut)
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         var options = Shrinker.Options(out: folder, executable: ExecutablePath.current)
         options.budget = budgetS
@@ -82,19 +89,39 @@ struct Shrink: AsyncParsableCommand {
         }
         let result = try await shrinker.run()
         let summary = ShrinkSummary(
-            run: directory,
+            run: self.directory,
             scenario: scenario.name,
             target: target,
             original: (faults: report.faults.count, seconds: report.elapsedS),
             result: result.map { ($0.candidate, $0.rate) },
             trials: shrinker.trials,
             seconds: shrinker.elapsed,
-            budget: budgetS
+            budget: budgetS,
+            warmup: options.warmup,
+            settle: options.settle
         )
-        try summary.write(to: folder, scenario: scenario, seed: scenario.seed ?? timeline.seed, warmup: options.warmup, settle: options.settle)
+        try summary.write(to: folder, scenario: scenario, seed: scenario.seed ?? timeline.seed)
         Console.line(summary.headline)
         Console.line("shrink: \(folder.appendingPathComponent("shrink.md").path)")
         if result == nil { throw ExitCode(1) }
+    }
+
+    /// A fleet merged from agents that each drew their own timeline (`schedule: per-agent`) has no one timeline to shrink:
+    /// bad input naming the folder of the agent whose connection carried the first failure (its own run shrinks).
+    static func checkMergedFleet(_ directory: String) throws {
+        let folder = URL(fileURLWithPath: directory)
+        guard !FileManager.default.fileExists(atPath: folder.appendingPathComponent("timeline.json").path),
+            let report = try? RunReport.load(fromDirectory: directory),
+            let agents = report.extra?["merge.agents"]?.components(separatedBy: ", ")
+        else { return }
+        let connection = report.failures?.first?.connection ?? 0
+        let index = Int(connection / FleetMerge.connectionStride)
+        let agent = agents.indices.contains(index) ? agents[index] : agents[0]
+        let own = report.extra?["merge.agent.\(agent).folder"] ?? agent
+        throw ChaosError.badInput(
+            "\(directory) merges agents that each applied their own timeline (schedule: per-agent): shrink the run of agent "
+                + "'\(agent)', whose connection carried the first failure: chaos shrink \(own)"
+        )
     }
 
     /// The failure to keep: the report's `failures[index]`, or by default the first loss, duplicate, reorder or
