@@ -10,12 +10,13 @@ struct RunFolderUnderTest {
 
     /// `chaos run ARGUMENTS --out FOLDER --set proxies.stream.listen=… --set proxies.stream.upstream=…`.
     /// `signalOnceCheckpointed`: the signal waits for the run's first report.json checkpoint (a loaded machine may
-    /// start the pair later than the signal's time).
+    /// start the pair later than the signal's time); `signalOnce`: for this file of the run folder to exist.
     static func run(
         _ arguments: [String],
         timeout: Double = 90,
         signal: (after: Double, number: Int32)? = nil,
-        signalOnceCheckpointed: Bool = false
+        signalOnceCheckpointed: Bool = false,
+        signalOnce file: String? = nil
     ) async throws -> RunFolderUnderTest {
         let listen = ChaosCLI.freePort()
         var upstream = ChaosCLI.freePort()
@@ -28,7 +29,7 @@ struct RunFolderUnderTest {
             ],
             timeout: timeout,
             signal: signal,
-            signalOnceExists: signalOnceCheckpointed ? folder.appendingPathComponent("report.json").path : nil
+            signalOnceExists: (signalOnceCheckpointed ? "report.json" : file).map { folder.appendingPathComponent($0).path }
         )
         return RunFolderUnderTest(folder: folder, result: result, listenPort: listen, upstreamPort: upstream)
     }
