@@ -357,7 +357,7 @@ extension AuditEngine {
             record(.duplicated, ledger, direction: ledger.direction, from: seq, to: seq, time: time, connection: connection)
             return
         }
-        guard ledger.deliveredSeqs.insert(seq), !ledger.confirmedAfterClose.contains(seq) else {
+        guard ledger.deliveredSeqs.insert(seq) else {
             ledger.counts.redelivered += 1
             record(.redelivered, ledger, direction: ledger.direction, from: seq, to: seq, time: time, connection: connection)
             return

@@ -40,7 +40,8 @@ struct QuickstartShrinkTests {
         let report = try ShrinkCommandTests.json("\(base)/run/report.json")
         let faults = report["faults"] as? [[String: Any]] ?? []
         let failures = report["failures"] as? [[String: Any]] ?? []
-        let lost = failures.filter { $0["kind"] as? String == "lost" }
+        // The losses after a fault (a loaded machine can make the naive client lose its first message with none).
+        let lost = failures.filter { $0["kind"] as? String == "lost" && !($0["faults"] as? [Int] ?? []).isEmpty }
         try #require(!lost.isEmpty, "failures[]: \(failures)")
         // Where the run's clock is on the capture's: the first reset's RSTs (it cuts every connection at once).
         let resets = faults.filter { $0["kind"] as? String == "disconnect" && ($0["detail"] as? [String: String])?["mode"] == "reset" }
