@@ -410,18 +410,13 @@ extension AuditEngine {
         }
         connection.pipe(.sent, side.producing).decoder.dropPartial()
         if how != .fin { endDeliveries(toward: side, of: connection, how: how, time: time) }
-        if how == .reset, !isStopping {
-            if connection.direct {
-                // With no proxy between the ends a reset reaches both: what either consumer's TCP took past its last
-                // ack may be unread.
-                for streams in connection.streams { for stream in streams.values { stream.ledger.unconfirmAborted(stream.deliveredHere) } }
-            } else if !connection.aborted, !connection.cutByFault {
-                // Through a proxy: the consumer on `side` reset its own leg, nothing aborted before (Linux answers a
-                // close with unread data with a reset): what its TCP took past its last ack may be unread.
-                for stream in connection.streams[side == .server ? 0 : 1].values { stream.ledger.unconfirmAborted(stream.deliveredHere) }
-            }
+        // With no proxy between the ends a reset reaches both: what either consumer's TCP took past its last ack may be
+        // unread. (Through a proxy, the consumer's own reset of its leg casts the same doubt, but the live audit and a
+        // capture of both legs can see a connection's resets in different orders, and their counts must agree: not
+        // judged there yet.)
+        if how == .reset, connection.direct, !isStopping {
+            for streams in connection.streams { for stream in streams.values { stream.ledger.unconfirmAborted(stream.deliveredHere) } }
         }
-        if how != .fin { connection.aborted = true }
         let carried =
             synthetic
             ? []

@@ -15,8 +15,6 @@ final class ConnectionState {
     var cutByFault = false
     /// No proxy between the ends (see ``ConnectionEndpoints/isDirect``).
     var direct = false
-    /// A leg already ended abortively (a reset, a cut, an error).
-    var aborted = false
     /// The proxy it went through (its name, or `capture`).
     var proxy = ""
     /// The sides to which nothing more can be delivered.
