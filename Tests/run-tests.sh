@@ -37,8 +37,8 @@ PAIR_LANES=(
   "ShippedGRPCScenarioTests AuditBackpressureTests"
   "TLSCaptureAuditTests SSEPairTests"
   "WebSocketPairTests MobilePathPairTests DeliveredMeansAcknowledgedTests"
-  "ShrinkCommandTests RepeatRunTests"
-  "QuickstartShrinkTests FleetNamespaceTests"
+  "ShrinkCommandTests"
+  "QuickstartShrinkTests FleetNamespaceTests RepeatRunTests"
 )
 
 # Seconds between the starts of two pair lanes.
