@@ -30,22 +30,24 @@ struct AbortedConnectionTests {
         return s
     }
 
+    /// ``resetPastTheLastAck(acks:)``, then on connection 2 the consumer's resume ack `ack` and the producer's `seqs`.
+    private func resumed(ack: Int, relaying seqs: [Int]) throws -> AuditResult {
+        var s = resetPastTheLastAck()
+        s.consumerAcks(2, upTo: ack)
+        s.relay(2, seqs)
+        return try TrafficScript.auditWithAcks(s)
+    }
+
     @Test("the consumer's resume point says it never read seq 3 and the producer resends it: delivered once, no redelivery")
     func unreadThenResent() throws {
-        var s = resetPastTheLastAck()
-        s.consumerAcks(2, upTo: 2)
-        s.relay(2, [3, 4])
-        let result = try TrafficScript.auditWithAcks(s)
+        let result = try resumed(ack: 2, relaying: [3, 4])
         #expect(result.totals.ok == 4 && result.totals.lost == 0, "\(result.totals)")
         #expect(result.totals.redelivered == 0 && result.totals.reordered == 0 && result.totals.duplicated == 0, "\(result.totals)")
     }
 
     @Test("the consumer's resume point vouches for seq 3: delivered, nothing resent, nothing lost")
     func readAndVouched() throws {
-        var s = resetPastTheLastAck()
-        s.consumerAcks(2, upTo: 3)
-        s.relay(2, [4])
-        let result = try TrafficScript.auditWithAcks(s)
+        let result = try resumed(ack: 3, relaying: [4])
         #expect(result.totals.ok == 4 && result.totals.lost == 0 && result.totals.redelivered == 0, "\(result.totals)")
     }
 
@@ -53,19 +55,13 @@ struct AbortedConnectionTests {
         "vouched for and resent anyway: delivered once (an ack can vouch for what a resend then delivered, so the resend is not counted a redelivery)"
     )
     func vouchedAndResentIsOnce() throws {
-        var s = resetPastTheLastAck()
-        s.consumerAcks(2, upTo: 3)
-        s.relay(2, [3, 4])
-        let result = try TrafficScript.auditWithAcks(s)
+        let result = try resumed(ack: 3, relaying: [3, 4])
         #expect(result.totals.ok == 4 && result.totals.redelivered == 0 && result.totals.lost == 0, "\(result.totals)")
     }
 
     @Test("never vouched for and never resent (a producer that resumed past it): lost")
     func skippedIsLost() throws {
-        var s = resetPastTheLastAck()
-        s.consumerAcks(2, upTo: 2)
-        s.relay(2, [4, 5])
-        let result = try TrafficScript.auditWithAcks(s)
+        let result = try resumed(ack: 2, relaying: [4, 5])
         #expect(result.totals.ok == 4 && result.totals.lost == 1, "\(result.totals)")
         #expect(result.anomalies.contains { $0.kind == .lost && $0.fromSeq == 3 && $0.toSeq == 3 })
     }
