@@ -351,11 +351,12 @@ struct TLSCaptureAuditTests {
         }
     }
 
-    /// The audit's messages sent, summed over streams, client to server and server to client.
-    static func sentByDirection(_ folder: String) throws -> (up: Int, down: Int) {
+    /// The audit's messages sent (or another count of its streams), summed over streams, client to server and server to
+    /// client.
+    static func sentByDirection(_ folder: String, count: String = "sent") throws -> (up: Int, down: Int) {
         let streams = try DeliveredMeansAcknowledgedTests.streams(folder)
         let sum = { (direction: String) in
-            Int(streams.filter { $0.key.hasSuffix("/\(direction)") }.values.reduce(0) { $0 + ($1["sent"] ?? 0) })
+            Int(streams.filter { $0.key.hasSuffix("/\(direction)") }.values.reduce(0) { $0 + ($1[count] ?? 0) })
         }
         return (sum("upstream"), sum("downstream"))
     }
@@ -381,7 +382,10 @@ struct TLSCaptureAuditTests {
     /// it cannot inflate them at all. What it reads right is each frame's header: the data messages each way (frames
     /// with FIN of opcode text, binary or continuation) equal what chaos decoded, its MSGs (`sent`) and the messages
     /// it ignored (HELLO, WELCOME, ACK: `messages.ignored`, counted once as read from the producer and once as written
-    /// to the consumer); and without deflate the MSG texts, wherever tshark puts them, add up to chaos's `sent`.
+    /// to the consumer); and without deflate the MSG texts, wherever tshark puts them, add up to chaos's `sent`, plus at
+    /// most its `truncated`: a client cut in mid-message leaves the head of a frame (`{"type": "MSG", "seq": 82, `) that
+    /// tshark glues into the other direction's next text, and whether the head holds the MSG marker depends on where the
+    /// cut fell (a fresh-clone run saw 189 texts down against 188 sent, with 2 truncated).
     static func checkWebSocketCounts(
         _ pair: LoopbackTLSPair,
         folder: String,
@@ -398,7 +402,12 @@ struct TLSCaptureAuditTests {
         )
         if !deflate {
             let texts = try tsharkWebSocketMessages(pair)
-            checks.expect(texts.up + texts.down == decrypted.up + decrypted.down, "MSG texts: tshark \(texts), chaos sent \(decrypted)")
+            let truncated = try sentByDirection(folder, count: "truncated")
+            let sent = decrypted.up + decrypted.down
+            checks.expect(
+                (sent...(sent + truncated.up + truncated.down)).contains(texts.up + texts.down),
+                "MSG texts: tshark \(texts), chaos sent \(decrypted) and truncated \(truncated)"
+            )
         }
     }
 
