@@ -2,7 +2,7 @@
 # Debian machine with Swift: they install the Debian packages that are missing, then build.
 
 SWIFT ?= swift
-APT_PACKAGES := libpcap-dev zlib1g-dev tshark tcpdump socat haproxy iperf3 iproute2 jq python3
+APT_PACKAGES := libpcap-dev zlib1g-dev tshark tcpdump socat haproxy iperf3 iproute2 jq python3 nftables
 CHAOS := .build/debug/chaos
 # No debug info in the debug build: less to compile and link (the tests need no debugger); `make demo` and `make test`
 # build with the same flags, so they share one build. (Not --disable-index-store: Linux finds the tests through the

@@ -85,7 +85,10 @@ step style Tests/style/check-format.sh
 step build "$SWIFT" build --build-tests "${BUILD_FLAGS[@]}"
 step docs Tests/docs/check-docs.sh .build/debug/chaos
 
-lane_regexes=()
+# End-to-end suites that run in the unit lane, after its own phases (it finishes about a minute before the pair lanes).
+UNIT_LANE_PAIR_SUITES="DeadPathTests"
+
+lane_regexes=($UNIT_LANE_PAIR_SUITES)
 for lane in "${PAIR_LANES[@]}"; do
   for suite in $lane; do lane_regexes+=("$suite"); done
 done
@@ -107,6 +110,7 @@ pids=()
   phase fuzz-replay unit nice -n 19 .build/debug/chaos-fuzz replay Fuzz/corpus
   phase validate-deploy unit sh -c '.build/debug/chaos validate deploy/kubernetes/base/scenario.yaml &&
     .build/debug/chaos validate deploy/kubernetes/sidecar/scenario.yaml'
+  for suite in $UNIT_LANE_PAIR_SUITES; do phase "$suite" unit swift_testing --filter "$suite"; done
 ) &
 pids+=($!)
 # The commands lane first (about 30 s of chaos processes started and stopped), then the pair lanes, each a few

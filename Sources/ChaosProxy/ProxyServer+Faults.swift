@@ -23,6 +23,8 @@ extension ProxyServer {
         for connection in connections {
             try? await connection.eventLoop.submit { connection.addShaping(effect, key: key) }.get()
         }
+        // A dead path is dead when this returns: its segments are dropped.
+        if effect.makesDeadPath, !connections.isEmpty { await KernelDeadPath.shared.installed() }
         return connections.count
     }
 
@@ -37,6 +39,7 @@ extension ProxyServer {
         for connection in connections {
             try? await connection.eventLoop.submit { connection.removeShaping(key: key) }.get()
         }
+        if !connections.isEmpty, KernelDeadPath.isInUse { await KernelDeadPath.shared.installed() }
     }
 
     /// Sends the given connections (all when nil) a `ws-close` or `goaway` fault's frames at their next frame
@@ -58,6 +61,12 @@ extension ProxyServer {
     package func disconnect(_ ids: [ConnectionID]?, mode: DisconnectMode, linger: ChaosDuration) async -> Int {
         // A cut needs no shaping: connections on the epoll relay are cut where they are.
         let (connections, relayed) = await targetConnections(ids, inPlace: true) { _ in }
+        // A cut's resets reach the ends at once, through a dead path too: its drops are lifted first.
+        var lifted = false
+        for connection in connections where (try? await connection.eventLoop.submit { connection.liftDeadPathForCut() }.get()) == true {
+            lifted = true
+        }
+        if lifted { await KernelDeadPath.shared.installed() }
         var cut = 0
         for connection in relayed where await connection.loop.submit({ connection.cut(mode, linger: linger) }) == true {
             cut += 1

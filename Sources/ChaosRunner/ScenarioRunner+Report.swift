@@ -52,6 +52,7 @@ extension ScenarioRunner {
         if interrupted { extra["interrupted"] = "stopped by SIGINT/SIGTERM before the planned end" }
         if let auditQueue { extra["audit.queue_peak_bytes"] = "\(auditQueue.peakBytes)" }
         if let agent = configuration.agent { extra["agent"] = agent }
+        if scenario.mayKillPaths || KernelDeadPath.isInUse { extra["dead_path"] = KernelDeadPath.shared.summary }
         extra.merge(agentFacts) { _, new in new }
         for proxy in proxies {
             extra["proxy.\(proxy.spec.name).bytes_upstream"] = "\(proxy.counters.upstream)"

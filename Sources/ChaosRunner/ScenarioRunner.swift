@@ -163,6 +163,9 @@ package final class ScenarioRunner: Sendable {
             throw error
         }
         let output = self.output
+        // Where a dead path's bytes stop, found out (and a killed chaos's rules removed) before the first fault.
+        let deadPath = scenario.mayKillPaths || configuration.controlAPI != nil
+        if deadPath { _ = KernelDeadPath.shared.availability }
         let injector = FaultInjector(timeline: timeline, proxies: proxies, clock: clock, sink: eventSink, logger: logger) { occurrence, applied in
             output(
                 "\(Timeline.clock(.nanoseconds(applied.appliedAt)))  \(occurrence.kind.rawValue) "
@@ -201,6 +204,7 @@ package final class ScenarioRunner: Sendable {
                     + "(\(timeline.count())); Ctrl-C stops"
             )
             if let folder { output("run folder: \(folder.url.path)") }
+            if deadPath { output("dead path: \(KernelDeadPath.shared.summary)") }
             // A first checkpoint at once: even a run killed in its first minute leaves a report.json.
             checkpoint?(clock.now())
         }

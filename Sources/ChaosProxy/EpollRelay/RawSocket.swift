@@ -20,7 +20,7 @@ enum RawSocket {
 
     /// What the kernel knows `fd`'s open socket by (its inode), or nil when `fd` is not open.
     static func identity(_ fd: Int32) -> UInt64? {
-        var status = stat()
+        var status = Glibc.stat()
         guard fstat(fd, &status) == 0 else { return nil }
         return UInt64(status.st_ino)
     }

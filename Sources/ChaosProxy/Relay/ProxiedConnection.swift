@@ -44,6 +44,14 @@ final class ProxiedConnection: @unchecked Sendable {
     var truncating = false
     /// Told when a TLS leg fails in TLS (an alert after the handshake: an upstream that wants a client certificate).
     var onTLSFailure: ((Side, any Error) -> Void)?
+    /// The directions whose path is dead now (see `ProxiedConnection+DeadPath.swift`), and the legs' flows the kernel
+    /// was asked to drop (kept: a closed channel no longer knows its addresses).
+    var deadDirections: Set<Direction> = []
+    var kernelFlows: (client: KernelFlow?, server: KernelFlow?)?
+    /// A fault's cut lifted the dead path: the kernel drops nothing of this connection any more.
+    var deadPathLifted = false
+    /// The emulated mobile path both directions share (its NAT may die).
+    private(set) var path: ConnectionPath?
 
     /// One leg: its channel, relay and the shaper of bytes written to it.
     struct Leg {
@@ -98,6 +106,12 @@ final class ProxiedConnection: @unchecked Sendable {
         eventLoop.preconditionInEventLoop()
         let client = legs[.client]!
         let server = legs[.server]!
+        self.path = path
+        // Not from inside the shaper that saw it die: on the loop's next turn.
+        path?.onDeath = { [weak self] in
+            guard let self else { return }
+            eventLoop.execute { self.applyShaping() }
+        }
         if let path {
             // The client leg's shaper carries what goes down to the client; the server leg's, what goes up.
             client.shaper.join(path, direction: .downstream)
@@ -188,12 +202,16 @@ final class ProxiedConnection: @unchecked Sendable {
         applyShaping()
     }
 
-    private func applyShaping() {
+    func applyShaping() {
         // The link profile first, then the faults in the order they began.
         let effects = (baseline.map { [FaultEffect.link($0)] } ?? []) + shaping.sorted { $0.key < $1.key }.map(\.value)
+        var dead: Set<Direction> = path?.isDead == true ? Set(Direction.allCases) : []
         for direction in Direction.allCases {
-            legs[direction.consumer]!.shaper.apply(ShapingSettings.combining(effects, direction: direction))
+            let settings = ShapingSettings.combining(effects, direction: direction)
+            legs[direction.consumer]!.shaper.apply(settings)
+            if settings.deadPath { dead.insert(direction) }
         }
+        setDeadPath(deadPathLifted ? [] : dead)
     }
 
     // MARK: faults that cut
@@ -313,6 +331,7 @@ final class ProxiedConnection: @unchecked Sendable {
                 protocolFrames?.grace?.cancel()
                 cancelFaultTimers()
                 stopAcknowledgementPolls()
+                setDeadPath([])
                 onFinished(id)
             }
         }

@@ -16,6 +16,8 @@ package final class ConnectionPath {
     private var reportedPromotion: Int64 = .min
     /// Receives the path's events (time in the shaper's nanoseconds), when set.
     package var onEvent: ((Int64, TrafficEvent.PathEvent) -> Void)?
+    /// Told once, when the NAT forgets the connection (the path is dead both ways from then on).
+    package var onDeath: (() -> Void)?
 
     /// A path whose radio, unless per connection, is `proxyRadio`.
     package init(proxyRadio: RadioClock) { self.proxyRadio = proxyRadio }
@@ -35,6 +37,7 @@ package final class ConnectionPath {
         if let last = lastByte, now - last >= idleTimeout {
             natExpiredAt = last.saturatingAdding(idleTimeout)
             onEvent?(now, .natExpired(idleTimeout: idleTimeout, idleFor: now - natExpiredAt!))
+            onDeath?()
             return
         }
         lastByte = now

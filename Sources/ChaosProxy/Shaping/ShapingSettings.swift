@@ -11,6 +11,9 @@ package struct ShapingSettings: Equatable, Sendable {
     package var bytesPerSecond: Int64?
     /// Nothing passes (partition, stall, blackout, offline); data is held, bounded, and released after.
     package var hold = false
+    /// The hold is a dead path (partition, stall, a handoff's blackout, offline; not a `timeout` toxic): where the
+    /// kernel path is available (``KernelDeadPath``) the direction's segments are dropped, so no TCP acknowledges them.
+    package var deadPath = false
     /// Writes are cut into pieces of at most this many bytes.
     package var sliceBytes: Int?
     /// The delay between pieces of a sliced write, nanoseconds.
@@ -83,7 +86,10 @@ extension ShapingSettings {
                 settings.latency = settings.latency.saturatingAdding(add.nanoseconds)
                 settings.jitter = max(settings.jitter, jitter.nanoseconds)
             case .bandwidth(let rate, _): cap(rate)
-            case .partition, .stall, .handoff, .timeout: settings.hold = true  // a handoff holds both ways in its blackout
+            case .partition, .stall, .handoff:  // a handoff holds both ways in its blackout
+                settings.hold = true
+                settings.deadPath = true
+            case .timeout: settings.hold = true
             case .slice(let maxBytes, let delay, _, let variation):
                 if settings.sliceBytes == nil {
                     settings.sliceBytes = maxBytes
@@ -100,7 +106,10 @@ extension ShapingSettings {
             case .radio(let radio): settings.add(radio)
             case .nat(let idleTimeout): settings.addNAT(idleTimeout)
             case .link(let profile):
-                if profile.offline { settings.hold = true }
+                if profile.offline {
+                    settings.hold = true
+                    settings.deadPath = true
+                }
                 settings.latency = settings.latency.saturatingAdding(profile.latency.nanoseconds)
                 settings.jitter = max(settings.jitter, profile.jitter.nanoseconds)
                 cap(profile.bandwidth(direction))
@@ -143,6 +152,16 @@ extension FaultEffect {
 
     /// Whether it shapes bytes at all.
     package var isShaping: Bool { Direction.allCases.contains(where: shapes) }
+
+    /// Whether it makes the path dead where it reaches (``ShapingSettings/deadPath``), or may (a NAT that forgets an
+    /// idle connection).
+    package var makesDeadPath: Bool {
+        switch self {
+        case .partition, .stall, .handoff, .nat: true
+        case .link(let profile): profile.offline || profile.natIdleTimeout != nil
+        default: false
+        }
+    }
 }
 
 /// Names one fault's shaping on a connection: which timeline it came from (0 for a scenario's, the

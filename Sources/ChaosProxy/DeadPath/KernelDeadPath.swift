@@ -1,0 +1,205 @@
+import Foundation
+import Glibc
+import Synchronization
+
+/// A dead path as the pair's own TCP sees it: while a partition, a stall, a handoff's blackout, an offline link or a
+/// NAT that forgot the connection holds a connection, the kernel drops its legs' segments (nftables rules in a table
+/// of chaos's own, scoped to the legs' 4-tuples), so no TCP acknowledges what was sent into the dead path: windows
+/// stall, retransmissions back off, `TCP_USER_TIMEOUT` fires. When the fault ends the rules go and the same TCP
+/// connection carries on. Without the privilege (root or CAP_NET_ADMIN) or without `nft`, the hold stays in the
+/// proxy, named as such (``Availability/proxy(reason:)``).
+///
+/// One per process (``shared``): its table is `inet chaos_<pid>`, removed at exit; a table left by a chaos that was
+/// killed is removed when the next one starts. Changes are applied in order on a queue of their own, coalesced: a
+/// burst of connections entering a partition costs one `nft` run.
+package final class KernelDeadPath: Sendable {
+    /// Where a dead path's bytes stop.
+    package enum Availability: Sendable, Equatable {
+        /// In the kernel: segments are dropped, nobody's TCP acknowledges them.
+        case kernel
+        /// In the proxy, because of `reason`: the proxy's kernel acknowledged what the proxy held.
+        case proxy(reason: String)
+    }
+
+    /// The process's dead path (probed on first use).
+    package static let shared = KernelDeadPath()
+
+    /// Whether the kernel path works here.
+    package let availability: Availability
+
+    /// Whether the process made its table (``shared`` was probed and the kernel path works): asked without probing.
+    package static var isInUse: Bool { tableToRemoveAtExit.withLock { $0 != nil } }
+    /// The process's table.
+    package let table: String
+    private let nft: String?
+    private let state = Mutex(State())
+    private let queue = DispatchQueue(label: "chaos.kernel-dead-path")
+
+    private struct State {
+        /// What each flow should have dropped now, and what the kernel has.
+        var wanted: [KernelFlow: KernelDrop] = [:]
+        var applied: [KernelFlow: KernelDrop] = [:]
+        /// Changes asked for, and applied (or given up on).
+        var generation = 0
+        var appliedGeneration = 0
+        var scheduled = false
+        var waiters: [(generation: Int, continuation: CheckedContinuation<Void, Never>)] = []
+        var failures: [String] = []
+    }
+
+    /// What a run says at start-up and in its report about where a dead path's bytes stop.
+    package var summary: String {
+        switch availability {
+        case .kernel: "dropped in the kernel (nftables table inet \(table)): the sender's TCP sees no acknowledgement"
+        case .proxy(let reason): "held in the proxy: the sender's TCP saw acknowledgements (\(reason))"
+        }
+    }
+
+    private init(environment: [String: String] = ProcessInfo.processInfo.environment) {
+        let pid = getpid()
+        table = NftScript.tableName(pid: pid)
+        let probe = Self.probe(environment: environment)
+        nft = probe.nft
+        guard let nft = probe.nft else {
+            availability = .proxy(reason: probe.reason)
+            return
+        }
+        Self.removeStaleTables(nft: nft)
+        if let error = Self.run(nft, script: NftScript.create(table: table)) {
+            availability = .proxy(reason: "nft could not add table inet \(table): \(error)")
+            return
+        }
+        availability = .kernel
+        tableToRemoveAtExit.withLock { $0 = (nft, table) }
+        atexit {
+            guard let (nft, table) = tableToRemoveAtExit.withLock({ $0 }) else { return }
+            _ = KernelDeadPath.run(nft, script: NftScript.delete(table: table))
+        }
+    }
+
+    /// Sets what the kernel drops of each flow (nil: nothing). Applied soon, in order; ``installed()`` waits for it.
+    package func want(_ drops: [(flow: KernelFlow, drop: KernelDrop?)]) {
+        guard availability == .kernel, !drops.isEmpty else { return }
+        let schedule = state.withLock { state -> Bool in
+            for (flow, drop) in drops { state.wanted[flow] = drop }
+            state.generation += 1
+            defer { state.scheduled = true }
+            return !state.scheduled
+        }
+        if schedule { queue.async { self.apply() } }
+    }
+
+    /// Returns once every change asked for before the call is in the kernel (or failed, and was reported).
+    package func installed() async {
+        guard availability == .kernel else { return }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let done = state.withLock { state -> Bool in
+                guard state.appliedGeneration < state.generation else { return true }
+                state.waiters.append((state.generation, continuation))
+                return false
+            }
+            if done { continuation.resume() }
+        }
+    }
+
+    /// The flows the kernel drops now, and how (for tests and the report).
+    package var dropping: [KernelFlow: KernelDrop] { state.withLock { $0.applied } }
+
+    /// What `nft` refused, in order (at most the first ten).
+    package var failures: [String] { state.withLock { $0.failures } }
+
+    private func apply() {
+        let (changes, generation) = state.withLock { state in
+            state.scheduled = false
+            let flows = Set(state.wanted.keys).union(state.applied.keys).sorted()
+            let changes = flows.compactMap { flow -> (flow: KernelFlow, from: KernelDrop?, to: KernelDrop?)? in
+                let (from, to) = (state.applied[flow], state.wanted[flow])
+                return from == to ? nil : (flow, from, to)
+            }
+            return (changes, state.generation)
+        }
+        let error = changes.isEmpty || nft == nil ? nil : Self.run(nft!, script: NftScript.change(table: table, changes))
+        let ready = state.withLock { state in
+            if let error {
+                if state.failures.count < 10 { state.failures.append(error) }
+            } else {
+                for change in changes { state.applied[change.flow] = change.to }
+            }
+            state.appliedGeneration = max(state.appliedGeneration, generation)
+            let ready = state.waiters.filter { $0.generation <= state.appliedGeneration }.map(\.continuation)
+            state.waiters.removeAll { $0.generation <= state.appliedGeneration }
+            return ready
+        }
+        for continuation in ready { continuation.resume() }
+    }
+
+    // MARK: the system
+
+    /// `nft` and the privilege to use it, or why not.
+    static func probe(environment: [String: String]) -> (nft: String?, reason: String) {
+        if environment["CHAOS_DEAD_PATH"] == "proxy" { return (nil, "CHAOS_DEAD_PATH=proxy") }
+        guard geteuid() == 0 || hasNetAdmin() else { return (nil, "not root and no CAP_NET_ADMIN: the kernel path needs them") }
+        let candidates = ["/usr/sbin/nft", "/sbin/nft", "/usr/bin/nft", "/bin/nft"]
+        guard let nft = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            return (nil, "nft is not installed (Debian: apt-get install nftables)")
+        }
+        return (nft, "")
+    }
+
+    /// Whether the process's effective capabilities hold CAP_NET_ADMIN (bit 12 of CapEff in /proc/self/status).
+    static func hasNetAdmin() -> Bool {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("CapEff:") }),
+            let mask = UInt64(line.dropFirst("CapEff:".count).trimmingCharacters(in: .whitespaces), radix: 16)
+        else { return false }
+        return mask & (1 << 12) != 0
+    }
+
+    /// Removes the tables of chaos processes that are gone (killed before they could).
+    static func removeStaleTables(nft: String) {
+        guard let listing = try? capture(nft, ["list", "tables"]) else { return }
+        // A process of that id still runs: its table stays.
+        let stale = NftScript.staleTables(in: listing) { pid in FileManager.default.fileExists(atPath: "/proc/\(pid)") }
+        for table in stale { _ = run(nft, script: NftScript.delete(table: table)) }
+    }
+
+    /// Runs `nft -f -` with `script`; returns its error (stderr, or how it ended), nil when it succeeded.
+    static func run(_ nft: String, script: String) -> String? {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: nft)
+        process.arguments = ["-f", "-"]
+        let input = Pipe()
+        let errors = Pipe()
+        process.standardInput = input
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = errors
+        do {
+            try process.run()
+        } catch {
+            return "\(nft) did not start: \(error)"
+        }
+        input.fileHandleForWriting.write(Data(script.utf8))
+        try? input.fileHandleForWriting.close()
+        let stderr = errors.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus != 0 else { return nil }
+        let message = String(decoding: stderr, as: UTF8.self).split(separator: "\n").prefix(3).joined(separator: " / ")
+        return "nft exited \(process.terminationStatus): \(message)"
+    }
+
+    private static func capture(_ nft: String, _ arguments: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: nft)
+        process.arguments = arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return String(decoding: data, as: UTF8.self)
+    }
+}
+
+/// The nft binary and the table `atexit` removes (set once the table is made).
+private let tableToRemoveAtExit = Mutex<(String, String)?>(nil)

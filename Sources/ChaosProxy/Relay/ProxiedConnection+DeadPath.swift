@@ -1,0 +1,41 @@
+import ChaosCore
+import NIOCore
+
+/// A dead path on a connection (partition, stall, a handoff's blackout, offline, a NAT that forgot it): the
+/// ``KernelDeadPath`` drops its legs' segments while it lasts, where the kernel path is available.
+extension ProxiedConnection {
+    /// The path is dead in `directions` now (none: alive). Both ways dead drops every segment of both legs; one way
+    /// drops that way's segments but pure acknowledgements, so the other way's bytes still flow and are acknowledged.
+    func setDeadPath(_ directions: Set<Direction>) {
+        guard directions != deadDirections else { return }
+        deadDirections = directions
+        guard let flows = legFlows(), flows.client != nil || flows.server != nil else { return }
+        let kernel = KernelDeadPath.shared
+        guard kernel.availability == .kernel else { return }
+        kernel.want(KernelDrop.drops(dead: directions, client: flows.client, server: flows.server))
+    }
+
+    /// A fault is about to cut the connection: what it sends the ends (a reset, a FIN) must reach them, so the kernel
+    /// stops dropping its segments, for good. Returns whether it was dropping any (the caller waits for the rules to go).
+    func liftDeadPathForCut() -> Bool {
+        eventLoop.preconditionInEventLoop()
+        deadPathLifted = true
+        guard !deadDirections.isEmpty else { return false }
+        setDeadPath([])
+        return kernelFlows != nil
+    }
+
+    /// The flows of the bytes going up: client to proxy on the client leg, proxy to server on the server leg (looked up
+    /// once, when a dead path first needs them; nil before; a leg without IP addresses has none).
+    private func legFlows() -> (client: KernelFlow?, server: KernelFlow?)? {
+        if let kernelFlows { return kernelFlows }
+        guard !deadDirections.isEmpty else { return nil }
+        let client = legs[.client]!.channel
+        let server = legs[.server]!.channel
+        kernelFlows = (
+            KernelFlow(from: client.remoteAddress, to: client.localAddress),
+            KernelFlow(from: server.localAddress, to: server.remoteAddress)
+        )
+        return kernelFlows
+    }
+}

@@ -1,0 +1,174 @@
+import Foundation
+import Testing
+
+/// A dead path as the pair's own TCP sees it (issue: a dead path acknowledges nothing): `chaos proxy --api` between a
+/// client that uploads and its server (`Tests/deadpath/dead-path-peer.py`), a partition posted to the control API, and
+/// the client's own TCP_INFO read while it lasts. Needs root and nft (Debian's nftables, which `make deps` installs);
+/// without them each test says so and is skipped, and the fallback's own test still runs.
+@Suite("Dead path: a partition drops the pair's segments in the kernel", .serialized, .timeLimit(.minutes(3)))
+struct DeadPathTests {
+    static let peer = ChaosCLI.packageRoot.appendingPathComponent("Tests/deadpath/dead-path-peer.py").path
+
+    /// Whether this machine can drop packets for chaos (root, and nft installed).
+    static let kernelPath: Bool =
+        getuid() == 0
+        && ["/usr/sbin/nft", "/sbin/nft"].contains { FileManager.default.isExecutableFile(atPath: $0) }
+
+    /// What the peer measured, and what chaos printed.
+    struct Outcome {
+        var peer: [String: Any]
+        var chaos: ChaosCLI.Result
+
+        var ackedDuring: Int { peer["acked_during"] as? Int ?? -1 }
+        var ackedSincePost: Int { peer["acked_since_post"] as? Int ?? -1 }
+        var sent: Int { peer["sent"] as? Int ?? -1 }
+        var received: [Int] { peer["received"] as? [Int] ?? [] }
+        var error: String? { peer["error"] as? String }
+        var errorAfter: Double? { peer["error_after_s"] as? Double }
+    }
+
+    /// Runs `chaos proxy --api` and the peer through it with a partition of `seconds`; chaos is stopped (SIGINT) once
+    /// the peer is done.
+    static func partition(_ seconds: Double, userTimeoutMs: Int = 0, environment: [String: String]? = nil) async throws -> Outcome {
+        let (api, listen, upstream) = (ChaosCLI.freePort(), ChaosCLI.freePort(), ChaosCLI.freePort())
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("dead-path-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let out = folder.appendingPathComponent("peer.json").path
+        async let chaos = ChaosCLI.run(
+            [
+                "proxy", "--api", "127.0.0.1:\(api)", "--listen", "127.0.0.1:\(listen)", "--upstream", "127.0.0.1:\(upstream)",
+            ],
+            timeout: 120,
+            environment: environment,
+            signal: (after: 0, number: SIGINT),
+            signalOnceExists: out
+        )
+        let peer = try await ChaosCLI.run(
+            [
+                "python3", Self.peer, "--api", "127.0.0.1:\(api)", "--proxy", "\(listen)", "--server", "\(upstream)",
+                "--partition", "\(seconds)", "--user-timeout", "\(userTimeoutMs)", "--out", out,
+            ],
+            timeout: 100,
+            program: "/usr/bin/env"
+        )
+        if peer.status != 0 { try? "".write(toFile: out, atomically: true, encoding: .utf8) }  // stops chaos
+        let result = try await chaos
+        #expect(peer.status == 0, "the peer failed: \(peer.stderr)")
+        print("dead-path-peer, \(seconds) s partition: \(peer.stdout)")
+        let json = (try? JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: out)))) as? [String: Any] ?? [:]
+        return Outcome(peer: json, chaos: result)
+    }
+
+    @Test(
+        "a client writing flat out through a 9 s partition gets at most one window acknowledged during it, and the same TCP connection carries every byte once after",
+        .enabled(if: kernelPath, "needs root and nft (Debian's nftables): the kernel dead path")
+    )
+    func partitionAcknowledgesNothing() async throws {
+        let outcome = try await Self.partition(9)
+        #expect(outcome.chaos.stdout.contains("dead path: dropped in the kernel"), "\(outcome.chaos.stdout)")
+        #expect((0...65_536).contains(outcome.ackedDuring), "acknowledged during the partition: \(outcome.peer)")
+        #expect(outcome.error == nil && outcome.sent > 1 << 20, "\(outcome.peer)")
+        // One connection, every byte written arrived on it.
+        #expect(outcome.received == [outcome.sent], "\(outcome.peer)")
+    }
+
+    @Test(
+        "a socket with TCP_USER_TIMEOUT 3 s is closed by its own kernel (ETIMEDOUT) during a 9 s partition",
+        .enabled(if: kernelPath, "needs root and nft (Debian's nftables): the kernel dead path")
+    )
+    func userTimeoutFiresInALongPartition() async throws {
+        let outcome = try await Self.partition(9, userTimeoutMs: 3000)
+        #expect(outcome.error == "ETIMEDOUT", "\(outcome.peer)")
+        #expect((2.5...9).contains(outcome.errorAfter ?? -1), "\(outcome.peer)")
+    }
+
+    @Test(
+        "a socket with TCP_USER_TIMEOUT 3 s lives through a 1.5 s partition, on the same connection, every byte once",
+        .enabled(if: kernelPath, "needs root and nft (Debian's nftables): the kernel dead path")
+    )
+    func userTimeoutSparesAShortPartition() async throws {
+        let outcome = try await Self.partition(2, userTimeoutMs: 3000)
+        #expect(outcome.error == nil, "\(outcome.peer)")
+        #expect(outcome.received == [outcome.sent] && outcome.sent > 0, "\(outcome.peer)")
+    }
+
+    @Test("without the kernel path (CHAOS_DEAD_PATH=proxy) the run says the proxy held the bytes, and its kernel acknowledged them")
+    func fallbackIsNamed() async throws {
+        let outcome = try await Self.partition(3, environment: ["CHAOS_DEAD_PATH": "proxy"])
+        #expect(
+            outcome.chaos.stdout.contains("dead path: held in the proxy: the sender's TCP saw acknowledgements (CHAOS_DEAD_PATH=proxy)"),
+            "\(outcome.chaos.stdout)"
+        )
+        // The proxy holds up to 1 MiB and its socket buffers more: the client saw far more than a window acknowledged
+        // from the partition's start (within its first tenth of a second, at the client's pace).
+        #expect(outcome.ackedSincePost > 1 << 20, "\(outcome.peer)")
+        #expect(outcome.received == [outcome.sent], "\(outcome.peer)")
+    }
+
+    @Test(
+        "a chaos killed (SIGKILL) mid-partition leaves its rules behind, and the next chaos to start removes them",
+        .enabled(if: kernelPath, "needs root and nft (Debian's nftables): the kernel dead path")
+    )
+    func killedChaosRulesAreRemovedAtTheNextStart() async throws {
+        let (api, listen, upstream) = (ChaosCLI.freePort(), ChaosCLI.freePort(), ChaosCLI.freePort())
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("dead-path-kill-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let (partitioned, kill) = (folder.appendingPathComponent("partitioned").path, folder.appendingPathComponent("kill").path)
+        async let chaos = ChaosCLI.run(
+            ["proxy", "--api", "127.0.0.1:\(api)", "--listen", "127.0.0.1:\(listen)", "--upstream", "127.0.0.1:\(upstream)"],
+            timeout: 60,
+            signal: (after: 0, number: SIGKILL),
+            signalOnceExists: kill
+        )
+        // A connection through the proxy, a partition of a minute on it, and a file once the partition is on.
+        let holder = """
+            import json, socket, sys, time, urllib.request
+            server = socket.create_server(("127.0.0.1", \(upstream)))
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    client = socket.create_connection(("127.0.0.1", \(listen)), timeout=2); break
+                except OSError:
+                    if time.monotonic() > deadline: raise
+                    time.sleep(0.05)
+            accepted, _ = server.accept()
+            request = urllib.request.Request("http://127.0.0.1:\(api)/faults", data=b'{"partition": {"for": "60s"}}', method="POST")
+            urllib.request.urlopen(request, timeout=10).read()
+            time.sleep(0.5)
+            open(sys.argv[1], "w").close()
+            time.sleep(20)
+            """
+        async let holding = ChaosCLI.run(["python3", "-c", holder, partitioned], timeout: 30, program: "/usr/bin/env")
+        let deadline = Date().addingTimeInterval(20)
+        while !FileManager.default.fileExists(atPath: partitioned), Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        let ours = try Self.tablesDropping(port: listen)
+        #expect(ours.count == 1, "one chaos table drops the partitioned connection's segments: \(ours)")
+        FileManager.default.createFile(atPath: kill, contents: nil)
+        let killed = try await chaos
+        #expect(killed.signalled, "chaos was killed: \(killed.status)")
+        #expect(try Self.tablesDropping(port: listen) == ours, "the killed chaos's rules are still there")
+        // The next chaos to start (a run that may meet a dead path) removes them.
+        let next = try await ChaosCLI.run(
+            ["proxy", "--api", "127.0.0.1:\(ChaosCLI.freePort())", "--duration", "1s"],
+            timeout: 30
+        )
+        #expect(next.status == 0, "\(next.stderr)")
+        #expect(try Self.tablesDropping(port: listen).isEmpty, "the next start removed the killed chaos's table")
+        _ = try? await holding
+    }
+
+    /// The chaos tables (`inet chaos_<pid>`) whose sets hold a flow of `port`.
+    static func tablesDropping(port: Int) throws -> [String] {
+        let listing = try ChaosCLI.runBlocking(["nft", "list", "tables"], timeout: 20, program: "/usr/bin/env").stdout
+        let tables = listing.split(separator: "\n").compactMap { line -> String? in
+            let words = line.split(separator: " ")
+            return words.count == 3 && words[2].hasPrefix("chaos_") ? String(words[2]) : nil
+        }
+        return try tables.filter { table in
+            let sets = try ChaosCLI.runBlocking(["nft", "list", "table", "inet", table], timeout: 20, program: "/usr/bin/env").stdout
+            return sets.contains(". \(port) .")  // a flow from the port: `ADDRESS . PORT . ADDRESS . PORT`
+        }
+    }
+}
