@@ -3,9 +3,10 @@ import Testing
 
 /// A dead path as the pair's own TCP sees it (issue: a dead path acknowledges nothing): `chaos proxy --api` between a
 /// client that uploads and its server (`Tests/deadpath/dead-path-peer.py`), a partition posted to the control API, and
-/// the client's own TCP_INFO read while it lasts. Needs root and nft (Debian's nftables, which `make deps` installs);
-/// without them each test says so and is skipped, and the fallback's own test still runs.
-@Suite("Dead path: a partition drops the pair's segments in the kernel", .serialized, .timeLimit(.minutes(3)))
+/// the client's own TCP_INFO read while it lasts. The kernel path is asked for (`CHAOS_DEAD_PATH=kernel`) and needs
+/// root and nft (Debian's nftables, which `make deps` installs); without them each of its tests says so and is skipped,
+/// and the default's own test still runs.
+@Suite("Dead path: a partition drops the pair's segments in the kernel", .timeLimit(.minutes(3)))
 struct DeadPathTests {
     static let peer = ChaosCLI.packageRoot.appendingPathComponent("Tests/deadpath/dead-path-peer.py").path
 
@@ -29,7 +30,11 @@ struct DeadPathTests {
 
     /// Runs `chaos proxy --api` and the peer through it with a partition of `seconds`; chaos is stopped (SIGINT) once
     /// the peer is done.
-    static func partition(_ seconds: Double, userTimeoutMs: Int = 0, environment: [String: String]? = nil) async throws -> Outcome {
+    static func partition(
+        _ seconds: Double,
+        userTimeoutMs: Int = 0,
+        environment: [String: String]? = ["CHAOS_DEAD_PATH": "kernel"]
+    ) async throws -> Outcome {
         let (api, listen, upstream) = (ChaosCLI.freePort(), ChaosCLI.freePort(), ChaosCLI.freePort())
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("dead-path-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -93,11 +98,13 @@ struct DeadPathTests {
         #expect(outcome.received == [outcome.sent] && outcome.sent > 0, "\(outcome.peer)")
     }
 
-    @Test("without the kernel path (CHAOS_DEAD_PATH=proxy) the run says the proxy held the bytes, and its kernel acknowledged them")
+    @Test("by default (no CHAOS_DEAD_PATH=kernel) the run says the proxy held the bytes, and its kernel acknowledged them")
     func fallbackIsNamed() async throws {
-        let outcome = try await Self.partition(3, environment: ["CHAOS_DEAD_PATH": "proxy"])
+        let outcome = try await Self.partition(3, environment: ["CHAOS_DEAD_PATH": ""])
         #expect(
-            outcome.chaos.stdout.contains("dead path: held in the proxy: the sender's TCP saw acknowledgements (CHAOS_DEAD_PATH=proxy)"),
+            outcome.chaos.stdout.contains(
+                "dead path: held in the proxy: the sender's TCP saw acknowledgements (the default; CHAOS_DEAD_PATH=kernel drops"
+            ),
             "\(outcome.chaos.stdout)"
         )
         // The proxy holds up to 1 MiB and its socket buffers more: the client saw far more than a window acknowledged
@@ -119,6 +126,7 @@ struct DeadPathTests {
         async let chaos = ChaosCLI.run(
             ["proxy", "--api", "127.0.0.1:\(api)", "--listen", "127.0.0.1:\(listen)", "--upstream", "127.0.0.1:\(upstream)"],
             timeout: 60,
+            environment: ["CHAOS_DEAD_PATH": "kernel"],
             signal: (after: 0, number: SIGKILL),
             signalOnceExists: kill
         )
@@ -149,7 +157,7 @@ struct DeadPathTests {
         let killed = try await chaos
         #expect(killed.signalled, "chaos was killed: \(killed.status)")
         #expect(try Self.tablesDropping(port: listen) == ours, "the killed chaos's rules are still there")
-        // The next chaos to start (a run that may meet a dead path) removes them.
+        // The next chaos to start (a run that may meet a dead path, on either path) removes them.
         let next = try await ChaosCLI.run(
             ["proxy", "--api", "127.0.0.1:\(ChaosCLI.freePort())", "--duration", "1s"],
             timeout: 30

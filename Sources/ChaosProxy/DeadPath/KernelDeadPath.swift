@@ -6,8 +6,8 @@ import Synchronization
 /// NAT that forgot the connection holds a connection, the kernel drops its legs' segments (nftables rules in a table
 /// of chaos's own, scoped to the legs' 4-tuples), so no TCP acknowledges what was sent into the dead path: windows
 /// stall, retransmissions back off, `TCP_USER_TIMEOUT` fires. When the fault ends the rules go and the same TCP
-/// connection carries on. Without the privilege (root or CAP_NET_ADMIN) or without `nft`, the hold stays in the
-/// proxy, named as such (``Availability/proxy(reason:)``).
+/// connection carries on. Asked for with `CHAOS_DEAD_PATH=kernel`; by default, or without the privilege (root or
+/// CAP_NET_ADMIN) or without `nft`, the hold stays in the proxy, named as such (``Availability/proxy(reason:)``).
 ///
 /// One per process (``shared``): its table is `inet chaos_<pid>`, removed at exit; a table left by a chaos that was
 /// killed is removed when the next one starts. Changes are applied in order on a queue of their own, coalesced: a
@@ -59,12 +59,13 @@ package final class KernelDeadPath: Sendable {
         let pid = getpid()
         table = NftScript.tableName(pid: pid)
         let probe = Self.probe(environment: environment)
+        // A killed chaos's rules go whichever path this run takes, wherever this process may remove them.
+        if let nft = probe.privileged { Self.removeStaleTables(nft: nft) }
         nft = probe.nft
         guard let nft = probe.nft else {
             availability = .proxy(reason: probe.reason)
             return
         }
-        Self.removeStaleTables(nft: nft)
         if let error = Self.run(nft, script: NftScript.create(table: table)) {
             availability = .proxy(reason: "nft could not add table inet \(table): \(error)")
             return
@@ -135,15 +136,26 @@ package final class KernelDeadPath: Sendable {
 
     // MARK: the system
 
-    /// `nft` and the privilege to use it, or why not.
-    static func probe(environment: [String: String]) -> (nft: String?, reason: String) {
-        if environment["CHAOS_DEAD_PATH"] == "proxy" { return (nil, "CHAOS_DEAD_PATH=proxy") }
-        guard geteuid() == 0 || hasNetAdmin() else { return (nil, "not root and no CAP_NET_ADMIN: the kernel path needs them") }
+    /// `nft` when the kernel path is asked for (`CHAOS_DEAD_PATH=kernel`) and this process may use it, or why the proxy
+    /// holds instead; and `nft` whenever the process may use it (`privileged`: to remove a killed chaos's table).
+    ///
+    /// The proxy's hold is the default for now: the audit judges delivery by what the consumer's TCP acknowledged, and
+    /// through a dead path in the kernel a producer that gave up on a connection leaves its unacknowledged bytes to be
+    /// retransmitted into it after the fault, where a consumer that gave up too can acknowledge bytes it never reads.
+    static func probe(environment: [String: String]) -> (nft: String?, privileged: String?, reason: String) {
         let candidates = ["/usr/sbin/nft", "/sbin/nft", "/usr/bin/nft", "/bin/nft"]
-        guard let nft = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
-            return (nil, "nft is not installed (Debian: apt-get install nftables)")
+        let installed = candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
+        let privileged = geteuid() == 0 || hasNetAdmin() ? installed : nil
+        switch environment["CHAOS_DEAD_PATH"] {
+        case "kernel": break
+        case nil, "", "proxy": return (nil, privileged, "the default; CHAOS_DEAD_PATH=kernel drops the segments in the kernel")
+        case let other?: return (nil, privileged, "CHAOS_DEAD_PATH=\(other) is neither kernel nor proxy")
         }
-        return (nft, "")
+        guard geteuid() == 0 || hasNetAdmin() else {
+            return (nil, nil, "not root and no CAP_NET_ADMIN: the kernel path needs them")
+        }
+        guard let installed else { return (nil, nil, "nft is not installed (Debian: apt-get install nftables)") }
+        return (installed, installed, "")
     }
 
     /// Whether the process's effective capabilities hold CAP_NET_ADMIN (bit 12 of CapEff in /proc/self/status).
