@@ -50,8 +50,11 @@ package final class KernelDeadPath: Sendable {
     /// What a run says at start-up and in its report about where a dead path's bytes stop.
     package var summary: String {
         switch availability {
-        case .kernel: "dropped in the kernel (nftables table inet \(table)): the sender's TCP sees no acknowledgement"
-        case .proxy(let reason): "held in the proxy: the sender's TCP saw acknowledgements (\(reason))"
+        case .kernel:
+            let failures = self.failures
+            let refused = failures.first.map { "; nft refused \(failures.count) change(s), the first: \($0)" } ?? ""
+            return "dropped in the kernel (nftables table inet \(table)): the sender's TCP sees no acknowledgement\(refused)"
+        case .proxy(let reason): return "held in the proxy: the sender's TCP saw acknowledgements (\(reason))"
         }
     }
 
@@ -103,10 +106,7 @@ package final class KernelDeadPath: Sendable {
         }
     }
 
-    /// The flows the kernel drops now, and how (for tests and the report).
-    package var dropping: [KernelFlow: KernelDrop] { state.withLock { $0.applied } }
-
-    /// What `nft` refused, in order (at most the first ten).
+    /// What `nft` refused, in order (at most the first ten; the run's summary names them).
     package var failures: [String] { state.withLock { $0.failures } }
 
     private func apply() {
