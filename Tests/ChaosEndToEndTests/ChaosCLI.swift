@@ -20,13 +20,13 @@ struct ChaosCLI {
     }
 
     /// Runs `chaos arguments…` to completion on its own thread (never blocking the cooperative pool).
-    /// `signalOnceExists`: the signal waits, past its `after`, for this file to exist (a run's first checkpoint).
+    /// `signalOnceExists`: the signal waits, past its `after`, for these files to exist (a run's first checkpoint).
     static func run(
         _ arguments: [String],
         timeout: Double = 60,
         environment: [String: String]? = nil,
         signal: (after: Double, number: Int32)? = nil,
-        signalOnceExists: String? = nil,
+        signalOnceExists: [String] = [],
         program: String? = nil,
         directory: URL? = nil
     ) async throws -> Result {
@@ -56,7 +56,7 @@ struct ChaosCLI {
         timeout: Double = 60,
         environment: [String: String]? = nil,
         signal: (after: Double, number: Int32)? = nil,
-        signalOnceExists: String? = nil,
+        signalOnceExists: [String] = [],
         program: String? = nil,
         directory: URL? = nil
     ) throws -> Result {
@@ -81,7 +81,7 @@ struct ChaosCLI {
         while process.isRunning {
             let elapsed = Date().timeIntervalSince(started)
             if let signal, !signalled, elapsed >= signal.after,
-                signalOnceExists.map({ FileManager.default.fileExists(atPath: $0) }) ?? true
+                signalOnceExists.allSatisfy({ FileManager.default.fileExists(atPath: $0) })
             {
                 kill(process.processIdentifier, signal.number)
                 signalled = true

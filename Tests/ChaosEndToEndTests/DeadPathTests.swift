@@ -47,7 +47,7 @@ struct DeadPathTests {
             timeout: 120,
             environment: environment,
             signal: (after: 0, number: SIGINT),
-            signalOnceExists: out
+            signalOnceExists: [out]
         )
         let peer = try await ChaosCLI.run(
             [
@@ -131,7 +131,7 @@ struct DeadPathTests {
             timeout: 60,
             environment: ["CHAOS_DEAD_PATH": "kernel"],
             signal: (after: 0, number: SIGKILL),
-            signalOnceExists: kill
+            signalOnceExists: [kill]
         )
         // A connection through the proxy, a partition of a minute on it, and a file once the partition is on.
         let holder = """

@@ -62,7 +62,7 @@ struct LifecycleTests {
         )
         // The signal goes once the server runs (the run is waiting for it to get ready), not at a fixed time: on a
         // loaded machine chaos may not have started the pair (nor handled signals) 3 s after it was started.
-        let run = try await RunFolderUnderTest.run([scenario], timeout: 60, signal: (after: 1, number: SIGINT), signalOnce: "started")
+        let run = try await RunFolderUnderTest.run([scenario], timeout: 60, signal: (after: 1, number: SIGINT), signalOnce: ["started"])
         #expect(run.result.status == 2, "exit \(run.result.status): \(run.result.stderr)")
         #expect(run.result.stderr.contains("stopped by a signal while the pair was starting"), "\(run.result.stderr)")
         #expect(run.result.seconds < 15, "it stopped promptly (\(run.result.seconds) s)")

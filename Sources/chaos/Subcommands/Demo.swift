@@ -72,10 +72,11 @@ struct DemoServerCommand: AsyncParsableCommand {
         if tlsKey != nil, tlsCert == nil { throw ValidationError("--tls-key needs --tls-cert") }
         config.tls = tlsCert.map { DemoServerTLS(certificate: $0, key: tlsKey ?? $0) }
         let server = DemoServer(configuration: config)
+        let signals = DemoSignals { await server.stop() }
         let bound = try await server.start()
         // Written straight to the descriptor: the runner reads this line while stdout is a pipe.
         FileHandle.standardOutput.write(Data("listening on \(bound)\n".utf8))
-        let signals = DemoSignals { await server.stop() }
+        await signals.started()
         await server.run()
         signals.cancel()
     }
@@ -182,13 +183,14 @@ struct DemoClientCommand: AsyncParsableCommand {
             }
             return DemoClient(configuration: one)
         }
-        for client in clients { try await client.start() }
         // Every stream stops at once: each drains its connection (up to 2 s), so one after another would take hours.
         let signals = DemoSignals {
             await withTaskGroup(of: Void.self) { group in
                 for client in clients { group.addTask { await client.stop() } }
             }
         }
+        for client in clients { try await client.start() }
+        await signals.started()
         await withTaskGroup(of: Void.self) { group in
             for client in clients { group.addTask { await client.run() } }
         }
@@ -224,18 +226,47 @@ enum DemoDurationFlag {
     }
 }
 
-/// SIGINT / SIGTERM run `stop` once (which flushes logs and state), instead of killing the process.
+/// SIGINT / SIGTERM run `stop` once (which flushes logs and state), instead of killing the process. Made before
+/// start-up: a signal that comes while the process starts (a run stopped as its pair was starting: a client killed
+/// by SIGTERM exited 143 in a fresh-clone run) runs `stop` once ``started()`` says start-up is over, never during it.
 final class DemoSignals {
     private let sources: [any DispatchSourceSignal]
+    private let startUp = StartUp()
 
     init(stop: @escaping @Sendable () async -> Void) {
         let queue = DispatchQueue(label: "chaos.demo.signals")
+        let startUp = self.startUp
         sources = [SIGINT, SIGTERM].map { signalNumber in
             signal(signalNumber, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: queue)
-            source.setEventHandler { Task { await stop() } }
+            source.setEventHandler {
+                Task {
+                    await startUp.waitUntilOver()
+                    await stop()
+                }
+            }
             source.resume()
             return source
+        }
+    }
+
+    /// Start-up is over: a signal stops the process from now on (one that came during start-up, now).
+    func started() async { await startUp.end() }
+
+    /// Whether start-up is over, and who waits for it to be.
+    private actor StartUp {
+        private var isOver = false
+        private var waiting: [CheckedContinuation<Void, Never>] = []
+
+        func waitUntilOver() async {
+            guard !isOver else { return }
+            await withCheckedContinuation { waiting.append($0) }
+        }
+
+        func end() {
+            isOver = true
+            for continuation in waiting { continuation.resume() }
+            waiting = []
         }
     }
 
