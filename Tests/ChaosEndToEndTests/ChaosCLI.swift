@@ -17,6 +17,9 @@ struct ChaosCLI {
         /// From launch to exit, measured on the thread that waited for it (not by a test task, which a busy
         /// cooperative pool may resume late).
         var seconds: Double = 0
+        /// From the signal the caller asked for to exit (nil: it was never sent), measured the same way: how promptly
+        /// the process stopped, whatever its start-up took on a loaded machine.
+        var secondsAfterSignal: Double?
     }
 
     /// Runs `chaos arguments…` to completion on its own thread (never blocking the cooperative pool).
@@ -78,6 +81,7 @@ struct ChaosCLI {
         try process.run()
         let started = Date()
         var signalled = false
+        var signalledAt: Date?
         while process.isRunning {
             let elapsed = Date().timeIntervalSince(started)
             if let signal, !signalled, elapsed >= signal.after,
@@ -85,6 +89,7 @@ struct ChaosCLI {
             {
                 kill(process.processIdentifier, signal.number)
                 signalled = true
+                signalledAt = Date()
             }
             if elapsed > timeout {
                 kill(process.processIdentifier, SIGKILL)
@@ -101,7 +106,8 @@ struct ChaosCLI {
             stdout: text(out),
             stderr: text(err),
             signalled: killed,
-            seconds: Date().timeIntervalSince(started)
+            seconds: Date().timeIntervalSince(started),
+            secondsAfterSignal: signalledAt.map { Date().timeIntervalSince($0) }
         )
     }
 
