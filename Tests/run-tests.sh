@@ -82,7 +82,7 @@ swift_testing() {
 step deps make -s deps
 step manifests Tests/deploy/check-manifests.sh
 step style Tests/style/check-format.sh
-step build "$SWIFT" build --build-tests "${BUILD_FLAGS[@]}"
+step build Tests/timed-build.sh "$SWIFT" --build-tests "${BUILD_FLAGS[@]}"
 step docs Tests/docs/check-docs.sh .build/debug/chaos
 
 # End-to-end suites that run in the unit lane, after its own phases (it finishes about a minute before the pair lanes).
@@ -162,6 +162,8 @@ for lane in unit commands $(seq -f 'pairs-%g' 1 ${#PAIR_LANES[@]}); do
 done
 printf '%-34s %-9s %8.1f\n' "tests (lanes side by side)" "" "$(echo "$finished - $tests_started" | bc)"
 printf '%-34s %-9s %8.1f\n' "make test (all of the above)" "" "$(echo "$finished - $started" | bc)"
+# And the build's own table (Tests/timed-build.sh): the dependencies, this package, the link, the slowest modules.
+sed -n '/^build: where the time went/,$p' "$LOGS/build.log"
 
 for name in "${failures[@]}"; do
   echo

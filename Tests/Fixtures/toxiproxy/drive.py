@@ -126,9 +126,14 @@ def slicer(chaos):
     pieces = []
     while sum(map(len, pieces)) < 200:
         pieces.append(client.recv(65536))
-    sizes = sorted(set(map(len, pieces[:-1])))
-    say("size_variation 5: piece sizes %s" % sizes)
-    check(len(sizes) >= 3 and sizes[0] >= 5 and sizes[-1] <= 15, "pieces of 10 ± 5 bytes, drawn")
+    # A read holds one piece, or several when the reader was descheduled longer than the 5 ms between them (under a CPU
+    # hog a read of 19 bytes was two pieces). A read never holds less than a piece, so every read is at least 5 bytes,
+    # and most reads are single pieces of 5 to 15 whose sizes vary.
+    reads = list(map(len, pieces[:-1]))
+    single = [n for n in reads if n <= 15]
+    sizes = sorted(set(single))
+    say("size_variation 5: read sizes %s (%d of %d reads at most 15 bytes)" % (sorted(set(reads)), len(single), len(reads)))
+    check(min(reads) >= 5 and len(sizes) >= 3 and len(single) * 2 >= len(reads), "pieces of 10 ± 5 bytes, drawn")
 
 
 def timeout(chaos):
