@@ -2,7 +2,7 @@
 # Debian machine with Swift: they install the Debian packages that are missing, then build.
 
 SWIFT ?= swift
-APT_PACKAGES := libpcap-dev zlib1g-dev tshark tcpdump socat haproxy iperf3 iproute2 jq python3 nftables
+APT_PACKAGES := libpcap-dev zlib1g-dev tshark tcpdump socat haproxy iperf3 iproute2 jq python3 nftables mosquitto
 CHAOS := .build/debug/chaos
 # No debug info in the debug build: less to compile and link (the tests need no debugger); `make demo` and `make test`
 # build with the same flags, so they share one build. (Not --disable-index-store: Linux finds the tests through the
@@ -32,6 +32,7 @@ deps:
 	@python3 -c 'import toxiproxy' 2>/dev/null || python3 -m pip install -q toxiproxy-python
 	@python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install -q prometheus_client
 	@python3 -c 'import trustme' 2>/dev/null || python3 -m pip install -q trustme
+	@python3 -c 'import paho.mqtt' 2>/dev/null || python3 -m pip install -q 'paho-mqtt>=2'
 
 build: deps
 	$(SWIFT) build --product chaos $(SWIFT_BUILD_FLAGS)

@@ -39,6 +39,7 @@ PAIR_LANES=(
   "WebSocketPairTests MobilePathPairTests DeliveredMeansAcknowledgedTests"
   "ShrinkCommandTests"
   "QuickstartShrinkTests FleetNamespaceTests RepeatRunTests"
+  "MQTTPairTests"
 )
 
 # Seconds between the starts of two pair lanes.

@@ -92,6 +92,16 @@ extension AuditEngine {
                 case .field, .rpc, nil: break
                 }
             }
+        case .closing:
+            if read { connection.closingSides.insert(pipe.direction.producer) }
+        case .subscribed:
+            guard read, let receiver = connection.session.receiver, receiverBaselines[receiver] == nil else { return }
+            // A receiver's first subscription: what each stream's producer had delivered by then is not owed to it.
+            var baseline: [String: Int64] = [:]
+            for ledger in ledgers where ledger.direction == .upstream && ledger.receiver == nil && ledger.highestDelivered >= ledger.owedFrom {
+                baseline[ledger.name] = ledger.highestDelivered
+            }
+            receiverBaselines[receiver] = baseline
         case .counted(let name):
             if read { protocolStats[counter: name] += 1 }
         case .coded(let family, let code, let proxyMayWrite):
@@ -153,7 +163,7 @@ extension AuditEngine {
             switch event {
             case .counted(let name): protocolStats[counter: name] += 1
             case .coded(let family, let code, _): protocolStats.count(family, code: code, fault: faults.label?.kind ?? "none")
-            case .requestRead, .keepalive, .unreadable, .oversized: break
+            case .requestRead, .closing, .subscribed, .keepalive, .unreadable, .oversized: break
             }
         }
     }

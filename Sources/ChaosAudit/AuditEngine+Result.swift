@@ -16,30 +16,42 @@ extension AuditEngine {
         var anomalyList = anomalies.kept
         var anomalyCounts = anomalies.countsByName
         for ledger in ledgers {
-            let result = ledger.result(final: final)
+            var result = ledger.result(final: final)
+            guard final, result.counts.lost > 0 else {
+                streams.append(result)
+                totals.add(result.counts)
+                continue
+            }
+            // A receiver's copy of a stream that fans out: where each lost seq died, against its producer's stream.
+            let producer =
+                ledger.receiver == nil ? nil : ledgerIndex[StreamKey(name: ledger.name, direction: ledger.direction.reversed)].map { ledgers[$0] }
+            if ledger.receiver != nil {
+                result.lostWhere = ledger.placement(of: ledger.lostRanges(final: true, limit: .max), producer: producer)
+            }
             streams.append(result)
             totals.add(result.counts)
-            guard final, result.counts.lost > 0 else { continue }
             let room = max(0, Self.anomalyLimit - anomalyList.count)
             let ranges = ledger.lostRanges(final: true, limit: max(room, 1))
             anomalyCounts[Anomaly.Class.lost.rawValue, default: 0] += Int64(ranges.count)
             for range in ranges.prefix(room) {
-                anomalyList.append(
-                    Anomaly(
-                        kind: .lost,
-                        stream: ledger.name,
-                        direction: ledger.direction,
-                        fromSeq: range.lower,
-                        toSeq: range.upper,
-                        atS: Double(now) / 1e9,
-                        connection: 0,
-                        detail: "\(range.count) seq\(range.count == 1 ? "" : "s") never delivered"
-                    )
+                var detail = "\(range.count) seq\(range.count == 1 ? "" : "s") never delivered"
+                if ledger.receiver != nil { detail += " (\(ledger.placement(of: [range], producer: producer).sentence))" }
+                var anomaly = Anomaly(
+                    kind: .lost,
+                    stream: ledger.name,
+                    direction: ledger.direction,
+                    fromSeq: range.lower,
+                    toSeq: range.upper,
+                    atS: Double(now) / 1e9,
+                    connection: 0,
+                    detail: detail
                 )
+                anomaly.receiver = ledger.receiver
+                anomalyList.append(anomaly)
             }
         }
         totals.updateRatio()
-        streams.sort { ($0.stream, $0.direction.rawValue) < ($1.stream, $1.direction.rawValue) }
+        streams.sort { ($0.stream, $0.direction.rawValue, $0.receiver ?? "") < ($1.stream, $1.direction.rawValue, $1.receiver ?? "") }
         var (recoverySummary, impacts) = recovery.summary(at: now, final: final)
         recoverySummary.transitS = transit.summary
         var events = protocolStats

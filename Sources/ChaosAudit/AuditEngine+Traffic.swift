@@ -183,6 +183,10 @@ extension AuditEngine {
     /// messages were taken after all.
     func acknowledged(_ offset: Int64, by side: Side, connection id: ConnectionID, time: Int64) {
         guard let connection = connections[id] else { return }
+        // A consumer that sent its close frame reads nothing more: what its TCP takes now is taken after close.
+        if !isStopping, connection.closingSides.contains(side) {
+            return acknowledgedAfterClose(offset, by: side, connection: id, time: time)
+        }
         let pipe = connection.pipe(.delivered, side.other.producing)
         guard offset > pipe.acknowledged else { return }
         pipe.acknowledged = offset
@@ -281,7 +285,7 @@ extension AuditEngine {
             }
         }
         let text = name.map { String(decoding: $0, as: UTF8.self) } ?? "#\(connection.id)"
-        let ledger = self.ledger(text, pipe.direction)
+        let ledger = self.ledger(text, pipe.direction, receiver: pipe.direction == .downstream ? connection.session.receiver : nil)
         let slot = pipe.direction == .upstream ? 0 : 1
         let result: ConnectionStream
         if let existing = connection.streams[slot][ledger.index] {
@@ -298,13 +302,16 @@ extension AuditEngine {
         return result
     }
 
-    func ledger(_ name: String, _ direction: Direction) -> StreamLedger {
-        let key = StreamKey(name: name, direction: direction)
+    /// The ledger of stream `name` one way, for `receiver`'s copy of it when the stream fans out to several.
+    func ledger(_ name: String, _ direction: Direction, receiver: String? = nil) -> StreamLedger {
+        let key = StreamKey(name: name, direction: direction, receiver: receiver)
         if let index = ledgerIndex[key] { return ledgers[index] }
-        let ledger = StreamLedger(index: ledgers.count, name: name, direction: direction, seqStart: seqStart)
+        let owedFrom = receiver.flatMap { receiverBaselines[$0]?[name] }.map { $0 + 1 }
+        let ledger = StreamLedger(index: ledgers.count, name: name, direction: direction, receiver: receiver, seqStart: seqStart, owedFrom: owedFrom)
         ledgers.append(ledger)
         ledgerIndex[key] = ledger.index
-        if let partner = ledgerIndex[StreamKey(name: name, direction: direction.reversed)] {
+        // Acks travel between a stream's two directions of one conversation: a receiver's copy has no partner.
+        if receiver == nil, let partner = ledgerIndex[StreamKey(name: name, direction: direction.reversed)] {
             ledger.partnerIndex = partner
             ledgers[partner].partnerIndex = ledger.index
         }

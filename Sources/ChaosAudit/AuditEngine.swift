@@ -47,6 +47,9 @@ package final class AuditEngine {
     let layer: ProtocolLayer
     var ledgers: [StreamLedger] = []
     var ledgerIndex: [StreamKey: Int] = [:]
+    /// Per receiver (an MQTT subscriber), the highest seq each stream's producer had delivered when it first
+    /// subscribed: its copy of a stream is owed the seqs after that.
+    var receiverBaselines: [String: [String: Int64]] = [:]
     var connections: [ConnectionID: ConnectionState] = [:]
     /// Connections closed on both sides, oldest first, waiting out ``retireGrace`` before they are dropped.
     var retiring = RetiringQueue()
@@ -86,6 +89,7 @@ package final class AuditEngine {
     struct StreamKey: Hashable {
         var name: String
         var direction: Direction
+        var receiver: String? = nil
     }
 
     /// Creates an engine for `spec`; `seqStart` overrides `spec.seqStart`; `deliveryPoint` says when a written
@@ -285,6 +289,7 @@ package final class AuditEngine {
                     connection: connection,
                     detail: detail
                 )
+                anomaly.receiver = ledger?.receiver
                 label(&anomaly)
                 return anomaly
             }(),

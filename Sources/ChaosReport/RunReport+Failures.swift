@@ -9,6 +9,8 @@ package struct FailureRecord: Sendable, Codable, Equatable {
     package var stream: String?
     /// Which way its messages travel.
     package var direction: Direction?
+    /// The receiver whose copy of the stream it concerns (an MQTT subscriber's client id), if the stream has several.
+    package var receiver: String?
     /// The first seq concerned.
     package var fromSeq: Int64?
     /// The last seq concerned.
@@ -64,7 +66,8 @@ extension RunReport {
             case .lost:
                 // A loss is known at the end; the gap that showed it says when and where.
                 let gap = gaps.first {
-                    $0.stream == anomaly.stream && $0.direction == anomaly.direction && ($0.fromSeq ?? .max) <= (anomaly.fromSeq ?? 0)
+                    $0.stream == anomaly.stream && $0.direction == anomaly.direction && $0.receiver == anomaly.receiver
+                        && ($0.fromSeq ?? .max) <= (anomaly.fromSeq ?? 0)
                         && (anomaly.fromSeq ?? 0) <= ($0.toSeq ?? .min)
                 }
                 let at = gap?.atS ?? anomaly.atS
@@ -124,8 +127,9 @@ extension RunReport {
             : "after "
                 + before.map { "\($0.kind) #\($0.occurrence) (\(ReportText.clock($0.atS))\($0.forS > 0 ? ", \(ReportText.seconds($0.forS))" : ""))" }
                 .joined(separator: ", ")
-        let what = anomaly.stream.isEmpty ? "" : "\(anomaly.stream) \(anomaly.direction.rawValue) "
-        return FailureRecord(
+        let what =
+            anomaly.stream.isEmpty ? "" : "\(ReportText.stream(anomaly.stream, receiver: anomaly.receiver)) \(anomaly.direction.rawValue) "
+        var record = FailureRecord(
             kind: anomaly.kind.rawValue,
             stream: anomaly.stream.isEmpty ? nil : anomaly.stream,
             direction: anomaly.direction,
@@ -136,5 +140,7 @@ extension RunReport {
             faults: before.map(\.occurrence),
             account: "\(what)\(anomaly.kind.rawValue) \(seqs): \(seen), \(causes)."
         )
+        record.receiver = anomaly.receiver
+        return record
     }
 }

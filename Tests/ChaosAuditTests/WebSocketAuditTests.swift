@@ -63,6 +63,43 @@ struct WebSocketAuditTests {
         #expect(result.protocolEvents?.abnormalClosures == 1)
     }
 
+    @Test(
+        "a consumer that sent its close frame reads nothing more: what its TCP takes after is not delivered, and the resend on its next connection is delivered once"
+    )
+    func consumerClosing() throws {
+        var s = TrafficScript()
+        Self.open(&s, 1)
+        for seq in 1...2 { Self.relay(&s, 1, W.text(Self.message(seq)), .downstream) }
+        // The client gives up on the connection (its keepalive timed out) and says so; then the server's seq 3
+        // reaches it, and its TCP acknowledges what its application never reads.
+        Self.relay(&s, 1, W.close(1011, "keepalive ping timeout", mask: W.clientMask), .upstream)
+        Self.relay(&s, 1, W.text(Self.message(3)), .downstream)
+        s.close(1, .reset)
+        Self.open(&s, 2)
+        for seq in 3...4 { Self.relay(&s, 2, W.text(Self.message(seq)), .downstream) }
+        s.close(2)
+        let down = try #require(Self.stream(try Self.audit(s), "c1", .downstream))
+        #expect(down.ok == 4 && down.redelivered == 0 && down.lost == 0, "\(down)")
+    }
+
+    @Test("a consumer's close frame: what its TCP took after it and never got again is lost, unless its own ack vouches for it")
+    func consumerClosingThenAck() throws {
+        for vouched in [false, true] {
+            var s = TrafficScript()
+            Self.open(&s, 1)
+            Self.relay(&s, 1, W.text(Self.message(1)), .downstream)
+            Self.relay(&s, 1, W.close(1000, "bye", mask: W.clientMask), .upstream)
+            Self.relay(&s, 1, W.text(Self.message(2)), .downstream)
+            s.close(1)
+            Self.open(&s, 2)
+            // The client's resume ack names what it read: 2 when it read seq 2 after its close after all.
+            Self.relay(&s, 2, W.text("{\"type\":\"ACK\",\"ack\":\(vouched ? 2 : 1)}", mask: W.clientMask), .upstream)
+            s.close(2)
+            let down = try #require(Self.stream(try Self.audit(s), "c1", .downstream))
+            #expect(down.ok == (vouched ? 2 : 1) && down.lost == (vouched ? 0 : 1), "vouched \(vouched): \(down)")
+        }
+    }
+
     @Test("a query parameter names the stream, and each direction reads its own fields")
     func queryStreamAndOverrides() throws {
         var s = TrafficScript()

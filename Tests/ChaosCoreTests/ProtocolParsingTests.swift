@@ -139,10 +139,10 @@ struct ProtocolParsingTests {
             ("  framing: lines\n  length_bytes: 2", "7:17", "protocol.length_bytes is not an option of framing lines"),
             ("  framing: length-prefixed\n  length_bytes: 3", "7:17", "protocol.length_bytes must be 1, 2 or 4, found 3"),
             ("  framing: length-prefixed\n  length_offset: -9", "7:18", "protocol.length_offset must be within -8...8, found -9"),
-            ("  framing: mqtt", "6:12", "protocol.framing must be one of lines, length-prefixed, websocket, grpc, sse, auto, found 'mqtt'"),
+            ("  framing: amqp", "6:12", "protocol.framing must be one of lines, length-prefixed, websocket, grpc, sse, mqtt, auto, found 'amqp'"),
             (
                 "  framing: sse\n  format: protobuf", "7:11",
-                "protocol.format protobuf needs binary messages: framing length-prefixed, websocket, grpc or auto"
+                "protocol.format protobuf needs binary messages: framing length-prefixed, websocket, grpc, mqtt or auto"
             ),
         ]
     )

@@ -19,6 +19,9 @@ final class ConnectionState {
     var proxy = ""
     /// The sides to which nothing more can be delivered.
     var deliveriesEnded: Set<Side> = []
+    /// The sides that began to end their session in their protocol (a close frame read from them): what their TCP
+    /// takes from then on is taken after close (``ProtocolEvent/closing``).
+    var closingSides: Set<Side> = []
     /// A framing or decoding problem was already reported for this connection.
     var reportedFraming = false
     var reportedUndecodable = false

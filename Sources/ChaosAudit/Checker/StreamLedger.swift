@@ -7,7 +7,13 @@ final class StreamLedger {
     let index: Int
     let name: String
     let direction: Direction
+    /// The receiver whose copy of the stream this is (``ProtocolSession/receiver``: an MQTT subscriber); nil when
+    /// the stream has one consumer at a time.
+    let receiver: String?
     let seqStart: Int64
+    /// The first seq the consumer is owed: ``seqStart``, or for a receiver that subscribed while the stream was under
+    /// way, the first seq its producer sent after that (what came before is none of its business, and not lost).
+    let owedFrom: Int64
     /// sent, delivered, recovered, duplicated, redelivered, reordered, gaps, truncated are counted as they happen;
     /// ok, lost and unacked are derived in ``result(final:)``.
     var counts = DeliveryCounts()
@@ -34,13 +40,15 @@ final class StreamLedger {
     /// Faults waiting for this stream's first new message (see ``RecoveryTracker``).
     var resumeWaits: [(watch: FaultWatch, baseline: Int64)] = []
 
-    init(index: Int, name: String, direction: Direction, seqStart: Int64) {
+    init(index: Int, name: String, direction: Direction, receiver: String? = nil, seqStart: Int64, owedFrom: Int64? = nil) {
         self.index = index
         self.name = name
         self.direction = direction
+        self.receiver = receiver
         self.seqStart = seqStart
-        highestDelivered = seqStart - 1
-        highestSent = seqStart - 1
+        self.owedFrom = max(seqStart, owedFrom ?? seqStart)
+        highestDelivered = self.owedFrom - 1
+        highestSent = self.owedFrom - 1
     }
 
     /// The stream's result; a checkpoint (`final` false) does not yet count seqs still in flight as lost.
@@ -51,18 +59,43 @@ final class StreamLedger {
         var upper = max(highestDelivered, taken.max ?? highestDelivered)
         if final { upper = max(upper, highestSent) }
         if let cut = cutInFlight.max { upper = max(upper, cut) }
-        let expected = max(0, upper - seqStart + 1)
-        result.lost = expected - taken.count(from: seqStart, through: upper)
+        let expected = max(0, upper - owedFrom + 1)
+        result.lost = expected - taken.count(from: owedFrom, through: upper)
         if let ackedUpTo { result.unacked = taken.count(above: ackedUpTo) }
         result.updateRatio()
         return StreamResult(
             stream: name,
             direction: direction,
+            receiver: receiver,
             counts: result,
             firstSeq: taken.min,
             highestSeq: taken.max,
             ackedUpTo: ackedUpTo
         )
+    }
+
+    /// The most seqs ``placement(of:producer:)`` looks at one by one; past it, the rest are not placed.
+    static let placementLimit: Int64 = 1_000_000
+
+    /// Where the seqs of `ranges` (this receiver's losses) died: `producer` is the stream this receiver's copy came
+    /// from, as its producer sent it to the server (nil: unknown, every loss then counts as the server's).
+    func placement(of ranges: [SeqRangeSet.Interval], producer: StreamLedger?) -> LossPlacement {
+        var placed = LossPlacement()
+        var looked: Int64 = 0
+        for range in ranges {
+            for seq in range.lower...range.upper {
+                looked += 1
+                if looked > Self.placementLimit { return placed }
+                if cutInFlight.contains(seq) {
+                    placed.serverToReceiver += 1
+                } else if producer.map({ $0.deliveredSeqs.contains(seq) || $0.takenAfterClose.contains(seq) }) ?? true {
+                    placed.atServer += 1
+                } else {
+                    placed.producerToServer += 1
+                }
+            }
+        }
+        return placed
     }
 
     /// The seq ranges counted as lost (for the anomaly list), at most `limit`.
@@ -71,7 +104,7 @@ final class StreamLedger {
         var upper = max(highestDelivered, taken.max ?? highestDelivered)
         if final { upper = max(upper, highestSent) }
         if let cut = cutInFlight.max { upper = max(upper, cut) }
-        return taken.holes(from: seqStart, through: upper, limit: limit)
+        return taken.holes(from: owedFrom, through: upper, limit: limit)
     }
 
     /// The consumer acknowledged every seq up to `ack`. That vouches for the seqs it took after its TLS close only when
@@ -106,7 +139,7 @@ final class StreamLedger {
                 moved = true
             }
         }
-        if moved { highestDelivered = deliveredSeqs.max ?? seqStart - 1 }
+        if moved { highestDelivered = deliveredSeqs.max ?? owedFrom - 1 }
     }
 
     /// The seqs the consumer has: those delivered, and those taken after its TLS close that its acks vouched for.

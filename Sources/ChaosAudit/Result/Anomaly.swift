@@ -40,6 +40,8 @@ package struct Anomaly: Sendable, Codable, Equatable {
     package var stream: String
     /// Which way the messages travel.
     package var direction: Direction
+    /// The receiver whose copy of the stream it concerns (an MQTT subscriber's client id), if the stream has several.
+    package var receiver: String?
     /// The first seq concerned.
     package var fromSeq: Int64?
     /// The last seq concerned.
@@ -86,6 +88,6 @@ package struct Anomaly: Sendable, Codable, Equatable {
 
     private enum CodingKeys: String, CodingKey {
         case kind = "class"
-        case stream, direction, fromSeq, toSeq, atS, connection, fault, faultOccurrence, faultActive, detail
+        case stream, direction, receiver, fromSeq, toSeq, atS, connection, fault, faultOccurrence, faultActive, detail
     }
 }

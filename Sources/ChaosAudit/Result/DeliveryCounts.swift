@@ -81,6 +81,9 @@ package struct StreamResult: Sendable, Codable, Equatable {
     package var stream: String
     /// Which way its messages travel.
     package var direction: Direction
+    /// The receiver whose copy of the stream this is (an MQTT subscriber's client id); nil when the stream has one
+    /// consumer at a time.
+    package var receiver: String?
     /// Its counts (flattened into the same JSON object).
     package var counts: DeliveryCounts
     /// The lowest seq delivered.
@@ -89,11 +92,14 @@ package struct StreamResult: Sendable, Codable, Equatable {
     package var highestSeq: Int64?
     /// The highest cumulative ack seen for it (from the other direction).
     package var ackedUpTo: Int64?
+    /// For a receiver's copy of a stream that fans out, where its lost seqs died (nil otherwise, or nothing lost).
+    package var lostWhere: LossPlacement?
 
     /// Creates a stream result.
     package init(
         stream: String,
         direction: Direction,
+        receiver: String? = nil,
         counts: DeliveryCounts,
         firstSeq: Int64?,
         highestSeq: Int64?,
@@ -101,21 +107,24 @@ package struct StreamResult: Sendable, Codable, Equatable {
     ) {
         self.stream = stream
         self.direction = direction
+        self.receiver = receiver
         self.counts = counts
         self.firstSeq = firstSeq
         self.highestSeq = highestSeq
         self.ackedUpTo = ackedUpTo
     }
 
-    private enum CodingKeys: String, CodingKey { case stream, direction, firstSeq, highestSeq, ackedUpTo }
+    private enum CodingKeys: String, CodingKey { case stream, direction, receiver, firstSeq, highestSeq, ackedUpTo, lostWhere }
 
     package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         stream = try container.decode(String.self, forKey: .stream)
         direction = try container.decode(Direction.self, forKey: .direction)
+        receiver = try container.decodeIfPresent(String.self, forKey: .receiver)
         firstSeq = try container.decodeIfPresent(Int64.self, forKey: .firstSeq)
         highestSeq = try container.decodeIfPresent(Int64.self, forKey: .highestSeq)
         ackedUpTo = try container.decodeIfPresent(Int64.self, forKey: .ackedUpTo)
+        lostWhere = try container.decodeIfPresent(LossPlacement.self, forKey: .lostWhere)
         counts = try DeliveryCounts(from: decoder)
     }
 
@@ -123,9 +132,11 @@ package struct StreamResult: Sendable, Codable, Equatable {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(stream, forKey: .stream)
         try container.encode(direction, forKey: .direction)
+        try container.encodeIfPresent(receiver, forKey: .receiver)
         try container.encodeIfPresent(firstSeq, forKey: .firstSeq)
         try container.encodeIfPresent(highestSeq, forKey: .highestSeq)
         try container.encodeIfPresent(ackedUpTo, forKey: .ackedUpTo)
+        try container.encodeIfPresent(lostWhere, forKey: .lostWhere)
         try counts.encode(to: encoder)
     }
 }

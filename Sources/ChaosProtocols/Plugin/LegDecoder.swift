@@ -16,6 +16,13 @@ package enum ProtocolEvent: Equatable {
     /// The request that opened the connection's stream (a WebSocket upgrade, an SSE request) was read: its target
     /// and headers are in the connection's session, for `stream: header:NAME` / `query:NAME`.
     case requestRead
+    /// The leg's producer began to end its session (a WebSocket close frame, an MQTT DISCONNECT): its application
+    /// reads nothing more, so what its TCP takes from now on is delivered only if its own acks vouch for it later,
+    /// as after a TLS close_notify.
+    case closing
+    /// A receiver (``ProtocolSession/receiver``) asked for messages from now on (an MQTT SUBSCRIBE): its copy of a
+    /// stream is owed what the stream's producer sends after this, not what came before.
+    case subscribed
     /// One of the plug-in's named counters (``ProtocolPlugin/counters``: `upgrades`, `pings`, `calls`) goes up by one.
     case counted(String)
     /// One of the plug-in's families (``ProtocolPlugin/counterFamilies``: `closeCodes`, `goaways`) counts `code`,

@@ -9,6 +9,7 @@ package enum ProtocolRegistry {
         WebSocketProtocol.self,
         GRPCProtocol.self,
         SSEProtocol.self,
+        MQTTProtocol.self,
         AutoProtocol.self,
     ]
 

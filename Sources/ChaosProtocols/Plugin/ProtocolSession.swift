@@ -30,6 +30,11 @@ package protocol ProtocolSession: AnyObject {
     /// The connection's TLS handshake chose `alpn` (nil: none): told before its first byte, when the bytes come from
     /// a decrypted capture. `framing: auto` picks its protocol by it.
     func negotiated(alpn: String?)
+    /// Who receives the messages this connection carries downstream, when a server fans one stream out to several
+    /// receivers (an MQTT subscriber's client id): each receiver's copy of a stream is then a stream of its own, so
+    /// that one message delivered to two subscribers is two deliveries, not a duplicate. nil (the default): every
+    /// connection's downstream messages of a stream are one stream.
+    var receiver: String? { get }
 }
 
 extension ProtocolSession {
@@ -37,4 +42,5 @@ extension ProtocolSession {
     package func requestQuery(_ name: String) -> String? { nil }
     package func ended(readCount: (String) -> Int) -> [ProtocolEvent] { [] }
     package func negotiated(alpn: String?) {}
+    package var receiver: String? { nil }
 }

@@ -37,46 +37,19 @@ package enum SSEProtocol: ProtocolPlugin {
     /// events are then handed over as JSON envelopes.
     static func namesEventFields(_ spec: ProtocolSpec) -> Bool {
         guard spec.format == .json else { return false }
-        let overrides = [spec.upstream, spec.downstream].compactMap { $0 }
-        let paths =
-            [spec.seq, spec.stream, spec.id, spec.ack, spec.type].compactMap { $0 } + spec.ignore.keys
-            + overrides.flatMap { [$0.seq, $0.stream, $0.ack, $0.type].compactMap { $0 } + ($0.ignore?.keys.map { $0 } ?? []) }
-        return paths.contains { eventFields.contains($0) || $0 == "data" || $0.hasPrefix("data.") }
+        return spec.fieldPaths.contains { eventFields.contains($0) || $0 == "data" || $0.hasPrefix("data.") }
     }
 
     /// The envelope's path for a path as the scenario writes it: the event's fields at the top, everything else in
     /// its data; a request's `header:` / `query:` unchanged.
     static func envelopePath(_ path: String) -> String {
-        if eventFields.contains(path) || path == "data" { return "/" + path }
-        if path.hasPrefix("data.") {
-            return "/data/" + path.dropFirst(5).split(separator: ".", omittingEmptySubsequences: false).joined(separator: "/")
-        }
-        if path.hasPrefix("/") { return "/data" + path }
+        if eventFields.contains(path) { return "/" + path }
         if streamKeyPrefixes.contains(where: { path.hasPrefix($0) }) { return path }
-        return "/data/" + path
+        return ProtocolSpec.envelopeDataPath(path)
     }
 
     package static func fieldSpec(_ spec: ProtocolSpec) -> ProtocolSpec {
-        guard namesEventFields(spec) else { return spec }
-        var fields = spec
-        fields.seq = envelopePath(spec.seq)
-        fields.stream = spec.stream.map(envelopePath)
-        fields.id = spec.id.map(envelopePath)
-        fields.ack = spec.ack.map(envelopePath)
-        fields.type = envelopePath(spec.type)
-        fields.ignore = Dictionary(spec.ignore.map { (envelopePath($0.key), $0.value) }, uniquingKeysWith: { first, _ in first })
-        for keyPath in [\ProtocolSpec.upstream, \ProtocolSpec.downstream] {
-            guard var override = spec[keyPath: keyPath] else { continue }
-            override.seq = override.seq.map(envelopePath)
-            override.stream = override.stream.map(envelopePath)
-            override.ack = override.ack.map(envelopePath)
-            override.type = override.type.map(envelopePath)
-            override.ignore = override.ignore.map { ignore in
-                Dictionary(ignore.map { (envelopePath($0.key), $0.value) }, uniquingKeysWith: { first, _ in first })
-            }
-            fields[keyPath: keyPath] = override
-        }
-        return fields
+        namesEventFields(spec) ? spec.rewritingPaths(envelopePath) : spec
     }
 
     /// Events after a request with a stream header and an event-stream response.

@@ -107,6 +107,7 @@ extension WebSocketDecoder {
             guard control.count != 1 else { return stop("a close frame with a 1-byte payload (a code takes 2)", at: end, output) }
             let code = control.count >= 2 ? UInt16(control[0]) << 8 | UInt16(control[1]) : nil
             phase = .closed
+            output(.event(.closing, at: end))
             output(.event(.coded("closeCodes", code: code.map(String.init) ?? "none"), at: end))
         case 9: output(.event(.counted("pings"), at: end))
         default: output(.event(.counted("pongs"), at: end))

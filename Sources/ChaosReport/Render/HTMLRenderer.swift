@@ -147,7 +147,7 @@ package struct HTMLRenderer: Sendable {
         for a in report.anomalies where a.kind != .lost {
             let color = Self.anomalyColors[a.kind.rawValue] ?? "#000"
             svg.append(
-                "<circle class=\"anomaly\" cx=\"\(n(x(a.atS)))\" cy=\"\(n(anomalyTop + anomalyHeight / 2))\" r=\"4\" fill=\"\(color)\" fill-opacity=\"0.8\"><title>\(e("\(a.kind.rawValue) \(a.stream) \(a.direction.rawValue) \(ReportText.seqs(a)) at \(ReportText.clock(a.atS)), \(ReportText.fault(a))"))</title></circle>"
+                "<circle class=\"anomaly\" cx=\"\(n(x(a.atS)))\" cy=\"\(n(anomalyTop + anomalyHeight / 2))\" r=\"4\" fill=\"\(color)\" fill-opacity=\"0.8\"><title>\(e("\(a.kind.rawValue) \(ReportText.stream(a.stream, receiver: a.receiver)) \(a.direction.rawValue) \(ReportText.seqs(a)) at \(ReportText.clock(a.atS)), \(ReportText.fault(a))"))</title></circle>"
             )
         }
         svg.append("<text x=\"\(n(left - 6))\" y=\"\(n(anomalyTop + anomalyHeight / 2 + 4))\" text-anchor=\"end\">anomalies</text>")
@@ -213,7 +213,7 @@ package struct HTMLRenderer: Sendable {
             return "<tr><td class=l>\(e(name))</td><td class=l>\(direction)</td>" + cells.map { "<td>\(ReportText.count($0))</td>" }.joined()
                 + "<td>\(ReportText.percent(c.deliveryRatio))</td></tr>"
         }
-        for s in report.streams.prefix(200) { out += row(s.stream, s.direction.rawValue, s.counts) }
+        for s in report.streams.prefix(200) { out += row(ReportText.stream(s.stream, receiver: s.receiver), s.direction.rawValue, s.counts) }
         out += row("total", "", report.totals) + "</table>\n"
         let r = report.recovery
         out += "<h2>Recovery</h2><table><tr><th class=l>measure</th><th>count</th><th>p50</th><th>p95</th><th>p99</th><th>max</th></tr>"
@@ -234,7 +234,7 @@ package struct HTMLRenderer: Sendable {
                 "<h2>First anomalies</h2><table><tr><th>at</th><th class=l>class</th><th class=l>stream</th><th class=l>direction</th><th>seqs</th><th class=l>fault</th><th class=l>detail</th></tr>"
             for a in report.anomalies.prefix(50) {
                 out +=
-                    "<tr><td>\(ReportText.clock(a.atS))</td><td class=l>\(a.kind.rawValue)</td><td class=l>\(e(a.stream))</td><td class=l>\(a.direction.rawValue)</td><td>\(ReportText.seqs(a))</td><td class=l>\(e(ReportText.fault(a)))</td><td class=l>\(e(a.detail ?? ""))</td></tr>"
+                    "<tr><td>\(ReportText.clock(a.atS))</td><td class=l>\(a.kind.rawValue)</td><td class=l>\(e(ReportText.stream(a.stream, receiver: a.receiver)))</td><td class=l>\(a.direction.rawValue)</td><td>\(ReportText.seqs(a))</td><td class=l>\(e(ReportText.fault(a)))</td><td class=l>\(e(a.detail ?? ""))</td></tr>"
             }
             out += "</table>\n"
         }

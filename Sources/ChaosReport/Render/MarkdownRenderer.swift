@@ -69,7 +69,9 @@ package struct MarkdownRenderer: Sendable {
             "| stream | direction | sent | delivered | ok | lost | recovered | duplicated | redelivered | reordered | gaps | unacked | delivery |",
             "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
         ]
-        for s in report.streams.prefix(rowLimit * 5) { out.append(row(s.stream, s.direction.rawValue, s.counts)) }
+        for s in report.streams.prefix(rowLimit * 5) {
+            out.append(row(ReportText.stream(s.stream, receiver: s.receiver), s.direction.rawValue, s.counts))
+        }
         if report.streams.count > rowLimit * 5 { out.append("| … \(report.streams.count - rowLimit * 5) more streams | | | | | | | | | | | | |") }
         out.append(row("**total**", "", t))
         out.append("")
@@ -229,7 +231,7 @@ package struct MarkdownRenderer: Sendable {
         for a in report.anomalies.prefix(rowLimit) {
             let detail = (a.detail ?? "").replacingOccurrences(of: "|", with: "\\|")
             lines.append(
-                "| \(ReportText.clock(a.atS)) | \(a.kind.rawValue) | \(a.stream) | \(a.direction.rawValue) | \(ReportText.seqs(a)) | "
+                "| \(ReportText.clock(a.atS)) | \(a.kind.rawValue) | \(ReportText.stream(a.stream, receiver: a.receiver)) | \(a.direction.rawValue) | \(ReportText.seqs(a)) | "
                     + "\(ReportText.fault(a)) | \(detail) |"
             )
         }

@@ -20,6 +20,12 @@ enum ReportText {
         return "0s"
     }
 
+    /// A stream as the reports name it: `fleet/7`, or `fleet/7 → sub-2` for a receiver's copy of a stream that fans
+    /// out (an MQTT subscriber's).
+    static func stream(_ name: String, receiver: String?) -> String {
+        receiver.map { "\(name) → \($0)" } ?? name
+    }
+
     static func clock(_ value: Double) -> String {
         guard value.isFinite, abs(value) < longest else { return value.isNaN ? "?" : "∞" }
         return value < 60

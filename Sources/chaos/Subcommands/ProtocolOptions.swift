@@ -10,7 +10,7 @@ struct ProtocolOptions: ParsableArguments {
     @Option(help: "Take protocol: and expect: from this scenario.")
     var protocolFrom: String?
 
-    @Option(help: "A framing of ProtocolRegistry: lines | length-prefixed | websocket | grpc (default: lines).")
+    @Option(help: "A framing: \(ProtocolRegistry.names.joined(separator: " | ")) (default: lines).")
     var framing: String?
 
     @Option(help: "Length prefix size in bytes for length-prefixed framing: 1, 2 or 4 (default: 4).")

@@ -7,14 +7,14 @@ import Testing
 struct ProtocolRegistryTests {
     @Test("each plug-in is found by its name, reads the framing it makes, and no other plug-in reads it")
     func namesAndFramings() throws {
-        #expect(ProtocolRegistry.names == ["lines", "length-prefixed", "websocket", "grpc", "sse", "auto"])
+        #expect(ProtocolRegistry.names == ["lines", "length-prefixed", "websocket", "grpc", "sse", "mqtt", "auto"])
         for plugin in ProtocolRegistry.plugins {
             #expect(ProtocolRegistry.plugin(named: plugin.name)?.name == plugin.name)
             let framing = try plugin.framing(options: [:])
             #expect(try ProtocolRegistry.plugin(reading: framing).name == plugin.name)
             #expect(framing.name == plugin.name && ProtocolRegistry.catalog.traits(named: framing.name) == plugin)
         }
-        #expect(ProtocolRegistry.plugin(named: "mqtt") == nil)
+        #expect(ProtocolRegistry.plugin(named: "amqp") == nil)
         #expect(GRPCProtocol.defaultFormat == .protobuf && GRPCProtocol.defaultStream == "rpc" && GRPCProtocol.hasRPCs)
         #expect(WebSocketProtocol.defaultFormat == .json && !WebSocketProtocol.hasRPCs)
     }

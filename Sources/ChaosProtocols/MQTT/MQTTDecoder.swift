@@ -1,0 +1,259 @@
+/// One leg of an MQTT connection (3.1, 3.1.1 or 5.0, as its CONNECT says): control packets in turn, each a fixed
+/// header (type, flags, a remaining length of up to four bytes) and that many bytes. A PUBLISH is a message: its
+/// payload, or (``MQTTSession/envelope``) a JSON envelope of its topic, QoS, flags, packet id and payload. CONNECT,
+/// CONNACK, SUBSCRIBE, the acknowledgements and DISCONNECT are protocol events; PINGREQ and PINGRESP are keepalives.
+/// MQTT 5 topic aliases are followed per direction, as the protocol scopes them.
+///
+/// Memory is bounded: a packet is kept up to its first ``headLimit`` bytes past `cap`, the rest counted and skipped
+/// (a PUBLISH whose payload is over `cap` is counted as oversized). Bytes that are not MQTT (a first packet from the
+/// client that is not a CONNECT, a reserved type, flags a type does not allow, a malformed field) stop the decoder
+/// with a problem; the rest of the leg is ignored.
+final class MQTTDecoder: LegDecoder {
+    /// What a packet may hold beyond a message's cap and still be read: its topic (at most 65,535 bytes), packet id
+    /// and properties.
+    static let headLimit = 72 * 1024
+
+    enum Phase: Equatable { case header, body, stopped }
+
+    /// Client → server: the leg carries CONNECT and the client's packets.
+    let upstream: Bool
+    let session: MQTTSession
+    let cap: Int
+    private(set) var phase = Phase.header
+    /// The fixed header read so far (the type byte and up to four bytes of remaining length).
+    private var header: [UInt8] = []
+    /// The packet's type, and its remaining length and the part of it still to come.
+    private var type = MQTTPacketType.connect
+    private var length = 0
+    private var remaining = 0
+    /// The packet's bytes after its fixed header, up to ``headLimit`` past `cap`.
+    private var body: [UInt8] = []
+    /// Whether a packet was read on this leg yet (the first one must open the session).
+    private var started = false
+    /// This direction's topic aliases (MQTT 5).
+    private var aliases: [UInt16: String] = [:]
+    /// The envelope being built (kept between messages).
+    private var envelopeBytes: [UInt8] = []
+
+    /// A decoder for the `upstream` (client → server) or downstream leg, sharing `session` with the connection's
+    /// other legs; payloads over `cap` bytes are counted, not kept.
+    init(upstream: Bool, session: MQTTSession, cap: Int) {
+        self.upstream = upstream
+        self.session = session
+        self.cap = cap
+    }
+
+    /// Part of a PUBLISH was read (a close now truncates a message); other packets are not messages.
+    var hasPartialMessage: Bool {
+        switch phase {
+        case .header: header.first.map { $0 >> 4 == MQTTPacketType.publish.rawValue } ?? false
+        case .body: type == .publish
+        case .stopped: false
+        }
+    }
+
+    var atMessageBoundary: Bool { phase == .header && header.isEmpty && started }
+
+    /// The bytes the decoder holds in its buffers (what a test checks stays bounded).
+    var bufferedCapacity: Int { header.capacity + body.capacity + envelopeBytes.capacity }
+
+    func dropPartial() {
+        guard phase != .stopped else { return }
+        phase = .header
+        header = []
+        body = []
+        remaining = 0
+    }
+
+    func decode(_ input: UnsafeBufferPointer<UInt8>, _ output: (DecoderOutput) -> Void) {
+        var position = 0
+        while position < input.count, phase != .stopped {
+            if phase == .header {
+                position = readHeader(input, from: position, output)
+            } else {
+                let count = min(remaining, input.count - position)
+                let keep = min(count, cap + Self.headLimit - body.count)
+                if keep > 0 { body.append(contentsOf: UnsafeBufferPointer(rebasing: input[position..<position + keep])) }
+                position += count
+                remaining -= count
+                if remaining == 0 { packetEnded(at: position, output) }
+            }
+        }
+    }
+
+    /// Reads the fixed header byte by byte; returns where the packet's body starts.
+    private func readHeader(_ input: UnsafeBufferPointer<UInt8>, from start: Int, _ output: (DecoderOutput) -> Void) -> Int {
+        var position = start
+        while position < input.count, phase == .header {
+            let byte = input[position]
+            position += 1
+            header.append(byte)
+            if header.count == 1 {
+                if let problem = checkFirstByte(byte) {
+                    stop(problem, at: position - 1, output)
+                    return input.count
+                }
+            } else if byte & 0x80 == 0 {
+                length = header.dropFirst().reversed().reduce(0) { $0 << 7 | Int($1 & 0x7F) }
+                remaining = length
+                phase = .body
+                body.removeAll(keepingCapacity: body.capacity <= 4096)
+                if remaining == 0 { packetEnded(at: position, output) }
+            } else if header.count == 5 {
+                stop("a remaining length longer than four bytes", at: position, output)
+                return input.count
+            }
+        }
+        return position
+    }
+
+    /// Why `byte` cannot start a packet here (nil: it can), and the packet's type when it can.
+    private func checkFirstByte(_ byte: UInt8) -> String? {
+        guard let found = MQTTPacketType(rawValue: byte >> 4) else { return "a packet of reserved type 0" }
+        if let flags = found.requiredFlags, byte & 0x0F != flags {
+            return "\(found) with flags \(String(byte & 0x0F, radix: 2)) (MQTT requires \(String(flags, radix: 2)))"
+        }
+        if found == .publish, byte & 0b0110 == 0b0110 { return "a PUBLISH of QoS 3" }
+        if !started {
+            if upstream, found != .connect { return "the client's first packet is \(found), not CONNECT: not MQTT" }
+            if !upstream, found != .connack, found != .auth {
+                return "the server's first packet is \(found), not CONNACK: not MQTT"
+            }
+        }
+        type = found
+        return nil
+    }
+
+    private func packetEnded(at end: Int, _ output: (DecoderOutput) -> Void) {
+        let flags = header[0] & 0x0F
+        header.removeAll(keepingCapacity: true)
+        phase = .header
+        started = true
+        do {
+            try read(flags: flags, end: end, output)
+        } catch let malformed as MQTTMalformed {
+            stop("a malformed \(type): \(malformed.reason)", at: end, output)
+        } catch {
+            stop("a malformed \(type)", at: end, output)
+        }
+        if body.capacity > 4096 + cap { body = [] }
+    }
+
+    private func read(flags: UInt8, end: Int, _ output: (DecoderOutput) -> Void) throws {
+        var fields = MQTTFieldReader(body)
+        switch type {
+        case .connect:
+            try readConnect(&fields)
+            output(.event(.counted("mqttConnects"), at: end))
+            if session.cleanStart == true { output(.event(.counted("mqttCleanSessions"), at: end)) }
+            output(.event(.requestRead, at: end))
+        case .connack:
+            let acknowledge = try fields.byte()
+            let code = try fields.byte()
+            if session.level >= 5, fields.remaining > 0, let assigned = try fields.properties().assignedClientID {
+                session.assigned(clientID: assigned)
+            }
+            output(.event(.coded("mqttConnacks", code: Self.hex(code)), at: end))
+            if acknowledge & 1 == 1 { output(.event(.counted("mqttSessionsPresent"), at: end)) }
+        case .publish:
+            try readPublish(flags: flags, &fields, end: end, output)
+        case .puback: output(.event(.counted("mqttPubacks"), at: end))
+        case .pubrec: output(.event(.counted("mqttPubrecs"), at: end))
+        case .pubrel: output(.event(.counted("mqttPubrels"), at: end))
+        case .pubcomp: output(.event(.counted("mqttPubcomps"), at: end))
+        case .subscribe:
+            output(.event(.counted("mqttSubscribes"), at: end))
+            output(.event(.subscribed, at: end))
+        case .pingreq: output(.event(.keepalive(ack: false, opaque: 0), at: end))
+        case .pingresp: output(.event(.keepalive(ack: true, opaque: 0), at: end))
+        case .disconnect:
+            var code: UInt8 = 0
+            if session.level >= 5, fields.remaining > 0 { code = try fields.byte() }
+            output(.event(.closing, at: end))
+            output(.event(.coded("mqttDisconnects", code: Self.hex(code), proxyMayWrite: true), at: end))
+        case .suback, .unsubscribe, .unsuback, .auth:
+            break
+        }
+    }
+
+    /// CONNECT: the protocol name and level, the flags (clean session / clean start), the keepalive, MQTT 5's
+    /// properties (session expiry), then the client id.
+    private func readConnect(_ fields: inout MQTTFieldReader) throws {
+        let name = try fields.string()
+        let level = try fields.byte()
+        guard (name == "MQTT" && (level == 4 || level == 5)) || (name == "MQIsdp" && level == 3) else {
+            throw MQTTMalformed("protocol \(name.prefix(16)) level \(level) (chaos reads MQTT 3.1, 3.1.1 and 5.0)")
+        }
+        let flags = try fields.byte()
+        guard flags & 1 == 0 else { throw MQTTMalformed("the reserved connect flag is set") }
+        _ = try fields.uint16()
+        var properties = MQTTProperties()
+        if level >= 5 { properties = try fields.properties() }
+        let clientID = try fields.string()
+        session.connected(level: level, clientID: clientID, cleanStart: flags & 0b10 != 0, sessionExpiry: properties.sessionExpiry)
+    }
+
+    /// PUBLISH: the topic (or an MQTT 5 alias for it), the packet id of QoS 1 and 2, MQTT 5's properties, then the
+    /// payload: the message.
+    private func readPublish(flags: UInt8, _ fields: inout MQTTFieldReader, end: Int, _ output: (DecoderOutput) -> Void) throws {
+        let qos = Int(flags >> 1 & 3)
+        var topic = try fields.string()
+        var packetID: UInt16?
+        if qos > 0 { packetID = try fields.uint16() }
+        if session.level >= 5, let alias = try fields.properties().topicAlias {
+            if topic.isEmpty {
+                guard let known = aliases[alias] else {
+                    output(.event(.unreadable(reason: "a PUBLISH with topic alias \(alias), which no PUBLISH set"), at: end))
+                    return
+                }
+                topic = known
+            } else {
+                aliases[alias] = topic
+            }
+        }
+        if flags & 0b1000 != 0 { output(.event(.counted("mqttDuplicates"), at: end)) }
+        if flags & 1 != 0, !upstream { output(.event(.counted("mqttRetained"), at: end)) }
+        let payloadBytes = length - fields.position
+        guard payloadBytes <= cap, body.count == length else {
+            return output(.event(.oversized(bytes: payloadBytes, end: end), at: end))
+        }
+        let payload = fields.rest()
+        guard session.envelope else {
+            return payload.withUnsafeBufferPointer { output(.message($0, end: end, binary: false)) }
+        }
+        buildEnvelope(topic: topic, qos: qos, flags: flags, packetID: packetID, payload: payload)
+        envelopeBytes.withUnsafeBufferPointer { output(.message($0, end: end, binary: false)) }
+        if envelopeBytes.capacity > 4096 + cap { envelopeBytes = [] }
+    }
+
+    /// `{"topic":"t","qos":1,"dup":false,"retain":false,"packet_id":7,"data":{…}}`: the packet id absent at QoS 0, the
+    /// payload as written when it is a JSON object or array and as a string otherwise.
+    private func buildEnvelope(topic: String, qos: Int, flags: UInt8, packetID: UInt16?, payload: ArraySlice<UInt8>) {
+        envelopeBytes.removeAll(keepingCapacity: true)
+        envelopeBytes.append(contentsOf: #"{"topic":"#.utf8)
+        SSEEventParser.appendQuoted(Array(topic.utf8), to: &envelopeBytes)
+        envelopeBytes.append(contentsOf: #","qos":\#(qos),"dup":\#(flags & 0b1000 != 0),"retain":\#(flags & 1 != 0)"#.utf8)
+        if let packetID { envelopeBytes.append(contentsOf: #","packet_id":\#(packetID)"#.utf8) }
+        envelopeBytes.append(contentsOf: #","data":"#.utf8)
+        let first = payload.first { $0 != 32 && $0 != 9 && $0 != 10 && $0 != 13 }
+        if first == UInt8(ascii: "{") || first == UInt8(ascii: "[") {
+            envelopeBytes.append(contentsOf: payload)
+        } else {
+            SSEEventParser.appendQuoted(Array(payload), to: &envelopeBytes)
+        }
+        envelopeBytes.append(UInt8(ascii: "}"))
+    }
+
+    /// A reason or return code as the reports show it: `0x8B`.
+    static func hex(_ code: UInt8) -> String {
+        let digits = String(code, radix: 16, uppercase: true)
+        return "0x" + (digits.count == 1 ? "0" + digits : digits)
+    }
+
+    private func stop(_ reason: String, at position: Int, _ output: (DecoderOutput) -> Void) {
+        phase = .stopped
+        header = []
+        body = []
+        output(.problem(.protocolError(reason), at: position))
+    }
+}

@@ -1,0 +1,80 @@
+package import ChaosCore
+
+/// `framing: mqtt`: MQTT 3.1, 3.1.1 and 5.0 over TCP (or TLS). One message is one PUBLISH: upstream what a client
+/// publishes to the broker, downstream what the broker forwards to a subscriber. `format: json` reads the payload's
+/// keys (`seq: seq`); a path that names the packet's own fields (`topic`, `qos`, `dup`, `retain`, `packet_id`) or its
+/// payload (`data.KEY`) makes the body a JSON envelope (`{"topic":"fleet/7","qos":1,…,"data":{…}}`) and every path is
+/// read there, a bare `KEY` in the payload as before. `stream: topic` (the default) makes each topic a stream;
+/// `stream: client-id` the connection's client id (its CONNECT's, or the one its CONNACK assigned). MQTT 5 topic
+/// aliases are resolved. PINGREQ and PINGRESP are keepalives (their round trips measured); CONNECT, CONNACK (its
+/// return or reason code, session present), SUBSCRIBE, the acknowledgements of QoS 1 and 2, DUP and retained
+/// PUBLISH packets and DISCONNECT (its reason code) are counted.
+package enum MQTTProtocol: ProtocolPlugin {
+    package static let names = ["mqtt"]
+    package static var defaultStream: String { "topic" }
+
+    package static let counters = [
+        ProtocolCounter("mqttConnects", "CONNECTs"), ProtocolCounter("mqttCleanSessions", "clean sessions"),
+        ProtocolCounter("mqttSessionsPresent", "sessions present"), ProtocolCounter("mqttSubscribes", "SUBSCRIBEs"),
+        ProtocolCounter("mqttPubacks", "PUBACKs"), ProtocolCounter("mqttPubrecs", "PUBRECs"),
+        ProtocolCounter("mqttPubrels", "PUBRELs"), ProtocolCounter("mqttPubcomps", "PUBCOMPs"),
+        ProtocolCounter("mqttDuplicates", "DUP PUBLISHes"), ProtocolCounter("mqttRetained", "retained PUBLISHes to subscribers"),
+    ]
+    package static let counterFamilies = [
+        ProtocolCounter("mqttConnacks", "CONNACK codes", note: "0x00: accepted"),
+        ProtocolCounter("mqttDisconnects", "DISCONNECT reason codes", note: "MQTT 3.1.1's DISCONNECT has none: 0x00"),
+    ]
+
+    /// The stream key that names the connection's client id.
+    package static let clientIDKey = "client-id"
+    /// The packet's own fields an envelope holds beside its payload (`data`).
+    static let envelopeFields: Set<String> = ["topic", "qos", "dup", "retain", "packet_id"]
+
+    package static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {
+        MQTTFramer(envelope: namesPacketFields(spec))
+    }
+
+    /// Whether a path of `spec` names the packet's own fields or its payload (`topic`, `data.KEY`): PUBLISH packets
+    /// are then handed over as JSON envelopes.
+    static func namesPacketFields(_ spec: ProtocolSpec) -> Bool {
+        guard spec.format == .json else { return false }
+        return spec.fieldPaths.contains { envelopeFields.contains($0) || $0 == "data" || $0.hasPrefix("data.") }
+    }
+
+    /// The envelope's path for a path as the scenario writes it: the packet's fields at the top, everything else in
+    /// its payload; `client-id` read from the connection.
+    static func envelopePath(_ path: String, envelope: Bool) -> String {
+        if path == clientIDKey { return "header:" + clientIDKey }
+        guard envelope else { return path }
+        if envelopeFields.contains(path) { return "/" + path }
+        return ProtocolSpec.envelopeDataPath(path)
+    }
+
+    package static func fieldSpec(_ spec: ProtocolSpec) -> ProtocolSpec {
+        let envelope = namesPacketFields(spec)
+        return spec.rewritingPaths { envelopePath($0, envelope: envelope) }
+    }
+
+    /// Packets after a CONNECT (MQTT 5, client id `c1`) and its CONNACK, the fuzzer's bytes both ways.
+    package static func fuzzSetup(_ input: [UInt8]) -> FuzzSetup? {
+        let connect: [UInt8] = [0x10, 15, 0, 4] + Array("MQTT".utf8) + [5, 0b10, 0, 60, 0, 0, 2] + Array("c1".utf8)
+        let connack: [UInt8] = [0x20, 3, 0, 0, 0]
+        return FuzzSetup(
+            spec: ProtocolSpec(framing: .mqtt, stream: "topic", maxMessage: 4096),
+            prelude: [.read(.client, connect), .written(.server, connect), .read(.server, connack), .written(.client, connack)],
+            input: input
+        )
+    }
+}
+
+/// A new ``MQTTSession`` per connection; `envelope`: PUBLISH packets are handed over as JSON envelopes.
+struct MQTTFramer: ProtocolFramer {
+    let envelope: Bool
+
+    func makeSession() -> any ProtocolSession { MQTTSession(envelope: envelope) }
+}
+
+extension ProtocolSpec.Framing {
+    /// `framing: mqtt`.
+    package static let mqtt = Self(name: MQTTProtocol.name)
+}

@@ -1,0 +1,144 @@
+import ChaosCore
+import Testing
+
+@testable import ChaosAudit
+@testable import ChaosProtocols
+
+/// The audit over MQTT traffic events through a broker: a publisher's PUBLISHes are the topic's upstream stream, and
+/// what the broker writes to each subscriber is that subscriber's own copy of the topic downstream (named by its
+/// client id), so a message fanned out to two subscribers is two deliveries, not a duplicate, and a subscriber that
+/// misses one loses it alone.
+@Suite("MQTT audit")
+struct MQTTAuditTests {
+    typealias W = MQTTWire
+    static let spec = ProtocolSpec(framing: .mqtt, stream: "topic")
+
+    static func relay(_ s: inout TrafficScript, _ id: ConnectionID, _ bytes: [UInt8], _ direction: Direction) {
+        s.sendBytes(id, direction, bytes)
+        s.deliverBytes(id, direction, bytes)
+    }
+
+    /// Opens connection `id` for client `clientID`: its CONNECT and the broker's CONNACK.
+    static func open(_ s: inout TrafficScript, _ id: ConnectionID, _ clientID: String) {
+        s.open(id)
+        relay(&s, id, W.connect(clientID), .upstream)
+        relay(&s, id, W.connack(), .downstream)
+    }
+
+    static func audit(_ s: TrafficScript, _ spec: ProtocolSpec = spec) throws -> AuditResult {
+        let engine = try AuditEngine(spec: spec)
+        engine.ingest(s.events)
+        return engine.finish()
+    }
+
+    static func stream(_ result: AuditResult, _ direction: Direction, receiver: String? = nil) -> DeliveryCounts? {
+        result.streams.first { $0.stream == "fleet/7" && $0.direction == direction && $0.receiver == receiver }?.counts
+    }
+
+    @Test("one publisher, two subscribers: each subscriber's copy is its own stream; one that misses a message loses it alone")
+    func fanOut() throws {
+        var s = TrafficScript()
+        Self.open(&s, 1, "phone")
+        Self.open(&s, 2, "dash-a")
+        Self.open(&s, 3, "dash-b")
+        for id: ConnectionID in [2, 3] { Self.relay(&s, id, W.subscribe("fleet/#"), .upstream) }
+        for seq in 1...5 {
+            Self.relay(&s, 1, W.publish("fleet/7", #"{"seq":\#(seq)}"#, qos: 1, id: UInt16(seq)), .upstream)
+            Self.relay(&s, 1, W.puback(UInt16(seq)), .downstream)
+            Self.relay(&s, 2, W.publish("fleet/7", #"{"seq":\#(seq)}"#, qos: 1, id: UInt16(seq)), .downstream)
+            if seq != 3 { Self.relay(&s, 3, W.publish("fleet/7", #"{"seq":\#(seq)}"#, qos: 1, id: UInt16(seq)), .downstream) }
+        }
+        for id: ConnectionID in [1, 2, 3] { s.close(id) }
+        let result = try Self.audit(s)
+        let published = try #require(Self.stream(result, .upstream))
+        let a = try #require(Self.stream(result, .downstream, receiver: "dash-a"))
+        let b = try #require(Self.stream(result, .downstream, receiver: "dash-b"))
+        #expect(published.sent == 5 && published.ok == 5 && published.duplicated == 0)
+        #expect(a.ok == 5 && a.lost == 0 && a.duplicated == 0 && a.redelivered == 0)
+        #expect(b.ok == 4 && b.lost == 1 && b.duplicated == 0)
+        #expect(Self.stream(result, .downstream) == nil, "no downstream stream without a receiver")
+        let lost = result.anomalies.filter { $0.kind == .lost }
+        #expect(lost.count == 1 && lost.first?.receiver == "dash-b" && lost.first?.fromSeq == 3)
+        // The broker had seq 3 (the publisher's stream delivered it) and never wrote it to dash-b: lost at the server.
+        var atServer = LossPlacement()
+        atServer.atServer = 1
+        #expect(result.streams.first { $0.receiver == "dash-b" }?.lostWhere == atServer)
+        #expect(lost.first?.detail == "1 seq never delivered (at the server 1)")
+        let events = try #require(result.protocolEvents)
+        #expect(events[counter: "mqttConnects"] == 3 && events[counter: "mqttSubscribes"] == 2 && events[counter: "mqttPubacks"] == 5)
+    }
+
+    @Test("a subscriber that subscribes while the topic is under way is owed what comes after: nothing before is lost")
+    func lateSubscriber() throws {
+        var s = TrafficScript()
+        Self.open(&s, 1, "phone")
+        for seq in 1...3 { Self.relay(&s, 1, W.publish("fleet/7", #"{"seq":\#(seq)}"#), .upstream) }
+        Self.open(&s, 2, "dash-a")
+        Self.relay(&s, 2, W.subscribe("fleet/#"), .upstream)
+        for seq in 4...6 {
+            Self.relay(&s, 1, W.publish("fleet/7", #"{"seq":\#(seq)}"#), .upstream)
+            if seq != 5 { Self.relay(&s, 2, W.publish("fleet/7", #"{"seq":\#(seq)}"#), .downstream) }
+        }
+        for id: ConnectionID in [1, 2] { s.close(id) }
+        let result = try Self.audit(s)
+        let a = try #require(Self.stream(result, .downstream, receiver: "dash-a"))
+        #expect(a.ok == 2 && a.lost == 1, "seq 5 lost, 1-3 not owed: \(a)")
+        #expect(result.anomalies.first { $0.kind == .lost }?.fromSeq == 5)
+    }
+
+    @Test("where a subscriber's losses died: cut on the way to it, or never delivered to the broker by the publisher")
+    func lossPlacement() throws {
+        var s = TrafficScript()
+        Self.open(&s, 1, "phone")
+        Self.open(&s, 2, "dash-a")
+        Self.relay(&s, 2, W.subscribe("fleet/#"), .upstream)
+        for seq in 1...2 {
+            Self.relay(&s, 1, W.publish("fleet/7", #"{"seq":\#(seq)}"#, qos: 1, id: UInt16(seq)), .upstream)
+            Self.relay(&s, 2, W.publish("fleet/7", #"{"seq":\#(seq)}"#, qos: 1, id: UInt16(seq)), .downstream)
+        }
+        // Seq 3 reaches the broker and is read from it for dash-a, whose connection is cut before it is written.
+        Self.relay(&s, 1, W.publish("fleet/7", #"{"seq":3}"#, qos: 1, id: 3), .upstream)
+        s.sendBytes(2, .downstream, W.publish("fleet/7", #"{"seq":3}"#, qos: 1, id: 3))
+        s.close(2, .reset)
+        // Seq 4 is read from the publisher and never reaches the broker: its connection is cut too.
+        s.sendBytes(1, .upstream, W.publish("fleet/7", #"{"seq":4}"#, qos: 1, id: 4))
+        s.close(1, .reset)
+        Self.open(&s, 3, "dash-a")
+        Self.relay(&s, 3, W.publish("fleet/7", #"{"seq":5}"#, qos: 1, id: 5), .downstream)
+        s.close(3)
+        let result = try Self.audit(s)
+        let a = try #require(result.streams.first { $0.receiver == "dash-a" })
+        var expected = LossPlacement()
+        expected.serverToReceiver = 1
+        expected.producerToServer = 1
+        #expect(a.counts.lost == 2 && a.lostWhere == expected, "\(a)")
+    }
+
+    @Test("a subscriber that comes back with the same client id continues its own stream: a resent message is redelivered")
+    func subscriberReconnects() throws {
+        var s = TrafficScript()
+        Self.open(&s, 1, "dash-a")
+        for seq in 1...3 { Self.relay(&s, 1, W.publish("fleet/7", #"{"seq":\#(seq)}"#, qos: 1, id: UInt16(seq)), .downstream) }
+        s.close(1, .reset)
+        Self.open(&s, 2, "dash-a")
+        for seq in 3...5 {
+            Self.relay(&s, 2, W.publish("fleet/7", #"{"seq":\#(seq)}"#, qos: 1, id: UInt16(seq), dup: seq == 3), .downstream)
+        }
+        s.close(2)
+        let result = try Self.audit(s)
+        let a = try #require(Self.stream(result, .downstream, receiver: "dash-a"))
+        #expect(a.ok == 5 && a.redelivered == 1 && a.lost == 0)
+        #expect(result.protocolEvents?[counter: "mqttDuplicates"] == 1)
+    }
+
+    @Test("bytes that are not MQTT are a protocol error, and the run judged nothing")
+    func notMQTT() throws {
+        var s = TrafficScript()
+        s.open(1)
+        Self.relay(&s, 1, Array("{\"seq\":1,\"stream\":\"a\"}\n".utf8), .upstream)
+        s.close(1)
+        let result = try Self.audit(s)
+        #expect(result.streams.isEmpty)
+        #expect(result.anomalies.contains { $0.kind == .protocolError && ($0.detail ?? "").contains("MQTT requires") }, "\(result.anomalies)")
+    }
+}

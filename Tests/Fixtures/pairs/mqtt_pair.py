@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""A third-party MQTT pair for chaos's MQTT audit: PyPI `paho-mqtt` clients through a broker (Debian's `mosquitto`,
+started by the scenario's `pair.server`), as their users configure them: reconnecting on their own after any loss of
+the connection, with persistent sessions (clean session off) so that the broker keeps what a subscriber missed.
+
+client --index N: clients 1..--publishers publish, the others subscribe.
+- A publisher (client id pub-N) publishes {"type": "MSG", "stream": "fleet/N", "seq": k} to topic fleet/N, k = 1, 2,
+  ... one every --interval seconds for --publish-for seconds (after --start-after seconds), at --qos; paho queues what it publishes while
+  disconnected and resends what was in flight when it reconnects. It logs each message the broker acknowledged
+  (PUBACK at QoS 1, PUBCOMP at QoS 2; at QoS 0 when paho wrote it) as {"stream", "dir": "up", "seq"}.
+- A subscriber (client id sub-N) subscribes to fleet/# at --qos and logs every PUBLISH paho hands it as
+  {"stream": topic, "receiver": "sub-N", "dir": "down", "seq", "dup"}. --clean: a clean session (a bug for a
+  subscriber that must not miss anything: the broker forgets it at each disconnect).
+Every client runs until SIGTERM (the run's end) and logs one line per message, flushed.
+"""
+import argparse
+import json
+import signal
+import sys
+import threading
+import time
+
+import paho.mqtt.client as mqtt
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="mode", required=True)
+    client = sub.add_parser("client")
+    client.add_argument("--connect", required=True)
+    client.add_argument("--index", type=int, required=True)
+    client.add_argument("--publishers", type=int, default=1)
+    client.add_argument("--qos", type=int, default=1)
+    client.add_argument("--interval", type=float, default=0.05)
+    client.add_argument("--publish-for", type=float, default=8)
+    client.add_argument("--start-after", type=float, default=1, help="seconds a publisher waits first (subscribers subscribe)")
+    client.add_argument("--keepalive", type=int, default=2)
+    client.add_argument("--clean", action="store_true")
+    client.add_argument("--log", required=True)
+    args = parser.parse_args()
+    host, port = args.connect.rsplit(":", 1)
+    publisher = args.index <= args.publishers
+    client_id = f"{'pub' if publisher else 'sub'}-{args.index}"
+    log = open(args.log, "a", buffering=1)
+    # Reentrant: paho may call on_publish from within publish(), on the publishing thread.
+    lock = threading.RLock()
+
+    def write(record):
+        with lock:
+            log.write(json.dumps(record) + "\n")
+
+    peer = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=args.clean,
+                       protocol=mqtt.MQTTv311)
+    peer.reconnect_delay_set(min_delay=0.2, max_delay=1)
+    peer.max_inflight_messages_set(100)
+    topic = f"fleet/{args.index}"
+    pending = {}  # mid -> seq, until the broker acknowledges it
+    early = set()  # mids acknowledged before publish() returned them
+
+    def on_connect(client, userdata, flags, reason, properties):
+        write({"event": "connected", "session_present": bool(flags.session_present), "reason": str(reason)})
+        if not publisher:
+            client.subscribe("fleet/#", qos=args.qos)
+
+    def on_disconnect(client, userdata, flags, reason, properties):
+        write({"event": "disconnected", "reason": str(reason)})
+
+    def on_publish(client, userdata, mid, reason, properties):
+        with lock:
+            seq = pending.pop(mid, None)
+            if seq is None:
+                early.add(mid)
+                return
+            write({"stream": topic, "dir": "up", "seq": seq})
+
+    def on_message(client, userdata, message):
+        body = json.loads(message.payload)
+        write({"stream": message.topic, "receiver": client_id, "dir": "down", "seq": body["seq"], "dup": bool(message.dup)})
+
+    peer.on_connect = on_connect
+    peer.on_disconnect = on_disconnect
+    peer.on_publish = on_publish
+    peer.on_message = on_message
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    signal.signal(signal.SIGINT, lambda *_: stopping.set())
+    peer.connect_async(host, int(port), keepalive=args.keepalive)
+    peer.loop_start()
+    if publisher:
+        stopping.wait(args.start_after)
+        begin = time.monotonic()
+        seq = 0
+        while not stopping.is_set() and time.monotonic() - begin < args.publish_for:
+            seq += 1
+            payload = json.dumps({"type": "MSG", "stream": topic, "seq": seq})
+            with lock:
+                info = peer.publish(topic, payload, qos=args.qos)
+                if info.mid in early:
+                    early.discard(info.mid)
+                    write({"stream": topic, "dir": "up", "seq": seq})
+                else:
+                    pending[info.mid] = seq
+            stopping.wait(args.interval)
+    stopping.wait()
+    peer.disconnect()
+    peer.loop_stop()
+    log.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
