@@ -39,6 +39,8 @@ package final class FaultInjector: Sendable {
     /// once the dead WiFi is over; it returns whether it did.
     private let blackouts = Mutex<[BlackoutKey: Task<Bool, Never>]>([:])
     private let onApplied: (@Sendable (FaultOccurrence, Applied) -> Void)?
+    /// The pair, for a fault that acts on its processes (`restart`); nil: such faults touch nothing.
+    private let pair: (any PairFaultTarget)?
 
     /// An injector for `timeline` over `proxies`; `onApplied` is told of each occurrence as it begins.
     /// `number` tells its shaping apart from other injectors' on the same proxies (0: the run's own
@@ -52,8 +54,10 @@ package final class FaultInjector: Sendable {
         clock: any FaultClock,
         sink: (any TrafficEventSink)?,
         logger: Logger = Logger(label: "chaos.faults"),
+        pair: (any PairFaultTarget)? = nil,
         onApplied: (@Sendable (FaultOccurrence, Applied) -> Void)? = nil
     ) {
+        self.pair = pair
         self.timeline = timeline
         self.skippingBefore = skippingBefore
         self.number = number
@@ -213,6 +217,12 @@ package final class FaultInjector: Sendable {
         )
         var hit = 0
         var handoff: [ObjectIdentifier: [ConnectionID]] = [:]
+        if case .restart(_, let signal) = occurrence.effect {
+            // The server's connections through every proxy end with it.
+            let live = proxies.map { $0.liveConnections.count }.reduce(0, +)
+            let stopped = await pair?.stopServer(signal) ?? false
+            return (stopped ? live : 0, [:])
+        }
         for proxy in proxies(for: occurrence) {
             let ids = targets(occurrence, on: proxy)
             let key = ShapingKey(timeline: number, occurrence: occurrence.index)
@@ -233,6 +243,8 @@ package final class FaultInjector: Sendable {
                 hit += await proxy.addShaping(occurrence.effect, key: key, to: ids, draw: draw(occurrence))
             case .wsClose, .goaway:
                 hit += await proxy.protocolClose(ids, occurrence.effect)
+            case .restart:
+                break  // handled above: it acts on the pair, not on the proxies
             }
         }
         return (hit, handoff)
@@ -264,9 +276,11 @@ package final class FaultInjector: Sendable {
         handoffTargets: [ObjectIdentifier: [ConnectionID]],
         cancelled: Bool = false
     ) async {
+        // A server down at the run's end stays down: the pair is being stopped.
+        if case .restart = occurrence.effect, !cancelled { await pair?.startServer() }
         for proxy in proxies(for: occurrence) {
             switch occurrence.effect {
-            case .disconnect, .wsClose, .goaway: break
+            case .disconnect, .wsClose, .goaway, .restart: break
             case .refuse: await proxy.endRefusing()
             case .handshake(let mode): proxy.endHandshakeFault(mode)
             case .handoff(_, let to, _, let linger, let deadWiFi, let newAddress):
@@ -301,7 +315,7 @@ package final class FaultInjector: Sendable {
     /// Whether an occurrence reaches connections opened while it is on: a lasting fault on every connection.
     private func reachesNewConnections(_ occurrence: FaultOccurrence) -> Bool {
         switch occurrence.effect {
-        case .disconnect, .wsClose, .goaway, .refuse, .handshake: return false
+        case .disconnect, .wsClose, .goaway, .refuse, .handshake, .restart: return false
         default: break
         }
         switch occurrence.targets {

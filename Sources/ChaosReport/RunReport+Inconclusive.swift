@@ -21,9 +21,11 @@ package struct JudgedScope: Sendable, Equatable {
 
 extension FaultRecord {
     /// Whether the occurrence touched nothing: no live connection when it began and none opened while it lasted. A
-    /// `refuse` or `handshake` fault acts on attempts the proxy never sees as connections: never flagged.
+    /// `refuse` or `handshake` fault acts on attempts the proxy never sees as connections, a `restart` on the pair's
+    /// server process: never flagged.
     package var touchedNothing: Bool {
-        connections == 0 && (openedWhileOn ?? 0) == 0 && kind != FaultKind.refuse.rawValue && kind != FaultKind.handshake.rawValue
+        connections == 0 && (openedWhileOn ?? 0) == 0
+            && ![FaultKind.refuse, .handshake, .restart].map(\.rawValue).contains(kind)
     }
 }
 

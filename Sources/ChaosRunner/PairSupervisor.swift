@@ -24,8 +24,10 @@ package final class PairSupervisor: Sendable {
         package var status: Int32
         /// Nanoseconds on the run clock.
         package var at: Int64
-        /// Whether it happened before the run asked it to stop.
+        /// Whether it happened before the run asked it to stop (a `restart` fault's stop is asked for too).
         package var unexpected: Bool
+        /// The process that exited (a restarted server's processes share its name).
+        package var pid: Int32 = 0
     }
 
     private struct Running: Sendable {
@@ -40,7 +42,9 @@ package final class PairSupervisor: Sendable {
     private let now: @Sendable () -> Int64
     /// The connections the proxies have accepted so far (a client's `ready: connected` waits for one per client).
     private let connections: @Sendable () -> Int64
-    private let state = Mutex<(running: [Running], exits: [Exit], stopping: Bool, reaper: Task<Void, Never>?)>(([], [], false, nil))
+    private let state = Mutex<(running: [Running], exits: [Exit], stopping: Bool, reaper: Task<Void, Never>?, expected: Set<Int32>)>(
+        ([], [], false, nil, [])
+    )
     private static func check(_ interrupted: @Sendable () -> Bool) throws {
         if interrupted() { throw ChaosError(.pair, "stopped by a signal while the pair was starting") }
     }
@@ -147,6 +151,41 @@ package final class PairSupervisor: Sendable {
 
     private func isRunning(_ member: Member) -> Bool { exitStatus(of: member) == nil }
 
+    /// The server now running, if any (a restarted server is the latest started).
+    private var runningServer: Running? {
+        let latest = state.withLock { state in state.running.last { running in running.member.name == "server" } }
+        return latest.flatMap { isRunning($0.member) ? $0 : nil }
+    }
+
+    /// A `restart` fault's first half: stops the server with `signal` (SIGTERM, then SIGKILL after its
+    /// `stop_grace`; or SIGKILL at once), its exit expected, and waits until it has exited. Returns whether one was
+    /// running.
+    package func stopServer(_ signal: RestartSignal) async -> Bool {
+        guard let server = runningServer else { return false }
+        state.withLock { _ = $0.expected.insert(server.member.pid) }
+        switch signal {
+        case .term:
+            server.process.send(SIGTERM)
+            await waitForExit([server], until: Date().addingTimeInterval((pair.server?.stopGrace ?? .seconds(Int64(5))).seconds))
+            if isRunning(server.member) { server.process.send(SIGKILL) }
+        case .kill:
+            server.process.send(SIGKILL)
+        }
+        await waitForExit([server], until: .distantFuture)
+        return true
+    }
+
+    /// A `restart` fault's second half: starts the server again with its own command (its output appended to the
+    /// same files) and waits for its readiness check in the background; a server that cannot start again shows as an
+    /// unexpected exit, as any pair process that dies during the run.
+    package func startServer() async {
+        guard let server = pair.server, !state.withLock({ $0.stopping }), runningServer == nil else { return }
+        guard let member = try? launch(name: "server", command: command(server.run, index: 1), append: true) else { return }
+        if let ready = server.ready {
+            Task.detached { [self] in try? await waitReady(command(ready, index: 1), member: member, timeout: 20, interrupted: { false }) }
+        }
+    }
+
     private func waitForExit(_ group: [Running], until deadline: Date) async {
         while group.contains(where: { isRunning($0.member) }), Date() < deadline {
             reap()
@@ -163,17 +202,20 @@ package final class PairSupervisor: Sendable {
         state.withLock { state in
             for (pid, status) in reaped {
                 guard let member = state.running.first(where: { $0.member.pid == pid })?.member else { continue }
-                state.exits.append(Exit(name: member.name, status: status, at: at, unexpected: !state.stopping))
+                let unexpected = !state.stopping && !state.expected.contains(pid)
+                state.exits.append(Exit(name: member.name, status: status, at: at, unexpected: unexpected, pid: pid))
             }
         }
     }
 
-    private func launch(name: String, command: String) throws -> Member {
+    private func launch(name: String, command: String, append: Bool = false) throws -> Member {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let out = directory.appendingPathComponent("\(name).out")
         let err = directory.appendingPathComponent("\(name).err")
-        _ = FileManager.default.createFile(atPath: out.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: err.path, contents: nil)
+        if !append {
+            _ = FileManager.default.createFile(atPath: out.path, contents: nil)
+            _ = FileManager.default.createFile(atPath: err.path, contents: nil)
+        }
         let process = try ChildProcess.spawnShell(command, standardOutput: out.path, standardError: err.path)
         let member = Member(name: name, command: command, pid: process.pid)
         let startsReaper = state.withLock { state -> Bool in
@@ -195,7 +237,7 @@ package final class PairSupervisor: Sendable {
 
     private func exitStatus(of member: Member) -> Int32? {
         reap()
-        return state.withLock { $0.exits.first { $0.name == member.name }?.status }
+        return state.withLock { $0.exits.first { $0.pid == member.pid }?.status }
     }
 
     private func failure(_ member: Member, _ what: String) -> ChaosError {

@@ -166,13 +166,15 @@ package final class ScenarioRunner: Sendable {
         // Where a dead path's bytes stop, found out (and a killed chaos's rules removed) before the first fault.
         let deadPath = scenario.mayKillPaths || configuration.controlAPI != nil
         if deadPath { _ = KernelDeadPath.shared.availability }
-        let injector = FaultInjector(timeline: timeline, proxies: proxies, clock: clock, sink: eventSink, logger: logger) { occurrence, applied in
+        let state = RunState()
+        let injector = FaultInjector(timeline: timeline, proxies: proxies, clock: clock, sink: eventSink, logger: logger, pair: state) {
+            occurrence,
+            applied in
             output(
                 "\(Timeline.clock(.nanoseconds(applied.appliedAt)))  \(occurrence.kind.rawValue) "
                     + "\(occurrence.effect.summary) -> \(applied.connections) connection(s)"
             )
         }
-        let state = RunState()
         let agentFacts = Mutex<[String: String]>([:])
         let report = { @Sendable [self] (audit: AuditResult, complete: Bool, elapsed: Int64, interrupted: Bool, error: String?) in
             makeReport(

@@ -26,10 +26,57 @@ struct FaultSpecTests {
         #expect(
             "\(error)".contains(
                 "t.yaml:6:5: error: unknown key '\(kind)' in a fault; expected one of: disconnect, latency, "
-                    + "bandwidth, partition, handoff, refuse, slice, stall, link, loss, mtu, radio, nat, ws-close, goaway, handshake"
+                    + "bandwidth, partition, handoff, refuse, slice, stall, link, loss, mtu, radio, nat, ws-close, goaway, handshake, restart"
             ),
             "\(error)"
         )
+    }
+
+    /// A scenario with a pair whose server a `restart` fault restarts.
+    static let withPair = """
+        name: t
+        duration: 10s
+        proxies:
+          - {name: p, listen: "127.0.0.1:7000", upstream: "127.0.0.1:7001"}
+        pair:
+          server: {run: chaos demo server --listen 127.0.0.1:7001, ready: tcp 127.0.0.1:7001}
+        faults:
+
+        """
+
+    @Test("restart: the server is down for its drawn 'down', stopped with SIGTERM unless it says kill; it lasts its down time")
+    func restart() throws {
+        let scenario = try Scenario.parse(
+            yaml: Self.withPair + "  - restart: {at: 2s, down: 1s..3s}\n  - restart: {every: 4s, signal: kill}\n",
+            file: "t.yaml"
+        )
+        #expect(scenario.faults.map(\.kind) == [.restart, .restart])
+        #expect(scenario.faults[0].parameters == .restart(down: DurationRange(.seconds(Int64(1)), .seconds(Int64(3))), signal: .term))
+        #expect(scenario.faults[1].parameters == .restart(down: DurationRange(exactly: .seconds(Int64(1))), signal: .kill))
+        let first = try #require(Timeline(scenario: scenario, seed: 3).first { $0.rule == 0 })
+        guard case .restart(let down, .term) = first.effect else {
+            Issue.record("not a restart: \(first.effect)")
+            return
+        }
+        #expect(first.lasts == down && (ChaosDuration.seconds(Int64(1))...ChaosDuration.seconds(Int64(3))).contains(down))
+        #expect(first.effect.summary == "down=\(down) signal=term")
+    }
+
+    @Test(
+        "restart mistakes: no pair.server, a 'for', targets or a proxy, a bad signal",
+        arguments: [
+            (false, "  - restart: {at: 2s}", "t.yaml:6:5: error: a restart fault restarts the pair's server, but the scenario has no pair.server"),
+            (true, "  - restart: {at: 2s, for: 3s}", "t.yaml:8:28: error: restart fault takes no 'for': it lasts its 'down'"),
+            (true, "  - restart: {at: 2s, targets: 1}", "t.yaml:8:32: error: restart fault restarts the pair's server: it takes no 'targets'"),
+            (true, "  - restart: {at: 2s, proxy: p}", "t.yaml:8:30: error: restart fault restarts the pair's server: it takes no 'proxy'"),
+            (true, "  - restart: {at: 2s, signal: hup}", "t.yaml:8:31: error: restart fault.signal"),
+        ]
+    )
+    func restartMistakes(pair: Bool, line: String, message: String) throws {
+        let error = try #require(throws: ChaosError.self) {
+            try Scenario.parse(yaml: (pair ? Self.withPair : Self.header) + line + "\n", file: "t.yaml")
+        }
+        #expect("\(error)".contains(message), "\(error)")
     }
 
     @Test("drawing maps only the ranged fields, in field order; the rest is the value written")

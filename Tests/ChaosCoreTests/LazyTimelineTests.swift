@@ -140,11 +140,15 @@ enum EagerTimeline {
                     switch effect {
                     case .disconnect, .wsClose, .goaway: .zero
                     case .handoff(_, _, let blackout, _, let deadWiFi, _): blackout + (deadWiFi ?? .zero)
+                    case .restart(let down, _): down
                     default: schedule.lasts.map { generator.draw($0) } ?? (stop - start)
                     }
                 let seed = generator.next()
                 guard happens, start >= schedule.after, start < stop else { return }
-                if case .handoff = effect {} else { lasts = min(lasts, end - start) }
+                switch effect {
+                case .handoff, .restart: break
+                default: lasts = min(lasts, end - start)
+                }
                 drafts.append(
                     FaultOccurrence(
                         index: 0,

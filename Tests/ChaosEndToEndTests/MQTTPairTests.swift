@@ -2,50 +2,88 @@ import Foundation
 import Testing
 
 /// A real third-party MQTT setup through chaos: Debian's `mosquitto` as the broker (`pair.server`), PyPI `paho-mqtt`
-/// clients (Tests/Fixtures/pairs/mqtt_pair.py: one publisher, two subscribers on persistent sessions, all through the
+/// clients (Scenarios/mqtt/mqtt_pair.py: one publisher, two subscribers on persistent sessions, all through the
 /// same proxy, reconnecting on their own) with resets and a partition. The audit's counts equal the clients' own
 /// logs: what the publisher logged as acknowledged by the broker is the topic's upstream stream, and what each
 /// subscriber logged is its own copy of the topic downstream, named by its client id.
 @Suite("MQTT pair: the audit equals the clients' own logs, per subscriber", .serialized, .timeLimit(.minutes(3)))
 struct MQTTPairTests {
-    static let pair = ChaosCLI.packageRoot.appendingPathComponent("Tests/Fixtures/pairs/mqtt_pair.py").path
+    static let pair = ChaosCLI.packageRoot.appendingPathComponent("Scenarios/mqtt/mqtt_pair.py").path
 
     /// The broker's configuration: the upstream port on loopback, anonymous clients, no persistence on disk, no
     /// limit on the messages it queues for a subscriber that is away.
-    static func brokerConfiguration(port: Int) throws -> String {
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("mosquitto-\(UUID().uuidString).conf").path
-        let text = "listener \(port) 127.0.0.1\nallow_anonymous true\npersistence false\nmax_queued_messages 0\n"
+    /// With `persistence`, the broker saves its sessions and queued messages when it stops and loads them when it
+    /// starts (a broker restart loses nothing a persistent session is owed).
+    static func brokerConfiguration(port: Int, persistence: Bool = false, queueLimit: Int? = 0) throws -> String {
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("mosquitto-\(UUID().uuidString)")
+        // Writable by the user mosquitto drops to when started as root (else it cannot save its sessions on a stop).
+        try FileManager.default.createDirectory(at: base, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o777])
+        let file = base.appendingPathComponent("mosquitto.conf").path
+        var text = "listener \(port) 127.0.0.1\nallow_anonymous true\n" + (queueLimit.map { "max_queued_messages \($0)\n" } ?? "")
+        text += persistence ? "persistence true\npersistence_location \(base.path)/\n" : "persistence false\n"
         try text.write(toFile: file, atomically: true, encoding: .utf8)
         return file
     }
 
-    static func scenario(listen: Int, upstream: Int, qos: Int, clean: Bool) throws -> String {
-        let configuration = try brokerConfiguration(port: upstream)
+    /// The pair (mosquitto with `configuration`, three clients run with `client` arguments) and the protocol, as every
+    /// scenario here writes them.
+    static func pairAndProtocol(configuration: String, client: String) -> String {
+        """
+        pair:
+          server:
+            run: /usr/sbin/mosquitto -c \(configuration)
+            ready: tcp 127.0.0.1:{upstream.port}
+            stop_grace: 1s
+          client:
+            run: python3 \(pair) client \(client) --index {index} --publishers 1 --log {run_dir}/client-{index}.jsonl
+            count: 3
+            ready: connected
+            stop_grace: 2s
+        protocol:
+          framing: mqtt
+          format: json
+          seq: seq
+          stream: topic
+        """
+    }
+
+    static func scenario(listen: Int, upstream: Int, qos: Int, clean: Bool, restart: Bool = false) throws -> String {
+        let configuration = try brokerConfiguration(port: upstream, persistence: restart)
+        let client = "--connect 127.0.0.1:{listen.port} --qos \(qos) --publish-for \(restart ? 10 : 8)\(clean ? " --clean" : "")"
         return """
             name: mqtt-pair
             duration: 14s
             seed: 9
             proxies:
               - {name: broker, listen: "127.0.0.1:\(listen)", upstream: "127.0.0.1:\(upstream)"}
-            pair:
-              server:
-                run: /usr/sbin/mosquitto -c \(configuration)
-                ready: tcp 127.0.0.1:{upstream.port}
-                stop_grace: 1s
-              client:
-                run: python3 \(pair) client --connect 127.0.0.1:{listen.port} --index {index} --publishers 1 --qos \(qos) --publish-for 8 --log {run_dir}/client-{index}.jsonl\(clean ? " --clean" : "")
-                count: 3
-                ready: connected
-                stop_grace: 2s
-            protocol:
-              framing: mqtt
-              format: json
-              seq: seq
-              stream: topic
+            \(pairAndProtocol(configuration: configuration, client: client))
             faults:
               - disconnect: {at: 2s, mode: reset}
               - partition: {at: 4s, for: 1500ms, direction: both}
-              - disconnect: {at: 7s, mode: reset}
+              - disconnect: {at: 7s, mode: reset}\(restart ? "\n  - restart: {at: 8s, down: 1s}" : "")
+            expect:
+              lost: 0
+            """
+    }
+
+    /// The publisher through one proxy, the subscribers through another whose downstream is frozen for 6 s while the
+    /// publisher sends 200 messages a second at QoS 2; the broker queues what it cannot send them, up to
+    /// `max_queued_messages` (nil: mosquitto's default, 1000), and drops the rest.
+    static func frozenSubscribers(listen: Int, upstream: Int, queueLimit: Int?) throws -> String {
+        let subscribers = ChaosCLI.freePort()
+        let configuration = try brokerConfiguration(port: upstream, queueLimit: queueLimit)
+        let client =
+            "--connect 127.0.0.1:\(listen) --subscriber-connect 127.0.0.1:\(subscribers) --qos 2 --interval 0.005 --publish-for 8 --keepalive 20"
+        return """
+            name: mqtt-frozen
+            duration: 16s
+            seed: 3
+            proxies:
+              - {name: publishers, listen: "127.0.0.1:\(listen)", upstream: "127.0.0.1:\(upstream)"}
+              - {name: subscribers, listen: "127.0.0.1:\(subscribers)", upstream: "127.0.0.1:\(upstream)"}
+            \(pairAndProtocol(configuration: configuration, client: client))
+            faults:
+              - stall: {at: 2s, for: 6s, direction: downstream, proxy: subscribers}
             expect:
               lost: 0
             """
@@ -69,7 +107,10 @@ struct MQTTPairTests {
 
     /// The report's streams by the same key, with their counts.
     static func audited(_ folder: String) throws -> [String: [String: Any]] {
-        let json = try DeliveredMeansAcknowledgedTests.reportJSON(folder)
+        try audited(json: DeliveredMeansAcknowledgedTests.reportJSON(folder))
+    }
+
+    static func audited(json: [String: Any]) throws -> [String: [String: Any]] {
         var streams: [String: [String: Any]] = [:]
         for stream in try #require(json["streams"] as? [[String: Any]]) {
             let key = "\(stream["stream"] as? String ?? "?") \(stream["direction"] as? String ?? "?") \(stream["receiver"] as? String ?? "-")"
@@ -80,7 +121,7 @@ struct MQTTPairTests {
 
     @Test("QoS 1 and 2, persistent sessions: the run passes; the publisher's stream and each subscriber's copy equal their logs", arguments: [1, 2])
     func persistentSessions(qos: Int) async throws {
-        let run = try await ThirdPartyPairRun.run("mqtt-pair", capture: false) {
+        let run = try await ThirdPartyPairRun.run("mqtt-pair", capture: qos == 1) {
             try! Self.scenario(listen: $0, upstream: $1, qos: qos, clean: false)
         }
         let logs = try Self.logged(run.folder)
@@ -100,6 +141,107 @@ struct MQTTPairTests {
         #expect((events["mqtt_connects"] as? Int ?? 0) >= 6, "a CONNECT per client, then one after each cut: \(events)")
         let counts = json["anomaly_counts"] as? [String: Any] ?? [:]
         #expect(counts["protocol"] == nil && counts["undecodable"] == nil, "no protocol errors: \(counts)")
+        guard qos == 1 else { return }
+        // chaos audit of the run's own capture and of a tcpdump -i lo of the same traffic gives the live counts, per
+        // subscriber.
+        let tcpdump = URL(fileURLWithPath: run.folder).deletingLastPathComponent().appendingPathComponent("lo.pcap").path
+        for (name, pcap) in [("our capture", "\(run.folder)/capture.pcap"), ("tcpdump -i lo", tcpdump)] {
+            let out = "\(run.folder)-\(name == "our capture" ? "ours" : "tcpdump")"
+            let offline = try await ChaosCLI.run(["audit", pcap, "--protocol-from", run.scenario, "--out", out])
+            #expect(offline.status == 0, "\(name): \(offline.stdout)\n\(offline.stderr)")
+            let fromCapture = try Self.audited(out)
+            #expect(Set(fromCapture.keys) == Set(streams.keys), "\(name): \(fromCapture.keys.sorted())")
+            for (key, stream) in streams {
+                for count in ["delivered", "ok", "lost", "duplicated", "redelivered"] {
+                    #expect(
+                        fromCapture[key]?[count] as? Int == stream[count] as? Int,
+                        "\(name) \(key) \(count): \(fromCapture[key]?[count] ?? -1), live \(stream[count] ?? -1)"
+                    )
+                }
+            }
+        }
+        try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: run.folder).deletingLastPathComponent().path)
+    }
+
+    @Test("a broker restart (SIGTERM, 1 s down, persistence on): every session is back, nothing is lost, the run passes (the exit was expected)")
+    func brokerRestart() async throws {
+        let run = try await ThirdPartyPairRun.run("mqtt-restart", capture: false) {
+            try! Self.scenario(listen: $0, upstream: $1, qos: 1, clean: false, restart: true)
+        }
+        let logs = try Self.logged(run.folder)
+        let streams = try Self.audited(run.folder)
+        #expect(run.status == 0, "the run must pass (\(run.folder))")
+        var lost = 0
+        for (key, seqs) in logs {
+            let stream = try #require(streams[key], "\(key) (\(run.folder))")
+            #expect(stream["ok"] as? Int == seqs.count, "\(key): \(stream) vs \(seqs.count) logged")
+            let holes = (seqs.min()!...seqs.max()!).filter { !seqs.contains($0) }.count
+            #expect(stream["lost"] as? Int == holes, "\(key): lost \(stream["lost"] ?? "?") vs \(holes) holes in its log")
+            let place = stream["lost_where"] as? [String: Any] ?? [:]
+            #expect((place["at_server"] as? Int ?? 0) == (stream["lost"] as? Int ?? -1) || key.contains("upstream"), "\(key): \(place)")
+            lost += stream["lost"] as? Int ?? 0
+        }
+        #expect(lost == 0, "lost \(lost) (\(run.folder))")
+        let json = try DeliveredMeansAcknowledgedTests.reportJSON(run.folder)
+        let restart = (json["faults"] as? [[String: Any]] ?? []).first { $0["kind"] as? String == "restart" }
+        #expect((restart?["connections"] as? Int ?? 0) >= 3, "the restart ended the clients' connections: \(restart ?? [:])")
+        #expect((restart?["never_resumed"] as? Int ?? 0) == 0, "every stream went on after the restart: \(restart ?? [:])")
+    }
+
+    @Test(
+        "Scenarios/mqtt.yaml as a user runs it (on free ports): it passes through resets, a partition and a broker restart, each stream equal to the clients' logs"
+    )
+    func shippedScenario() async throws {
+        let listen = ChaosCLI.freePort()
+        var upstream = ChaosCLI.freePort()
+        while upstream == listen { upstream = ChaosCLI.freePort() }
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("chaos-mqtt-\(UUID().uuidString)").path
+        let result = try await ChaosCLI.run(
+            [
+                "run", ChaosCLI.packageRoot.appendingPathComponent("Scenarios/mqtt.yaml").path, "--out", folder,
+                "--set", "proxies.broker.listen=127.0.0.1:\(listen)", "--set", "proxies.broker.upstream=127.0.0.1:\(upstream)",
+            ],
+            timeout: 90
+        )
+        #expect(result.status == 0, "\(result.stdout.suffix(2000))\n\(result.stderr.suffix(2000))")
+        let logs = try Self.logged(folder)
+        let streams = try Self.audited(folder)
+        #expect(Set(logs.keys) == Set(streams.keys), "\(logs.keys.sorted()) vs \(streams.keys.sorted()) (\(folder))")
+        for (key, seqs) in logs {
+            #expect(streams[key]?["ok"] as? Int == seqs.count && seqs.count >= 200, "\(key): \(streams[key] ?? [:]) vs \(seqs.count) logged")
+        }
+        let json = try DeliveredMeansAcknowledgedTests.reportJSON(folder)
+        let kinds = Set((json["faults"] as? [[String: Any]] ?? []).compactMap { $0["kind"] as? String })
+        #expect(kinds.isSuperset(of: ["disconnect", "partition", "restart"]), "\(kinds)")
+        if result.status == 0 { try? FileManager.default.removeItem(atPath: folder) }
+    }
+
+    @Test(
+        "subscribers frozen while the publisher goes on, QoS 2: at mosquitto's default queue limit the broker drops what it cannot queue, and the report places those losses at the broker; with no limit nothing is lost",
+        arguments: [nil, 0] as [Int?]
+    )
+    func brokerQueueLimit(queueLimit: Int?) async throws {
+        let run = try await ThirdPartyPairRun.run("mqtt-frozen", capture: false) {
+            try! Self.frozenSubscribers(listen: $0, upstream: $1, queueLimit: queueLimit)
+        }
+        let logs = try Self.logged(run.folder)
+        let streams = try Self.audited(run.folder)
+        #expect(run.status == (queueLimit == nil ? 1 : 0), "exit \(run.status) (\(run.folder))")
+        #expect(streams["fleet/1 upstream -"]?["lost"] as? Int == 0, "the publisher's stream lost nothing: \(streams["fleet/1 upstream -"] ?? [:])")
+        var atBroker = 0
+        for (key, seqs) in logs where key.hasPrefix("fleet/1 downstream") {
+            let stream = try #require(streams[key], "\(key) (\(run.folder))")
+            #expect(stream["ok"] as? Int == seqs.count, "\(key): ok \(stream["ok"] ?? "?") vs \(seqs.count) logged (\(run.folder))")
+            let lost = stream["lost"] as? Int ?? -1
+            let place = stream["lost_where"] as? [String: Any] ?? [:]
+            #expect((place["at_server"] as? Int ?? 0) == lost, "\(key): every loss at the broker: \(place), lost \(lost)")
+            atBroker += lost
+        }
+        if queueLimit == nil {
+            #expect(atBroker > 0, "the default queue overflowed (\(run.folder))")
+        } else {
+            #expect(atBroker == 0, "no limit, no loss (\(run.folder))")
+        }
     }
 
     @Test("a subscriber on a clean session misses what was published while it was away: lost, for that subscriber, as its log says")

@@ -25,7 +25,7 @@ final class FaultWatch {
     var halfOpenUnnoticed = 0
     var halfOpenLongest: Int64 = 0
 
-    static let disruptiveKinds: Set<String> = ["disconnect", "handoff", "partition", "stall", "refuse", "handshake", "mtu"]
+    static let disruptiveKinds: Set<String> = ["disconnect", "handoff", "partition", "stall", "refuse", "handshake", "mtu", "restart"]
     static let halfOpenKinds: Set<String> = ["partition", "stall", "handoff"]
 
     init(mark: FaultMark, start: Int64) {

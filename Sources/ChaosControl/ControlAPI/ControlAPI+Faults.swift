@@ -68,6 +68,11 @@ extension ControlAPI {
             )
             try rule.checkInvariants(source: "request body", proxies: Set(specs.map(\.name)))
             try rule.checkBegins(within: Self.forever, source: "request body")
+            if rule.kind.actsOnThePair {
+                throw ChaosError.badInput(
+                    "request body: a \(rule.kind.rawValue) fault acts on a chaos run's pair (pair.server); the API's faults act on its proxies"
+                )
+            }
         } catch let error as ChaosError {
             return .error(error.description, status: .badRequest)
         } catch {

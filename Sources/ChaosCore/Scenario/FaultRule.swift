@@ -39,6 +39,9 @@ package enum FaultKind: String, Sendable, Codable, Equatable, CaseIterable {
     case goaway
     /// New TLS handshakes hang or fail with an alert for a while (a `tls:` proxy's; live connections untouched).
     case handshake
+    /// The pair's server is stopped (SIGTERM, or SIGKILL as a crash), stays down for a while, and is started again
+    /// with its own command: a deploy, a crash, a broker restart.
+    case restart
     /// Toxiproxy's toxics that no scenario fault does (the control API makes them; a scenario cannot name them).
     case slowClose = "slow_close"
     case limitData = "limit_data"
@@ -54,6 +57,13 @@ package enum FaultKind: String, Sendable, Codable, Equatable, CaseIterable {
     /// Whether the fault acts at one instant (the rest act for a while).
     package var isInstant: Bool { self == .disconnect || self == .wsClose || self == .goaway }
 
+    /// Whether the fault lasts a time of its own (a handoff its blackout, a restart its down time), not a `for`.
+    package var lastsItsOwnTime: Bool { self == .handoff || self == .restart }
+
+    /// Whether the fault acts on the pair's processes rather than on the proxies' connections (it takes no
+    /// `targets` or `proxy`, and needs a `pair:`).
+    package var actsOnThePair: Bool { self == .restart }
+
     /// The protocol whose frames the proxy must follow on every connection for this fault (nil: none).
     package var framing: FrameProtocol? {
         switch self {
@@ -62,6 +72,14 @@ package enum FaultKind: String, Sendable, Codable, Equatable, CaseIterable {
         default: nil
         }
     }
+}
+
+/// How a `restart` fault stops the pair's server.
+package enum RestartSignal: String, Sendable, Codable, Equatable, CaseIterable {
+    /// SIGTERM, then SIGKILL after the server's `stop_grace`: a deploy, a graceful restart.
+    case term
+    /// SIGKILL at once: a crash (nothing flushed, no goodbye to the clients).
+    case kill
 }
 
 /// What a `handshake` fault does to the TLS handshakes that begin while it lasts.

@@ -58,6 +58,8 @@ package enum FaultSpec<Span: FaultSpan>: Sendable, Codable, Equatable {
     /// New TLS handshakes on a `tls:` proxy hang (`stall`) or get an alert (`fail`) while it lasts; live connections
     /// are untouched.
     case handshake(mode: HandshakeMode)
+    /// The pair's server is stopped with `signal`, stays down for `down`, then is started again.
+    case restart(down: Span, signal: RestartSignal)
     /// A FIN travelling that way is passed on `delay` late.
     case slowClose(delay: ChaosDuration, direction: DirectionSet)
     /// `bytes` (read since it reached the connection) pass that way, then both legs are closed.
@@ -87,6 +89,7 @@ package enum FaultSpec<Span: FaultSpan>: Sendable, Codable, Equatable {
         case .wsClose: .wsClose
         case .goaway: .goaway
         case .handshake: .handshake
+        case .restart: .restart
         case .slowClose: .slowClose
         case .limitData: .limitData
         case .resetPeer: .resetPeer
@@ -121,6 +124,7 @@ package enum FaultSpec<Span: FaultSpan>: Sendable, Codable, Equatable {
         case .wsClose(let code, let side, let grace): [("code", "\(code)"), ("side", side.rawValue), ("grace", "\(grace)")]
         case .goaway(let grace): [("grace", "\(grace)")]
         case .handshake(let mode): [("mode", mode.rawValue)]
+        case .restart(let down, let signal): [("down", "\(down)"), ("signal", signal.rawValue)]
         case .slowClose(let delay, let direction): [("delay", "\(delay)"), ("direction", direction.rawValue)]
         case .limitData(let bytes, let direction): [("bytes", "\(bytes)"), ("direction", direction.rawValue)]
         case .resetPeer(let after, let direction): [("after", "\(after)"), ("direction", direction.rawValue)]
@@ -178,6 +182,7 @@ extension FaultSpec {
         case .wsClose(let code, let side, let grace): .wsClose(code: code, side: side, grace: grace)
         case .goaway(let grace): .goaway(grace: grace)
         case .handshake(let mode): .handshake(mode: mode)
+        case .restart(let down, let signal): .restart(down: try transform(down), signal: signal)
         case .slowClose(let delay, let direction): .slowClose(delay: delay, direction: direction)
         case .limitData(let bytes, let direction): .limitData(bytes: bytes, direction: direction)
         case .resetPeer(let after, let direction): .resetPeer(after: after, direction: direction)

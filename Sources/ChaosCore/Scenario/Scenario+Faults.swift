@@ -21,6 +21,7 @@ extension ScenarioReader {
         case .wsClose: ["code", "side", "grace"]
         case .goaway: ["grace"]
         case .handshake: ["mode"]
+        case .restart: ["down", "signal"]
         case .slowClose, .limitData, .resetPeer, .timeout: []  // not in a scenario
         }
     }
@@ -42,6 +43,11 @@ extension ScenarioReader {
             map = YAMLMapping(owner: body, what: what, entries: [])
         } else {
             map = try body.mapping(what, allowed: Self.scheduleKeys + Self.parameterKeys(kind))
+        }
+        if kind.actsOnThePair {
+            for key in ["targets", "proxy"] {
+                if let value = map[key] { throw value.error("\(what) restarts the pair's server: it takes no '\(key)'") }
+            }
         }
         let schedule = try self.schedule(map, kind: kind, what: what, duration: duration)
         let parameters = try self.parameters(map, kind: kind, what: what)
@@ -91,11 +97,13 @@ extension ScenarioReader {
         }
         let forValue = map["for"]
         let lasts = try forValue.map { try $0.durationRange("\(what).for") }
-        if let forValue, kind.isInstant || kind == .handoff {
-            let instead = kind == .handoff ? " (a handoff lasts its 'blackout')" : ""
-            throw forValue.error("\(what) happens at an instant and takes no 'for'\(instead)")
+        if let forValue, kind.isInstant {
+            throw forValue.error("\(what) happens at an instant and takes no 'for'")
         }
-        if every != nil, lasts == nil, !kind.isInstant, kind != .handoff, let everyValue {
+        if let forValue, kind.lastsItsOwnTime {
+            throw forValue.error("\(what) takes no 'for': it lasts its '\(kind == .handoff ? "blackout" : "down")'")
+        }
+        if every != nil, lasts == nil, !kind.isInstant, !kind.lastsItsOwnTime, let everyValue {
             throw everyValue.error("a repeating \(what) needs 'for' (how long each occurrence lasts)")
         }
         let after = try map["after"].map { try $0.duration("\(what).after") } ?? .zero
@@ -103,7 +111,7 @@ extension ScenarioReader {
         if let until, until <= after, let v = map["until"] {
             throw v.error("\(what).until (\(until)) must be later than after (\(after))")
         }
-        if at == nil, every == nil, kind.isInstant || kind == .handoff {
+        if at == nil, every == nil, kind.isInstant || kind.lastsItsOwnTime {
             throw map.owner.error("\(what) needs 'at' (once) or 'every' (repeating)")
         }
         let probability = try map["probability"].map { try $0.double("\(what).probability", in: 0...1) } ?? 1
@@ -227,6 +235,9 @@ extension ScenarioReader {
             return .goaway(grace: try grace())
         case .handshake:
             return .handshake(mode: try map["mode"]?.choice("\(what).mode", of: HandshakeMode.self) ?? .stall)
+        case .restart:
+            let down = try map["down"].map { try $0.durationRange("\(what).down") } ?? DurationRange(exactly: .seconds(Int64(1)))
+            return .restart(down: down, signal: try map["signal"]?.choice("\(what).signal", of: RestartSignal.self) ?? .term)
         case .slowClose, .limitData, .resetPeer, .timeout:
             throw map.owner.error("\(what) is a Toxiproxy toxic: add it through the control API (POST /proxies/NAME/toxics)")
         }

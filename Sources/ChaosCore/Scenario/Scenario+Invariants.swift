@@ -43,6 +43,12 @@ extension Scenario {
             if rule.kind == .handshake, !proxies.contains(where: { $0.tls != nil && (rule.proxy == nil || rule.proxy == $0.name) }) {
                 throw bad("faults[\(index)]: a handshake fault acts on TLS handshakes, but no proxy it reaches has a tls: block")
             }
+            if rule.kind.actsOnThePair, pair?.server == nil {
+                throw bad("faults[\(index)]: a \(rule.kind.rawValue) fault restarts the pair's server, but the scenario has no pair.server")
+            }
+            if rule.kind.actsOnThePair, rule.proxy != nil || rule.schedule.targets != .all {
+                throw bad("faults[\(index)]: a \(rule.kind.rawValue) fault restarts the pair's server: it takes no proxy or targets")
+            }
         }
         try checkFrameProtocol(framings: framings, bad)
     }
@@ -251,6 +257,7 @@ extension FaultSpec {
         case .resetPeer(let after, _): try Scenario.check(after, "\(field).after", positive: false, bad)
         case .timeout(let after, _): if let after { try Scenario.check(after, "\(field).after", positive: true, bad) }
         case .limitData(let bytes, _): if bytes < 0 { throw bad("\(field).bytes must be at least 0, found \(bytes)") }
+        case .restart(let down, _): try Scenario.check(down.range, "\(field).down", positive: false, bad)
         case .partition, .refuse, .stall, .handshake: break
         }
     }

@@ -94,6 +94,9 @@ struct ScenarioReader {
         let baseline = try top["baseline"].map { try linkProfile($0, what: "baseline") }
         let faultValues = try top["faults"]?.sequence("faults") ?? []
         let faults = try faultValues.map { try fault($0, proxies: proxies, duration: duration) }
+        for (rule, value) in zip(faults, faultValues) where rule.kind.actsOnThePair && pair?.server == nil {
+            throw value.error("a \(rule.kind.rawValue) fault restarts the pair's server, but the scenario has no pair.server")
+        }
         try checkFrames(faults, at: faultValues, protocolSpec: protocolSpec)
         let expectations = try top["expect"].map(self.expectations) ?? []
         let capture = try top["capture"].map(self.capture)

@@ -70,11 +70,15 @@ struct RuleDraw {
             switch effect {
             case .disconnect, .wsClose, .goaway: .zero
             case .handoff(_, _, let blackout, _, let deadWiFi, _): blackout + (deadWiFi ?? .zero)
+            case .restart(let down, _): down
             default: schedule.lasts.map { generator.draw($0) } ?? (stop - start)
             }
         let seed = generator.next()
         guard happens, start >= schedule.after, start < stop else { return nil }
-        if case .handoff = effect {} else { lasts = min(lasts, end - start) }
+        switch effect {
+        case .handoff, .restart: break  // they last what they last: a server is started again even past the end
+        default: lasts = min(lasts, end - start)
+        }
         return FaultOccurrence(
             index: 0,
             rule: ruleIndex,

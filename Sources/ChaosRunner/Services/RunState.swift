@@ -1,3 +1,5 @@
+import ChaosControl
+import ChaosCore
 import ChaosProxy
 import ServiceLifecycle
 import Synchronization
@@ -43,5 +45,16 @@ final class RunState: Sendable {
             defer { state.stopping = true }
             return !state.stopping
         }
+    }
+}
+
+/// A `restart` fault acts on the pair's server, through its supervisor once the pair started.
+extension RunState: PairFaultTarget {
+    func stopServer(_ signal: RestartSignal) async -> Bool {
+        await pair?.stopServer(signal) ?? false
+    }
+
+    func startServer() async {
+        await pair?.startServer()
     }
 }

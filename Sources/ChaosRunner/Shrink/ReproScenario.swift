@@ -10,7 +10,7 @@ package enum ReproScenario {
         var fields: [(String, String)] = [("at", "\(occurrence.at)")]
         switch occurrence.kind {
         case .disconnect, .wsClose, .goaway: break
-        case .handoff: break  // a handoff lasts its blackout, a parameter of its own
+        case .handoff, .restart: break  // a handoff lasts its blackout, a restart its down time: parameters of their own
         default: fields.append(("for", "\(occurrence.lasts)"))
         }
         fields += occurrence.effect.parameters

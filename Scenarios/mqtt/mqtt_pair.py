@@ -28,6 +28,7 @@ def main():
     sub = parser.add_subparsers(dest="mode", required=True)
     client = sub.add_parser("client")
     client.add_argument("--connect", required=True)
+    client.add_argument("--subscriber-connect", help="HOST:PORT subscribers connect to instead (a proxy of their own)")
     client.add_argument("--index", type=int, required=True)
     client.add_argument("--publishers", type=int, default=1)
     client.add_argument("--qos", type=int, default=1)
@@ -38,8 +39,8 @@ def main():
     client.add_argument("--clean", action="store_true")
     client.add_argument("--log", required=True)
     args = parser.parse_args()
-    host, port = args.connect.rsplit(":", 1)
     publisher = args.index <= args.publishers
+    host, port = (args.connect if publisher or not args.subscriber_connect else args.subscriber_connect).rsplit(":", 1)
     client_id = f"{'pub' if publisher else 'sub'}-{args.index}"
     log = open(args.log, "a", buffering=1)
     # Reentrant: paho may call on_publish from within publish(), on the publishing thread.
