@@ -33,6 +33,7 @@ deps:
 	@python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install -q prometheus_client
 	@python3 -c 'import trustme' 2>/dev/null || python3 -m pip install -q trustme
 	@python3 -c 'import paho.mqtt' 2>/dev/null || python3 -m pip install -q 'paho-mqtt>=2'
+	@python3 -c 'import socketio' 2>/dev/null || python3 -m pip install -q 'python-socketio[asyncio_client]'
 
 build: deps
 	$(SWIFT) build --product chaos $(SWIFT_BUILD_FLAGS)

@@ -39,7 +39,7 @@ PAIR_LANES=(
   "WebSocketPairTests MobilePathPairTests DeliveredMeansAcknowledgedTests"
   "ShrinkCommandTests"
   "QuickstartShrinkTests FleetNamespaceTests RepeatRunTests"
-  "MQTTPairTests"
+  "MQTTPairTests SocketIOPairTests"
 )
 
 # Seconds between the starts of two pair lanes.

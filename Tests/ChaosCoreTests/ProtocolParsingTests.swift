@@ -92,14 +92,14 @@ struct ProtocolParsingTests {
         arguments: [
             (
                 "  framing: lines\n  stream: query:s", "7:11",
-                "query:NAME names a query parameter of the request that opened the stream; it needs framing websocket, sse or auto"
+                "query:NAME names a query parameter of the request that opened the stream; it needs framing websocket, sse, socketio or auto"
             ),
             ("  framing: websocket\n  stream: \"header:\"", "7:11", "protocol.stream header: needs a name after 'header:'"),
             ("  framing: websocket\n  max_message: 1GB2", "7:16", "protocol.max_message must be a size from 1KB to 1GB"),
             ("  framing: websocket\n  downstream: {sequence: n}", "7:16", "unknown key 'sequence' in protocol.downstream"),
             (
                 "  framing: grpc\n  stream: query:s", "7:11",
-                "query:NAME names a query parameter of the request that opened the stream; it needs framing websocket, sse or auto"
+                "query:NAME names a query parameter of the request that opened the stream; it needs framing websocket, sse, socketio or auto"
             ),
             ("  framing: websocket\n  methods: [/a.B/C]", "7:12", "protocol.methods is for framing grpc"),
             ("  framing: grpc\n  methods: [Race]", "7:13", "protocol.methods: 'Race' is not an RPC path like /package.Service/Method"),
@@ -139,7 +139,10 @@ struct ProtocolParsingTests {
             ("  framing: lines\n  length_bytes: 2", "7:17", "protocol.length_bytes is not an option of framing lines"),
             ("  framing: length-prefixed\n  length_bytes: 3", "7:17", "protocol.length_bytes must be 1, 2 or 4, found 3"),
             ("  framing: length-prefixed\n  length_offset: -9", "7:18", "protocol.length_offset must be within -8...8, found -9"),
-            ("  framing: amqp", "6:12", "protocol.framing must be one of lines, length-prefixed, websocket, grpc, sse, mqtt, auto, found 'amqp'"),
+            (
+                "  framing: amqp", "6:12",
+                "protocol.framing must be one of lines, length-prefixed, websocket, grpc, sse, mqtt, socketio, auto, found 'amqp'"
+            ),
             (
                 "  framing: sse\n  format: protobuf", "7:11",
                 "protocol.format protobuf needs binary messages: framing length-prefixed, websocket, grpc, mqtt or auto"

@@ -153,7 +153,7 @@ struct BadInputCommandTests {
     @Test(
         "chaos audit's --framing comes from the protocol registry: a name it lacks lists its names, a plug-in's option out of range names the flag; exit 2",
         arguments: [
-            (["--framing", "amqp"], "--framing must be one of lines, length-prefixed, websocket, grpc, sse, mqtt, auto, found 'amqp'"),
+            (["--framing", "amqp"], "--framing must be one of lines, length-prefixed, websocket, grpc, sse, mqtt, socketio, auto, found 'amqp'"),
             (["--framing", "length-prefixed", "--length-bytes", "3"], "--framing length-prefixed: --length-bytes must be 1, 2 or 4, found 3"),
         ]
     )

@@ -10,6 +10,7 @@ package enum ProtocolRegistry {
         GRPCProtocol.self,
         SSEProtocol.self,
         MQTTProtocol.self,
+        SocketIOProtocol.self,
         AutoProtocol.self,
     ]
 

@@ -105,3 +105,14 @@ struct HTTPBodyReader: Equatable {
         }
     }
 }
+
+extension HTTPBodyReader {
+    /// The body `head` frames: chunked, `Content-Length`, or (a response with neither) everything up to the close; a
+    /// request with neither has none. nil: a `Content-Length` that is not a number.
+    static func framing(of head: HTTPHead, request: Bool) -> HTTPBodyReader? {
+        if head.header("transfer-encoding")?.lowercased().contains("chunked") == true { return .chunked }
+        guard let text = head.header("content-length") else { return HTTPBodyReader(request ? .done : .untilClose) }
+        guard let length = UInt64(text) else { return nil }
+        return HTTPBodyReader(length == 0 ? .done : .length(remaining: length))
+    }
+}

@@ -119,14 +119,10 @@ final class SSEDecoder: LegDecoder {
 
     /// Reads the body the head frames: chunked, `Content-Length`, or (a response with neither) up to the close.
     private func startBody(_ head: HTTPHead, events readEvents: Bool, end: Int, _ output: (DecoderOutput) -> Void) {
-        if head.header("transfer-encoding")?.lowercased().contains("chunked") == true {
-            body = .chunked
-        } else if let text = head.header("content-length") {
-            guard let length = UInt64(text) else { return stop("a Content-Length that is not a number: \(text.prefix(40))", at: end, output) }
-            body = HTTPBodyReader(length == 0 ? .done : .length(remaining: length))
-        } else {
-            body = HTTPBodyReader(upstream ? .done : .untilClose)
+        guard let framed = HTTPBodyReader.framing(of: head, request: upstream) else {
+            return stop("a Content-Length that is not a number: \(head.header("content-length")?.prefix(40) ?? "")", at: end, output)
         }
+        body = framed
         guard body.state != .done else { return }
         phase = .body
         events = readEvents ? SSEEventParser(cap: cap, wholeEvent: session.wholeEvent, envelope: session.envelope) : nil

@@ -1,0 +1,80 @@
+import Foundation
+import Testing
+
+/// A real third-party Socket.IO pair (a python-socketio server on aiohttp, a python-socketio AsyncClient that resumes
+/// through its CONNECT auth; Tests/Fixtures/pairs/socketio_pair.py) through `chaos run` with disconnects and a
+/// partition, over long polling then the upgrade and over WebSocket only: the audit's counts equal what the clients
+/// logged, for a correct pair, a server that skips an event on resume (lost) and a client that resumes from a stale
+/// offset (redelivered). (Over long polling only, through faults, the audit still counts as redelivered the answers a
+/// client's TCP took on a session it had given up: see docs/audit.md.)
+@Suite("Socket.IO pair: the audit equals the pair's own logs", .serialized, .timeLimit(.minutes(4)))
+struct SocketIOPairTests {
+    static let pair = ChaosCLI.packageRoot.appendingPathComponent("Tests/Fixtures/pairs/socketio_pair.py").path
+
+    static func scenario(listen: Int, upstream: Int, transports: String, bug: String, stream: String) -> String {
+        """
+        name: socketio-pair
+        duration: 12s
+        seed: 5
+        proxies:
+          - {name: events, listen: "127.0.0.1:\(listen)", upstream: "127.0.0.1:\(upstream)"}
+        pair:
+          server:
+            run: python3 \(pair) server --listen 127.0.0.1:{upstream.port} --send-for 9 --interval 0.05 \(bug)
+            ready: tcp 127.0.0.1:{upstream.port}
+            stop_grace: 1s
+          client:
+            run: python3 \(pair) client --connect 127.0.0.1:{listen.port} --stream c{index} --transports \(transports) --log {run_dir}/client-{index}.jsonl \(bug)
+            count: 2
+            ready: connected
+            stop_grace: 1s
+        protocol:
+          framing: socketio
+          format: json
+          seq: 1.seq
+          stream: \(stream)
+        faults:
+          - disconnect: {at: 2s, mode: close}
+          - partition: {at: 4s, for: 1s, direction: both}
+          - disconnect: {at: 7s, mode: reset}
+        expect:
+          lost: 0
+          duplicated: 0
+          redelivered: 0
+        """
+    }
+
+    static func run(transports: String, bug: String = "", stream: String = "query:stream") async throws -> (folder: String, status: Int32) {
+        let run = try await ThirdPartyPairRun.run("socketio-pair", capture: false) {
+            scenario(listen: $0, upstream: $1, transports: transports, bug: bug, stream: stream)
+        }
+        return (run.folder, run.status)
+    }
+
+    @Test(
+        "a correct pair passes over each transport, every count equal to its logs",
+        arguments: [("both", "query:stream"), ("websocket", "auth:stream")]
+    )
+    func correctPair(transports: String, stream: String) async throws {
+        let run = try await Self.run(transports: transports, stream: stream)
+        #expect(run.status == 0, "the run must pass (\(run.folder))")
+        let (lost, duplicated, json) = try ThirdPartyPairRun.compare(run.folder, oneWay: true)
+        #expect(lost == 0 && duplicated == 0)
+        let events = try #require(json["protocol_events"] as? [String: Any])
+        #expect((events["sio_connects"] as? Int ?? 0) >= 4, "a CONNECT per client, then one after each cut: \(events)")
+        if transports == "both" { #expect((events["eio_upgrades"] as? Int ?? 0) >= 2, "\(events)") }
+        if transports == "both" { #expect((events["eio_polls"] as? Int ?? 0) >= 4, "the handshakes went over long polling: \(events)") }
+    }
+
+    @Test(
+        "a buggy pair fails, and what it got wrong equals its logs: an event skipped on resume is lost, a stale offset redelivered",
+        arguments: [("--skip-on-resume 1", "lost"), ("--stale-resume 3", "redelivered")]
+    )
+    func buggyPair(bug: String, wrong: String) async throws {
+        let run = try await Self.run(transports: "both", bug: bug)
+        #expect(run.status == 1, "the run must fail (\(run.folder))")
+        let (lost, _, json) = try ThirdPartyPairRun.compare(run.folder, oneWay: true)
+        let redelivered = (json["streams"] as? [[String: Any]] ?? []).reduce(0) { $0 + ($1["redelivered"] as? Int ?? 0) }
+        #expect((wrong == "lost" ? Int(lost) : redelivered) > 0, "\(wrong) must show the bug")
+    }
+}
