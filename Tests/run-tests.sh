@@ -39,11 +39,16 @@ PAIR_LANES=(
   "WebSocketPairTests MobilePathPairTests DeliveredMeansAcknowledgedTests"
   "ShrinkCommandTests"
   "QuickstartShrinkTests FleetNamespaceTests RepeatRunTests"
-  "MQTTPairTests SocketIOPairTests"
+  "MQTTPairTests"
+  "SocketIOPairTests"
 )
 
 # Seconds between the starts of two pair lanes.
 LANE_STAGGER=3
+# Ports per lane (CHAOS_TEST_PORTS): the unit lane's from 20000, the commands lane's next, then each pair lane's, all
+# below the kernel's ephemeral range (32768).
+PORTS_PER_LANE=800
+lane_ports() { echo "$((20000 + $1 * PORTS_PER_LANE))-$((20000 + ($1 + 1) * PORTS_PER_LANE - 1))"; }
 
 mkdir -p .build
 rm -rf "$LOGS"
@@ -105,7 +110,8 @@ pids=()
 # CHAOS_TEST_PORTS): a port one lane checked free and handed to a process cannot be taken meanwhile by another lane's
 # process, which keeps its own list (a fleet test's demo server once found its port taken and could not listen).
 (
-  export CHAOS_TEST_PORTS=20000-20999
+  CHAOS_TEST_PORTS=$(lane_ports 0)
+  export CHAOS_TEST_PORTS
   phase unit unit nice -n 19 timeout --kill-after=10 900 "$TESTS" --testing-library swift-testing \
     --skip "ChaosEndToEndTests|$every_pair_suite"
   phase fuzz-replay unit nice -n 19 .build/debug/chaos-fuzz replay Fuzz/corpus
@@ -118,12 +124,13 @@ pids+=($!)
 # seconds after the one before, so that their first runs do not all start their peers in the same second. (What keeps
 # a slow start from mattering is in the scenarios: their clients say `ready: connected`, so the faults count from the
 # pair's connections, not from the proxies' start.)
-CHAOS_TEST_PORTS=21000-21999 phase commands commands swift_testing --filter ChaosEndToEndTests --skip "$every_pair_suite"
+CHAOS_TEST_PORTS=$(lane_ports 1) phase commands commands swift_testing --filter ChaosEndToEndTests --skip "$every_pair_suite"
 index=0
 for lane in "${PAIR_LANES[@]}"; do
   index=$((index + 1))
   (
-    export CHAOS_TEST_PORTS=$((21000 + index * 1000))-$((21999 + index * 1000))
+    CHAOS_TEST_PORTS=$(lane_ports $((index + 1)))
+    export CHAOS_TEST_PORTS
     sleep $(((index - 1) * LANE_STAGGER))
     for suite in $lane; do
       name=$(echo "$suite" | tr -d '\\.')
