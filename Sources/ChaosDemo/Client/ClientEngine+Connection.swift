@@ -101,12 +101,29 @@ extension ClientEngine {
         if reason != .stopped { scheduleReconnect(after: reason) }
     }
 
+    /// Logs a heartbeat tick that came more than an interval late (`heartbeat-late`: the event loop was held) and an
+    /// outstanding PING past its timeout by more than an interval (`heartbeat-overdue`: its timeout did not fire).
+    private func noteHeartbeat(interval: TimeAmount, timeout: TimeAmount) {
+        let now = NIODeadline.now()
+        if let last = lastHeartbeatTick, now - last > interval + interval {
+            log?.event("heartbeat-late", ["stream": stream, "ms": Int((now - last).nanoseconds / 1_000_000)])
+        }
+        lastHeartbeatTick = now
+        if pingTimeout != nil, let sent = pingSentAt, now - sent > timeout + interval {
+            log?.event("heartbeat-overdue", ["stream": stream, "ms": Int((now - sent).nanoseconds / 1_000_000)])
+        }
+    }
+
     /// PING every interval; a PING unanswered for the timeout closes the connection (half-open).
     private func startHeartbeat(on channel: any Channel) {
         let interval = TimeAmount.nanoseconds(configuration.heartbeatInterval.nanoseconds)
         let timeout = TimeAmount.nanoseconds(configuration.heartbeatTimeout.nanoseconds)
+        lastHeartbeatTick = nil
         heartbeat = loop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
-            guard channel === self.channel, self.pingTimeout == nil else { return }
+            guard channel === self.channel else { return }
+            self.noteHeartbeat(interval: interval, timeout: timeout)
+            guard self.pingTimeout == nil else { return }
+            self.pingSentAt = .now()
             channel.send(WireMessage(.ping))
             self.pingTimeout = self.loop.scheduleTask(in: timeout) {
                 guard channel === self.channel else { return }

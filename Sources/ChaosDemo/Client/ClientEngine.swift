@@ -39,6 +39,10 @@ final class ClientEngine: WireConnectionDelegate, @unchecked Sendable {
     let sendWindow: SendWindow
     var heartbeat: RepeatedTask?
     var pingTimeout: Scheduled<Void>?
+    /// When the heartbeat last ran and when its outstanding PING went out: a tick that comes late (the loop was held)
+    /// or a PING left unanswered past its timeout (the timeout did not fire) is logged, to tell the two apart.
+    var lastHeartbeatTick: NIODeadline?
+    var pingSentAt: NIODeadline?
     var reconnect: Scheduled<Void>?
     /// Connection attempts so far: each takes the next of the configured addresses.
     var attempts = 0
