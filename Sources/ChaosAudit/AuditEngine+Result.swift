@@ -16,22 +16,24 @@ extension AuditEngine {
         var anomalyList = anomalies.kept
         var anomalyCounts = anomalies.countsByName
         for ledger in ledgers {
-            var result = ledger.result(final: final)
+            // A receiver's copy of a stream that fans out is owed what its producer sent (to its end), and where each
+            // lost seq died is judged against the producer's stream.
+            let producer =
+                ledger.receiver == nil ? nil : ledgerIndex[StreamKey(name: ledger.name, direction: ledger.direction.reversed)].map { ledgers[$0] }
+            let owedThrough = producer.map { max($0.highestSent, $0.deliveredSeqs.max ?? $0.highestSent) }
+            var result = ledger.result(final: final, owedThrough: owedThrough)
             guard final, result.counts.lost > 0 else {
                 streams.append(result)
                 totals.add(result.counts)
                 continue
             }
-            // A receiver's copy of a stream that fans out: where each lost seq died, against its producer's stream.
-            let producer =
-                ledger.receiver == nil ? nil : ledgerIndex[StreamKey(name: ledger.name, direction: ledger.direction.reversed)].map { ledgers[$0] }
             if ledger.receiver != nil {
-                result.lostWhere = ledger.placement(of: ledger.lostRanges(final: true, limit: .max), producer: producer)
+                result.lostWhere = ledger.placement(of: ledger.lostRanges(final: true, limit: .max, owedThrough: owedThrough), producer: producer)
             }
             streams.append(result)
             totals.add(result.counts)
             let room = max(0, Self.anomalyLimit - anomalyList.count)
-            let ranges = ledger.lostRanges(final: true, limit: max(room, 1))
+            let ranges = ledger.lostRanges(final: true, limit: max(room, 1), owedThrough: owedThrough)
             anomalyCounts[Anomaly.Class.lost.rawValue, default: 0] += Int64(ranges.count)
             for range in ranges.prefix(room) {
                 var detail = "\(range.count) seq\(range.count == 1 ? "" : "s") never delivered"

@@ -114,6 +114,26 @@ struct MQTTAuditTests {
         #expect(a.counts.lost == 2 && a.lostWhere == expected, "\(a)")
     }
 
+    @Test("a subscriber that stops getting messages has lost the rest of what the publisher sent, at the broker")
+    func tailLoss() throws {
+        var s = TrafficScript()
+        Self.open(&s, 1, "phone")
+        Self.open(&s, 2, "dash-a")
+        Self.relay(&s, 2, W.subscribe("fleet/#"), .upstream)
+        for seq in 1...6 {
+            Self.relay(&s, 1, W.publish("fleet/7", #"{"seq":\#(seq)}"#, qos: 1, id: UInt16(seq)), .upstream)
+            if seq <= 2 { Self.relay(&s, 2, W.publish("fleet/7", #"{"seq":\#(seq)}"#, qos: 1, id: UInt16(seq)), .downstream) }
+        }
+        for id: ConnectionID in [1, 2] { s.close(id) }
+        let result = try Self.audit(s)
+        let a = try #require(result.streams.first { $0.receiver == "dash-a" })
+        var atServer = LossPlacement()
+        atServer.atServer = 4
+        #expect(a.counts.ok == 2 && a.counts.lost == 4 && a.lostWhere == atServer, "\(a)")
+        let lost = result.anomalies.first { $0.kind == .lost }
+        #expect(lost?.fromSeq == 3 && lost?.toSeq == 6)
+    }
+
     @Test("a subscriber that comes back with the same client id continues its own stream: a resent message is redelivered")
     func subscriberReconnects() throws {
         var s = TrafficScript()

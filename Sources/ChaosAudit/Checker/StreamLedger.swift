@@ -51,14 +51,14 @@ final class StreamLedger {
         highestSent = self.owedFrom - 1
     }
 
-    /// The stream's result; a checkpoint (`final` false) does not yet count seqs still in flight as lost.
-    func result(final: Bool) -> StreamResult {
+    /// The stream's result; a checkpoint (`final` false) does not yet count seqs still in flight as lost. `owedThrough`:
+    /// for a receiver's copy of a stream that fans out, the highest seq its producer sent: the seqs past the last one
+    /// it got are owed to it too (a subscriber that stops getting messages has lost the rest).
+    func result(final: Bool, owedThrough: Int64? = nil) -> StreamResult {
         var result = counts
         let taken = takenSeqs
         result.ok = taken.count
-        var upper = max(highestDelivered, taken.max ?? highestDelivered)
-        if final { upper = max(upper, highestSent) }
-        if let cut = cutInFlight.max { upper = max(upper, cut) }
+        let upper = lostUpper(final: final, owedThrough: owedThrough, taken: taken)
         let expected = max(0, upper - owedFrom + 1)
         result.lost = expected - taken.count(from: owedFrom, through: upper)
         if let ackedUpTo { result.unacked = taken.count(above: ackedUpTo) }
@@ -98,13 +98,18 @@ final class StreamLedger {
         return placed
     }
 
-    /// The seq ranges counted as lost (for the anomaly list), at most `limit`.
-    func lostRanges(final: Bool, limit: Int) -> [SeqRangeSet.Interval] {
+    /// The seq ranges counted as lost (for the anomaly list), at most `limit`; `owedThrough` as for ``result(final:owedThrough:)``.
+    func lostRanges(final: Bool, limit: Int, owedThrough: Int64? = nil) -> [SeqRangeSet.Interval] {
         let taken = takenSeqs
+        return taken.holes(from: owedFrom, through: lostUpper(final: final, owedThrough: owedThrough, taken: taken), limit: limit)
+    }
+
+    /// The highest seq that counts as lost when missing.
+    private func lostUpper(final: Bool, owedThrough: Int64?, taken: SeqRangeSet) -> Int64 {
         var upper = max(highestDelivered, taken.max ?? highestDelivered)
-        if final { upper = max(upper, highestSent) }
+        if final { upper = max(upper, highestSent, owedThrough ?? upper) }
         if let cut = cutInFlight.max { upper = max(upper, cut) }
-        return taken.holes(from: owedFrom, through: upper, limit: limit)
+        return upper
     }
 
     /// The consumer acknowledged every seq up to `ack`. That vouches for the seqs it took after its TLS close only when
