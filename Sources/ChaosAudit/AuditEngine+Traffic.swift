@@ -411,18 +411,21 @@ extension AuditEngine {
         leaveLockstep(connection, .downstream)
         let first = !connection.clientClosed && !connection.serverClosed
         if side == .client { connection.clientClosed = true } else { connection.serverClosed = true }
-        if how == .cutByFault, !connection.cutByFault {
+        if how.isFaultCut, !connection.cutByFault {
             connection.cutByFault = true
             connectionStats.cutByFault += 1
         }
         connection.pipe(.sent, side.producing).decoder.dropPartial()
         if how != .fin { endDeliveries(toward: side, of: connection, how: how, time: time) }
-        // With no proxy between the ends a reset reaches both: what either consumer's TCP took past its last ack may be
-        // unread. (Through a proxy, the consumer's own reset of its leg casts the same doubt, but the live audit and a
-        // capture of both legs can see a connection's resets in different orders, and their counts must agree: not
-        // judged there yet.)
-        if how == .reset, connection.direct, !isStopping {
-            for streams in connection.streams { for stream in streams.values { stream.ledger.unconfirmAborted(stream.deliveredHere) } }
+        // A consumer whose leg ends abortively may never have read what its TCP took past its last ack. With no proxy
+        // between the ends a reset reaches both consumers; through a proxy, an RST on a leg (the peer's own, or one the
+        // proxy sent: a fault's reset, a reset passed on) reaches the consumer on that leg only, so a capture of both
+        // legs, whatever order it sees the two resets in, judges each direction by its own leg's end.
+        if how.isAbortive, !isStopping {
+            let directions: [Direction] = connection.direct ? [.upstream, .downstream] : [side == .server ? .upstream : .downstream]
+            for direction in directions {
+                for stream in connection.streams[direction == .upstream ? 0 : 1].values { stream.ledger.unconfirmAborted(stream.deliveredHere) }
+            }
         }
         let carried =
             synthetic

@@ -86,14 +86,22 @@ package struct TrafficEvent: Hashable, Sendable {
         case fin
         /// Abortive: RST.
         case reset
-        /// The proxy closed it because of a fault.
+        /// The proxy closed it because of a fault, with a FIN (a `close` or `truncate` cut).
         case cutByFault = "cut-by-fault"
+        /// The proxy reset it because of a fault (a `reset` cut, a one-sided cut, a cut's linger that ran out).
+        case resetByFault = "reset-by-fault"
         /// A capture's RST that the proxy sent on the leg (a fault's cut, a linger that ran out, the run's end, or the
         /// other leg's reset passed on), as opposed to `reset`, the peer's own. The live proxy never records it: it
         /// knows its reasons (`cutByFault`, or `reset` for one passed on).
         case resetByProxy = "reset-by-proxy"
         /// A socket error.
         case error
+
+        /// The proxy ended the leg because of a fault (either way).
+        package var isFaultCut: Bool { self == .cutByFault || self == .resetByFault }
+
+        /// The leg ended abortively, whoever sent the RST: what its peer's TCP took may never have been read.
+        package var isAbortive: Bool { self == .reset || self == .resetByFault || self == .resetByProxy || self == .error }
     }
 }
 

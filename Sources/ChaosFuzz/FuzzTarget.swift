@@ -165,7 +165,7 @@ struct FuzzTarget: Sendable {
                     open()
                     continue
                 } else {
-                    kind = .closed(side, [.fin, .reset, .cutByFault, .error][Int(bytes.first ?? 0) % 4])
+                    kind = .closed(side, [.fin, .reset, .cutByFault, .resetByFault, .error][Int(bytes.first ?? 0) % 5])
                 }
             }
             engine.ingest(TrafficEvent(time: time, connection: connection, kind: kind))

@@ -88,23 +88,53 @@ struct AbortedConnectionTests {
         return s
     }
 
+    /// ``proxiedPastTheLastAck(_:)``, then on connection 2 the consumer's resume ack 2 and the producer's resend of 3, and 4.
+    private func resentAfter(_ closes: [(Side, TrafficEvent.CloseKind)]) throws -> DeliveryCounts {
+        var s = proxiedPastTheLastAck(closes)
+        s.consumerAcks(2, upTo: 2)
+        s.relay(2, [3, 4])
+        return try TrafficScript.auditWithAcks(s).totals
+    }
+
     @Test(
-        "through a proxy (each leg a connection of its own) a reset, a fault's cut or the proxy's reset in a capture is judged by TCP"
+        "through a proxy an RST on the consumer's leg (its own, a fault's, one passed on, the proxy's in a capture) casts the doubt: the resend delivers seq 3 once"
     )
-    func proxiedCutsTrustTCP() throws {
+    func proxiedResetsDoubt() throws {
         let closings: [[(Side, TrafficEvent.CloseKind)]] = [
             [(.client, .reset), (.server, .reset)],
-            [(.client, .cutByFault), (.server, .cutByFault)],
+            [(.client, .resetByFault), (.server, .resetByFault)],
             [(.client, .resetByProxy), (.server, .resetByProxy)],
             [(.server, .reset), (.client, .reset)],
+            [(.client, .error), (.server, .fin)],
         ]
         for closes in closings {
-            var s = proxiedPastTheLastAck(closes)
-            s.consumerAcks(2, upTo: 2)
-            s.relay(2, [3, 4])
-            let result = try TrafficScript.auditWithAcks(s)
-            #expect(result.totals.ok == 4 && result.totals.redelivered == 1, "\(closes): \(result.totals)")
+            let totals = try resentAfter(closes)
+            #expect(totals.ok == 4 && totals.redelivered == 0 && totals.lost == 0, "\(closes): \(totals)")
         }
+    }
+
+    @Test(
+        "through a proxy a FIN cut, or an RST only on the producer's leg, leaves the consumer's leg orderly: judged by its TCP, the resend a redelivery"
+    )
+    func proxiedOrderlyLegTrustsTCP() throws {
+        let closings: [[(Side, TrafficEvent.CloseKind)]] = [
+            [(.client, .cutByFault), (.server, .cutByFault)],
+            [(.server, .reset), (.client, .fin)],
+            [(.server, .resetByFault), (.client, .cutByFault)],
+        ]
+        for closes in closings {
+            let totals = try resentAfter(closes)
+            #expect(totals.ok == 4 && totals.redelivered == 1, "\(closes): \(totals)")
+        }
+    }
+
+    @Test("through a proxy, seq 3 taken by the consumer's TCP before its leg was reset and never resent nor vouched for: lost")
+    func proxiedResetNeverResentIsLost() throws {
+        var s = proxiedPastTheLastAck([(.server, .resetByFault), (.client, .resetByFault)])
+        s.consumerAcks(2, upTo: 2)
+        s.relay(2, [4])
+        let result = try TrafficScript.auditWithAcks(s)
+        #expect(result.totals.ok == 3 && result.totals.lost == 1, "\(result.totals)")
     }
 
     @Test("a reset once the run is stopping casts no doubt: nothing can vouch later")

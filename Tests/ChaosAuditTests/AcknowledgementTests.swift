@@ -147,8 +147,8 @@ struct AcknowledgementTests {
             s.writeBytes(1, .downstream, ack)
             if acknowledged { s.acknowledge(1, .downstream) }
             s.at(1)
-            s.add(1, .closed(.client, .reset))
-            s.add(1, .closed(.server, .reset))
+            s.add(1, .closed(.client, .fin))
+            s.add(1, .closed(.server, .fin))
             return s
         }
         #expect(try audit(script(acknowledged: false)).totals.unacked == 2)

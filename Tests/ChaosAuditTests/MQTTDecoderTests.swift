@@ -47,8 +47,8 @@ struct MQTTDecoderTests {
             .event(.counted("mqttConnects"), at: ends[0]), .event(.counted("mqttCleanSessions"), at: ends[0]),
             .event(.requestRead, at: ends[0]), .event(.counted("mqttSubscribes"), at: ends[1]), .event(.subscribed, at: ends[1]),
             .message(#"{"seq":1}"#, end: ends[2], binary: false), .message(#"{"seq":2}"#, end: ends[3], binary: false),
-            .event(.counted("mqttDuplicates"), at: ends[4]), .message(#"{"seq":3}"#, end: ends[4], binary: false),
-            .event(.counted("mqttPubrels"), at: ends[5]), .event(.counted("mqttPubacks"), at: ends[6]),
+            .event(.counted("mqttDuplicates"), at: ends[4]), .event(.counted("mqttPubrels"), at: ends[5]),
+            .message(#"{"seq":3}"#, end: ends[5], binary: false), .event(.counted("mqttPubacks"), at: ends[6]),
             .event(.counted("mqttPubrecs"), at: ends[7]), .event(.counted("mqttPubcomps"), at: ends[8]),
             .event(.keepalive(ack: false, opaque: 0), at: ends[9]), .event(.closing, at: ends[10]),
             .event(.coded("mqttDisconnects", code: "0x00", proxyMayWrite: true), at: ends[10]),
@@ -57,6 +57,31 @@ struct MQTTDecoderTests {
         let session = Self.session(after: connect)
         #expect(session.clientID == "phone-7" && session.level == 4 && session.cleanStart == true)
         #expect(session.requestHeader("client-id") == "phone-7" && session.requestHeader("x") == nil)
+    }
+
+    @Test(
+        "QoS 2 counts at its PUBREL: a PUBLISH whose handshake never finished is no message; a PUBREL on a later connection of the same client releases it; one of an unread PUBLISH, or refused by its MQTT 5 reason code, is not"
+    )
+    func qos2AtRelease() {
+        let releases = MQTTReleases()
+        func connection(_ client: String, level: UInt8 = 4) -> MQTTDecoder {
+            let session = MQTTSession(releases: releases)
+            let decoder = MQTTDecoder(upstream: true, session: session, cap: 1024)
+            _ = Decoded.feed(decoder, W.connect(client, level: level))
+            return decoder
+        }
+        let publish = W.publish("fleet/7", #"{"seq":1}"#, qos: 2, id: 5)
+        #expect(Decoded.feed(connection("p1"), publish) == [])
+        let pubrel = W.pubrel(5)
+        let resumed = Decoded.feed(connection("p1"), pubrel)
+        #expect(resumed == [.event(.counted("mqttPubrels"), at: pubrel.count), .message(#"{"seq":1}"#, end: pubrel.count, binary: false)])
+        let other = Decoded.feed(connection("p2"), pubrel)
+        #expect(other == [.event(.counted("mqttPubrels"), at: pubrel.count), .event(.counted("mqttUnmatchedPubrels"), at: pubrel.count)])
+        // MQTT 5: a PUBREL with reason code 0x92 (packet identifier not found) releases nothing.
+        let v5 = connection("p5", level: 5)
+        _ = Decoded.feed(v5, W.publish("fleet/7", #"{"seq":2}"#, qos: 2, id: 6, level: 5))
+        let refused: [UInt8] = [0x62, 3, 0, 6, 0x92]
+        #expect(Decoded.feed(v5, refused) == [.event(.counted("mqttPubrels"), at: refused.count)])
     }
 
     @Test("from the broker: CONNACK's code and session present, retained PUBLISHes counted, PINGRESP a keepalive answer")

@@ -56,8 +56,9 @@ struct CaptureReaderTests {
         #expect(TestSupport.same(second.readFromClient, run.upstream[1]))
         #expect(TestSupport.same(second.writtenToServer, run.upstream[1]))
         #expect(second.readFromServer.isEmpty)
-        // A fault's cut: the proxy's RSTs on both legs (the peer's own would read `reset`).
-        #expect(second.closes == ["client:reset-by-proxy", "server:reset-by-proxy"])
+        // A fault's cuts: the proxy's RST on the client leg (the peer's own would read `reset`); a FIN cut on the server
+        // leg, the proxy's FIN answered by the server's.
+        #expect(second.closes == ["client:reset-by-proxy", "server:fin"])
 
         // Times are relative to the first packet and never run backwards within a connection.
         #expect(events.first?.time == 0)

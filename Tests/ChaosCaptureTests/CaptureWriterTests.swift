@@ -40,7 +40,7 @@ struct CaptureWriterTests {
             TrafficEvent(time: 9 * ms, connection: 2, kind: .written(.server, second)),
             TrafficEvent(time: 10 * ms, connection: 1, kind: .closed(.client, .fin)),
             TrafficEvent(time: 11 * ms, connection: 1, kind: .closed(.server, .fin)),
-            TrafficEvent(time: 12 * ms, connection: 2, kind: .closed(.client, .cutByFault)),
+            TrafficEvent(time: 12 * ms, connection: 2, kind: .closed(.client, .resetByFault)),
             TrafficEvent(time: 12 * ms, connection: 2, kind: .closed(.server, .cutByFault)),
         ]
         return (events, [hello + big, second], [reply, []])

@@ -138,8 +138,8 @@ struct RelayStateMachineTests {
             given: [.connected],
             when: .cutReset,
             then: [
-                .countCut, .recordClose(.client, .cutByFault, beforeReset: true), .discard(.client), .reset(.client),
-                .recordClose(.server, .cutByFault, beforeReset: true), .discard(.server), .reset(.server), .finish,
+                .countCut, .recordClose(.client, .resetByFault, beforeReset: true), .discard(.client), .reset(.client),
+                .recordClose(.server, .resetByFault, beforeReset: true), .discard(.server), .reset(.server), .finish,
             ]
         ),
         Row(
@@ -161,7 +161,7 @@ struct RelayStateMachineTests {
             given: [.connected],
             when: .cutClientOnly,
             then: [
-                .countCut, .recordClose(.client, .cutByFault, beforeReset: true), .discard(.client), .reset(.client),
+                .countCut, .recordClose(.client, .resetByFault, beforeReset: true), .discard(.client), .reset(.client),
                 .discard(.server), .scheduleLinger(.seconds(Int64(30))),
             ]
         ),
@@ -169,7 +169,7 @@ struct RelayStateMachineTests {
             given: [.connected],
             when: .cutServerOnly,
             then: [
-                .countCut, .recordClose(.server, .cutByFault, beforeReset: true), .discard(.server), .reset(.server),
+                .countCut, .recordClose(.server, .resetByFault, beforeReset: true), .discard(.server), .reset(.server),
                 .discard(.client), .scheduleLinger(.seconds(Int64(30))),
             ]
         ),
@@ -178,13 +178,13 @@ struct RelayStateMachineTests {
         Row(
             given: [.connected, .cutClientOnly],
             when: .lingerExpired,
-            then: [.recordClose(.server, .cutByFault, beforeReset: true), .discard(.server), .reset(.server), .finish]
+            then: [.recordClose(.server, .resetByFault, beforeReset: true), .discard(.server), .reset(.server), .finish]
         ),
         Row(given: [.connected, .cutClientOnly], when: .cutReset, then: []),
         Row(
             given: [.connected, .cutClientOnly],
             when: .terminate,
-            then: [.cancelLinger, .recordClose(.server, .cutByFault, beforeReset: true), .discard(.server), .reset(.server), .finish]
+            then: [.cancelLinger, .recordClose(.server, .resetByFault, beforeReset: true), .discard(.server), .reset(.server), .finish]
         ),
         // Nothing passes after a cut: no FIN is passed on.
         Row(given: [.connected, .cutClientOnly], when: .drainedClient, then: []),

@@ -90,7 +90,7 @@ struct PathTracker {
     /// it or the run was stopping.
     mutating func closed(_ id: ConnectionID, how: TrafficEvent.CloseKind, at time: Int64, fully: Bool) {
         guard var connection = live[id] else { return }
-        if let expired = connection.natExpiredAt, connection.record?.natNoticedAfterS == nil, how != .cutByFault,
+        if let expired = connection.natExpiredAt, connection.record?.natNoticedAfterS == nil, !how.isFaultCut,
             stoppedAt.map({ time < $0 }) ?? true
         {
             connection.record?.natNoticedAfterS = Double(time - expired) / 1e9

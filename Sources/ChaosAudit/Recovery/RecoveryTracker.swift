@@ -104,7 +104,7 @@ struct RecoveryTracker {
     ) {
         advance(to: time)
         for watch in open where watch.halfOpen.contains(id) {
-            let proxyCut = kind == .cutByFault
+            let proxyCut = kind.isFaultCut
             if watch.mark.kind == "handoff", proxyCut, side == .client { continue }
             watch.halfOpen.remove(id)
             let from = watch.mark.kind == "handoff" ? (watch.end ?? watch.start) : watch.start

@@ -67,7 +67,13 @@ extension CaptureWriter {
         case .reset, .error:
             let rst = connection[side].abort(fromPeer: true)
             try emit(rst, on: connection[side], payload: [], time: time)
-        case .cutByFault, .resetByProxy:
+        case .cutByFault:
+            // A FIN cut: the proxy's FIN, and its peer's answer (the wire of a peer that closes in turn, as the pair's do).
+            let cut = connection[side].finish(fromPeer: false)
+            try emit(cut, on: connection[side], payload: [], time: time)
+            let answer = connection[side].finish(fromPeer: true)
+            try emit(answer, on: connection[side], payload: [], time: time)
+        case .resetByFault, .resetByProxy:
             let rst = connection[side].abort(fromPeer: false)
             try emit(rst, on: connection[side], payload: [], time: time)
         }

@@ -9,7 +9,8 @@ import Foundation
 /// Mapping: `.read(.client, b)` is client→listen data, `.written(.server, b)` proxyLocal→server,
 /// `.read(.server, b)` server→proxyLocal, `.written(.client, b)` listen→client. `.closed(side, .fin)`
 /// is a FIN from that side's peer, propagated as a FIN from the proxy on the other leg (the relay
-/// half-closes); `.reset` and `.error` are an RST from the peer; `.cutByFault` an RST from the proxy.
+/// half-closes); `.reset` and `.error` are an RST from the peer; `.resetByFault` an RST from the proxy; `.cutByFault` the
+/// proxy's FIN and its peer's answer.
 ///
 /// The file has link type RAW (IPv4/IPv6, no link header) and nanosecond timestamps (`startedAt` + the
 /// event's time). It is classic pcap, or, when some proxies terminate TLS, pcapng marked as decrypted: its

@@ -159,7 +159,9 @@ final class MQTTDecoder: LegDecoder {
             try readPublish(flags: flags, &fields, end: end, output)
         case .puback: output(.event(.counted("mqttPubacks"), at: end))
         case .pubrec: output(.event(.counted("mqttPubrecs"), at: end))
-        case .pubrel: output(.event(.counted("mqttPubrels"), at: end))
+        case .pubrel:
+            output(.event(.counted("mqttPubrels"), at: end))
+            try release(&fields, end: end, output)
         case .pubcomp: output(.event(.counted("mqttPubcomps"), at: end))
         case .subscribe:
             output(.event(.counted("mqttSubscribes"), at: end))
@@ -218,12 +220,28 @@ final class MQTTDecoder: LegDecoder {
             return output(.event(.oversized(bytes: payloadBytes, end: end), at: end))
         }
         let payload = fields.rest()
-        guard session.envelope else {
-            return payload.withUnsafeBufferPointer { output(.message($0, end: end, binary: false)) }
+        if session.envelope { buildEnvelope(topic: topic, qos: qos, flags: flags, packetID: packetID, payload: payload) }
+        if qos == 2, let packetID {
+            // Handed on at its PUBREL (``MQTTReleases``).
+            let message = session.envelope ? envelopeBytes : Array(payload)
+            session.releases.published(session.releaseKey(upstream: upstream, packetID: packetID), bytes: message)
+        } else if session.envelope {
+            envelopeBytes.withUnsafeBufferPointer { output(.message($0, end: end, binary: false)) }
+        } else {
+            payload.withUnsafeBufferPointer { output(.message($0, end: end, binary: false)) }
         }
-        buildEnvelope(topic: topic, qos: qos, flags: flags, packetID: packetID, payload: payload)
-        envelopeBytes.withUnsafeBufferPointer { output(.message($0, end: end, binary: false)) }
         if envelopeBytes.capacity > 4096 + cap { envelopeBytes = [] }
+    }
+
+    /// PUBREL: the QoS 2 message of its packet id is handed on now, unless an MQTT 5 reason code says the packet id
+    /// was not found. One whose PUBLISH was not read (or was forgotten) is counted.
+    private func release(_ fields: inout MQTTFieldReader, end: Int, _ output: (DecoderOutput) -> Void) throws {
+        let packetID = try fields.uint16()
+        if session.level >= 5, fields.remaining > 0, try fields.byte() != 0 { return }
+        guard let message = session.releases.released(session.releaseKey(upstream: upstream, packetID: packetID)) else {
+            return output(.event(.counted("mqttUnmatchedPubrels"), at: end))
+        }
+        message.withUnsafeBufferPointer { output(.message($0, end: end, binary: false)) }
     }
 
     /// `{"topic":"t","qos":1,"dup":false,"retain":false,"packet_id":7,"data":{…}}`: the packet id absent at QoS 0, the

@@ -6,7 +6,7 @@ package import ChaosCore
 /// payload (`data.KEY`) makes the body a JSON envelope (`{"topic":"fleet/7","qos":1,…,"data":{…}}`) and every path is
 /// read there, a bare `KEY` in the payload as before. `stream: topic` (the default) makes each topic a stream;
 /// `stream: client-id` the connection's client id (its CONNECT's, or the one its CONNACK assigned). MQTT 5 topic
-/// aliases are resolved. PINGREQ and PINGRESP are keepalives (their round trips measured); CONNECT, CONNACK (its
+/// aliases are resolved. A QoS 2 message counts at its PUBREL (see ``MQTTReleases``). PINGREQ and PINGRESP are keepalives (their round trips measured); CONNECT, CONNACK (its
 /// return or reason code, session present), SUBSCRIBE, the acknowledgements of QoS 1 and 2, DUP and retained
 /// PUBLISH packets and DISCONNECT (its reason code) are counted.
 package enum MQTTProtocol: ProtocolPlugin {
@@ -18,6 +18,7 @@ package enum MQTTProtocol: ProtocolPlugin {
         ProtocolCounter("mqttSessionsPresent", "sessions present"), ProtocolCounter("mqttSubscribes", "SUBSCRIBEs"),
         ProtocolCounter("mqttPubacks", "PUBACKs"), ProtocolCounter("mqttPubrecs", "PUBRECs"),
         ProtocolCounter("mqttPubrels", "PUBRELs"), ProtocolCounter("mqttPubcomps", "PUBCOMPs"),
+        ProtocolCounter("mqttUnmatchedPubrels", "PUBRELs of a QoS 2 PUBLISH not read"),
         ProtocolCounter("mqttDuplicates", "DUP PUBLISHes"), ProtocolCounter("mqttRetained", "retained PUBLISHes to subscribers"),
     ]
     package static let counterFamilies = [
@@ -31,7 +32,7 @@ package enum MQTTProtocol: ProtocolPlugin {
     static let envelopeFields: Set<String> = ["topic", "qos", "dup", "retain", "packet_id"]
 
     package static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {
-        MQTTFramer(envelope: namesPacketFields(spec))
+        MQTTFramer(envelope: namesPacketFields(spec), releases: MQTTReleases())
     }
 
     /// Whether a path of `spec` names the packet's own fields or its payload (`topic`, `data.KEY`): PUBLISH packets
@@ -67,11 +68,13 @@ package enum MQTTProtocol: ProtocolPlugin {
     }
 }
 
-/// A new ``MQTTSession`` per connection; `envelope`: PUBLISH packets are handed over as JSON envelopes.
+/// A new ``MQTTSession`` per connection, all of them sharing one ``MQTTReleases``; `envelope`: PUBLISH packets are
+/// handed over as JSON envelopes.
 struct MQTTFramer: ProtocolFramer {
     let envelope: Bool
+    let releases: MQTTReleases
 
-    func makeSession() -> any ProtocolSession { MQTTSession(envelope: envelope) }
+    func makeSession() -> any ProtocolSession { MQTTSession(envelope: envelope, releases: releases) }
 }
 
 extension ProtocolSpec.Framing {

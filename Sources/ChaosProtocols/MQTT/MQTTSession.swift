@@ -14,11 +14,20 @@ final class MQTTSession: ProtocolSession {
     private(set) var sessionExpiry: UInt32?
     /// Whether PUBLISH packets are handed over as JSON envelopes (``MQTTProtocol/envelopeFields``).
     let envelope: Bool
+    /// The QoS 2 messages waiting for their PUBREL, shared by every connection of the audit.
+    let releases: MQTTReleases
     private var connectRead = false
 
     /// A session; `envelope` as ``MQTTDecoder`` takes it.
-    init(envelope: Bool = false) {
+    init(envelope: Bool = false, releases: MQTTReleases = MQTTReleases()) {
         self.envelope = envelope
+        self.releases = releases
+    }
+
+    /// The key of a QoS 2 PUBLISH this connection carries `upstream` (from its client) or down (to it): its client id,
+    /// or this session alone when the client has none (nothing can resume it elsewhere).
+    func releaseKey(upstream: Bool, packetID: UInt16) -> MQTTReleases.Key {
+        MQTTReleases.Key(client: clientID ?? "\u{0}\(ObjectIdentifier(self).hashValue)", upstream: upstream, packetID: packetID)
     }
 
     /// Records a CONNECT (the first one read).

@@ -248,7 +248,7 @@ struct RelayStateMachine: Sendable {
         var actions: [Action] = lingering.isEmpty ? [] : [.cancelLinger]
         lingering = []
         for side in Side.allCases where !leg(side).closed {
-            actions += record(side, isCutByFault ? .cutByFault : .reset, beforeReset: true) + [.discard(side)] + resetLeg(side)
+            actions += record(side, isCutByFault ? .resetByFault : .reset, beforeReset: true) + [.discard(side)] + resetLeg(side)
         }
         return actions + finishIfClosed()
     }
@@ -257,7 +257,7 @@ struct RelayStateMachine: Sendable {
 
     private mutating func abort(_ side: Side) -> [Action] {
         legs[side.slot].discardsReads = true
-        return record(side, .cutByFault, beforeReset: true) + [.discard(side)] + resetLeg(side)
+        return record(side, .resetByFault, beforeReset: true) + [.discard(side)] + resetLeg(side)
     }
 
     private mutating func record(_ side: Side, _ kind: TrafficEvent.CloseKind, beforeReset: Bool = false) -> [Action] {

@@ -49,6 +49,8 @@ def serve(args):
         stream = auth.get("stream", "default")
         offset = int(auth.get("offset", 0))
         after = offset + args.skip_on_resume if offset > 0 else 0
+        # What the tests read to know the resume (and its bug) happened.
+        print(json.dumps({"connect": stream, "offset": offset, "from": after + 1}), flush=True)
         tasks[sid] = asyncio.ensure_future(feed(sid, stream, after))
 
     @sio.event
