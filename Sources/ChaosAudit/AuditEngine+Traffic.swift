@@ -46,6 +46,7 @@ extension AuditEngine {
             messageStats.unsequenced += 1
             if pipe.role == .sent { sampleUnsequenced(frame, endingAt: end, direction: pipe.direction, connection: connection.id) }
         }
+        if let ack = fields.ack, pipe.role == .sent { stated(ack, on: connectionStream().ledger) }
         guard let seq else {
             if let ack = fields.ack, pipe.role == .delivered {
                 written(seq: nil, ack: ack, connectionStream(), endingAt: end, pipe: pipe, connection: connection, time: time)
@@ -316,6 +317,12 @@ extension AuditEngine {
             ledgers[partner].partnerIndex = ledger.index
         }
         return ledger
+    }
+
+    /// A cumulative ack read from the consumer of the other direction of stream `ledger`: what it says it processed.
+    func stated(_ ack: Int64, on ledger: StreamLedger) {
+        let partner = ledger.partnerIndex.map { ledgers[$0] } ?? self.ledger(ledger.name, ledger.direction.reversed)
+        if ack > (partner.statedUpTo ?? .min) { partner.statedUpTo = ack }
     }
 
     /// A cumulative ack delivered with stream `ledger`'s messages on `connection` covers the other direction's seqs.

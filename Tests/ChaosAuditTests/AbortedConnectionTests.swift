@@ -137,6 +137,26 @@ struct AbortedConnectionTests {
         #expect(result.totals.ok == 3 && result.totals.lost == 1, "\(result.totals)")
     }
 
+    @Test(
+        "an ack the proxy read from the consumer but had not yet passed on (a latency held it) when the reset came still says what the consumer processed: no doubt up to it, and no resend needed"
+    )
+    func heldAckStillCounts() throws {
+        var s = TrafficScript()
+        s.open(1)
+        s.relay(1, [1, 2])
+        s.consumerAcks(1, upTo: 1)
+        s.relay(1, [3])
+        s.sendBytes(1, .upstream, Array("{\"type\":\"ACK\",\"stream\":\"s\",\"ack\":3}\n".utf8))
+        s.at(1)
+        s.add(1, .closed(.client, .resetByFault))
+        s.add(1, .closed(.server, .resetByFault))
+        s.at(2)
+        s.open(2)
+        s.relay(2, [4])
+        let totals = try TrafficScript.auditWithAcks(s).totals
+        #expect(totals.ok == 4 && totals.lost == 0, "\(totals)")
+    }
+
     @Test("a reset once the run is stopping casts no doubt: nothing can vouch later")
     func stoppingTrustsTCP() throws {
         var s = TrafficScript()

@@ -132,9 +132,13 @@ struct LoopbackCaptureTests {
         let received = try Self.exchange(request: request, reply: reply, relay: relay, server: server)
         #expect(TestSupport.same(received, reply))
         let options = CaptureReadOptions(pairing: .proxyPort(relay.port))
-        _ = Self.poll(seconds: 5) {
-            guard let (events, _) = try? CaptureReader.readAll(path: capturePath, options: options) else { return false }
-            return ConnectionTraffic.collect(events)[1]?.closes.count == 2
+        // Until the capture holds the whole exchange: both closes are not enough (the client half-closes right after
+        // its request, and a starved tcpdump wrote the server leg's FIN before the reply on the client leg).
+        _ = Self.poll(seconds: 20) {
+            guard let (events, _) = try? CaptureReader.readAll(path: capturePath, options: options),
+                let traffic = ConnectionTraffic.collect(events)[1]
+            else { return false }
+            return traffic.closes.count == 2 && traffic.writtenToClient.count == reply.count
         }
         return LoopbackCapture(
             path: capturePath,

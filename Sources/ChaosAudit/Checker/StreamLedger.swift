@@ -27,6 +27,9 @@ final class StreamLedger {
     var highestSent: Int64
     /// The highest cumulative ack from the other direction.
     var ackedUpTo: Int64?
+    /// The highest cumulative ack the consumer wrote, as the proxy read it from the consumer, whether or not it has
+    /// reached the producer yet (a latency may hold it): what the consumer says it has processed.
+    var statedUpTo: Int64?
     /// Seqs whose delivery is unconfirmed: bytes a consumer's TCP took after it had ended its TLS session
     /// (close_notify), whose application may or may not have read them, and messages written to a connection that
     /// ended before their acknowledgement was read. They count delivered only once the consumer's own ack vouches.
@@ -133,12 +136,15 @@ final class StreamLedger {
     /// took after its last app-level ack (a socket closed with unread data, a write that failed with EPIPE and dropped
     /// the connection unread). Those seqs become unconfirmed, as bytes taken after a TLS close are: the consumer's
     /// later ack vouches for them, a resend delivers them once, neither leaves them lost. Only for a consumer that
-    /// acknowledges (``ackedUpTo`` set).
+    /// acknowledges (``ackedUpTo`` set), and only past what its acks said it had processed (``statedUpTo``), whether
+    /// or not they reached the producer.
     func unconfirmAborted(_ here: SeqRangeSet) {
-        guard let ackedUpTo, here.count(above: ackedUpTo) <= Self.abortedLimit else { return }
+        guard let ackedUpTo else { return }
+        let floor = max(ackedUpTo, statedUpTo ?? ackedUpTo)
+        guard here.count(above: floor) <= Self.abortedLimit else { return }
         var moved = false
-        for interval in here.intervals where interval.upper > ackedUpTo {
-            for seq in max(interval.lower, ackedUpTo + 1)...interval.upper
+        for interval in here.intervals where interval.upper > floor {
+            for seq in max(interval.lower, floor + 1)...interval.upper
             where !confirmedAfterClose.contains(seq) && deliveredSeqs.remove(seq) {
                 takenAfterClose.insert(seq)
                 moved = true
