@@ -319,10 +319,12 @@ extension AuditEngine {
         return ledger
     }
 
-    /// A cumulative ack read from the consumer of the other direction of stream `ledger`: what it says it processed.
+    /// A cumulative ack read from the consumer of the other direction of stream `ledger`: what it says it processed,
+    /// as soon as it says it (whether or not the ack reaches the producer), denies the seqs above it that its TCP took
+    /// before a reset (see ``StreamLedger/denyTakenAfterClose(above:)``).
     func stated(_ ack: Int64, on ledger: StreamLedger) {
         let partner = ledger.partnerIndex.map { ledgers[$0] } ?? self.ledger(ledger.name, ledger.direction.reversed)
-        if ack > (partner.statedUpTo ?? .min) { partner.statedUpTo = ack }
+        partner.denyTakenAfterClose(above: ack)
     }
 
     /// A cumulative ack delivered with stream `ledger`'s messages on `connection` covers the other direction's seqs.

@@ -84,10 +84,17 @@ struct CaptureAuditTests {
         // them unread. tcpdump counts them sent; the live audit counts what the proxy read. And a capture orders
         // events of different connections by packet time, so a message cut on one connection and delivered on the
         // next may be classed recovered there and not live, or the other way round. What was delivered, and so
-        // every verdict-bearing count above, is exact.
+        // every verdict-bearing count above, is exact. At most a message each way per connection a fault cut (a
+        // fixed 4 was once exceeded by one: 1,693 sent on the wire, 1,688 read).
+        let reportJSON = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: runDir).appendingPathComponent("report.json")))
+                as? [String: Any]
+        )
+        let cut = ((reportJSON["connections"] as? [String: Any])?["cut_by_fault"] as? NSNumber)?.doubleValue ?? 0
+        #expect(cut > 0, "the scenario's faults cut connections: \(reportJSON["connections"] ?? "?")")
         for key in ["sent", "recovered"] {
             let difference = abs((fromTcpdump[key] ?? 0) - (live[key] ?? 0))
-            #expect(difference <= 4, "\(key): tcpdump \(fromTcpdump[key] ?? -1), live \(live[key] ?? -1)")
+            #expect(difference <= 2 * cut, "\(key): tcpdump \(fromTcpdump[key] ?? -1), live \(live[key] ?? -1), \(cut) connections cut")
         }
         #expect(theirs.stdout.contains("capture loss 0 bytes"), "\(theirs.stdout)")
 

@@ -10,9 +10,10 @@ extension ReportJSON {
             #expect(counts.allNonNegative, "\(stream.key): \(counts)", sourceLocation: sourceLocation)
             #expect(counts.ok <= counts.delivered, "\(stream.key)", sourceLocation: sourceLocation)
             if let highest = stream.highestSeq {
-                // ok + lost covers every seq from 1 to the highest seen (delivered, or sent and never delivered).
+                // ok + lost (+ unconfirmed) covers every seq from 1 to the highest seen (delivered, or sent and never
+                // delivered, or taken before a reset and never settled).
                 #expect(
-                    counts.ok <= highest && counts.ok + counts.lost >= highest,
+                    counts.ok <= highest && counts.ok + counts.lost + stream.unconfirmed >= highest,
                     "\(stream.key)",
                     sourceLocation: sourceLocation
                 )

@@ -22,16 +22,18 @@ struct RunCommandTests {
 
         // Lost means never written by the proxy to the consumer; the naive consumer processes every message it
         // reads (no deduplication) and, since it drains on stop, reads every message written to it. So the audit's
-        // lost seqs are exactly the holes in the consumer's log: the server's log upstream, the client's downstream.
-        var holes = 0
+        // lost seqs are the holes in the consumer's log (the server's log upstream, the client's downstream), but for
+        // the unconfirmed ones: taken by the consumer's TCP just before a reset, past its last ack, which it may have
+        // read (the naive client often does) or not.
         for stream in report.streams {
             let expected = truth.holes(stream.key)
-            holes += expected.count
-            #expect(stream.lost == Int64(expected.count), "\(stream.key): audit lost \(stream.lost), log holes \(expected.count)")
-            #expect(stream.ok == Int64(truth.distinct(stream.key).count), "\(stream.key): audit ok vs seqs processed")
-            #expect(report.lostSeqs(stream.key) == Set(expected), "\(stream.key): lost ranges vs log holes")
+            let processed = truth.distinct(stream.key).count
+            #expect(
+                stream.accountsFor(holes: expected.count, processed: processed),
+                "\(stream.key): audit lost \(stream.lost), ok \(stream.ok), unconfirmed \(stream.unconfirmed); log holes \(expected.count), processed \(processed)"
+            )
+            #expect(report.lostSeqs(stream.key).isSubset(of: Set(expected)), "\(stream.key): lost ranges vs log holes")
         }
-        #expect(report.totals.lost == Int64(holes))
         run.remove()
     }
 

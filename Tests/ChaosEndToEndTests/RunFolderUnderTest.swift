@@ -119,9 +119,18 @@ struct ReportJSON: Decodable {
         var highestSeq: Int64?
         var ok: Int64
         var lost: Int64
+        /// Seqs neither ok nor lost (a reset left their delivery unknown).
+        var unconfirmed: Int64
         var counts: Counts
 
-        enum CodingKeys: String, CodingKey { case stream, direction, highestSeq, ok, lost }
+        enum CodingKeys: String, CodingKey { case stream, direction, highestSeq, ok, lost, unconfirmed }
+
+        /// Whether the audit's counts account for a consumer's log whose holes and distinct seqs are these: exactly,
+        /// but for the unconfirmed seqs, which the consumer may or may not have read (lost ≤ holes ≤ lost + unconfirmed).
+        func accountsFor(holes: Int, processed: Int) -> Bool {
+            (lost...(lost + unconfirmed)).contains(Int64(holes)) && (ok...(ok + unconfirmed)).contains(Int64(processed))
+                && Int64(holes + processed) == lost + ok + unconfirmed
+        }
 
         init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -130,6 +139,7 @@ struct ReportJSON: Decodable {
             highestSeq = try container.decodeIfPresent(Int64.self, forKey: .highestSeq)
             ok = try container.decode(Int64.self, forKey: .ok)
             lost = try container.decode(Int64.self, forKey: .lost)
+            unconfirmed = try container.decodeIfPresent(Int64.self, forKey: .unconfirmed) ?? 0
             counts = try Counts(from: decoder)
         }
 

@@ -27,15 +27,17 @@ final class StreamLedger {
     var highestSent: Int64
     /// The highest cumulative ack from the other direction.
     var ackedUpTo: Int64?
-    /// The highest cumulative ack the consumer wrote, as the proxy read it from the consumer, whether or not it has
-    /// reached the producer yet (a latency may hold it): what the consumer says it has processed.
-    var statedUpTo: Int64?
     /// Seqs whose delivery is unconfirmed: bytes a consumer's TCP took after it had ended its TLS session
     /// (close_notify), whose application may or may not have read them, and messages written to a connection that
     /// ended before their acknowledgement was read. They count delivered only once the consumer's own ack vouches.
     var takenAfterClose = SeqRangeSet()
     /// The seqs of ``takenAfterClose`` the consumer's acks vouched for.
     var confirmedAfterClose = SeqRangeSet()
+    /// The seqs of ``takenAfterClose`` an ack the consumer wrote afterwards denied: it said it had processed less.
+    var deniedAfterClose = SeqRangeSet()
+    /// The seqs of ``takenAfterClose`` whose consumer's TCP did acknowledge them, on a connection that then ended
+    /// abortively (``unconfirmAborted(_:)``): unsettled, they are unconfirmed rather than lost.
+    var takenBeforeReset = SeqRangeSet()
     /// The ledger of the same stream in the other direction (where acks for this one travel).
     var partnerIndex: Int?
     /// A `seq jump` was already reported for this stream.
@@ -63,7 +65,10 @@ final class StreamLedger {
         result.ok = taken.count
         let upper = lostUpper(final: final, owedThrough: owedThrough, taken: taken)
         let expected = max(0, upper - owedFrom + 1)
-        result.lost = expected - taken.count(from: owedFrom, through: upper)
+        // Judged at the end only (a checkpoint counts them with the lost: a resend or an ack may still settle them).
+        let unconfirmed = final ? unconfirmedSeqs : SeqRangeSet()
+        result.unconfirmed = unconfirmed.count
+        result.lost = expected - accounted(taken, unconfirmed).count(from: owedFrom, through: upper)
         if let ackedUpTo { result.unacked = taken.count(above: ackedUpTo) }
         result.updateRatio()
         return StreamResult(
@@ -104,7 +109,40 @@ final class StreamLedger {
     /// The seq ranges counted as lost (for the anomaly list), at most `limit`; `owedThrough` as for ``result(final:owedThrough:)``.
     func lostRanges(final: Bool, limit: Int, owedThrough: Int64? = nil) -> [SeqRangeSet.Interval] {
         let taken = takenSeqs
-        return taken.holes(from: owedFrom, through: lostUpper(final: final, owedThrough: owedThrough, taken: taken), limit: limit)
+        let upper = lostUpper(final: final, owedThrough: owedThrough, taken: taken)
+        return accounted(taken, final ? unconfirmedSeqs : SeqRangeSet()).holes(from: owedFrom, through: upper, limit: limit)
+    }
+
+    /// The seqs that are not lost: those taken, and those whose delivery is unconfirmed.
+    private func accounted(_ taken: SeqRangeSet, _ unconfirmed: SeqRangeSet) -> SeqRangeSet {
+        guard !unconfirmed.isEmpty else { return taken }
+        var all = taken
+        all.formUnion(unconfirmed)
+        return all
+    }
+
+    /// Seqs whose delivery no one can confirm or deny: taken by the consumer's TCP on a connection that ended abortively
+    /// past its last ack, and since then neither vouched for by its acks, nor denied by an ack
+    /// below them, nor delivered again. Its application may have read them or not (a stack that drops what it had
+    /// buffered when the connection resets, or one that reads it all first): they are not lost, and not ok.
+    var unconfirmedSeqs: SeqRangeSet {
+        var unconfirmed = SeqRangeSet()
+        guard !takenBeforeReset.isEmpty else { return unconfirmed }
+        var resolved = deliveredSeqs
+        resolved.formUnion(confirmedAfterClose)
+        resolved.formUnion(deniedAfterClose)
+        for interval in takenBeforeReset.intervals {
+            for hole in resolved.holes(from: interval.lower, through: interval.upper) { unconfirmed.insert(hole.lower, through: hole.upper) }
+        }
+        return unconfirmed
+    }
+
+    /// The consumer wrote an ack of `ack` after seqs above it were taken after a close: it says it never processed them.
+    func denyTakenAfterClose(above ack: Int64) {
+        guard let highest = takenAfterClose.max, highest > ack else { return }
+        for interval in takenAfterClose.intervals where interval.upper > ack {
+            deniedAfterClose.insert(max(interval.lower, ack + 1), through: interval.upper)
+        }
     }
 
     /// The highest seq that counts as lost when missing.
@@ -136,17 +174,17 @@ final class StreamLedger {
     /// took after its last app-level ack (a socket closed with unread data, a write that failed with EPIPE and dropped
     /// the connection unread). Those seqs become unconfirmed, as bytes taken after a TLS close are: the consumer's
     /// later ack vouches for them, a resend delivers them once, neither leaves them lost. Only for a consumer that
-    /// acknowledges (``ackedUpTo`` set), and only past what its acks said it had processed (``statedUpTo``), whether
-    /// or not they reached the producer.
+    /// acknowledges (``ackedUpTo`` set). Past the last ack that reached the producer: one the proxy had read but not
+    /// yet passed on (a latency held it) may be seen or not by a capture, whose wire shows bytes the proxy never read
+    /// before its reset; what it would have said, the consumer's next ack says again (or the seqs stay unconfirmed).
     func unconfirmAborted(_ here: SeqRangeSet) {
-        guard let ackedUpTo else { return }
-        let floor = max(ackedUpTo, statedUpTo ?? ackedUpTo)
-        guard here.count(above: floor) <= Self.abortedLimit else { return }
+        guard let ackedUpTo, here.count(above: ackedUpTo) <= Self.abortedLimit else { return }
         var moved = false
-        for interval in here.intervals where interval.upper > floor {
-            for seq in max(interval.lower, floor + 1)...interval.upper
+        for interval in here.intervals where interval.upper > ackedUpTo {
+            for seq in max(interval.lower, ackedUpTo + 1)...interval.upper
             where !confirmedAfterClose.contains(seq) && deliveredSeqs.remove(seq) {
                 takenAfterClose.insert(seq)
+                takenBeforeReset.insert(seq)
                 moved = true
             }
         }

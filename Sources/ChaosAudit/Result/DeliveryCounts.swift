@@ -24,11 +24,37 @@ package struct DeliveryCounts: Sendable, Codable, Equatable {
     package var unacked: Int64 = 0
     /// Frames cut in half by the end of a connection (counted on the delivered side).
     package var truncated: Int64 = 0
+    /// Seqs neither ok nor lost: the consumer's TCP took them on a connection that then ended abortively, past its last
+    /// ack, and nothing settled them since (no ack vouched for or denied them, no resend delivered them).
+    package var unconfirmed: Int64 = 0
     /// ok / (ok + lost); 1 when nothing was expected.
     package var deliveryRatio: Double = 1
 
     /// All zero.
     package init() {}
+
+    private enum CodingKeys: String, CodingKey {
+        case sent, delivered, ok, lost, recovered, duplicated, redelivered, reordered, gaps, unacked, truncated, unconfirmed
+        case deliveryRatio
+    }
+
+    /// Decodes the counts; `unconfirmed` is absent from reports written before it existed.
+    package init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        sent = try container.decode(Int64.self, forKey: .sent)
+        delivered = try container.decode(Int64.self, forKey: .delivered)
+        ok = try container.decode(Int64.self, forKey: .ok)
+        lost = try container.decode(Int64.self, forKey: .lost)
+        recovered = try container.decode(Int64.self, forKey: .recovered)
+        duplicated = try container.decode(Int64.self, forKey: .duplicated)
+        redelivered = try container.decode(Int64.self, forKey: .redelivered)
+        reordered = try container.decode(Int64.self, forKey: .reordered)
+        gaps = try container.decode(Int64.self, forKey: .gaps)
+        unacked = try container.decode(Int64.self, forKey: .unacked)
+        truncated = try container.decode(Int64.self, forKey: .truncated)
+        unconfirmed = try container.decodeIfPresent(Int64.self, forKey: .unconfirmed) ?? 0
+        deliveryRatio = try container.decode(Double.self, forKey: .deliveryRatio)
+    }
 
     /// Recomputes ``deliveryRatio`` from ``ok`` and ``lost``.
     package mutating func updateRatio() {
@@ -53,6 +79,7 @@ package struct DeliveryCounts: Sendable, Codable, Equatable {
         sum(&gaps, other.gaps)
         sum(&unacked, other.unacked)
         sum(&truncated, other.truncated)
+        sum(&unconfirmed, other.unconfirmed)
         updateRatio()
     }
 
@@ -70,6 +97,7 @@ package struct DeliveryCounts: Sendable, Codable, Equatable {
         case "gaps": gaps
         case "unacked": unacked
         case "truncated": truncated
+        case "unconfirmed": unconfirmed
         default: nil
         }
     }

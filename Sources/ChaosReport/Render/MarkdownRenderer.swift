@@ -38,6 +38,14 @@ package struct MarkdownRenderer: Sendable {
             if unfired.count > rowLimit { out.append("\(warning) … and \(unfired.count - rowLimit) more faults touched no connection.") }
             out.append("")
         }
+        if report.totals.unconfirmed > 0 {
+            let streams = report.streams.filter { $0.counts.unconfirmed > 0 }.map { "\($0.stream) \($0.direction.rawValue)" }
+            out += [
+                "\(warning) \(report.totals.unconfirmed) seq\(report.totals.unconfirmed == 1 ? "" : "s") unconfirmed (\(streams.prefix(5).joined(separator: ", "))"
+                    + "\(streams.count > 5 ? ", …" : "")): the consumer's TCP took them on a connection that then ended in a reset, "
+                    + "past its last ack, and no later ack or resend settled them. Counted neither ok nor lost.", "",
+            ]
+        }
         if let held = report.auditBackpressureS, held >= 0.001 {
             out += [
                 "> The audit could not keep up: the relay waited \(ReportText.seconds(held)) in all for it, so the pair saw "
