@@ -41,7 +41,10 @@ struct MQTTAuditTests {
         Self.open(&s, 1, "phone")
         Self.open(&s, 2, "dash-a")
         Self.open(&s, 3, "dash-b")
-        for id: ConnectionID in [2, 3] { Self.relay(&s, id, W.subscribe("fleet/#"), .upstream) }
+        for id: ConnectionID in [2, 3] {
+            Self.relay(&s, id, W.subscribe("fleet/#"), .upstream)
+            Self.relay(&s, id, W.suback(), .downstream)
+        }
         for seq in 1...5 {
             Self.relay(&s, 1, W.publish("fleet/7", #"{"seq":\#(seq)}"#, qos: 1, id: UInt16(seq)), .upstream)
             Self.relay(&s, 1, W.puback(UInt16(seq)), .downstream)
@@ -75,6 +78,7 @@ struct MQTTAuditTests {
         for seq in 1...3 { Self.relay(&s, 1, W.publish("fleet/7", #"{"seq":\#(seq)}"#), .upstream) }
         Self.open(&s, 2, "dash-a")
         Self.relay(&s, 2, W.subscribe("fleet/#"), .upstream)
+        Self.relay(&s, 2, W.suback(), .downstream)
         for seq in 4...6 {
             Self.relay(&s, 1, W.publish("fleet/7", #"{"seq":\#(seq)}"#), .upstream)
             if seq != 5 { Self.relay(&s, 2, W.publish("fleet/7", #"{"seq":\#(seq)}"#), .downstream) }
@@ -92,6 +96,7 @@ struct MQTTAuditTests {
         Self.open(&s, 1, "phone")
         Self.open(&s, 2, "dash-a")
         Self.relay(&s, 2, W.subscribe("fleet/#"), .upstream)
+        Self.relay(&s, 2, W.suback(), .downstream)
         for seq in 1...2 {
             Self.relay(&s, 1, W.publish("fleet/7", #"{"seq":\#(seq)}"#, qos: 1, id: UInt16(seq)), .upstream)
             Self.relay(&s, 2, W.publish("fleet/7", #"{"seq":\#(seq)}"#, qos: 1, id: UInt16(seq)), .downstream)
@@ -120,6 +125,7 @@ struct MQTTAuditTests {
         Self.open(&s, 1, "phone")
         Self.open(&s, 2, "dash-a")
         Self.relay(&s, 2, W.subscribe("fleet/#"), .upstream)
+        Self.relay(&s, 2, W.suback(), .downstream)
         for seq in 1...6 {
             Self.relay(&s, 1, W.publish("fleet/7", #"{"seq":\#(seq)}"#, qos: 1, id: UInt16(seq)), .upstream)
             if seq <= 2 { Self.relay(&s, 2, W.publish("fleet/7", #"{"seq":\#(seq)}"#, qos: 1, id: UInt16(seq)), .downstream) }

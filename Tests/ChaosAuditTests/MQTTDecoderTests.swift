@@ -45,7 +45,7 @@ struct MQTTDecoderTests {
         let seen = Self.decodeCut(upstream: true, bytes)
         let expected: [Decoded] = [
             .event(.counted("mqttConnects"), at: ends[0]), .event(.counted("mqttCleanSessions"), at: ends[0]),
-            .event(.requestRead, at: ends[0]), .event(.counted("mqttSubscribes"), at: ends[1]), .event(.subscribed, at: ends[1]),
+            .event(.requestRead, at: ends[0]), .event(.counted("mqttSubscribes"), at: ends[1]),
             .message(#"{"seq":1}"#, end: ends[2], binary: false), .message(#"{"seq":2}"#, end: ends[3], binary: false),
             .event(.counted("mqttDuplicates"), at: ends[4]), .event(.counted("mqttPubrels"), at: ends[5]),
             .message(#"{"seq":3}"#, end: ends[5], binary: false), .event(.counted("mqttPubacks"), at: ends[6]),

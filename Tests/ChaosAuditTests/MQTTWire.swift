@@ -57,6 +57,7 @@ enum MQTTWire {
     static func pubrec(_ id: UInt16) -> [UInt8] { packet(5, uint16(id)) }
     static func pubrel(_ id: UInt16) -> [UInt8] { packet(6, flags: 0b0010, uint16(id)) }
     static func pubcomp(_ id: UInt16) -> [UInt8] { packet(7, uint16(id)) }
+    static func suback(id: UInt16 = 1, granted: UInt8 = 1) -> [UInt8] { packet(9, uint16(id) + [granted]) }
     static func subscribe(_ filter: String, id: UInt16 = 1) -> [UInt8] { packet(8, flags: 0b0010, uint16(id) + string(filter) + [1]) }
     static let pingreq: [UInt8] = [0xC0, 0]
     static let pingresp: [UInt8] = [0xD0, 0]

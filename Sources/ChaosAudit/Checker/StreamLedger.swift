@@ -179,16 +179,15 @@ final class StreamLedger {
     /// before its reset; what it would have said, the consumer's next ack says again (or the seqs stay unconfirmed).
     func unconfirmAborted(_ here: SeqRangeSet) {
         guard let ackedUpTo, here.count(above: ackedUpTo) <= Self.abortedLimit else { return }
-        var moved = false
+        // The highest delivered seq stays: the consumer's TCP did take them in order, so a resume past them (its ack
+        // vouching) is no gap, and their resend no reordering.
         for interval in here.intervals where interval.upper > ackedUpTo {
             for seq in max(interval.lower, ackedUpTo + 1)...interval.upper
             where !confirmedAfterClose.contains(seq) && deliveredSeqs.remove(seq) {
                 takenAfterClose.insert(seq)
                 takenBeforeReset.insert(seq)
-                moved = true
             }
         }
-        if moved { highestDelivered = deliveredSeqs.max ?? owedFrom - 1 }
     }
 
     /// The seqs the consumer has: those delivered, and those taken after its TLS close that its acks vouched for.

@@ -165,6 +165,9 @@ final class MQTTDecoder: LegDecoder {
         case .pubcomp: output(.event(.counted("mqttPubcomps"), at: end))
         case .subscribe:
             output(.event(.counted("mqttSubscribes"), at: end))
+        case .suback:
+            // The broker has the subscription: what it takes from a publisher from now on is owed to this client (a
+            // PUBLISH it took between the SUBSCRIBE and this may have been handled before the subscription or after).
             output(.event(.subscribed, at: end))
         case .pingreq: output(.event(.keepalive(ack: false, opaque: 0), at: end))
         case .pingresp: output(.event(.keepalive(ack: true, opaque: 0), at: end))
@@ -173,7 +176,7 @@ final class MQTTDecoder: LegDecoder {
             if session.level >= 5, fields.remaining > 0 { code = try fields.byte() }
             output(.event(.closing, at: end))
             output(.event(.coded("mqttDisconnects", code: Self.hex(code), proxyMayWrite: true), at: end))
-        case .suback, .unsubscribe, .unsuback, .auth:
+        case .unsubscribe, .unsuback, .auth:
             break
         }
     }

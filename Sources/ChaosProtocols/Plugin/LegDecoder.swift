@@ -20,8 +20,8 @@ package enum ProtocolEvent: Equatable {
     /// reads nothing more, so what its TCP takes from now on is delivered only if its own acks vouch for it later,
     /// as after a TLS close_notify.
     case closing
-    /// A receiver (``ProtocolSession/receiver``) asked for messages from now on (an MQTT SUBSCRIBE): its copy of a
-    /// stream is owed what the stream's producer sends after this, not what came before.
+    /// A receiver (``ProtocolSession/receiver``) gets messages from now on (an MQTT SUBACK: the broker has its
+    /// subscription): its copy of a stream is owed what the stream's producer delivers after this, not before.
     case subscribed
     /// One of the plug-in's named counters (``ProtocolPlugin/counters``: `upgrades`, `pings`, `calls`) goes up by one.
     case counted(String)
