@@ -283,18 +283,7 @@ struct MQTTPairTests {
         "Scenarios/mqtt.yaml as a user runs it (on free ports): it passes through resets and a partition, each stream equal to the clients' logs"
     )
     func shippedScenario() async throws {
-        let listen = ChaosCLI.freePort()
-        var upstream = ChaosCLI.freePort()
-        while upstream == listen { upstream = ChaosCLI.freePort() }
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("chaos-mqtt-\(UUID().uuidString)").path
-        let result = try await ChaosCLI.run(
-            [
-                "run", ChaosCLI.packageRoot.appendingPathComponent("Scenarios/mqtt.yaml").path, "--out", folder,
-                "--set", "proxies.broker.listen=127.0.0.1:\(listen)", "--set", "proxies.broker.upstream=127.0.0.1:\(upstream)",
-            ],
-            timeout: 90
-        )
-        #expect(result.status == 0, "\(result.stdout.suffix(2000))\n\(result.stderr.suffix(2000))")
+        let (folder, result) = try await ThirdPartyPairRun.shipped("mqtt", proxy: "broker")
         let logs = try Self.logged(folder)
         let streams = try Self.audited(folder)
         #expect(Set(logs.keys) == Set(streams.keys), "\(logs.keys.sorted()) vs \(streams.keys.sorted()) (\(folder))")

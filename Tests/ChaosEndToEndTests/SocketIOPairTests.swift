@@ -2,14 +2,14 @@ import Foundation
 import Testing
 
 /// A real third-party Socket.IO pair (a python-socketio server on aiohttp, a python-socketio AsyncClient that resumes
-/// through its CONNECT auth; Tests/Fixtures/pairs/socketio_pair.py) through `chaos run` with disconnects and a
+/// through its CONNECT auth; Scenarios/socketio/socketio_pair.py) through `chaos run` with disconnects and a
 /// partition, over long polling then the upgrade and over WebSocket only: the audit's counts equal what the clients
 /// logged, for a correct pair, a server that skips an event on resume (lost) and a client that resumes from a stale
 /// offset (redelivered). (Over long polling only, through faults, the audit still counts as redelivered the answers a
 /// client's TCP took on a session it had given up: see docs/audit.md.)
 @Suite("Socket.IO pair: the audit equals the pair's own logs", .serialized, .timeLimit(.minutes(4)))
 struct SocketIOPairTests {
-    static let pair = ChaosCLI.packageRoot.appendingPathComponent("Tests/Fixtures/pairs/socketio_pair.py").path
+    static let pair = ChaosCLI.packageRoot.appendingPathComponent("Scenarios/socketio/socketio_pair.py").path
 
     static func scenario(listen: Int, upstream: Int, transports: String, bug: String, stream: String) -> String {
         """
@@ -64,6 +64,21 @@ struct SocketIOPairTests {
         #expect((events["sio_connects"] as? Int ?? 0) >= 4, "a CONNECT per client, then one after each cut: \(events)")
         if transports == "both" { #expect((events["eio_upgrades"] as? Int ?? 0) >= 2, "\(events)") }
         if transports == "both" { #expect((events["eio_polls"] as? Int ?? 0) >= 4, "the handshakes went over long polling: \(events)") }
+    }
+
+    @Test(
+        "Scenarios/socketio.yaml as a user runs it (on free ports): polling, the upgrade, a FIN cut, a partition and two resets; it passes, each stream equal to its client's log"
+    )
+    func shippedScenario() async throws {
+        let (folder, result) = try await ThirdPartyPairRun.shipped("socketio", proxy: "events")
+        let (lost, duplicated, json) = try ThirdPartyPairRun.compare(folder, oneWay: true)
+        #expect(lost == 0 && duplicated == 0)
+        let totals = try #require(json["totals"] as? [String: Any])
+        #expect((totals["ok"] as? Int ?? 0) >= 300, "two clients, a tick every 50 ms for 17 s: \(totals)")
+        let events = try #require(json["protocol_events"] as? [String: Any])
+        #expect((events["sio_connects"] as? Int ?? 0) >= 6, "a CONNECT per client, then one after each of three cuts: \(events)")
+        #expect((events["eio_upgrades"] as? Int ?? 0) >= 2 && (events["eio_polls"] as? Int ?? 0) >= 2, "\(events)")
+        if result.status == 0 { try? FileManager.default.removeItem(atPath: folder) }
     }
 
     @Test(

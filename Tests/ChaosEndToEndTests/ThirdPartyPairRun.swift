@@ -38,11 +38,30 @@ enum ThirdPartyPairRun {
     /// Checks every stream's ok, lost, duplicated and redelivered against the logs (streams c1 and c2, each way, or
     /// with `oneWay` downstream only) and that nothing failed to decode; returns the audit's totals of lost and
     /// duplicated and the report.
+    /// `chaos run Scenarios/NAME.yaml` as a user runs it, its one proxy (`proxy`) on free ports, into a new folder;
+    /// the run is expected to pass.
+    static func shipped(_ name: String, proxy: String) async throws -> (folder: String, result: ChaosCLI.Result) {
+        let (listen, upstream) = DemoPairScenario.ports()
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("chaos-\(name)-\(UUID().uuidString)").path
+        let result = try await ChaosCLI.run(
+            [
+                "run", ChaosCLI.packageRoot.appendingPathComponent("Scenarios/\(name).yaml").path, "--out", folder,
+                "--set", "proxies.\(proxy).listen=127.0.0.1:\(listen)", "--set", "proxies.\(proxy).upstream=127.0.0.1:\(upstream)",
+            ],
+            timeout: 90
+        )
+        #expect(result.status == 0, "\(result.stdout.suffix(2000))\n\(result.stderr.suffix(2000))")
+        return (folder, result)
+    }
+
     static func compare(_ folder: String, oneWay: Bool = false) throws -> (lost: Int64, duplicated: Int64, json: [String: Any]) {
         let logs = try Log.read(folder)
         let live = try DeliveredMeansAcknowledgedTests.streams(folder)
         let streams = oneWay ? 2 : 4
-        #expect(logs.count == streams && live.count == streams, "c1, c2: \(live.keys.sorted()) (\(folder))")
+        #expect(
+            logs.count == streams && live.count == streams,
+            "c1, c2: audited \(live.keys.sorted()), logged \(logs.keys.sorted()) (\(folder))"
+        )
         var lost: Int64 = 0
         var duplicated: Int64 = 0
         for (key, log) in logs {
