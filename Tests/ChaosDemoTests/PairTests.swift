@@ -49,7 +49,13 @@ struct PairTests {
         await pair.server.stop()
         await relay.stop()
 
-        #expect(status.disconnects[.reset, default: 0] >= 3, "\(status.disconnects)")
+        // Three cuts, three disconnects; over gRPC the transport names a cut as it sees it (a reset, or the stream's
+        // end when the reset came while it was between reads: a fresh-clone run counted 2 resets of 3 cuts).
+        if transport == .grpc {
+            #expect(status.disconnects.values.reduce(0, +) >= 3, "\(status.disconnects)")
+        } else {
+            #expect(status.disconnects[.reset, default: 0] >= 3, "\(status.disconnects)")
+        }
         // Each was the first retry after a reset: full jitter within the first window (500 ms). Over gRPC the transport
         // reconnects its own connection, and a call placed while it notices the reset can fail once more (then backs
         // off into the next window).

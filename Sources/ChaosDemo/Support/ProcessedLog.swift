@@ -1,31 +1,31 @@
 import ChaosCore
 import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The ground truth of the demo pair: one JSONL line per processed message
 /// (`{"t":<unix ms>,"dir":"up","stream":"c1","seq":7}`) plus lines for gaps and connection events
 /// (`{"t":…,"event":"connected",…}`), so a test can compare the audit's verdict with what really happened.
 ///
-/// Each line is written with one `write(2)` as it happens: a killed process leaves a complete log.
-/// Not thread-safe: its owner (an event-loop-confined engine) serialises every call.
+/// Each line is written with one `write(2)` to a file opened with `O_APPEND`, as it happens: a killed process leaves
+/// a complete log. Safe from any thread: a lock keeps a line from meeting another one or the close (the gRPC client's
+/// tasks log from several threads; a fresh-clone run found its last line cut at byte 24,576 as it stopped).
 final class ProcessedLog: Sendable {
-    private let handle: FileHandle?
+    /// The file's descriptor; -1 once closed or when there is no log.
+    private let descriptor: Mutex<Int32>
 
     /// A log appending to `path`, or a no-op log when `path` is nil.
     init(path: String?) throws {
         guard let path else {
-            handle = nil
+            descriptor = Mutex(-1)
             return
         }
-        if !FileManager.default.fileExists(atPath: path) {
-            guard FileManager.default.createFile(atPath: path, contents: nil) else {
-                throw ChaosError(.io, "cannot create log file '\(path)'")
-            }
-        }
-        guard let handle = FileHandle(forWritingAtPath: path) else {
-            throw ChaosError(.io, "cannot open log file '\(path)' for writing")
-        }
-        handle.seekToEndOfFile()
-        self.handle = handle
+        let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw ChaosError(.io, "cannot open log file '\(path)' for writing") }
+        descriptor = Mutex(fd)
     }
 
     /// Logs a processed data message.
@@ -47,14 +47,26 @@ final class ProcessedLog: Sendable {
         write(line + "}")
     }
 
-    /// Closes the file.
+    /// Closes the file; later lines are dropped.
     func close() {
-        try? handle?.close()
+        descriptor.withLock { fd in
+            if fd >= 0 { _ = Glibc.close(fd) }
+            fd = -1
+        }
     }
 
     private func write(_ line: String) {
-        guard let handle else { return }
-        try? handle.write(contentsOf: Data((line + "\n").utf8))
+        let bytes = Array((line + "\n").utf8)
+        descriptor.withLock { fd in
+            guard fd >= 0 else { return }
+            var offset = 0
+            while offset < bytes.count {
+                let written = bytes[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+                if written < 0, errno == EINTR { continue }
+                guard written > 0 else { return }
+                offset += written
+            }
+        }
     }
 
     private static func now() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }

@@ -170,8 +170,10 @@ struct RelayStateMachine: Sendable {
         isCut = true
         let other = side.other
         if passOn, !leg(other).closed {
+            // A leg done both ways is closed, not reset: its peer read every byte up to its FIN, and a capture sees no
+            // RST on it (recording a reset would cast a doubt there that the capture's audit does not).
             let doneBothWays = leg(other).receivedFIN && leg(other).sentFIN
-            actions += record(other, .reset, beforeReset: !doneBothWays)
+            actions += record(other, doneBothWays ? .fin : .reset, beforeReset: !doneBothWays)
             actions += doneBothWays ? close(other) : resetLeg(other)
         }
         return actions
