@@ -90,13 +90,19 @@ struct MQTTAuditTests {
         #expect(result.anomalies.first { $0.kind == .lost }?.fromSeq == 5)
     }
 
+    /// Publisher `phone` on connection 1, subscriber `dash-a` on connection 2, its SUBSCRIBE answered.
+    static func publisherAndSubscriber() -> TrafficScript {
+        var s = TrafficScript()
+        open(&s, 1, "phone")
+        open(&s, 2, "dash-a")
+        relay(&s, 2, W.subscribe("fleet/#"), .upstream)
+        relay(&s, 2, W.suback(), .downstream)
+        return s
+    }
+
     @Test("where a subscriber's losses died: cut on the way to it, or never delivered to the broker by the publisher")
     func lossPlacement() throws {
-        var s = TrafficScript()
-        Self.open(&s, 1, "phone")
-        Self.open(&s, 2, "dash-a")
-        Self.relay(&s, 2, W.subscribe("fleet/#"), .upstream)
-        Self.relay(&s, 2, W.suback(), .downstream)
+        var s = Self.publisherAndSubscriber()
         for seq in 1...2 {
             Self.relay(&s, 1, W.publish("fleet/7", #"{"seq":\#(seq)}"#, qos: 1, id: UInt16(seq)), .upstream)
             Self.relay(&s, 2, W.publish("fleet/7", #"{"seq":\#(seq)}"#, qos: 1, id: UInt16(seq)), .downstream)
@@ -121,11 +127,7 @@ struct MQTTAuditTests {
 
     @Test("a subscriber that stops getting messages has lost the rest of what the publisher sent, at the broker")
     func tailLoss() throws {
-        var s = TrafficScript()
-        Self.open(&s, 1, "phone")
-        Self.open(&s, 2, "dash-a")
-        Self.relay(&s, 2, W.subscribe("fleet/#"), .upstream)
-        Self.relay(&s, 2, W.suback(), .downstream)
+        var s = Self.publisherAndSubscriber()
         for seq in 1...6 {
             Self.relay(&s, 1, W.publish("fleet/7", #"{"seq":\#(seq)}"#, qos: 1, id: UInt16(seq)), .upstream)
             if seq <= 2 { Self.relay(&s, 2, W.publish("fleet/7", #"{"seq":\#(seq)}"#, qos: 1, id: UInt16(seq)), .downstream) }
