@@ -131,11 +131,17 @@ struct RunCommandTests {
         #expect(report.pairExits == ["server": 0, "client-1": 0, "client-2": 0, "client-3": 0])
         for pid in run.pairPIDs { #expect(kill(pid, 0) == -1 && errno == ESRCH, "pair process \(pid) still runs") }
         #expect(run.pairPIDs.count == 4)
-        // And an interrupted run still agrees with the pair's logs.
+        // And an interrupted run still agrees with the pair's logs, but for the seqs the stop left unconfirmed: a client
+        // that exits with acks unread is reset, the proxy passes the reset on to the server's leg, and what the
+        // server's TCP took before it may or may not have been read (one fresh-clone run: ok 28, the server's log 29).
         let truth = try GroundTruthLog(folder: run.folder)
         for stream in report.streams {
-            #expect(stream.ok == Int64(truth.distinct(stream.key).count), "\(stream.key)")
-            #expect(stream.lost == Int64(truth.holes(stream.key).count), "\(stream.key)")
+            let holes = truth.holes(stream.key).count
+            let processed = truth.distinct(stream.key).count
+            #expect(
+                stream.accountsFor(holes: holes, processed: processed),
+                "\(stream.key): ok \(stream.ok), lost \(stream.lost), unconfirmed \(stream.unconfirmed); log \(processed) processed, \(holes) holes"
+            )
         }
         for name in ["report.md", "junit.xml", "report.html"] {
             #expect(FileManager.default.fileExists(atPath: run.folder.appendingPathComponent(name).path), "\(name)")
