@@ -48,7 +48,7 @@ let package = Package(
     targets: [
         .target(
             name: "ChaosCore",
-            dependencies: [.product(name: "Yams", package: "Yams"), .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            dependencies: [.product(name: "Yams", package: "Yams")],
             swiftSettings: strictSettings
         ),
         .target(name: "CChaosEpoll"),
@@ -57,7 +57,7 @@ let package = Package(
             name: "ChaosProtocols",
             dependencies: [
                 "ChaosCore", "CZlib", .product(name: "NIOHPACK", package: "swift-nio-http2"),
-                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             swiftSettings: hotPathSettings
         ),
@@ -88,7 +88,7 @@ let package = Package(
         .target(
             name: "ChaosControl",
             dependencies: [
-                "ChaosCore", "ChaosProxy", .product(name: "Logging", package: "swift-log"),
+                "ChaosCore", "ChaosProtocols", "ChaosProxy", .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ] + nio,
             swiftSettings: strictSettings
@@ -197,7 +197,7 @@ let package = Package(
         .testTarget(
             name: "ChaosProxyTests",
             dependencies: [
-                "ChaosCore", "ChaosProxy", "ChaosControl", "ChaosProtocols",
+                "ChaosCore", "ChaosProxy", "ChaosControl", "ChaosProtocols", "ChaosAudit",
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ] + nio,
             swiftSettings: strictSettings

@@ -11,7 +11,9 @@ client --index N: clients 1..--publishers publish, the others subscribe.
 - A subscriber (client id sub-N) subscribes to fleet/# at --qos and logs every PUBLISH paho hands it as
   {"stream": topic, "receiver": "sub-N", "dir": "down", "seq", "dup"}. --clean: a clean session (a bug for a
   subscriber that must not miss anything: the broker forgets it at each disconnect).
-Every client runs until SIGTERM (the run's end) and logs one line per message, flushed.
+--mqtt5: MQTT 5.0 instead of 3.1.1 (a persistent session lasts an hour). Every client logs its connects and
+disconnects with their reason codes ({"event": "disconnected", "reason": "Server shutting down"}), runs until SIGTERM
+(the run's end) and logs one line per message, flushed.
 """
 import argparse
 import json
@@ -21,6 +23,8 @@ import threading
 import time
 
 import paho.mqtt.client as mqtt
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 
 
 def main():
@@ -37,6 +41,8 @@ def main():
     client.add_argument("--start-after", type=float, default=1, help="seconds a publisher waits first (subscribers subscribe)")
     client.add_argument("--keepalive", type=int, default=2)
     client.add_argument("--clean", action="store_true")
+    client.add_argument("--mqtt5", action="store_true",
+                        help="MQTT 5.0 (its session lasts an hour unless --clean), not 3.1.1")
     client.add_argument("--log", required=True)
     args = parser.parse_args()
     publisher = args.index <= args.publishers
@@ -50,8 +56,15 @@ def main():
         with lock:
             log.write(json.dumps(record) + "\n")
 
-    peer = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=args.clean,
-                       protocol=mqtt.MQTTv311)
+    if args.mqtt5:
+        peer = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv5)
+        session = Properties(PacketTypes.CONNECT)
+        session.SessionExpiryInterval = 0 if args.clean else 3600
+        connect = {"clean_start": args.clean, "properties": session}
+    else:
+        peer = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=args.clean,
+                           protocol=mqtt.MQTTv311)
+        connect = {}
     peer.reconnect_delay_set(min_delay=0.2, max_delay=1)
     peer.max_inflight_messages_set(100)
     topic = f"fleet/{args.index}"
@@ -85,7 +98,7 @@ def main():
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     signal.signal(signal.SIGINT, lambda *_: stopping.set())
-    peer.connect_async(host, int(port), keepalive=args.keepalive)
+    peer.connect_async(host, int(port), keepalive=args.keepalive, **connect)
     peer.loop_start()
     if publisher:
         stopping.wait(args.start_after)

@@ -154,7 +154,7 @@ extension AuditEngine {
         }
     }
 
-    /// Both legs of the connection closed: what its end means to its protocol (WebSocket: 1006 with no close frame),
+    /// Both legs of the connection closed: what its end means to its protocol (an abnormal closure when no close frame was read),
     /// counted as read. Judged once per connection.
     func connectionEnded(_ connection: ConnectionState) {
         guard !connection.endJudged else { return }

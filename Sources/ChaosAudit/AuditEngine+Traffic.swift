@@ -3,7 +3,7 @@ import ChaosProtocols
 import Glibc
 
 extension AuditEngine {
-    /// Audits one message; `call` is the gRPC call that carried it (its RPC names the fields, its metadata the stream).
+    /// Audits one message; `call` is the RPC's call that carried it (its RPC names the fields, its metadata the stream).
     @inline(__always)
     func audit(
         _ frame: UnsafeBufferPointer<UInt8>,
@@ -11,7 +11,7 @@ extension AuditEngine {
         pipe: FramePipe,
         connection: ConnectionState,
         time: Int64,
-        call: GRPCCall? = nil
+        call: RPCCall? = nil
     ) {
         let copies = call == nil && layer.writtenCopiesRead
         if copies, pipe.role == .delivered,
@@ -26,7 +26,7 @@ extension AuditEngine {
         let slot = pipe.direction == .upstream ? 0 : 1
         let byHandshake = slot == 0 ? namesStreamByHandshake.upstream : namesStreamByHandshake.downstream
         let fields = if let call { extract(frame, of: call, slot: slot) } else { extract(frame, slot: slot) }
-        /// The message's stream: named by the connection's handshake or its gRPC call where the protocol says so.
+        /// The message's stream: named by the connection's handshake or its RPC's call where the protocol says so.
         func connectionStream() -> ConnectionStream {
             guard byHandshake else { return stream(fields, pipe: pipe, connection: connection) }
             guard let call else { return stream(named: connection.handshakeStreams[slot]?[...], pipe: pipe, connection: connection) }

@@ -1,5 +1,5 @@
 package import ChaosCore
-import ChaosProtocols
+package import ChaosProtocols
 
 /// The audit: reads the ``TrafficEvent`` stream of a run (live from the proxy, or from a capture), frames the
 /// bytes, reads each message's stream and seq, and classifies every delivery as PRODUCT §4 defines.
@@ -35,9 +35,9 @@ package final class AuditEngine {
     /// ``extractors``' two, read per message with no reference counting (the array keeps them).
     unowned(unsafe) let upstreamExtractor: MessageExtractor?
     unowned(unsafe) let downstreamExtractor: MessageExtractor?
-    /// gRPC with a descriptor set: per RPC, the readers of its request (`2i`) and response (`2i + 1`) messages.
+    /// A framing with RPCs and a schema: per RPC, the readers of its request (`2i`) and response (`2i + 1`) messages.
     var callReaders: [MessageExtractor?]
-    /// gRPC with a descriptor set: `/package.Service/Method` → its index in ``callReaders`` (halved).
+    /// A framing with RPCs and a schema: `/package.Service/Method` → its index in ``callReaders`` (halved).
     let callReaderIndex: [String: Int]
     /// Per direction: where the stream name comes from when it is not a field (`header:`, `query:`, `rpc`).
     let handshakeStreamSources: [ProtocolSpec.StreamSource?]
@@ -47,7 +47,7 @@ package final class AuditEngine {
     let layer: ProtocolLayer
     var ledgers: [StreamLedger] = []
     var ledgerIndex: [StreamKey: Int] = [:]
-    /// Per receiver (an MQTT subscriber), the highest seq each stream's producer had delivered when it first
+    /// Per receiver (a subscriber), the highest seq each stream's producer had delivered when it first
     /// subscribed: its copy of a stream is owed the seqs after that.
     var receiverBaselines: [String: [String: Int64]] = [:]
     var connections: [ConnectionID: ConnectionState] = [:]
@@ -67,7 +67,7 @@ package final class AuditEngine {
     var connectionStats = ConnectionStats()
     var messageStats = MessageStats()
     var protocolStats = ProtocolStats()
-    /// HTTP/2 PING round trips: from a PING read from one peer to its ack read from the other.
+    /// PING round trips: from a PING read from one peer to its ack read from the other.
     var pingRoundTrips = LatencyRecorder()
     /// The time of the latest event.
     package private(set) var now: Int64 = 0
@@ -94,12 +94,18 @@ package final class AuditEngine {
 
     /// Creates an engine for `spec`; `seqStart` overrides `spec.seqStart`; `deliveryPoint` says when a written
     /// message is delivered. Throws `ChaosError.badInput` for a framing or format the audit cannot read, a bad
-    /// regex, or a descriptor set that cannot be read or lacks a named field.
-    package init(spec: ProtocolSpec, seqStart: Int64? = nil, deliveryPoint: DeliveryPoint = .acknowledged) throws {
+    /// regex, or a descriptor set that cannot be read or lacks a named field. `plugin` reads the framing instead of
+    /// the registry's plug-in of that name (a plug-in the registry does not list: a test's).
+    package init(
+        spec: ProtocolSpec,
+        seqStart: Int64? = nil,
+        deliveryPoint: DeliveryPoint = .acknowledged,
+        plugin: (any ProtocolPlugin.Type)? = nil
+    ) throws {
         self.spec = spec
         self.deliveryPoint = deliveryPoint
         self.seqStart = seqStart ?? spec.seqStart
-        layer = try ProtocolLayer(spec: spec)
+        layer = try ProtocolLayer(spec: spec, plugin: plugin)
         let directions = [Direction.upstream, .downstream].map(layer.fieldSpec.resolved(for:))
         // With a descriptor set, the shared readers are never used (each RPC has its own); names are not field numbers.
         extractors = layer.schema == nil ? try directions.map { try MessageExtractor(spec: $0) } : []

@@ -8,23 +8,24 @@ struct ProtocolLayer {
     let framer: any ProtocolFramer
     /// The largest message a leg buffers.
     let cap: Int
-    /// gRPC: the descriptor set that names fields (`descriptors:`).
-    let schema: ProtobufSchema?
-    /// gRPC: the RPCs audited (`methods:`, and with descriptors only those it describes); nil: every RPC.
+    /// A framing with RPCs: the schema that names fields (`descriptors:`), read by its plug-in.
+    let schema: (any MessageSchema)?
+    /// A framing with RPCs: the RPCs audited (`methods:`, and with descriptors only those it describes); nil: every RPC.
     let auditedMethods: Set<String>?
     /// The bytes written to a consumer are the bytes read from its producer (``ProtocolFramer/proxyWritesOnlyRelayedBytes``).
     let writtenCopiesRead: Bool
     /// Where a message's fields are in the messages the decoders hand over (``ProtocolPlugin/fieldSpec(_:)``).
     let fieldSpec: ProtocolSpec
 
-    /// The layer for `spec`; throws `ChaosError.badInput` for a framing the audit cannot read.
-    init(spec: ProtocolSpec) throws {
+    /// The layer for `spec`, read by `plugin` (nil: the registry's plug-in of its framing); throws
+    /// `ChaosError.badInput` for a framing the audit cannot read.
+    init(spec: ProtocolSpec, plugin: (any ProtocolPlugin.Type)? = nil) throws {
         cap = spec.messageCap
-        schema = try spec.descriptors.map { try ProtobufSchema.load(path: $0) }
+        let plugin = try plugin ?? ProtocolRegistry.plugin(reading: spec.framing)
+        schema = try spec.descriptors.map { try plugin.loadSchema(path: $0) }
         var methods = spec.methods.map(Set.init)
-        if let schema { methods = (methods ?? Set(schema.methods.keys)).intersection(schema.methods.keys) }
+        if let schema { methods = (methods ?? Set(schema.calls)).intersection(schema.calls) }
         auditedMethods = methods
-        let plugin = try ProtocolRegistry.plugin(reading: spec.framing)
         framer = try plugin.framer(spec, auditedMethods: methods)
         fieldSpec = plugin.fieldSpec(spec)
         writtenCopiesRead = framer.proxyWritesOnlyRelayedBytes

@@ -241,8 +241,8 @@ package final class FaultInjector: Sendable {
                 if let deadWiFi { beginBlackout(occurrence, after: deadWiFi, on: proxy) }
             case .latency, .bandwidth, .partition, .stall, .slice, .link, .loss, .mtu, .radio, .nat, .slowClose, .limitData, .resetPeer, .timeout:
                 hit += await proxy.addShaping(occurrence.effect, key: key, to: ids, draw: draw(occurrence))
-            case .wsClose, .goaway:
-                hit += await proxy.protocolClose(ids, occurrence.effect)
+            case .protocolFault(let fault):
+                hit += await proxy.protocolClose(ids, fault)
             case .restart:
                 break  // handled above: it acts on the pair, not on the proxies
             }
@@ -280,7 +280,7 @@ package final class FaultInjector: Sendable {
         if case .restart = occurrence.effect, !cancelled { await pair?.startServer() }
         for proxy in proxies(for: occurrence) {
             switch occurrence.effect {
-            case .disconnect, .wsClose, .goaway, .restart: break
+            case .disconnect, .protocolFault, .restart: break
             case .refuse: await proxy.endRefusing()
             case .handshake(let mode): proxy.endHandshakeFault(mode)
             case .handoff(_, let to, _, let linger, let deadWiFi, let newAddress):
@@ -315,7 +315,7 @@ package final class FaultInjector: Sendable {
     /// Whether an occurrence reaches connections opened while it is on: a lasting fault on every connection.
     private func reachesNewConnections(_ occurrence: FaultOccurrence) -> Bool {
         switch occurrence.effect {
-        case .disconnect, .wsClose, .goaway, .refuse, .handshake, .restart: return false
+        case .disconnect, .protocolFault, .refuse, .handshake, .restart: return false
         default: break
         }
         switch occurrence.targets {

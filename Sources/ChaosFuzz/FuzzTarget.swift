@@ -110,7 +110,8 @@ struct FuzzTarget: Sendable {
                 proxies: proxies,
                 duration: forever,
                 source: "request body",
-                instantAt: .zero
+                instantAt: .zero,
+                framings: ProtocolRegistry.catalog
             ),
             (try? rule.checkInvariants(source: "request body", proxies: ["p"])) != nil,
             (try? rule.checkBegins(within: forever, source: "request body")) != nil

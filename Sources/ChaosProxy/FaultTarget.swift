@@ -17,7 +17,7 @@ package protocol FaultTarget: AnyObject, Sendable {
     /// Sends the given connections (all when nil) a protocol frame of the proxy's own at a frame boundary (a
     /// WebSocket close, an HTTP/2 GOAWAY) and closes them after the effect's grace time; returns how many it
     /// reached (only connections whose frames the proxy follows can be reached).
-    func protocolClose(_ ids: [ConnectionID]?, _ effect: FaultEffect) async -> Int
+    func protocolClose(_ ids: [ConnectionID]?, _ fault: ProtocolFault) async -> Int
     /// Shapes the given connections (all, now and new, when nil: each that `draw` reaches, when given); returns
     /// how many live ones it reached.
     func addShaping(_ effect: FaultEffect, key: ShapingKey, to ids: [ConnectionID]?, draw: ConnectionDraw?) async -> Int

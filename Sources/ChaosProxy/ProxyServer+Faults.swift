@@ -42,15 +42,15 @@ extension ProxyServer {
         if !connections.isEmpty, KernelDeadPath.isInUse { await KernelDeadPath.shared.installed() }
     }
 
-    /// Sends the given connections (all when nil) a `ws-close` or `goaway` fault's frames at their next frame
+    /// Sends the given connections (all when nil) a protocol fault's frames (`ws-close`, `goaway`) at their next frame
     /// boundary and closes them after its grace time. Only connections whose frames this proxy follows
     /// (``Options/frames``) can be reached; returns how many were.
-    package func protocolClose(_ ids: [ConnectionID]?, _ effect: FaultEffect) async -> Int {
+    package func protocolClose(_ ids: [ConnectionID]?, _ fault: ProtocolFault) async -> Int {
         let connections = state.withLock { state in
             (ids ?? Array(state.connections.keys)).compactMap { state.connections[$0] }
         }
         var hit = 0
-        for connection in connections where (try? await connection.eventLoop.submit { connection.protocolClose(effect) }.get()) == true {
+        for connection in connections where (try? await connection.eventLoop.submit { connection.protocolClose(fault) }.get()) == true {
             hit += 1
         }
         return hit

@@ -1,5 +1,5 @@
 package import ChaosCore
-import ChaosProtocols
+package import ChaosProtocols
 import ChaosTLS
 package import Logging
 package import NIOCore
@@ -39,9 +39,9 @@ package final class ProxyServer: Sendable {
         /// With them, the proxy accepts on these threads; a connection goes to NIO when it starts
         /// under a link profile or a shaping fault on all connections, or when one reaches it later.
         package var epollRelay: EpollRelayLoopGroup?
-        /// The protocol whose frames the proxy follows on every connection, so that `ws-close` and `goaway`
-        /// faults can reach them (nil: none). Such connections are all relayed by NIO.
-        package var frames: FrameProtocol?
+        /// The plug-in whose frames the proxy follows on every connection, so that its faults (`ws-close`,
+        /// `goaway`) can reach them (nil: none). Such connections are all relayed by NIO.
+        package var frames: (any ProtocolPlugin.Type)?
         /// How long an upstream has to answer before its client is reset (both relays).
         package var connectTimeout = RelayStateMachine.connectTimeout
         /// Where the NSS key log lines of TLS proxies' connections go, both legs (`keys.log`); nil: nowhere.
@@ -316,7 +316,7 @@ package final class ProxyServer: Sendable {
                 connection.recordMaps[side.slot] = try? channel.pipeline.syncOperations.handler(type: TLSWireMeter.self).map
             }
             if connection.recordMaps.contains(where: { $0 != nil }) { reportTLSFailures(of: connection, client: client) }
-            if let frames = options.frames, adopted == nil, let plugin = ProtocolRegistry.plugin(following: frames) {
+            if let plugin = options.frames, adopted == nil {
                 connection.protocolFrames = ProtocolFrames(plugin: plugin)
             }
             // A connection that started on the epoll relay started with no link profile. Its faults are on

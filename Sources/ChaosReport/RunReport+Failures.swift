@@ -9,7 +9,7 @@ package struct FailureRecord: Sendable, Codable, Equatable {
     package var stream: String?
     /// Which way its messages travel.
     package var direction: Direction?
-    /// The receiver whose copy of the stream it concerns (an MQTT subscriber's client id), if the stream has several.
+    /// The receiver whose copy of the stream it concerns (a subscriber's client id), if the stream has several.
     package var receiver: String?
     /// The first seq concerned.
     package var fromSeq: Int64?

@@ -60,7 +60,7 @@ package struct RunReport: Sendable, Codable, Equatable {
     package var messages: MessageStats
     /// Activity over time, for the timeline.
     package var activity: ActivitySeries
-    /// WebSocket handshakes, close codes (per fault too), heartbeats, oversized messages, protocol errors;
+    /// The protocol's handshakes, codes (per fault too), heartbeats, oversized messages, protocol errors;
     /// absent for lines and length-prefixed framing.
     package var protocolEvents: ProtocolStats?
     /// Exit codes of the pair's processes (name → code), when the runner started a pair.

@@ -38,6 +38,8 @@ package struct RunFolder: Sendable {
     package static func loadReplayInputs(from directory: String) throws -> (Scenario, Timeline) {
         let base = URL(fileURLWithPath: directory)
         let decoder = JSONDecoder()
+        // A plug-in's fault comes back with its fields in its declaration's order.
+        decoder.userInfo[FramingCatalog.userInfoKey] = ProtocolRegistry.catalog
         func load<T: Decodable>(_ name: String, as type: T.Type) throws -> T {
             let path = base.appendingPathComponent(name).path
             guard let data = FileManager.default.contents(atPath: path) else {

@@ -1,5 +1,6 @@
 import ChaosCapture
 import ChaosCore
+import ChaosProtocols
 import ChaosProxy
 import Foundation
 import NIOCore
@@ -43,7 +44,7 @@ extension ScenarioRunner {
         if let keyLog { options.keyLog = { @Sendable line in keyLog.append(line) } }
         options.busyPolling = loops.busyPolling
         options.epollRelay = loops.epollRelay
-        options.frames = configuration.frames ?? configuration.scenario.frameProtocol
+        options.frames = configuration.frames ?? ProtocolRegistry.plugin(followedBy: configuration.scenario)
         return ProxyFactory(
             group: loops.group,
             sink: sink,

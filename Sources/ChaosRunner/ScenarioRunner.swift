@@ -2,6 +2,7 @@ import ChaosAudit
 import ChaosCapture
 package import ChaosControl
 package import ChaosCore
+package import ChaosProtocols
 package import ChaosProxy
 import ChaosReport
 package import Foundation
@@ -51,9 +52,9 @@ package final class ScenarioRunner: Sendable {
         /// Whether connections that nothing shapes are relayed by epoll relay threads rather than
         /// NIO (see ``EpollRelayLoopGroup``); a shaping fault moves a connection to NIO when it reaches it.
         package var epollRelay = true
-        /// The protocol whose frames the proxies follow, so that `ws-close` / `goaway` faults (from the control
-        /// API) can reach connections; nil: the one the scenario's faults need, if any.
-        package var frames: FrameProtocol?
+        /// The plug-in whose frames the proxies follow, so that its faults (from the control API) can reach
+        /// connections; nil: the one the scenario's faults need, if any.
+        package var frames: (any ProtocolPlugin.Type)?
         /// How often report.json is checkpointed.
         package var checkpointEvery: ChaosDuration = .seconds(Int64(60))
         /// `--agent`: this run is one agent of a fleet, writing its traffic events to `events.bin` for

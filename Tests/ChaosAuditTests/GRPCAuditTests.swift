@@ -111,11 +111,12 @@ struct GRPCAuditTests {
         #expect(down.ok == 4 && down.redelivered == 1 && down.lost == 0, "\(down)")
         #expect(result.streams.count == 2, "\(result.streams.map(\.stream))")
         let events = try #require(result.protocolEvents)
-        #expect(events.calls == 2 && events.grpcStatuses == ["UNAVAILABLE": 1])
+        #expect(events.calls == 2 && events[family: "grpcStatuses"] == ["UNAVAILABLE": 1])
         #expect(events.pings == 1 && events.pongs == 1 && events.pingRoundTripS?.count == 1 && events.pingRoundTripS?.p50 == 0.25)
         #expect(
-            events.goaways == ["NO_ERROR": 2] && events.goawaysByFault == ["disconnect": ["NO_ERROR": 1], "goaway": ["NO_ERROR": 1]],
-            "\(events.goawaysByFault)"
+            events[family: "goaways"] == ["NO_ERROR": 2]
+                && events[familyByFault: "goaways"] == ["disconnect": ["NO_ERROR": 1], "goaway": ["NO_ERROR": 1]],
+            "\(events[familyByFault: "goaways"])"
         )
         #expect(result.anomalyCounts["protocol"] == nil && result.messages.undecodable == 0)
     }
@@ -198,7 +199,7 @@ struct GRPCAuditTests {
         let result = try Self.audit(s, spec)
         let names = Set(result.streams.map(\.stream))
         #expect(names == ["/follow.v1.Follow/Race #1.1", "/follow.v1.Follow/Race #1.3"], "\(names)")
-        #expect(result.protocolEvents?.streamResets == ["CANCEL": 1] && result.totals.ok == 2)
+        #expect(result.protocolEvents?[family: "streamResets"] == ["CANCEL": 1] && result.totals.ok == 2)
     }
 
     @Test("a frame over the receiver's SETTINGS_MAX_FRAME_SIZE is a protocol anomaly; after SETTINGS raising it, the same frame is audited")

@@ -1,4 +1,5 @@
 import ChaosCore
+import ChaosProtocols
 import Testing
 
 @testable import ChaosAudit

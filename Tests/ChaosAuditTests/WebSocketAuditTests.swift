@@ -59,7 +59,7 @@ struct WebSocketAuditTests {
         #expect(down.ok == 4 && down.lost == 1 && down.redelivered == 1)
         #expect(Self.stream(result, "c1", .upstream)?.ok == 3)
         #expect(result.protocolEvents?.upgrades == 2)
-        #expect(result.protocolEvents?.closeCodes == ["1006": 1, "1000": 1])
+        #expect(result.protocolEvents?[family: "closeCodes"] == ["1006": 1, "1000": 1])
         #expect(result.protocolEvents?.abnormalClosures == 1)
     }
 

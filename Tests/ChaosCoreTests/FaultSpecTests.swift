@@ -26,10 +26,34 @@ struct FaultSpecTests {
         #expect(
             "\(error)".contains(
                 "t.yaml:6:5: error: unknown key '\(kind)' in a fault; expected one of: disconnect, latency, "
-                    + "bandwidth, partition, handoff, refuse, slice, stall, link, loss, mtu, radio, nat, ws-close, goaway, handshake, restart"
+                    + "bandwidth, partition, handoff, refuse, slice, stall, link, loss, mtu, radio, nat, handshake, restart, ws-close, "
+                    + "goaway, mqtt-disconnect"
             ),
             "\(error)"
         )
+    }
+
+    @Test("mqtt-disconnect, declared by the MQTT plug-in: a reason in hex or decimal, its defaults, and it needs MQTT frames")
+    func mqttDisconnect() throws {
+        let scenario = try Scenario.parse(
+            yaml: Self.header + "  - mqtt-disconnect: {at: 1s, reason: 0x8E}\n  - mqtt-disconnect: {at: 2s, reason: 0, grace: 3s}\n",
+            file: "t.yaml"
+        )
+        #expect(scenario.faults.map(\.kind) == [.protocolFault("mqtt-disconnect"), .protocolFault("mqtt-disconnect")])
+        #expect(scenario.faults.map(\.parameters.summary) == ["reason=142 grace=1s", "reason=0 grace=3s"])
+        #expect(scenario.framesFollowed(framings: ProtocolRegistry.catalog) == "mqtt")
+        let mixed = try #require(throws: ChaosError.self) {
+            try Scenario.parse(yaml: Self.header + "  - mqtt-disconnect: {at: 1s}\n  - ws-close: {at: 2s}\n", file: "t.yaml")
+        }
+        #expect("\(mixed)".contains("t.yaml:7:5: error: a ws-close fault needs websocket frames, but an earlier fault needs mqtt frames"), "\(mixed)")
+        let audited = try #require(throws: ChaosError.self) {
+            try Scenario.parse(
+                yaml: Self.header.replacingOccurrences(of: "faults:", with: "protocol: {framing: websocket}\nfaults:")
+                    + "  - mqtt-disconnect: {at: 1s}\n",
+                file: "t.yaml"
+            )
+        }
+        #expect("\(audited)".contains("a mqtt-disconnect fault needs mqtt frames, but protocol.framing reads websocket"), "\(audited)")
     }
 
     /// A scenario with a pair whose server a `restart` fault restarts.

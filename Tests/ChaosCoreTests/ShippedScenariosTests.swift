@@ -40,10 +40,10 @@ struct ShippedScenariosTests {
         let timeline = Timeline(scenario: scenario, seed: scenario.seed ?? 1)
         #expect(Array(timeline).count >= 10)
         #expect(Set(Array(timeline).map(\.kind)).count >= 5)
-        // Every fault a plain TCP pair can meet (ws-close and goaway need a WebSocket or HTTP/2 pair, handshake a TLS
+        // Every fault a plain TCP pair can meet (the protocols' own faults need their pairs, handshake a TLS
         // proxy: the TLS scenarios have it; restart a server that keeps its state across a restart, as
         // Scenarios/mqtt.yaml's broker does and the reference pair's server does not).
-        let tcpKinds = Set(FaultKind.scenarioKinds.filter { $0.framing == nil && $0 != .handshake && $0 != .restart })
+        let tcpKinds = Set(FaultKind.scenarioKinds.filter { $0 != .handshake && $0 != .restart })
         #expect(
             tcpKinds.subtracting(Array(timeline).map(\.kind)).isEmpty,
             "quickstart misses \(tcpKinds.subtracting(Array(timeline).map(\.kind)))"

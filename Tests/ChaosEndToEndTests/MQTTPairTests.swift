@@ -282,6 +282,53 @@ struct MQTTPairTests {
         #expect((restart?["never_resumed"] as? Int ?? 0) == 0, "every stream went on after the restart: \(restart ?? [:])")
     }
 
+    /// MQTT 5 clients (QoS 1, persistent sessions) whose broker the proxy plays going down twice: `mqtt-disconnect`
+    /// sends each client the broker's DISCONNECT (0x8B, server shutting down) at a packet boundary and closes the
+    /// connection; paho reports the reason and reconnects to the same session.
+    @Test(
+        "mqtt-disconnect (0x8B) to MQTT 5 clients: each logs 'Server shutting down' and reconnects, nothing is lost, the report counts the DISCONNECTs"
+    )
+    func brokerDisconnectFault() async throws {
+        let run = try await ThirdPartyPairRun.run("mqtt-disconnect", capture: false) { listen, upstream in
+            let configuration = try! Self.brokerConfiguration(port: upstream, inflightLimit: 0)
+            let client = "--connect 127.0.0.1:{listen.port} --qos 1 --publish-for 8 --mqtt5"
+            return """
+                name: mqtt-disconnect
+                duration: 12s
+                seed: 9
+                proxies:
+                  - {name: broker, listen: "127.0.0.1:\(listen)", upstream: "127.0.0.1:\(upstream)"}
+                \(Self.pairAndProtocol(configuration: configuration, client: client))
+                faults:
+                  - mqtt-disconnect: {at: 3s, reason: 0x8B, grace: 500ms}
+                  - mqtt-disconnect: {at: 6s}
+                expect:
+                  lost: 0
+                """
+        }
+        let logs = try Self.logged(run.folder)
+        let streams = try Self.audited(run.folder)
+        #expect(run.status == 0, "the run must pass (\(run.folder))")
+        #expect(Set(streams.keys) == Set(logs.keys) && logs.count == 3, "\(logs.keys.sorted()) vs \(streams.keys.sorted())")
+        for (key, seqs) in logs {
+            #expect(Self.matches(streams[key], seqs) && seqs.count >= 50, "\(key): \(streams[key] ?? [:]) vs \(seqs.count) logged")
+            #expect(streams[key]?["lost"] as? Int == 0, "\(key): \(streams[key] ?? [:])")
+        }
+        var told = 0
+        for index in 1...3 {
+            let text = try String(contentsOfFile: "\(run.folder)/client-\(index).jsonl", encoding: .utf8)
+            told += text.components(separatedBy: "\"reason\": \"Server shutting down\"").count - 1
+        }
+        let json = try DeliveredMeansAcknowledgedTests.reportJSON(run.folder)
+        let faults = (json["faults"] as? [[String: Any]] ?? []).filter { $0["kind"] as? String == "mqtt-disconnect" }
+        let reached = faults.compactMap { $0["connections"] as? Int }
+        #expect(reached.count == 2 && reached.allSatisfy { $0 == 3 }, "each reached the three clients: \(faults)")
+        let events = try #require(json["protocol_events"] as? [String: Any])
+        let disconnects = events["mqtt_disconnects"] as? [String: Int] ?? [:]
+        #expect(disconnects["0x8B"] == 6, "six DISCONNECTs 0x8B written by the proxy: \(events)")
+        #expect(told == 6, "each client's paho read the reason of both: \(told)")
+    }
+
     @Test(
         "Scenarios/mqtt.yaml as a user runs it (on free ports): it passes through resets and a partition, each stream equal to the clients' logs"
     )

@@ -6,7 +6,7 @@ import Testing
 @Suite("Frame boundaries of WebSocket and HTTP/2 streams, however the bytes are cut")
 struct FrameBoundaryTrackerTests {
     /// The offsets at which the tracker stands at a boundary, feeding `bytes` in pieces of `chunk`.
-    private func boundaries(_ bytes: [UInt8], _ framing: FrameProtocol, producer: Side, chunk: Int) -> [Int] {
+    private func boundaries(_ bytes: [UInt8], _ framing: String, producer: Side, chunk: Int) -> [Int] {
         var tracker = ProtocolRegistry.plugin(following: framing)!.boundaryTracker(producer: producer)
         var found: [Int] = []
         var offset = 0
@@ -37,7 +37,7 @@ struct FrameBoundaryTrackerTests {
         let bytes = head + small + medium + large + ping + masked
         var expected = [head.count]
         for frame in [small, medium, large, ping, masked] { expected.append(expected.last! + frame.count) }
-        #expect(boundaries(bytes, .websocket, producer: .server, chunk: chunk) == expected)
+        #expect(boundaries(bytes, "websocket", producer: .server, chunk: chunk) == expected)
     }
 
     @Test(
@@ -57,7 +57,7 @@ struct FrameBoundaryTrackerTests {
         let afterSettings = preface.count + settings.count
         let afterBlock = afterSettings + headers.count + continuation.count
         #expect(
-            boundaries(bytes, .http2, producer: .client, chunk: chunk)
+            boundaries(bytes, "http2", producer: .client, chunk: chunk)
                 == [preface.count, afterSettings, afterBlock, afterBlock + data.count]
         )
         var tracker = HTTP2BoundaryTracker(producer: .client)
@@ -68,24 +68,50 @@ struct FrameBoundaryTrackerTests {
     @Test("an h2c upgrade: the request head, then the preface; the server's 101 head, then frames")
     func h2cUpgrade() {
         let request = Array("GET / HTTP/1.1\r\nUpgrade: h2c\r\n\r\n".utf8) + Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
-        #expect(boundaries(request, .http2, producer: .client, chunk: 2) == [request.count])
+        #expect(boundaries(request, "http2", producer: .client, chunk: 2) == [request.count])
         let response = Array("HTTP/1.1 101 Switching Protocols\r\n\r\n".utf8)
-        #expect(boundaries(response, .http2, producer: .server, chunk: 2) == [response.count])
+        #expect(boundaries(response, "http2", producer: .server, chunk: 2) == [response.count])
     }
 
     @Test("a frame header announcing 2^63 bytes holds no memory: it just never reaches a boundary")
     func hugeLength() {
         let head = Array("HTTP/1.1 101 Switching Protocols\r\n\r\n".utf8)
         let bytes = head + [0x82, 127, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff] + [UInt8](repeating: 1, count: 100_000)
-        #expect(boundaries(bytes, .websocket, producer: .server, chunk: 4096) == [head.count])
+        #expect(boundaries(bytes, "websocket", producer: .server, chunk: 4096) == [head.count])
+    }
+
+    @Test("MQTT: a CONNECT, a PINGREQ and a PUBLISH with a two-byte remaining length, however the bytes are cut", arguments: [1, 2, 7, 4096])
+    func mqtt(chunk: Int) {
+        let connect: [UInt8] = [0x10, 15, 0, 4] + Array("MQTT".utf8) + [5, 0b10, 0, 60, 0, 0, 2] + Array("c1".utf8)
+        let ping: [UInt8] = [0xC0, 0]
+        let publish: [UInt8] = [0x30, 0xC8, 0x01, 0, 3] + Array("a/b".utf8) + [UInt8](repeating: 7, count: 195)
+        let bytes = connect + ping + publish
+        #expect(boundaries(bytes, "mqtt", producer: .client, chunk: chunk) == [0, connect.count, connect.count + 2, bytes.count])
+    }
+
+    @Test("mqtt-disconnect: the broker's DISCONNECT with its reason to an MQTT 5 client, none to a 3.1.1 one; silence both ways")
+    func mqttDisconnect() throws {
+        let fault = try #require(MQTTProtocol.faults.first { $0.kind == "mqtt-disconnect" }).fault(["reason": 0x8B, "grace": "1s"])
+        for (level, expected) in [(UInt8(5), [UInt8(0xE0), 2, 0x8B, 0]), (4, [])] {
+            var client = MQTTProtocol.boundaryTracker(producer: .client)
+            let connect: [UInt8] =
+                [0x10, 14 + (level == 5 ? 1 : 0), 0, 4] + Array("MQTT".utf8) + [level, 0b10, 0, 60]
+                + (level == 5 ? [0] : []) + [0, 2] + Array("c1".utf8)
+            _ = connect.withUnsafeBytes { client.advance($0, stopAtBoundary: false) }
+            #expect((client as? MQTTBoundaryTracker)?.protocolLevel == level)
+            let frames = try #require(MQTTProtocol.faultFrames(fault, connection: 1, client: client))
+            #expect(frames.inserts == [.init(frame: [], silenceAfter: true), .init(frame: expected, silenceAfter: true)], "level \(level)")
+            #expect(frames.grace == .seconds(Int64(1)))
+        }
+        #expect(WebSocketProtocol.faultFrames(fault, connection: 1, client: MQTTBoundaryTracker()) == nil)
     }
 
     @Test("each plug-in whose frames the proxy follows is found by its frames, and no other plug-in answers a fault")
     func registry() throws {
-        #expect(ProtocolRegistry.plugin(following: .websocket)?.name == WebSocketProtocol.name)
-        #expect(ProtocolRegistry.plugin(following: .http2)?.name == GRPCProtocol.name)
-        let goaway = FaultEffect.goaway(grace: .milliseconds(1000))
-        let close = FaultEffect.wsClose(code: 1012, side: .both, grace: .milliseconds(1000))
+        #expect(ProtocolRegistry.plugin(following: "websocket")?.name == WebSocketProtocol.name)
+        #expect(ProtocolRegistry.plugin(following: "http2")?.name == GRPCProtocol.name)
+        let goaway = GRPCProtocol.faults[0].fault(["grace": "1s"])
+        let close = WebSocketProtocol.faults[0].fault(["code": 1012, "side": "both", "grace": "1s"])
         let tracker = HTTP2BoundaryTracker(producer: .client)
         #expect(WebSocketProtocol.faultFrames(goaway, connection: 1, client: tracker) == nil)
         #expect(GRPCProtocol.faultFrames(close, connection: 1, client: tracker) == nil)

@@ -52,8 +52,8 @@ struct FaultInjectorTests {
             return reached.count
         }
         func removeShaping(key: ShapingKey) async { note("lift #\(key.occurrence)") }
-        func protocolClose(_ ids: [ConnectionID]?, _ effect: FaultEffect) async -> Int {
-            note("\(effect.kind.rawValue) \(effect.summary)")
+        func protocolClose(_ ids: [ConnectionID]?, _ fault: ProtocolFault) async -> Int {
+            note("\(fault.kind) \(FaultEffect.protocolFault(fault).summary)")
             return ids?.count ?? 3
         }
         func beginRefusing() async { note("refuse") }

@@ -24,15 +24,20 @@ struct ProtocolFaultTests {
             + payload.enumerated().map { $0.element ^ key[$0.offset % 4] }
     }
 
-    private func fire(_ harness: ProxyHarness, _ effect: FaultEffect) throws -> Int {
-        try blockingAwait { await harness.proxy.protocolClose(nil, effect) }
+    private func fire(_ harness: ProxyHarness, _ fault: ProtocolFault) throws -> Int {
+        try blockingAwait { await harness.proxy.protocolClose(nil, fault) }
+    }
+
+    /// A `ws-close` with these fields.
+    private func wsClose(code: Int64, side: String, grace: String) -> ProtocolFault {
+        WebSocketProtocol.faults[0].fault(["code": .integer(code), "side": .text(side), "grace": .text(grace)])
     }
 
     // The grace is 2 s: the test sends the rest of the frame after the fault fired, and with 300 ms a loaded machine
     // (a fresh-clone make test) let the grace end first, so the proxy closed before the frame's end came.
     @Test("ws-close to the client mid-frame: the frame ends, then the close frame (1012), nothing after it, FIN after the grace")
     func webSocketCloseToClient() async throws {
-        let harness = try await ProxyHarness(frames: .websocket)
+        let harness = try await ProxyHarness(frames: WebSocketProtocol.self)
         try await offPool {
             let (client, server) = try harness.connectPair()
             client.setTimeout(10)
@@ -42,7 +47,7 @@ struct ProtocolFaultTests {
             let first = Self.frame(pattern(count: 1000, seed: 1))
             try server.sendAll(Self.upgradeResponse + Array(first[..<404]))
             #expect(client.receive(exactly: Self.upgradeResponse.count + 404).count == Self.upgradeResponse.count + 404)
-            #expect(try fire(harness, .wsClose(code: 1012, side: .client, grace: .seconds(Int64(2)))) == 1)
+            #expect(try fire(harness, wsClose(code: 1012, side: "client", grace: "2s")) == 1)
             try server.sendAll(Array(first[404...]) + Self.frame(Array("after the close".utf8)))
             let (rest, end) = client.receiveUntilEnd()
             let close = WebSocketProtocol.closeFrame(code: 1012, masked: false)
@@ -59,7 +64,7 @@ struct ProtocolFaultTests {
 
     @Test("ws-close to the server: a masked close frame after the client's frame ends; the client hears nothing more")
     func webSocketCloseToServer() async throws {
-        let harness = try await ProxyHarness(frames: .websocket)
+        let harness = try await ProxyHarness(frames: WebSocketProtocol.self)
         try await offPool {
             let (client, server) = try harness.connectPair()
             client.setTimeout(10)
@@ -71,7 +76,7 @@ struct ProtocolFaultTests {
             let message = Self.maskedFrame(pattern(count: 300, seed: 2))
             try client.sendAll(Array(message[..<100]))
             _ = server.receive(exactly: 100)
-            #expect(try fire(harness, .wsClose(code: 1001, side: .server, grace: .seconds(Int64(2)))) == 1)
+            #expect(try fire(harness, wsClose(code: 1001, side: "server", grace: "2s")) == 1)
             try client.sendAll(Array(message[100...]) + Self.maskedFrame([9, 9, 9]))
             try server.sendAll(Self.frame(Array("to the client".utf8)))
             let (rest, end) = server.receiveUntilEnd()
@@ -94,7 +99,7 @@ struct ProtocolFaultTests {
 
     @Test("goaway: GOAWAY (NO_ERROR, the last stream the client opened) at an HTTP/2 frame boundary, traffic drains, FIN after the grace")
     func goaway() async throws {
-        let harness = try await ProxyHarness(frames: .http2)
+        let harness = try await ProxyHarness(frames: GRPCProtocol.self)
         try await offPool {
             let (client, server) = try harness.connectPair()
             client.setTimeout(10)
@@ -109,7 +114,7 @@ struct ProtocolFaultTests {
             let settings = h2(4, stream: 0, [0, 3, 0, 0, 0, 100])
             try server.sendAll(Array(settings[..<5]))
             _ = client.receive(exactly: 5)
-            #expect(try fire(harness, .goaway(grace: .seconds(Int64(2)))) == 1)
+            #expect(try fire(harness, GRPCProtocol.faults[0].fault(["grace": "2s"])) == 1)
             let data = h2(0, flags: 1, stream: 1, [0, 0, 0, 0, 2, 7, 7])
             try server.sendAll(Array(settings[5...]) + data)
             let expected = Array(settings[5...]) + GRPCProtocol.goawayFrame(lastStream: 3) + data
@@ -128,7 +133,7 @@ struct ProtocolFaultTests {
 
     @Test("a ws-close posted to the control API (chaos proxy --frames websocket) reaches a live connection as in a scenario")
     func webSocketCloseThroughTheAPI() async throws {
-        let harness = try await ProxyHarness(frames: .websocket)
+        let harness = try await ProxyHarness(frames: WebSocketProtocol.self)
         let api = ControlAPI(proxies: [harness.proxy], group: harness.group)
         let address = try await api.start(host: "127.0.0.1", port: 0)
         let apiPort = try #require(Int(address.split(separator: ":").last ?? ""))
@@ -162,7 +167,7 @@ struct ProtocolFaultTests {
         let harness = try await ProxyHarness()
         try await offPool {
             let (client, server) = try harness.connectPair()
-            #expect(try fire(harness, .wsClose(code: 1012, side: .both, grace: .zero)) == 0)
+            #expect(try fire(harness, wsClose(code: 1012, side: "both", grace: "0s")) == 0)
             client.close()
             server.close()
         }

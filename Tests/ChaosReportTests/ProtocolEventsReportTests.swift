@@ -13,8 +13,8 @@ struct ProtocolEventsReportTests {
         #expect(report.protocolEvents == nil, "lines framing has none")
         var events = ProtocolStats()
         events.upgrades = 3
-        events.closeCodes = ["1012": 1, "1006": 2]
-        events.closeCodesByFault = ["disconnect": ["1006": 2], "none": ["1012": 1]]
+        events[family: "closeCodes"] = ["1012": 1, "1006": 2]
+        events[familyByFault: "closeCodes"] = ["disconnect": ["1006": 2], "none": ["1012": 1]]
         events.abnormalClosures = 2
         events.pings = 40
         report.protocolEvents = events
@@ -43,12 +43,12 @@ struct ProtocolEventsReportTests {
         events.calls = 5
         events.pings = 12
         events.pongs = 12
-        events.grpcStatuses = ["OK": 2, "UNAVAILABLE": 1]
-        events.grpcStatusesByFault = ["goaway": ["UNAVAILABLE": 1], "none": ["OK": 2]]
-        events.goaways = ["NO_ERROR": 1]
-        events.goawaysByFault = ["goaway": ["NO_ERROR": 1]]
-        events.streamResets = ["CANCEL": 2]
-        events.streamResetsByFault = ["partition": ["CANCEL": 2]]
+        events[family: "grpcStatuses"] = ["OK": 2, "UNAVAILABLE": 1]
+        events[familyByFault: "grpcStatuses"] = ["goaway": ["UNAVAILABLE": 1], "none": ["OK": 2]]
+        events[family: "goaways"] = ["NO_ERROR": 1]
+        events[familyByFault: "goaways"] = ["goaway": ["NO_ERROR": 1]]
+        events[family: "streamResets"] = ["CANCEL": 2]
+        events[familyByFault: "streamResets"] = ["partition": ["CANCEL": 2]]
         report.protocolEvents = events
         let directory = ReportFixtures.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -71,6 +71,6 @@ struct ProtocolEventsReportTests {
         let decoder = JSONDecoder()
         decoder.keyDecodingStrategy = .convertFromSnakeCase
         let decoded = try decoder.decode(ProtocolStats.self, from: Data(old.utf8))
-        #expect(decoded.upgrades == 1 && decoded.calls == 0 && decoded.goaways.isEmpty)
+        #expect(decoded.upgrades == 1 && decoded.calls == 0 && decoded[family: "goaways"].isEmpty)
     }
 }

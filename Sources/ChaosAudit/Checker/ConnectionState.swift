@@ -34,11 +34,11 @@ final class ConnectionState {
     let session: any ProtocolSession
     /// Per direction (upstream 0, downstream 1): the stream named by the upgrade request (`header:` / `query:`).
     var handshakeStreams: [[UInt8]?] = [nil, nil]
-    /// By family (`goaways`), per direction (upstream 0, downstream 1): codes read from the sender, and, for a
+    /// By family (a plug-in's codes), per direction (upstream 0, downstream 1): codes read from the sender, and, for a
     /// family the proxy may write too, their written copies matched so far.
     var codesRead: [String: [Int]] = [:]
     var codesRelayed: [String: [Int]] = [:]
-    /// HTTP/2 PINGs read and not answered yet (opaque bytes, when), oldest first, at most ``pendingPingLimit``.
+    /// PINGs read and not answered yet (opaque bytes, when), oldest first, at most ``pendingPingLimit``.
     var pendingPings: [(opaque: UInt64, at: Int64)] = []
     static let pendingPingLimit = 8
     /// Whether the connection's end was judged (``AuditEngine/connectionEnded(_:)``).
@@ -85,9 +85,9 @@ final class FramePipe {
     var cachedName: [UInt8] = []
     var cachedDefault = false
     var cached: ConnectionStream?
-    /// The gRPC call whose stream (named by its metadata or the call itself) was last looked up on this pipe, while
+    /// The RPC call whose stream (named by its metadata or the call itself) was last looked up on this pipe, while
     /// ``cached`` is still that stream: the call's next messages skip the lookup.
-    var cachedCall: GRPCCall?
+    var cachedCall: RPCCall?
     /// Bytes that went through this pipe so far.
     var offset: Int64 = 0
     /// How many of them the consumer's TCP acknowledged (`delivered` pipes).

@@ -7,7 +7,7 @@ final class StreamLedger {
     let index: Int
     let name: String
     let direction: Direction
-    /// The receiver whose copy of the stream this is (``ProtocolSession/receiver``: an MQTT subscriber); nil when
+    /// The receiver whose copy of the stream this is (``ProtocolSession/receiver``: a subscriber); nil when
     /// the stream has one consumer at a time.
     let receiver: String?
     let seqStart: Int64

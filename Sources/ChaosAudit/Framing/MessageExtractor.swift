@@ -49,7 +49,7 @@ final class MessageExtractor {
     /// Builds the extractor for `spec`; throws `ChaosError.badInput` for formats it cannot read. `zigzag` names
     /// the protobuf fields (as field-number paths) that are `sint32` / `sint64`.
     init(spec: ProtocolSpec, zigzag: Set<String> = []) throws {
-        // A stream named by the WebSocket upgrade request (`header:` / `query:`) is not a field of the message.
+        // A stream named by the request that opened it (`header:` / `query:`) is not a field of the message.
         let streamField: String? = if case .field(let name) = spec.streamSource { name } else { nil }
         var names = [spec.seq, streamField ?? "", spec.ack ?? ""]
         hasStream = streamField != nil

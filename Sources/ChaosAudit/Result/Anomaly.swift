@@ -24,7 +24,7 @@ package struct Anomaly: Sendable, Codable, Equatable {
         case unconfirmed
         /// A seq absurdly far past the highest of its stream (reported once per stream; such messages are not audited).
         case seqJump = "seq jump"
-        /// Bytes that do not parse as the declared protocol (a bad WebSocket frame or handshake): the offset and
+        /// Bytes that do not parse as the declared protocol (a bad frame or handshake): the offset and
         /// reason are in the detail; that direction of the connection is not audited further (reported once per connection).
         case protocolError = "protocol"
         /// A message larger than `protocol.max_message`: counted, not audited (reported once per connection).
@@ -40,7 +40,7 @@ package struct Anomaly: Sendable, Codable, Equatable {
     package var stream: String
     /// Which way the messages travel.
     package var direction: Direction
-    /// The receiver whose copy of the stream it concerns (an MQTT subscriber's client id), if the stream has several.
+    /// The receiver whose copy of the stream it concerns (a subscriber's client id), if the stream has several.
     package var receiver: String?
     /// The first seq concerned.
     package var fromSeq: Int64?

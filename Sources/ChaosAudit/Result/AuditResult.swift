@@ -22,7 +22,7 @@ package struct AuditResult: Sendable, Codable, Equatable {
     package var messages: MessageStats
     /// Activity over time, for the timeline.
     package var activity: ActivitySeries
-    /// WebSocket handshakes, close codes, heartbeats, oversized messages; nil when there were none (lines framing).
+    /// The protocol's handshakes, codes, heartbeats, oversized messages; nil when there were none (lines framing).
     package var protocolEvents: ProtocolStats?
     /// What the emulated mobile path did (radio, NAT, loss) and the findings on the pair's keepalive; nil when the
     /// run had no mobile path.

@@ -109,7 +109,7 @@ package struct StreamResult: Sendable, Codable, Equatable {
     package var stream: String
     /// Which way its messages travel.
     package var direction: Direction
-    /// The receiver whose copy of the stream this is (an MQTT subscriber's client id); nil when the stream has one
+    /// The receiver whose copy of the stream this is (a subscriber's client id); nil when the stream has one
     /// consumer at a time.
     package var receiver: String?
     /// Its counts (flattened into the same JSON object).

@@ -1,4 +1,4 @@
-/// Where the seqs a receiver lost died, for a stream that fans out through a server (an MQTT broker's topic, a chat
+/// Where the seqs a receiver lost died, for a stream that fans out through a server (a broker's topic, a chat
 /// server's room): never delivered to the server by their producer, delivered to the server but never written toward
 /// this receiver, or written toward the receiver and never delivered to it.
 package struct LossPlacement: Sendable, Codable, Equatable {

@@ -1,7 +1,9 @@
-/// The counters and families report.json has always had, by name, for Swift readers of a result (the tests, the
-/// renderers' callers); the audit itself counts through ``ProtocolStats/subscript(counter:)`` and ``ProtocolStats/count(_:code:fault:)``.
+/// The counters report.json has always had, by name, for Swift readers of a result (the tests, the renderers'
+/// callers); the audit itself counts through ``ProtocolStats/subscript(counter:)`` and
+/// ``ProtocolStats/count(_:code:fault:)``, and a plug-in's families of codes are read by their names
+/// (``ProtocolStats/subscript(family:)``).
 extension ProtocolStats {
-    /// Upgrade handshakes accepted (101 Switching Protocols read from the server, WebSocket or h2c).
+    /// Upgrade handshakes accepted (101 Switching Protocols read from the server).
     package var upgrades: Int64 {
         get { self[counter: "upgrades"] }
         set { self[counter: "upgrades"] = newValue }
@@ -11,22 +13,22 @@ extension ProtocolStats {
         get { self[counter: "upgradeFailures"] }
         set { self[counter: "upgradeFailures"] = newValue }
     }
-    /// Connections that ended with no close frame either way after their upgrade (1006, abnormal closure).
+    /// Connections that ended with no close frame either way after their upgrade (an abnormal closure).
     package var abnormalClosures: Int64 {
         get { self[counter: "abnormalClosures"] }
         set { self[counter: "abnormalClosures"] = newValue }
     }
-    /// Heartbeats: WebSocket ping frames, HTTP/2 PING frames.
+    /// Heartbeats: the protocols' ping frames.
     package var pings: Int64 {
         get { self[counter: "pings"] }
         set { self[counter: "pings"] = newValue }
     }
-    /// Their answers: WebSocket pong frames, HTTP/2 PING acks.
+    /// Their answers: pongs, ping acknowledgements.
     package var pongs: Int64 {
         get { self[counter: "pongs"] }
         set { self[counter: "pongs"] = newValue }
     }
-    /// gRPC calls started (request headers read from the client).
+    /// Calls started (an RPC's request headers read from the client).
     package var calls: Int64 {
         get { self[counter: "calls"] }
         set { self[counter: "calls"] = newValue }
@@ -47,40 +49,4 @@ extension ProtocolStats {
         set { self[counter: "protocolErrors"] = newValue }
     }
 
-    /// Close frames by code (`1000`, `1012`; `none` without a code), and `1006` per connection ended without one.
-    package var closeCodes: [String: Int64] {
-        get { self[family: "closeCodes"] }
-        set { self[family: "closeCodes"] = newValue }
-    }
-    package var closeCodesByFault: [String: [String: Int64]] {
-        get { self[familyByFault: "closeCodes"] }
-        set { self[familyByFault: "closeCodes"] = newValue }
-    }
-    /// HTTP/2 GOAWAY frames by error code name (a peer's as read, the proxy's own as written).
-    package var goaways: [String: Int64] {
-        get { self[family: "goaways"] }
-        set { self[family: "goaways"] = newValue }
-    }
-    package var goawaysByFault: [String: [String: Int64]] {
-        get { self[familyByFault: "goaways"] }
-        set { self[familyByFault: "goaways"] = newValue }
-    }
-    /// HTTP/2 RST_STREAM frames by error code name.
-    package var streamResets: [String: Int64] {
-        get { self[family: "streamResets"] }
-        set { self[family: "streamResets"] = newValue }
-    }
-    package var streamResetsByFault: [String: [String: Int64]] {
-        get { self[familyByFault: "streamResets"] }
-        set { self[familyByFault: "streamResets"] = newValue }
-    }
-    /// gRPC calls ended with a status in trailers, by status name.
-    package var grpcStatuses: [String: Int64] {
-        get { self[family: "grpcStatuses"] }
-        set { self[family: "grpcStatuses"] = newValue }
-    }
-    package var grpcStatusesByFault: [String: [String: Int64]] {
-        get { self[familyByFault: "grpcStatuses"] }
-        set { self[familyByFault: "grpcStatuses"] = newValue }
-    }
 }

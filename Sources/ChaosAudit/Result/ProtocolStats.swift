@@ -1,10 +1,10 @@
 package import ChaosProtocols
 
 /// What the protocol layer saw besides messages, as named counters and families of counts by code that the
-/// protocol plug-ins declare (``ProtocolPlugin/counters``, ``ProtocolPlugin/counterFamilies``: WebSocket handshakes
-/// and close codes, HTTP/2 GOAWAY and RST_STREAM frames, gRPC calls and statuses, heartbeats) and the audit's own
+/// protocol plug-ins declare (``ProtocolPlugin/counters``, ``ProtocolPlugin/counterFamilies``: handshakes,
+/// close codes, frames the peers send to end or reset streams, calls and their statuses, heartbeats) and the audit's own
 /// (oversized messages, bytes that did not parse). All zero for lines and length-prefixed framing. Every figure
-/// counts what the peers sent, as the proxy read it (and the GOAWAY frames the proxy sent itself).
+/// counts what the peers sent, as the proxy read it (and the frames the proxy's own faults sent).
 ///
 /// In report.json each counter and family is a key of `protocol_events` (a family's counts per fault under
 /// `NAME_by_fault`), the keys written before families existed: a report written then still loads.
@@ -26,7 +26,7 @@ package struct ProtocolStats: Sendable, Codable, Equatable {
     package private(set) var families: [String: [String: Int64]]
     /// Family name → the fault active (or last) when it came (`none` before any fault) → code → count.
     package private(set) var familiesByFault: [String: [String: [String: Int64]]]
-    /// HTTP/2 PING round trips (a keepalive read from one peer to its ack read from the other), through the proxy and
+    /// PING round trips (a keepalive read from one peer to its ack read from the other), through the proxy and
     /// the answering peer; nil when there were none.
     package var pingRoundTripS: LatencySummary?
 

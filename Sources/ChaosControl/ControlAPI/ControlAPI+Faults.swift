@@ -1,4 +1,5 @@
 import ChaosCore
+import ChaosProtocols
 import ChaosProxy
 import Foundation
 import NIOHTTP1
@@ -64,7 +65,8 @@ extension ControlAPI {
                 proxies: specs,
                 duration: Self.forever,
                 source: "request body",
-                instantAt: .nanoseconds(now)
+                instantAt: .nanoseconds(now),
+                framings: ProtocolRegistry.catalog
             )
             try rule.checkInvariants(source: "request body", proxies: Set(specs.map(\.name)))
             try rule.checkBegins(within: Self.forever, source: "request body")

@@ -6,7 +6,7 @@ package struct FaultRule: Sendable, Codable, Equatable {
     /// When it happens.
     package var schedule: Schedule
     /// The parameters; ranges are drawn per occurrence.
-    package var parameters: FaultParameters
+    @FaultCoding package var parameters: FaultParameters
     /// Only this proxy; nil: every proxy.
     package var proxy: String?
     /// Where the rule is in its file, for messages.
@@ -22,8 +22,9 @@ package struct FaultRule: Sendable, Codable, Equatable {
     }
 }
 
-/// The faults of PRODUCT §3, plus `link` (a link profile for a while).
-package enum FaultKind: String, Sendable, Codable, Equatable, CaseIterable {
+/// The faults of PRODUCT §3, plus `link` (a link profile for a while), plus the faults a protocol plug-in declares
+/// (``protocolFault(_:)``: ChaosCore knows none of them by name).
+package enum FaultKind: Sendable, Hashable {
     case disconnect, latency, bandwidth, partition, handoff, refuse, slice, stall, link
     /// Packet loss as TCP shows it to the application (retransmission delays, head-of-line blocking).
     case loss
@@ -33,29 +34,40 @@ package enum FaultKind: String, Sendable, Codable, Equatable, CaseIterable {
     case radio
     /// A carrier-grade NAT that silently forgets a connection idle for its timeout.
     case nat
-    /// A WebSocket close frame sent by the proxy at a frame boundary, then the TCP connection closed after a grace time.
-    case wsClose = "ws-close"
-    /// An HTTP/2 GOAWAY sent to the client at a frame boundary as a draining server would, then the TCP connection closed.
-    case goaway
     /// New TLS handshakes hang or fail with an alert for a while (a `tls:` proxy's; live connections untouched).
     case handshake
     /// The pair's server is stopped (SIGTERM, or SIGKILL as a crash), stays down for a while, and is started again
     /// with its own command: a deploy, a crash, a broker restart.
     case restart
     /// Toxiproxy's toxics that no scenario fault does (the control API makes them; a scenario cannot name them).
-    case slowClose = "slow_close"
-    case limitData = "limit_data"
-    case resetPeer = "reset_peer"
+    case slowClose
+    case limitData
+    case resetPeer
     case timeout
+    /// A fault of a protocol's own, by the name its plug-in declares (``ProtocolFaultDeclaration``): a frame the
+    /// proxy puts in between two of the protocol's frames at one instant, then the connection closed.
+    case protocolFault(String)
 
-    /// The kinds a scenario's `faults:` may name.
-    package static var scenarioKinds: [FaultKind] { allCases.filter { !$0.isToxicOnly } }
+    /// The kinds ChaosCore itself knows, in the order messages list them.
+    package static let coreKinds: [FaultKind] = [
+        .disconnect, .latency, .bandwidth, .partition, .handoff, .refuse, .slice, .stall, .link, .loss, .mtu, .radio, .nat,
+        .handshake, .restart, .slowClose, .limitData, .resetPeer, .timeout,
+    ]
+
+    /// The core kinds a scenario's `faults:` may name (a plug-in's own come from its declarations).
+    package static var scenarioKinds: [FaultKind] { coreKinds.filter { !$0.isToxicOnly } }
 
     /// Whether only a Toxiproxy toxic makes it.
     package var isToxicOnly: Bool { [.slowClose, .limitData, .resetPeer, .timeout].contains(self) }
 
+    /// Whether a protocol plug-in declares it.
+    package var isProtocolFault: Bool {
+        if case .protocolFault = self { return true }
+        return false
+    }
+
     /// Whether the fault acts at one instant (the rest act for a while).
-    package var isInstant: Bool { self == .disconnect || self == .wsClose || self == .goaway }
+    package var isInstant: Bool { self == .disconnect || isProtocolFault }
 
     /// Whether the fault lasts a time of its own (a handoff its blackout, a restart its down time), not a `for`.
     package var lastsItsOwnTime: Bool { self == .handoff || self == .restart }
@@ -63,14 +75,53 @@ package enum FaultKind: String, Sendable, Codable, Equatable, CaseIterable {
     /// Whether the fault acts on the pair's processes rather than on the proxies' connections (it takes no
     /// `targets` or `proxy`, and needs a `pair:`).
     package var actsOnThePair: Bool { self == .restart }
+}
 
-    /// The protocol whose frames the proxy must follow on every connection for this fault (nil: none).
-    package var framing: FrameProtocol? {
+extension FaultKind: RawRepresentable, Codable {
+    /// The name a scenario gives it (`disconnect`, `slow_close`, a plug-in's own).
+    package var rawValue: String {
         switch self {
-        case .wsClose: .websocket
-        case .goaway: .http2
-        default: nil
+        case .disconnect: "disconnect"
+        case .latency: "latency"
+        case .bandwidth: "bandwidth"
+        case .partition: "partition"
+        case .handoff: "handoff"
+        case .refuse: "refuse"
+        case .slice: "slice"
+        case .stall: "stall"
+        case .link: "link"
+        case .loss: "loss"
+        case .mtu: "mtu"
+        case .radio: "radio"
+        case .nat: "nat"
+        case .handshake: "handshake"
+        case .restart: "restart"
+        case .slowClose: "slow_close"
+        case .limitData: "limit_data"
+        case .resetPeer: "reset_peer"
+        case .timeout: "timeout"
+        case .protocolFault(let name): name
         }
+    }
+
+    /// The core kind named `rawValue`, or a plug-in's fault of that name (whether a plug-in declares it is the
+    /// scenario reader's and the invariants' to check); nil for an empty name.
+    package init?(rawValue: String) {
+        guard !rawValue.isEmpty else { return nil }
+        self = Self.coreKinds.first { $0.rawValue == rawValue } ?? .protocolFault(rawValue)
+    }
+
+    package init(from decoder: any Decoder) throws {
+        let name = try decoder.singleValueContainer().decode(String.self)
+        guard let kind = FaultKind(rawValue: name) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "a fault kind is a name"))
+        }
+        self = kind
+    }
+
+    package func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
     }
 }
 
@@ -104,24 +155,6 @@ package enum DisconnectMode: String, Sendable, Codable, Equatable, CaseIterable 
     /// FIN to both sides with no TLS close_notify before it (an app that takes it for a clean end has a truncation
     /// bug); on a cleartext connection, as `close`.
     case truncate
-}
-
-/// A protocol whose frame boundaries the proxy follows, to inject a frame of its own between two frames.
-package enum FrameProtocol: String, Sendable, Codable, Equatable {
-    /// RFC 6455 frames after the HTTP/1.1 upgrade.
-    case websocket
-    /// RFC 9113 frames after the preface (or an h2c upgrade).
-    case http2
-}
-
-/// Which side a `ws-close` fault sends its close frame to.
-package enum CloseSide: String, Sendable, Codable, Equatable, CaseIterable {
-    /// The client (the proxy plays a restarting server).
-    case client
-    /// The server (the proxy plays a client going away; the frame is masked, as a client's must be).
-    case server
-    /// Both.
-    case both
 }
 
 /// When a rule fires.

@@ -53,8 +53,9 @@ package enum FaultSpec<Span: FaultSpan>: Sendable, Codable, Equatable {
     /// A carrier-grade NAT: a connection with no byte either way for `idleTimeout` is silently dead from then on
     /// (nothing passes either way, no FIN, no RST) until a side gives up; new connections start afresh.
     case nat(idleTimeout: ChaosDuration)
-    case wsClose(code: Int, side: CloseSide, grace: ChaosDuration)
-    case goaway(grace: ChaosDuration)
+    /// A fault a protocol plug-in declares: saved under its own name by ``FaultCoding``, never as this
+    /// case.
+    case protocolFault(ProtocolFault)
     /// New TLS handshakes on a `tls:` proxy hang (`stall`) or get an alert (`fail`) while it lasts; live connections
     /// are untouched.
     case handshake(mode: HandshakeMode)
@@ -86,8 +87,7 @@ package enum FaultSpec<Span: FaultSpan>: Sendable, Codable, Equatable {
         case .mtu: .mtu
         case .radio: .radio
         case .nat: .nat
-        case .wsClose: .wsClose
-        case .goaway: .goaway
+        case .protocolFault(let fault): .protocolFault(fault.kind)
         case .handshake: .handshake
         case .restart: .restart
         case .slowClose: .slowClose
@@ -121,8 +121,7 @@ package enum FaultSpec<Span: FaultSpan>: Sendable, Codable, Equatable {
         case .radio(let radio):
             [("promotion", "\(radio.promotion)"), ("tail", "\(radio.tail)")] + (radio.perConnection ? [("per", "connection")] : [])
         case .nat(let idleTimeout): [("idle_timeout", "\(idleTimeout)")]
-        case .wsClose(let code, let side, let grace): [("code", "\(code)"), ("side", side.rawValue), ("grace", "\(grace)")]
-        case .goaway(let grace): [("grace", "\(grace)")]
+        case .protocolFault(let fault): fault.parameters
         case .handshake(let mode): [("mode", mode.rawValue)]
         case .restart(let down, let signal): [("down", "\(down)"), ("signal", signal.rawValue)]
         case .slowClose(let delay, let direction): [("delay", "\(delay)"), ("direction", direction.rawValue)]
@@ -179,8 +178,7 @@ extension FaultSpec {
         case .mtu(let size, let direction): .mtu(size: size, direction: direction)
         case .radio(let radio): .radio(radio)
         case .nat(let idleTimeout): .nat(idleTimeout: idleTimeout)
-        case .wsClose(let code, let side, let grace): .wsClose(code: code, side: side, grace: grace)
-        case .goaway(let grace): .goaway(grace: grace)
+        case .protocolFault(let fault): .protocolFault(fault)
         case .handshake(let mode): .handshake(mode: mode)
         case .restart(let down, let signal): .restart(down: try transform(down), signal: signal)
         case .slowClose(let delay, let direction): .slowClose(delay: delay, direction: direction)

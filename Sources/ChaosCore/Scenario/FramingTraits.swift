@@ -11,18 +11,24 @@ package protocol FramingTraits: Sendable {
     static func framing(options: [String: Int]) throws -> ProtocolSpec.Framing
     /// Checks a framing however it arrived (a scenario, `scenario.json`, flags); throws ``FramingOptionProblem``.
     static func check(_ framing: ProtocolSpec.Framing) throws
-    /// The message format when none is given (`protobuf` for gRPC).
+    /// The message format when none is given (`protobuf` for a framing of RPCs).
     static var defaultFormat: ProtocolSpec.Format { get }
-    /// The stream key when none is given (`rpc` for gRPC: each call is a stream).
+    /// The stream key when none is given (`rpc` for a framing of RPCs: each call is a stream).
     static var defaultStream: String { get }
     /// Whether its messages belong to RPCs (`descriptors`, `methods` and the `rpc` stream key are for it).
     static var hasRPCs: Bool { get }
+    /// The schema `protocol.descriptors` names (a framing with RPCs reads one); throws `ChaosError.badInput` for a
+    /// file it cannot read, or when it reads none.
+    static func loadSchema(path: String) throws -> any MessageSchema
     /// Whether its messages are binary (`format: protobuf` needs it).
     static var carriesBinary: Bool { get }
     /// The stream-key prefixes it gives a meaning (`header:` of a request or call metadata, `query:` of a request).
     static var streamKeyPrefixes: [String] { get }
-    /// The frames the proxy follows for this protocol's faults; nil: the proxy never follows its frames.
-    static var frames: FrameProtocol? { get }
+    /// The name of the frames the proxy follows for this protocol's faults (what `chaos proxy
+    /// --frames` takes); nil: the proxy never follows its frames.
+    static var frames: String? { get }
+    /// The faults of its own: each needs the proxy to follow its frames.
+    static var faults: [ProtocolFaultDeclaration] { get }
 }
 
 extension FramingTraits {
@@ -32,9 +38,13 @@ extension FramingTraits {
     package static var defaultFormat: ProtocolSpec.Format { .json }
     package static var defaultStream: String { "stream" }
     package static var hasRPCs: Bool { false }
+    package static func loadSchema(path: String) throws -> any MessageSchema {
+        throw ChaosError.badInput("framing \(name) reads no descriptor set")
+    }
     package static var carriesBinary: Bool { true }
     package static var streamKeyPrefixes: [String] { [] }
-    package static var frames: FrameProtocol? { nil }
+    package static var frames: String? { nil }
+    package static var faults: [ProtocolFaultDeclaration] { [] }
 
     /// A framing with no options of its own: `options` must be empty.
     package static func framing(options: [String: Int]) throws -> ProtocolSpec.Framing {
@@ -77,14 +87,14 @@ package struct FramingCatalog: Sendable {
     /// The framing that `name` (a `protocol.framing` value) names.
     package func traits(named name: String) -> (any FramingTraits.Type)? { framings.first { $0.names.contains(name) } }
 
-    /// The canonical framing names (`lines, length-prefixed, websocket, grpc`).
+    /// The canonical framing names (`lines, length-prefixed, …`).
     package var names: [String] { framings.map { $0.name } }
 
     /// Every option key some framing takes.
     package var optionKeys: [String] { framings.flatMap { $0.optionKeys } }
 
     /// What a stream key with `prefix` names, and the framings that give it that meaning, for messages:
-    /// `header:NAME names a header of the request or call that opened the stream; it needs framing websocket, grpc or sse`.
+    /// `header:NAME names a header of the request or call that opened the stream; it needs framing A, B or C`.
     package func streamKeyMeaning(_ prefix: String) -> String {
         let part = prefix == "query:" ? "a query parameter of the request" : "a header of the request or call"
         return "\(prefix)NAME names \(part) that opened the stream; it needs framing "
@@ -95,6 +105,35 @@ package struct FramingCatalog: Sendable {
     static func list(_ names: [String]) -> String {
         names.count < 2 ? names.joined() : names.dropLast().joined(separator: ", ") + " or " + names[names.count - 1]
     }
+
+    /// The declaration of the plug-in fault named `kind`, with the framing that declares it.
+    package func fault(named kind: String) -> (declaration: ProtocolFaultDeclaration, framing: any FramingTraits.Type)? {
+        for framing in framings {
+            if let declaration = framing.faults.first(where: { $0.kind == kind }) { return (declaration, framing) }
+        }
+        return nil
+    }
+
+    /// The declaration of the plug-in fault saved under `codingKey` (`wsClose`).
+    package func faultDeclaration(codingKey: String) -> ProtocolFaultDeclaration? {
+        for framing in framings {
+            if let declaration = framing.faults.first(where: { ProtocolFault.codingKey(kind: $0.kind) == codingKey }) { return declaration }
+        }
+        return nil
+    }
+
+    /// The names of every plug-in's faults, in registry order.
+    package var faultKinds: [String] { framings.flatMap { framing in framing.faults.map { $0.kind } } }
+
+    /// The frame names the proxy can follow, in registry order.
+    package var frameNames: [String] { framings.compactMap { $0.frames } }
+
+    /// The framing whose frames are named `frames`.
+    package func framing(following frames: String) -> (any FramingTraits.Type)? { framings.first { $0.frames == frames } }
+
+    /// The key under which a decoder's `userInfo` carries the catalog, so that a saved plug-in fault's fields come
+    /// back in its declaration's order.
+    package static let userInfoKey = CodingUserInfoKey(rawValue: "chaos.framingCatalog")!
 
     /// The canonical names of the framings with RPCs, for messages.
     package var namesWithRPCs: String { Self.list(framings.filter { $0.hasRPCs }.map { $0.name }) }

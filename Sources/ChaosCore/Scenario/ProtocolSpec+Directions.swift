@@ -55,9 +55,9 @@ extension ProtocolSpec {
     package enum StreamSource: Sendable, Equatable {
         /// A field of each message.
         case field(String)
-        /// A header of the WebSocket upgrade request (`header:NAME`).
+        /// A header of the request that opened the stream (`header:NAME`).
         case header(String)
-        /// A query parameter of the WebSocket upgrade request's target (`query:NAME`).
+        /// A query parameter of the target of the request that opened the stream (`query:NAME`).
         case query(String)
         /// Each RPC call is a stream of its own (`rpc`; only a framing with RPCs takes it: a field named `rpc` is `/rpc`).
         case rpc

@@ -5,7 +5,7 @@ extension ProtocolSpec {
     /// Written to `scenario.json` as `{"<camelCaseName>": {<options>}}` (`{"lines":{}}`,
     /// `{"lengthPrefixed":{"bytes":4,"offset":0}}`), as run folders have always had it.
     package struct Framing: Sendable, Equatable, Hashable, CustomStringConvertible {
-        /// The canonical framing name (`lines`, `length-prefixed`, `websocket`, `grpc`, `sse`).
+        /// The canonical framing name (`lines`, `length-prefixed`, a plug-in's own).
         package var name: String
         /// The framing's own options, as its plug-in stores them.
         package var options: [String: Int]

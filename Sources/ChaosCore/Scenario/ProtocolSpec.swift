@@ -33,10 +33,10 @@ package struct ProtocolSpec: Sendable, Codable, Equatable {
     package var downstream: DirectionOverride?
     /// The largest message the audit buffers (`max_message`, default ``defaultMessageCap``); nil: the default.
     package var maxMessage: Int?
-    /// gRPC: a FileDescriptorSet file (`descriptors:`, absolute once read from a scenario) that names protobuf fields
-    /// and gives each RPC's request and response types.
+    /// A framing with RPCs: the schema file (`descriptors:`, absolute once read from a scenario) that names fields and
+    /// gives each RPC's request and response types, read by the framing's plug-in.
     package var descriptors: String?
-    /// gRPC: the RPCs audited (`/package.Service/Method`); nil: every RPC.
+    /// A framing with RPCs: the RPCs audited (`/package.Service/Method`); nil: every RPC.
     package var methods: [String]?
     /// NSS key logs (`keylog:`, absolute once read from a scenario) that `chaos audit` decrypts a capture's TLS with.
     package var keylog: [String]?

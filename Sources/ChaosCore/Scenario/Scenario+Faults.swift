@@ -18,16 +18,15 @@ extension ScenarioReader {
         case .mtu: ["size", "direction"]
         case .radio: ["promotion", "tail", "per"]
         case .nat: ["idle_timeout"]
-        case .wsClose: ["code", "side", "grace"]
-        case .goaway: ["grace"]
         case .handshake: ["mode"]
         case .restart: ["down", "signal"]
         case .slowClose, .limitData, .resetPeer, .timeout: []  // not in a scenario
+        case .protocolFault: []  // its plug-in declares them (``protocolFaultKeys``)
         }
     }
 
     func fault(_ value: YAMLValue, proxies: [ProxySpec], duration: ChaosDuration) throws -> FaultRule {
-        let kinds = FaultKind.scenarioKinds.map(\.rawValue)
+        let kinds = FaultKind.scenarioKinds.map(\.rawValue) + framings.faultKinds
         guard value.isMapping else {
             throw value.error("a fault must be a mapping like '- latency: {at: 10s, add: 100ms}', found \(value.shape)")
         }
@@ -42,7 +41,8 @@ extension ScenarioReader {
         if body.isNull {
             map = YAMLMapping(owner: body, what: what, entries: [])
         } else {
-            map = try body.mapping(what, allowed: Self.scheduleKeys + Self.parameterKeys(kind))
+            let keys = framings.fault(named: kind.rawValue)?.declaration.keys ?? Self.parameterKeys(kind)
+            map = try body.mapping(what, allowed: Self.scheduleKeys + keys)
         }
         if kind.actsOnThePair {
             for key in ["targets", "proxy"] {
@@ -148,9 +148,6 @@ extension ScenarioReader {
         func direction(default fallback: DirectionSet) throws -> DirectionSet {
             try map["direction"]?.choice("\(what).direction", of: DirectionSet.self) ?? fallback
         }
-        func grace() throws -> ChaosDuration {
-            try map["grace"].map { try $0.duration("\(what).grace") } ?? .seconds(Int64(5))
-        }
         func linger() throws -> ChaosDuration {
             try map["linger"].map { try $0.duration("\(what).linger") } ?? .seconds(Int64(30))
         }
@@ -221,18 +218,11 @@ extension ScenarioReader {
             return .radio(try radio(map, what: what, defaults: .lte))
         case .nat:
             return .nat(idleTimeout: try map["idle_timeout"].map { try $0.duration("\(what).idle_timeout") } ?? CarrierNAT.defaultIdleTimeout)
-        case .wsClose:
-            let code = try map["code"].map { try $0.int("\(what).code", in: 1000...4999) } ?? 1012
-            if !FaultParameters.sendableCloseCodes.contains(Int(code)), let value = map["code"] {
-                throw value.error(
-                    "\(what).code must be a close code an endpoint may send (1000-1003, 1007-1014, "
-                        + "3000-4999), found \(code)"
-                )
+        case .protocolFault(let name):
+            guard let declaration = framings.fault(named: name)?.declaration else {
+                throw map.owner.error("\(what): no protocol declares a fault '\(name)'")
             }
-            let side = try map["side"]?.choice("\(what).side", of: CloseSide.self) ?? .client
-            return .wsClose(code: Int(code), side: side, grace: try grace())
-        case .goaway:
-            return .goaway(grace: try grace())
+            return .protocolFault(try protocolFault(map, declaration, what: what))
         case .handshake:
             return .handshake(mode: try map["mode"]?.choice("\(what).mode", of: HandshakeMode.self) ?? .stall)
         case .restart:
@@ -243,21 +233,57 @@ extension ScenarioReader {
         }
     }
 
-    /// `ws-close` and `goaway` make the proxies follow one protocol's frames: the faults must agree on it, and
+    /// A plug-in's fault: each field its declaration names, read by its rule, or its default.
+    func protocolFault(_ map: YAMLMapping, _ declaration: ProtocolFaultDeclaration, what: String) throws -> ProtocolFault {
+        var fault = declaration.defaults
+        for (index, field) in declaration.fields.enumerated() {
+            guard let value = map[field.key] else { continue }
+            let name = "\(what).\(field.key)"
+            let read: ProtocolFault.Value
+            switch field.rule {
+            case .integer(let range, _, _, _):
+                // A code is often written in hex (`0x8B`).
+                let text = try value.string(name)
+                if text.lowercased().hasPrefix("0x"), let number = Int64(text.dropFirst(2), radix: 16) {
+                    guard range.contains(number) else {
+                        throw value.error("\(name) must be between \(range.lowerBound) and \(range.upperBound), found \(text)")
+                    }
+                    read = .integer(number)
+                } else {
+                    read = .integer(try value.int(name, in: range))
+                }
+            case .choice(let choices, _):
+                let text = try value.string(name)
+                guard choices.contains(text) else {
+                    var message = "\(name) must be one of \(choices.joined(separator: ", ")), found '\(text)'"
+                    if let near = YAMLValue.nearest(to: text, in: choices) { message += " (did you mean '\(near)'?)" }
+                    throw value.error(message)
+                }
+                read = .text(text)
+            case .duration: read = .text("\(try value.duration(name))")
+            }
+            if let problem = field.problem(read) { throw value.error("\(name) \(problem)") }
+            fault.fields[index].value = read
+        }
+        return fault
+    }
+
+    /// A plug-in's faults make the proxies follow that protocol's frames: the faults must agree on one protocol, and
     /// with the protocol the audit reads.
     func checkFrames(_ faults: [FaultRule], at values: [YAMLValue], protocolSpec: ProtocolSpec?) throws {
-        var needed: FrameProtocol?
+        var needed: String?
         for (rule, value) in zip(faults, values) {
-            guard let framing = rule.kind.framing else { continue }
-            if let needed, needed != framing {
+            guard rule.kind.isProtocolFault, let framing = framings.fault(named: rule.kind.rawValue)?.framing, let frames = framing.frames
+            else { continue }
+            if let needed, needed != frames {
                 throw value.error(
-                    "a \(rule.kind.rawValue) fault needs \(framing.rawValue) frames, but an earlier fault needs "
-                        + "\(needed.rawValue) frames; one scenario can follow one protocol"
+                    "a \(rule.kind.rawValue) fault needs \(frames) frames, but an earlier fault needs "
+                        + "\(needed) frames; one scenario can follow one protocol"
                 )
             }
-            needed = framing
-            if let audited = protocolSpec?.framing, let frames = framings.traits(named: audited.name)?.frames, frames != framing {
-                throw value.error("a \(rule.kind.rawValue) fault needs \(framing.rawValue) frames, but protocol.framing reads \(audited.name)")
+            needed = frames
+            if let audited = protocolSpec?.framing, let auditedFrames = framings.traits(named: audited.name)?.frames, auditedFrames != frames {
+                throw value.error("a \(rule.kind.rawValue) fault needs \(frames) frames, but protocol.framing reads \(audited.name)")
             }
         }
     }
@@ -330,7 +356,8 @@ extension FaultRule {
         proxies: [ProxySpec],
         duration: ChaosDuration,
         source: String = "request",
-        instantAt: ChaosDuration? = nil
+        instantAt: ChaosDuration? = nil,
+        framings: FramingCatalog
     ) throws -> FaultRule {
         let root: Node
         do {
@@ -346,7 +373,7 @@ extension FaultRule {
         } catch {
             throw ChaosError.badInput("not valid JSON or YAML: \(error)", at: .init(file: source, line: 1, column: 1))
         }
-        return try ScenarioReader(file: source, instantAt: instantAt).fault(
+        return try ScenarioReader(file: source, instantAt: instantAt, framings: framings).fault(
             YAMLValue(node: root, file: source),
             proxies: proxies,
             duration: duration

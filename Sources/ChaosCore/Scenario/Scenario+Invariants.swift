@@ -40,6 +40,7 @@ extension Scenario {
         if let baseline { try baseline.checkInvariants("baseline", bad) }
         for (index, rule) in faults.enumerated() {
             try rule.checkInvariants("faults[\(index)]", proxies: names, bad)
+            try rule.checkProtocolFault("faults[\(index)]", framings: framings, bad)
             if rule.kind == .handshake, !proxies.contains(where: { $0.tls != nil && (rule.proxy == nil || rule.proxy == $0.name) }) {
                 throw bad("faults[\(index)]: a handshake fault acts on TLS handshakes, but no proxy it reaches has a tls: block")
             }
@@ -53,22 +54,25 @@ extension Scenario {
         try checkFrameProtocol(framings: framings, bad)
     }
 
-    /// The protocol whose frames the proxies follow: the one that the scenario's `ws-close` or `goaway` faults need.
-    package var frameProtocol: FrameProtocol? { faults.lazy.compactMap(\.kind.framing).first }
+    /// The name of the frames the proxies follow: those of the plug-in that declares the scenario's
+    /// protocol faults, if it names one.
+    package func framesFollowed(framings: FramingCatalog) -> String? {
+        faults.lazy.compactMap { framings.fault(named: $0.kind.rawValue)?.framing.frames }.first
+    }
 
-    /// `ws-close` and `goaway` need the proxies to follow one protocol's frames, the one the audit reads if any.
+    /// A plug-in's faults need the proxies to follow one protocol's frames, the one the audit reads if any.
     func checkFrameProtocol(framings: FramingCatalog, _ bad: (String) -> ChaosError) throws {
-        guard let framing = frameProtocol else { return }
+        guard let frames = framesFollowed(framings: framings) else { return }
         for (index, rule) in faults.enumerated() {
-            if let other = rule.kind.framing, other != framing {
+            if let other = framings.fault(named: rule.kind.rawValue)?.framing.frames, other != frames {
                 throw bad(
-                    "faults[\(index)]: a \(rule.kind.rawValue) fault needs \(other.rawValue) frames, but another fault "
-                        + "needs \(framing.rawValue) frames; one scenario can follow one protocol"
+                    "faults[\(index)]: a \(rule.kind.rawValue) fault needs \(other) frames, but another fault "
+                        + "needs \(frames) frames; one scenario can follow one protocol"
                 )
             }
         }
-        if let audited = protocolSpec?.framing, let frames = framings.traits(named: audited.name)?.frames, frames != framing {
-            throw bad("protocol.framing reads \(audited.name), but a fault needs \(framing.rawValue) frames")
+        if let audited = protocolSpec?.framing, let auditedFrames = framings.traits(named: audited.name)?.frames, auditedFrames != frames {
+            throw bad("protocol.framing reads \(audited.name), but a fault needs \(frames) frames")
         }
     }
 
@@ -150,7 +154,7 @@ extension ProtocolSpec {
             // Only the fields each direction reads: a shared default that both directions override is never used.
             // With descriptors, fields may be named; the reader checked the names against the descriptor set.
             for direction in Direction.allCases where descriptors == nil {
-                for name in ProtobufSchema.names(self, direction) where !name.isEmpty && !Self.isFieldNumberPath(name) {
+                for name in fieldNames(direction) where !name.isEmpty && !Self.isFieldNumberPath(name) {
                     throw bad(
                         "protocol.format protobuf reads fields by number path (2, or 4.1 for a nested field), "
                             + "found '\(name)' (\(direction))"
@@ -247,12 +251,7 @@ extension FaultSpec {
                     "\(field).size must be between \(FaultParameters.mtuRange.lowerBound) and \(FaultParameters.mtuRange.upperBound) bytes, found \(size)"
                 )
             }
-        case .wsClose(let code, _, let grace):
-            if !FaultParameters.sendableCloseCodes.contains(code) {
-                throw bad("\(field).code must be a close code an endpoint may send (1000-1003, 1007-1014, 3000-4999), found \(code)")
-            }
-            try Scenario.check(grace, "\(field).grace", positive: false, bad)
-        case .goaway(let grace): try Scenario.check(grace, "\(field).grace", positive: false, bad)
+        case .protocolFault: break  // its declaration's rules: ``FaultRule/checkProtocolFault(_:framings:_:)``
         case .slowClose(let delay, _): try Scenario.check(delay, "\(field).delay", positive: false, bad)
         case .resetPeer(let after, _): try Scenario.check(after, "\(field).after", positive: false, bad)
         case .timeout(let after, _): if let after { try Scenario.check(after, "\(field).after", positive: true, bad) }
@@ -282,14 +281,31 @@ extension Timeline {
             if let proxy = occurrence.proxy, !proxies.contains(proxy) { throw bad("\(field).proxy: no proxy named '\(proxy)'") }
             try Scenario.check(occurrence.targets, field, bad)
             try occurrence.effect.checkInvariants(field, bad)
+            if case .protocolFault(let fault) = occurrence.effect,
+                scenario.faults[occurrence.rule].parameters != .protocolFault(fault)
+            {
+                throw bad("\(field).effect: a \(fault.kind) fault must be as its rule in scenario.json wrote it")
+            }
         }
     }
 }
 
+extension FaultRule {
+    /// A plug-in's fault: a plug-in in `framings` declares its kind, and its fields obey the declaration.
+    func checkProtocolFault(_ field: String, framings: FramingCatalog, _ bad: (String) -> ChaosError) throws {
+        guard case .protocolFault(let name) = kind else { return }
+        guard let declaration = framings.fault(named: name)?.declaration else {
+            let known = framings.faultKinds.joined(separator: ", ")
+            throw bad("\(field): no protocol declares a fault '\(name)' (the protocols' faults: \(known.isEmpty ? "none" : known))")
+        }
+        guard case .protocolFault(let fault) = parameters, fault.kind == name else {
+            throw bad("\(field).parameters must be a \(name) fault's")
+        }
+        if let problem = declaration.problem(fault) { throw bad("\(field).\(problem)") }
+    }
+}
+
 extension FaultParameters {
-    /// The WebSocket close codes an endpoint may put in a close frame (RFC 6455 section 7.4: 1004-1006 and
-    /// 1015 are reserved for reports, 1016-2999 for the protocol's future).
-    package static let sendableCloseCodes: [ClosedRange<Int>] = [1000...1003, 1007...1014, 3000...4999]
     /// The highest `loss.rate` (at 100% nothing would ever arrive: use a partition).
     package static let maximumLossRate = 0.99
     /// The longest mean `loss.burst`, in packets.
@@ -303,7 +319,7 @@ extension Array where Element == ClosedRange<Int> {
 }
 
 extension ProtocolSpec {
-    /// `/package.Service/Method`: an RPC as gRPC names it in `:path`.
+    /// `/package.Service/Method`: an RPC as its request's `:path` names it.
     static func isMethodPath(_ path: String) -> Bool {
         let parts = path.split(separator: "/", omittingEmptySubsequences: false)
         return parts.count == 3 && parts[0].isEmpty && !parts[1].isEmpty && !parts[2].isEmpty

@@ -23,7 +23,7 @@ extension ScenarioReader {
             throw format.error("protocol.format protobuf needs binary messages: framing \(framings.namesCarryingBinary)")
         }
         spec.seq = try map["seq"]?.string("protocol.seq") ?? "seq"
-        // gRPC: each call is a stream unless a field or a metadata header names one that outlives calls.
+        // A framing with RPCs: each call is a stream unless a field or a metadata header names one that outlives calls.
         spec.stream = try map["stream"].map { try streamKey($0, "protocol.stream", traits) } ?? traits.defaultStream
         spec.id = try map["id"].map { try $0.string("protocol.id") }
         spec.ack = try map["ack"].map { try $0.string("protocol.ack") }
@@ -61,7 +61,7 @@ extension ScenarioReader {
             }
         }
         if let descriptorsValue = map["descriptors"] {
-            try readDescriptors(descriptorsValue, into: &spec, map: map)
+            try readDescriptors(descriptorsValue, traits, into: &spec, map: map)
         }
         if let keylogValue = map["keylog"] {
             let items = keylogValue.isSequence ? try keylogValue.sequence("protocol.keylog") : [keylogValue]
@@ -80,14 +80,19 @@ extension ScenarioReader {
 
     /// `descriptors:` a FileDescriptorSet, relative to the scenario's folder: read now, so that every field name
     /// and method is checked against it here, with the line and column of the name.
-    private func readDescriptors(_ value: YAMLValue, into spec: inout ProtocolSpec, map: YAMLMapping) throws {
+    private func readDescriptors(
+        _ value: YAMLValue,
+        _ traits: any FramingTraits.Type,
+        into spec: inout ProtocolSpec,
+        map: YAMLMapping
+    ) throws {
         let given = try value.string("protocol.descriptors")
         let path =
             given.hasPrefix("/")
             ? given
             : URL(fileURLWithPath: file).deletingLastPathComponent().appendingPathComponent(given).standardizedFileURL.path
-        let schema: ProtobufSchema
-        do { schema = try ProtobufSchema.load(path: path) } catch let error as ChaosError {
+        let schema: any MessageSchema
+        do { schema = try traits.loadSchema(path: path) } catch let error as ChaosError {
             throw value.error("protocol.descriptors: \(error.message)")
         }
         spec.descriptors = path
@@ -95,17 +100,17 @@ extension ScenarioReader {
             throw value.error("protocol.descriptors names protobuf fields; it needs format protobuf")
         }
         if let methods = spec.methods, let values = try map["methods"].map({ $0.isSequence ? try $0.sequence("protocol.methods") : [$0] }) {
-            for (method, item) in zip(methods, values) where schema.methods[method] == nil {
-                throw item.error("protocol.methods: no RPC \(method) in \(given); it has \(schema.methods.keys.sorted().joined(separator: ", "))")
+            for (method, item) in zip(methods, values) where !schema.calls.contains(method) {
+                throw item.error("protocol.methods: no RPC \(method) in \(given); it has \(schema.calls.joined(separator: ", "))")
             }
         }
-        let methods = (spec.methods ?? schema.methods.keys.sorted()).compactMap { schema.methods[$0] }
+        let methods = (spec.methods ?? schema.calls).filter { schema.calls.contains($0) }
         guard !methods.isEmpty else { throw value.error("protocol.descriptors: \(given) describes no RPC") }
         // Each name, where it was written, against the request (upstream) or response (downstream) type of each RPC:
         // an RPC whose messages lack a field is not audited that way, but a name no RPC has is a mistake.
         for direction in Direction.allCases {
             for (name, at) in try fieldNames(spec, direction, map: map) {
-                if let problem = schema.unresolved(name, direction: direction, methods: methods) {
+                if let problem = schema.unresolved(name, direction: direction, calls: methods) {
                     throw (at ?? value).error("protocol: \(problem)")
                 }
             }
@@ -160,7 +165,7 @@ extension ScenarioReader {
     }
 
     /// A stream key: a field; `header:NAME` or `query:NAME` where the framing gives the prefix a meaning (a
-    /// WebSocket or SSE request's header or query parameter, a gRPC call's metadata); `rpc` (each call is a stream).
+    /// request's header or query parameter, a call's metadata); `rpc` (each call is a stream).
     private func streamKey(_ value: YAMLValue, _ what: String, _ traits: any FramingTraits.Type) throws -> String {
         let key = try value.string(what)
         for prefix in ["header:", "query:"] where key.hasPrefix(prefix) {

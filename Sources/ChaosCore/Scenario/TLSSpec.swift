@@ -23,7 +23,7 @@ package struct TLSSpec: Sendable, Codable, Equatable {
         case insecure
         /// Verified against the roots in this PEM file.
         case roots(String)
-        /// No TLS upstream: chaos terminates TLS and speaks cleartext (a local h2c server).
+        /// No TLS upstream: chaos terminates TLS and speaks cleartext (a local server without TLS).
         case cleartext
     }
 

@@ -15,7 +15,7 @@ package struct FaultOccurrence: Sendable, Codable, Equatable {
     /// The seed for what is drawn when it is applied (which connections, jitter, slice sizes).
     package var seed: UInt64
     /// What it does, with its parameters drawn.
-    package var effect: FaultEffect
+    @FaultCoding package var effect: FaultEffect
 
     /// Creates an occurrence (timelines draw them; tests and replay build them).
     package init(

@@ -68,7 +68,7 @@ struct RuleDraw {
         let effect = rule.parameters.drawn(with: &generator)
         var lasts: ChaosDuration =
             switch effect {
-            case .disconnect, .wsClose, .goaway: .zero
+            case .disconnect, .protocolFault: .zero
             case .handoff(_, _, let blackout, _, let deadWiFi, _): blackout + (deadWiFi ?? .zero)
             case .restart(let down, _): down
             default: schedule.lasts.map { generator.draw($0) } ?? (stop - start)

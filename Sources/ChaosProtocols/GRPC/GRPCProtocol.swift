@@ -4,11 +4,25 @@ package import ChaosCore
 /// HTTP/2 frames for `goaway`.
 package enum GRPCProtocol: ProtocolPlugin {
     package static let names = ["grpc"]
-    package static var frames: FrameProtocol? { .http2 }
+    package static var frames: String? { "http2" }
+
+    /// `goaway`: an HTTP/2 GOAWAY to the client at a frame boundary, as a draining server sends, then the connection
+    /// closed after `grace`.
+    package static let faults = [
+        ProtocolFaultDeclaration(
+            kind: "goaway",
+            summary: "an HTTP/2 GOAWAY to the client at the next frame boundary, then the connection closed after a grace time",
+            fields: [.init("grace", .duration(default: .seconds(Int64(5))))]
+        )
+    ]
 
     package static let defaultFormat = ProtocolSpec.Format.protobuf
     package static let defaultStream = "rpc"
     package static let hasRPCs = true
+
+    /// `descriptors:` a FileDescriptorSet (`protoc --include_imports -o FILE …`) that names the fields of each RPC's
+    /// request and response.
+    package static func loadSchema(path: String) throws -> any MessageSchema { try ProtobufSchema.load(path: path) }
     /// `header:NAME`: a metadata header of the call.
     package static let streamKeyPrefixes = ["header:"]
 
@@ -46,8 +60,8 @@ package enum GRPCProtocol: ProtocolPlugin {
     package static func boundaryTracker(producer: Side) -> any FrameBoundaryTracking { HTTP2BoundaryTracker(producer: producer) }
 
     /// `goaway`: a GOAWAY (NO_ERROR) to the client naming the highest stream it opened, as a draining server sends.
-    package static func faultFrames(_ effect: FaultEffect, connection: UInt64, client: any FrameBoundaryTracking) -> FaultFrames? {
-        guard case .goaway(let grace) = effect else { return nil }
+    package static func faultFrames(_ fault: ProtocolFault, connection: UInt64, client: any FrameBoundaryTracking) -> FaultFrames? {
+        guard fault.kind == "goaway", let grace = fault.duration("grace") else { return nil }
         let last = (client as? HTTP2BoundaryTracker)?.highestStream ?? 0
         return FaultFrames(
             toServer: nil,

@@ -1,32 +1,22 @@
-/// One gRPC call on a connection, as its request headers named it: shared by the decoders of the connection's
-/// four legs (the client's legs read the headers; the server's legs find the call by its HTTP/2 stream id).
-package final class GRPCCall {
-    /// The HTTP/2 stream that carries it.
-    package let streamID: UInt32
-    /// `/package.Service/Method`.
-    package let path: String
+/// One gRPC call on a connection, as its request headers named it (its HTTP/2 stream, its RPC): shared by the
+/// decoders of the connection's four legs (the client's legs read the headers; the server's legs find the call by its
+/// HTTP/2 stream id).
+final class GRPCCall: RPCCall {
     /// The request metadata (pseudo-headers aside), names lower case.
     let metadata: [HTTP2HeaderField]
     /// Whether its messages are audited (`methods:`, and with descriptors, an RPC the descriptor set knows).
     let audited: Bool
     /// How each direction's compressed messages are compressed (`grpc-encoding`; upstream 0, downstream 1).
     var encodings: [String?] = [nil, nil]
-    /// The audit's index of this RPC's field readers, once looked up (-1: none).
-    package var readerIndex: Int?
-    /// Per direction: the stream name `stream: header:NAME` or `rpc` gives its messages, once worked out.
-    package var streamNames: [[UInt8]?] = [nil, nil]
-    package var streamNamed = [false, false]
 
     init(streamID: UInt32, path: String, metadata: [HTTP2HeaderField], audited: Bool) {
-        self.streamID = streamID
-        self.path = path
         self.metadata = metadata
         self.audited = audited
         encodings[0] = metadata.first { $0.name == "grpc-encoding" }?.value
+        super.init(streamID: streamID, path: path)
     }
 
-    /// The value of the request metadata `name` (case-insensitive), if the call had it.
-    package func header(_ name: String) -> String? {
+    override func header(_ name: String) -> String? {
         let lowered = name.lowercased()
         return metadata.first { $0.name == lowered }?.value
     }

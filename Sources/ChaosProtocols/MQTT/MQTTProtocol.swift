@@ -12,6 +12,49 @@ package import ChaosCore
 package enum MQTTProtocol: ProtocolPlugin {
     package static let names = ["mqtt"]
     package static var defaultStream: String { "topic" }
+    package static var frames: String? { "mqtt" }
+
+    /// `mqtt-disconnect`: the broker's DISCONNECT (MQTT 5, with `reason`) to the client at the next packet boundary,
+    /// as a broker going down sends it; nothing more passes either way; the connection is closed after `grace`. An
+    /// MQTT 3.1.1 broker sends no DISCONNECT: the client gets none, only the close.
+    package static let faults = [
+        ProtocolFaultDeclaration(
+            kind: "mqtt-disconnect",
+            summary: "the broker's DISCONNECT (MQTT 5, with a reason code) at the next packet boundary, then the connection closed",
+            fields: [
+                .init(
+                    "reason",
+                    .integer(
+                        range: 0...255,
+                        default: 0x8B,
+                        sendable: serverDisconnectReasons,
+                        meaning: "a reason code a server may send in DISCONNECT (0x00, 0x80-0x83, 0x87, 0x89, 0x8B, 0x8D-0x90, 0x93-0xA2)"
+                    )
+                ),
+                .init("grace", .duration(default: .seconds(Int64(1)))),
+            ]
+        )
+    ]
+
+    /// The DISCONNECT reason codes a server may send (MQTT 5.0 section 3.14.2.1; 0x04 is the client's alone).
+    static let serverDisconnectReasons: [ClosedRange<Int64>] = [
+        0...0, 0x80...0x83, 0x87...0x87, 0x89...0x89, 0x8B...0x8B, 0x8D...0x90, 0x93...0xA2,
+    ]
+
+    package static func boundaryTracker(producer: Side) -> any FrameBoundaryTracking { MQTTBoundaryTracker() }
+
+    /// `mqtt-disconnect`: to the client, a DISCONNECT with the reason code when its CONNECT asked for MQTT 5 (none
+    /// for 3.1 and 3.1.1, whose brokers send none); toward both, silence once a packet ends.
+    package static func faultFrames(_ fault: ProtocolFault, connection: UInt64, client: any FrameBoundaryTracking) -> FaultFrames? {
+        guard fault.kind == "mqtt-disconnect", let reason = fault.integer("reason"), let grace = fault.duration("grace")
+        else { return nil }
+        let disconnect: [UInt8] = (client as? MQTTBoundaryTracker)?.protocolLevel == 5 ? [0xE0, 2, UInt8(truncatingIfNeeded: reason), 0] : []
+        return FaultFrames(
+            toServer: .init(frame: [], silenceAfter: true),
+            toClient: .init(frame: disconnect, silenceAfter: true),
+            grace: grace
+        )
+    }
 
     package static let counters = [
         ProtocolCounter("mqttConnects", "CONNECTs"), ProtocolCounter("mqttCleanSessions", "clean sessions"),

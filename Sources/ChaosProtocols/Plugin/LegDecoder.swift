@@ -3,8 +3,8 @@ package enum DecoderOutput {
     /// A complete message: its body (valid only during the call) and the position in the input just past the
     /// last byte of its last frame, where the message ends on the wire. `binary`: a WebSocket binary message.
     case message(UnsafeBufferPointer<UInt8>, end: Int, binary: Bool)
-    /// A complete gRPC message of `call` (which names its RPC, metadata and stream), as for `message`.
-    case callMessage(UnsafeBufferPointer<UInt8>, end: Int, call: GRPCCall)
+    /// A complete message of an RPC's `call` (which names its RPC, metadata and stream), as for `message`.
+    case callMessage(UnsafeBufferPointer<UInt8>, end: Int, call: RPCCall)
     /// A protocol event (a close frame, a ping, the upgrade handshake…) at `at`, a position in the input.
     case event(ProtocolEvent, at: Int)
     /// The bytes do not fit the protocol: the decoder stops there and ignores the rest of the leg.

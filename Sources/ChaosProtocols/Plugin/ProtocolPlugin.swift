@@ -4,7 +4,8 @@ package import ChaosCore
 ///
 /// A plug-in gives its framing names; for the audit, a per-connection session that makes the decoder of each
 /// connection leg; and, for a protocol whose frames the proxy follows (``frames``), the tracker of its frame
-/// boundaries and the frames its protocol faults (`ws-close`, `goaway`) put in between two frames. Nothing outside
+/// boundaries, its own faults (``FramingTraits/faults``: `ws-close`, `goaway`) and the frames they put in between two
+/// frames. Nothing outside
 /// the registry and the plug-ins switches over protocols: the audit and the proxy ask the plug-in.
 package protocol ProtocolPlugin: FramingTraits {
     /// The named counters its events add to (`upgrades`, `pings`, `calls`).
@@ -19,9 +20,10 @@ package protocol ProtocolPlugin: FramingTraits {
     static func fuzzSetup(_ input: [UInt8]) -> FuzzSetup?
     /// A tracker of the frame boundaries in the bytes `producer` writes (only asked when ``frames`` is set).
     static func boundaryTracker(producer: Side) -> any FrameBoundaryTracking
-    /// The frames `effect` puts in, when it is one of this protocol's faults (nil otherwise). `connection` makes a
-    /// client's masking key; `client` is the tracker of the client's bytes (HTTP/2: the streams it opened).
-    static func faultFrames(_ effect: FaultEffect, connection: UInt64, client: any FrameBoundaryTracking) -> FaultFrames?
+    /// The frames `fault` puts in, when it is one of this protocol's faults (``FramingTraits/faults``; nil otherwise).
+    /// `connection` makes a client's masking key; `client` is the tracker of the client's bytes (HTTP/2: the streams
+    /// it opened).
+    static func faultFrames(_ fault: ProtocolFault, connection: UInt64, client: any FrameBoundaryTracking) -> FaultFrames?
     /// Where the audit reads a message's fields (`seq`, `stream`, `ack`, …) in the messages this protocol's decoders
     /// hand over: `spec` itself, or its paths rewritten when the decoders present messages in a shape of their own
     /// (SSE: the event's own fields next to its data).
@@ -33,7 +35,7 @@ extension ProtocolPlugin {
     package static var counterFamilies: [ProtocolCounter] { [] }
     package static func fuzzSetup(_ input: [UInt8]) -> FuzzSetup? { nil }
     package static func boundaryTracker(producer: Side) -> any FrameBoundaryTracking { NoFrameBoundaries() }
-    package static func faultFrames(_ effect: FaultEffect, connection: UInt64, client: any FrameBoundaryTracking) -> FaultFrames? { nil }
+    package static func faultFrames(_ fault: ProtocolFault, connection: UInt64, client: any FrameBoundaryTracking) -> FaultFrames? { nil }
     package static func fieldSpec(_ spec: ProtocolSpec) -> ProtocolSpec { spec }
 }
 

@@ -30,10 +30,18 @@ package enum ProtocolRegistry {
     /// The framings a scenario may name, for ChaosCore's reader and invariants.
     package static let catalog = FramingCatalog(plugins)
 
-    /// The plug-in whose frames are `frames` (what `ws-close` or `goaway` needs the proxy to follow).
-    package static func plugin(following frames: FrameProtocol) -> (any ProtocolPlugin.Type)? {
+    /// The plug-in whose frames are named `frames` (`websocket`: what `chaos proxy --frames` names).
+    package static func plugin(following frames: String) -> (any ProtocolPlugin.Type)? {
         plugins.first { $0.frames == frames }
     }
+
+    /// The plug-in whose frames a scenario's faults need the proxies to follow (its `ws-close` faults: WebSocket's).
+    package static func plugin(followedBy scenario: Scenario) -> (any ProtocolPlugin.Type)? {
+        scenario.framesFollowed(framings: catalog).flatMap { plugin(following: $0) }
+    }
+
+    /// The frame names the proxy can follow (`websocket, http2`).
+    package static var frameNames: [String] { plugins.compactMap { $0.frames } }
 
     /// Every plug-in's counters, then the audit's own (`shared`), each name once, in registry order.
     package static func counters(shared: [ProtocolCounter]) -> [ProtocolCounter] { unique(plugins.flatMap { $0.counters } + shared) }

@@ -3,7 +3,33 @@ package import ChaosCore
 /// `framing: websocket`: RFC 6455 frames after the HTTP/1.1 upgrade; the proxy follows them for `ws-close`.
 package enum WebSocketProtocol: ProtocolPlugin {
     package static let names = ["websocket"]
-    package static var frames: FrameProtocol? { .websocket }
+    package static var frames: String? { "websocket" }
+
+    /// `ws-close`: a close frame (`code`) from the proxy at a frame boundary toward `side`, then the connection closed
+    /// after `grace`.
+    package static let faults = [
+        ProtocolFaultDeclaration(
+            kind: "ws-close",
+            summary: "a WebSocket close frame at the next frame boundary, then the connection closed after a grace time",
+            fields: [
+                .init(
+                    "code",
+                    .integer(
+                        range: 1000...4999,
+                        default: 1012,
+                        sendable: sendableCloseCodes,
+                        meaning: "a close code an endpoint may send (1000-1003, 1007-1014, 3000-4999)"
+                    )
+                ),
+                .init("side", .choice(["client", "server", "both"], default: "client")),
+                .init("grace", .duration(default: .seconds(Int64(5)))),
+            ]
+        )
+    ]
+
+    /// The close codes an endpoint may put in a close frame (RFC 6455 section 7.4: 1004-1006 and 1015 are reserved
+    /// for reports, 1016-2999 for the protocol's future).
+    package static let sendableCloseCodes: [ClosedRange<Int64>] = [1000...1003, 1007...1014, 3000...4999]
 
     package static let counters = [
         ProtocolCounter("upgrades", "upgrades"), ProtocolCounter("upgradeFailures", "upgrade failures"),
@@ -37,10 +63,12 @@ package enum WebSocketProtocol: ProtocolPlugin {
 
     /// `ws-close`: a close frame toward each side it names (masked toward the server, as a client's must be);
     /// toward a side that gets none, nothing more passes once a frame ends: the proxy is closing.
-    package static func faultFrames(_ effect: FaultEffect, connection: UInt64, client: any FrameBoundaryTracking) -> FaultFrames? {
-        guard case .wsClose(let code, let side, let grace) = effect else { return nil }
-        let toClient = side != .server
-        let toServer = side != .client
+    package static func faultFrames(_ fault: ProtocolFault, connection: UInt64, client: any FrameBoundaryTracking) -> FaultFrames? {
+        guard fault.kind == "ws-close", let code = fault.integer("code").map(Int.init), let side = fault.text("side"),
+            let grace = fault.duration("grace")
+        else { return nil }
+        let toClient = side != "server"
+        let toServer = side != "client"
         return FaultFrames(
             toServer: .init(
                 frame: toServer ? closeFrame(code: code, masked: true, key: UInt32(truncatingIfNeeded: connection)) : [],

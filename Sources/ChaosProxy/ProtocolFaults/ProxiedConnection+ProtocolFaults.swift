@@ -53,13 +53,13 @@ extension ProxiedConnection {
         leg.channel.flush()
     }
 
-    /// A `ws-close` or `goaway` fault: its frames go in at the next boundary of each direction it names, and
+    /// A protocol's own fault (`ws-close`, `goaway`): its frames go in at the next boundary of each direction it names, and
     /// the connection is closed (FIN both ways) after its grace time. Returns whether the connection was live
     /// and its frames followed.
-    func protocolClose(_ effect: FaultEffect) -> Bool {
+    func protocolClose(_ fault: ProtocolFault) -> Bool {
         eventLoop.preconditionInEventLoop()
         guard protocolFrames != nil, !machine.isCut, protocolFrames!.grace == nil else { return false }
-        guard let frames = protocolFrames!.plugin.faultFrames(effect, connection: id, client: protocolFrames!.trackers[Side.client.slot])
+        guard let frames = protocolFrames!.plugin.faultFrames(fault, connection: id, client: protocolFrames!.trackers[Side.client.slot])
         else { return false }
         let grace = frames.grace
         protocolFrames!.pending = frames.inserts

@@ -116,7 +116,7 @@ extension ShapingSettings {
                 if let rate = profile.loss, rate > (settings.loss?.rate ?? -1) { settings.loss = LossModel(rate: rate, burst: 1) }
                 if let radio = profile.radio { settings.add(radio) }
                 if let idleTimeout = profile.natIdleTimeout { settings.addNAT(idleTimeout) }
-            case .disconnect, .refuse, .wsClose, .goaway, .handshake, .restart, .limitData, .resetPeer: break
+            case .disconnect, .refuse, .protocolFault, .handshake, .restart, .limitData, .resetPeer: break
             }
         }
         return settings
@@ -146,7 +146,7 @@ extension FaultEffect {
             .loss(_, _, let directions), .mtu(_, let directions):
             directions.contains(direction)
         case .handoff, .link, .radio, .nat: true
-        case .disconnect, .refuse, .wsClose, .goaway, .handshake, .restart, .limitData, .resetPeer: false
+        case .disconnect, .refuse, .protocolFault, .handshake, .restart, .limitData, .resetPeer: false
         }
     }
 

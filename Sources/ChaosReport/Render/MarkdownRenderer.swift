@@ -258,7 +258,7 @@ package struct MarkdownRenderer: Sendable {
         }
         if let rtt = p.pingRoundTripS {
             lines.append(
-                "- HTTP/2 PING round trips: \(rtt.count), p50 \(ReportText.seconds(rtt.p50)), p99 \(ReportText.seconds(rtt.p99)), max \(ReportText.seconds(rtt.max))"
+                "- keepalive round trips (a ping to its answer): \(rtt.count), p50 \(ReportText.seconds(rtt.p50)), p99 \(ReportText.seconds(rtt.p99)), max \(ReportText.seconds(rtt.max))"
             )
         }
         return lines

@@ -21,7 +21,7 @@ enum ReportText {
     }
 
     /// A stream as the reports name it: `fleet/7`, or `fleet/7 → sub-2` for a receiver's copy of a stream that fans
-    /// out (an MQTT subscriber's).
+    /// out (a subscriber's).
     static func stream(_ name: String, receiver: String?) -> String {
         receiver.map { "\(name) → \($0)" } ?? name
     }

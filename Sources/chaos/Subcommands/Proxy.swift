@@ -1,6 +1,7 @@
 import ArgumentParser
 import ChaosControl
 import ChaosCore
+import ChaosProtocols
 import ChaosProxy
 import ChaosRunner
 import Foundation
@@ -30,7 +31,7 @@ struct Proxy: AsyncParsableCommand {
 
     @Option(
         help:
-            "Follow this protocol's frames (websocket or http2) so that ws-close and goaway faults from the API reach connections (all connections are then relayed by NIO)."
+            "Follow this protocol's frames (\(ProtocolRegistry.frameNames.joined(separator: " or "))) so that its faults from the API (\(ProtocolRegistry.catalog.faultKinds.joined(separator: ", "))) reach connections (all connections are then relayed by NIO)."
     )
     var frames: String?
 
@@ -74,8 +75,8 @@ struct Proxy: AsyncParsableCommand {
             throw ValidationError("--out needs a live audit, --protocol-from SCENARIO or the protocol flags (there is nothing to report)")
         }
         if let api, HostPort(parsing: api) == nil { throw ValidationError("--api must be HOST:PORT, found '\(api)'") }
-        if let frames, FrameProtocol(rawValue: frames) == nil {
-            throw ValidationError("--frames must be websocket or http2, found '\(frames)'")
+        if let frames, ProtocolRegistry.plugin(following: frames) == nil {
+            throw ValidationError("--frames must be \(ProtocolRegistry.frameNames.joined(separator: " or ")), found '\(frames)'")
         }
         guard ChaosDuration(parsing: duration) != nil else { throw ValidationError("--duration must be like 90s, found '\(duration)'") }
     }
@@ -133,7 +134,7 @@ struct Proxy: AsyncParsableCommand {
         relay.apply(to: &configuration)
         configuration.controlAPI = api.flatMap(HostPort.init(parsing:))
         configuration.apiAccess = try access.access(for: configuration.controlAPI, flag: "--api")
-        configuration.frames = frames.flatMap(FrameProtocol.init(rawValue:))
+        configuration.frames = frames.flatMap(ProtocolRegistry.plugin(following:))
         let outcome = try await ScenarioRunner(configuration: configuration, output: { Console.line($0) }).run()
         for traffic in outcome.traffic {
             Console.line(

@@ -1,4 +1,5 @@
 import ChaosCore
+import ChaosProtocols
 import Foundation
 import NIOCore
 import NIOPosix
@@ -25,7 +26,7 @@ final class ProxyHarness: Sendable {
         maxHeldBytes: Int = 1 << 20,
         busyPoll: TimeAmount = .zero,
         epollRelay: Bool = true,
-        frames: FrameProtocol? = nil,
+        frames: (any ProtocolPlugin.Type)? = nil,
         connectTimeout: ChaosDuration? = nil,
         upstreamBacklog: Int32 = 128
     ) async throws {

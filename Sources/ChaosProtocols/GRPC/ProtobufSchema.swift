@@ -1,3 +1,4 @@
+package import ChaosCore
 package import Foundation
 import SwiftProtobuf
 
@@ -141,15 +142,40 @@ package struct ProtobufSchema: Sendable {
         return methods.count == 1 ? first : first + " (nor in the \(role) of any other audited RPC)"
     }
 
-    /// The field names a protocol reads in `direction`'s messages (seq, ack, a stream field, the ignore fields).
-    package static func names(_ spec: ProtocolSpec, _ direction: Direction) -> [String] {
-        let resolved = spec.resolved(for: direction)
-        var names = [resolved.seq] + (resolved.ack.map { [$0] } ?? [])
-        if case .field(let name)? = resolved.streamSource { names.append(name) }
-        return names + resolved.ignore.keys.sorted().map { $0 == "type" ? resolved.type : $0 }
-    }
-
     private static func trim(_ typeName: String) -> String {
         typeName.hasPrefix(".") ? String(typeName.dropFirst()) : typeName
+    }
+}
+
+/// What the scenario reader and the audit ask of a descriptor set (`protocol.descriptors`): its RPCs, and each RPC's
+/// request (upstream) and response (downstream) fields by name.
+extension ProtobufSchema: MessageSchema {
+    package var calls: [String] { methods.keys.sorted() }
+
+    package func unresolved(_ name: String, direction: Direction, calls: [String]) -> String? {
+        unresolved(name, direction: direction, methods: calls.compactMap { methods[$0] })
+    }
+
+    package func numbered(_ resolved: ProtocolSpec, call: String, direction: Direction) throws -> (spec: ProtocolSpec, zigzag: Set<String>) {
+        guard let method = methods[call] else { throw ChaosError.badInput("no RPC \(call) in the descriptor set") }
+        let type = direction == .upstream ? method.input : method.output
+        var resolved = resolved
+        var zigzag: Set<String> = []
+        func number(_ name: String) throws -> String {
+            let field = try field(name, in: type)
+            let text = field.path.map(String.init).joined(separator: ".")
+            if field.zigzag { zigzag.insert(text) }
+            return text
+        }
+        resolved.seq = try number(resolved.seq)
+        resolved.ack = try resolved.ack.map(number)
+        if case .field(let name)? = resolved.streamSource { resolved.stream = try number(name) }
+        var ignore: [String: [String]] = [:]
+        for (field, values) in resolved.ignore {
+            ignore[try number(field == "type" ? resolved.type : field)] = values
+        }
+        resolved.ignore = ignore
+        resolved.format = .protobuf
+        return (resolved, zigzag)
     }
 }

@@ -1,11 +1,12 @@
+import ChaosCore
 import Foundation
 import Testing
 
-@testable import ChaosCore
+@testable import ChaosProtocols
 
 @Suite("Protobuf field names from a FileDescriptorSet")
 struct ProtobufSchemaTests {
-    static let protoset = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    static let protoset = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("Fixtures/protos/follow.protoset").path
 
     @Test("each RPC's request and response types are known by its wire path")

@@ -1,0 +1,23 @@
+/// One call of a framing with RPCs (``FramingTraits/hasRPCs``) on a connection, as its request named it: what the
+/// audit asks of it (its RPC, its request metadata) and what it keeps on it (its field readers, its stream names).
+/// The plug-in's own subclass holds what its decoders need besides.
+package class RPCCall {
+    /// The id of the stream that carries it on its connection.
+    package let streamID: UInt32
+    /// The RPC, as the request names it (`/package.Service/Method`).
+    package let path: String
+    /// The audit's index of this RPC's field readers, once looked up (-1: none).
+    package var readerIndex: Int?
+    /// Per direction: the stream name `stream: header:NAME` or `rpc` gives its messages, once worked out.
+    package var streamNames: [[UInt8]?] = [nil, nil]
+    package var streamNamed = [false, false]
+
+    /// A call on stream `streamID` of RPC `path`.
+    init(streamID: UInt32, path: String) {
+        self.streamID = streamID
+        self.path = path
+    }
+
+    /// The value of the request metadata `name` (case-insensitive), if the call had it.
+    package func header(_ name: String) -> String? { nil }
+}
