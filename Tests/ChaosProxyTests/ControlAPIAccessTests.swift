@@ -37,10 +37,12 @@ struct ControlAPIAccessTests {
                 #expect(try apiRequest(port, "GET", "/metrics", headers: headers).0 == 401, "\(headers)")
             }
             let right = ["Authorization: Bearer \(Self.token)"]
-            #expect(try apiRequest(port, "GET", "/faults", headers: right).0 == 200)
+            let (faults, faultsBody) = try apiRequest(port, "GET", "/faults", headers: right)
+            #expect(faults == 200, "\(faults) \(faultsBody)")
             let (listed, body) = try apiRequest(port, "GET", "/proxies", headers: right)
-            #expect(listed == 200 && body.contains("listen"), "\(body)")
-            #expect(try apiRequest(port, "GET", "/metrics", headers: right).0 == 200)
+            #expect(listed == 200 && body.contains("listen"), "\(listed) \(body)")
+            let (metrics, metricsBody) = try apiRequest(port, "GET", "/metrics", headers: right)
+            #expect(metrics == 200, "\(metrics) \(metricsBody.prefix(200))")
         }
     }
 

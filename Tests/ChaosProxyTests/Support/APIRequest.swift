@@ -6,7 +6,10 @@ import Testing
 /// Sends one HTTP/1.1 request to the control API on 127.0.0.1:`port` (blocking: call off the pool);
 /// returns the status code and the body.
 func apiRequest(_ port: Int, _ method: String, _ path: String, body: String = "", headers: [String] = []) throws -> (Int, String) {
-    let socket = try TestSocket.connect(port: port)
+    // The API answers a request in a task on Swift's cooperative pool (as wide as the cores: 2 here), which the unit
+    // lane's blocking tests (tshark, child processes) can hold for seconds on a loaded machine: a quiet fresh-clone run
+    // saw an authorized GET go unanswered for the socket's 10 s. The bound is for a broken API, not a pace.
+    let socket = try TestSocket.connect(port: port, timeout: 30)
     defer { socket.close() }
     let text =
         "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" + headers.map { $0 + "\r\n" }.joined()
