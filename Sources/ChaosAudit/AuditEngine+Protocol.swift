@@ -102,6 +102,9 @@ extension AuditEngine {
                 baseline[ledger.name] = ledger.highestDelivered
             }
             receiverBaselines[receiver] = baseline
+        case .contract(let contract):
+            // As the producer sent it: the message read next on this leg carries it to its stream.
+            if read { pipe.contract = contract }
         case .counted(let name):
             if read { protocolStats[counter: name] += 1 }
         case .coded(let family, let code, let proxyMayWrite):
@@ -163,7 +166,7 @@ extension AuditEngine {
             switch event {
             case .counted(let name): protocolStats[counter: name] += 1
             case .coded(let family, let code, _): protocolStats.count(family, code: code, fault: faults.label?.kind ?? "none")
-            case .requestRead, .closing, .subscribed, .keepalive, .unreadable, .oversized: break
+            case .requestRead, .closing, .subscribed, .contract, .keepalive, .unreadable, .oversized: break
             }
         }
     }

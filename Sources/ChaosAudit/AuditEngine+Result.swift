@@ -22,6 +22,8 @@ extension AuditEngine {
                 ledger.receiver == nil ? nil : ledgerIndex[StreamKey(name: ledger.name, direction: ledger.direction.reversed)].map { ledgers[$0] }
             let owedThrough = producer.map { max($0.highestSent, $0.deliveredSeqs.max ?? $0.highestSent) }
             var result = ledger.result(final: final, owedThrough: owedThrough)
+            // A receiver that got none of a stream's messages is owed them on the producer's terms.
+            if result.contract == nil { result.contract = producer?.contract }
             guard final, result.counts.lost > 0 else {
                 streams.append(result)
                 totals.add(result.counts)

@@ -66,6 +66,10 @@ extension AuditEngine {
             return
         }
         let connectionStream = connectionStream()
+        if let contract = pipe.contract {
+            connectionStream.ledger.carried(contract)
+            pipe.contract = nil
+        }
         if copies, pipe.role == .sent {
             pipe.readCopies.append(
                 ReadCopy(

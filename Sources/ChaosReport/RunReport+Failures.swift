@@ -61,8 +61,11 @@ extension RunReport {
     package func failureRecords(window: Double = RunReport.failureWindowS) -> [FailureRecord] {
         var records: [FailureRecord] = []
         let gaps = anomalies.filter { $0.kind == .gap }
+        let mayBeLost = Set(streams.filter { $0.contract == .atMostOnce }.map { "\($0.stream) \($0.direction) \($0.receiver ?? "")" })
         for anomaly in anomalies {
             switch anomaly.kind {
+            case .lost where mayBeLost.contains("\(anomaly.stream) \(anomaly.direction) \(anomaly.receiver ?? "")"):
+                continue  // its contract lets it be lost: counted (lost_qos0), not a failure
             case .lost:
                 // A loss is known at the end; the gap that showed it says when and where.
                 let gap = gaps.first {

@@ -5,6 +5,9 @@ import Foundation
 extension RunReport {
     /// The measured value of the figure an `expect:` line names, in its unit; nil for an unknown name.
     package func measured(_ name: String) -> Double? {
+        // A stream whose messages may be lost by contract (QoS 0) is judged apart: `lost` counts the others.
+        if name == "lost" { return Double(totals.lost - lostAtMostOnce) }
+        if name == "lost_qos0" { return Double(lostAtMostOnce) }
         if let count = totals.count(named: name) { return Double(count) }
         switch name {
         case "delivery": return totals.deliveryRatio
@@ -22,6 +25,11 @@ extension RunReport {
         case "reconnect": return recovery.reconnectS.value(named: parts[1])
         default: return nil
         }
+    }
+
+    /// The seqs lost from streams whose contract lets them be lost (``DeliveryContract/atMostOnce``: QoS 0).
+    package var lostAtMostOnce: Int64 {
+        streams.filter { $0.contract == .atMostOnce }.reduce(0) { $0 + $1.counts.lost }
     }
 
     /// Formats a value in the unit of figure `name`: `3`, `99.95%`, `2.310s`.

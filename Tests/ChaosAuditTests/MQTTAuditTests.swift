@@ -71,6 +71,29 @@ struct MQTTAuditTests {
         #expect(events[counter: "mqttConnects"] == 3 && events[counter: "mqttSubscribes"] == 2 && events[counter: "mqttPubacks"] == 5)
     }
 
+    @Test("each stream carries the weakest QoS of its messages as its contract")
+    func contracts() throws {
+        var s = TrafficScript()
+        Self.open(&s, 1, "phone")
+        Self.open(&s, 2, "dash-a")
+        Self.relay(&s, 2, W.subscribe("fleet/#"), .upstream)
+        Self.relay(&s, 2, W.suback(), .downstream)
+        for seq in 1...4 {
+            // The publisher sends at QoS 0; dash-a gets 1, 2 and 4.
+            Self.relay(&s, 1, W.publish("fleet/7", #"{"seq":\#(seq)}"#, qos: 0), .upstream)
+            if seq != 3 { Self.relay(&s, 2, W.publish("fleet/7", #"{"seq":\#(seq)}"#, qos: 0), .downstream) }
+        }
+        Self.relay(&s, 1, W.publish("other", #"{"seq":1}"#, qos: 1, id: 9), .upstream)
+        Self.relay(&s, 1, W.publish("other", #"{"seq":2}"#, qos: 2, id: 10), .upstream)
+        Self.relay(&s, 1, W.pubrel(10), .upstream)
+        for id: ConnectionID in [1, 2] { s.close(id) }
+        let result = try Self.audit(s)
+        let contracts = Dictionary(uniqueKeysWithValues: result.streams.map { ("\($0.stream) \($0.receiver ?? "-")", $0.contract) })
+        #expect(contracts["fleet/7 -"] == .atMostOnce && contracts["fleet/7 dash-a"] == .atMostOnce)
+        #expect(contracts["other -"] == .atLeastOnce, "QoS 1 and 2 mixed: the weaker")
+        #expect(Self.stream(result, .downstream, receiver: "dash-a")?.lost == 1)
+    }
+
     @Test("a subscriber that subscribes while the topic is under way is owed what comes after: nothing before is lost")
     func lateSubscriber() throws {
         var s = TrafficScript()

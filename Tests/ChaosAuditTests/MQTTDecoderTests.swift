@@ -12,8 +12,15 @@ struct MQTTDecoderTests {
     typealias W = MQTTWire
 
     /// What a fresh decoder reports for `bytes`, fed whole and cut in two at every offset: all must agree. The
-    /// upstream leg's session is shared with the downstream one when given (the CONNECT decides the level).
-    static func decodeCut(upstream: Bool, _ bytes: [UInt8], session: () -> MQTTSession = { MQTTSession() }, cap: Int = 1 << 20) -> [Decoded] {
+    /// upstream leg's session is shared with the downstream one when given (the CONNECT decides the level). The
+    /// delivery contract before each message (its QoS) is left out unless `contracts`.
+    static func decodeCut(
+        upstream: Bool,
+        _ bytes: [UInt8],
+        session: () -> MQTTSession = { MQTTSession() },
+        cap: Int = 1 << 20,
+        contracts: Bool = false
+    ) -> [Decoded] {
         let whole = Decoded.feed(MQTTDecoder(upstream: upstream, session: session(), cap: cap), bytes)
         for cut in 1..<bytes.count {
             let decoder = MQTTDecoder(upstream: upstream, session: session(), cap: cap)
@@ -21,7 +28,10 @@ struct MQTTDecoderTests {
             #expect(seen == whole, "cut at \(cut)")
             if seen != whole { break }
         }
-        return whole
+        return whole.filter {
+            guard case .event(.contract, _) = $0 else { return true }
+            return contracts
+        }
     }
 
     /// A session that read `connect` (its level, client id, clean flag).
@@ -42,13 +52,16 @@ struct MQTTDecoderTests {
         let bytes = packets.flatMap { $0 }
         var ends: [Int] = []
         for packet in packets { ends.append((ends.last ?? 0) + packet.count) }
-        let seen = Self.decodeCut(upstream: true, bytes)
+        let seen = Self.decodeCut(upstream: true, bytes, contracts: true)
+        // Each message comes after its contract: QoS 0 at most once, 1 at least once, 2 exactly once (at its PUBREL).
         let expected: [Decoded] = [
             .event(.counted("mqttConnects"), at: ends[0]), .event(.counted("mqttCleanSessions"), at: ends[0]),
             .event(.requestRead, at: ends[0]), .event(.counted("mqttSubscribes"), at: ends[1]),
-            .message(#"{"seq":1}"#, end: ends[2], binary: false), .message(#"{"seq":2}"#, end: ends[3], binary: false),
+            .event(.contract(.atMostOnce), at: ends[2]), .message(#"{"seq":1}"#, end: ends[2], binary: false),
+            .event(.contract(.atLeastOnce), at: ends[3]), .message(#"{"seq":2}"#, end: ends[3], binary: false),
             .event(.counted("mqttDuplicates"), at: ends[4]), .event(.counted("mqttPubrels"), at: ends[5]),
-            .message(#"{"seq":3}"#, end: ends[5], binary: false), .event(.counted("mqttPubacks"), at: ends[6]),
+            .event(.contract(.exactlyOnce), at: ends[5]), .message(#"{"seq":3}"#, end: ends[5], binary: false),
+            .event(.counted("mqttPubacks"), at: ends[6]),
             .event(.counted("mqttPubrecs"), at: ends[7]), .event(.counted("mqttPubcomps"), at: ends[8]),
             .event(.keepalive(ack: false, opaque: 0), at: ends[9]), .event(.closing, at: ends[10]),
             .event(.coded("mqttDisconnects", code: "0x00", proxyMayWrite: true), at: ends[10]),
@@ -74,7 +87,12 @@ struct MQTTDecoderTests {
         #expect(Decoded.feed(connection("p1"), publish) == [])
         let pubrel = W.pubrel(5)
         let resumed = Decoded.feed(connection("p1"), pubrel)
-        #expect(resumed == [.event(.counted("mqttPubrels"), at: pubrel.count), .message(#"{"seq":1}"#, end: pubrel.count, binary: false)])
+        #expect(
+            resumed == [
+                .event(.counted("mqttPubrels"), at: pubrel.count), .event(.contract(.exactlyOnce), at: pubrel.count),
+                .message(#"{"seq":1}"#, end: pubrel.count, binary: false),
+            ]
+        )
         let other = Decoded.feed(connection("p2"), pubrel)
         #expect(other == [.event(.counted("mqttPubrels"), at: pubrel.count), .event(.counted("mqttUnmatchedPubrels"), at: pubrel.count)])
         // MQTT 5: a PUBREL with reason code 0x92 (packet identifier not found) releases nothing.
@@ -166,9 +184,9 @@ struct MQTTDecoderTests {
         let bigEnd = 4 + big.count
         let expected: [Decoded] = [
             .event(.oversized(bytes: 200_000, end: bigEnd), at: bigEnd),
-            .message(#"{"seq":2}"#, end: bigEnd + small.count, binary: false),
+            .event(.contract(.atMostOnce), at: bigEnd + small.count), .message(#"{"seq":2}"#, end: bigEnd + small.count, binary: false),
         ]
-        #expect(Array(seen.suffix(2)) == expected)
+        #expect(Array(seen.suffix(3)) == expected)
         #expect(decoder.bufferedCapacity < 1024 + MQTTDecoder.headLimit + 8192)
     }
 

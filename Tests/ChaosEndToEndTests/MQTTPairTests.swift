@@ -282,6 +282,40 @@ struct MQTTPairTests {
         #expect((restart?["never_resumed"] as? Int ?? 0) == 0, "every stream went on after the restart: \(restart ?? [:])")
     }
 
+    /// QoS 0 through the same cuts and partition: what the subscribers miss is counted as lost, for each as its log
+    /// shows, but QoS 0's contract lets it be lost: the streams are at-most-once, `lost: 0` holds and the run passes;
+    /// `lost_qos0` is the figure that judges them.
+    @Test("QoS 0: each subscriber's losses equal the holes in its log, and the run passes: at most once may lose, lost_qos0 counts it")
+    func qosZeroMayLose() async throws {
+        let run = try await ThirdPartyPairRun.run("mqtt-qos0", capture: false) {
+            try! Self.scenario(listen: $0, upstream: $1, qos: 0, clean: false)
+                .replacingOccurrences(of: "expect:\n  lost: 0", with: "expect:\n  lost: 0\n  lost_qos0: \"< 100000\"")
+        }
+        let logs = try Self.logged(run.folder)
+        let streams = try Self.audited(run.folder)
+        #expect(run.status == 0, "at most once: the run passes whatever QoS 0 lost (\(run.folder))")
+        #expect(Set(streams.keys) == Set(logs.keys) && logs.count == 3, "\(logs.keys.sorted()) vs \(streams.keys.sorted())")
+        var lost = 0
+        for (key, seqs) in logs {
+            let stream = try #require(streams[key], "\(key) (\(run.folder))")
+            #expect(stream["contract"] as? String == "at-most-once", "\(key): \(stream)")
+            let ok = stream["ok"] as? Int ?? -1
+            let unconfirmed = stream["unconfirmed"] as? Int ?? 0
+            #expect((ok...(ok + unconfirmed)).contains(seqs.count) && seqs.count >= 50, "\(key): \(stream) vs \(seqs.count) logged")
+            lost += stream["lost"] as? Int ?? 0
+            guard key.hasPrefix("fleet/1 downstream"), let first = seqs.min(), let highest = seqs.union(logs["fleet/1 upstream -"] ?? []).max()
+            else { continue }
+            let holes = (first...highest).filter { !seqs.contains($0) }.count
+            let counted = stream["lost"] as? Int ?? -1
+            #expect((counted...(counted + unconfirmed)).contains(holes), "\(key): lost \(counted) (+\(unconfirmed) unconfirmed) vs \(holes) holes")
+        }
+        let json = try DeliveredMeansAcknowledgedTests.reportJSON(run.folder)
+        let expectations = json["expectations"] as? [[String: Any]] ?? []
+        let figure = expectations.first { $0["name"] as? String == "lost_qos0" }
+        #expect(figure?["actual"] as? String == "\(lost)", "lost_qos0 is every stream's lost: \(figure ?? [:]), \(lost)")
+        #expect(expectations.first { $0["name"] as? String == "lost" }?["actual"] as? String == "0")
+    }
+
     /// MQTT 5 clients (QoS 1, persistent sessions) whose broker the proxy plays going down twice: `mqtt-disconnect`
     /// sends each client the broker's DISCONNECT (0x8B, server shutting down) at a packet boundary and closes the
     /// connection; paho reports the reason and reconnects to the same session.

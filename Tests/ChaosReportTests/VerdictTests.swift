@@ -17,6 +17,27 @@ struct VerdictTests {
         .expectations
     }
 
+    @Test("an at-most-once stream's losses (MQTT QoS 0) are counted and shown, but lost judges the others; lost_qos0 judges them")
+    func atMostOnceLosses() throws {
+        var report = try ReportFixtures.report(skip: [50, 51])
+        #expect(report.totals.lost == 2 && report.measured("lost") == 2 && report.measured("lost_qos0") == 0)
+        #expect(report.failureRecords().contains { $0.kind == "lost" })
+        for index in report.streams.indices { report.streams[index].contract = .atMostOnce }
+        report.judge(try Self.expectations("lost_qos0: 0"))
+        #expect(report.totals.lost == 2, "still counted")
+        #expect(report.measured("lost") == 0 && report.measured("lost_qos0") == 2)
+        #expect(report.expectations.first { $0.name == "lost" }?.ok == true)
+        #expect(report.expectations.first { $0.name == "lost_qos0" }.map { !$0.ok && $0.actual == "2" } == true)
+        #expect(report.verdict == .fail, "lost_qos0: 0 says so")
+        #expect(!report.failureRecords().contains { $0.kind == "lost" }, "a loss its contract allows is not a failure")
+        let markdown = MarkdownRenderer().render(report)
+        #expect(markdown.contains("⚠ 2 seqs lost from at-most-once streams (c1 downstream)"), "\(markdown.prefix(1500))")
+        let decoded = try RunReport.decode(report.jsonData(), source: "report.json")
+        #expect(decoded.streams.allSatisfy { $0.contract == .atMostOnce })
+        report.judge(try Scenario.parse(yaml: ReportFixtures.yaml, file: "fixture.yaml").expectations)
+        #expect(report.verdict == .pass, "without lost_qos0, the contract's losses fail nothing: \(report.expectations)")
+    }
+
     @Test("a proxy no connection went through makes the run inconclusive (exit 1 as a failure), its reason first in every format")
     func idleProxy() throws {
         var report = try ReportFixtures.report()

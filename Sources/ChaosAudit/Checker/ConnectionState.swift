@@ -88,6 +88,8 @@ final class FramePipe {
     /// The RPC call whose stream (named by its metadata or the call itself) was last looked up on this pipe, while
     /// ``cached`` is still that stream: the call's next messages skip the lookup.
     var cachedCall: RPCCall?
+    /// The delivery contract the next message read on this pipe carries (``ProtocolEvent/contract(_:)``), until it comes.
+    var contract: DeliveryContract?
     /// Bytes that went through this pipe so far.
     var offset: Int64 = 0
     /// How many of them the consumer's TCP acknowledged (`delivered` pipes).

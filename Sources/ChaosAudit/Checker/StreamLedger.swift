@@ -14,6 +14,9 @@ final class StreamLedger {
     /// The first seq the consumer is owed: ``seqStart``, or for a receiver that subscribed while the stream was under
     /// way, the first seq its producer sent after that (what came before is none of its business, and not lost).
     let owedFrom: Int64
+    /// The weakest delivery contract its messages carried, as their producer sent them (nil: the protocol promises
+    /// none per message).
+    private(set) var contract: DeliveryContract?
     /// sent, delivered, recovered, duplicated, redelivered, reordered, gaps, truncated are counted as they happen;
     /// ok, lost and unacked are derived in ``result(final:)``.
     var counts = DeliveryCounts()
@@ -71,7 +74,7 @@ final class StreamLedger {
         result.lost = expected - accounted(taken, unconfirmed).count(from: owedFrom, through: upper)
         if let ackedUpTo { result.unacked = taken.count(above: ackedUpTo) }
         result.updateRatio()
-        return StreamResult(
+        var stream = StreamResult(
             stream: name,
             direction: direction,
             receiver: receiver,
@@ -80,6 +83,8 @@ final class StreamLedger {
             highestSeq: taken.max,
             ackedUpTo: ackedUpTo
         )
+        stream.contract = contract
+        return stream
     }
 
     /// The most seqs ``placement(of:producer:)`` looks at one by one; past it, the rest are not placed.
@@ -257,5 +262,12 @@ struct TransitQueue {
             index += 1
         }
         return nil
+    }
+}
+
+extension StreamLedger {
+    /// One of its messages carried `promise`: the stream is judged by the weakest.
+    func carried(_ promise: DeliveryContract) {
+        contract = contract.map { min($0, promise) } ?? promise
     }
 }

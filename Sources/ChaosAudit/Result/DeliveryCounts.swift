@@ -122,6 +122,10 @@ package struct StreamResult: Sendable, Codable, Equatable {
     package var ackedUpTo: Int64?
     /// For a receiver's copy of a stream that fans out, where its lost seqs died (nil otherwise, or nothing lost).
     package var lostWhere: LossPlacement?
+    /// The weakest delivery contract its messages carried (a QoS: `at-most-once` for QoS 0); nil when the
+    /// protocol promises none per message. An at-most-once stream's losses are counted, and judged apart
+    /// (`lost_qos0`).
+    package var contract: DeliveryContract?
 
     /// Creates a stream result.
     package init(
@@ -142,7 +146,7 @@ package struct StreamResult: Sendable, Codable, Equatable {
         self.ackedUpTo = ackedUpTo
     }
 
-    private enum CodingKeys: String, CodingKey { case stream, direction, receiver, firstSeq, highestSeq, ackedUpTo, lostWhere }
+    private enum CodingKeys: String, CodingKey { case stream, direction, receiver, firstSeq, highestSeq, ackedUpTo, lostWhere, contract }
 
     package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -153,6 +157,7 @@ package struct StreamResult: Sendable, Codable, Equatable {
         highestSeq = try container.decodeIfPresent(Int64.self, forKey: .highestSeq)
         ackedUpTo = try container.decodeIfPresent(Int64.self, forKey: .ackedUpTo)
         lostWhere = try container.decodeIfPresent(LossPlacement.self, forKey: .lostWhere)
+        contract = try container.decodeIfPresent(DeliveryContract.self, forKey: .contract)
         counts = try DeliveryCounts(from: decoder)
     }
 
@@ -165,6 +170,7 @@ package struct StreamResult: Sendable, Codable, Equatable {
         try container.encodeIfPresent(highestSeq, forKey: .highestSeq)
         try container.encodeIfPresent(ackedUpTo, forKey: .ackedUpTo)
         try container.encodeIfPresent(lostWhere, forKey: .lostWhere)
+        try container.encodeIfPresent(contract, forKey: .contract)
         try counts.encode(to: encoder)
     }
 }

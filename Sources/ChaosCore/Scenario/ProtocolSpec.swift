@@ -115,6 +115,7 @@ package struct Expectation: Sendable, Codable, Equatable {
     package static let known: [(name: String, unit: Unit)] = [
         ("lost", .count), ("duplicated", .count), ("redelivered", .count), ("reordered", .count),
         ("gaps", .count), ("unacked", .count), ("unconfirmed", .count), ("recovered", .count), ("delivered", .count), ("sent", .count),
+        ("lost_qos0", .count),
         ("delivery", .ratio),
         ("recovery_p50", .seconds), ("recovery_p95", .seconds), ("recovery_p99", .seconds), ("recovery_max", .seconds),
         ("reconnect_p50", .seconds), ("reconnect_p95", .seconds), ("reconnect_p99", .seconds), ("reconnect_max", .seconds),

@@ -6,6 +6,9 @@ package import ChaosCore
 package enum AutoProtocol: ProtocolPlugin {
     package static let names = ["auto"]
     package static let hasRPCs = true
+
+    /// The schema of the RPC framing it picks for an h2 conversation (gRPC's descriptor set).
+    package static func loadSchema(path: String) throws -> any MessageSchema { try GRPCProtocol.loadSchema(path: path) }
     package static let streamKeyPrefixes = ["header:", "query:"]
 
     package static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {

@@ -1,3 +1,5 @@
+import ChaosCore
+
 /// One leg of an MQTT connection (3.1, 3.1.1 or 5.0, as its CONNECT says): control packets in turn, each a fixed
 /// header (type, flags, a remaining length of up to four bytes) and that many bytes. A PUBLISH is a message: its
 /// payload, or (``MQTTSession/envelope``) a JSON envelope of its topic, QoS, flags, packet id and payload. CONNECT,
@@ -228,10 +230,13 @@ final class MQTTDecoder: LegDecoder {
             // Handed on at its PUBREL (``MQTTReleases``).
             let message = session.envelope ? envelopeBytes : Array(payload)
             session.releases.published(session.releaseKey(upstream: upstream, packetID: packetID), bytes: message)
-        } else if session.envelope {
-            envelopeBytes.withUnsafeBufferPointer { output(.message($0, end: end, binary: false)) }
         } else {
-            payload.withUnsafeBufferPointer { output(.message($0, end: end, binary: false)) }
+            output(.event(.contract(qos == 0 ? .atMostOnce : .atLeastOnce), at: end))
+            if session.envelope {
+                envelopeBytes.withUnsafeBufferPointer { output(.message($0, end: end, binary: false)) }
+            } else {
+                payload.withUnsafeBufferPointer { output(.message($0, end: end, binary: false)) }
+            }
         }
         if envelopeBytes.capacity > 4096 + cap { envelopeBytes = [] }
     }
@@ -244,6 +249,7 @@ final class MQTTDecoder: LegDecoder {
         guard let message = session.releases.released(session.releaseKey(upstream: upstream, packetID: packetID)) else {
             return output(.event(.counted("mqttUnmatchedPubrels"), at: end))
         }
+        output(.event(.contract(.exactlyOnce), at: end))
         message.withUnsafeBufferPointer { output(.message($0, end: end, binary: false)) }
     }
 

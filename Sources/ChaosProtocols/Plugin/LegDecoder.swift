@@ -1,3 +1,5 @@
+package import ChaosCore
+
 /// What a leg decoder found in the bytes fed to it.
 package enum DecoderOutput {
     /// A complete message: its body (valid only during the call) and the position in the input just past the
@@ -23,6 +25,9 @@ package enum ProtocolEvent: Equatable {
     /// A receiver (``ProtocolSession/receiver``) gets messages from now on (an MQTT SUBACK: the broker has its
     /// subscription): its copy of a stream is owed what the stream's producer delivers after this, not before.
     case subscribed
+    /// The next message this leg hands over is promised `contract` (MQTT: its PUBLISH's QoS); its stream is judged by
+    /// the weakest promise its messages carried.
+    case contract(DeliveryContract)
     /// One of the plug-in's named counters (``ProtocolPlugin/counters``: `upgrades`, `pings`, `calls`) goes up by one.
     case counted(String)
     /// One of the plug-in's families (``ProtocolPlugin/counterFamilies``: `closeCodes`, `goaways`) counts `code`,

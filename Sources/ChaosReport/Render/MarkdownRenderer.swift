@@ -46,6 +46,16 @@ package struct MarkdownRenderer: Sendable {
                     + "past its last ack, and no later ack or resend settled them. Counted neither ok nor lost.", "",
             ]
         }
+        if report.lostAtMostOnce > 0 {
+            let streams = report.streams.filter { $0.contract == .atMostOnce && $0.counts.lost > 0 }.map {
+                "\($0.stream) \($0.direction.rawValue)\($0.receiver.map { " → \($0)" } ?? "")"
+            }
+            out += [
+                "\(warning) \(report.lostAtMostOnce) seq\(report.lostAtMostOnce == 1 ? "" : "s") lost from at-most-once streams "
+                    + "(\(streams.prefix(5).joined(separator: ", "))\(streams.count > 5 ? ", …" : "")): their contract (QoS 0) lets "
+                    + "them be lost, so `lost` does not judge them; `expect: {lost_qos0: 0}` does.", "",
+            ]
+        }
         if let held = report.auditBackpressureS, held >= 0.001 {
             out += [
                 "> The audit could not keep up: the relay waited \(ReportText.seconds(held)) in all for it, so the pair saw "

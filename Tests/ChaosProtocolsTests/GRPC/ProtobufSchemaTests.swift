@@ -9,6 +9,16 @@ struct ProtobufSchemaTests {
     static let protoset = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("Fixtures/protos/follow.protoset").path
 
+    @Test("every framing with RPCs reads a descriptor set (auto as the gRPC it picks for h2); one without RPCs refuses it")
+    func framingsWithRPCs() throws {
+        let plugins = ProtocolRegistry.plugins.filter { $0.hasRPCs }
+        #expect(plugins.map { $0.name } == ["grpc", "auto"])
+        for plugin in plugins {
+            #expect(try plugin.loadSchema(path: Self.protoset).calls.contains("/follow.v1.Follow/Race"), "\(plugin.name)")
+        }
+        #expect(throws: ChaosError.self) { try LinesProtocol.loadSchema(path: Self.protoset) }
+    }
+
     @Test("each RPC's request and response types are known by its wire path")
     func methods() throws {
         let schema = try ProtobufSchema.load(path: Self.protoset)
