@@ -2,7 +2,9 @@
 # Debian machine with Swift: they install the Debian packages that are missing, then build.
 
 SWIFT ?= swift
-APT_PACKAGES := libpcap-dev zlib1g-dev tshark tcpdump socat haproxy iperf3 iproute2 jq python3 nftables mosquitto
+# Where `make deps` puts amqtt (MQTTPairTests finds it there).
+AMQTT_VENV ?= $(HOME)/.cache/chaos-peers/amqtt
+APT_PACKAGES := libpcap-dev zlib1g-dev tshark tcpdump socat haproxy iperf3 iproute2 jq python3 nftables mosquitto python3-venv
 CHAOS := .build/debug/chaos
 # No debug info in the debug build: less to compile and link (the tests need no debugger); `make demo` and `make test`
 # build with the same flags, so they share one build. (Not --disable-index-store: Linux finds the tests through the
@@ -34,6 +36,9 @@ deps:
 	@python3 -c 'import trustme' 2>/dev/null || python3 -m pip install -q trustme
 	@python3 -c 'import paho.mqtt' 2>/dev/null || python3 -m pip install -q 'paho-mqtt>=2'
 	@python3 -c 'import socketio' 2>/dev/null || python3 -m pip install -q 'python-socketio[asyncio_client]'
+	@# amqtt, the second MQTT broker of the tests, in a venv of its own: it pins websockets 15.0.1, which would replace
+	@# the WebSocket peers' websockets.
+	@test -x $(AMQTT_VENV)/bin/amqtt || { python3 -m venv $(AMQTT_VENV) && $(AMQTT_VENV)/bin/python -m pip install -q amqtt; }
 
 build: deps
 	$(SWIFT) build --product chaos $(SWIFT_BUILD_FLAGS)

@@ -27,13 +27,13 @@ struct MQTTPairTests {
         return file
     }
 
-    /// The pair (mosquitto with `configuration`, three clients run with `client` arguments) and the protocol, as every
-    /// scenario here writes them.
-    static func pairAndProtocol(configuration: String, client: String) -> String {
+    /// The pair (mosquitto with `configuration`, or `broker` run as it is; three clients run with `client` arguments)
+    /// and the protocol, as every scenario here writes them.
+    static func pairAndProtocol(configuration: String, client: String, broker: String? = nil) -> String {
         """
         pair:
           server:
-            run: /usr/sbin/mosquitto -c \(configuration)
+            run: \(broker ?? "/usr/sbin/mosquitto -c \(configuration)")
             ready: tcp 127.0.0.1:{upstream.port}
             stop_grace: 1s
           client:
@@ -49,16 +49,28 @@ struct MQTTPairTests {
         """
     }
 
-    static func scenario(listen: Int, upstream: Int, qos: Int, clean: Bool, restart: Bool = false, inflightLimit: Int? = nil) throws -> String {
+    /// `broker`: run it instead of mosquitto.
+    static func scenario(
+        listen: Int,
+        upstream: Int,
+        qos: Int,
+        clean: Bool,
+        restart: Bool = false,
+        inflightLimit: Int? = nil,
+        broker: String? = nil
+    ) throws -> String {
         let configuration = try brokerConfiguration(port: upstream, persistence: restart, inflightLimit: inflightLimit)
-        let client = "--connect 127.0.0.1:{listen.port} --qos \(qos) --publish-for \(restart ? 10 : 8)\(clean ? " --clean" : "")"
+        // With a restart (the broker down 8-9 s into the timeline), the publisher goes on long enough for every stream to
+        // resume after it, though the timeline starts with the last client's connection, which a loaded machine delayed
+        // by seconds after the publisher's (a fresh-clone run's restart came after the publisher had stopped).
+        let client = "--connect 127.0.0.1:{listen.port} --qos \(qos) --publish-for \(restart ? 16 : 8)\(clean ? " --clean" : "")"
         return """
             name: mqtt-pair
-            duration: 14s
+            duration: \(restart ? 20 : 14)s
             seed: 9
             proxies:
               - {name: broker, listen: "127.0.0.1:\(listen)", upstream: "127.0.0.1:\(upstream)"}
-            \(pairAndProtocol(configuration: configuration, client: client))
+            \(pairAndProtocol(configuration: configuration, client: client, broker: broker))
             faults:
               - disconnect: {at: 2s, mode: reset}
               - partition: {at: 4s, for: 1500ms, direction: both}
@@ -280,6 +292,48 @@ struct MQTTPairTests {
         let restart = (json["faults"] as? [[String: Any]] ?? []).first { $0["kind"] as? String == "restart" }
         #expect((restart?["connections"] as? Int ?? 0) >= 3, "the restart ended the clients' connections: \(restart ?? [:])")
         #expect((restart?["never_resumed"] as? Int ?? 0) == 0, "every stream went on after the restart: \(restart ?? [:])")
+    }
+
+    /// `make deps` installs amqtt in a venv of its own (it pins a websockets that would replace the WebSocket peers').
+    static let amqtt = FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".cache/chaos-peers/amqtt/bin/amqtt").path
+
+    /// PyPI `amqtt` (an MQTT 3.1.1 broker in Python, in memory) through the same cuts and partition at QoS 1 with
+    /// persistent sessions: whatever it delivers or drops, each stream equals the clients' logs, and each subscriber's
+    /// losses equal the holes in its log, placed.
+    @Test("a second broker, amqtt: QoS 1 through cuts and a partition, each stream equal to the clients' logs, per subscriber")
+    func amqttBroker() async throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.amqtt), "amqtt is not installed at \(Self.amqtt): run make deps")
+        let run = try await ThirdPartyPairRun.run("mqtt-amqtt", capture: false) { listen, upstream in
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("amqtt-\(UUID().uuidString)")
+            try! FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            let configuration = folder.appendingPathComponent("broker.yaml").path
+            let text = """
+                listeners:
+                  default:
+                    type: tcp
+                    bind: 127.0.0.1:\(upstream)
+                plugins:
+                  amqtt.plugins.authentication.AnonymousAuthPlugin:
+                    allow_anonymous: true
+                """
+            try! text.write(toFile: configuration, atomically: true, encoding: .utf8)
+            return try! Self.scenario(listen: listen, upstream: upstream, qos: 1, clean: false, broker: "\(Self.amqtt) -c \(configuration)")
+        }
+        let logs = try Self.logged(run.folder)
+        let streams = try Self.audited(run.folder)
+        #expect(Set(streams.keys) == Set(logs.keys) && logs.count == 3, "\(logs.keys.sorted()) vs \(streams.keys.sorted()) (\(run.folder))")
+        var lost = 0
+        for (key, seqs) in logs {
+            let stream = try #require(streams[key], "\(key) (\(run.folder))")
+            #expect(Self.matches(stream, seqs) && seqs.count >= 50, "\(key): \(stream) vs \(seqs.count) logged (\(run.folder))")
+            #expect(stream["contract"] as? String == "at-least-once", "\(key)")
+            guard key.hasPrefix("fleet/1 downstream"), let first = seqs.min(), let highest = seqs.union(logs["fleet/1 upstream -"] ?? []).max()
+            else { continue }
+            let holes = (first...highest).filter { !seqs.contains($0) }.count
+            #expect(stream["lost"] as? Int == holes, "\(key): lost \(stream["lost"] ?? "?") vs \(holes) holes (\(run.folder))")
+            lost += holes
+        }
+        #expect(run.status == (lost > 0 ? 1 : 0), "exit \(run.status), \(lost) lost (\(run.folder))")
     }
 
     /// QoS 0 through the same cuts and partition: what the subscribers miss is counted as lost, for each as its log
