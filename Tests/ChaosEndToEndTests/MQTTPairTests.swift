@@ -355,12 +355,18 @@ struct MQTTPairTests {
             #expect(stream["contract"] as? String == "at-most-once", "\(key): \(stream)")
             let ok = stream["ok"] as? Int ?? -1
             let unconfirmed = stream["unconfirmed"] as? Int ?? 0
-            #expect((ok...(ok + unconfirmed)).contains(seqs.count) && seqs.count >= 50, "\(key): \(stream) vs \(seqs.count) logged")
-            lost += stream["lost"] as? Int ?? 0
+            let counted = stream["lost"] as? Int ?? -1
+            if key.contains("upstream") {
+                // A QoS 0 publisher logs what paho wrote into its socket, which a cut can lose before the broker has it
+                // (a fresh-clone run: 146 logged, 145 reached the broker): every logged seq is delivered or lost.
+                #expect(ok <= seqs.count && seqs.count - ok <= counted && seqs.count >= 50, "\(key): \(stream) vs \(seqs.count) logged")
+            } else {
+                #expect((ok...(ok + unconfirmed)).contains(seqs.count) && seqs.count >= 50, "\(key): \(stream) vs \(seqs.count) logged")
+            }
+            lost += counted
             guard key.hasPrefix("fleet/1 downstream"), let first = seqs.min(), let highest = seqs.union(logs["fleet/1 upstream -"] ?? []).max()
             else { continue }
             let holes = (first...highest).filter { !seqs.contains($0) }.count
-            let counted = stream["lost"] as? Int ?? -1
             #expect((counted...(counted + unconfirmed)).contains(holes), "\(key): lost \(counted) (+\(unconfirmed) unconfirmed) vs \(holes) holes")
         }
         let json = try DeliveredMeansAcknowledgedTests.reportJSON(run.folder)
