@@ -154,7 +154,13 @@ struct DeadPathTests {
         async let holding = ChaosCLI.run(["python3", "-c", holder, partitioned], timeout: 30, program: "/usr/bin/env")
         let deadline = Date().addingTimeInterval(20)
         while !FileManager.default.fileExists(atPath: partitioned), Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
-        let ours = try Self.tablesDropping(port: listen)
+        // The rules go in as the fault starts; under a CPU hog `nft` was seen to take longer than the holder's 0.5 s.
+        var ours = try Self.tablesDropping(port: listen)
+        let rulesDeadline = Date().addingTimeInterval(10)
+        while ours.isEmpty, Date() < rulesDeadline {
+            try await Task.sleep(for: .milliseconds(100))
+            ours = try Self.tablesDropping(port: listen)
+        }
         #expect(ours.count == 1, "one chaos table drops the partitioned connection's segments: \(ours)")
         FileManager.default.createFile(atPath: kill, contents: nil)
         let killed = try await chaos

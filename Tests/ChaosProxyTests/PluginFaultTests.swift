@@ -153,6 +153,10 @@ struct PluginFaultTests {
         #expect(read == occurrences)
         #expect(read[0].effect.parameters.map(\.0) == ["reason", "retry", "grace"], "the declaration's order")
         #expect(try encoder.encode(Timeline(seed: 9, duration: timeline.duration, occurrences: read)) == saved, "byte-equal again")
+        // Without the catalog (a tool that knows no plug-in), the kind still reads back from its key.
+        let bare = Array(try JSONDecoder().decode(Timeline.self, from: saved))
+        #expect(bare.map(\.kind) == occurrences.map(\.kind) && bare == occurrences)
+        #expect(ProtocolFault.kind(codingKey: ProtocolFault.codingKey(kind: "mqtt-disconnect")) == "mqtt-disconnect")
         let savedScenario = try encoder.encode(scenario)
         #expect(try encoder.encode(decoder.decode(Scenario.self, from: savedScenario)) == savedScenario)
     }

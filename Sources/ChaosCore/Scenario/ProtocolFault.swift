@@ -70,6 +70,17 @@ package struct ProtocolFault: Sendable, Equatable {
         lhs.kind == rhs.kind && lhs.fields.count == rhs.fields.count && lhs.fields.allSatisfy { rhs[$0.key] == $0.value }
     }
 
+    /// The kind a saved fault's key names when no catalog says (`aB` → `a-b`): kinds are written with hyphens.
+    package static func kind(codingKey: String) -> String {
+        codingKey.reduce(into: "") { name, character in
+            if character.isUppercase {
+                name += "-" + character.lowercased()
+            } else {
+                name.append(character)
+            }
+        }
+    }
+
     /// The key a saved fault goes under: the kind's name in lower camel case (`a-b` → `aB`).
     package static func codingKey(kind: String) -> String {
         let parts = kind.split(whereSeparator: { $0 == "-" || $0 == "_" })
@@ -93,7 +104,7 @@ extension ProtocolFault: Codable {
     init(from container: KeyedDecodingContainer<AnyCodingKey>, key: AnyCodingKey, catalog: FramingCatalog?) throws {
         let body = try container.nestedContainer(keyedBy: AnyCodingKey.self, forKey: key)
         let declaration = catalog?.faultDeclaration(codingKey: key.stringValue)
-        kind = declaration?.kind ?? key.stringValue
+        kind = declaration?.kind ?? Self.kind(codingKey: key.stringValue)
         let order = declaration?.fields.map(\.key) ?? []
         let keys = body.allKeys.sorted {
             (order.firstIndex(of: $0.stringValue) ?? .max, $0.stringValue) < (order.firstIndex(of: $1.stringValue) ?? .max, $1.stringValue)
