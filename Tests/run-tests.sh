@@ -41,7 +41,7 @@ PAIR_LANES=(
   "ShrinkCommandTests"
   "QuickstartShrinkTests FleetNamespaceTests RepeatRunTests"
   "MQTTPairTests"
-  "SocketIOPairTests SSEPairTests DeadPathTests"
+  "SocketIOPairTests SSEPairTests DeadPathTests MQTTRetainedPairTests"
 )
 
 # Seconds between the starts of two pair lanes.

@@ -11,6 +11,8 @@ client --index N: clients 1..--publishers publish, the others subscribe.
 - A subscriber (client id sub-N) subscribes to fleet/# at --qos and logs every PUBLISH paho hands it as
   {"stream": topic, "receiver": "sub-N", "dir": "down", "seq", "dup"}. --clean: a clean session (a bug for a
   subscriber that must not miss anything: the broker forgets it at each disconnect).
+--retain: publishers publish retained messages, so the broker sends a subscriber the topic's last one again each time it
+subscribes (after every reconnect); a subscriber logs "retained": true for a PUBLISH that came so.
 --mqtt5: MQTT 5.0 instead of 3.1.1 (a persistent session lasts an hour). Every client logs its connects and
 disconnects with their reason codes ({"event": "disconnected", "reason": "Server shutting down"}), runs until SIGTERM
 (the run's end) and logs one line per message, flushed.
@@ -43,6 +45,7 @@ def main():
     client.add_argument("--clean", action="store_true")
     client.add_argument("--mqtt5", action="store_true",
                         help="MQTT 5.0 (its session lasts an hour unless --clean), not 3.1.1")
+    client.add_argument("--retain", action="store_true", help="publish retained messages")
     client.add_argument("--log", required=True)
     args = parser.parse_args()
     publisher = args.index <= args.publishers
@@ -92,7 +95,8 @@ def main():
 
     def on_message(client, userdata, message):
         body = json.loads(message.payload)
-        write({"stream": message.topic, "receiver": client_id, "dir": "down", "seq": body["seq"], "dup": bool(message.dup)})
+        write({"stream": message.topic, "receiver": client_id, "dir": "down", "seq": body["seq"], "dup": bool(message.dup),
+               "retained": bool(message.retain)})
 
     peer.on_connect = on_connect
     peer.on_disconnect = on_disconnect
@@ -115,7 +119,7 @@ def main():
             seq += 1
             payload = json.dumps({"type": "MSG", "stream": topic, "seq": seq})
             with lock:
-                info = peer.publish(topic, payload, qos=args.qos)
+                info = peer.publish(topic, payload, qos=args.qos, retain=args.retain)
                 if info.mid in early:
                     early.discard(info.mid)
                     write({"stream": topic, "dir": "up", "seq": seq})

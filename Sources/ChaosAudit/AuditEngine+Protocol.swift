@@ -105,6 +105,8 @@ extension AuditEngine {
         case .contract(let contract):
             // As the producer sent it: the message read next on this leg carries it to its stream.
             if read { pipe.contract = contract }
+        case .retained:
+            if read { pipe.retained = true }
         case .counted(let name):
             if read { protocolStats[counter: name] += 1 }
         case .coded(let family, let code, let proxyMayWrite):
@@ -166,7 +168,7 @@ extension AuditEngine {
             switch event {
             case .counted(let name): protocolStats[counter: name] += 1
             case .coded(let family, let code, _): protocolStats.count(family, code: code, fault: faults.label?.kind ?? "none")
-            case .requestRead, .closing, .subscribed, .contract, .keepalive, .unreadable, .oversized: break
+            case .requestRead, .closing, .subscribed, .contract, .retained, .keepalive, .unreadable, .oversized: break
             }
         }
     }

@@ -14,6 +14,8 @@ extension AuditEngine {
         call: RPCCall? = nil
     ) {
         let copies = call == nil && layer.writtenCopiesRead
+        let retained = pipe.retained
+        if retained { pipe.retained = false }
         if copies, pipe.role == .delivered,
             let copy = connection.pipe(.sent, pipe.direction).readCopies.take(
                 endingAt: end,
@@ -70,6 +72,7 @@ extension AuditEngine {
             connectionStream.ledger.carried(contract)
             pipe.contract = nil
         }
+        if retained, pipe.role == .sent { connectionStream.retainedInFlight.insert(seq) }
         if copies, pipe.role == .sent {
             pipe.readCopies.append(
                 ReadCopy(
@@ -372,6 +375,16 @@ extension AuditEngine {
             stream.inFlight.remove(seq)
             if let readAt = stream.transit.pop(seq) { transit.record(nanoseconds: time - readAt) }
         }
+        if !stream.retainedInFlight.isEmpty, stream.retainedInFlight.remove(seq) {
+            return deliveredRetained(seq, stream, connection: connection, late: late)
+        }
+        if !ledger.retainedFirst.isEmpty, ledger.retainedFirst.remove(seq) {
+            // The live copy of a seq whose retained copy came first (the broker's queue drained after the
+            // re-subscription's retained message): the pair's extra delivery is the retained one; order is judged now.
+            ledger.counts.retained += 1
+            _ = stream.deliveredHere.insert(seq)
+            return judgeOrder(seq, ledger, connection: connection, time: time)
+        }
         guard stream.deliveredHere.insert(seq) else {
             ledger.counts.duplicated += 1
             record(.duplicated, ledger, direction: ledger.direction, from: seq, to: seq, time: time, connection: connection)
@@ -383,6 +396,25 @@ extension AuditEngine {
             return
         }
         if !ledger.cutInFlight.isEmpty, ledger.cutInFlight.remove(seq), !late { ledger.counts.recovered += 1 }
+        judgeOrder(seq, ledger, connection: connection, time: time)
+    }
+
+    /// Retained state sent again (a re-subscription's retained message): one the consumer already had is counted as
+    /// retained, neither duplicated nor redelivered; one it had not is a delivery that says nothing of the stream's
+    /// order (it jumps ahead of what the broker still queues), and the live copy that follows is the retained extra.
+    private func deliveredRetained(_ seq: Int64, _ stream: ConnectionStream, connection: ConnectionID, late: Bool) {
+        let ledger = stream.ledger
+        _ = stream.deliveredHere.insert(seq)
+        guard ledger.deliveredSeqs.insert(seq) else {
+            ledger.counts.retained += 1
+            return
+        }
+        ledger.retainedFirst.insert(seq)
+        if !ledger.cutInFlight.isEmpty, ledger.cutInFlight.remove(seq), !late { ledger.counts.recovered += 1 }
+    }
+
+    /// A first delivery of `seq`: reordered when a higher seq came first, a gap when it skips ahead.
+    private func judgeOrder(_ seq: Int64, _ ledger: StreamLedger, connection: ConnectionID, time: Int64) {
         let highest = ledger.highestDelivered
         if seq < highest {
             ledger.counts.reordered += 1

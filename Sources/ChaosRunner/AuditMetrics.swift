@@ -9,7 +9,7 @@ enum AuditMetrics {
         let totals = audit.totals
         let classes: [(String, Int64)] = [
             ("sent", totals.sent), ("delivered", totals.delivered), ("ok", totals.ok), ("lost", totals.lost),
-            ("recovered", totals.recovered), ("duplicated", totals.duplicated), ("redelivered", totals.redelivered),
+            ("recovered", totals.recovered), ("duplicated", totals.duplicated), ("redelivered", totals.redelivered), ("retained", totals.retained),
             ("reordered", totals.reordered), ("unacked", totals.unacked), ("truncated", totals.truncated),
         ]
         // Gauges: the audit revises a class as it learns more (a message lost so far may still arrive).

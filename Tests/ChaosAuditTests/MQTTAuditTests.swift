@@ -182,6 +182,38 @@ struct MQTTAuditTests {
         #expect(result.protocolEvents?[counter: "mqttDuplicates"] == 1)
     }
 
+    @Test(
+        "a retained message sent again on a re-subscription (QoS 1 and 2) is counted as retained, not redelivered; one the receiver never had is a delivery, and its live copy the retained extra",
+        arguments: [UInt8(1), 2]
+    )
+    func retainedAgain(qos: UInt8) throws {
+        var s = TrafficScript()
+        /// The broker's PUBLISH of `seq` to dash-a on `id` (with its PUBREL at QoS 2, which hands it over).
+        func publish(_ id: ConnectionID, _ seq: Int, retain: Bool = false, packet: UInt16) {
+            Self.relay(&s, id, W.publish("fleet/7", #"{"seq":\#(seq)}"#, qos: qos, id: packet, retain: retain), .downstream)
+            if qos == 2 { Self.relay(&s, id, W.pubrel(packet), .downstream) }
+        }
+        Self.open(&s, 1, "dash-a")
+        // Subscribed after the publisher's first message: the broker sends it as retained (a delivery: not had before).
+        publish(1, 1, retain: true, packet: 1)
+        for seq in 2...3 { publish(1, seq, packet: UInt16(seq)) }
+        s.close(1, .reset)
+        Self.open(&s, 2, "dash-a")
+        // The re-subscription: a retained message it had (3), one it had not yet (6: ahead of what the broker still
+        // queued for it), then the queued and live ones; 6's live copy is the retained extra, and nothing is reordered.
+        publish(2, 3, retain: true, packet: 4)
+        publish(2, 6, retain: true, packet: 5)
+        for seq in 4...6 { publish(2, seq, packet: UInt16(seq + 2)) }
+        // A live message written twice stays a duplicate.
+        publish(2, 6, packet: 8)
+        s.close(2)
+        let result = try Self.audit(s)
+        let a = try #require(Self.stream(result, .downstream, receiver: "dash-a"))
+        #expect(a.ok == 6 && a.lost == 0 && a.retained == 2 && a.redelivered == 0 && a.duplicated == 1 && a.reordered == 0, "\(a)")
+        #expect(result.totals.retained == 2)
+        #expect(result.protocolEvents?[counter: "mqttRetained"] == 3)
+    }
+
     @Test("bytes that are not MQTT are a protocol error, and the run judged nothing")
     func notMQTT() throws {
         var s = TrafficScript()

@@ -102,7 +102,7 @@ struct MQTTDecoderTests {
         #expect(Decoded.feed(v5, refused) == [.event(.counted("mqttPubrels"), at: refused.count)])
     }
 
-    @Test("from the broker: CONNACK's code and session present, retained PUBLISHes counted, PINGRESP a keepalive answer")
+    @Test("from the broker: CONNACK's code and session present, retained PUBLISHes counted and marked, PINGRESP a keepalive answer")
     func brokerPackets() {
         let connack = W.connack(sessionPresent: true)
         let retained = W.publish("fleet/7", #"{"seq":9}"#, qos: 1, id: 2, retain: true)
@@ -111,6 +111,7 @@ struct MQTTDecoderTests {
             .event(.coded("mqttConnacks", code: "0x00"), at: connack.count),
             .event(.counted("mqttSessionsPresent"), at: connack.count),
             .event(.counted("mqttRetained"), at: connack.count + retained.count),
+            .event(.retained, at: connack.count + retained.count),
             .message(#"{"seq":9}"#, end: connack.count + retained.count, binary: false),
             .event(.keepalive(ack: true, opaque: 0), at: bytes.count),
         ]

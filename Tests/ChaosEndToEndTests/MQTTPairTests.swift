@@ -49,7 +49,7 @@ struct MQTTPairTests {
         """
     }
 
-    /// `broker`: run it instead of mosquitto.
+    /// `broker`: run it instead of mosquitto; `flags`: more of the clients' flags (`--retain`).
     static func scenario(
         listen: Int,
         upstream: Int,
@@ -57,13 +57,14 @@ struct MQTTPairTests {
         clean: Bool,
         restart: Bool = false,
         inflightLimit: Int? = nil,
-        broker: String? = nil
+        broker: String? = nil,
+        flags: String = ""
     ) throws -> String {
         let configuration = try brokerConfiguration(port: upstream, persistence: restart, inflightLimit: inflightLimit)
         // With a restart (the broker down 8-9 s into the timeline), the publisher goes on long enough for every stream to
         // resume after it, though the timeline starts with the last client's connection, which a loaded machine delayed
         // by seconds after the publisher's (a fresh-clone run's restart came after the publisher had stopped).
-        let client = "--connect 127.0.0.1:{listen.port} --qos \(qos) --publish-for \(restart ? 16 : 8)\(clean ? " --clean" : "")"
+        let client = "--connect 127.0.0.1:{listen.port} --qos \(qos) --publish-for \(restart ? 16 : 8)\(clean ? " --clean" : "") \(flags)"
         return """
             name: mqtt-pair
             duration: \(restart ? 20 : 14)s

@@ -90,6 +90,8 @@ final class FramePipe {
     var cachedCall: RPCCall?
     /// The delivery contract the next message read on this pipe carries (``ProtocolEvent/contract(_:)``), until it comes.
     var contract: DeliveryContract?
+    /// Whether the next message read on this pipe is retained state sent again (``ProtocolEvent/retained``).
+    var retained = false
     /// Bytes that went through this pipe so far.
     var offset: Int64 = 0
     /// How many of them the consumer's TCP acknowledged (`delivered` pipes).

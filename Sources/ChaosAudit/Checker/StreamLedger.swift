@@ -24,6 +24,8 @@ final class StreamLedger {
     var deliveredSeqs = SeqRangeSet()
     /// Seqs that were read from the producer on a connection that ended before writing them.
     var cutInFlight = SeqRangeSet()
+    /// Seqs first delivered as retained state sent again (``ProtocolEvent/retained``), whose live copy has not come yet.
+    var retainedFirst = SeqRangeSet()
     /// The highest seq delivered (seqStart - 1 before the first).
     var highestDelivered: Int64
     /// The highest seq read from the producer (seqStart - 1 before the first).
@@ -213,6 +215,8 @@ final class ConnectionStream {
     var deliveredHere = SeqRangeSet()
     /// Seqs read from the producer on this connection and not yet written to the consumer.
     var inFlight = SeqRangeSet()
+    /// In-flight seqs read as retained state sent again (``ProtocolEvent/retained``).
+    var retainedInFlight = SeqRangeSet()
     /// Read times of in-flight messages, oldest first, for transit latency.
     var transit = TransitQueue()
 

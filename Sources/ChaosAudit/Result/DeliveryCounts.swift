@@ -16,6 +16,9 @@ package struct DeliveryCounts: Sendable, Codable, Equatable {
     package var duplicated: Int64 = 0
     /// Extra deliveries of a seq on a later connection.
     package var redelivered: Int64 = 0
+    /// Extra deliveries of a seq its producer marked as retained state sent again (a broker's retained message, sent
+    /// anew on each subscription): neither duplicated nor redelivered.
+    package var retained: Int64 = 0
     /// Ok seqs first delivered after a higher seq of the stream.
     package var reordered: Int64 = 0
     /// Jumps in the delivered sequence.
@@ -34,11 +37,11 @@ package struct DeliveryCounts: Sendable, Codable, Equatable {
     package init() {}
 
     private enum CodingKeys: String, CodingKey {
-        case sent, delivered, ok, lost, recovered, duplicated, redelivered, reordered, gaps, unacked, truncated, unconfirmed
+        case sent, delivered, ok, lost, recovered, duplicated, redelivered, retained, reordered, gaps, unacked, truncated, unconfirmed
         case deliveryRatio
     }
 
-    /// Decodes the counts; `unconfirmed` is absent from reports written before it existed.
+    /// Decodes the counts; `unconfirmed` and `retained` are absent from reports written before they existed.
     package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         sent = try container.decode(Int64.self, forKey: .sent)
@@ -48,6 +51,7 @@ package struct DeliveryCounts: Sendable, Codable, Equatable {
         recovered = try container.decode(Int64.self, forKey: .recovered)
         duplicated = try container.decode(Int64.self, forKey: .duplicated)
         redelivered = try container.decode(Int64.self, forKey: .redelivered)
+        retained = try container.decodeIfPresent(Int64.self, forKey: .retained) ?? 0
         reordered = try container.decode(Int64.self, forKey: .reordered)
         gaps = try container.decode(Int64.self, forKey: .gaps)
         unacked = try container.decode(Int64.self, forKey: .unacked)
@@ -75,6 +79,7 @@ package struct DeliveryCounts: Sendable, Codable, Equatable {
         sum(&recovered, other.recovered)
         sum(&duplicated, other.duplicated)
         sum(&redelivered, other.redelivered)
+        sum(&retained, other.retained)
         sum(&reordered, other.reordered)
         sum(&gaps, other.gaps)
         sum(&unacked, other.unacked)
@@ -93,6 +98,7 @@ package struct DeliveryCounts: Sendable, Codable, Equatable {
         case "recovered": recovered
         case "duplicated": duplicated
         case "redelivered": redelivered
+        case "retained": retained
         case "reordered": reordered
         case "gaps": gaps
         case "unacked": unacked

@@ -113,7 +113,7 @@ package struct Expectation: Sendable, Codable, Equatable {
 
     /// The figures an expectation may name, with their units.
     package static let known: [(name: String, unit: Unit)] = [
-        ("lost", .count), ("duplicated", .count), ("redelivered", .count), ("reordered", .count),
+        ("lost", .count), ("duplicated", .count), ("redelivered", .count), ("retained", .count), ("reordered", .count),
         ("gaps", .count), ("unacked", .count), ("unconfirmed", .count), ("recovered", .count), ("delivered", .count), ("sent", .count),
         ("lost_qos0", .count),
         ("delivery", .ratio),

@@ -219,7 +219,10 @@ final class MQTTDecoder: LegDecoder {
             }
         }
         if flags & 0b1000 != 0 { output(.event(.counted("mqttDuplicates"), at: end)) }
-        if flags & 1 != 0, !upstream { output(.event(.counted("mqttRetained"), at: end)) }
+        // A retained message the broker sends a subscriber (on a new subscription: live ones it forwards unflagged,
+        // unless the subscription keeps the flag as published).
+        let retained = flags & 1 != 0 && !upstream
+        if retained { output(.event(.counted("mqttRetained"), at: end)) }
         let payloadBytes = length - fields.position
         guard payloadBytes <= cap, body.count == length else {
             return output(.event(.oversized(bytes: payloadBytes, end: end), at: end))
@@ -229,9 +232,10 @@ final class MQTTDecoder: LegDecoder {
         if qos == 2, let packetID {
             // Handed on at its PUBREL (``MQTTReleases``).
             let message = session.envelope ? envelopeBytes : Array(payload)
-            session.releases.published(session.releaseKey(upstream: upstream, packetID: packetID), bytes: message)
+            session.releases.published(session.releaseKey(upstream: upstream, packetID: packetID), bytes: message, retained: retained)
         } else {
             output(.event(.contract(qos == 0 ? .atMostOnce : .atLeastOnce), at: end))
+            if retained { output(.event(.retained, at: end)) }
             if session.envelope {
                 envelopeBytes.withUnsafeBufferPointer { output(.message($0, end: end, binary: false)) }
             } else {
@@ -246,10 +250,11 @@ final class MQTTDecoder: LegDecoder {
     private func release(_ fields: inout MQTTFieldReader, end: Int, _ output: (DecoderOutput) -> Void) throws {
         let packetID = try fields.uint16()
         if session.level >= 5, fields.remaining > 0, try fields.byte() != 0 { return }
-        guard let message = session.releases.released(session.releaseKey(upstream: upstream, packetID: packetID)) else {
+        guard let (message, retained) = session.releases.released(session.releaseKey(upstream: upstream, packetID: packetID)) else {
             return output(.event(.counted("mqttUnmatchedPubrels"), at: end))
         }
         output(.event(.contract(.exactlyOnce), at: end))
+        if retained { output(.event(.retained, at: end)) }
         message.withUnsafeBufferPointer { output(.message($0, end: end, binary: false)) }
     }
 

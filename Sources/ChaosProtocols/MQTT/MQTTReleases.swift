@@ -24,7 +24,7 @@ final class MQTTReleases: Sendable {
     }
 
     private struct State {
-        var messages: [Key: (bytes: [UInt8], generation: Int)] = [:]
+        var messages: [Key: (bytes: [UInt8], retained: Bool, generation: Int)] = [:]
         /// Keys in the order they were stored, with the generation they were stored at (a replaced key's old place is
         /// skipped when its turn comes).
         var order: [(key: Key, generation: Int)] = []
@@ -35,12 +35,13 @@ final class MQTTReleases: Sendable {
 
     private let state = Mutex(State())
 
-    /// A QoS 2 PUBLISH was read: `bytes` is the message it carries (its payload or its envelope).
-    func published(_ key: Key, bytes: [UInt8]) {
+    /// A QoS 2 PUBLISH was read: `bytes` is the message it carries (its payload or its envelope); `retained`, whether
+    /// it is a retained message the broker sent again.
+    func published(_ key: Key, bytes: [UInt8], retained: Bool = false) {
         state.withLock { state in
             if let old = state.messages[key] { state.bytes -= old.bytes.count }
             state.generation += 1
-            state.messages[key] = (bytes, state.generation)
+            state.messages[key] = (bytes, retained, state.generation)
             state.order.append((key, state.generation))
             state.bytes += bytes.count
             while state.messages.count > Self.entryLimit || state.bytes > Self.byteLimit, state.head < state.order.count {
@@ -59,7 +60,7 @@ final class MQTTReleases: Sendable {
 
     /// The message a PUBREL releases, if its PUBLISH was read and is still kept. It stays kept: the proxy's other
     /// copy of the leg, and a sender that resends its PUBREL on a new connection, release it too.
-    func released(_ key: Key) -> [UInt8]? {
-        state.withLock { $0.messages[key]?.bytes }
+    func released(_ key: Key) -> (bytes: [UInt8], retained: Bool)? {
+        state.withLock { state in state.messages[key].map { ($0.bytes, $0.retained) } }
     }
 }

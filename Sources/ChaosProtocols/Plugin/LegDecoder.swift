@@ -28,6 +28,10 @@ package enum ProtocolEvent: Equatable {
     /// The next message this leg hands over is promised `contract` (MQTT: its PUBLISH's QoS); its stream is judged by
     /// the weakest promise its messages carried.
     case contract(DeliveryContract)
+    /// The next message this leg hands over is stored state sent again (MQTT: a retained PUBLISH the broker sends on a
+    /// new subscription): a copy of a seq its consumer already had counts as `retained`, not as duplicated or
+    /// redelivered.
+    case retained
     /// One of the plug-in's named counters (``ProtocolPlugin/counters``: `upgrades`, `pings`, `calls`) goes up by one.
     case counted(String)
     /// One of the plug-in's families (``ProtocolPlugin/counterFamilies``: `closeCodes`, `goaways`) counts `code`,

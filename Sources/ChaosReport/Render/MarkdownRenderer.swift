@@ -93,6 +93,12 @@ package struct MarkdownRenderer: Sendable {
         if report.streams.count > rowLimit * 5 { out.append("| … \(report.streams.count - rowLimit * 5) more streams | | | | | | | | | | | | |") }
         out.append(row("**total**", "", t))
         out.append("")
+        if t.retained > 0 {
+            out += [
+                "\(t.retained) retained message(s) sent again on a new subscription, to a receiver that already had them, "
+                    + "are counted as `retained`, not as duplicates.", "",
+            ]
+        }
         out += [Self.deliveredMeaning, ""]
         out += section("Faults injected (\(report.faults.count))", faults(report))
         out += section("Recovery", recovery(report))
