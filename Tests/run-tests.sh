@@ -31,7 +31,7 @@ TESTS=.build/debug/chaosPackageTests.xctest
 # quickstart's shrink with the fleet in network namespaces), and a last, shorter one that starts 30 s after the first.
 # The unit lane (the unit suites and the fuzz corpus replay, niced) takes about as long as the longest pair lane.
 PAIR_LANES=(
-  "ShippedWebSocketScenarioTests FleetMergeTests"
+  "ShippedWebSocketScenarioTests FleetMergeTests MQTTTransportPairTests"
   "ShippedMobileDayScenarioTests ToxiproxyClientTests"
   "TLSPairTests \.CaptureAuditTests"
   "GRPCPairTests LoopbackCaptureTests"

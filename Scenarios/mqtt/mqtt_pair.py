@@ -13,6 +13,8 @@ client --index N: clients 1..--publishers publish, the others subscribe.
   subscriber that must not miss anything: the broker forgets it at each disconnect).
 --retain: publishers publish retained messages, so the broker sends a subscriber the topic's last one again each time it
 subscribes (after every reconnect); a subscriber logs "retained": true for a PUBLISH that came so.
+--tls-ca CA: over TLS, trusting CA (chaos's, `chaos ca`) and checking the broker's name as paho does by default.
+--websocket: over WebSocket (paho's transport "websockets", subprotocol mqtt, path /mqtt).
 --mqtt5: MQTT 5.0 instead of 3.1.1 (a persistent session lasts an hour). Every client logs its connects and
 disconnects with their reason codes ({"event": "disconnected", "reason": "Server shutting down"}), runs until SIGTERM
 (the run's end) and logs one line per message, flushed.
@@ -46,6 +48,8 @@ def main():
     client.add_argument("--mqtt5", action="store_true",
                         help="MQTT 5.0 (its session lasts an hour unless --clean), not 3.1.1")
     client.add_argument("--retain", action="store_true", help="publish retained messages")
+    client.add_argument("--tls-ca", help="MQTT over TLS, trusting this CA (PEM) and checking the broker's name")
+    client.add_argument("--websocket", action="store_true", help="MQTT over WebSocket (subprotocol mqtt, path /mqtt)")
     client.add_argument("--log", required=True)
     args = parser.parse_args()
     publisher = args.index <= args.publishers
@@ -59,15 +63,20 @@ def main():
         with lock:
             log.write(json.dumps(record) + "\n")
 
+    transport = "websockets" if args.websocket else "tcp"
     if args.mqtt5:
-        peer = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv5)
+        peer = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv5, transport=transport)
         session = Properties(PacketTypes.CONNECT)
         session.SessionExpiryInterval = 0 if args.clean else 3600
         connect = {"clean_start": args.clean, "properties": session}
     else:
         peer = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=args.clean,
-                           protocol=mqtt.MQTTv311)
+                           protocol=mqtt.MQTTv311, transport=transport)
         connect = {}
+    if args.websocket:
+        peer.ws_set_options(path="/mqtt")
+    if args.tls_ca:
+        peer.tls_set(ca_certs=args.tls_ca)
     peer.reconnect_delay_set(min_delay=0.2, max_delay=1)
     peer.max_inflight_messages_set(100)
     topic = f"fleet/{args.index}"

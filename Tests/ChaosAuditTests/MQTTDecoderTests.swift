@@ -102,6 +102,43 @@ struct MQTTDecoderTests {
         #expect(Decoded.feed(v5, refused) == [.event(.counted("mqttPubrels"), at: refused.count)])
     }
 
+    @Test(
+        "MQTT over WebSocket: the upgrade, then packets split across binary messages and two in one, each placed at the end of the message that completes it"
+    )
+    func overWebSocket() {
+        typealias WS = WebSocketWire
+        let connect = W.connect("phone-7")
+        let publish1 = W.publish("fleet/7", #"{"seq":1}"#, qos: 1, id: 1)
+        let publish2 = W.publish("fleet/7", #"{"seq":2}"#, qos: 1, id: 2)
+        let request = WS.request(target: "/mqtt", headers: ["Sec-WebSocket-Protocol: mqtt"])
+        // CONNECT and the first half of a PUBLISH in one message, its rest and a second PUBLISH in the next, a PINGREQ.
+        let first = WS.frame(2, connect + publish1.prefix(5), mask: WS.clientMask)
+        let second = WS.frame(2, Array(publish1.dropFirst(5)) + publish2, mask: WS.clientMask)
+        let third = WS.frame(2, W.pingreq, mask: WS.clientMask)
+        let close = WS.close(1000, "", mask: WS.clientMask)
+        let bytes = request + first + second + third + close
+        let ends = [request.count, request.count + first.count, request.count + first.count + second.count, bytes.count - close.count]
+        let seen = Self.decodeCut(upstream: true, bytes)
+        let expected: [Decoded] = [
+            .event(.requestRead, at: ends[0]), .event(.counted("mqttConnects"), at: ends[1]), .event(.counted("mqttCleanSessions"), at: ends[1]),
+            .event(.requestRead, at: ends[1]),
+            .message(#"{"seq":1}"#, end: ends[2], binary: false), .message(#"{"seq":2}"#, end: ends[2], binary: false),
+            .event(.keepalive(ack: false, opaque: 0), at: ends[3]), .event(.closing, at: bytes.count),
+        ]
+        #expect(seen == expected)
+        // The broker's answer: 101 (the upgrade counted), then CONNACK and a PUBACK in one unmasked message.
+        let response = WS.response()
+        let answer = WS.frame(2, W.connack() + W.puback(1))
+        let end = response.count + answer.count
+        let down = Self.decodeCut(upstream: false, response + answer)
+        #expect(
+            down == [
+                .event(.counted("mqttWebSocketUpgrades"), at: response.count), .event(.coded("mqttConnacks", code: "0x00"), at: end),
+                .event(.counted("mqttPubacks"), at: end),
+            ]
+        )
+    }
+
     @Test("from the broker: CONNACK's code and session present, retained PUBLISHes counted and marked, PINGRESP a keepalive answer")
     func brokerPackets() {
         let connack = W.connack(sessionPresent: true)

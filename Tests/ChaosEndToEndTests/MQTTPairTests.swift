@@ -15,12 +15,19 @@ struct MQTTPairTests {
     /// With `persistence`, the broker saves its sessions and queued messages when it stops and loads them when it
     /// starts (a broker restart loses nothing a persistent session is owed).
     /// `inflightLimit`: `max_inflight_messages` (0: no limit; nil: Mosquitto's default, 20).
-    static func brokerConfiguration(port: Int, persistence: Bool = false, queueLimit: Int? = 0, inflightLimit: Int? = nil) throws -> String {
+    /// `extra`: more lines for the listener (`certfile`, `protocol websockets`).
+    static func brokerConfiguration(
+        port: Int,
+        persistence: Bool = false,
+        queueLimit: Int? = 0,
+        inflightLimit: Int? = nil,
+        extra: String = ""
+    ) throws -> String {
         let base = FileManager.default.temporaryDirectory.appendingPathComponent("mosquitto-\(UUID().uuidString)")
         // Writable by the user mosquitto drops to when started as root (else it cannot save its sessions on a stop).
         try FileManager.default.createDirectory(at: base, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o777])
         let file = base.appendingPathComponent("mosquitto.conf").path
-        var text = "listener \(port) 127.0.0.1\nallow_anonymous true\n" + (queueLimit.map { "max_queued_messages \($0)\n" } ?? "")
+        var text = "listener \(port) 127.0.0.1\n\(extra)allow_anonymous true\n" + (queueLimit.map { "max_queued_messages \($0)\n" } ?? "")
         text += inflightLimit.map { "max_inflight_messages \($0)\n" } ?? ""
         text += persistence ? "persistence true\npersistence_location \(base.path)/\n" : "persistence false\n"
         try text.write(toFile: file, atomically: true, encoding: .utf8)
@@ -226,22 +233,8 @@ struct MQTTPairTests {
         let run = try await ThirdPartyPairRun.run("mqtt-pair", capture: qos == 1) {
             try! Self.scenario(listen: $0, upstream: $1, qos: qos, clean: false, inflightLimit: 0)
         }
-        let logs = try Self.logged(run.folder)
+        _ = try Self.passesWithLogs(run)
         let streams = try Self.audited(run.folder)
-        #expect(run.status == 0, "the run must pass (\(run.folder))")
-        #expect(
-            Set(logs.keys) == ["fleet/1 upstream -", "fleet/1 downstream sub-2", "fleet/1 downstream sub-3"] && Set(streams.keys) == Set(logs.keys),
-            "\(logs.keys.sorted()) vs \(streams.keys.sorted()) (\(run.folder))"
-        )
-        for (key, seqs) in logs {
-            let ok = streams[key]?["ok"] as? Int ?? -1
-            // At least 50: under a CPU hog the Python publisher sent 99 in its 8 s.
-            #expect(
-                Self.matches(streams[key], seqs) && seqs.count >= 50,
-                "\(key): audit ok \(ok) vs \(seqs.count) distinct seqs logged (\(run.folder))"
-            )
-            #expect(streams[key]?["lost"] as? Int == 0, "\(key): \(streams[key] ?? [:])")
-        }
         let json = try DeliveredMeansAcknowledgedTests.reportJSON(run.folder)
         let events = try #require(json["protocol_events"] as? [String: Any])
         #expect((events["mqtt_connects"] as? Int ?? 0) >= 6, "a CONNECT per client, then one after each cut: \(events)")
@@ -295,6 +288,24 @@ struct MQTTPairTests {
         #expect((restart?["never_resumed"] as? Int ?? 0) == 0, "every stream went on after the restart: \(restart ?? [:])")
     }
 
+    /// A run that must pass: the publisher's stream and both subscribers' copies, each equal to its log (at least 50
+    /// seqs: under a CPU hog the Python publisher sent 99 in its 8 s), nothing lost; whether all of that held.
+    static func passesWithLogs(_ run: (folder: String, scenario: String, status: Int32)) throws -> Bool {
+        let logs = try Self.logged(run.folder)
+        let streams = try Self.audited(run.folder)
+        #expect(run.status == 0, "the run must pass (\(run.folder))")
+        var fine =
+            Set(logs.keys) == ["fleet/1 upstream -", "fleet/1 downstream sub-2", "fleet/1 downstream sub-3"] && Set(streams.keys) == Set(logs.keys)
+        #expect(fine, "\(logs.keys.sorted()) vs \(streams.keys.sorted()) (\(run.folder))")
+        for (key, seqs) in logs {
+            let ok = streams[key]?["ok"] as? Int ?? -1
+            let matched = Self.matches(streams[key], seqs) && seqs.count >= 50 && streams[key]?["lost"] as? Int == 0
+            #expect(matched, "\(key): audit ok \(ok) vs \(seqs.count) distinct seqs logged: \(streams[key] ?? [:]) (\(run.folder))")
+            fine = fine && matched
+        }
+        return fine && run.status == 0
+    }
+
     /// `make deps` installs amqtt in a venv of its own (it pins a websockets that would replace the WebSocket peers').
     static let amqtt = FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".cache/chaos-peers/amqtt/bin/amqtt").path
 
@@ -305,36 +316,51 @@ struct MQTTPairTests {
     func amqttBroker() async throws {
         try #require(FileManager.default.isExecutableFile(atPath: Self.amqtt), "amqtt is not installed at \(Self.amqtt): run make deps")
         let run = try await ThirdPartyPairRun.run("mqtt-amqtt", capture: false) { listen, upstream in
-            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("amqtt-\(UUID().uuidString)")
-            try! FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-            let configuration = folder.appendingPathComponent("broker.yaml").path
-            let text = """
-                listeners:
-                  default:
-                    type: tcp
-                    bind: 127.0.0.1:\(upstream)
-                plugins:
-                  amqtt.plugins.authentication.AnonymousAuthPlugin:
-                    allow_anonymous: true
-                """
-            try! text.write(toFile: configuration, atomically: true, encoding: .utf8)
-            return try! Self.scenario(listen: listen, upstream: upstream, qos: 1, clean: false, broker: "\(Self.amqtt) -c \(configuration)")
+            try! Self.scenario(listen: listen, upstream: upstream, qos: 1, clean: false, broker: Self.amqttBroker(port: upstream, listener: "tcp"))
         }
+        _ = try Self.lossesEqualLogs(run)
+    }
+
+    /// amqtt's command line with a configuration of one `listener` (`tcp`, `ws`) on 127.0.0.1:`port`, anonymous clients.
+    static func amqttBroker(port: Int, listener: String) throws -> String {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("amqtt-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let configuration = folder.appendingPathComponent("broker.yaml").path
+        let text = """
+            listeners:
+              default:
+                type: \(listener)
+                bind: 127.0.0.1:\(port)
+            plugins:
+              amqtt.plugins.authentication.AnonymousAuthPlugin:
+                allow_anonymous: true
+            """
+        try text.write(toFile: configuration, atomically: true, encoding: .utf8)
+        return "\(amqtt) -c \(configuration)"
+    }
+
+    /// A QoS 1 run of a broker that may lose: each stream equals the clients' logs (at least 50 seqs), each subscriber's
+    /// `lost` the holes in its log, and the run fails exactly when something was lost; whether the streams matched.
+    static func lossesEqualLogs(_ run: (folder: String, scenario: String, status: Int32)) throws -> Bool {
         let logs = try Self.logged(run.folder)
         let streams = try Self.audited(run.folder)
-        #expect(Set(streams.keys) == Set(logs.keys) && logs.count == 3, "\(logs.keys.sorted()) vs \(streams.keys.sorted()) (\(run.folder))")
+        var fine = Set(streams.keys) == Set(logs.keys) && logs.count == 3
+        #expect(fine, "\(logs.keys.sorted()) vs \(streams.keys.sorted()) (\(run.folder))")
         var lost = 0
         for (key, seqs) in logs {
             let stream = try #require(streams[key], "\(key) (\(run.folder))")
-            #expect(Self.matches(stream, seqs) && seqs.count >= 50, "\(key): \(stream) vs \(seqs.count) logged (\(run.folder))")
-            #expect(stream["contract"] as? String == "at-least-once", "\(key)")
+            let matched = Self.matches(stream, seqs) && seqs.count >= 50 && stream["contract"] as? String == "at-least-once"
+            #expect(matched, "\(key): \(stream) vs \(seqs.count) logged (\(run.folder))")
+            fine = fine && matched
             guard key.hasPrefix("fleet/1 downstream"), let first = seqs.min(), let highest = seqs.union(logs["fleet/1 upstream -"] ?? []).max()
             else { continue }
             let holes = (first...highest).filter { !seqs.contains($0) }.count
             #expect(stream["lost"] as? Int == holes, "\(key): lost \(stream["lost"] ?? "?") vs \(holes) holes (\(run.folder))")
+            fine = fine && stream["lost"] as? Int == holes
             lost += holes
         }
         #expect(run.status == (lost > 0 ? 1 : 0), "exit \(run.status), \(lost) lost (\(run.folder))")
+        return fine && run.status == (lost > 0 ? 1 : 0)
     }
 
     /// QoS 0 through the same cuts and partition: what the subscribers miss is counted as lost, for each as its log

@@ -1,8 +1,11 @@
 /// Follows MQTT control packets in one direction (a fixed header's type byte, its remaining length of one to four
 /// bytes, then that many bytes skipped), so that the proxy can put a packet of its own between two. On the client's
 /// bytes it keeps the first packet's opening bytes: a CONNECT names its protocol level there (4: 3.1.1, 5: 5.0).
+/// MQTT over WebSocket (bytes that open with an HTTP upgrade) is not followed: it has no protocol level here, so an
+/// `mqtt-disconnect` writes nothing into it and only silences it.
 struct MQTTBoundaryTracker: FrameBoundaryTracking {
     private enum Phase {
+        case webSocket
         case type
         case length(multiplier: UInt64, value: UInt64, bytes: Int)
         case body(left: UInt64)
@@ -29,6 +32,11 @@ struct MQTTBoundaryTracker: FrameBoundaryTracking {
         while index < bytes.count {
             if stopAtBoundary, atBoundary { return index }
             switch phase {
+            case .webSocket:
+                return bytes.count
+            case .type where packets == 0 && (bytes[index] == UInt8(ascii: "G") || bytes[index] == UInt8(ascii: "H")):
+                phase = .webSocket
+                return bytes.count
             case .type:
                 atBoundary = false
                 phase = .length(multiplier: 1, value: 0, bytes: 0)

@@ -6,6 +6,10 @@ import ChaosCore
 /// CONNACK, SUBSCRIBE, the acknowledgements and DISCONNECT are protocol events; PINGREQ and PINGRESP are keepalives.
 /// MQTT 5 topic aliases are followed per direction, as the protocol scopes them.
 ///
+/// MQTT over WebSocket (a leg that opens with an HTTP upgrade: `GET` from the client, `HTTP/` from the broker) is read
+/// through a ``WebSocketDecoder``: its binary messages carry the packets, which need not align with them, and every
+/// packet ends on the wire where the message that completes it ends.
+///
 /// Memory is bounded: a packet is kept up to its first ``headLimit`` bytes past `cap`, the rest counted and skipped
 /// (a PUBLISH whose payload is over `cap` is counted as oversized). Bytes that are not MQTT (a first packet from the
 /// client that is not a CONNECT, a reserved type, flags a type does not allow, a malformed field) stop the decoder
@@ -36,6 +40,9 @@ final class MQTTDecoder: LegDecoder {
     private var aliases: [UInt16: String] = [:]
     /// The envelope being built (kept between messages).
     private var envelopeBytes: [UInt8] = []
+    /// The leg's WebSocket frames when it is MQTT over WebSocket (decided by its first byte).
+    private var webSocket: WebSocketDecoder?
+    private var firstByteSeen = false
 
     /// A decoder for the `upstream` (client → server) or downstream leg, sharing `session` with the connection's
     /// other legs; payloads over `cap` bytes are counted, not kept.
@@ -47,19 +54,21 @@ final class MQTTDecoder: LegDecoder {
 
     /// Part of a PUBLISH was read (a close now truncates a message); other packets are not messages.
     var hasPartialMessage: Bool {
-        switch phase {
+        if webSocket?.hasPartialMessage == true { return true }
+        return switch phase {
         case .header: header.first.map { $0 >> 4 == MQTTPacketType.publish.rawValue } ?? false
         case .body: type == .publish
         case .stopped: false
         }
     }
 
-    var atMessageBoundary: Bool { phase == .header && header.isEmpty && started }
+    var atMessageBoundary: Bool { phase == .header && header.isEmpty && started && webSocket?.hasPartialMessage != true }
 
     /// The bytes the decoder holds in its buffers (what a test checks stays bounded).
-    var bufferedCapacity: Int { header.capacity + body.capacity + envelopeBytes.capacity }
+    var bufferedCapacity: Int { header.capacity + body.capacity + envelopeBytes.capacity + (webSocket?.bufferedCapacity ?? 0) }
 
     func dropPartial() {
+        webSocket?.dropPartial()
         guard phase != .stopped else { return }
         phase = .header
         header = []
@@ -68,6 +77,18 @@ final class MQTTDecoder: LegDecoder {
     }
 
     func decode(_ input: UnsafeBufferPointer<UInt8>, _ output: (DecoderOutput) -> Void) {
+        if !firstByteSeen, let first = input.first {
+            firstByteSeen = true
+            if first == UInt8(ascii: upstream ? "G" : "H") {
+                webSocket = WebSocketDecoder(upstream: upstream, session: session.webSocket, cap: cap + Self.headLimit)
+            }
+        }
+        if let webSocket { return decodeWebSocket(webSocket, input, output) }
+        decodePackets(input, output)
+    }
+
+    /// Packets as the bytes of a TCP leg, or of a WebSocket leg's messages one after another.
+    private func decodePackets(_ input: UnsafeBufferPointer<UInt8>, _ output: (DecoderOutput) -> Void) {
         var position = 0
         while position < input.count, phase != .stopped {
             if phase == .header {
@@ -79,6 +100,45 @@ final class MQTTDecoder: LegDecoder {
                 position += count
                 remaining -= count
                 if remaining == 0 { packetEnded(at: position, output) }
+            }
+        }
+    }
+
+    /// A WebSocket leg: its upgrade and frames, the packets in its binary messages (each thing they say placed at the end
+    /// of the message that completed it). Its WebSocket pings and close frame are the transport's; MQTT's own PINGREQ
+    /// and DISCONNECT are what count.
+    private func decodeWebSocket(_ webSocket: WebSocketDecoder, _ input: UnsafeBufferPointer<UInt8>, _ output: (DecoderOutput) -> Void) {
+        webSocket.decode(input) { found in
+            switch found {
+            case .message(let bytes, let end, _):
+                guard phase != .stopped else { return }
+                decodePackets(bytes) { inner in
+                    switch inner {
+                    case .message(let message, _, let binary): output(.message(message, end: end, binary: binary))
+                    case .callMessage: break
+                    case .event(.oversized(let size, _), _): output(.event(.oversized(bytes: size, end: end), at: end))
+                    case .event(let event, _): output(.event(event, at: end))
+                    case .problem(let problem, _): output(.problem(problem, at: end))
+                    }
+                }
+            case .callMessage:
+                break
+            case .event(.counted("upgrades"), let at):
+                output(.event(.counted("mqttWebSocketUpgrades"), at: at))
+            case .event(.counted("upgradeFailures"), let at):
+                output(.event(.counted("mqttWebSocketRefusals"), at: at))
+            case .event(.oversized(_, let end), let at):
+                // The packets in a message too large to keep cannot be followed past it.
+                stop("a WebSocket message over the size limit: the MQTT packets in it cannot be followed", at: max(at, end), output)
+            case .event(.requestRead, let at):
+                output(.event(.requestRead, at: at))
+            case .event(.closing, let at):
+                output(.event(.closing, at: at))
+            case .event:
+                break
+            case .problem(let problem, let at):
+                phase = .stopped
+                output(.problem(problem, at: at))
             }
         }
     }

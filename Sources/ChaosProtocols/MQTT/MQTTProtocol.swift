@@ -63,6 +63,8 @@ package enum MQTTProtocol: ProtocolPlugin {
         ProtocolCounter("mqttPubrels", "PUBRELs"), ProtocolCounter("mqttPubcomps", "PUBCOMPs"),
         ProtocolCounter("mqttUnmatchedPubrels", "PUBRELs of a QoS 2 PUBLISH not read"),
         ProtocolCounter("mqttDuplicates", "DUP PUBLISHes"), ProtocolCounter("mqttRetained", "retained PUBLISHes to subscribers"),
+        ProtocolCounter("mqttWebSocketUpgrades", "upgrades to MQTT over WebSocket"),
+        ProtocolCounter("mqttWebSocketRefusals", "WebSocket upgrades refused"),
     ]
     package static let counterFamilies = [
         ProtocolCounter("mqttConnacks", "CONNACK codes", note: "0x00: accepted"),

@@ -16,6 +16,8 @@ final class MQTTSession: ProtocolSession {
     let envelope: Bool
     /// The QoS 2 messages waiting for their PUBREL, shared by every connection of the audit.
     let releases: MQTTReleases
+    /// What the upgrade of MQTT over WebSocket negotiated (permessage-deflate), shared by its two legs.
+    let webSocket = WebSocketSession()
     private var connectRead = false
 
     /// A session; `envelope` as ``MQTTDecoder`` takes it.
