@@ -214,6 +214,37 @@ struct MQTTAuditTests {
         #expect(result.protocolEvents?[counter: "mqttRetained"] == 3)
     }
 
+    @Test("topics: only PUBLISHes matching a filter are messages; the rest (QoS 1 and 2) are counted, and their PUBRELs release nothing")
+    func topicFilters() throws {
+        var spec = Self.spec
+        spec.lists = ["topics": ["fleet/+", "alerts/#"]]
+        var s = TrafficScript()
+        Self.open(&s, 1, "phone")
+        for seq in 1...3 {
+            Self.relay(&s, 1, W.publish("fleet/7", #"{"seq":\#(seq)}"#, qos: 1, id: UInt16(seq)), .upstream)
+            Self.relay(&s, 1, W.publish("fleet/7/debug", #"{"seq":\#(seq)}"#, qos: 1, id: UInt16(10 + seq)), .upstream)
+            Self.relay(&s, 1, W.publish("logs", #"{"seq":\#(seq)}"#, qos: 2, id: UInt16(20 + seq)), .upstream)
+            Self.relay(&s, 1, W.pubrel(UInt16(20 + seq)), .upstream)
+            Self.relay(&s, 1, W.publish("alerts/a/b", #"{"seq":\#(seq)}"#, qos: 0), .upstream)
+        }
+        s.close(1)
+        let result = try Self.audit(s, spec)
+        #expect(Set(result.streams.map(\.stream)) == ["fleet/7", "alerts/a/b"], "\(result.streams.map(\.stream))")
+        #expect(Self.stream(result, .upstream)?.ok == 3)
+        let events = try #require(result.protocolEvents)
+        #expect(events[counter: "mqttUnauditedPublishes"] == 6 && events[counter: "mqttUnmatchedPubrels"] == 0)
+    }
+
+    @Test("a topic filter matches as a broker's does: + one level, # the rest, no wildcard first for $ topics")
+    func topicFilterMatching() {
+        func matches(_ filter: String, _ topic: String) -> Bool { MQTTTopicFilter(filter)?.matches(topic) ?? false }
+        #expect(matches("fleet/+/position", "fleet/7/position") && !matches("fleet/+/position", "fleet/7/speed"))
+        #expect(matches("fleet/#", "fleet") && matches("fleet/#", "fleet/7/position") && !matches("fleet/#", "fleets"))
+        #expect(matches("#", "a/b") && !matches("#", "$SYS/uptime") && matches("$SYS/#", "$SYS/uptime"))
+        #expect(matches("+/+", "/x") && !matches("fleet/+", "fleet/7/position") && matches("fleet/7", "fleet/7"))
+        for bad in ["", "fleet/#/x", "fleet#", "fleet/7+", "a/+b"] { #expect(MQTTTopicFilter.problem(bad) != nil, "\(bad)") }
+    }
+
     @Test("bytes that are not MQTT are a protocol error, and the run judged nothing")
     func notMQTT() throws {
         var s = TrafficScript()

@@ -29,6 +29,10 @@ package protocol FramingTraits: Sendable {
     static var frames: String? { get }
     /// The faults of its own: each needs the proxy to follow its frames.
     static var faults: [ProtocolFaultDeclaration] { get }
+    /// The list options it takes beside `framing:` (`topics`: the topic filters audited), each a name or a list of names.
+    static var listOptionKeys: [String] { get }
+    /// What is wrong with `item` of list option `key` (nil: nothing), after `protocol.KEY: 'ITEM' `.
+    static func listOptionProblem(_ key: String, _ item: String) -> String?
 }
 
 extension FramingTraits {
@@ -45,6 +49,8 @@ extension FramingTraits {
     package static var streamKeyPrefixes: [String] { [] }
     package static var frames: String? { nil }
     package static var faults: [ProtocolFaultDeclaration] { [] }
+    package static var listOptionKeys: [String] { [] }
+    package static func listOptionProblem(_ key: String, _ item: String) -> String? { nil }
 
     /// A framing with no options of its own: `options` must be empty.
     package static func framing(options: [String: Int]) throws -> ProtocolSpec.Framing {
@@ -92,6 +98,8 @@ package struct FramingCatalog: Sendable {
 
     /// Every option key some framing takes.
     package var optionKeys: [String] { framings.flatMap { $0.optionKeys } }
+    /// Every list option key of any framing.
+    package var listOptionKeys: [String] { framings.flatMap { $0.listOptionKeys } }
 
     /// What a stream key with `prefix` names, and the framings that give it that meaning, for messages:
     /// `header:NAME names a header of the request or call that opened the stream; it needs framing A, B or C`.

@@ -40,6 +40,8 @@ package struct ProtocolSpec: Sendable, Codable, Equatable {
     package var methods: [String]?
     /// NSS key logs (`keylog:`, absolute once read from a scenario) that `chaos audit` decrypts a capture's TLS with.
     package var keylog: [String]?
+    /// The framing's list options by scenario key (``FramingTraits/listOptionKeys``: `topics`); nil: none given.
+    package var lists: [String: [String]]?
 
     /// Creates a protocol spec; defaults match the reference pair's NDJSON (framing `lines`).
     package init(

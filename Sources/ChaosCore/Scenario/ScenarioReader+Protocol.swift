@@ -8,7 +8,7 @@ extension ScenarioReader {
             allowed: [
                 "framing", "format", "seq", "stream", "id", "ack", "type", "ignore",
                 "regex", "seq_start", "max_message", "upstream", "downstream", "descriptors", "methods", "keylog",
-            ] + framings.optionKeys
+            ] + framings.optionKeys + framings.listOptionKeys
         )
         var spec = ProtocolSpec()
         let framingName = try map["framing"]?.string("protocol.framing") ?? spec.framing.name
@@ -60,6 +60,7 @@ extension ScenarioReader {
                 return path
             }
         }
+        spec.lists = try listOptions(traits, map)
         if let descriptorsValue = map["descriptors"] {
             try readDescriptors(descriptorsValue, traits, into: &spec, map: map)
         }
@@ -178,6 +179,23 @@ extension ScenarioReader {
             throw value.error("\(what) rpc (each call a stream) needs framing \(framings.namesWithRPCs); a field named rpc is /rpc")
         }
         return key
+    }
+
+    /// The framing's list options (`topics: [fleet/+/position]`), each item checked by the framing where it was written.
+    private func listOptions(_ traits: any FramingTraits.Type, _ map: YAMLMapping) throws -> [String: [String]]? {
+        var lists: [String: [String]] = [:]
+        for key in Set(framings.listOptionKeys).sorted() {
+            guard let value = map[key] else { continue }
+            guard traits.listOptionKeys.contains(key) else { throw value.error("protocol.\(key) is not an option of framing \(traits.name)") }
+            let items = value.isSequence ? try value.sequence("protocol.\(key)") : [value]
+            if items.isEmpty { throw value.error("protocol.\(key) must name at least one") }
+            lists[key] = try items.map { item in
+                let text = try item.string("protocol.\(key)")
+                if let problem = traits.listOptionProblem(key, text) { throw item.error("protocol.\(key): '\(text)' \(problem)") }
+                return text
+            }
+        }
+        return lists.isEmpty ? nil : lists
     }
 
     /// The framing's own options (`length_bytes`), each a number, checked by the framing where they were written.

@@ -283,6 +283,12 @@ final class MQTTDecoder: LegDecoder {
         // unless the subscription keeps the flag as published).
         let retained = flags & 1 != 0 && !upstream
         if retained { output(.event(.counted("mqttRetained"), at: end)) }
+        guard session.audits(topic: topic) else {
+            output(.event(.counted("mqttUnauditedPublishes"), at: end))
+            // A QoS 2 one's PUBREL still comes: it releases nothing.
+            if qos == 2, let packetID { session.releases.published(session.releaseKey(upstream: upstream, packetID: packetID), bytes: nil) }
+            return
+        }
         let payloadBytes = length - fields.position
         guard payloadBytes <= cap, body.count == length else {
             return output(.event(.oversized(bytes: payloadBytes, end: end), at: end))
@@ -310,9 +316,10 @@ final class MQTTDecoder: LegDecoder {
     private func release(_ fields: inout MQTTFieldReader, end: Int, _ output: (DecoderOutput) -> Void) throws {
         let packetID = try fields.uint16()
         if session.level >= 5, fields.remaining > 0, try fields.byte() != 0 { return }
-        guard let (message, retained) = session.releases.released(session.releaseKey(upstream: upstream, packetID: packetID)) else {
+        guard let (kept, retained) = session.releases.released(session.releaseKey(upstream: upstream, packetID: packetID)) else {
             return output(.event(.counted("mqttUnmatchedPubrels"), at: end))
         }
+        guard let message = kept else { return }  // a PUBLISH to a topic outside `topics:`
         output(.event(.contract(.exactlyOnce), at: end))
         if retained { output(.event(.retained, at: end)) }
         message.withUnsafeBufferPointer { output(.message($0, end: end, binary: false)) }

@@ -13,6 +13,11 @@ package enum MQTTProtocol: ProtocolPlugin {
     package static let names = ["mqtt"]
     package static var defaultStream: String { "topic" }
     package static var frames: String? { "mqtt" }
+    /// `topics: [fleet/+/position]`: the topic filters whose PUBLISH packets are messages (default every topic); the
+    /// others are counted (`mqtt_unaudited_publishes`), not audited.
+    package static var listOptionKeys: [String] { [topicsKey] }
+    static let topicsKey = "topics"
+    package static func listOptionProblem(_ key: String, _ item: String) -> String? { MQTTTopicFilter.problem(item) }
 
     /// `mqtt-disconnect`: the broker's DISCONNECT (MQTT 5, with `reason`) to the client at the next packet boundary,
     /// as a broker going down sends it; nothing more passes either way; the connection is closed after `grace`. An
@@ -65,6 +70,7 @@ package enum MQTTProtocol: ProtocolPlugin {
         ProtocolCounter("mqttDuplicates", "DUP PUBLISHes"), ProtocolCounter("mqttRetained", "retained PUBLISHes to subscribers"),
         ProtocolCounter("mqttWebSocketUpgrades", "upgrades to MQTT over WebSocket"),
         ProtocolCounter("mqttWebSocketRefusals", "WebSocket upgrades refused"),
+        ProtocolCounter("mqttUnauditedPublishes", "PUBLISHes to topics outside `topics:`"),
     ]
     package static let counterFamilies = [
         ProtocolCounter("mqttConnacks", "CONNACK codes", note: "0x00: accepted"),
@@ -77,7 +83,11 @@ package enum MQTTProtocol: ProtocolPlugin {
     static let envelopeFields: Set<String> = ["topic", "qos", "dup", "retain", "packet_id"]
 
     package static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {
-        MQTTFramer(envelope: namesPacketFields(spec), releases: MQTTReleases())
+        MQTTFramer(
+            envelope: namesPacketFields(spec),
+            releases: MQTTReleases(),
+            topics: spec.lists?[topicsKey].map { $0.compactMap(MQTTTopicFilter.init) }
+        )
     }
 
     /// Whether a path of `spec` names the packet's own fields or its payload (`topic`, `data.KEY`): PUBLISH packets
@@ -118,8 +128,10 @@ package enum MQTTProtocol: ProtocolPlugin {
 struct MQTTFramer: ProtocolFramer {
     let envelope: Bool
     let releases: MQTTReleases
+    /// The topic filters audited; nil: every topic.
+    let topics: [MQTTTopicFilter]?
 
-    func makeSession() -> any ProtocolSession { MQTTSession(envelope: envelope, releases: releases) }
+    func makeSession() -> any ProtocolSession { MQTTSession(envelope: envelope, releases: releases, topics: topics) }
 }
 
 extension ProtocolSpec.Framing {

@@ -20,10 +20,19 @@ final class MQTTSession: ProtocolSession {
     let webSocket = WebSocketSession()
     private var connectRead = false
 
+    /// The topic filters whose PUBLISH packets are messages; nil: every topic.
+    let topics: [MQTTTopicFilter]?
+
     /// A session; `envelope` as ``MQTTDecoder`` takes it.
-    init(envelope: Bool = false, releases: MQTTReleases = MQTTReleases()) {
+    init(envelope: Bool = false, releases: MQTTReleases = MQTTReleases(), topics: [MQTTTopicFilter]? = nil) {
         self.envelope = envelope
         self.releases = releases
+        self.topics = topics
+    }
+
+    /// Whether a PUBLISH to `topic` is a message (it matches a filter of `topics:`, or none was given).
+    func audits(topic: String) -> Bool {
+        topics.map { $0.contains { $0.matches(topic) } } ?? true
     }
 
     /// The key of a QoS 2 PUBLISH this connection carries `upstream` (from its client) or down (to it): its client id,
