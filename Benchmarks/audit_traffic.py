@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Writes the audit-throughput benchmark's traffic (Benchmarks/audit-throughput.sh): MESSAGES messages of about
 SIZE bytes from one producer, as NDJSON lines, as masked WebSocket text frames after an upgrade request, and as
-gRPC messages (one per DATA frame) on one call after the HTTP/2 preface, plus the canned answers a sink sends
-back (a 101 upgrade, and HTTP/2 SETTINGS and response headers).
+gRPC messages (one per DATA frame) on one call after the HTTP/2 preface, and as MQTT 3.1.1 QoS 1 PUBLISH packets to
+topic "b" after a CONNECT, plus the canned answers a sink sends back (a 101 upgrade, HTTP/2 SETTINGS and response
+headers, a CONNACK).
 
   audit_traffic.py DIR MESSAGES SIZE
 
-Files: DIR/lines.bin, DIR/websocket.bin, DIR/websocket.answer, DIR/grpc.bin, DIR/grpc.answer, and DIR/lines.answer
-(empty). Every message carries stream "b" and seq 1..MESSAGES (JSON field `seq`; protobuf field 1)."""
+Files: DIR/lines.bin, DIR/websocket.bin, DIR/websocket.answer, DIR/grpc.bin, DIR/grpc.answer, DIR/mqtt.bin,
+DIR/mqtt.answer, and DIR/lines.answer (empty). Every message carries stream "b" and seq 1..MESSAGES (JSON field `seq`; protobuf field 1)."""
 import os
 import struct
 import sys
@@ -55,6 +56,21 @@ def hpack_literal(name, value):
     return b"\x00" + bytes([len(name)]) + name + bytes([len(value)]) + value
 
 
+def mqtt_packet(kind_flags, body):
+    """An MQTT control packet: its type and flags, the remaining length (1-4 bytes), the body."""
+    length, encoded = len(body), bytearray()
+    while True:
+        byte = length & 0x7F
+        length >>= 7
+        encoded.append(byte | 0x80 if length else byte)
+        if not length:
+            return bytes([kind_flags]) + bytes(encoded) + body
+
+
+def mqtt_string(text):
+    return struct.pack(">H", len(text)) + text
+
+
 def main():
     folder, messages, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     with open(os.path.join(folder, "lines.bin"), "wb") as out:
@@ -80,6 +96,14 @@ def main():
             pad = max(size - 16, 1)
             body = b"\x08" + varint(seq) + b"\x12" + varint(pad) + b"x" * pad
             out.write(h2_frame(0, 0, 1, b"\x00" + struct.pack(">I", len(body)) + body))
+    with open(os.path.join(folder, "mqtt.bin"), "wb") as out:
+        # CONNECT: MQTT 3.1.1, clean session, keepalive 60 s, client id "bench"; then QoS 1 PUBLISHes, packet ids 1..65535.
+        out.write(mqtt_packet(0x10, mqtt_string(b"MQTT") + bytes([4, 0b10]) + struct.pack(">H", 60) + mqtt_string(b"bench")))
+        for seq in range(1, messages + 1):
+            packet_id = (seq - 1) % 65535 + 1
+            out.write(mqtt_packet(0x32, mqtt_string(b"b") + struct.pack(">H", packet_id) + line(seq, size)[:-1]))
+    with open(os.path.join(folder, "mqtt.answer"), "wb") as out:
+        out.write(mqtt_packet(0x20, bytes([0, 0])))
     with open(os.path.join(folder, "grpc.answer"), "wb") as out:
         out.write(h2_frame(4, 0, 0, b"") + h2_frame(4, 1, 0, b"")
                   + h2_frame(1, 4, 1, hpack_literal(":status", "200") + hpack_literal("content-type", "application/grpc")))

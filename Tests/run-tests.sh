@@ -39,7 +39,7 @@ PAIR_LANES=(
   "TLSCaptureAuditTests"
   "WebSocketPairTests MobilePathPairTests DeliveredMeansAcknowledgedTests"
   "ShrinkCommandTests"
-  "QuickstartShrinkTests FleetNamespaceTests RepeatRunTests"
+  "QuickstartShrinkTests FleetNamespaceTests RepeatRunTests ChatFanoutPairTests"
   "MQTTPairTests"
   "SocketIOPairTests SSEPairTests DeadPathTests MQTTRetainedPairTests"
 )

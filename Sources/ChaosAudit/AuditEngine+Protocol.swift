@@ -92,16 +92,15 @@ extension AuditEngine {
                 case .field, .rpc, nil: break
                 }
             }
+            if let key = spec.fanout?.receiver, spec.fanout?.receiverFromHandshake == true, connection.fanoutReceiver == nil {
+                let name = key.hasPrefix("header:") ? session.requestHeader(String(key.dropFirst(7))) : session.requestQuery(String(key.dropFirst(6)))
+                if let name { receiverJoined(name, on: connection) }
+            }
         case .closing:
             if read { connection.closingSides.insert(pipe.direction.producer) }
         case .subscribed:
-            guard read, let receiver = connection.session.receiver, receiverBaselines[receiver] == nil else { return }
-            // A receiver's first subscription: what each stream's producer had delivered by then is not owed to it.
-            var baseline: [String: Int64] = [:]
-            for ledger in ledgers where ledger.direction == .upstream && ledger.receiver == nil && ledger.highestDelivered >= ledger.owedFrom {
-                baseline[ledger.name] = ledger.highestDelivered
-            }
-            receiverBaselines[receiver] = baseline
+            guard read, let receiver = connection.session.receiver else { return }
+            joined(receiver)
         case .contract(let contract):
             // As the producer sent it: the message read next on this leg carries it to its stream.
             if read { pipe.contract = contract }
@@ -171,6 +170,47 @@ extension AuditEngine {
             case .requestRead, .closing, .subscribed, .contract, .retained, .keepalive, .unreadable, .oversized: break
             }
         }
+    }
+}
+
+extension AuditEngine {
+    /// Who the connection delivers to: its protocol's receiver (a broker's subscriber) or, with `fanout:`, the
+    /// client it named; nil: one consumer at a time (or not named yet).
+    func receiver(of connection: ConnectionState) -> String? {
+        connection.session.receiver ?? connection.fanoutReceiver
+    }
+
+    /// `fanout:`: whether a message going `direction` on `connection` can be judged: one to a client that has not said
+    /// who it is yet cannot (whose copy it is is unknown), and is counted as unattributed when `read`.
+    @inline(__always)
+    func fanoutAttributes(_ fields: MessageFields, _ direction: Direction, _ connection: ConnectionState, read: Bool) -> Bool {
+        guard spec.fanout != nil, direction == .downstream, !fields.ignored, receiver(of: connection) == nil else { return true }
+        if read { messageStats.unattributed += 1 }
+        return false
+    }
+
+    /// `fanout:` without a handshake key: the sender a connection's first own message names is its receiver.
+    @inline(__always)
+    func fanoutSender(_ stream: ConnectionStream, _ direction: Direction, _ connection: ConnectionState) {
+        guard direction == .upstream, connection.fanoutReceiver == nil, let fanout = spec.fanout, !fanout.receiverFromHandshake else { return }
+        receiverJoined(stream.ledger.name, on: connection)
+    }
+
+    /// `fanout:`: the connection delivers to `receiver` from now on.
+    func receiverJoined(_ receiver: String, on connection: ConnectionState) {
+        connection.fanoutReceiver = receiver
+        joined(receiver)
+    }
+
+    /// A receiver's first subscription (or first connection): what each stream's producer had delivered by then is
+    /// not owed to it.
+    func joined(_ receiver: String) {
+        guard receiverBaselines[receiver] == nil else { return }
+        var baseline: [String: Int64] = [:]
+        for ledger in ledgers where ledger.direction == .upstream && ledger.receiver == nil && ledger.highestDelivered >= ledger.owedFrom {
+            baseline[ledger.name] = ledger.highestDelivered
+        }
+        receiverBaselines[receiver] = baseline
     }
 }
 

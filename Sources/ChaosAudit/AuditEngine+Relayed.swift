@@ -84,6 +84,7 @@ extension AuditEngine {
                 ? stream(named: connection.handshakeStreams[slot]?[...], pipe: pipe, connection: connection)
                 : stream(fields, pipe: pipe, connection: connection)
         }
+        guard fanoutAttributes(fields, sent.direction, connection, read: true) else { return }
         if fields.undecodable {
             undecodable(frame, pipe: sent, connection: connection, time: readTime)
             undecodable(frame, pipe: delivered, connection: connection, time: writtenTime)
@@ -111,6 +112,7 @@ extension AuditEngine {
             return
         }
         let connectionStream = connectionStream(sent)
+        fanoutSender(connectionStream, sent.direction, connection)
         if isPlausible(seq, connectionStream.ledger, pipe: sent, connection: connection, time: readTime) {
             self.sent(seq, connectionStream, time: readTime)
             if pathLimits?.radioTail != nil { pathTracker.message(on: connection.id, at: readTime) }

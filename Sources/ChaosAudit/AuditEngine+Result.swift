@@ -16,6 +16,9 @@ extension AuditEngine {
         var anomalyList = anomalies.kept
         var anomalyCounts = anomalies.countsByName
         for ledger in ledgers {
+            // A receiver's copy that carried no message is no copy: acknowledgements of a sender's own stream travel
+            // to it on the same connection (a chat server's ack), and its own messages are not owed to it.
+            if ledger.receiver != nil, ledger.counts.sent == 0, ledger.counts.delivered == 0 { continue }
             // A receiver's copy of a stream that fans out is owed what its producer sent (to its end), and where each
             // lost seq died is judged against the producer's stream.
             let producer =

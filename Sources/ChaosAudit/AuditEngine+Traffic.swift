@@ -37,6 +37,7 @@ extension AuditEngine {
             pipe.cachedCall = call
             return result
         }
+        guard fanoutAttributes(fields, pipe.direction, connection, read: pipe.role == .sent) else { return }
         if fields.undecodable {
             undecodable(frame, pipe: pipe, connection: connection, time: time)
             return
@@ -68,6 +69,7 @@ extension AuditEngine {
             return
         }
         let connectionStream = connectionStream()
+        if pipe.role == .sent { fanoutSender(connectionStream, pipe.direction, connection) }
         if let contract = pipe.contract {
             connectionStream.ledger.carried(contract)
             pipe.contract = nil
@@ -293,7 +295,7 @@ extension AuditEngine {
             }
         }
         let text = name.map { String(decoding: $0, as: UTF8.self) } ?? "#\(connection.id)"
-        let ledger = self.ledger(text, pipe.direction, receiver: pipe.direction == .downstream ? connection.session.receiver : nil)
+        let ledger = self.ledger(text, pipe.direction, receiver: pipe.direction == .downstream ? receiver(of: connection) : nil)
         let slot = pipe.direction == .upstream ? 0 : 1
         let result: ConnectionStream
         if let existing = connection.streams[slot][ledger.index] {

@@ -166,10 +166,11 @@ struct MQTTPairTests {
     }
 
     /// What the clients logged: distinct seqs per (topic, direction, receiver).
-    static func logged(_ folder: String) throws -> [String: Set<Int64>] {
+    /// `files`: the logs read (NAME.jsonl in the run folder; the three clients by default).
+    static func logged(_ folder: String, files: [String] = (1...3).map { "client-\($0)" }) throws -> [String: Set<Int64>] {
         var seqs: [String: Set<Int64>] = [:]
-        for index in 1...3 {
-            let text = try String(contentsOfFile: "\(folder)/client-\(index).jsonl", encoding: .utf8)
+        for file in files {
+            let text = try String(contentsOfFile: "\(folder)/\(file).jsonl", encoding: .utf8)
             for line in text.split(separator: "\n") {
                 guard let record = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
                     let seq = record["seq"] as? Int, let stream = record["stream"] as? String, let way = record["dir"] as? String

@@ -6,7 +6,7 @@ import Testing
 /// have noticed; the naive client fails with its logs' holes as lost, and its report flags one of them. The gRPC
 /// twin runs with the gRPC suites (ShippedGRPCScenarioTests).
 ///
-/// The naive run over lines lasts through the tunnel (a 7 s partition at 26 s): a client with no heartbeat never
+/// The naive run over lines lasts through the tunnel (a 5 s partition at 26 s): a client with no heartbeat never
 /// notices it, whatever the machine's load. Ended after the first handoff, its only finding could be the thundering
 /// herd of its reconnects, which a loaded machine spread past the 50 ms window in one fresh-clone run.
 @Suite("Scenarios/mobile-day.yaml over lines and WebSocket", .serialized)
@@ -19,7 +19,7 @@ struct ShippedMobileDayScenarioTests {
         transport: "lines",
         streamPrefix: "d",
         resilientDuration: "60s",
-        naiveDuration: "35s",
+        naiveDuration: "33s",
         judgesFindings: true
     )
     static let websocket = ShippedPairScenario(

@@ -34,6 +34,9 @@ final class ConnectionState {
     let session: any ProtocolSession
     /// Per direction (upstream 0, downstream 1): the stream named by the upgrade request (`header:` / `query:`).
     var handshakeStreams: [[UInt8]?] = [nil, nil]
+    /// `fanout:`: the client this connection delivers to (named by its handshake or its own first message); nil: not
+    /// named yet.
+    var fanoutReceiver: String?
     /// By family (a plug-in's codes), per direction (upstream 0, downstream 1): codes read from the sender, and, for a
     /// family the proxy may write too, their written copies matched so far.
     var codesRead: [String: [Int]] = [:]

@@ -94,6 +94,8 @@ package struct MessageStats: Sendable, Codable, Equatable {
     package var seqJumps: Int64 = 0
     /// Messages read from producers without a seq (``unsequenced`` counts their written copies too).
     package var unsequencedRead: Int64 = 0
+    /// `fanout:`: messages written to a connection before it named its receiver (its first own message), not audited.
+    package var unattributed: Int64 = 0
     /// The first message read from a producer without a seq (nil: none): where it was and what it holds.
     package var firstUnsequenced: UnreadMessage? = nil
 
@@ -102,6 +104,7 @@ package struct MessageStats: Sendable, Codable, Equatable {
 
     private enum CodingKeys: String, CodingKey {
         case ignored, unsequenced, undecodable, framingErrors, belowStart, unconfirmed, seqJumps, unsequencedRead, firstUnsequenced
+        case unattributed
     }
 
     /// Decodes the counts; `unconfirmed` is absent from reports written before it existed.
@@ -115,6 +118,7 @@ package struct MessageStats: Sendable, Codable, Equatable {
         unconfirmed = try container.decodeIfPresent(Int64.self, forKey: .unconfirmed) ?? 0
         seqJumps = try container.decodeIfPresent(Int64.self, forKey: .seqJumps) ?? 0
         unsequencedRead = try container.decodeIfPresent(Int64.self, forKey: .unsequencedRead) ?? 0
+        unattributed = try container.decodeIfPresent(Int64.self, forKey: .unattributed) ?? 0
         firstUnsequenced = try container.decodeIfPresent(UnreadMessage.self, forKey: .firstUnsequenced)
     }
 }

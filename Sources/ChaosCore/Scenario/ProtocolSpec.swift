@@ -42,6 +42,31 @@ package struct ProtocolSpec: Sendable, Codable, Equatable {
     package var keylog: [String]?
     /// The framing's list options by scenario key (``FramingTraits/listOptionKeys``: `topics`); nil: none given.
     package var lists: [String: [String]]?
+    /// Messages fanned out across connections (`fanout:`, a chat server); nil: each stream has one consumer at a time.
+    package var fanout: Fanout?
+
+    /// `fanout: {sender: PATH, seq: PATH, receiver: KEY}`: a message a client sends names its sender (its stream) and
+    /// its seq; what the server writes to each client is that client's own copy of the sender's stream, judged per
+    /// receiver: every message of every sender, once, in order, from the receiver's first connection on.
+    package struct Fanout: Sendable, Codable, Equatable {
+        /// The path of the sender's name in a message (both ways): the stream.
+        package var sender: String
+        /// The path of the sender's seq in a message (both ways).
+        package var seq: String
+        /// What names the client a connection delivers to: `header:NAME` or `query:NAME` of its handshake; nil (or
+        /// ``sender``): the sender name of the first message it sends.
+        package var receiver: String?
+
+        /// A fan-out: `sender` and `seq` paths, the receiver named by `receiver` (nil: the connection's own sender name).
+        package init(sender: String, seq: String, receiver: String? = nil) {
+            self.sender = sender
+            self.seq = seq
+            self.receiver = receiver
+        }
+
+        /// Whether the receiver is named by the connection's handshake (`header:`/`query:`) rather than its messages.
+        package var receiverFromHandshake: Bool { receiver.map { $0.hasPrefix("header:") || $0.hasPrefix("query:") } ?? false }
+    }
 
     /// Creates a protocol spec; defaults match the reference pair's NDJSON (framing `lines`).
     package init(

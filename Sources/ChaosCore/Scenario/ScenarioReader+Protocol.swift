@@ -8,6 +8,7 @@ extension ScenarioReader {
             allowed: [
                 "framing", "format", "seq", "stream", "id", "ack", "type", "ignore",
                 "regex", "seq_start", "max_message", "upstream", "downstream", "descriptors", "methods", "keylog",
+                "fanout",
             ] + framings.optionKeys + framings.listOptionKeys
         )
         var spec = ProtocolSpec()
@@ -61,6 +62,7 @@ extension ScenarioReader {
             }
         }
         spec.lists = try listOptions(traits, map)
+        if let fanoutValue = map["fanout"] { try readFanout(fanoutValue, traits, into: &spec, map: map) }
         if let descriptorsValue = map["descriptors"] {
             try readDescriptors(descriptorsValue, traits, into: &spec, map: map)
         }
@@ -179,6 +181,39 @@ extension ScenarioReader {
             throw value.error("\(what) rpc (each call a stream) needs framing \(framings.namesWithRPCs); a field named rpc is /rpc")
         }
         return key
+    }
+
+    /// `fanout: {sender: from, seq: n, receiver: query:user}`: the sender and seq paths name every message's stream and
+    /// seq (so `stream:`/`seq:` may not be given too); the receiver a handshake key the framing gives, or the sender
+    /// path (a connection's own messages name its client: the default).
+    private func readFanout(_ value: YAMLValue, _ traits: any FramingTraits.Type, into spec: inout ProtocolSpec, map: YAMLMapping) throws {
+        let fanout = try value.mapping("protocol.fanout", allowed: ["sender", "seq", "receiver"])
+        let sender = try fanout.required("sender").string("protocol.fanout.sender")
+        let seq = try fanout.required("seq").string("protocol.fanout.seq")
+        for key in ["stream", "seq"] {
+            if let given = map[key] {
+                throw given.error("protocol.\(key) is named by protocol.fanout (its sender and seq): give one or the other")
+            }
+        }
+        var receiver: String?
+        if let receiverValue = fanout["receiver"] {
+            let key = try receiverValue.string("protocol.fanout.receiver")
+            if let prefix = ["header:", "query:"].first(where: key.hasPrefix) {
+                guard traits.streamKeyPrefixes.contains(prefix), key.count > prefix.count else {
+                    throw receiverValue.error(
+                        "protocol.fanout.receiver '\(key)': \(prefix)NAME needs a framing with a handshake that has one (framing \(traits.name) has \(traits.streamKeyPrefixes.isEmpty ? "none" : traits.streamKeyPrefixes.joined(separator: ", ")))"
+                    )
+                }
+            } else if key != sender {
+                throw receiverValue.error(
+                    "protocol.fanout.receiver '\(key)' must be header:NAME or query:NAME of the handshake, or the sender's path (\(sender)): a connection's own messages name its client"
+                )
+            }
+            receiver = key
+        }
+        spec.fanout = ProtocolSpec.Fanout(sender: sender, seq: seq, receiver: receiver)
+        spec.stream = sender
+        spec.seq = seq
     }
 
     /// The framing's list options (`topics: [fleet/+/position]`), each item checked by the framing where it was written.

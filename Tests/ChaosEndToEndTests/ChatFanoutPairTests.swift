@@ -1,0 +1,103 @@
+import Foundation
+import Testing
+
+/// A chat server's fan-out through chaos (`protocol.fanout`): Tests/Fixtures/pairs/chat_pair.py on PyPI `websockets`,
+/// three members of one room that each send numbered messages and get every other member's, resuming after each cut
+/// (the server keeps the room's history and replays what a returning member missed). What the server writes to each
+/// member is that member's own copy of each sender's stream, named by the `user` of its WebSocket URL: the audit's
+/// copies equal what each member's log says it was handed, and each sender's own stream what the server accepted.
+@Suite("Chat fan-out: each member's copy of each sender's stream equals its log", .serialized, .timeLimit(.minutes(3)))
+struct ChatFanoutPairTests {
+    static let pair = ChaosCLI.packageRoot.appendingPathComponent("Tests/Fixtures/pairs/chat_pair.py").path
+
+    static func scenario(listen: Int, upstream: Int, bug: String) -> String {
+        """
+        name: chat-fanout
+        duration: 14s
+        seed: 5
+        proxies:
+          - {name: chat, listen: "127.0.0.1:\(listen)", upstream: "127.0.0.1:\(upstream)"}
+        pair:
+          server:
+            run: python3 \(pair) server --listen 127.0.0.1:{upstream.port} --log {run_dir}/server.jsonl \(bug)
+            ready: tcp 127.0.0.1:{upstream.port}
+            stop_grace: 1s
+          client:
+            run: python3 \(pair) client --connect 127.0.0.1:{listen.port} --user u{index} --log {run_dir}/client-{index}.jsonl --rate 10 --send-for 9
+            count: 3
+            ready: connected
+            stop_grace: 1s
+        protocol:
+          framing: websocket
+          format: json
+          fanout: {sender: from, seq: n, receiver: query:user}
+          ack: ack
+          ignore: {type: [hello]}
+        faults:
+          - disconnect: {at: 2s, mode: reset}
+          - partition: {at: 4s, for: 3s, direction: both}
+          - disconnect: {at: 9s, mode: reset}
+        expect:
+          lost: 0
+          duplicated: 0
+        """
+    }
+
+    /// What the logs say, per "stream direction receiver" key: the server's accepted messages (upstream, per sender)
+    /// and each member's handed-on copies (downstream, per sender and member).
+    static func logged(_ folder: String) throws -> [String: Set<Int64>] {
+        try MQTTPairTests.logged(folder, files: ["server"] + (1...3).map { "client-\($0)" })
+    }
+
+    /// Runs the pair with `bug`; checks every stream against the logs (each member's copies exactly; each sender's
+    /// stream at least what the server accepted); returns the run's status, the report and each copy's holes.
+    static func run(bug: String) async throws -> (status: Int32, json: [String: Any], holes: [String: Int], folder: String) {
+        let run = try await ThirdPartyPairRun.run("chat-fanout", capture: false) { Self.scenario(listen: $0, upstream: $1, bug: bug) }
+        let logs = try Self.logged(run.folder)
+        let json = try DeliveredMeansAcknowledgedTests.reportJSON(run.folder)
+        let streams = try MQTTPairTests.audited(json: json)
+        // Three senders, each copied to the two other members.
+        #expect(logs.keys.filter { $0.contains("upstream") }.count == 3, "\(logs.keys.sorted()) (\(run.folder))")
+        #expect(logs.keys.filter { $0.contains("downstream") }.count == 6, "\(logs.keys.sorted()) (\(run.folder))")
+        #expect(Set(streams.keys) == Set(logs.keys), "\(streams.keys.sorted()) vs \(logs.keys.sorted()) (\(run.folder))")
+        var holes: [String: Int] = [:]
+        for (key, seqs) in logs {
+            let stream = try #require(streams[key], "\(key) (\(run.folder))")
+            let ok = stream["ok"] as? Int ?? -1
+            #expect(seqs.count >= 20, "\(key): \(seqs.count) logged")
+            if key.contains("upstream") {
+                #expect(ok >= seqs.count && stream["lost"] as? Int == 0, "\(key): \(stream) vs \(seqs.count) accepted (\(run.folder))")
+                continue
+            }
+            #expect(ok == seqs.count, "\(key): audit ok \(ok) vs \(seqs.count) in the member's log (\(run.folder))")
+            let sender = String(key.split(separator: " ")[0])
+            let sent = logs["\(sender) upstream -"]?.max() ?? 0
+            holes[key] = (1...max(sent, seqs.max() ?? 0)).filter { !seqs.contains($0) }.count
+        }
+        return (run.status, json, holes, run.folder)
+    }
+
+    @Test("a chat server that replays what a returning member missed: every member got every message once, as its log says; the run passes")
+    func resumingServerPasses() async throws {
+        let run = try await Self.run(bug: "")
+        #expect(run.status == 0, "the run must pass (\(run.folder))")
+        #expect(run.holes.values.allSatisfy { $0 == 0 }, "\(run.holes)")
+        let totals = try #require(run.json["totals"] as? [String: Any])
+        #expect(totals["lost"] as? Int == 0 && totals["duplicated"] as? Int == 0, "\(totals)")
+        let messages = run.json["messages"] as? [String: Any] ?? [:]
+        #expect(messages["unattributed"] as? Int == 0, "every copy went to a named member: \(messages)")
+    }
+
+    @Test("a chat server that skips the first message it owes a returning member: that member's losses equal the holes in its log; the run fails")
+    func skippingServerFails() async throws {
+        let run = try await Self.run(bug: "--drop-on-resume 1")
+        #expect(run.status == 1, "the run must fail (\(run.folder))")
+        let streams = try MQTTPairTests.audited(json: run.json)
+        var lost = 0
+        for (key, holes) in run.holes {
+            #expect(streams[key]?["lost"] as? Int == holes, "\(key): lost \(streams[key]?["lost"] ?? "?") vs \(holes) holes (\(run.folder))")
+            lost += holes
+        }
+        #expect(lost > 0, "the cuts made members resume and the server skip: \(run.holes)")
+    }
+}
