@@ -1,11 +1,14 @@
 import Foundation
 import Testing
 
-/// Retained messages through chaos and a real broker: PyPI `paho-mqtt` publishers publish retained (mqtt_pair.py
-/// `--retain`), so Debian's `mosquitto` sends each subscriber the topic's last message again every time it subscribes,
-/// which a reconnecting paho subscriber does after each cut. Those copies are retained state, not duplicates: the
-/// audit counts them as `retained`, exactly as the subscribers' own logs show them, and the run passes.
-@Suite("MQTT retained messages: counted as retained, as the subscribers' logs show", .serialized, .timeLimit(.minutes(3)))
+/// Copies beyond the first, through chaos and a real broker (Debian's `mosquitto`, PyPI `paho-mqtt` clients):
+/// - retained messages (mqtt_pair.py `--retain`): the broker sends each subscriber the topic's last message again every
+///   time it subscribes, which a reconnecting paho subscriber does after each cut. Those copies are retained state,
+///   not duplicates: the audit counts them as `retained`, exactly as the subscribers' own logs show them;
+/// - a subscriber that processes a DUP twice: its PUBACKs held back and then cut, the broker sends it again what it had
+///   already handed its application, and paho (QoS 1 has no dedup) hands it on again. The audit counts each such copy
+///   as the logs show it, and a run that expects none fails.
+@Suite("MQTT copies beyond the first: retained ones and DUPs processed twice, as the subscribers' logs show", .serialized, .timeLimit(.minutes(3)))
 struct MQTTRetainedPairTests {
     /// One subscriber's log for one topic: each PUBLISH paho handed it, in order, with its retain flag.
     struct Copies {
@@ -85,5 +88,44 @@ struct MQTTRetainedPairTests {
         let report = try String(contentsOfFile: "\(run.folder)/report.md", encoding: .utf8)
         #expect(report.contains("\(retained) retained message(s) sent again on a new subscription"), "report.md says so")
         if run.status == 0 { try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: run.folder).deletingLastPathComponent().path) }
+    }
+
+    @Test(
+        "a subscriber that processes a DUP twice (its PUBACKs held, then cut): each subscriber's redelivered copies equal its log's; a run that expects none fails"
+    )
+    func dupProcessedTwice() async throws {
+        let run = try await ThirdPartyPairRun.run("mqtt-dup", capture: false) { listen, upstream in
+            let scenario = MQTTPairTests.apart(
+                name: "mqtt-dup",
+                duration: "14s",
+                seed: 9,
+                listen: listen,
+                upstream: upstream,
+                configuration: try! MQTTPairTests.brokerConfiguration(port: upstream, inflightLimit: 0),
+                client: "--qos 1 --publish-for 8 --keepalive 20",
+                // The subscribers' PUBACKs are held for 2 s while the broker's PUBLISHes still reach them, then cut.
+                faults: [
+                    "stall: {at: 2s, for: 3s, direction: upstream, proxy: subscribers}",
+                    "disconnect: {at: 4s, mode: reset, proxy: subscribers}",
+                ]
+            )
+            return scenario.replacingOccurrences(of: "  lost: 0", with: "  lost: 0\n  redelivered: 0\n  duplicated: 0")
+        }
+        let logs = try MQTTPairTests.logged(run.folder)
+        let streams = try MQTTPairTests.audited(run.folder)
+        var extras = 0
+        for (key, copies) in try Self.copies(run.folder) {
+            let stream = try #require(streams[key], "\(key) (\(run.folder))")
+            #expect(MQTTPairTests.matches(stream, logs[key] ?? []), "\(key): \(stream) vs \(logs[key]?.count ?? 0) logged (\(run.folder))")
+            let counted = (stream["duplicated"] as? Int ?? 0) + (stream["redelivered"] as? Int ?? 0)
+            #expect(counted == copies.extras, "\(key): duplicated + redelivered \(counted), its log \(copies.extras) copies beyond the first")
+            #expect(stream["lost"] as? Int == 0, "\(key): \(stream)")
+            extras += copies.extras
+        }
+        #expect(extras >= 10, "the held PUBACKs made the broker send again what both subscribers had processed: \(extras)")
+        #expect(run.status == 1, "redelivered > 0 fails the run's expect (\(run.folder))")
+        let json = try DeliveredMeansAcknowledgedTests.reportJSON(run.folder)
+        let expectations = json["expectations"] as? [[String: Any]] ?? []
+        #expect(expectations.contains { $0["name"] as? String == "redelivered" && $0["ok"] as? Int == 0 }, "\(expectations)")
     }
 }
