@@ -70,10 +70,7 @@ extension AuditEngine {
         }
         let connectionStream = connectionStream()
         if pipe.role == .sent { fanoutSender(connectionStream, pipe.direction, connection) }
-        if let contract = pipe.contract {
-            connectionStream.ledger.carried(contract)
-            pipe.contract = nil
-        }
+        if let contract = pipe.contract { connectionStream.ledger.carried(contract) }
         if retained, pipe.role == .sent { connectionStream.retainedInFlight.insert(seq) }
         if copies, pipe.role == .sent {
             pipe.readCopies.append(

@@ -91,7 +91,7 @@ final class FramePipe {
     /// The RPC call whose stream (named by its metadata or the call itself) was last looked up on this pipe, while
     /// ``cached`` is still that stream: the call's next messages skip the lookup.
     var cachedCall: RPCCall?
-    /// The delivery contract the next message read on this pipe carries (``ProtocolEvent/contract(_:)``), until it comes.
+    /// The delivery contract the messages read on this pipe carry from now on (``ProtocolEvent/contract(_:)``).
     var contract: DeliveryContract?
     /// Whether the next message read on this pipe is retained state sent again (``ProtocolEvent/retained``).
     var retained = false

@@ -37,7 +37,9 @@ final class MQTTDecoder: LegDecoder {
     /// Whether a packet was read on this leg yet (the first one must open the session).
     private var started = false
     /// This direction's topic aliases (MQTT 5).
-    private var aliases: [UInt16: String] = [:]
+    private var aliases: [UInt16: [UInt8]] = [:]
+    /// The delivery contract this leg's messages were last said to carry.
+    private var promised: DeliveryContract?
     /// The envelope being built (kept between messages).
     private var envelopeBytes: [UInt8] = []
     /// The leg's WebSocket frames when it is MQTT over WebSocket (decided by its first byte).
@@ -264,18 +266,19 @@ final class MQTTDecoder: LegDecoder {
     /// payload: the message.
     private func readPublish(flags: UInt8, _ fields: inout MQTTFieldReader, end: Int, _ output: (DecoderOutput) -> Void) throws {
         let qos = Int(flags >> 1 & 3)
-        var topic = try fields.string()
+        // The topic's bytes; a String only where one is needed (an alias to keep or resolve, a filter to match).
+        var topicBytes = try fields.binary()
         var packetID: UInt16?
         if qos > 0 { packetID = try fields.uint16() }
         if session.level >= 5, let alias = try fields.properties().topicAlias {
-            if topic.isEmpty {
+            if topicBytes.isEmpty {
                 guard let known = aliases[alias] else {
                     output(.event(.unreadable(reason: "a PUBLISH with topic alias \(alias), which no PUBLISH set"), at: end))
                     return
                 }
-                topic = known
+                topicBytes = known[...]
             } else {
-                aliases[alias] = topic
+                aliases[alias] = Array(topicBytes)
             }
         }
         if flags & 0b1000 != 0 { output(.event(.counted("mqttDuplicates"), at: end)) }
@@ -283,7 +286,7 @@ final class MQTTDecoder: LegDecoder {
         // unless the subscription keeps the flag as published).
         let retained = flags & 1 != 0 && !upstream
         if retained { output(.event(.counted("mqttRetained"), at: end)) }
-        guard session.audits(topic: topic) else {
+        guard session.topics == nil || session.audits(topic: String(decoding: topicBytes, as: UTF8.self)) else {
             output(.event(.counted("mqttUnauditedPublishes"), at: end))
             // A QoS 2 one's PUBREL still comes: it releases nothing.
             if qos == 2, let packetID { session.releases.published(session.releaseKey(upstream: upstream, packetID: packetID), bytes: nil) }
@@ -294,13 +297,13 @@ final class MQTTDecoder: LegDecoder {
             return output(.event(.oversized(bytes: payloadBytes, end: end), at: end))
         }
         let payload = fields.rest()
-        if session.envelope { buildEnvelope(topic: topic, qos: qos, flags: flags, packetID: packetID, payload: payload) }
+        if session.envelope { buildEnvelope(topic: topicBytes, qos: qos, flags: flags, packetID: packetID, payload: payload) }
         if qos == 2, let packetID {
             // Handed on at its PUBREL (``MQTTReleases``).
             let message = session.envelope ? envelopeBytes : Array(payload)
             session.releases.published(session.releaseKey(upstream: upstream, packetID: packetID), bytes: message, retained: retained)
         } else {
-            output(.event(.contract(qos == 0 ? .atMostOnce : .atLeastOnce), at: end))
+            promise(qos == 0 ? .atMostOnce : .atLeastOnce, at: end, output)
             if retained { output(.event(.retained, at: end)) }
             if session.envelope {
                 envelopeBytes.withUnsafeBufferPointer { output(.message($0, end: end, binary: false)) }
@@ -309,6 +312,13 @@ final class MQTTDecoder: LegDecoder {
             }
         }
         if envelopeBytes.capacity > 4096 + cap { envelopeBytes = [] }
+    }
+
+    /// Says the leg's messages are promised `contract` from now on, when that changes (most legs carry one QoS).
+    private func promise(_ contract: DeliveryContract, at end: Int, _ output: (DecoderOutput) -> Void) {
+        guard contract != promised else { return }
+        promised = contract
+        output(.event(.contract(contract), at: end))
     }
 
     /// PUBREL: the QoS 2 message of its packet id is handed on now, unless an MQTT 5 reason code says the packet id
@@ -320,27 +330,58 @@ final class MQTTDecoder: LegDecoder {
             return output(.event(.counted("mqttUnmatchedPubrels"), at: end))
         }
         guard let message = kept else { return }  // a PUBLISH to a topic outside `topics:`
-        output(.event(.contract(.exactlyOnce), at: end))
+        promise(.exactlyOnce, at: end, output)
         if retained { output(.event(.retained, at: end)) }
         message.withUnsafeBufferPointer { output(.message($0, end: end, binary: false)) }
     }
 
     /// `{"topic":"t","qos":1,"dup":false,"retain":false,"packet_id":7,"data":{…}}`: the packet id absent at QoS 0, the
     /// payload as written when it is a JSON object or array and as a string otherwise.
-    private func buildEnvelope(topic: String, qos: Int, flags: UInt8, packetID: UInt16?, payload: ArraySlice<UInt8>) {
+    private func buildEnvelope(topic: ArraySlice<UInt8>, qos: Int, flags: UInt8, packetID: UInt16?, payload: ArraySlice<UInt8>) {
         envelopeBytes.removeAll(keepingCapacity: true)
-        envelopeBytes.append(contentsOf: #"{"topic":"#.utf8)
-        SSEEventParser.appendQuoted(Array(topic.utf8), to: &envelopeBytes)
-        envelopeBytes.append(contentsOf: #","qos":\#(qos),"dup":\#(flags & 0b1000 != 0),"retain":\#(flags & 1 != 0)"#.utf8)
-        if let packetID { envelopeBytes.append(contentsOf: #","packet_id":\#(packetID)"#.utf8) }
-        envelopeBytes.append(contentsOf: #","data":"#.utf8)
+        envelopeBytes.append(contentsOf: Self.topicKey)
+        SSEEventParser.appendQuoted(topic, to: &envelopeBytes)
+        envelopeBytes.append(contentsOf: Self.qosKey)
+        envelopeBytes.append(UInt8(ascii: "0") + UInt8(qos))
+        envelopeBytes.append(contentsOf: flags & 0b1000 != 0 ? Self.dupTrue : Self.dupFalse)
+        envelopeBytes.append(contentsOf: flags & 1 != 0 ? Self.retainTrue : Self.retainFalse)
+        if let packetID {
+            envelopeBytes.append(contentsOf: Self.packetIDKey)
+            Self.appendDecimal(packetID, to: &envelopeBytes)
+        }
+        envelopeBytes.append(contentsOf: Self.dataKey)
         let first = payload.first { $0 != 32 && $0 != 9 && $0 != 10 && $0 != 13 }
         if first == UInt8(ascii: "{") || first == UInt8(ascii: "[") {
             envelopeBytes.append(contentsOf: payload)
         } else {
-            SSEEventParser.appendQuoted(Array(payload), to: &envelopeBytes)
+            SSEEventParser.appendQuoted(payload, to: &envelopeBytes)
         }
         envelopeBytes.append(UInt8(ascii: "}"))
+    }
+
+    private static let topicKey = Array(#"{"topic":"#.utf8)
+    private static let qosKey = Array(#","qos":"#.utf8)
+    private static let dupTrue = Array(#","dup":true"#.utf8)
+    private static let dupFalse = Array(#","dup":false"#.utf8)
+    private static let retainTrue = Array(#","retain":true"#.utf8)
+    private static let retainFalse = Array(#","retain":false"#.utf8)
+    private static let packetIDKey = Array(#","packet_id":"#.utf8)
+    private static let dataKey = Array(#","data":"#.utf8)
+
+    /// Appends `value` in decimal, without making a String.
+    static func appendDecimal(_ value: UInt16, to out: inout [UInt8]) {
+        var divisor: UInt16 = 10_000
+        var rest = value
+        var started = false
+        while divisor > 0 {
+            let digit = rest / divisor
+            rest %= divisor
+            if digit > 0 || started || divisor == 1 {
+                out.append(UInt8(ascii: "0") + UInt8(digit))
+                started = true
+            }
+            divisor /= 10
+        }
     }
 
     /// A reason or return code as the reports show it: `0x8B`.

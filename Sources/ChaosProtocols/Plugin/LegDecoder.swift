@@ -25,8 +25,8 @@ package enum ProtocolEvent: Equatable {
     /// A receiver (``ProtocolSession/receiver``) gets messages from now on (an MQTT SUBACK: the broker has its
     /// subscription): its copy of a stream is owed what the stream's producer delivers after this, not before.
     case subscribed
-    /// The next message this leg hands over is promised `contract` (MQTT: its PUBLISH's QoS); its stream is judged by
-    /// the weakest promise its messages carried.
+    /// The messages this leg hands over from now on are promised `contract` (MQTT: their PUBLISH's QoS; said when it
+    /// changes); each stream is judged by the weakest promise its messages carried.
     case contract(DeliveryContract)
     /// The next message this leg hands over is stored state sent again (MQTT: a retained PUBLISH the broker sends on a
     /// new subscription): a copy of a seq its consumer already had counts as `retained`, not as duplicated or

@@ -175,7 +175,7 @@ struct SSEEventParser {
     private static let hexDigits = Array("0123456789abcdef".utf8)
 
     /// Appends `bytes` as a JSON string literal: quotes, backslashes and control characters escaped.
-    static func appendQuoted(_ bytes: [UInt8], to out: inout [UInt8]) {
+    static func appendQuoted(_ bytes: some Collection<UInt8>, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         for byte in bytes {
             switch byte {
