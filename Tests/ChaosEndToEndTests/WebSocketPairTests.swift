@@ -87,6 +87,7 @@ struct WebSocketPairTests {
         // Our capture and a tcpdump -i lo of the same run give the live audit's counts.
         let tcpdump = URL(fileURLWithPath: run.folder).deletingLastPathComponent().appendingPathComponent("lo.pcap").path
         let live = try DeliveredMeansAcknowledgedTests.streams(run.folder)
+        var matched = run.status == 0
         for (name, pcap) in [("our capture", "\(run.folder)/capture.pcap"), ("tcpdump -i lo", tcpdump)] {
             let out = "\(run.folder)-\(name == "our capture" ? "ours" : "tcpdump")"
             let offline = try await ChaosCLI.run(["audit", pcap, "--protocol-from", run.scenario, "--out", out])
@@ -96,14 +97,16 @@ struct WebSocketPairTests {
                 for count in ["delivered", "ok", "lost", "duplicated", "redelivered"] {
                     #expect(
                         fromCapture[key]?[count] == stream[count],
-                        "\(name) \(key) \(count): \(fromCapture[key]?[count] ?? -1), live \(stream[count] ?? -1)"
+                        "\(name) \(key) \(count): \(fromCapture[key]?[count] ?? -1), live \(stream[count] ?? -1) (kept: \(run.folder))"
                     )
+                    matched = matched && fromCapture[key]?[count] == stream[count]
                 }
             }
             let offlineEvents = try DeliveredMeansAcknowledgedTests.reportJSON(out)["protocol_events"] as? [String: Any]
             #expect(offlineEvents?["close_codes"] as? [String: Int] == events["close_codes"] as? [String: Int], "\(name)")
         }
-        try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: run.folder).deletingLastPathComponent().path)
+        // A run whose capture audits differently stays for diagnosis (its pcaps and both offline reports).
+        if matched { try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: run.folder).deletingLastPathComponent().path) }
     }
 
     @Test(
