@@ -87,14 +87,13 @@ extension AuditEngine {
             let session = connection.session
             for slot in 0..<2 {
                 switch handshakeStreamSources[slot] {
-                case .header(let name): connection.handshakeStreams[slot] = session.requestHeader(name).map { Array($0.utf8) }
-                case .query(let name): connection.handshakeStreams[slot] = session.requestQuery(name).map { Array($0.utf8) }
+                case .header, .query:
+                    connection.handshakeStreams[slot] = Self.handshakeValue(handshakeStreamSources[slot], in: session).map { Array($0.utf8) }
                 case .field, .rpc, nil: break
                 }
             }
-            if let key = spec.fanout?.receiver, spec.fanout?.receiverFromHandshake == true, connection.fanoutReceiver == nil {
-                let name = key.hasPrefix("header:") ? session.requestHeader(String(key.dropFirst(7))) : session.requestQuery(String(key.dropFirst(6)))
-                if let name { receiverJoined(name, on: connection) }
+            if connection.fanoutReceiver == nil, let name = Self.handshakeValue(spec.fanout?.receiverSource, in: session) {
+                receiverJoined(name, on: connection)
             }
         case .closing:
             if read { connection.closingSides.insert(pipe.direction.producer) }
@@ -174,6 +173,15 @@ extension AuditEngine {
 }
 
 extension AuditEngine {
+    /// The value a `header:`/`query:` key takes from the request that opened the connection (nil: another key, or none).
+    static func handshakeValue(_ source: ProtocolSpec.StreamSource?, in session: any ProtocolSession) -> String? {
+        switch source {
+        case .header(let name): session.requestHeader(name)
+        case .query(let name): session.requestQuery(name)
+        case .field, .rpc, nil: nil
+        }
+    }
+
     /// Who the connection delivers to: its protocol's receiver (a broker's subscriber) or, with `fanout:`, the
     /// client it named; nil: one consumer at a time (or not named yet).
     func receiver(of connection: ConnectionState) -> String? {

@@ -64,11 +64,13 @@ extension ProtocolSpec {
     }
 
     /// Where the stream name comes from; nil: one stream per connection and direction.
-    package var streamSource: StreamSource? {
-        guard let stream else { return nil }
-        if stream == "rpc" { return .rpc }
-        if stream.hasPrefix("header:") { return .header(String(stream.dropFirst("header:".count))) }
-        if stream.hasPrefix("query:") { return .query(String(stream.dropFirst("query:".count))) }
-        return .field(stream)
+    package var streamSource: StreamSource? { stream.map(Self.streamSource(of:)) }
+
+    /// Where a key as a scenario writes it (`header:NAME`, `query:NAME`, `rpc`, a field) takes a name from.
+    package static func streamSource(of key: String) -> StreamSource {
+        if key == "rpc" { return .rpc }
+        if key.hasPrefix("header:") { return .header(String(key.dropFirst("header:".count))) }
+        if key.hasPrefix("query:") { return .query(String(key.dropFirst("query:".count))) }
+        return .field(key)
     }
 }

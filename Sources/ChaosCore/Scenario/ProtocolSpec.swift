@@ -64,8 +64,16 @@ package struct ProtocolSpec: Sendable, Codable, Equatable {
             self.receiver = receiver
         }
 
+        /// Where the receiver's name comes from (nil: the connection's own first message).
+        package var receiverSource: StreamSource? { receiver.map(ProtocolSpec.streamSource(of:)) }
+
         /// Whether the receiver is named by the connection's handshake (`header:`/`query:`) rather than its messages.
-        package var receiverFromHandshake: Bool { receiver.map { $0.hasPrefix("header:") || $0.hasPrefix("query:") } ?? false }
+        package var receiverFromHandshake: Bool {
+            switch receiverSource {
+            case .header, .query: true
+            case .field, .rpc, nil: false
+            }
+        }
     }
 
     /// Creates a protocol spec; defaults match the reference pair's NDJSON (framing `lines`).
