@@ -22,8 +22,8 @@ extension AuditEngine {
         bytes.withUnsafeBufferPointer { buffer in
             pipe.decoder.decode(buffer) { output in
                 switch output {
-                case .message(let body, let end, _):
-                    self.audit(body, endingAt: start + Int64(end), pipe: pipe, connection: connection, time: time)
+                case .message(let body, let end, _, let stream):
+                    self.audit(body, endingAt: start + Int64(end), pipe: pipe, connection: connection, time: time, stream: stream)
                 case .callMessage(let body, let end, let call):
                     self.audit(body, endingAt: start + Int64(end), pipe: pipe, connection: connection, time: time, call: call)
                 case .event(let event, let at):
@@ -57,7 +57,7 @@ extension AuditEngine {
     }
 
     /// Bytes that do not parse: the leg's decoder stopped; the relay passed them on, the audit goes on elsewhere.
-    private func protocolProblem(_ reason: String, at offset: Int64, pipe: FramePipe, connection: ConnectionState, time: Int64) {
+    func protocolProblem(_ reason: String, at offset: Int64, pipe: FramePipe, connection: ConnectionState, time: Int64) {
         guard connection.failedDirections.insert(pipe.direction).inserted else { return }
         protocolStats.protocolErrors += 1
         guard !connection.reportedProtocol else { return }
@@ -72,7 +72,7 @@ extension AuditEngine {
         )
     }
 
-    private func protocolEvent(
+    func protocolEvent(
         _ event: ProtocolEvent,
         at offset: Int64,
         pipe: FramePipe,

@@ -1,11 +1,12 @@
 import ChaosCore
 import ChaosProtocols
 
-/// A read and the write of its very buffer at the same offset, audited in one pass (lines and length-prefixed
+/// A read and the write of its very buffer at the same offset, audited in one pass (lines, length-prefixed and MQTT
 /// framings): the bytes the consumer was handed are the bytes the producer sent, so each message is framed and its
-/// fields read once, and counted as sent and as written at once. The delivered pipe's decoder is skipped while a
-/// direction stays in this lockstep and takes the sent pipe's state when it leaves it (any other event on the
-/// direction, a close), so whatever follows is decoded as it would have been.
+/// fields read once, and counted as sent and as written at once; a protocol event is taken as read and as written.
+/// The delivered pipe's decoder is skipped while a direction stays in this lockstep and takes the sent pipe's state
+/// when it leaves it (any other event on the direction, a close, a protocol problem), so whatever follows is decoded
+/// as it would have been.
 extension AuditEngine {
     /// Audits `held` (a read) and `event` together when `event` writes the read's buffer at the offset it was read
     /// at; false (nothing done) otherwise.
@@ -21,7 +22,7 @@ extension AuditEngine {
         let delivered = connection.pipe(.delivered, direction)
         guard sent.offset == delivered.offset else { return false }
         if !connection.lockstep[slot] {
-            guard sent.decoder.atMessageBoundary, delivered.decoder.atMessageBoundary else { return false }
+            guard sent.decoder.canHandOverState, delivered.decoder.canHandOverState else { return false }
             connection.lockstep[slot] = true
         }
         let start = sent.offset
@@ -31,9 +32,10 @@ extension AuditEngine {
         bytes.withUnsafeBufferPointer { buffer in
             sent.decoder.decode(buffer) { output in
                 switch output {
-                case .message(let body, let end, _):
+                case .message(let body, let end, _, let stream):
                     self.auditRelayed(
                         body,
+                        stream: stream,
                         endingAt: start + Int64(end),
                         sent: sent,
                         delivered: delivered,
@@ -41,12 +43,21 @@ extension AuditEngine {
                         read: held.time,
                         written: event.time
                     )
+                case .event(let found, let at):
+                    // As the two copies' decoders would have said it: the read's, then the write's.
+                    self.protocolEvent(found, at: start + Int64(at), pipe: sent, connection: connection, time: held.time)
+                    self.protocolEvent(found, at: start + Int64(at), pipe: delivered, connection: connection, time: event.time)
                 case .problem(.framing(let problem), _):
                     // Both copies stop fitting the framing here; the delivered decoder takes the stopped state below.
                     self.framingProblem(problem, pipe: sent, connection: connection, time: held.time)
                     self.framingProblem(problem, pipe: delivered, connection: connection, time: event.time)
                     stepped = false
-                default:
+                case .problem(.protocolError(let reason), let at):
+                    self.protocolProblem(reason, at: start + Int64(at), pipe: sent, connection: connection, time: held.time)
+                    self.protocolProblem(reason, at: start + Int64(at), pipe: delivered, connection: connection, time: event.time)
+                    stepped = false
+                case .callMessage:
+                    // No framing with calls audits in lockstep (its proxy writes frames of its own).
                     stepped = false
                 }
             }
@@ -64,11 +75,12 @@ extension AuditEngine {
         _ = connection.pipe(.delivered, direction).decoder.adoptState(of: connection.pipe(.sent, direction).decoder)
     }
 
-    /// One message of a relayed pair: what ``audit(_:endingAt:pipe:connection:time:call:)`` does for its read copy
+    /// One message of a relayed pair: what ``audit(_:endingAt:pipe:connection:time:call:stream:)`` does for its read copy
     /// and then for its written copy, with its fields read once.
     @inline(__always)
     private func auditRelayed(
         _ frame: UnsafeBufferPointer<UInt8>,
+        stream named: UnsafeBufferPointer<UInt8>?,
         endingAt end: Int64,
         sent: FramePipe,
         delivered: FramePipe,
@@ -77,7 +89,10 @@ extension AuditEngine {
         written writtenTime: Int64
     ) {
         let slot = sent.direction == .upstream ? 0 : 1
-        let fields = extract(frame, slot: slot)
+        let retained = sent.retained
+        if retained { sent.retained = false }
+        var fields = extract(frame, slot: slot)
+        if let named { fields.stream = named }
         let byHandshake = slot == 0 ? namesStreamByHandshake.upstream : namesStreamByHandshake.downstream
         func connectionStream(_ pipe: FramePipe) -> ConnectionStream {
             byHandshake
@@ -113,6 +128,8 @@ extension AuditEngine {
         }
         let connectionStream = connectionStream(sent)
         fanoutSender(connectionStream, sent.direction, connection)
+        if let contract = sent.contract { connectionStream.ledger.carried(contract) }
+        if retained { connectionStream.retainedInFlight.insert(seq) }
         if isPlausible(seq, connectionStream.ledger, pipe: sent, connection: connection, time: readTime) {
             self.sent(seq, connectionStream, time: readTime)
             if pathLimits?.radioTail != nil { pathTracker.message(on: connection.id, at: readTime) }

@@ -3,7 +3,8 @@ import ChaosProtocols
 import Glibc
 
 extension AuditEngine {
-    /// Audits one message; `call` is the RPC's call that carried it (its RPC names the fields, its metadata the stream).
+    /// Audits one message; `call` is the RPC's call that carried it (its RPC names the fields, its metadata the stream);
+    /// `named`, its stream where its framing named it.
     @inline(__always)
     func audit(
         _ frame: UnsafeBufferPointer<UInt8>,
@@ -11,7 +12,8 @@ extension AuditEngine {
         pipe: FramePipe,
         connection: ConnectionState,
         time: Int64,
-        call: RPCCall? = nil
+        call: RPCCall? = nil,
+        stream named: UnsafeBufferPointer<UInt8>? = nil
     ) {
         let copies = call == nil && layer.writtenCopiesRead
         let retained = pipe.retained
@@ -27,7 +29,8 @@ extension AuditEngine {
         }
         let slot = pipe.direction == .upstream ? 0 : 1
         let byHandshake = slot == 0 ? namesStreamByHandshake.upstream : namesStreamByHandshake.downstream
-        let fields = if let call { extract(frame, of: call, slot: slot) } else { extract(frame, slot: slot) }
+        var fields = if let call { extract(frame, of: call, slot: slot) } else { extract(frame, slot: slot) }
+        if let named { fields.stream = named }
         /// The message's stream: named by the connection's handshake or its RPC's call where the protocol says so.
         func connectionStream() -> ConnectionStream {
             guard byHandshake else { return stream(fields, pipe: pipe, connection: connection) }
@@ -95,7 +98,7 @@ extension AuditEngine {
     }
 
     /// A message written to its consumer whose fields were read as it was read from the producer (its bytes are the
-    /// same): counted and judged as ``audit(_:endingAt:pipe:connection:time:call:)`` would, without reading them again.
+    /// same): counted and judged as ``audit(_:endingAt:pipe:connection:time:call:stream:)`` would, without reading them again.
     private func auditWrittenCopy(
         of copy: ReadCopy,
         endingAt end: Int64,

@@ -259,12 +259,45 @@ struct MQTTDecoderTests {
         #expect(seen.last == .problem(.protocolError("pubrel with flags 0 (MQTT requires 10)"), at: W.connect("c").count))
     }
 
-    @Test("paths: topic and the packet's fields read the envelope, bare keys and data.KEY its payload, client-id the connection")
-    func fieldSpec() {
+    @Test(
+        "stream: topic needs no envelope: the decoder hands each payload over with its topic, whole or cut anywhere (QoS 2 at its PUBREL, an alias resolved)"
+    )
+    func topicNamesTheStream() {
+        let bytes =
+            W.connect("phone", level: 5) + W.publish("fleet/7", #"{"seq":1}"#, level: 5, properties: [0x23, 0, 3])
+            + W.publish("", #"{"seq":2}"#, qos: 1, id: 2, level: 5, properties: [0x23, 0, 3])
+            + W.publish("fleet/8", #"{"seq":3}"#, qos: 2, id: 4, level: 5) + W.pubrel(4)
+        let expected = [#"fleet/7 {"seq":1}"#, #"fleet/7 {"seq":2}"#, #"fleet/8 {"seq":3}"#]
+        for cut in 0..<bytes.count {
+            let decoder = MQTTDecoder(upstream: true, session: MQTTSession(streamByTopic: true), cap: 1024)
+            var seen: [String] = []
+            for piece in [Array(bytes[..<cut]), Array(bytes[cut...])] {
+                piece.withUnsafeBufferPointer { buffer in
+                    decoder.decode(buffer) { output in
+                        guard case .message(let body, _, _, let stream) = output else { return }
+                        let topic = stream.map { String(decoding: $0, as: UTF8.self) } ?? "(none)"
+                        seen.append("\(topic) \(String(decoding: body, as: UTF8.self))")
+                    }
+                }
+            }
+            #expect(seen == expected, "cut at \(cut)")
+            if seen != expected { break }
+        }
         var spec = ProtocolSpec(framing: .mqtt, seq: "seq", stream: "topic", maxMessage: 4096)
+        #expect(MQTTProtocol.streamsByTopic(spec) && !MQTTProtocol.namesPacketFields(spec))
+        let fields = MQTTProtocol.fieldSpec(spec)
+        #expect(fields.seq == "seq" && fields.stream == nil, "no field of the payload names the stream")
+        spec.downstream = ProtocolSpec.DirectionOverride(stream: "client-id")
+        #expect(!MQTTProtocol.streamsByTopic(spec), "a direction of its own reads the envelope as before")
+    }
+
+    @Test("paths: the packet's fields read the envelope, bare keys and data.KEY its payload, client-id the connection")
+    func fieldSpec() {
+        var spec = ProtocolSpec(framing: .mqtt, seq: "seq", stream: "topic", ignore: ["qos": ["0"]], maxMessage: 4096)
         var fields = MQTTProtocol.fieldSpec(spec)
-        #expect(fields.seq == "/data/seq" && fields.stream == "/topic" && fields.type == "/data/type")
+        #expect(fields.seq == "/data/seq" && fields.stream == nil && fields.type == "/data/type" && fields.ignore.keys.first == "/qos")
         spec.stream = "client-id"
+        spec.ignore = [:]
         spec.seq = "data.meta.seq"
         fields = MQTTProtocol.fieldSpec(spec)
         #expect(fields.seq == "/data/meta/seq" && fields.stream == "header:client-id")

@@ -89,7 +89,7 @@ enum Decoded: Equatable, CustomStringConvertible {
             piece.withUnsafeBufferPointer { buffer in
                 decoder.decode(buffer) { output in
                     switch output {
-                    case .message(let body, let end, let binary):
+                    case .message(let body, let end, let binary, _):
                         seen.append(.message(String(decoding: body, as: UTF8.self), end: base + end, binary: binary))
                     case .callMessage(let body, let end, _):
                         seen.append(.message(String(decoding: body, as: UTF8.self), end: base + end, binary: true))

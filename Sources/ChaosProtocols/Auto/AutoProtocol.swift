@@ -125,7 +125,7 @@ final class AutoLegDecoder: LegDecoder {
 
     private static func shifted(_ output: DecoderOutput, by shift: Int) -> DecoderOutput {
         switch output {
-        case .message(let body, let end, let binary): .message(body, end: end - shift, binary: binary)
+        case .message(let body, let end, let binary, let stream): .message(body, end: end - shift, binary: binary, stream: stream)
         case .callMessage(let body, let end, let call): .callMessage(body, end: end - shift, call: call)
         case .event(.oversized(let bytes, let end), let at): .event(.oversized(bytes: bytes, end: end - shift), at: at - shift)
         case .event(let event, let at): .event(event, at: at - shift)

@@ -64,7 +64,21 @@ final class MQTTDecoder: LegDecoder {
         }
     }
 
-    var atMessageBoundary: Bool { phase == .header && header.isEmpty && started && webSocket?.hasPartialMessage != true }
+    /// Anywhere on a leg known to be TCP, even mid-packet: the partial packet is handed over with the rest. Never before
+    /// the leg's first byte (it may open a WebSocket upgrade) nor over WebSocket, whose decoder's state is not this
+    /// one's to hand over.
+    var canHandOverState: Bool { firstByteSeen && webSocket == nil }
+
+    /// Takes the state of `other`, the decoder of the same leg's other copy, which decoded the bytes this one skipped
+    /// (``canHandOverState`` held for both when it began to).
+    func adoptState(of other: any LegDecoder) -> Bool {
+        guard let other = other as? MQTTDecoder, other.upstream == upstream, other.webSocket == nil, webSocket == nil else {
+            return false
+        }
+        (phase, header, type, length, remaining, body) = (other.phase, other.header, other.type, other.length, other.remaining, other.body)
+        (started, aliases, promised, firstByteSeen) = (other.started, other.aliases, other.promised, other.firstByteSeen)
+        return true
+    }
 
     /// The bytes the decoder holds in its buffers (what a test checks stays bounded).
     var bufferedCapacity: Int { header.capacity + body.capacity + envelopeBytes.capacity + (webSocket?.bufferedCapacity ?? 0) }
@@ -94,6 +108,10 @@ final class MQTTDecoder: LegDecoder {
         var position = 0
         while position < input.count, phase != .stopped {
             if phase == .header {
+                if header.isEmpty, let next = wholePacket(input, at: position, output) {
+                    position = next
+                    continue
+                }
                 position = readHeader(input, from: position, output)
             } else {
                 let count = min(remaining, input.count - position)
@@ -101,7 +119,7 @@ final class MQTTDecoder: LegDecoder {
                 if keep > 0 { body.append(contentsOf: UnsafeBufferPointer(rebasing: input[position..<position + keep])) }
                 position += count
                 remaining -= count
-                if remaining == 0 { packetEnded(at: position, output) }
+                if remaining == 0 { bodyEnded(at: position, output) }
             }
         }
     }
@@ -112,11 +130,11 @@ final class MQTTDecoder: LegDecoder {
     private func decodeWebSocket(_ webSocket: WebSocketDecoder, _ input: UnsafeBufferPointer<UInt8>, _ output: (DecoderOutput) -> Void) {
         webSocket.decode(input) { found in
             switch found {
-            case .message(let bytes, let end, _):
+            case .message(let bytes, let end, _, _):
                 guard phase != .stopped else { return }
                 decodePackets(bytes) { inner in
                     switch inner {
-                    case .message(let message, _, let binary): output(.message(message, end: end, binary: binary))
+                    case .message(let message, _, let binary, let stream): output(.message(message, end: end, binary: binary, stream: stream))
                     case .callMessage: break
                     case .event(.oversized(let size, _), _): output(.event(.oversized(bytes: size, end: end), at: end))
                     case .event(let event, _): output(.event(event, at: end))
@@ -145,6 +163,33 @@ final class MQTTDecoder: LegDecoder {
         }
     }
 
+    /// A packet that lies whole in `input` from `start`, read in place (no copy): returns where it ends; nil when it
+    /// does not lie whole there (or its header is not one), for ``readHeader(_:from:_:)`` to take byte by byte.
+    @inline(__always)
+    private func wholePacket(_ input: UnsafeBufferPointer<UInt8>, at start: Int, _ output: (DecoderOutput) -> Void) -> Int? {
+        var position = start + 1
+        var packetLength = 0
+        var shift = 0
+        while true {
+            guard position < input.count, shift <= 21 else { return nil }
+            let byte = input[position]
+            position += 1
+            packetLength |= Int(byte & 0x7F) << shift
+            if byte & 0x80 == 0 { break }
+            shift += 7
+        }
+        guard packetLength <= input.count - position else { return nil }
+        if let problem = checkFirstByte(input[start]) {
+            stop(problem, at: start, output)
+            return input.count
+        }
+        length = packetLength
+        remaining = 0
+        let end = position + packetLength
+        packetEnded(flags: input[start] & 0x0F, body: UnsafeBufferPointer(rebasing: input[position..<end]), at: end, output)
+        return end
+    }
+
     /// Reads the fixed header byte by byte; returns where the packet's body starts.
     private func readHeader(_ input: UnsafeBufferPointer<UInt8>, from start: Int, _ output: (DecoderOutput) -> Void) -> Int {
         var position = start
@@ -162,7 +207,7 @@ final class MQTTDecoder: LegDecoder {
                 remaining = length
                 phase = .body
                 body.removeAll(keepingCapacity: body.capacity <= 4096)
-                if remaining == 0 { packetEnded(at: position, output) }
+                if remaining == 0 { bodyEnded(at: position, output) }
             } else if header.count == 5 {
                 stop("a remaining length longer than four bytes", at: position, output)
                 return input.count
@@ -188,22 +233,31 @@ final class MQTTDecoder: LegDecoder {
         return nil
     }
 
-    private func packetEnded(at end: Int, _ output: (DecoderOutput) -> Void) {
+    /// The packet gathered in ``body`` (its header in ``header``) ends at `end`.
+    private func bodyEnded(at end: Int, _ output: (DecoderOutput) -> Void) {
         let flags = header[0] & 0x0F
         header.removeAll(keepingCapacity: true)
+        // Its own reference: a malformed packet's stop empties `body` while the packet is read.
+        let packet = body
+        packet.withUnsafeBufferPointer { packetEnded(flags: flags, body: $0, at: end, output) }
+        if body.capacity > 4096 + cap { body = [] }
+    }
+
+    /// A packet of ``type`` with `flags` and `body` (all of it, or its first bytes past `cap` when ``length`` is more)
+    /// ends at `end`.
+    private func packetEnded(flags: UInt8, body: UnsafeBufferPointer<UInt8>, at end: Int, _ output: (DecoderOutput) -> Void) {
         phase = .header
         started = true
         do {
-            try read(flags: flags, end: end, output)
+            try read(flags: flags, body: body, end: end, output)
         } catch let malformed as MQTTMalformed {
             stop("a malformed \(type): \(malformed.reason)", at: end, output)
         } catch {
             stop("a malformed \(type)", at: end, output)
         }
-        if body.capacity > 4096 + cap { body = [] }
     }
 
-    private func read(flags: UInt8, end: Int, _ output: (DecoderOutput) -> Void) throws {
+    private func read(flags: UInt8, body: UnsafeBufferPointer<UInt8>, end: Int, _ output: (DecoderOutput) -> Void) throws {
         var fields = MQTTFieldReader(body)
         switch type {
         case .connect:
@@ -266,49 +320,77 @@ final class MQTTDecoder: LegDecoder {
     /// payload: the message.
     private func readPublish(flags: UInt8, _ fields: inout MQTTFieldReader, end: Int, _ output: (DecoderOutput) -> Void) throws {
         let qos = Int(flags >> 1 & 3)
-        // The topic's bytes; a String only where one is needed (an alias to keep or resolve, a filter to match).
-        var topicBytes = try fields.binary()
+        let topic = try fields.binary()
         var packetID: UInt16?
         if qos > 0 { packetID = try fields.uint16() }
-        if session.level >= 5, let alias = try fields.properties().topicAlias {
-            if topicBytes.isEmpty {
-                guard let known = aliases[alias] else {
-                    output(.event(.unreadable(reason: "a PUBLISH with topic alias \(alias), which no PUBLISH set"), at: end))
-                    return
-                }
-                topicBytes = known[...]
-            } else {
-                aliases[alias] = Array(topicBytes)
-            }
+        let alias = session.level >= 5 ? try fields.properties().topicAlias : nil
+        let packet = Publish(qos: qos, flags: flags, packetID: packetID, payloadBytes: length - fields.position, whole: fields.bytes.count == length)
+        let payload = fields.rest()
+        guard let alias else { return publish(packet, topic: topic, payload: payload, end: end, output) }
+        if !topic.isEmpty {
+            aliases[alias] = Array(topic)
+            return publish(packet, topic: topic, payload: payload, end: end, output)
         }
-        if flags & 0b1000 != 0 { output(.event(.counted("mqttDuplicates"), at: end)) }
+        guard let known = aliases[alias] else {
+            return output(.event(.unreadable(reason: "a PUBLISH with topic alias \(alias), which no PUBLISH set"), at: end))
+        }
+        known.withUnsafeBufferPointer { publish(packet, topic: $0, payload: payload, end: end, output) }
+    }
+
+    /// What a PUBLISH's fixed and variable header say: its payload's size, and whether its body was kept whole (not
+    /// cut past the cap).
+    private struct Publish {
+        var qos: Int
+        var flags: UInt8
+        var packetID: UInt16?
+        var payloadBytes: Int
+        var whole: Bool
+    }
+
+    /// A PUBLISH to `topic` carrying `payload`: counted, and a message unless its topic is not audited or it is over
+    /// the cap. A QoS 2 one is kept for its PUBREL.
+    private func publish(
+        _ packet: Publish,
+        topic: UnsafeBufferPointer<UInt8>,
+        payload: UnsafeBufferPointer<UInt8>,
+        end: Int,
+        _ output: (DecoderOutput) -> Void
+    ) {
+        if packet.flags & 0b1000 != 0 { output(.event(.counted("mqttDuplicates"), at: end)) }
         // A retained message the broker sends a subscriber (on a new subscription: live ones it forwards unflagged,
         // unless the subscription keeps the flag as published).
-        let retained = flags & 1 != 0 && !upstream
+        let retained = packet.flags & 1 != 0 && !upstream
         if retained { output(.event(.counted("mqttRetained"), at: end)) }
-        guard session.topics == nil || session.audits(topic: String(decoding: topicBytes, as: UTF8.self)) else {
+        guard session.topics == nil || session.audits(topic: String(decoding: topic, as: UTF8.self)) else {
             output(.event(.counted("mqttUnauditedPublishes"), at: end))
             // A QoS 2 one's PUBREL still comes: it releases nothing.
-            if qos == 2, let packetID { session.releases.published(session.releaseKey(upstream: upstream, packetID: packetID), bytes: nil) }
+            if packet.qos == 2, let packetID = packet.packetID {
+                session.releases.published(session.releaseKey(upstream: upstream, packetID: packetID), bytes: nil)
+            }
             return
         }
-        let payloadBytes = length - fields.position
-        guard payloadBytes <= cap, body.count == length else {
-            return output(.event(.oversized(bytes: payloadBytes, end: end), at: end))
+        guard packet.payloadBytes <= cap, packet.whole else {
+            return output(.event(.oversized(bytes: packet.payloadBytes, end: end), at: end))
         }
-        let payload = fields.rest()
-        if session.envelope { buildEnvelope(topic: topicBytes, qos: qos, flags: flags, packetID: packetID, payload: payload) }
-        if qos == 2, let packetID {
+        if session.envelope {
+            buildEnvelope(topic: topic, qos: packet.qos, flags: packet.flags, packetID: packet.packetID, payload: payload)
+        }
+        let stream = session.streamByTopic ? topic : nil
+        if packet.qos == 2, let packetID = packet.packetID {
             // Handed on at its PUBREL (``MQTTReleases``).
-            let message = session.envelope ? envelopeBytes : Array(payload)
-            session.releases.published(session.releaseKey(upstream: upstream, packetID: packetID), bytes: message, retained: retained)
+            session.releases.published(
+                session.releaseKey(upstream: upstream, packetID: packetID),
+                bytes: session.envelope ? envelopeBytes : Array(payload),
+                topic: stream.map(Array.init) ?? [],
+                retained: retained
+            )
         } else {
-            promise(qos == 0 ? .atMostOnce : .atLeastOnce, at: end, output)
+            promise(packet.qos == 0 ? .atMostOnce : .atLeastOnce, at: end, output)
             if retained { output(.event(.retained, at: end)) }
             if session.envelope {
-                envelopeBytes.withUnsafeBufferPointer { output(.message($0, end: end, binary: false)) }
+                envelopeBytes.withUnsafeBufferPointer { output(.message($0, end: end, binary: false, stream: stream)) }
             } else {
-                payload.withUnsafeBufferPointer { output(.message($0, end: end, binary: false)) }
+                output(.message(payload, end: end, binary: false, stream: stream))
             }
         }
         if envelopeBytes.capacity > 4096 + cap { envelopeBytes = [] }
@@ -326,18 +408,21 @@ final class MQTTDecoder: LegDecoder {
     private func release(_ fields: inout MQTTFieldReader, end: Int, _ output: (DecoderOutput) -> Void) throws {
         let packetID = try fields.uint16()
         if session.level >= 5, fields.remaining > 0, try fields.byte() != 0 { return }
-        guard let (kept, retained) = session.releases.released(session.releaseKey(upstream: upstream, packetID: packetID)) else {
+        guard let (kept, topic, retained) = session.releases.released(session.releaseKey(upstream: upstream, packetID: packetID)) else {
             return output(.event(.counted("mqttUnmatchedPubrels"), at: end))
         }
         guard let message = kept else { return }  // a PUBLISH to a topic outside `topics:`
         promise(.exactlyOnce, at: end, output)
         if retained { output(.event(.retained, at: end)) }
-        message.withUnsafeBufferPointer { output(.message($0, end: end, binary: false)) }
+        message.withUnsafeBufferPointer { body in
+            guard session.streamByTopic else { return output(.message(body, end: end, binary: false)) }
+            topic.withUnsafeBufferPointer { output(.message(body, end: end, binary: false, stream: $0)) }
+        }
     }
 
     /// `{"topic":"t","qos":1,"dup":false,"retain":false,"packet_id":7,"data":{…}}`: the packet id absent at QoS 0, the
     /// payload as written when it is a JSON object or array and as a string otherwise.
-    private func buildEnvelope(topic: ArraySlice<UInt8>, qos: Int, flags: UInt8, packetID: UInt16?, payload: ArraySlice<UInt8>) {
+    private func buildEnvelope(topic: UnsafeBufferPointer<UInt8>, qos: Int, flags: UInt8, packetID: UInt16?, payload: UnsafeBufferPointer<UInt8>) {
         envelopeBytes.removeAll(keepingCapacity: true)
         envelopeBytes.append(contentsOf: Self.topicKey)
         SSEEventParser.appendQuoted(topic, to: &envelopeBytes)

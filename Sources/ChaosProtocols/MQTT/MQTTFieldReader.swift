@@ -24,12 +24,13 @@ struct MQTTMalformed: Error, Equatable {
 
 /// Reads the fields of one packet's variable header and payload (OASIS MQTT 3.1.1 section 1.5, 5.0 section 1.5):
 /// bytes, big-endian integers, length-prefixed UTF-8 strings, variable byte integers and MQTT 5 properties. Every
-/// read checks the packet's end and throws ``MQTTMalformed`` past it.
+/// read checks the packet's end and throws ``MQTTMalformed`` past it. It reads the packet in place: the reader and
+/// what it hands back are valid only while `bytes` is.
 struct MQTTFieldReader {
-    let bytes: [UInt8]
+    let bytes: UnsafeBufferPointer<UInt8>
     private(set) var position = 0
 
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
+    init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
 
     /// The bytes not read yet.
     var remaining: Int { bytes.count - position }
@@ -64,11 +65,11 @@ struct MQTTFieldReader {
     }
 
     /// Two bytes of length, then that many bytes.
-    mutating func binary() throws -> ArraySlice<UInt8> {
+    mutating func binary() throws -> UnsafeBufferPointer<UInt8> {
         let length = Int(try uint16())
         guard length <= remaining else { throw MQTTMalformed("a string of \(length) bytes runs past the packet's end") }
         defer { position += length }
-        return bytes[position..<position + length]
+        return UnsafeBufferPointer(rebasing: bytes[position..<position + length])
     }
 
     /// A UTF-8 string (its bytes decoded leniently: a broken code point shows as U+FFFD).
@@ -82,9 +83,9 @@ struct MQTTFieldReader {
     }
 
     /// The rest of the packet.
-    mutating func rest() -> ArraySlice<UInt8> {
+    mutating func rest() -> UnsafeBufferPointer<UInt8> {
         defer { position = bytes.count }
-        return bytes[position...]
+        return UnsafeBufferPointer(rebasing: bytes[position...])
     }
 
     /// An MQTT 5 property list (its length, then identifier and value pairs), keeping the properties chaos reads.

@@ -85,16 +85,25 @@ package enum MQTTProtocol: ProtocolPlugin {
     package static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {
         MQTTFramer(
             envelope: namesPacketFields(spec),
+            streamByTopic: streamsByTopic(spec),
             releases: MQTTReleases(),
             topics: spec.lists?[topicsKey].map { $0.compactMap(MQTTTopicFilter.init) }
         )
     }
 
-    /// Whether a path of `spec` names the packet's own fields or its payload (`topic`, `data.KEY`): PUBLISH packets
-    /// are then handed over as JSON envelopes.
+    /// Whether a path of `spec` names the packet's own fields or its payload (`topic`, `data.KEY`) where the topic
+    /// is not simply the stream: PUBLISH packets are then handed over as JSON envelopes.
     static func namesPacketFields(_ spec: ProtocolSpec) -> Bool {
         guard spec.format == .json else { return false }
-        return spec.fieldPaths.contains { envelopeFields.contains($0) || $0 == "data" || $0.hasPrefix("data.") }
+        var paths = spec
+        if streamsByTopic(spec) { paths.stream = nil }
+        return paths.fieldPaths.contains { envelopeFields.contains($0) || $0 == "data" || $0.hasPrefix("data.") }
+    }
+
+    /// Whether every message's stream is its PUBLISH's topic (`stream: topic`, the default, for both directions): the
+    /// decoder then hands the topic over with each payload, which needs no envelope and no field read.
+    static func streamsByTopic(_ spec: ProtocolSpec) -> Bool {
+        spec.stream == "topic" && spec.upstream?.stream == nil && spec.downstream?.stream == nil
     }
 
     /// The envelope's path for a path as the scenario writes it: the packet's fields at the top, everything else in
@@ -108,7 +117,10 @@ package enum MQTTProtocol: ProtocolPlugin {
 
     package static func fieldSpec(_ spec: ProtocolSpec) -> ProtocolSpec {
         let envelope = namesPacketFields(spec)
-        return spec.rewritingPaths { envelopePath($0, envelope: envelope) }
+        var fields = spec.rewritingPaths { envelopePath($0, envelope: envelope) }
+        // The decoder names each message's stream (its topic): no field of the body does.
+        if streamsByTopic(spec) { fields.stream = nil }
+        return fields
     }
 
     /// Packets after a CONNECT (MQTT 5, client id `c1`) and its CONNACK, the fuzzer's bytes both ways.
@@ -124,14 +136,21 @@ package enum MQTTProtocol: ProtocolPlugin {
 }
 
 /// A new ``MQTTSession`` per connection, all of them sharing one ``MQTTReleases``; `envelope`: PUBLISH packets are
-/// handed over as JSON envelopes.
+/// handed over as JSON envelopes; `streamByTopic`: each with its topic as its stream.
 struct MQTTFramer: ProtocolFramer {
     let envelope: Bool
+    let streamByTopic: Bool
     let releases: MQTTReleases
     /// The topic filters audited; nil: every topic.
     let topics: [MQTTTopicFilter]?
 
-    func makeSession() -> any ProtocolSession { MQTTSession(envelope: envelope, releases: releases, topics: topics) }
+    /// The proxy's one frame of its own, `mqtt-disconnect`'s DISCONNECT, is the last thing written on its leg (silence
+    /// follows it): every message written before it is a read one at the same offset.
+    var proxyWritesOnlyRelayedBytes: Bool { true }
+
+    func makeSession() -> any ProtocolSession {
+        MQTTSession(envelope: envelope, streamByTopic: streamByTopic, releases: releases, topics: topics)
+    }
 }
 
 extension ProtocolSpec.Framing {

@@ -24,7 +24,7 @@ final class MQTTReleases: Sendable {
     }
 
     private struct State {
-        var messages: [Key: (bytes: [UInt8]?, retained: Bool, generation: Int)] = [:]
+        var messages: [Key: (bytes: [UInt8]?, topic: [UInt8], retained: Bool, generation: Int)] = [:]
         /// Keys in the order they were stored, with the generation they were stored at (a replaced key's old place is
         /// skipped when its turn comes).
         var order: [(key: Key, generation: Int)] = []
@@ -36,20 +36,21 @@ final class MQTTReleases: Sendable {
     private let state = Mutex(State())
 
     /// A QoS 2 PUBLISH was read: `bytes` is the message it carries (its payload or its envelope; nil: one that is not
-    /// audited, whose PUBREL releases nothing); `retained`, whether it is a retained message the broker sent again.
-    func published(_ key: Key, bytes: [UInt8]?, retained: Bool = false) {
+    /// audited, whose PUBREL releases nothing); `topic`, its topic where the topic names its stream (else empty);
+    /// `retained`, whether it is a retained message the broker sent again.
+    func published(_ key: Key, bytes: [UInt8]?, topic: [UInt8] = [], retained: Bool = false) {
         state.withLock { state in
-            if let old = state.messages[key] { state.bytes -= old.bytes?.count ?? 0 }
+            if let old = state.messages[key] { state.bytes -= (old.bytes?.count ?? 0) + old.topic.count }
             state.generation += 1
-            state.messages[key] = (bytes, retained, state.generation)
+            state.messages[key] = (bytes, topic, retained, state.generation)
             state.order.append((key, state.generation))
-            state.bytes += bytes?.count ?? 0
+            state.bytes += (bytes?.count ?? 0) + topic.count
             while state.messages.count > Self.entryLimit || state.bytes > Self.byteLimit, state.head < state.order.count {
                 let oldest = state.order[state.head]
                 state.head += 1
                 guard let kept = state.messages[oldest.key], kept.generation == oldest.generation else { continue }
                 state.messages[oldest.key] = nil
-                state.bytes -= kept.bytes?.count ?? 0
+                state.bytes -= (kept.bytes?.count ?? 0) + kept.topic.count
             }
             if state.head > 1024, state.head * 2 > state.order.count {
                 state.order.removeFirst(state.head)
@@ -60,7 +61,7 @@ final class MQTTReleases: Sendable {
 
     /// The message a PUBREL releases, if its PUBLISH was read and is still kept. It stays kept: the proxy's other
     /// copy of the leg, and a sender that resends its PUBREL on a new connection, release it too.
-    func released(_ key: Key) -> (bytes: [UInt8]?, retained: Bool)? {
-        state.withLock { state in state.messages[key].map { ($0.bytes, $0.retained) } }
+    func released(_ key: Key) -> (bytes: [UInt8]?, topic: [UInt8], retained: Bool)? {
+        state.withLock { state in state.messages[key].map { ($0.bytes, $0.topic, $0.retained) } }
     }
 }

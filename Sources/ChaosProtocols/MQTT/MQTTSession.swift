@@ -14,6 +14,8 @@ final class MQTTSession: ProtocolSession {
     private(set) var sessionExpiry: UInt32?
     /// Whether PUBLISH packets are handed over as JSON envelopes (``MQTTProtocol/envelopeFields``).
     let envelope: Bool
+    /// Whether each PUBLISH is handed over with its topic as its stream (``MQTTProtocol/streamsByTopic(_:)``).
+    let streamByTopic: Bool
     /// The QoS 2 messages waiting for their PUBREL, shared by every connection of the audit.
     let releases: MQTTReleases
     /// What the upgrade of MQTT over WebSocket negotiated (permessage-deflate), shared by its two legs.
@@ -23,9 +25,10 @@ final class MQTTSession: ProtocolSession {
     /// The topic filters whose PUBLISH packets are messages; nil: every topic.
     let topics: [MQTTTopicFilter]?
 
-    /// A session; `envelope` as ``MQTTDecoder`` takes it.
-    init(envelope: Bool = false, releases: MQTTReleases = MQTTReleases(), topics: [MQTTTopicFilter]? = nil) {
+    /// A session; `envelope` and `streamByTopic` as ``MQTTDecoder`` takes them.
+    init(envelope: Bool = false, streamByTopic: Bool = false, releases: MQTTReleases = MQTTReleases(), topics: [MQTTTopicFilter]? = nil) {
         self.envelope = envelope
+        self.streamByTopic = streamByTopic
         self.releases = releases
         self.topics = topics
     }

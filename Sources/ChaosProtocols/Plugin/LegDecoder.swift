@@ -4,7 +4,9 @@ package import ChaosCore
 package enum DecoderOutput {
     /// A complete message: its body (valid only during the call) and the position in the input just past the
     /// last byte of its last frame, where the message ends on the wire. `binary`: a WebSocket binary message.
-    case message(UnsafeBufferPointer<UInt8>, end: Int, binary: Bool)
+    /// `stream`: the message's stream where the framing names it (MQTT's topic, when the scenario's stream is the
+    /// topic), read from no field of the body; valid during the call, as the body is.
+    case message(UnsafeBufferPointer<UInt8>, end: Int, binary: Bool, stream: UnsafeBufferPointer<UInt8>? = nil)
     /// A complete message of an RPC's `call` (which names its RPC, metadata and stream), as for `message`.
     case callMessage(UnsafeBufferPointer<UInt8>, end: Int, call: RPCCall)
     /// A protocol event (a close frame, a ping, the upgrade handshake…) at `at`, a position in the input.
@@ -67,14 +69,15 @@ package protocol LegDecoder: AnyObject {
     var hasPartialMessage: Bool { get }
     /// Forgets a partial message (after it was counted as truncated, or when its producer stopped sending).
     func dropPartial()
-    /// Whether the decoder stands between two messages with nothing buffered and nothing failed, so that a decoder of
-    /// the same kind in the same state could stand in for it (false unless the decoder says so).
-    var atMessageBoundary: Bool { get }
+    /// Whether another decoder of the same kind that decoded the same bytes could take this one's state whole
+    /// (``adoptState(of:)``) and stand in for it from here: the two copies of a leg may then be decoded once
+    /// (false unless the decoder says so; a splitter says so between two messages with nothing buffered).
+    var canHandOverState: Bool { get }
     /// Takes `other`'s state as its own (`other` decoded the same bytes this one skipped); false when it cannot.
     func adoptState(of other: any LegDecoder) -> Bool
 }
 
 extension LegDecoder {
-    package var atMessageBoundary: Bool { false }
+    package var canHandOverState: Bool { false }
     package func adoptState(of other: any LegDecoder) -> Bool { false }
 }

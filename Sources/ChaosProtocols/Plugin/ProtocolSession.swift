@@ -4,9 +4,10 @@ package import ChaosCore
 package protocol ProtocolFramer: Sendable {
     /// The session of a new connection.
     func makeSession() -> any ProtocolSession
-    /// Whether the proxy never writes bytes of its own in this protocol (no frames of its faults, such as a GOAWAY or
-    /// a close frame): what it writes to a consumer is then exactly what it read from the producer, in order, and
-    /// the audit reads each message's fields once. False by default.
+    /// Whether the proxy never writes bytes of its own in this protocol before a message it relays (no frames of its
+    /// faults, such as a GOAWAY, or only one that is the last thing written on its leg, such as MQTT's DISCONNECT):
+    /// what it writes to a consumer is then, message by message, what it read from the producer at the same offsets,
+    /// and the audit reads each message's fields once. False by default.
     var proxyWritesOnlyRelayedBytes: Bool { get }
 }
 

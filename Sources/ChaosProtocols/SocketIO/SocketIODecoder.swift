@@ -224,7 +224,7 @@ final class SocketIODecoder: LegDecoder {
         guard let webSocket else { return }
         webSocket.decode(input) { found in
             switch found {
-            case .message(let bytes, let end, let binary): engineIO(bytes, binary: binary, end: base + end, output)
+            case .message(let bytes, let end, let binary, _): engineIO(bytes, binary: binary, end: base + end, output)
             case .callMessage: break
             case .event(let event, let at):
                 if case .oversized(let bytes, let end) = event {

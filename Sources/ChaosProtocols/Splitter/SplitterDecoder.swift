@@ -18,7 +18,7 @@ final class SplitterDecoder: LegDecoder {
 
     func dropPartial() { splitter.dropPartial() }
 
-    var atMessageBoundary: Bool { splitter.isAtBoundary }
+    var canHandOverState: Bool { splitter.isAtBoundary }
 
     func adoptState(of other: any LegDecoder) -> Bool {
         guard let other = other as? SplitterDecoder, other.splitter.mode == splitter.mode else { return false }

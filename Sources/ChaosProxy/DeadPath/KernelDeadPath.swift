@@ -106,6 +106,9 @@ package final class KernelDeadPath: Sendable {
         }
     }
 
+    /// How many times a change is tried before it counts as refused.
+    static let attempts = 3
+
     /// What `nft` refused, in order (at most the first ten; the run's summary names them).
     package var failures: [String] { state.withLock { $0.failures } }
 
@@ -119,7 +122,18 @@ package final class KernelDeadPath: Sendable {
             }
             return (changes, state.generation)
         }
-        let error = changes.isEmpty || nft == nil ? nil : Self.run(nft!, script: NftScript.change(table: table, changes))
+        var error: String?
+        if !changes.isEmpty, let nft {
+            // Another nft changing the ruleset at the same moment can make a batch fail once: it is tried again.
+            for attempt in 1...Self.attempts {
+                error = Self.run(nft, script: NftScript.change(table: table, changes))
+                guard let failed = error else { break }
+                FileHandle.standardError.write(
+                    Data("chaos: nft refused the dead path's rules (try \(attempt) of \(Self.attempts)): \(failed)\n".utf8)
+                )
+                if attempt < Self.attempts { usleep(100_000) }
+            }
+        }
         let ready = state.withLock { state in
             if let error {
                 if state.failures.count < 10 { state.failures.append(error) }

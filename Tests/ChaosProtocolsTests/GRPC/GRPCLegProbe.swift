@@ -27,7 +27,7 @@ final class GRPCLegProbe {
         bytes.withUnsafeBufferPointer { buffer in
             decoder.decode(buffer) { output in
                 switch output {
-                case .message(let body, let end, _): seen.append(.message(stream: 0, bytes: Array(body), end: base + Int64(end)))
+                case .message(let body, let end, _, _): seen.append(.message(stream: 0, bytes: Array(body), end: base + Int64(end)))
                 case .callMessage(let body, let end, let call):
                     seen.append(.message(stream: call.streamID, bytes: Array(body), end: base + Int64(end)))
                 case .event(let event, _): seen.append(.event(event))
