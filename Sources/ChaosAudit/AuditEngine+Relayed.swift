@@ -1,12 +1,12 @@
 import ChaosCore
 import ChaosProtocols
 
-/// A read and the write of its very buffer at the same offset, audited in one pass (lines, length-prefixed and MQTT
-/// framings): the bytes the consumer was handed are the bytes the producer sent, so each message is framed and its
-/// fields read once, and counted as sent and as written at once; a protocol event is taken as read and as written.
-/// The delivered pipe's decoder is skipped while a direction stays in this lockstep and takes the sent pipe's state
-/// when it leaves it (any other event on the direction, a close, a protocol problem), so whatever follows is decoded
-/// as it would have been.
+/// A read and the write of its very buffer at the same offset, audited in one pass (framings whose proxy writes only
+/// the bytes it read, ``ProtocolFramer/proxyWritesOnlyRelayedBytes``): the bytes the consumer was handed are the
+/// bytes the producer sent, so each message is framed and its fields read once, and counted as sent and as written at
+/// once; a protocol event is taken as read and as written. The delivered pipe's decoder is skipped while a direction
+/// stays in this lockstep and takes the sent pipe's state when it leaves it (a read not written whole, a close, a
+/// protocol problem), so whatever follows is decoded as it would have been.
 extension AuditEngine {
     /// Audits `held` (a read) and `event` together when `event` writes the read's buffer at the offset it was read
     /// at; false (nothing done) otherwise.

@@ -195,8 +195,10 @@ package final class AuditEngine {
         case .faultStarted(let mark):
             faults.started(mark)
             if event.connection == 0 {
-                // What a fault scoped to one proxy can leave half-open: that proxy's connections only.
-                let live = connections.lazy.filter { !$0.value.fullyClosed && (mark.proxy == nil || $0.value.proxy == mark.proxy) }.map(\.key)
+                // What a fault can leave half-open: the live connections it was aimed at (its proxy's, its targets).
+                let live = connections.lazy.filter {
+                    !$0.value.fullyClosed && (mark.proxy == nil || $0.value.proxy == mark.proxy) && mark.reaches($0.key)
+                }.map(\.key)
                 recovery.faultStarted(mark, at: event.time, live: live)
             }
         case .faultEnded(let mark):

@@ -207,7 +207,15 @@ package final class FaultInjector: Sendable {
 
     /// Starts an occurrence; returns how many connections it hit and, for a handoff, whom.
     private func begin(_ occurrence: FaultOccurrence) async -> (Int, [ObjectIdentifier: [ConnectionID]]) {
-        sink?.record(TrafficEvent(time: clock.now(), connection: 0, kind: .faultStarted(mark(occurrence))))
+        // The connections it is aimed at are picked first: its mark names them (what it can leave half-open).
+        let aimed = proxies(for: occurrence).map { ($0, targets(occurrence, on: $0)) }
+        var started = mark(occurrence)
+        switch occurrence.targets {
+        case .count, .fraction: started.connections = aimed.flatMap { $0.1 ?? [] }.sorted()
+        case .each: started.draw = draw(occurrence)
+        case .all: break
+        }
+        sink?.record(TrafficEvent(time: clock.now(), connection: 0, kind: .faultStarted(started)))
         logger.info(
             "fault",
             metadata: [
@@ -223,8 +231,7 @@ package final class FaultInjector: Sendable {
             let stopped = await pair?.stopServer(signal) ?? false
             return (stopped ? live : 0, [:])
         }
-        for proxy in proxies(for: occurrence) {
-            let ids = targets(occurrence, on: proxy)
+        for (proxy, ids) in aimed {
             let key = ShapingKey(timeline: number, occurrence: occurrence.index)
             switch occurrence.effect {
             case .disconnect(let mode, let linger):

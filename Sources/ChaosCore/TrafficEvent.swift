@@ -115,6 +115,16 @@ package struct FaultMark: Hashable, Sendable, Codable {
     package var detail: String
     /// Only this proxy's connections (a fault scoped with `proxy:`, a toxic); nil: every proxy's.
     package var proxy: String? = nil
+    /// Only these of the connections live when it began (`targets: {count: N}` or `{fraction: F}` picked them); nil:
+    /// every connection in its scope.
+    package var connections: [ConnectionID]? = nil
+    /// Only the connections this draw reaches (`targets: {each: P}`); nil: every connection in its scope.
+    package var draw: ConnectionDraw? = nil
+
+    /// Whether it was aimed at connection `id` (on the proxy it was scoped to, if any: the caller checks that).
+    package func reaches(_ id: ConnectionID) -> Bool {
+        (connections?.contains(id) ?? true) && (draw?.reaches(id) ?? true)
+    }
 
     /// The occurrence number of what the control API added (its fault or toxic `id`, and the occurrence's
     /// `index` in that fault's own timeline): `id << 40 + index`, apart from any run timeline's indexes.
@@ -123,12 +133,22 @@ package struct FaultMark: Hashable, Sendable, Codable {
     /// Whether it marks what the control API added (see ``apiOccurrence(id:index:)``).
     package var addedThroughAPI: Bool { occurrence >= 1 << 40 }
 
-    /// Creates a mark (of a fault on `proxy` alone, or on every proxy).
-    package init(kind: String, occurrence: Int, detail: String, proxy: String? = nil) {
+    /// Creates a mark (of a fault on `proxy` alone, or on every proxy; on the given `connections` or those `draw`
+    /// reaches, or on all of them).
+    package init(
+        kind: String,
+        occurrence: Int,
+        detail: String,
+        proxy: String? = nil,
+        connections: [ConnectionID]? = nil,
+        draw: ConnectionDraw? = nil
+    ) {
         self.kind = kind
         self.occurrence = occurrence
         self.detail = detail
         self.proxy = proxy
+        self.connections = connections
+        self.draw = draw
     }
 }
 

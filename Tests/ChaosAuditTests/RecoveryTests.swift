@@ -157,23 +157,44 @@ struct RecoveryTests {
         #expect(record.connections == 2 && record.noticed == 1 && record.unnoticed == 1)
     }
 
+    /// How many connections a partition of `mark` from 20 s to 40 s left half-open (and unnoticed), of `count` opened
+    /// before it through proxy `p`.
+    static func halfOpens(_ mark: FaultMark, of count: ConnectionID) throws -> (connections: Int, unnoticed: Int) {
+        var s = TrafficScript()
+        for id in 1...count { s.open(id) }
+        s.at(20)
+        s.add(0, .faultStarted(mark))
+        s.at(40)
+        s.add(0, .faultEnded(mark))
+        s.at(50)
+        let engine = try AuditEngine(spec: ProtocolSpec())
+        engine.ingest(s.events)
+        let records = engine.finish().recovery.halfOpen
+        return (records.reduce(0) { $0 + $1.connections }, records.reduce(0) { $0 + $1.unnoticed })
+    }
+
     @Test("a partition scoped to a proxy no connection went through leaves nothing half-open; scoped to theirs, it does")
     func halfOpenFollowsTheProxy() throws {
         for (proxy, expected) in [("other", 0), ("p", 2)] {
-            var s = TrafficScript()
-            s.open(1)
-            s.open(2)
-            s.at(20)
-            let mark = FaultMark(kind: "partition", occurrence: 1, detail: "", proxy: proxy)
-            s.add(0, .faultStarted(mark))
-            s.at(40)
-            s.add(0, .faultEnded(mark))
-            s.at(50)
-            let engine = try AuditEngine(spec: ProtocolSpec())
-            engine.ingest(s.events)
-            let records = engine.finish().recovery.halfOpen
-            #expect(records.reduce(0) { $0 + $1.connections } == expected, "scoped to \(proxy): \(records)")
-            #expect(records.reduce(0) { $0 + $1.unnoticed } == expected, "scoped to \(proxy): \(records)")
+            let found = try Self.halfOpens(FaultMark(kind: "partition", occurrence: 1, detail: "", proxy: proxy), of: 2)
+            #expect(found == (expected, expected), "scoped to \(proxy): \(found)")
+        }
+    }
+
+    @Test("a partition aimed at some connections (targets: count, fraction, each) judges the half-opens of those alone")
+    func halfOpenFollowsTheTargets() throws {
+        let draw = ConnectionDraw(probability: 0.5, seed: 11)
+        let drawn = [ConnectionID(1), 2, 3, 4].filter(draw.reaches).count
+        let cases: [(FaultMark, Int)] = [
+            (FaultMark(kind: "partition", occurrence: 1, detail: "", connections: [2]), 1),
+            (FaultMark(kind: "partition", occurrence: 1, detail: "", connections: []), 0),
+            (FaultMark(kind: "partition", occurrence: 1, detail: "", draw: draw), drawn),
+            (FaultMark(kind: "partition", occurrence: 1, detail: ""), 4),
+        ]
+        #expect(drawn > 0 && drawn < 4, "the draw reaches some of the four: \(drawn)")
+        for (mark, expected) in cases {
+            let found = try Self.halfOpens(mark, of: 4)
+            #expect(found == (expected, expected), "\(mark): \(found)")
         }
     }
 

@@ -130,6 +130,29 @@ struct FaultInjectorTests {
         #expect(target.log == ["1000 shape #0 partition", "2000 refuse", "2000 lift #0", "2000 accept"])
     }
 
+    @Test("a fault aimed at some connections names them in its mark (count, fraction: the picked ids; each: the draw); one on all names none")
+    func marksNameTheirTargets() async throws {
+        let effect = FaultEffect.partition(direction: .both)
+        let cases: [(Targets, (FaultMark) -> Bool)] = [
+            (.count(2), { $0.connections?.count == 2 && $0.draw == nil }),
+            (.fraction(0.3), { $0.connections?.count == 1 && $0.draw == nil }),
+            (.each(0.5), { $0.connections == nil && $0.draw == ConnectionDraw(probability: 0.5, seed: 9) }),
+            (.all, { $0.connections == nil && $0.draw == nil }),
+        ]
+        for (targets, named) in cases {
+            let clock = VirtualClock()
+            let target = RecordingTarget(clock: clock)
+            let events = EventRecorder()
+            let injector = FaultInjector(number: 0, proxies: [target], clock: clock, sink: events)
+            let occurrence = FaultOccurrence(index: 0, rule: 0, at: .zero, lasts: .zero, proxy: nil, targets: targets, seed: 9, effect: effect)
+            let applied = await injector.apply(occurrence)
+            let started = events.all.compactMap { if case .faultStarted(let mark) = $0.kind { mark } else { nil } }
+            #expect(started.count == 1 && started.allSatisfy(named), "\(targets): \(started)")
+            // The mark reaches what the fault hit.
+            #expect(target.liveConnections.filter { started.first?.reaches($0) == true }.count == applied.connections, "\(targets)")
+        }
+    }
+
     @Test("a toxic is applied and lifted by the same injector, on the connections its toxicity draws (the same seed, the same ones)")
     func toxicAsOccurrence() async throws {
         let clock = VirtualClock()

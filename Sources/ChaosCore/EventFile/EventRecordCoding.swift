@@ -189,7 +189,20 @@ package enum EventRecordCoding {
             string(value.kind)
             int(Int64(value.occurrence))
             string(value.detail)
-            if let proxy = value.proxy { string(proxy) }  // last, and only when scoped: older readers stop before it
+            // Then, only when set: its proxy ("" for none when what follows is set), and the connections it was
+            // aimed at (1, a count and the ids) or the draw that picks them (2, the probability's bits and the seed).
+            // A mark with neither is as an older writer wrote it.
+            guard value.proxy != nil || value.connections != nil || value.draw != nil else { return }
+            string(value.proxy ?? "")
+            if let connections = value.connections {
+                byte(1)
+                int(Int64(connections.count))
+                for id in connections { int(Int64(bitPattern: id)) }
+            } else if let draw = value.draw {
+                byte(2)
+                int(Int64(bitPattern: draw.probability.bitPattern))
+                int(Int64(bitPattern: draw.seed))
+            }
         }
     }
 
@@ -242,7 +255,24 @@ package enum EventRecordCoding {
 
         mutating func mark() throws(Malformed) -> FaultMark {
             var mark = FaultMark(kind: try string(), occurrence: Int(try int()), detail: try string())
-            if position < body.endIndex { mark.proxy = try string() }
+            guard position < body.endIndex else { return mark }
+            let proxy = try string()
+            mark.proxy = proxy.isEmpty ? nil : proxy
+            guard position < body.endIndex else { return mark }
+            switch try byte() {
+            case 1:
+                let count = try int()
+                guard count >= 0, count <= Int64(body.endIndex - position) else {
+                    throw Malformed(reason: "a fault mark aimed at \(count) connections in \(body.endIndex - position) bytes")
+                }
+                var ids: [ConnectionID] = []
+                for _ in 0..<count { ids.append(ConnectionID(bitPattern: try int())) }
+                mark.connections = ids
+            case 2:
+                mark.draw = ConnectionDraw(probability: Double(bitPattern: UInt64(bitPattern: try int())), seed: UInt64(bitPattern: try int()))
+            case let other:
+                throw Malformed(reason: "a fault mark's target kind \(other)")
+            }
             return mark
         }
 

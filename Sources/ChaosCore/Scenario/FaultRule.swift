@@ -241,7 +241,7 @@ package enum Targets: Sendable, Codable, Equatable, CustomStringConvertible {
 
 /// The draw of an occurrence whose targets are ``Targets/each(_:)``: whether it reaches a connection, drawn once
 /// per (occurrence, connection), so that the same seed reaches the same connections whatever order they arrive in.
-package struct ConnectionDraw: Sendable, Equatable {
+package struct ConnectionDraw: Sendable, Hashable, Codable {
     /// The chance that it reaches a connection.
     package var probability: Double
     /// The seed of the draws (the occurrence's).

@@ -166,6 +166,13 @@ package enum FleetMerge {
             try pull(next.agent)
             var event = next.event
             event.time = next.time
+            if case .faultStarted(var mark) = event.kind, mark.connections != nil || mark.draw != nil {
+                // The connections an agent aimed at, under their merged numbers; a draw is over the agent's own numbers,
+                // and a shared schedule's mark counts once for every agent: either reaches every connection in scope.
+                mark.connections = occurrences == nil ? nil : mark.connections?.map { $0 + ConnectionID(next.agent) * connectionStride }
+                mark.draw = nil
+                event.kind = .faultStarted(mark)
+            }
             if let occurrences {
                 switch event.kind {
                 case .faultStarted(var mark):
