@@ -173,16 +173,21 @@ struct ShrinkCommandTests {
         // The same from its bundle; a damaged bundle and a folder that is no run are bad input too.
         let bundled = try await ChaosCLI.run(["bundle", "\(base)/run"], timeout: 30)
         #expect(bundled.status == 0 && FileManager.default.fileExists(atPath: "\(base)/run.tar.gz"), "\(bundled.stdout)\n\(bundled.stderr)")
-        let fromBundle = try await ChaosCLI.run(["shrink", "\(base)/run.tar.gz"], timeout: 30)
+        // What a command unpacks a bundle into goes when it ends, whether it ran or refused.
+        let temporary = ["TMPDIR": "\(base)/tmp"]
+        try FileManager.default.createDirectory(atPath: "\(base)/tmp", withIntermediateDirectories: true)
+        let fromBundle = try await ChaosCLI.run(["shrink", "\(base)/run.tar.gz"], timeout: 30, environment: temporary)
         #expect(fromBundle.status == 2 && fromBundle.stderr.contains("nothing to shrink: the run's verdict is pass"), "\(fromBundle.stderr)")
         try Data("not a tarball".utf8).write(to: URL(fileURLWithPath: "\(base)/damaged.tar.gz"))
-        let damagedBundle = try await ChaosCLI.run(["shrink", "\(base)/damaged.tar.gz"], timeout: 30)
+        let damagedBundle = try await ChaosCLI.run(["shrink", "\(base)/damaged.tar.gz"], timeout: 30, environment: temporary)
         #expect(
             damagedBundle.status == 2 && damagedBundle.stderr.contains("\(base)/damaged.tar.gz is not a readable chaos bundle"),
             "\(damagedBundle.stderr)"
         )
-        let replayDamaged = try await ChaosCLI.run(["replay", "\(base)/damaged.tar.gz"], timeout: 30)
+        let replayDamaged = try await ChaosCLI.run(["replay", "\(base)/damaged.tar.gz"], timeout: 30, environment: temporary)
         #expect(replayDamaged.status == 2, "\(replayDamaged.stderr)")
+        let left = try FileManager.default.contentsOfDirectory(atPath: "\(base)/tmp").filter { $0.hasPrefix("chaos-unbundled-") }
+        #expect(left.isEmpty, "unpacked bundles left behind: \(left)")
         let notARun = try await ChaosCLI.run(["bundle", base], timeout: 30)
         #expect(notARun.status == 2 && notARun.stderr.contains("is not a finished run folder: scenario.json is missing"), "\(notARun.stderr)")
         let badOut = try await ChaosCLI.run(["bundle", "\(base)/run", "--out", "\(base)/run.zip"], timeout: 30)

@@ -57,8 +57,18 @@ package enum RunBundle {
     /// The run folder inside bundle `path`, unpacked into a new temporary folder. A file tar cannot read, or one
     /// without a run inside, is bad input naming it.
     package static func unpack(_ path: String) throws -> String {
-        let target = FileManager.default.temporaryDirectory.appendingPathComponent("chaos-unbundled-\(UUID().uuidString)")
+        let target = FileManager.default.temporaryDirectory.appendingPathComponent(unpackedPrefix + UUID().uuidString)
         try FileManager.default.createDirectory(at: target, withIntermediateDirectories: true)
+        do {
+            return try unpack(path, into: target)
+        } catch {
+            try? FileManager.default.removeItem(at: target)
+            throw error
+        }
+    }
+
+    /// Unpacks the bundle `path` into `target`; returns its run folder.
+    private static func unpack(_ path: String, into target: URL) throws -> String {
         do {
             try tar(["-xzf", path, "-C", target.path, "--no-same-owner"], what: "bundle \(path)")
         } catch let error as ChaosError {
@@ -78,6 +88,19 @@ package enum RunBundle {
     package static func runFolder(_ path: String) throws -> String {
         isBundle(path) ? try unpack(path) : path
     }
+
+    /// Removes what ``unpack(_:)`` made for `folder` once a command is done with it (nothing for a folder it did not
+    /// unpack).
+    package static func discard(unpacked folder: String) {
+        let parent = URL(fileURLWithPath: folder).deletingLastPathComponent()
+        guard parent.lastPathComponent.hasPrefix(unpackedPrefix),
+            parent.deletingLastPathComponent().standardizedFileURL == FileManager.default.temporaryDirectory.standardizedFileURL
+        else { return }
+        try? FileManager.default.removeItem(at: parent)
+    }
+
+    /// The name of the temporary folders bundles are unpacked into.
+    static let unpackedPrefix = "chaos-unbundled-"
 
     /// The last ``logTailBytes`` of each pair log (`*.out`, `*.err`, `*.jsonl`, `*.log` but the key log) in `logs/`.
     static func copyLogTails(from source: URL, to root: URL) throws -> [String] {

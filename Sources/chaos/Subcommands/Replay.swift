@@ -39,6 +39,7 @@ struct Replay: AsyncParsableCommand {
 
     func run() async throws {
         let folder = try RunBundle.runFolder(directory)
+        defer { RunBundle.discard(unpacked: folder) }
         var (scenario, timeline) = try RunFolder.loadReplayInputs(from: folder)
         var replay = "chaos replay \(directory)"
         if let range = try self.range(folder: folder) {

@@ -53,6 +53,7 @@ struct Shrink: AsyncParsableCommand {
     func run() async throws {
         let isBundle = RunBundle.isBundle(self.directory)
         let directory = try RunBundle.runFolder(self.directory)
+        defer { RunBundle.discard(unpacked: directory) }
         try Self.checkMergedFleet(directory)
         let (scenario, timeline) = try RunFolder.loadReplayInputs(from: directory)
         guard let data = FileManager.default.contents(atPath: URL(fileURLWithPath: directory).appendingPathComponent("report.json").path) else {
