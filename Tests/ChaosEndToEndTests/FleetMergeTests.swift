@@ -162,15 +162,28 @@ struct FleetMergeTests {
             )
         }
         // The merged folder is what chaos shrink takes: one timeline (shared) replays on one machine; per-agent
-        // timelines send it to an agent's own run.
+        // timelines make it shrink the run of the agent whose connection carried the first failure. This merge passed:
+        // nothing to shrink either way.
         let shrink = try await ChaosCLI.run(["shrink", "\(base)/merged"], timeout: 30)
         let replayable = FileManager.default.fileExists(atPath: "\(base)/merged/timeline.json")
-        if schedule == "shared" {
-            checks.expect(replayable, "the merged folder keeps the shared timeline")
-            checks.expect(shrink.status == 2 && shrink.stderr.contains("nothing to shrink: the run's verdict is pass"), "\(shrink.stderr)")
-        } else {
-            checks.expect(!replayable, "no one timeline of per-agent schedules")
-            checks.expect(shrink.status == 2 && shrink.stderr.contains("schedule: per-agent): shrink the run of agent 'a'"), "\(shrink.stderr)")
+        checks.expect(replayable == (schedule == "shared"), "the merged folder keeps a shared timeline, and no one of per-agent schedules")
+        checks.expect(shrink.status == 2 && shrink.stderr.contains("nothing to shrink: the run's verdict is pass"), "\(shrink.stderr)")
+        if schedule == "per-agent" {
+            // Made a failed merge, it shrinks agent a's run (a failure that run does not list stops it before it re-runs
+            // anything); with a's folder elsewhere, it says which to copy here.
+            var report = try Self.report("\(base)/merged")
+            report["verdict"] = "fail"
+            try JSONSerialization.data(withJSONObject: report).write(to: URL(fileURLWithPath: "\(base)/merged/report.json"))
+            let redirected = try await ChaosCLI.run(["shrink", "\(base)/merged", "--failure", "99"], timeout: 30)
+            checks.expect(
+                redirected.status == 2 && redirected.stdout.contains("schedule: per-agent): shrinking the run of agent 'a'")
+                    && redirected.stderr.contains("--failure 99: the report lists"),
+                "\(redirected.stdout)\n\(redirected.stderr)"
+            )
+            try FileManager.default.moveItem(atPath: "\(base)/a", toPath: "\(base)/a-elsewhere")
+            let away = try await ChaosCLI.run(["shrink", "\(base)/merged"], timeout: 30)
+            checks.expect(away.status == 2 && away.stderr.contains("is not here: copy it here"), "\(away.stderr)")
+            try FileManager.default.moveItem(atPath: "\(base)/a-elsewhere", toPath: "\(base)/a")
         }
         let connections = merged["connections"] as? [String: Any] ?? [:]
         let opened = ["a", "b"].compactMap { (try? Self.report("\(base)/\($0)"))?["connections"] as? [String: Any] }

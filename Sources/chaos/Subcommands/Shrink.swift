@@ -52,9 +52,9 @@ struct Shrink: AsyncParsableCommand {
 
     func run() async throws {
         let isBundle = RunBundle.isBundle(self.directory)
-        let directory = try RunBundle.runFolder(self.directory)
-        defer { RunBundle.discard(unpacked: directory) }
-        try Self.checkMergedFleet(directory)
+        let unpacked = try RunBundle.runFolder(self.directory)
+        defer { RunBundle.discard(unpacked: unpacked) }
+        let directory = try Self.runToShrink(unpacked)
         let (scenario, timeline) = try RunFolder.loadReplayInputs(from: directory)
         guard let data = FileManager.default.contents(atPath: URL(fileURLWithPath: directory).appendingPathComponent("report.json").path) else {
             throw ChaosError.badInput("\(directory) is not a finished run folder: report.json is missing")
@@ -107,22 +107,33 @@ struct Shrink: AsyncParsableCommand {
         if result == nil { throw ExitCode(1) }
     }
 
-    /// A fleet merged from agents that each drew their own timeline (`schedule: per-agent`) has no one timeline to shrink:
-    /// bad input naming the folder of the agent whose connection carried the first failure (its own run shrinks).
-    static func checkMergedFleet(_ directory: String) throws {
+    /// The run to shrink for `directory`: itself, or, for a fleet merged from agents that each drew their own timeline
+    /// (`schedule: per-agent`, no one timeline), the run of the agent whose connection carried the first failure, whose
+    /// faults are the ones that failure went through. That run's folder is where the merge read it (as given, or beside
+    /// the merged folder); when it is not on this machine, bad input saying which to fetch.
+    static func runToShrink(_ directory: String) throws -> String {
         let folder = URL(fileURLWithPath: directory)
         guard !FileManager.default.fileExists(atPath: folder.appendingPathComponent("timeline.json").path),
             let report = try? RunReport.load(fromDirectory: directory),
             let agents = report.extra?["merge.agents"]?.components(separatedBy: ", ")
-        else { return }
+        else { return directory }
+        guard report.verdict == .fail else {
+            throw ChaosError.badInput("nothing to shrink: the run's verdict is \(report.verdict.rawValue), not fail")
+        }
         let connection = report.failures?.first?.connection ?? 0
         let index = Int(connection / FleetMerge.connectionStride)
         let agent = agents.indices.contains(index) ? agents[index] : agents[0]
         let own = report.extra?["merge.agent.\(agent).folder"] ?? agent
-        throw ChaosError.badInput(
-            "\(directory) merges agents that each applied their own timeline (schedule: per-agent): shrink the run of agent "
-                + "'\(agent)', whose connection carried the first failure: chaos shrink \(own)"
-        )
+        let candidates = [own, folder.deletingLastPathComponent().appendingPathComponent(URL(fileURLWithPath: own).lastPathComponent).path]
+        let why = "\(directory) merges agents that each applied their own timeline (schedule: per-agent)"
+        guard let found = candidates.first(where: { FileManager.default.fileExists(atPath: "\($0)/timeline.json") }) else {
+            throw ChaosError.badInput(
+                "\(why): the run of agent '\(agent)', whose connection carried the first failure, is what shrinks, and its folder "
+                    + "(\(own)) is not here: copy it here and run chaos shrink FOLDER"
+            )
+        }
+        Console.line("\(why): shrinking the run of agent '\(agent)', whose connection carried the first failure: \(found)")
+        return found
     }
 
     /// The failure to keep: the report's `failures[index]`, or by default the first loss, duplicate, reorder or
