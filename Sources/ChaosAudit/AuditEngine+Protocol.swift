@@ -105,6 +105,13 @@ extension AuditEngine {
             if read { pipe.contract = contract }
         case .retained:
             if read { pipe.retained = true }
+        case .resumePoint(let point):
+            // What the producer holds of the other direction's stream on this connection (named by the handshake).
+            let other = pipe.direction == .upstream ? 1 : 0
+            guard read, let name = connection.handshakeStreams[other] else { return }
+            let direction = pipe.direction.reversed
+            let receiver = direction == .downstream ? receiver(of: connection) : nil
+            ledger(String(decoding: name, as: UTF8.self), direction, receiver: receiver).resumed(after: point, on: connection.id)
         case .counted(let name):
             if read { protocolStats[counter: name] += 1 }
         case .coded(let family, let code, let proxyMayWrite):
@@ -166,7 +173,7 @@ extension AuditEngine {
             switch event {
             case .counted(let name): protocolStats[counter: name] += 1
             case .coded(let family, let code, _): protocolStats.count(family, code: code, fault: faults.label?.kind ?? "none")
-            case .requestRead, .closing, .subscribed, .contract, .retained, .keepalive, .unreadable, .oversized: break
+            case .requestRead, .closing, .subscribed, .contract, .retained, .resumePoint, .keepalive, .unreadable, .oversized: break
             }
         }
     }

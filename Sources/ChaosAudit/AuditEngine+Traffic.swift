@@ -373,6 +373,7 @@ extension AuditEngine {
         }
         ledger.counts.delivered += 1
         activity.count(.delivered, at: time)
+        if !ledger.disowned.isEmpty { ledger.settleDisowned(seq, on: connection) }
         if !stream.inFlight.isEmpty {
             stream.inFlight.remove(seq)
             if let readAt = stream.transit.pop(seq) { transit.record(nanoseconds: time - readAt) }

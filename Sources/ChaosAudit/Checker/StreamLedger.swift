@@ -43,6 +43,11 @@ final class StreamLedger {
     /// The seqs of ``takenAfterClose`` whose consumer's TCP did acknowledge them, on a connection that then ended
     /// abortively (``unconfirmAborted(_:)``): unsettled, they are unconfirmed rather than lost.
     var takenBeforeReset = SeqRangeSet()
+    /// Seqs an earlier connection delivered above a resume point the consumer gave since (``resumed(after:on:)``),
+    /// not delivered again on that connection or a later one: its application never had them.
+    var disowned = SeqRangeSet()
+    /// The connection that gave the last resume point: deliveries on it or on later connections settle ``disowned``.
+    var resumedOn: ConnectionID = 0
     /// The ledger of the same stream in the other direction (where acks for this one travel).
     var partnerIndex: Int?
     /// A `seq jump` was already reported for this stream.
@@ -197,11 +202,36 @@ final class StreamLedger {
         }
     }
 
-    /// The seqs the consumer has: those delivered, and those taken after its TLS close that its acks vouched for.
+    /// The consumer, on connection `id`, says it holds the stream up to `point` and resumes after it: what earlier
+    /// connections delivered above it (at most ``abortedLimit`` seqs) is disowned until delivered again.
+    func resumed(after point: Int64, on id: ConnectionID) {
+        resumedOn = max(resumedOn, id)
+        guard highestDelivered > point else { return }
+        var looked: Int64 = 0
+        for interval in deliveredSeqs.intervals where interval.upper > point {
+            let lower = max(interval.lower, point + 1)
+            let upper = min(interval.upper, lower + Self.abortedLimit - looked - 1)
+            guard lower <= upper else { break }
+            disowned.insert(lower, through: upper)
+            looked += upper - lower + 1
+        }
+    }
+
+    /// A delivery of `seq` on connection `id` settles it if it was disowned.
+    @inline(__always)
+    func settleDisowned(_ seq: Int64, on id: ConnectionID) {
+        if id >= resumedOn { _ = disowned.remove(seq) }
+    }
+
+    /// The seqs the consumer has: those delivered, and those taken after its TLS close that its acks vouched for, but
+    /// those it disowned by resuming below them.
     private var takenSeqs: SeqRangeSet {
-        guard !confirmedAfterClose.isEmpty else { return deliveredSeqs }
+        guard !confirmedAfterClose.isEmpty || !disowned.isEmpty else { return deliveredSeqs }
         var taken = deliveredSeqs
         taken.formUnion(confirmedAfterClose)
+        for interval in disowned.intervals {
+            for seq in interval.lower...interval.upper { _ = taken.remove(seq) }
+        }
         return taken
     }
 }

@@ -34,6 +34,11 @@ package enum ProtocolEvent: Equatable {
     /// new subscription): a copy of a seq its consumer already had counts as `retained`, not as duplicated or
     /// redelivered.
     case retained
+    /// The producer says it holds the other direction's stream up to this seq, and resumes after it (Socket.IO: its
+    /// CONNECT's `offset`). A seq above it that an earlier connection delivered was never its application's: unless it
+    /// is delivered again from now on, it is lost, not ok (a resend of one its application did have stays a
+    /// redelivery: a stale resume point).
+    case resumePoint(Int64)
     /// One of the plug-in's named counters (``ProtocolPlugin/counters``: `upgrades`, `pings`, `calls`) goes up by one.
     case counted(String)
     /// One of the plug-in's families (``ProtocolPlugin/counterFamilies``: `closeCodes`, `goaways`) counts `code`,

@@ -290,6 +290,9 @@ final class SocketIODecoder: LegDecoder {
             output(.event(.counted("sioConnects"), at: end))
             if auth["pid"] != nil || auth["offset"] != nil { output(.event(.counted("sioRecoveries"), at: end)) }
             output(.event(.requestRead, at: end))  // `stream: auth:KEY` is known now
+            // A resume point in the stream's own seqs (an app that resumes by seq; Socket.IO's own recovery offset is
+            // an opaque event id, which says nothing of seqs).
+            if let offset = auth["offset"].flatMap({ Int64($0) }) { output(.event(.resumePoint(offset), at: end)) }
         case .disconnect:
             output(.event(.counted("sioDisconnects"), at: end))
         case .connectError:
