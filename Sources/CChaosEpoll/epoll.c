@@ -8,7 +8,9 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <fcntl.h>
 #include <malloc.h>
+#include <unistd.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -91,6 +93,25 @@ int chaos_tcp_socket(int family) {
     int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_TCP);
     return fd < 0 ? -errno : fd;
 }
+int chaos_splice_pipe(int fds[2], int capacity) {
+    if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0) return -errno;
+    // A larger pipe moves more per wake-up; the system's limit for an unprivileged pipe may refuse it, which is fine.
+    (void)fcntl(fds[1], F_SETPIPE_SZ, capacity);
+    int size = fcntl(fds[1], F_GETPIPE_SZ);
+    if (size <= 0) {
+        int error = size < 0 ? errno : EINVAL;
+        close(fds[0]);
+        close(fds[1]);
+        return -error;
+    }
+    return size;
+}
+
+long chaos_splice(int from, int to, unsigned long count) {
+    ssize_t moved = splice(from, NULL, to, NULL, count, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    return moved < 0 ? -errno : (long)moved;
+}
+
 void chaos_name_thread(const char *name) {
     char short_name[16];
     strncpy(short_name, name, 15);

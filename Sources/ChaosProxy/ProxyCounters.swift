@@ -7,6 +7,7 @@ package final class ProxyCounters: Sendable {
     private let openedCount = Atomic<Int64>(0)
     private let cutCount = Atomic<Int64>(0)
     private let failedUpstreamCount = Atomic<Int64>(0)
+    private let splicedBytes = Atomic<Int64>(0)
 
     /// Creates zeroed counters.
     package init() {}
@@ -21,6 +22,8 @@ package final class ProxyCounters: Sendable {
     package var cutByFault: Int64 { cutCount.load(ordering: .relaxed) }
     /// Client connections closed because the upstream could not be reached.
     package var upstreamFailures: Int64 { failedUpstreamCount.load(ordering: .relaxed) }
+    /// Bytes (of ``upstream`` and ``downstream``) moved socket to socket through a pipe, never copied into the proxy.
+    package var spliced: Int64 { splicedBytes.load(ordering: .relaxed) }
 
     func add(bytes: Int, producedBy upstream: Bool) {
         if upstream {
@@ -29,6 +32,7 @@ package final class ProxyCounters: Sendable {
             downstreamBytes.wrappingAdd(Int64(bytes), ordering: .relaxed)
         }
     }
+    func add(splicedBytes count: Int) { splicedBytes.wrappingAdd(Int64(count), ordering: .relaxed) }
     func connectionOpened() { openedCount.wrappingAdd(1, ordering: .relaxed) }
     func connectionCut() { cutCount.wrappingAdd(1, ordering: .relaxed) }
     func upstreamFailed() { failedUpstreamCount.wrappingAdd(1, ordering: .relaxed) }

@@ -61,6 +61,7 @@ extension ProxyServer {
             counters: counters,
             connectTimeout: options.connectTimeout,
             logger: logger,
+            splice: options.splice,
             finished: { [weak self] id in
                 self?.state.withLock { state in
                     state.epollRelay.removeValue(forKey: id)

@@ -44,6 +44,8 @@ package final class ProxyServer: Sendable {
         package var frames: (any ProtocolPlugin.Type)?
         /// How long an upstream has to answer before its client is reset (both relays).
         package var connectTimeout = RelayStateMachine.connectTimeout
+        /// When the epoll relay splices bytes nothing records (``SplicePolicy``; `CHAOS_SPLICE` by default).
+        package var splice = SplicePolicy.fromEnvironment
         /// Where the NSS key log lines of TLS proxies' connections go, both legs (`keys.log`); nil: nowhere.
         package var keyLog: (@Sendable (ByteBuffer) -> Void)?
         /// Creates default options.

@@ -146,7 +146,8 @@ struct DeadPathTests {
                     time.sleep(0.05)
             accepted, _ = server.accept()
             request = urllib.request.Request("http://127.0.0.1:\(api)/faults", data=b'{"partition": {"for": "60s"}}', method="POST")
-            urllib.request.urlopen(request, timeout=10).read()
+            # What the partition reached, for a failure to show.
+            print("POST /faults:", urllib.request.urlopen(request, timeout=10).read().decode(), flush=True)
             time.sleep(0.5)
             open(sys.argv[1], "w").close()
             time.sleep(20)
@@ -163,8 +164,13 @@ struct DeadPathTests {
         }
         FileManager.default.createFile(atPath: kill, contents: nil)
         let killed = try await chaos
-        // Its output says where its dead path's bytes stop (in the kernel, or held in the proxy, and why).
-        #expect(ours.count == 1, "one chaos table drops the partitioned connection's segments: \(ours)\n\(killed.stdout)\n\(killed.stderr)")
+        let held = try? await holding
+        // Its output says where its dead path's bytes stop (in the kernel, or held in the proxy, and why), and the
+        // holder's what the partition reached.
+        #expect(
+            ours.count == 1,
+            "one chaos table drops the partitioned connection's segments: \(ours)\n\(killed.stdout)\n\(killed.stderr)\n\(held?.stdout ?? "")"
+        )
         #expect(killed.signalled, "chaos was killed: \(killed.status)")
         // Its rules outlive it (no atexit for a SIGKILL) until a chaos starts: this one below, or any other on the
         // machine first (the test lanes start chaos processes all the time, and a fresh-clone run saw one win).
@@ -177,7 +183,6 @@ struct DeadPathTests {
         )
         #expect(next.status == 0, "\(next.stderr)")
         #expect(try Self.tablesDropping(port: listen).isEmpty, "the next start removed the killed chaos's table")
-        _ = try? await holding
     }
 
     /// The chaos tables (`inet chaos_<pid>`) whose sets hold a flow of `port`.

@@ -14,9 +14,36 @@ struct EpollRelayTests {
         try await waitUntil("the condition at \(sourceLocation)", condition)
     }
 
-    @Test("a fault reaching a connection mid-stream moves it to NIO, and 40 MB each way still arrive unchanged")
-    func movesMidStream() async throws {
-        let harness = try await ProxyHarness()
+    @Test("by default a direction is read and written until a read fills the buffer, then spliced: 24 MB each way arrive unchanged")
+    func bulkSwitchesToSplice() async throws {
+        let harness = try await ProxyHarness(recordsTraffic: false, splice: .bulk)
+        let size = 24 * 1024 * 1024
+        let up = pattern(count: size, seed: 7)
+        let down = pattern(count: size, seed: 8)
+        // A small exchange first: read and written, nothing spliced.
+        let (client, server) = try await offPool { try harness.connectPair() }
+        try await offPool {
+            try client.sendAll(Array("hello".utf8))
+            #expect(server.receive(exactly: 5) == Array("hello".utf8))
+        }
+        #expect(harness.proxy.counters.spliced == 0)
+        let (serverGot, clientGot) = try await offPool { TwoWayTransfer(client: client, server: server, up: up, down: down).join() }
+        expectSameBytes(serverGot, up)
+        expectSameBytes(clientGot, down)
+        let counters = harness.proxy.counters
+        #expect(counters.upstream == Int64(size + 5) && counters.downstream == Int64(size))
+        #expect(counters.spliced > Int64(size) && counters.spliced < Int64(2 * size), "spliced \(counters.spliced) of \(2 * size)")
+        client.close()
+        server.close()
+        await harness.shutdown()
+    }
+
+    @Test(
+        "a fault reaching a connection mid-stream moves it to NIO, and 40 MB each way still arrive unchanged (read and written, or spliced)",
+        arguments: [true, false]
+    )
+    func movesMidStream(recordsTraffic: Bool) async throws {
+        let harness = try await ProxyHarness(recordsTraffic: recordsTraffic)
         let size = 40 * 1024 * 1024
         let up = pattern(count: size, seed: 3)
         let down = pattern(count: size, seed: 4)
@@ -45,6 +72,7 @@ struct EpollRelayTests {
         #expect(harness.proxy.counters.upstream == Int64(size))
         #expect(harness.proxy.counters.downstream == Int64(size))
         #expect(harness.proxy.counters.opened == 1)
+        #expect((harness.proxy.counters.spliced > 0) == !recordsTraffic, "spliced \(harness.proxy.counters.spliced)")
         let opened = harness.events.all.filter { if case .opened = $0.kind { true } else { false } }
         #expect(opened.count == 1)
         client.close()
@@ -52,9 +80,9 @@ struct EpollRelayTests {
         await harness.shutdown()
     }
 
-    @Test("bytes a slow server left with the epoll relay move with the connection, in order")
-    func heldBytesMove() async throws {
-        let harness = try await ProxyHarness()
+    @Test("bytes a slow server left with the epoll relay (read, or in a splice pipe) move with the connection, in order", arguments: [true, false])
+    func heldBytesMove(recordsTraffic: Bool) async throws {
+        let harness = try await ProxyHarness(recordsTraffic: recordsTraffic)
         let size = 16 * 1024 * 1024
         let up = pattern(count: size, seed: 5)
         let (client, server) = try await offPool { try harness.connectPair() }
@@ -77,6 +105,12 @@ struct EpollRelayTests {
         let got = try await offPool { server.receive(exactly: size) }
         #expect(clientWriter.join() == true)
         expectSameBytes(got, up)
+        guard recordsTraffic else {
+            #expect(harness.proxy.counters.spliced > 0)
+            client.close()
+            server.close()
+            return await harness.shutdown()
+        }
         // What the relay wrote, as its events say, is exactly what the client sent. (A write's event
         // is recorded once the socket took the bytes, so the server can read them a moment before.)
         func written() -> [UInt8] {

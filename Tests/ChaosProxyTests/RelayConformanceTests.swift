@@ -34,9 +34,13 @@ struct RelayConformanceTests {
         for side in Side.allCases { #expect(relay.events.closes(side).count <= 1, "\(side) recorded once") }
     }
 
-    @Test("the epoll relay on loopback sockets", arguments: ConformanceHistory.all)
-    func epoll(history: ConformanceHistory) async throws {
-        let harness = try await ProxyHarness()
+    @Test(
+        "the epoll relay on loopback sockets, its bytes read and written (recorded) and spliced (nothing records them)",
+        arguments: ConformanceHistory.all,
+        [true, false]
+    )
+    func epoll(history: ConformanceHistory, recordsTraffic: Bool) async throws {
+        let harness = try await ProxyHarness(recordsTraffic: recordsTraffic)
         let (client, server) = try await offPool { try harness.connectPair() }
         try await waitUntil("the connection open on the epoll relay") {
             harness.proxy.epollRelayConnections.count == 1 && harness.events.all.contains { if case .opened = $0.kind { true } else { false } }
@@ -65,6 +69,9 @@ struct RelayConformanceTests {
             }
         }
         for side in Side.allCases { #expect(harness.events.closes(side).count <= 1, "\(side) recorded once") }
+        // Spliced, every byte relayed went socket to socket; recorded, none did.
+        let counters = harness.proxy.counters
+        #expect(counters.spliced == (recordsTraffic ? 0 : counters.upstream + counters.downstream), "spliced \(counters.spliced)")
         client.close()
         server.close()
         await harness.shutdown()

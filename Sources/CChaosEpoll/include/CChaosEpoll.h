@@ -49,6 +49,13 @@ int chaos_tcp_info_is_closed(const chaos_tcp_info *info);
 /// 1 once it is over (nothing more will be acknowledged), or -errno.
 int chaos_tcp_bytes_acked(int fd, uint64_t *acked, uint32_t *notsent);
 
+/// A non-blocking, close-on-exec pipe of `capacity` bytes where the system allows it (`fds[0]` reads, `fds[1]`
+/// writes); its size in bytes, or -errno.
+int chaos_splice_pipe(int fds[2], int capacity);
+/// Moves up to `count` bytes from `from` to `to` (one of them a pipe) inside the kernel, without blocking
+/// (`splice(2)`); the bytes moved, 0 at the end of `from`'s input, or -errno.
+long chaos_splice(int from, int to, unsigned long count);
+
 /// Names the calling thread (at most 15 characters are kept).
 void chaos_name_thread(const char *name);
 

@@ -13,6 +13,10 @@ extension EpollRelayConnection {
         while !isDone, legs[source].readable, machine.mayRead(side) {
             if reads == 16 { return loop.yieldTurn(self) }
             reads += 1
+            if splices, legs[source].bulk, !machine.leg(side).discardsReads {
+                guard splice(from: source, to: target) else { return }
+                continue
+            }
             let capacity = loop.scratch.count
             let (count, read) =
                 recordsTraffic
@@ -21,6 +25,7 @@ extension EpollRelayConnection {
             if count > 0 {
                 // A short read emptied the socket: the next byte or FIN raises a new edge.
                 if count < capacity, !legs[source].peerClosing { legs[source].readable = false }
+                if count == capacity, splices { legs[source].bulk = true }
                 if machine.leg(side).discardsReads { continue }
                 route.counters.add(bytes: count, producedBy: source == 0)
                 recordTraffic(.read(side, read))
@@ -39,6 +44,67 @@ extension EpollRelayConnection {
                 legs[source].readable = false
             }
         }
+    }
+
+    /// One move of what `source`'s socket holds into `target`'s pipe and on into its socket, with no copy through user
+    /// space; what the target does not take waits in the pipe (and reading stops until it is written), as a read's
+    /// pending bytes do. Returns false when the turn ends here (the target's bytes wait, or a leg failed). A socket the
+    /// system will not splice makes the connection read and write from then on.
+    private func splice(from source: Int, to target: Int) -> Bool {
+        if legs[target].pipe == nil {
+            guard let pipe = loop.takePipe() else {
+                splices = false
+                return true
+            }
+            legs[target].pipe = pipe
+        }
+        let moved = legs[target].pipe!.fill(from: legs[source].fd)
+        if moved > 0 {
+            // A short move need not have emptied the socket (a pipe fills by packets as well as bytes): the socket
+            // counts as drained only when a move finds nothing (EAGAIN), so that no edge is waited for in vain.
+            route.counters.add(bytes: moved, producedBy: source == 0)
+            route.counters.add(splicedBytes: moved)
+            guard drainPipe(to: target) else { return false }
+            guard legs[target].pipe!.held > 0 else { return true }
+            // At most one fill is held per direction: the target takes no more until it is written.
+            perform(
+                machine.pendingChanged(Self.side(target), hasPending: true)
+                    + machine.acceptsChanged(Self.side(target), accepts: false)
+            )
+            return false
+        }
+        if moved == 0 {
+            legs[source].readable = false
+            perform(machine.receivedFIN(Self.side(source)))
+            return true
+        }
+        switch Int32(-moved) {
+        case EINTR:
+            return true
+        case EAGAIN, EWOULDBLOCK:
+            legs[source].readable = false
+            return true
+        case EINVAL, ENOSYS, EOPNOTSUPP:
+            splices = false
+            return true
+        case let code:
+            fail(source, code)
+            return false
+        }
+    }
+
+    /// Moves what `target`'s pipe holds into its socket until it takes no more; false when the leg failed.
+    private func drainPipe(to target: Int) -> Bool {
+        while legs[target].pipe!.held > 0 {
+            let moved = legs[target].pipe!.drain(to: legs[target].fd)
+            if moved > 0 { continue }
+            let code = Int32(-moved)
+            if code == EINTR { continue }
+            if code == EAGAIN || code == EWOULDBLOCK { return true }
+            fail(target, code == 0 ? EPIPE : code)
+            return false
+        }
+        return true
     }
 
     /// One read from `source` into an array of its own, the read event's bytes (and, written whole, the written
@@ -91,6 +157,12 @@ extension EpollRelayConnection {
     /// Writes `target`'s pending bytes now that its socket takes more; once they are all out, the
     /// source's FIN is passed on and reading the source resumes (the machine says when).
     func flush(to target: Int) {
+        if (legs[target].pipe?.held ?? 0) > 0 {
+            guard drainPipe(to: target), legs[target].pipe?.held == 0 else { return }
+            perform(machine.pendingChanged(Self.side(target), hasPending: false))
+            perform(machine.acceptsChanged(Self.side(target), accepts: true))
+            return
+        }
         while legs[target].hasPending {
             let start = legs[target].pendingStart
             let count = legs[target].pending.withUnsafeBytes {
@@ -133,6 +205,8 @@ extension EpollRelayConnection {
             case .discard(let side):
                 legs[side.slot].pending = []
                 legs[side.slot].pendingStart = 0
+                legs[side.slot].pipe?.close()  // what it held is dropped with it
+                legs[side.slot].pipe = nil
             case .reset(let side):
                 closeSocket(side.slot, reset: true)
             case .close(let side):

@@ -38,6 +38,9 @@ final class EpollRelayConnection: EpollRelaySelectable, @unchecked Sendable {
     var acknowledgementPollsWaiting = 0
     /// Bumped by every linger scheduled or cancelled: a timer from an earlier one does nothing.
     private var lingerGeneration = 0
+    /// Bytes move socket to socket through a pipe (``SplicePipe``): nothing records them (no audit, no capture), and
+    /// the system has not refused it for this connection.
+    var splices: Bool
 
     struct Leg {
         var fd: Int32
@@ -48,9 +51,14 @@ final class EpollRelayConnection: EpollRelaySelectable, @unchecked Sendable {
         /// Bytes to write to this leg that the socket did not take yet.
         var pending: [UInt8] = []
         var pendingStart = 0
+        /// The pipe bytes headed to this leg go through when they are spliced (taken at the first of them).
+        var pipe: SplicePipe?
+        /// A read from this leg filled the whole buffer: its bytes come in bulk and are spliced from now on (small
+        /// exchanges are read and written: a splice takes one more system call per wake-up to find the socket empty).
+        var bulk = false
         /// What the peer acknowledged of the bytes written to this leg.
         var acknowledgements: AcknowledgementTracker
-        var hasPending: Bool { pendingStart < pending.count }
+        var hasPending: Bool { pendingStart < pending.count || (pipe?.held ?? 0) > 0 }
 
         init(fd: Int32, dialled: Bool) {
             self.fd = fd
@@ -64,6 +72,11 @@ final class EpollRelayConnection: EpollRelaySelectable, @unchecked Sendable {
         self.loop = loop
         self.route = route
         legs = [Leg(fd: client, dialled: false), Leg(fd: -1, dialled: true)]
+        splices = route.splice != .off
+        if route.splice == .always {
+            legs[0].bulk = true
+            legs[1].bulk = true
+        }
     }
 
     static func side(_ slot: Int) -> Side { slot == 0 ? .client : .server }
@@ -211,13 +224,16 @@ final class EpollRelayConnection: EpollRelaySelectable, @unchecked Sendable {
             isDone = true
             lingerGeneration += 1
             let recorded = Set(Side.allCases.filter { machine.leg($0).closeRecorded })
+            // Spliced bytes still in a pipe are pending bytes like any other.
+            let pending = (0..<2).map { slot in Array(legs[slot].pending[legs[slot].pendingStart...]) + (legs[slot].pipe?.take() ?? []) }
+            closePipes()
             reply(
                 DetachedConnection(
                     client: legs[0].fd,
                     server: legs[1].fd,
                     adoption: ProxiedConnection.Adoption(
-                        toClient: Array(legs[0].pending[legs[0].pendingStart...]),
-                        toServer: Array(legs[1].pending[legs[1].pendingStart...]),
+                        toClient: pending[0],
+                        toServer: pending[1],
                         closeRecorded: recorded,
                         acknowledgements: legs.map(\.acknowledgements)
                     )
@@ -227,6 +243,7 @@ final class EpollRelayConnection: EpollRelaySelectable, @unchecked Sendable {
     }
 
     func finish() {
+        closePipes()
         isDone = true
         lingerGeneration += 1
         if key != 0 { loop.forget(key: key) }
@@ -234,6 +251,14 @@ final class EpollRelayConnection: EpollRelaySelectable, @unchecked Sendable {
         let waiters = detachWaiters
         detachWaiters = []
         for waiter in waiters { waiter(nil) }
+    }
+
+    /// Gives the splice pipes back to the loop (one that still holds bytes is closed: the connection is done with them).
+    func closePipes() {
+        for slot in 0..<2 {
+            if let pipe = legs[slot].pipe { loop.giveBack(pipe) }
+            legs[slot].pipe = nil
+        }
     }
 
     /// Records `slot`'s close (the machine says when: once per leg).

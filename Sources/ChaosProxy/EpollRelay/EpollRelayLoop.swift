@@ -39,6 +39,10 @@ final class EpollRelayLoop: @unchecked Sendable {
     private var timerActions: [UInt64: () -> Void] = [:]
     private var nextTimerID: UInt64 = 0
     private var running = true
+    /// Empty splice pipes of connections that ended, kept for the next ones (a pipe costs a few system calls to make):
+    /// at most ``pipesKept``.
+    private var pipes: [SplicePipe] = []
+    static let pipesKept = 64
     /// Set once the thread has ended: registering is refused from then on.
     private var closed = false
     private var thread: pthread_t?
@@ -129,12 +133,25 @@ final class EpollRelayLoop: @unchecked Sendable {
         let leftovers = registered.values.compactMap { $0 as? EpollRelayConnection }
         registered = [:]
         for connection in leftovers { connection.terminate() }
+        for pipe in pipes { pipe.close() }
+        pipes = []
         close(epoll)
         close(wakeFD)
         scratch.deallocate()
     }
 
     // MARK: the loop's thread
+
+    /// An empty splice pipe: a kept one, or a new one (nil when the system refuses one).
+    func takePipe() -> SplicePipe? {
+        pipes.popLast() ?? SplicePipe.make()
+    }
+
+    /// Keeps `pipe` for a later connection when it is empty and the loop keeps fewer than ``pipesKept``; else closes it.
+    func giveBack(_ pipe: SplicePipe) {
+        guard pipe.held == 0, pipes.count < Self.pipesKept, !closed else { return pipe.close() }
+        pipes.append(pipe)
+    }
 
     /// Registers descriptors for `owner`, one per slot, and returns its key; throws (nothing
     /// registered) when epoll refused one or the loop has stopped.

@@ -19,6 +19,8 @@ struct EpollRelayRoute: Sendable {
     let cut: @Sendable (ConnectionID) -> Void
     /// The sink, when it wants byte events (asked once, not per read).
     let trafficSink: (any TrafficEventSink)?
+    /// When connections splice their bytes (never when ``trafficSink`` wants them).
+    let splice: SplicePolicy
 
     init(
         proxyName: String,
@@ -28,6 +30,7 @@ struct EpollRelayRoute: Sendable {
         counters: ProxyCounters,
         connectTimeout: ChaosDuration,
         logger: Logger,
+        splice: SplicePolicy = .bulk,
         finished: @escaping @Sendable (ConnectionID) -> Void,
         cut: @escaping @Sendable (ConnectionID) -> Void
     ) {
@@ -41,6 +44,7 @@ struct EpollRelayRoute: Sendable {
         self.finished = finished
         self.cut = cut
         trafficSink = sink?.recordsTraffic == true ? sink : nil
+        self.splice = trafficSink == nil ? splice : .off
     }
 }
 

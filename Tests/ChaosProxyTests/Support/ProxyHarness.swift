@@ -20,7 +20,8 @@ final class ProxyHarness: Sendable {
     let epollRelay: EpollRelayLoopGroup?
 
     /// With `epollRelay` (as `chaos` runs), connections nothing shapes start on epollRelay
-    /// threads and move to NIO when a fault reaches them.
+    /// threads and move to NIO when a fault reaches them; without `recordsTraffic` (as `chaos proxy` runs), the epoll
+    /// relay splices their bytes.
     init(
         baseline: LinkProfile? = nil,
         maxHeldBytes: Int = 1 << 20,
@@ -28,11 +29,13 @@ final class ProxyHarness: Sendable {
         epollRelay: Bool = true,
         frames: (any ProtocolPlugin.Type)? = nil,
         connectTimeout: ChaosDuration? = nil,
-        upstreamBacklog: Int32 = 128
+        upstreamBacklog: Int32 = 128,
+        recordsTraffic: Bool = true,
+        splice: SplicePolicy? = nil
     ) async throws {
         group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
         upstream = try TestListener(backlog: upstreamBacklog)
-        events = EventRecorder()
+        events = EventRecorder(recordsTraffic: recordsTraffic)
         busyPolling = await BusyPolling.start(on: group, window: busyPoll)
         self.epollRelay = epollRelay ? try EpollRelayLoopGroup(threads: 2, busyPoll: busyPoll) : nil
         var options = ProxyServer.Options()
@@ -41,6 +44,8 @@ final class ProxyHarness: Sendable {
         options.epollRelay = self.epollRelay
         options.frames = frames
         if let connectTimeout { options.connectTimeout = connectTimeout }
+        // Without recorded traffic, every byte is spliced: the splice path meets every rule the relay's tests check.
+        options.splice = splice ?? (recordsTraffic ? .bulk : .always)
         proxy = ProxyServer(
             spec: ProxySpec(
                 name: "test",
@@ -83,8 +88,11 @@ final class ProxyHarness: Sendable {
     }
 }
 
-/// Keeps every event the proxy reports.
+/// Keeps every event the proxy reports (with `recordsTraffic` false, as a `chaos proxy` without an audit: connection
+/// and fault events only, so the epoll relay splices).
 final class EventRecorder: TrafficEventSink {
+    let recordsTraffic: Bool
+    init(recordsTraffic: Bool = true) { self.recordsTraffic = recordsTraffic }
     private let events = Mutex<[TrafficEvent]>([])
     func record(_ event: TrafficEvent) { events.withLock { $0.append(event) } }
     var all: [TrafficEvent] { events.withLock { $0 } }
