@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # Proxy benchmark: the direct loopback path, socat, haproxy (mode tcp), a bare SwiftNIO glue proxy
-# (the floor for any NIO proxy: `chaos-bench glue-proxy`) and `chaos proxy`, each in front of the same upstreams, measured in turn in one run; every figure is printed with its ratio
-# to the direct path (absolute numbers mean little on a shared 2-core machine; ratios do).
+# (the floor for any NIO proxy: `chaos-bench glue-proxy`) and `chaos proxy` three ways: its default relay
+# (`chaos`: epoll threads, splicing bulk bytes), NIO alone (`chaos-nio`: --no-epoll-relay) and the shaped path a soak
+# with a link profile takes (`chaos-shaped`: a 0 ms latency toxic both ways, posted on its Toxiproxy API), each in
+# front of the same upstreams, measured in turn in one run; every figure is printed with its ratio to the direct path
+# (absolute numbers mean little on a shared 2-core machine; ratios do), and each proxy's throughput per CPU-second
+# (its process's CPU time over every throughput run).
 #
 #   Benchmarks/proxy-bench.sh [--quick] [--markdown FILE] [--port-base N] [--idle N] [--no-build] [--baseline CHAOS]
 #
 # --baseline CHAOS adds another chaos binary (e.g. a release build of the previous commit) as the column
 # `chaos-base`, measured in the same run as this checkout's `chaos`: a change's effect without the machine's noise.
 #
-# Figures: iperf3 bulk throughput over 1 and 8 connections, client->server and server->client;
+# Figures: iperf3 bulk throughput over 1 and 8 connections, client->server and server->client, and per CPU-second;
 # 64-byte ping-pong round trips p50/p99; connections opened-echoed-closed per second by 50 workers;
 # memory per idle connection; and a 1 GiB (64 MiB with --quick) byte-for-byte echo check.
 # Throughput, latency and churn are medians of 3 interleaved rounds (1 round with --quick).
-# Needs: swift, socat, haproxy, iperf3, jq, ss. Listens on 127.0.0.1 ports base+1 .. base+42.
+# Needs: swift, socat, haproxy, iperf3, jq, ss, curl. Listens on 127.0.0.1 ports base+1 .. base+74.
 set -euo pipefail
 
 QUICK=0
@@ -44,7 +48,7 @@ fi
 # open-file limit here is 20,000, which the proxy's listeners and event loops also draw on.
 IDLE=${IDLE:-$IDLE_DEFAULT}
 
-for tool in socat haproxy iperf3 jq ss swift; do
+for tool in socat haproxy iperf3 jq ss swift curl; do
     command -v "$tool" >/dev/null || { echo "proxy-bench: '$tool' is not installed" >&2; exit 2; }
 done
 
@@ -79,10 +83,12 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 ECHO_PORT=$((BASE + 1));  IPERF_PORT=$((BASE + 2))
-declare -A ECHO_AT=([direct]=$ECHO_PORT [socat]=$((BASE + 11)) [haproxy]=$((BASE + 21)) [nio-glue]=$((BASE + 41)) [chaos]=$((BASE + 31)))
-declare -A IPERF_AT=([direct]=$IPERF_PORT [socat]=$((BASE + 12)) [haproxy]=$((BASE + 22)) [nio-glue]=$((BASE + 42)) [chaos]=$((BASE + 32)))
-declare -A MEMORY_PID=()
-PATHS=(direct socat haproxy nio-glue chaos)
+declare -A ECHO_AT=([direct]=$ECHO_PORT [socat]=$((BASE + 11)) [haproxy]=$((BASE + 21)) [nio-glue]=$((BASE + 41)) [chaos]=$((BASE + 31))
+    [chaos-nio]=$((BASE + 61)) [chaos-shaped]=$((BASE + 71)))
+declare -A IPERF_AT=([direct]=$IPERF_PORT [socat]=$((BASE + 12)) [haproxy]=$((BASE + 22)) [nio-glue]=$((BASE + 42)) [chaos]=$((BASE + 32))
+    [chaos-nio]=$((BASE + 62)) [chaos-shaped]=$((BASE + 72)))
+declare -A MEMORY_PID=() IPERF_PID=()
+PATHS=(direct socat haproxy nio-glue chaos chaos-nio chaos-shaped)
 if [[ -n $BASELINE ]]; then
     [[ -x $BASELINE ]] || { echo "proxy-bench: --baseline '$BASELINE' is not an executable" >&2; exit 2; }
     ECHO_AT[chaos-base]=$((BASE + 51)); IPERF_AT[chaos-base]=$((BASE + 52))
@@ -123,6 +129,7 @@ start iperf3-server iperf3 -s -p "$IPERF_PORT"
 start socat-echo socat "TCP-LISTEN:${ECHO_AT[socat]},bind=127.0.0.1,fork,reuseaddr,backlog=4096" "TCP:127.0.0.1:$ECHO_PORT"
 MEMORY_PID[socat]=$STARTED
 start socat-iperf socat "TCP-LISTEN:${IPERF_AT[socat]},bind=127.0.0.1,fork,reuseaddr,backlog=4096" "TCP:127.0.0.1:$IPERF_PORT"
+IPERF_PID[socat]=$STARTED
 
 HAPROXY_MAXCONN=$(( ($(ulimit -n) - 100) / 2 ))
 cat >"$WORK/haproxy.cfg" <<EOF
@@ -148,21 +155,42 @@ backend iperf
 EOF
 start haproxy haproxy -db -f "$WORK/haproxy.cfg"
 MEMORY_PID[haproxy]=$STARTED
+IPERF_PID[haproxy]=$STARTED
 
 start glue-echo "$BENCH" glue-proxy --port "${ECHO_AT[nio-glue]}" --upstream-port "$ECHO_PORT"
 MEMORY_PID[nio-glue]=$STARTED
 start glue-iperf "$BENCH" glue-proxy --port "${IPERF_AT[nio-glue]}" --upstream-port "$IPERF_PORT"
+IPERF_PID[nio-glue]=$STARTED
 
 start chaos-echo "$CHAOS" proxy --listen "127.0.0.1:${ECHO_AT[chaos]}" --upstream "127.0.0.1:$ECHO_PORT"
 MEMORY_PID[chaos]=$STARTED
 start chaos-iperf "$CHAOS" proxy --listen "127.0.0.1:${IPERF_AT[chaos]}" --upstream "127.0.0.1:$IPERF_PORT"
+IPERF_PID[chaos]=$STARTED
+start nio-echo "$CHAOS" proxy --no-epoll-relay --listen "127.0.0.1:${ECHO_AT[chaos-nio]}" --upstream "127.0.0.1:$ECHO_PORT"
+MEMORY_PID[chaos-nio]=$STARTED
+start nio-iperf "$CHAOS" proxy --no-epoll-relay --listen "127.0.0.1:${IPERF_AT[chaos-nio]}" --upstream "127.0.0.1:$IPERF_PORT"
+IPERF_PID[chaos-nio]=$STARTED
+SHAPED_API=( $((BASE + 73)) $((BASE + 74)) )
+start shaped-echo "$CHAOS" proxy --api "127.0.0.1:${SHAPED_API[0]}" --listen "127.0.0.1:${ECHO_AT[chaos-shaped]}" --upstream "127.0.0.1:$ECHO_PORT"
+MEMORY_PID[chaos-shaped]=$STARTED
+start shaped-iperf "$CHAOS" proxy --api "127.0.0.1:${SHAPED_API[1]}" --listen "127.0.0.1:${IPERF_AT[chaos-shaped]}" --upstream "127.0.0.1:$IPERF_PORT"
+IPERF_PID[chaos-shaped]=$STARTED
 if [[ -n $BASELINE ]]; then
     start base-echo "$BASELINE" proxy --listen "127.0.0.1:${ECHO_AT[chaos-base]}" --upstream "127.0.0.1:$ECHO_PORT"
     MEMORY_PID[chaos-base]=$STARTED
     start base-iperf "$BASELINE" proxy --listen "127.0.0.1:${IPERF_AT[chaos-base]}" --upstream "127.0.0.1:$IPERF_PORT"
+    IPERF_PID[chaos-base]=$STARTED
 fi
 
-for port in "${ECHO_AT[@]}" "${IPERF_AT[@]}"; do wait_listening "$port"; done
+for port in "${ECHO_AT[@]}" "${IPERF_AT[@]}" "${SHAPED_API[@]}"; do wait_listening "$port"; done
+# The shaped path: a 0 ms latency toxic each way, as a Toxiproxy client posts it; every connection is then shaped (NIO).
+for api in "${SHAPED_API[@]}"; do
+    for stream in upstream downstream; do
+        curl -fsS -X POST "http://127.0.0.1:$api/proxies/proxy/toxics" \
+            -d "{\"name\":\"zero-$stream\",\"type\":\"latency\",\"stream\":\"$stream\",\"attributes\":{\"latency\":0,\"jitter\":0}}" >/dev/null \
+            || { echo "proxy-bench: the shaped proxy on :$api refused its toxic" >&2; exit 1; }
+    done
+done
 
 # ---------------------------------------------------------------------------------------------
 declare -A RESULT=()
@@ -201,7 +229,9 @@ done
 # of the rounds is kept, so a burst of load from elsewhere on the machine hits one round of one
 # path rather than a whole column.
 record() { VALUES[$1,$2]="${VALUES[$1,$2]:-} ${3:-}"; }
-declare -A VALUES=()
+declare -A VALUES=() TICKS=() BYTES=()
+# cpu_ticks PATH: the CPU time (clock ticks, its own and its reaped children's) of PATH's iperf proxy; "" for none.
+cpu_ticks() { [[ -n ${IPERF_PID[$1]:-} ]] && awk '{ print $14 + $15 + $16 + $17 }' "/proc/${IPERF_PID[$1]}/stat" 2>/dev/null || true; }
 for streams in 1 8; do
     for reverse in "" "-R"; do
         direction=$([[ -z $reverse ]] && echo "client->server" || echo "server->client")
@@ -217,9 +247,15 @@ for round in $(seq 1 "$ROUNDS"); do
             key="tput${streams}${reverse}"
             for path in "${PATHS[@]}"; do
                 gbps=""
+                before=$(cpu_ticks "$path")
                 if json=$(iperf3 -c 127.0.0.1 -p "${IPERF_AT[$path]}" -t "$SECONDS_IPERF" -P "$streams" $reverse -J 2>"$WORK/last.err"); then
                     bps=$(jq -r '.end.sum_received.bits_per_second // empty' <<<"$json")
                     [[ -n $bps ]] && gbps=$(awk -v b="$bps" 'BEGIN { printf "%.2f", b / 1e9 }')
+                    bytes=$(jq -r '.end.sum_received.bytes // 0' <<<"$json")
+                    if [[ -n $before ]]; then
+                        TICKS[$path]=$(( ${TICKS[$path]:-0} + $(cpu_ticks "$path") - before ))
+                        BYTES[$path]=$(awk -v a="${BYTES[$path]:-0}" -v b="$bytes" 'BEGIN { printf "%.0f", a + b }')
+                    fi
                 fi
                 record "$key" "$path" "$gbps"
                 note "$path" "$key (round $round)" "${gbps:-FAILED} Gbit/s"
@@ -245,6 +281,14 @@ for key in tput1 tput1-R tput8 tput8-R p50 p99 churn; do
     done
 done
 
+# Throughput per CPU-second: the Gbit each proxy moved in every throughput run over the CPU time it spent on them.
+figure percpu "Gbit per CPU-second (all throughput runs)" higher
+CLOCK_TICKS=$(getconf CLK_TCK)
+for path in "${PATHS[@]}"; do
+    [[ -n ${TICKS[$path]:-} && ${TICKS[$path]} -gt 0 ]] || continue
+    RESULT[percpu,$path]=$(awk -v b="${BYTES[$path]}" -v t="${TICKS[$path]}" -v hz="$CLOCK_TICKS" 'BEGIN { printf "%.2f", b * 8 / 1e9 / (t / hz) }')
+done
+
 figure integrity "MB/s echoing $((INTEGRITY_BYTES >> 20)) MiB, every byte checked" higher
 INTEGRITY_OK=1
 for path in "${PATHS[@]}"; do
@@ -257,7 +301,7 @@ done
 # ---------------------------------------------------------------------------------------------
 cell() { # cell FIGURE PATH: "value (ratio x)"
     local value=${RESULT[$1,$2]:-} direct=${RESULT[$1,direct]:-}
-    if [[ -z $value ]]; then echo "failed"; return; fi
+    if [[ -z $value ]]; then [[ $1 == percpu ]] && echo "-" || echo "failed"; return; fi
     if [[ $2 == direct || -z $direct ]]; then echo "$value"; return; fi
     awk -v v="$value" -v d="$direct" 'BEGIN { if (d + 0 == 0) print v; else printf "%s (%.2f×)", v, v / d }'
 }
