@@ -36,7 +36,7 @@ PAIR_LANES=(
   "TLSPairTests \.CaptureAuditTests"
   "GRPCPairTests LoopbackCaptureTests"
   "ShippedGRPCScenarioTests AuditBackpressureTests"
-  "TLSCaptureAuditTests"
+  "TLSCaptureAuditTests SocketIORoomPairTests"
   "WebSocketPairTests MobilePathPairTests DeliveredMeansAcknowledgedTests"
   "ShrinkCommandTests"
   "QuickstartShrinkTests FleetNamespaceTests RepeatRunTests ChatFanoutPairTests"

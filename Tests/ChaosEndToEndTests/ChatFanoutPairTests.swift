@@ -49,10 +49,16 @@ struct ChatFanoutPairTests {
         try MQTTPairTests.logged(folder, files: ["server"] + (1...3).map { "client-\($0)" })
     }
 
-    /// Runs the pair with `bug`; checks every stream against the logs (each member's copies exactly; each sender's
-    /// stream at least what the server accepted); returns the run's status, the report and each copy's holes.
+    /// Runs the pair with `bug`; checks every stream against the logs (``judged(_:status:)``).
     static func run(bug: String) async throws -> (status: Int32, json: [String: Any], holes: [String: Int], folder: String) {
         let run = try await ThirdPartyPairRun.run("chat-fanout", capture: false) { Self.scenario(listen: $0, upstream: $1, bug: bug) }
+        return try judged(run.folder, status: run.status)
+    }
+
+    /// A run of three members that each send to the others, checked against the logs (each member's copies exactly;
+    /// each sender's stream at least what the server accepted); the run's status, the report and each copy's holes.
+    static func judged(_ folder: String, status: Int32) throws -> (status: Int32, json: [String: Any], holes: [String: Int], folder: String) {
+        let run = (folder: folder, status: status)
         let logs = try Self.logged(run.folder)
         let json = try DeliveredMeansAcknowledgedTests.reportJSON(run.folder)
         let streams = try MQTTPairTests.audited(json: json)
