@@ -1,3 +1,4 @@
+import Glibc
 package import NIOCore
 import Synchronization
 
@@ -14,6 +15,10 @@ package final class EpollRelayLoopGroup: Sendable {
     /// Starts `threads` relay threads; each keeps polling for `busyPoll` after an event before it
     /// sleeps (zero: it sleeps at once). Throws when the system refuses a thread or an epoll instance.
     package init(threads: Int, busyPoll: TimeAmount) throws {
+        // A splice into a socket its peer reset raises SIGPIPE (splice has no MSG_NOSIGNAL, which the relay's sends
+        // use): ignored process-wide, as NIO does once it opens a socket, which a proxy whose connections are all
+        // relayed here may never do.
+        _ = signal(SIGPIPE, SIG_IGN)
         let window = UInt64(max(0, busyPoll.nanoseconds))
         var loops: [EpollRelayLoop] = []
         do {
