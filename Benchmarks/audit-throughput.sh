@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Audit throughput (issue 24): one producer pushes MESSAGES messages of ~SIZE bytes through each path into a sink, in
 # one run: the direct loopback path, `chaos proxy` (relay only), and `chaos run` auditing them as NDJSON lines, as
-# WebSocket text frames, as gRPC messages and as MQTT QoS 1 PUBLISHes (issue 36). Prints messages per second
-# (medians of ROUNDS interleaved rounds), each path's ratio to the direct path, the WebSocket, gRPC and MQTT audits'
-# ratio to the lines audit, the MQTT audit's ratio to `chaos proxy` relaying the same packets, how long the relay
+# WebSocket text frames, as gRPC messages, as MQTT QoS 1 PUBLISHes (issue 36) and as Socket.IO events over Engine.IO's
+# WebSocket (issue 38). Prints messages per second (medians of ROUNDS interleaved rounds), each path's ratio to the
+# direct path, the WebSocket, gRPC, MQTT and Socket.IO audits' ratio to the lines audit, the MQTT audit's ratio to `chaos proxy` relaying the same packets, how long the relay
 # waited for the audit (the report's audit_backpressure_s), and checks that each run's report counted every
 # message sent and delivered, none lost or duplicated. Absolute numbers mean little on a shared 2-core machine;
 # ratios measured in the same run do.
@@ -90,6 +90,7 @@ protocol_yaml() {  # FRAMING
         websocket) printf '  framing: websocket\n  format: json\n  seq: seq\n  stream: stream\n' ;;
         grpc) printf '  framing: grpc\n  format: protobuf\n  seq: "1"\n  stream: header:x-session\n' ;;
         mqtt) printf '  framing: mqtt\n  format: json\n  seq: seq\n  stream: topic\n' ;;
+        socketio) printf '  framing: socketio\n  format: json\n  seq: 1.seq\n  stream: 1.stream\n' ;;
     esac
 }
 
@@ -134,7 +135,7 @@ for round in $(seq "$ROUNDS"); do
     rates[direct]+="$(push lines "$SINK_PORT") "
     rates[proxy]+="$(push lines "$PROXY_PORT") "
     rates[proxy-mqtt]+="$(push mqtt "$PROXY_PORT") "
-    for framing in lines websocket grpc mqtt; do
+    for framing in lines websocket grpc mqtt socketio; do
         rates[direct-$framing]+="$(push "$framing" "$SINK_PORT") "
         rates[run-$framing]+="$(audited_push "$framing" "$round") "
     done
@@ -152,12 +153,13 @@ L=$(median <<<"${rates[run-lines]}")
     printf '  %-34s %12s  %-14s  %s\n' "chaos proxy (no audit)" "$P" "$(awk -v a="$P" -v d="$D" 'BEGIN{printf "%.2fx direct", a/d}')" "${rates[proxy]}"
     PM=$(median <<<"${rates[proxy-mqtt]}")
     printf '  %-34s %12s  %-14s  %s\n' "chaos proxy, MQTT packets" "$PM" "$(awk -v a="$PM" -v d="$(median <<<"${rates[direct-mqtt]}")" 'BEGIN{printf "%.2fx direct", a/d}')" "${rates[proxy-mqtt]}"
-    for framing in lines websocket grpc mqtt; do
+    for framing in lines websocket grpc mqtt socketio; do
         R=$(median <<<"${rates[run-$framing]}")
         DF=$(median <<<"${rates[direct-$framing]}")
         ratio=$(awk -v a="$R" -v d="$DF" 'BEGIN{printf "%.2fx direct", a/d}')
         [[ $framing != lines ]] && ratio+=$(awk -v a="$R" -v l="$L" 'BEGIN{printf ", %.2fx lines", a/l}')
         [[ $framing == mqtt ]] && ratio+=$(awk -v a="$R" -v p="$PM" 'BEGIN{printf ", %.2fx proxy (goal >= 0.5x)", a/p}')
+        [[ $framing == socketio ]] && ratio+=" (goal >= 0.5x lines)"
         printf '  %-34s %12s  %-14s  %s  (backpressure up to %s s)\n' "chaos run, $framing audit" "$R" "$ratio" "${rates[run-$framing]}" "$(backpressure "$framing")"
     done
     echo "  every audited round's report: sent = delivered = ok = $MESSAGES, lost 0, duplicated 0"

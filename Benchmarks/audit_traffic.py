@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """Writes the audit-throughput benchmark's traffic (Benchmarks/audit-throughput.sh): MESSAGES messages of about
 SIZE bytes from one producer, as NDJSON lines, as masked WebSocket text frames after an upgrade request, and as
-gRPC messages (one per DATA frame) on one call after the HTTP/2 preface, and as MQTT 3.1.1 QoS 1 PUBLISH packets to
-topic "b" after a CONNECT, plus the canned answers a sink sends back (a 101 upgrade, HTTP/2 SETTINGS and response
-headers, a CONNACK).
+gRPC messages (one per DATA frame) on one call after the HTTP/2 preface, as MQTT 3.1.1 QoS 1 PUBLISH packets to
+topic "b" after a CONNECT, and as Socket.IO events (`42["msg",{…}]`, one per masked WebSocket text frame) after an
+Engine.IO WebSocket upgrade and a Socket.IO CONNECT, plus the canned answers a sink sends back (a 101 upgrade, HTTP/2
+SETTINGS and response headers, a CONNACK, a 101 with Engine.IO's open packet and Socket.IO's CONNECT).
 
   audit_traffic.py DIR MESSAGES SIZE
 
 Files: DIR/lines.bin, DIR/websocket.bin, DIR/websocket.answer, DIR/grpc.bin, DIR/grpc.answer, DIR/mqtt.bin,
-DIR/mqtt.answer, and DIR/lines.answer (empty). Every message carries stream "b" and seq 1..MESSAGES (JSON field `seq`; protobuf field 1)."""
+DIR/mqtt.answer, DIR/socketio.bin, DIR/socketio.answer, and DIR/lines.answer (empty). Every message carries stream "b" and seq 1..MESSAGES (JSON field `seq`; protobuf field 1)."""
 import os
 import struct
 import sys
@@ -21,13 +22,17 @@ def line(seq, size):
 
 
 def ws_frame(payload, mask=b"\x11\x22\x33\x44"):
+    """A text frame; masked as a client sends it, or (mask None) as a server does."""
     length = len(payload)
+    bit = 0x80 if mask else 0
     if length < 126:
-        header = bytes([0x81, 0x80 | length])
+        header = bytes([0x81, bit | length])
     elif length < 65536:
-        header = bytes([0x81, 0x80 | 126]) + struct.pack(">H", length)
+        header = bytes([0x81, bit | 126]) + struct.pack(">H", length)
     else:
-        header = bytes([0x81, 0x80 | 127]) + struct.pack(">Q", length)
+        header = bytes([0x81, bit | 127]) + struct.pack(">Q", length)
+    if not mask:
+        return header + payload
     key = (mask * (length // 4 + 1))[:length]
     masked = (int.from_bytes(payload, "big") ^ int.from_bytes(key, "big")).to_bytes(length, "big")
     return header + mask + masked
@@ -104,6 +109,18 @@ def main():
             out.write(mqtt_packet(0x32, mqtt_string(b"b") + struct.pack(">H", packet_id) + line(seq, size)[:-1]))
     with open(os.path.join(folder, "mqtt.answer"), "wb") as out:
         out.write(mqtt_packet(0x20, bytes([0, 0])))
+    with open(os.path.join(folder, "socketio.bin"), "wb") as out:
+        # Engine.IO v4 straight over WebSocket, Socket.IO's CONNECT to the main namespace, then one event per message.
+        out.write(b"GET /socket.io/?EIO=4&transport=websocket HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+                  b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+        out.write(ws_frame(b"40"))
+        for seq in range(1, messages + 1):
+            out.write(ws_frame(b'42["msg",' + line(seq, size)[:-1] + b"]"))
+    with open(os.path.join(folder, "socketio.answer"), "wb") as out:
+        out.write(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                  b"Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n")
+        out.write(ws_frame(b'0{"sid":"b","upgrades":[],"pingInterval":25000,"pingTimeout":20000}', mask=None))
+        out.write(ws_frame(b'40{"sid":"x"}', mask=None))
     with open(os.path.join(folder, "grpc.answer"), "wb") as out:
         out.write(h2_frame(4, 0, 0, b"") + h2_frame(4, 1, 0, b"")
                   + h2_frame(1, 4, 1, hpack_literal(":status", "200") + hpack_literal("content-type", "application/grpc")))
