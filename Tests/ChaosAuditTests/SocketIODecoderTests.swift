@@ -169,6 +169,26 @@ struct SocketIODecoderTests {
         #expect(made && String(decoding: out, as: UTF8.self) == object)
     }
 
+    @Test("paths only in the first argument: the decoder hands that argument over in place, and the paths read it flat")
+    func firstArgumentInPlace() {
+        var spec = ProtocolSpec(framing: .socketio, seq: "1.seq", stream: "query:stream", ack: "1.meta.ack")
+        #expect(SocketIOProtocol.readsFirstArgumentOnly(spec))
+        let fields = SocketIOProtocol.fieldSpec(spec)
+        #expect(fields.seq == "seq" && fields.stream == "query:stream" && fields.ack == "/meta/ack", "\(fields)")
+        for other in [ProtocolSpec(framing: .socketio, seq: "1.seq", ignore: ["type": ["hello"]]), ProtocolSpec(framing: .socketio, seq: "2.seq")] {
+            #expect(!SocketIOProtocol.readsFirstArgumentOnly(other), "the event name or a later argument: the array is indexed")
+        }
+        spec.stream = "1.stream"
+        #expect(SocketIOProtocol.fieldSpec(spec).stream == "stream")
+        let handshake = Self.get("stream=c1")
+        let events = Self.post("sid=s1", "42[\"up\", {\"seq\":5,\"s\":\"[,]\"} ,3]\u{1e}42[\"bare\"]")
+        let session = SocketIOSession(sessions: SocketIOSessions(), firstArgument: true)
+        let seen = Decoded.feed(SocketIODecoder(upstream: true, session: session, cap: 1024), handshake + events)
+        #expect(Self.messages(seen) == [#"{"seq":5,"s":"[,]"}"#, #"["bare"]"#], "an event with no first argument is handed over whole")
+        let third = Array(#"[1, {"a":[2,3]}, "x" ]"#.utf8).withUnsafeBufferPointer { JSONArrayIndexer.element(2, ofArray: $0) }
+        #expect(third == 17..<20)
+    }
+
     @Test("what is not one JSON array is not indexed", arguments: [#"{"seq":1}"#, #"["open""#, "[1}", ""])
     func notAnArray(text: String) {
         var out: [UInt8] = []

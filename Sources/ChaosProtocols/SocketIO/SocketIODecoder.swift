@@ -302,6 +302,11 @@ final class SocketIODecoder: LegDecoder {
             output(.event(.counted("sioAcks"), at: end))
         case .event, .binaryEvent:
             attachmentsLeft = packet.attachments
+            if session.firstArgument {
+                // Every path reads inside the first argument: it is the message, in place.
+                let argument = JSONArrayIndexer.element(1, ofArray: payload).map { UnsafeBufferPointer(rebasing: payload[$0]) }
+                return output(.message(argument ?? payload, end: end, binary: false))
+            }
             guard JSONArrayIndexer.object(fromArray: payload, into: &indexed) else {
                 return output(.message(payload, end: end, binary: false))
             }

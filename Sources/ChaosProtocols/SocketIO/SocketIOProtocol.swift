@@ -31,7 +31,7 @@ package enum SocketIOProtocol: ProtocolPlugin {
     package static let authPrefix = "auth:"
 
     package static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {
-        SocketIOFramer(sessions: SocketIOSessions())
+        SocketIOFramer(sessions: SocketIOSessions(), firstArgument: readsFirstArgumentOnly(spec))
     }
 
     /// A path as a scenario writes it, as the audit reads the event's array: `1.seq` → `/1/seq`, `0` → `/0`, `event`
@@ -46,8 +46,30 @@ package enum SocketIOProtocol: ProtocolPlugin {
         return "/1/" + parts.joined(separator: "/")
     }
 
+    /// The paths read in the event's array; when every one lies in its first argument (`1.seq`, a bare `KEY`; no
+    /// event name), read in that argument itself, which the decoder then hands over in place (no object of the array
+    /// built, a flat key scanned).
     package static func fieldSpec(_ spec: ProtocolSpec) -> ProtocolSpec {
-        spec.rewritingPaths(arrayPath)
+        let indexed = spec.rewritingPaths(arrayPath)
+        guard readsFirstArgumentOnly(spec) else { return indexed }
+        return indexed.rewritingPaths { path in
+            guard path.hasPrefix("/1/") else { return path }
+            let inner = path.dropFirst(3)
+            return inner.contains("/") ? "/" + inner : String(inner)
+        }
+    }
+
+    /// Whether every path the audit reads lies in the event's first argument, or in the handshake (`query:`,
+    /// `header:`, `auth:`).
+    static func readsFirstArgumentOnly(_ spec: ProtocolSpec) -> Bool {
+        let indexed = spec.rewritingPaths(arrayPath)
+        var paths = [indexed.seq] + [indexed.stream, indexed.id, indexed.ack].compactMap { $0 } + Array(indexed.ignore.keys)
+        for override in [indexed.upstream, indexed.downstream].compactMap({ $0 }) {
+            paths += [override.seq, override.stream, override.ack].compactMap { $0 } + (override.ignore.map { Array($0.keys) } ?? [])
+        }
+        return paths.allSatisfy { path in
+            (path.hasPrefix("/1/") && path.count > 3) || path.hasPrefix("header:") || streamKeyPrefixes.contains { path.hasPrefix($0) }
+        }
     }
 
     /// Packets in the answer to a long-polling GET of a session whose stream is in the query.
@@ -62,11 +84,13 @@ package enum SocketIOProtocol: ProtocolPlugin {
     }
 }
 
-/// A new ``SocketIOSession`` per connection, all of them meeting in one ``SocketIOSessions``.
+/// A new ``SocketIOSession`` per connection, all of them meeting in one ``SocketIOSessions``; `firstArgument`: an
+/// event's message is its first argument (``SocketIOProtocol/readsFirstArgumentOnly(_:)``).
 struct SocketIOFramer: ProtocolFramer {
     let sessions: SocketIOSessions
+    let firstArgument: Bool
 
-    func makeSession() -> any ProtocolSession { SocketIOSession(sessions: sessions) }
+    func makeSession() -> any ProtocolSession { SocketIOSession(sessions: sessions, firstArgument: firstArgument) }
 }
 
 extension ProtocolSpec.Framing {

@@ -16,8 +16,12 @@ final class SocketIOSession: ProtocolSession {
     /// This connection's CONNECT auth, when it carried the CONNECT.
     private(set) var auth: [String: String]?
 
-    init(sessions: SocketIOSessions) {
+    /// Whether an event's message is its first argument, handed over in place (else the array as an object by index).
+    let firstArgument: Bool
+
+    init(sessions: SocketIOSessions, firstArgument: Bool = false) {
         self.sessions = sessions
+        self.firstArgument = firstArgument
     }
 
     /// A request was read (each leg that reads it calls this; the same request twice changes nothing).
