@@ -50,14 +50,14 @@ struct ChatFanoutPairTests {
     }
 
     /// Runs the pair with `bug`; checks every stream against the logs (``judged(_:status:)``).
-    static func run(bug: String) async throws -> (status: Int32, json: [String: Any], holes: [String: Int], folder: String) {
+    static func run(bug: String) async throws -> Judged {
         let run = try await ThirdPartyPairRun.run("chat-fanout", capture: false) { Self.scenario(listen: $0, upstream: $1, bug: bug) }
         return try judged(run.folder, status: run.status)
     }
 
     /// A run of three members that each send to the others, checked against the logs (each member's copies exactly;
     /// each sender's stream at least what the server accepted); the run's status, the report and each copy's holes.
-    static func judged(_ folder: String, status: Int32) throws -> (status: Int32, json: [String: Any], holes: [String: Int], folder: String) {
+    static func judged(_ folder: String, status: Int32) throws -> Judged {
         let run = (folder: folder, status: status)
         let logs = try Self.logged(run.folder)
         let json = try DeliveredMeansAcknowledgedTests.reportJSON(run.folder)
@@ -83,9 +83,10 @@ struct ChatFanoutPairTests {
         return (run.status, json, holes, run.folder)
     }
 
-    @Test("a chat server that replays what a returning member missed: every member got every message once, as its log says; the run passes")
-    func resumingServerPasses() async throws {
-        let run = try await Self.run(bug: "")
+    typealias Judged = (status: Int32, json: [String: Any], holes: [String: Int], folder: String)
+
+    /// A correct fan-out's run: it passed, no member's log has a hole, nothing lost or duplicated, no copy unattributed.
+    static func expectPassed(_ run: Judged) throws {
         #expect(run.status == 0, "the run must pass (\(run.folder))")
         #expect(run.holes.values.allSatisfy { $0 == 0 }, "\(run.holes)")
         let totals = try #require(run.json["totals"] as? [String: Any])
@@ -94,9 +95,8 @@ struct ChatFanoutPairTests {
         #expect(messages["unattributed"] as? Int == 0, "every copy went to a named member: \(messages)")
     }
 
-    @Test("a chat server that skips the first message it owes a returning member: that member's losses equal the holes in its log; the run fails")
-    func skippingServerFails() async throws {
-        let run = try await Self.run(bug: "--drop-on-resume 1")
+    /// A server that skips what it owes a returning member: the run failed, each copy's `lost` equals its log's holes.
+    static func expectSkipsLost(_ run: Judged) throws {
         #expect(run.status == 1, "the run must fail (\(run.folder))")
         let streams = try MQTTPairTests.audited(json: run.json)
         var lost = 0
@@ -105,5 +105,15 @@ struct ChatFanoutPairTests {
             lost += holes
         }
         #expect(lost > 0, "the cuts made members resume and the server skip: \(run.holes)")
+    }
+
+    @Test("a chat server that replays what a returning member missed: every member got every message once, as its log says; the run passes")
+    func resumingServerPasses() async throws {
+        try Self.expectPassed(try await Self.run(bug: ""))
+    }
+
+    @Test("a chat server that skips the first message it owes a returning member: that member's losses equal the holes in its log; the run fails")
+    func skippingServerFails() async throws {
+        try Self.expectSkipsLost(try await Self.run(bug: "--drop-on-resume 1"))
     }
 }

@@ -45,7 +45,7 @@ struct SocketIORoomPairTests {
     }
 
     /// Runs the room with `bug` over `transports`, checked against the logs as the chat pair is.
-    static func run(bug: String, transports: String) async throws -> (status: Int32, json: [String: Any], holes: [String: Int], folder: String) {
+    static func run(bug: String, transports: String) async throws -> ChatFanoutPairTests.Judged {
         let run = try await ThirdPartyPairRun.run("socketio-room", capture: false) {
             Self.scenario(listen: $0, upstream: $1, bug: bug, transports: transports)
         }
@@ -57,25 +57,11 @@ struct SocketIORoomPairTests {
         arguments: ["websocket", "both"]
     )
     func resumingServerPasses(transports: String) async throws {
-        let run = try await Self.run(bug: "", transports: transports)
-        #expect(run.status == 0, "the run must pass (\(run.folder))")
-        #expect(run.holes.values.allSatisfy { $0 == 0 }, "\(run.holes)")
-        let totals = try #require(run.json["totals"] as? [String: Any])
-        #expect(totals["lost"] as? Int == 0 && totals["duplicated"] as? Int == 0, "\(totals)")
-        let messages = run.json["messages"] as? [String: Any] ?? [:]
-        #expect(messages["unattributed"] as? Int == 0, "every copy went to a named member: \(messages)")
+        try ChatFanoutPairTests.expectPassed(try await Self.run(bug: "", transports: transports))
     }
 
     @Test("a room server that skips the first message it owes a returning member: that member's losses equal the holes in its log; the run fails")
     func skippingServerFails() async throws {
-        let run = try await Self.run(bug: "--drop-on-resume 1", transports: "websocket")
-        #expect(run.status == 1, "the run must fail (\(run.folder))")
-        let streams = try MQTTPairTests.audited(json: run.json)
-        var lost = 0
-        for (key, holes) in run.holes {
-            #expect(streams[key]?["lost"] as? Int == holes, "\(key): lost \(streams[key]?["lost"] ?? "?") vs \(holes) holes (\(run.folder))")
-            lost += holes
-        }
-        #expect(lost > 0, "the cuts made members resume and the server skip: \(run.holes)")
+        try ChatFanoutPairTests.expectSkipsLost(try await Self.run(bug: "--drop-on-resume 1", transports: "websocket"))
     }
 }
