@@ -481,7 +481,15 @@ extension AuditEngine {
             : connection.streams.flatMap { $0.values.filter(\.carriedTraffic).map(\.ledger) }
                 .sorted { $0.index < $1.index }
         if !synthetic {
-            recovery.closed(id, side: side, kind: how, at: time, first: first, streams: first ? carried : [])
+            recovery.closed(
+                id,
+                side: side,
+                kind: how,
+                at: time,
+                openedAt: connection.openedAt,
+                first: first,
+                streams: first ? carried : []
+            )
             if first { activity.count(.closed, at: time) }
         }
         if first { connectionStats.closed += 1 }

@@ -172,6 +172,7 @@ package final class AuditEngine {
             let connection = state(of: event.connection)
             connection.direct = endpoints.isDirect
             connection.proxy = endpoints.proxy
+            connection.openedAt = event.time
             recovery.opened(at: event.time)
             pathTracker.opened(event.connection, at: event.time)
         case .refused(_, let reason):
@@ -195,9 +196,12 @@ package final class AuditEngine {
         case .faultStarted(let mark):
             faults.started(mark)
             if event.connection == 0 {
-                // What a fault can leave half-open: the live connections it was aimed at (its proxy's, its targets).
+                // What a fault can leave half-open: the connections it was aimed at (its proxy's, its targets) that
+                // both ends still hold open. One whose end already closed is being torn down, not believed up: its
+                // other leg may close only after the fault lifts, as the proxy holds the FIN.
                 let live = connections.lazy.filter {
-                    !$0.value.fullyClosed && (mark.proxy == nil || $0.value.proxy == mark.proxy) && mark.reaches($0.key)
+                    !$0.value.clientClosed && !$0.value.serverClosed && (mark.proxy == nil || $0.value.proxy == mark.proxy)
+                        && mark.reaches($0.key)
                 }.map(\.key)
                 recovery.faultStarted(mark, at: event.time, live: live)
             }

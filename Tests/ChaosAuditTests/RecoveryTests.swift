@@ -32,6 +32,45 @@ struct RecoveryTests {
         #expect(result.connections.cutByFault == 1 && result.connections.opened == 2)
     }
 
+    @Test(
+        "once the pair recovered from a fault, a later close of a connection made since is not its doing; one it hit still is",
+        arguments: [(10.5, false), (2.5, true)]
+    )
+    func recoveredFaultBlamesNoLaterClose(openedAt: Double, blamed: Bool) throws {
+        var s = TrafficScript()
+        s.open(1)
+        s.relay(1, Array(1...3))
+        s.at(2)
+        s.open(2)  // a second connection, hit by the partition only when it opened before it
+        s.at(5)
+        s.fault("partition", 0, started: true)
+        s.at(7)
+        s.close(1, .fin)  // the heartbeat notices
+        s.at(10)
+        s.fault("partition", 0, started: false)
+        s.at(openedAt)
+        s.open(3)
+        s.at(11)
+        s.relay(3, [4])  // resumed 4 s after the disruption
+        let late: ConnectionID = openedAt > 5 ? 3 : 2
+        s.at(20)
+        s.relay(late, [5])
+        s.at(25)
+        s.close(late, .fin)  // a stalled machine's heartbeat timeout, 15 s after the partition
+        s.at(25.5)
+        s.open(4)
+        s.at(26)
+        s.relay(4, [6])
+        let engine = try AuditEngine(spec: ProtocolSpec())
+        engine.ingest(s.events)
+        let result = engine.finish()
+        let impact = try #require(result.faults.first)
+        #expect(impact.connectionsClosed == (blamed ? 2 : 1), "\(impact)")
+        #expect(result.recovery.resumeS.count == (blamed ? 2 : 1))
+        #expect(abs(result.recovery.resumeS.max - (blamed ? 19 : 4)) < 0.01, "\(result.recovery.resumeS)")
+        #expect(result.totals.ok == 6 && result.totals.lost == 0)
+    }
+
     @Test("connections the run itself closes while stopping are not blamed on the last fault")
     func stoppingIsNotAFault() throws {
         var s = TrafficScript()
@@ -214,6 +253,28 @@ struct RecoveryTests {
         let record = try #require(engine.finish().recovery.halfOpen.first)
         #expect(record.noticed == 0 && record.unnoticed == 1)
         #expect(abs(record.longestS - 1.5) < 0.001)
+    }
+
+    @Test("a connection one end closed before a partition is being torn down, not half-open, even if its other leg closes after")
+    func halfClosedIsNotHalfOpen() throws {
+        var s = TrafficScript()
+        s.open(1)
+        s.open(2)
+        s.at(1)
+        s.add(1, .closed(.client, .fin))  // the client gave up just before the partition; its FIN is held
+        s.at(1.01)
+        s.fault("partition", 0, started: true)
+        s.at(3)
+        s.add(2, .closed(.client, .fin))  // the other client's heartbeat notices
+        s.at(6)
+        s.fault("partition", 0, started: false)
+        s.at(6.1)
+        s.add(1, .closed(.server, .fin))  // the held FIN reaches the server
+        s.add(2, .closed(.server, .fin))
+        let engine = try AuditEngine(spec: ProtocolSpec())
+        engine.ingest(s.events)
+        let record = try #require(engine.finish().recovery.halfOpen.first)
+        #expect(record.connections == 1 && record.noticed == 1 && record.unnoticed == 0, "\(record)")
     }
 
     @Test("after both sides' FINs, what the proxy still held is delivered on the same connection, and it is not live")

@@ -13,6 +13,8 @@ final class ConnectionState {
     var clientClosed = false
     var serverClosed = false
     var cutByFault = false
+    /// When the proxy accepted it (nil: its opening was not seen, as in a capture that began mid-connection).
+    var openedAt: Int64?
     /// No proxy between the ends (see ``ConnectionEndpoints/isDirect``).
     var direct = false
     /// The proxy it went through (its name, or `capture`).

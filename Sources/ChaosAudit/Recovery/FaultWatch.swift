@@ -34,12 +34,20 @@ final class FaultWatch {
         disruptive = Self.disruptiveKinds.contains(mark.kind)
     }
 
-    /// Whether a close or refusal at `time` can be blamed on this fault.
-    func attributes(_ time: Int64) -> Bool {
+    /// Whether a close or refusal at `time` can be blamed on this fault: while it lasts, and for a grace after it
+    /// (a pair notices late) as long as the pair has not recovered from it or the connection is one it hit (accepted
+    /// before it began; `openedAt` nil: unknown, taken as hit). Once every stream it interrupted has resumed, a later
+    /// close of a connection made since (a heartbeat that timed out while the machine was stalled) is not its doing.
+    func attributes(_ time: Int64, openedAt: Int64? = nil) -> Bool {
         guard disruptive, time >= start else { return false }
         guard let end else { return true }
-        return time <= end + RecoveryTracker.attributionGrace
+        guard time <= end + RecoveryTracker.attributionGrace else { return false }
+        return time <= end || !recovered || (openedAt ?? start) < start
     }
+
+    /// The pair is back from it: it ended, it hurt, every stream it interrupted has resumed since and no connection
+    /// it left half-open is still waited on.
+    var recovered: Bool { end != nil && disruption != nil && waitingStreams == 0 && halfOpen.isEmpty }
 
     /// Whether anything is still being measured.
     var settled: Bool {

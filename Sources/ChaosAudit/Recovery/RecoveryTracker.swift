@@ -62,10 +62,11 @@ struct RecoveryTracker {
         }
     }
 
-    /// The latest disruptive fault a close or refusal at `time` is blamed on.
-    private func blamed(at time: Int64) -> FaultWatch? {
+    /// The latest disruptive fault a close or refusal at `time` is blamed on; `openedAt` is when the closing
+    /// connection was accepted (nil for a refusal, or when unknown).
+    private func blamed(at time: Int64, openedAt: Int64? = nil) -> FaultWatch? {
         if let stoppedAt, time >= stoppedAt { return nil }
-        return open.last { $0.attributes(time) }
+        return open.last { $0.attributes(time, openedAt: openedAt) }
     }
 
     mutating func opened(at time: Int64) {
@@ -99,6 +100,7 @@ struct RecoveryTracker {
         side: Side,
         kind: TrafficEvent.CloseKind,
         at time: Int64,
+        openedAt: Int64?,
         first: Bool,
         streams: [StreamLedger]
     ) {
@@ -120,7 +122,7 @@ struct RecoveryTracker {
             }
             watch.halfOpenLongest = max(watch.halfOpenLongest, lasted)
         }
-        guard first, let watch = blamed(at: time) else { return }
+        guard first, let watch = blamed(at: time, openedAt: openedAt) else { return }
         watch.connectionsClosed += 1
         if watch.disruption == nil { watch.disruption = time }
         for ledger in streams where !ledger.resumeWaits.contains(where: { $0.watch === watch }) {
