@@ -234,7 +234,11 @@ let package = Package(
             dependencies: ["ChaosCore", "ChaosCapture", "ChaosAudit"],
             swiftSettings: strictSettings
         ),
-        .testTarget(name: "ChaosDemoTests", dependencies: ["ChaosCore", "ChaosDemo"] + nio, swiftSettings: strictSettings),
+        .testTarget(
+            name: "ChaosDemoTests",
+            dependencies: ["ChaosCore", "ChaosDemo", .product(name: "NIOEmbedded", package: "swift-nio")] + nio,
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "ChaosEndToEndTests",
             dependencies: ["ChaosCore"] + nio,

@@ -119,18 +119,24 @@ extension ClientEngine {
         let interval = TimeAmount.nanoseconds(configuration.heartbeatInterval.nanoseconds)
         let timeout = TimeAmount.nanoseconds(configuration.heartbeatTimeout.nanoseconds)
         lastHeartbeatTick = nil
+        heartbeat?.cancel()
+        pingTimeout?.cancel()
+        pingTimeout = nil
         heartbeat = loop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
             guard channel === self.channel else { return }
             self.noteHeartbeat(interval: interval, timeout: timeout)
             guard self.pingTimeout == nil else { return }
             self.pingSentAt = .now()
-            channel.send(WireMessage(.ping))
+            // The timeout is armed before the PING goes out: a write that fails (a reset) closes the channel inside
+            // send(), and connectionInactive must find the timeout to cancel. Armed after, it outlived the
+            // connection and kept the next one from ever sending a PING (a partition it then never noticed).
             self.pingTimeout = self.loop.scheduleTask(in: timeout) {
                 guard channel === self.channel else { return }
                 self.log?.event("heartbeat-timeout", ["stream": self.stream])
                 self.closingBecause = .heartbeatTimeout
                 channel.close(promise: nil)
             }
+            channel.send(WireMessage(.ping))
         }
     }
 }
