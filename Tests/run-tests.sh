@@ -54,6 +54,14 @@ lane_ports() { echo "$((20000 + $1 * PORTS_PER_LANE))-$((20000 + ($1 + 1) * PORT
 mkdir -p .build
 rm -rf "$LOGS"
 mkdir -p "$LOGS"
+# Every test's files (run folders, the peers' configs and logs, captures) go under one folder of the clone's own
+# (TMPDIR, which Foundation, Python and the peers all honour): a passing run's are removed at the end, a failing run's
+# kept there for a look; nothing is left behind in the machine's /tmp.
+TEST_TMP=$PWD/.build/test-tmp
+rm -rf "$TEST_TMP"
+mkdir -p "$TEST_TMP"
+chmod 0755 "$TEST_TMP"
+export TMPDIR=$TEST_TMP
 started=$(date +%s.%N)
 
 # Runs one phase: `phase NAME LANE COMMAND…`, its output in $LOGS/NAME.log, its time and status in $LOGS/NAME.time.
@@ -182,5 +190,10 @@ for name in "${failures[@]}"; do
   strip "$LOGS/$name.log" | tail -n 40
 done
 echo
+if [ ${#failures[@]} = 0 ]; then
+  rm -rf "$TEST_TMP"
+else
+  echo "the tests' files (run folders, peers' logs): $TEST_TMP"
+fi
 echo "tests: $passed passed, $failed failed"
 [ ${#failures[@]} = 0 ]
