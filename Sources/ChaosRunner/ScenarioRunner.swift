@@ -236,6 +236,7 @@ package final class ScenarioRunner: Sendable {
                 extras.agentFolder = folder.url.path
                 extras.agentFinished = { false }
             }
+            extras.runLength = timeline.duration
             let api = ControlAPI(proxies: proxies, factory: factory, seed: timeline.seed, extras: extras, access: configuration.apiAccess)
             services.append(.init(service: ControlAPIService(api: api, address: address, output: output), serviceName: "control API"))
         }

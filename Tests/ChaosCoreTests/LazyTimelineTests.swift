@@ -55,6 +55,47 @@ struct LazyTimelineTests {
         }
     }
 
+    @Test("many rules, ties among them: the heap of their next occurrences draws what the eager draw gave, ties in file order")
+    func manyRulesMatchTheEagerDraw() throws {
+        var random = SeededGenerator(seed: 41)
+        var rules: [String] = []
+        for index in 0..<600 {
+            let at = random.next(upperBound: 40)  // whole seconds: many occurrences share a time
+            switch index % 3 {
+            case 0: rules.append("  - disconnect: {at: \(at)s}")
+            case 1: rules.append("  - latency: {at: \(at)s, for: 1s, add: 1ms}")
+            default: rules.append("  - stall: {every: \(1 + random.next(upperBound: 9))s, for: 100ms}")
+            }
+        }
+        let scenario = try TimelineTests().scenario(rules.joined(separator: "\n"), duration: "45s")
+        let lazy = Array(Timeline(scenario: scenario, seed: 9))
+        #expect(lazy == EagerTimeline.draw(scenario: scenario, seed: 9, duration: scenario.duration))
+        #expect(lazy.count > 1_000)
+    }
+
+    @Test("reading and drawing a scenario grow with its rules, not their square: 20,000 rules take about ten times 2,000")
+    func validationScalesWithTheRules() throws {
+        func yaml(_ count: Int) -> String {
+            (0..<count).map { "  - latency: {at: \($0 % 3000)s, for: 1s, add: 1ms}" }.joined(separator: "\n")
+        }
+        func seconds(_ rules: String, count: Int) throws -> Double {
+            let start = DispatchTime.now().uptimeNanoseconds
+            let scenario = try TimelineTests().scenario(rules, duration: "1h")
+            let drawn = Timeline(scenario: scenario, seed: 1).reduce(0) { total, _ in total + 1 }
+            #expect(drawn == count)
+            return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        }
+        let (small, large) = (yaml(2_000), yaml(20_000))
+        // Taken in turns, the best of three each: both sizes meet the same load on a shared machine.
+        var best = (small: Double.infinity, large: Double.infinity)
+        for _ in 0..<3 {
+            best.small = min(best.small, try seconds(small, count: 2_000))
+            best.large = min(best.large, try seconds(large, count: 20_000))
+        }
+        // Linear is 10x (a little more for the heap's log); scanning every rule per occurrence was 100x.
+        #expect(best.large < 50 * best.small, "2,000 rules: \(best.small) s, 20,000: \(best.large) s")
+    }
+
     @Test("ten years of a fault every millisecond: the first occurrences come at once and the count is a formula")
     func tenYearsEveryMillisecond() throws {
         let scenario = try TimelineTests().scenario(

@@ -55,6 +55,22 @@ struct ControlAPILimitsTests {
         }
     }
 
+    @Test("a 2 MiB body gets its 413 every time: the API reads and drops the rest before closing (never a reset before the answer is read)")
+    func tooLargeIsAnsweredNotReset() async throws {
+        try await withAPI { _, port in
+            let body = [UInt8](repeating: UInt8(ascii: "x"), count: 2 << 20)
+            for attempt in 1...10 {
+                let socket = try TestSocket.connect(port: port)
+                defer { socket.close() }
+                // The whole body goes out (no EPIPE or reset while the API answers), and the answer is there after it.
+                #expect(throws: Never.self, "attempt \(attempt)") { try socket.sendAll(Array(post(body.count).utf8) + body) }
+                let (bytes, ended) = socket.receiveUntilEnd()
+                let response = String(decoding: bytes, as: UTF8.self)
+                #expect(response.hasPrefix("HTTP/1.1 413 "), "attempt \(attempt): \(ended) \(response.prefix(200))")
+            }
+        }
+    }
+
     @Test("a repeating API fault, even every millisecond, answers at once and lasts until deleted; one faster than 1 ms is refused")
     func repeatingFault() async throws {
         try await withAPI { _, port in

@@ -86,6 +86,24 @@ struct ControlAPITests {
         }
     }
 
+    @Test("a fault posted to begin or go on past the run's end is 400, as a scenario file refuses one past its run")
+    func faultPastTheRunIs400() async throws {
+        // `chaos proxy` runs for a year unless told otherwise: 87601h (past ten 365-day years) would never happen.
+        try await withControlAPI(runLength: .seconds(Int64(8760 * 3600))) { _, apiPort in
+            for body in [
+                #"{"latency": {"at": "87601h", "add": "1ms"}}"#, #"{"disconnect": {"at": "8760h"}}"#,
+                #"{"latency": {"at": "8759h", "for": "2h", "add": "1ms"}}"#, #"{"disconnect": {"after": "8761h", "every": "1s"}}"#,
+            ] {
+                let (status, reason) = try apiRequest(apiPort, "POST", "/faults", body: body)
+                #expect(status == 400, "\(body): \(status) \(reason)")
+                #expect(reason.contains("within the run, which ends 8760h after the proxy's start"), "\(body): \(reason)")
+            }
+            let (status, reason) = try apiRequest(apiPort, "POST", "/faults", body: #"{"latency": {"at": "8759h", "for": "1h", "add": "1ms"}}"#)
+            #expect(status == 201, "\(reason)")
+            #expect(try apiRequest(apiPort, "DELETE", "/faults").0 == 200)
+        }
+    }
+
     @Test("'at' and 'every' count from the proxy's start, as a scenario's do: what is over is 400 or skipped, what began lasts its rest")
     func timesCountFromTheProxysStart() async throws {
         try await withControlAPI { harness, apiPort in

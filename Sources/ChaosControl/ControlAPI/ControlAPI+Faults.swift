@@ -69,7 +69,7 @@ extension ControlAPI {
                 framings: ProtocolRegistry.catalog
             )
             try rule.checkInvariants(source: "request body", proxies: Set(specs.map(\.name)))
-            try rule.checkBegins(within: Self.forever, source: "request body")
+            try rule.checkBegins(within: extras.runLength.map { min($0, Self.forever) } ?? Self.forever, source: "request body")
             if rule.kind.actsOnThePair {
                 throw ChaosError.badInput(
                     "request body: a \(rule.kind.rawValue) fault acts on a chaos run's pair (pair.server); the API's faults act on its proxies"

@@ -1,4 +1,4 @@
-import ChaosCore
+package import ChaosCore
 package import ChaosProxy
 import Foundation
 package import NIOCore
@@ -32,6 +32,10 @@ package final class ControlAPI: Sendable {
     package static let maxConnections = 64
     /// How long a request may take to arrive, from its first byte (or the connection's start) to its end.
     package static let requestTimeout = TimeAmount.seconds(10)
+    /// After refusing a request it was still receiving, how long the API keeps reading (and dropping) what its client
+    /// sends once the client is quiet, and at most in all (``ControlAPIHandler``'s lingering close, nginx's 5 s / 30 s).
+    package static let lingerQuiet = TimeAmount.seconds(5)
+    package static let lingerLongest = TimeAmount.seconds(30)
     /// What `GET /version` answers: Toxiproxy's API version this one follows.
     package static let version = "2.12.0-chaos"
 
@@ -57,6 +61,10 @@ package final class ControlAPI: Sendable {
         package var agentFolder: String?
         /// Whether the agent has written its last event (then a page that ends the last segment says so).
         package var agentFinished: (@Sendable () -> Bool)?
+        /// How long the run lasts on its clock (`chaos run`'s duration, `chaos proxy --duration`): a fault posted to
+        /// begin or go on past it is refused, as a scenario file refuses one past its run. nil: no end but the API's
+        /// ten years.
+        package var runLength: ChaosDuration?
 
         /// Extras; none by default.
         package init(report: (@Sendable () -> String)? = nil, metrics: (@Sendable () -> String)? = nil) {
@@ -128,11 +136,12 @@ package final class ControlAPI: Sendable {
     }
 
     /// An API over `proxies` with a factory of its own (tests).
-    package convenience init(proxies: [ProxyServer], group: any EventLoopGroup, seed: UInt64 = 0) {
+    package convenience init(proxies: [ProxyServer], group: any EventLoopGroup, seed: UInt64 = 0, extras: Extras = Extras()) {
         self.init(
             proxies: proxies,
             factory: ProxyFactory(group: group, sink: nil, clock: RunClock(), seed: SeededGenerator(seed: seed)),
-            seed: seed
+            seed: seed,
+            extras: extras
         )
     }
 

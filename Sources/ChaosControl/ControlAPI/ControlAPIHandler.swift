@@ -14,11 +14,17 @@ final class ControlAPIHandler: ChannelInboundHandler {
     private var refusing = false
     /// Closes the connection when a request has not arrived whole in time.
     private var deadline: Scheduled<Void>?
+    /// After a refusal's answer, the latest the connection lingers (see ``linger(context:)``), and its close.
+    private var lingerEnd: NIODeadline?
+    private var lingerClose: Scheduled<Void>?
 
     init(api: ControlAPI) { self.api = api }
 
     func handlerAdded(context: ChannelHandlerContext) { armDeadline(context: context) }
-    func handlerRemoved(context: ChannelHandlerContext) { deadline?.cancel() }
+    func handlerRemoved(context: ChannelHandlerContext) {
+        deadline?.cancel()
+        lingerClose?.cancel()
+    }
 
     private func armDeadline(context: ChannelHandlerContext) {
         deadline?.cancel()
@@ -40,16 +46,35 @@ final class ControlAPIHandler: ChannelInboundHandler {
         }
     }
 
-    /// Answers with an error and closes, reading nothing more.
+    /// Answers with an error and closes, using nothing more it reads.
     private func refuse(context: ChannelHandlerContext, status: HTTPResponseStatus, message: String) {
         guard !refusing else { return }
         refusing = true
         deadline?.cancel()
-        respond(context: context, response: .error(message, status: status), keepAlive: false)
+        respond(context: context, response: .error(message, status: status), keepAlive: false, linger: true)
+    }
+
+    /// Once a refusal is answered while its client may still be sending (a body over the limit), the output is shut
+    /// (FIN) and what the client still sends is read and dropped, so that its kernel is not reset with the answer
+    /// unread, as closing a socket with unread bytes does (nginx's lingering close). The connection is closed when the
+    /// client closes, has been quiet for ``ControlAPI/lingerQuiet``, or after ``ControlAPI/lingerLongest`` in all.
+    private func linger(context: ChannelHandlerContext) {
+        lingerEnd = .now() + ControlAPI.lingerLongest
+        context.close(mode: .output, promise: nil)
+        extendLinger(context: context)
+    }
+
+    private func extendLinger(context: ChannelHandlerContext) {
+        guard let lingerEnd else { return }
+        lingerClose?.cancel()
+        let channel = context.channel
+        lingerClose = context.eventLoop.scheduleTask(deadline: min(.now() + ControlAPI.lingerQuiet, lingerEnd)) {
+            channel.close(promise: nil)
+        }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard !refusing else { return }
+        guard !refusing else { return extendLinger(context: context) }
         switch unwrapInboundIn(data) {
         case .head(let head):
             self.head = head
@@ -105,7 +130,7 @@ final class ControlAPIHandler: ChannelInboundHandler {
         }
     }
 
-    private func respond(context: ChannelHandlerContext, response: APIResponse, keepAlive: Bool) {
+    private func respond(context: ChannelHandlerContext, response: APIResponse, keepAlive: Bool, linger: Bool = false) {
         var headers = HTTPHeaders()
         let length = response.bytes?.count ?? response.body.utf8.count
         if length > 0 { headers.add(name: "Content-Type", value: response.contentType) }
@@ -119,8 +144,14 @@ final class ControlAPIHandler: ChannelInboundHandler {
             context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: response.body)))), promise: nil)
         }
         let channel = context.channel
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
-            if !keepAlive { channel.close(promise: nil) }
+            if linger {
+                let (handler, context) = loopBound.value
+                handler.linger(context: context)
+            } else if !keepAlive {
+                channel.close(promise: nil)
+            }
         }
     }
 }

@@ -74,7 +74,9 @@ package struct Timeline: Sendable, Equatable, Sequence {
         var draws: [RuleDraw]
         var recorded: IndexingIterator<[FaultOccurrence]>?
         /// The next occurrence of each rule, drawn ahead (nil: that rule has no more).
-        var heads: [FaultOccurrence?]?
+        var heads: [FaultOccurrence?] = []
+        /// The rules that have one, by its time (nil: not drawn yet).
+        var order: RuleHeap?
         var count = 0
 
         init(draws: [RuleDraw], recorded: IndexingIterator<[FaultOccurrence]>?) {
@@ -84,15 +86,13 @@ package struct Timeline: Sendable, Equatable, Sequence {
 
         package mutating func next() -> FaultOccurrence? {
             if recorded != nil { return recorded?.next() }  // a recorded timeline keeps its own indexes
-            if heads == nil { heads = draws.indices.map { draws[$0].next() } }
-            var best: Int?
-            for (rule, head) in heads!.enumerated() {
-                guard let head else { continue }
-                if let current = best, let other = heads![current], other.at <= head.at { continue }
-                best = rule
+            if order == nil {
+                heads = draws.indices.map { draws[$0].next() }
+                order = RuleHeap(heads.indices.compactMap { rule in heads[rule].map { RuleHeap.Entry(at: $0.at, rule: rule) } })
             }
-            guard let best, var occurrence = heads![best] else { return nil }
-            heads![best] = draws[best].next()
+            guard let best = order!.first?.rule, var occurrence = heads[best] else { return nil }
+            heads[best] = draws[best].next()
+            if let following = heads[best] { order!.replaceFirst(at: following.at) } else { order!.removeFirst() }
             occurrence.index = count
             count += 1
             return occurrence

@@ -1,3 +1,4 @@
+import ChaosCore
 import Foundation
 import Testing
 
@@ -24,9 +25,15 @@ func apiRequest(_ port: Int, _ method: String, _ path: String, body: String = ""
 
 /// Runs `body` off the pool with a proxy harness and a control API over its proxy on 127.0.0.1 (the API's port),
 /// then stops both.
-func withControlAPI(seed: UInt64 = 0, _ body: @escaping @Sendable (ProxyHarness, Int) throws -> Void) async throws {
+func withControlAPI(
+    seed: UInt64 = 0,
+    runLength: ChaosDuration? = nil,
+    _ body: @escaping @Sendable (ProxyHarness, Int) throws -> Void
+) async throws {
     let harness = try await ProxyHarness()
-    let api = ControlAPI(proxies: [harness.proxy], group: harness.group, seed: seed)
+    var extras = ControlAPI.Extras()
+    extras.runLength = runLength
+    let api = ControlAPI(proxies: [harness.proxy], group: harness.group, seed: seed, extras: extras)
     let address = try await api.start(host: "127.0.0.1", port: 0)
     let port = try #require(Int(address.split(separator: ":").last ?? ""))
     try await offPool { try body(harness, port) }
