@@ -4,7 +4,7 @@
 SWIFT ?= swift
 # Where `make deps` puts amqtt (MQTTPairTests finds it there).
 AMQTT_VENV ?= $(HOME)/.cache/chaos-peers/amqtt
-APT_PACKAGES := libpcap-dev zlib1g-dev tshark tcpdump socat haproxy iperf3 iproute2 jq python3 nftables mosquitto python3-venv
+APT_PACKAGES := libpcap-dev zlib1g-dev tshark tcpdump socat haproxy iperf3 iproute2 jq python3 nftables mosquitto python3-venv chromium
 CHAOS := .build/debug/chaos
 # No debug info in the debug build: less to compile and link (the tests need no debugger); `make demo` and `make test`
 # build with the same flags, so they share one build. (Not --disable-index-store: Linux finds the tests through the
@@ -138,6 +138,7 @@ bench: deps
 	bash Benchmarks/audit-throughput.sh --no-build
 	bash Benchmarks/offline-audit.sh --no-build
 	bash Benchmarks/fault-accuracy.sh
+	bash Benchmarks/report-page.sh --no-build
 
 clean:
 	rm -rf .build

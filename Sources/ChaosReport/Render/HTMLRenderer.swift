@@ -66,12 +66,13 @@ package struct HTMLRenderer: Sendable {
         return "<ul class=bad>" + items.map { "<li>\(e($0))</li>" }.joined() + "</ul>\n"
     }
 
-    private func e(_ text: String) -> String {
+    /// `text` escaped for HTML text and attribute values.
+    func e(_ text: String) -> String {
         text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
             .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
     }
 
-    private func n(_ value: Double) -> String { String(format: "%.1f", value) }
+    func n(_ value: Double) -> String { String(format: "%.1f", value) }
 
     private func timeline(_ report: RunReport) -> String {
         let activity = report.activity
@@ -206,22 +207,14 @@ package struct HTMLRenderer: Sendable {
             }
             out += "</table>\n"
         }
-        out +=
-            "<h2>Delivery</h2><table><tr><th class=l>stream</th><th class=l>direction</th><th>sent</th><th>delivered</th><th>ok</th><th>lost</th><th>recovered</th><th>duplicated</th><th>redelivered</th><th>reordered</th><th>gaps</th><th>unacked</th><th>delivery</th></tr>"
-        func row(_ name: String, _ direction: String, _ c: DeliveryCounts) -> String {
-            let cells = [c.sent, c.delivered, c.ok, c.lost, c.recovered, c.duplicated, c.redelivered, c.reordered, c.gaps, c.unacked]
-            return "<tr><td class=l>\(e(name))</td><td class=l>\(direction)</td>" + cells.map { "<td>\(ReportText.count($0))</td>" }.joined()
-                + "<td>\(ReportText.percent(c.deliveryRatio))</td></tr>"
-        }
-        for s in report.streams.prefix(200) { out += row(ReportText.stream(s.stream, receiver: s.receiver), s.direction.rawValue, s.counts) }
-        out += row("total", "", report.totals) + "</table>\n"
+        out += deliverySection(report)
         let r = report.recovery
         out += "<h2>Recovery</h2><table><tr><th class=l>measure</th><th>count</th><th>p50</th><th>p95</th><th>p99</th><th>max</th></tr>"
         for (name, s) in [("reconnect", r.reconnectS), ("resume", r.resumeS), ("half-open", r.halfOpenS), ("transit", r.transitS)] {
             out +=
                 "<tr><td class=l>\(name)</td><td>\(s.count)</td><td>\(ReportText.seconds(s.p50))</td><td>\(ReportText.seconds(s.p95))</td><td>\(ReportText.seconds(s.p99))</td><td>\(ReportText.seconds(s.max))</td></tr>"
         }
-        out += "</table>\n"
+        out += "</table>\n" + recoveryHistogram(report)
         if let events = report.protocolEvents {
             out +=
                 "<h2>Protocol events</h2><ul>"
