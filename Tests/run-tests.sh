@@ -35,13 +35,13 @@ PAIR_LANES=(
   "ShippedMobileDayScenarioTests ToxiproxyClientTests"
   "TLSPairTests \.CaptureAuditTests"
   "GRPCPairTests LoopbackCaptureTests"
-  "ShippedGRPCScenarioTests AuditBackpressureTests"
+  "ShippedGRPCScenarioTests AuditBackpressureTests MQTTRetainedPairTests"
   "TLSCaptureAuditTests SocketIORoomPairTests"
   "WebSocketPairTests MobilePathPairTests DeliveredMeansAcknowledgedTests"
   "ShrinkCommandTests"
   "QuickstartShrinkTests FleetNamespaceTests RepeatRunTests ChatFanoutPairTests"
   "MQTTPairTests"
-  "SocketIOPairTests SSEPairTests DeadPathTests MQTTRetainedPairTests"
+  "SocketIOPairTests SSEPairTests DeadPathTests"
 )
 
 # Seconds between the starts of two pair lanes.

@@ -152,7 +152,7 @@ struct SocketIODecoderTests {
         let page = Array(#"{"code":1,"message":"Session ID unknown"}"#.utf8)
         let refused = Array("HTTP/1.1 400 Bad Request\r\nContent-Length: \(page.count)\r\n\r\n".utf8) + page
         let seen = Decoded.feed(SocketIODecoder(upstream: false, session: SocketIOSession(sessions: SocketIOSessions()), cap: 1024), refused)
-        #expect(seen == [.event(.coded("eioRefusals", code: "400"), at: refused.count - page.count)])
+        #expect(seen == [.event(.coded("eioRefusals", code: "400", proxyMayWrite: true), at: refused.count - page.count)])
     }
 
     @Test(

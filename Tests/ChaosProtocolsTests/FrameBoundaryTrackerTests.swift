@@ -3,7 +3,7 @@ import Testing
 
 @testable import ChaosProtocols
 
-@Suite("Frame boundaries of WebSocket and HTTP/2 streams, however the bytes are cut")
+@Suite("Frame boundaries of WebSocket, HTTP/2, MQTT and Engine.IO streams, however the bytes are cut")
 struct FrameBoundaryTrackerTests {
     /// The offsets at which the tracker stands at a boundary, feeding `bytes` in pieces of `chunk`.
     private func boundaries(_ bytes: [UInt8], _ framing: String, producer: Side, chunk: Int) -> [Int] {
@@ -104,6 +104,55 @@ struct FrameBoundaryTrackerTests {
             #expect(frames.grace == .seconds(Int64(1)))
         }
         #expect(WebSocketProtocol.faultFrames(fault, connection: 1, client: MQTTBoundaryTracker()) == nil)
+    }
+
+    @Test(
+        "Engine.IO: polling requests and answers by Content-Length and chunked, a 204, then the upgrade's frames",
+        arguments: [1, 2, 5, 4096]
+    )
+    func engineIO(chunk: Int) {
+        let post = Array("POST /socket.io/?EIO=4&transport=polling&sid=a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n42[1]".utf8)
+        let get = Array("GET /socket.io/?EIO=4&transport=polling&sid=a HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+        let upgrade = Array("GET /socket.io/?EIO=4&transport=websocket&sid=a HTTP/1.1\r\nUpgrade: websocket\r\n\r\n".utf8)
+        let probe: [UInt8] = [0x81, 0x86, 1, 2, 3, 4] + [UInt8](repeating: 0, count: 6)
+        let requests = post + get + upgrade + probe
+        #expect(
+            boundaries(requests, "socketio", producer: .client, chunk: chunk)
+                == [0, post.count, post.count + get.count, post.count + get.count + upgrade.count, requests.count]
+        )
+        let ok = Array("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok".utf8)
+        let chunked = Array("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;x=y\r\n42[1]\r\n3\r\n\u{1e}41\r\n0\r\nTrailer: z\r\n\r\n".utf8)
+        let none = Array("HTTP/1.1 204 No Content\r\n\r\n".utf8)
+        let switching = Array("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n".utf8)
+        let pong: [UInt8] = [0x81, 6] + Array("3probe".utf8)
+        let answers = ok + chunked + none + switching + pong
+        var expected = [0, ok.count]
+        for part in [chunked, none, switching, pong] { expected.append(expected.last! + part.count) }
+        #expect(boundaries(answers, "socketio", producer: .server, chunk: chunk) == expected)
+        // An answer that runs to the connection's end leaves no boundary after it.
+        let open = Array("HTTP/1.1 200 OK\r\n\r\n0{}".utf8)
+        #expect(boundaries(open + ok, "socketio", producer: .server, chunk: chunk) == [0])
+    }
+
+    @Test("eio-session-unknown and eio-poll-hang reach a polling connection, not one upgraded to a WebSocket")
+    func engineIOFaults() throws {
+        let unknown = try #require(SocketIOProtocol.faults.first { $0.kind == "eio-session-unknown" }).fault(["grace": "1s"])
+        let hang = try #require(SocketIOProtocol.faults.first { $0.kind == "eio-poll-hang" }).fault(["hold": "4s"])
+        var client = SocketIOProtocol.boundaryTracker(producer: .client)
+        let get = Array("GET /socket.io/?EIO=4&transport=polling&sid=a HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+        _ = get.withUnsafeBytes { client.advance($0, stopAtBoundary: false) }
+        let refused = try #require(SocketIOProtocol.faultFrames(unknown, connection: 1, client: client))
+        let answer = String(decoding: try #require(refused.inserts[1]).frame, as: UTF8.self)
+        #expect(answer.hasPrefix("HTTP/1.1 400 ") && answer.hasSuffix("\r\n\r\n{\"code\":1,\"message\":\"Session ID unknown\"}"))
+        #expect(answer.contains("Content-Length: 41\r\n"))
+        #expect(refused.inserts[0] == .init(frame: [], silenceAfter: true) && refused.grace == .seconds(Int64(1)))
+        let hung = try #require(SocketIOProtocol.faultFrames(hang, connection: 1, client: client))
+        #expect(hung.inserts == [nil, .init(frame: [], silenceAfter: true)] && hung.grace == .seconds(Int64(4)))
+        let upgrade = Array("GET /socket.io/?EIO=4&transport=websocket&sid=a HTTP/1.1\r\nUpgrade: websocket\r\n\r\n".utf8)
+        _ = upgrade.withUnsafeBytes { client.advance($0, stopAtBoundary: false) }
+        #expect(SocketIOProtocol.faultFrames(unknown, connection: 1, client: client) == nil)
+        #expect(SocketIOProtocol.faultFrames(hang, connection: 1, client: client) == nil)
+        #expect(WebSocketProtocol.faultFrames(unknown, connection: 1, client: EngineIOBoundaryTracker()) == nil)
     }
 
     @Test("each plug-in whose frames the proxy follows is found by its frames, and no other plug-in answers a fault")

@@ -126,7 +126,8 @@ final class SocketIODecoder: LegDecoder {
             }
             if status == 101 { return upgrade(bytes, at: end, output) }
             if (100...199).contains(status) { return }  // an interim answer: the real one follows
-            if status != 200 { output(.event(.coded("eioRefusals", code: "\(status)"), at: end)) }
+            // The proxy answers 400 itself (`eio-session-unknown`): a written answer no read one matches counts too.
+            if status != 200 { output(.event(.coded("eioRefusals", code: "\(status)", proxyMayWrite: true), at: end)) }
             if status == 204 || status == 304 { return }
             startBody(parsed, packets: status == 200, end: end, output)
         }

@@ -30,6 +30,58 @@ package enum SocketIOProtocol: ProtocolPlugin {
     /// The stream-key prefix that names a key of the CONNECT packet's auth.
     package static let authPrefix = "auth:"
 
+    /// The proxy follows Engine.IO's HTTP messages and, after an upgrade, its WebSocket frames, for the faults below.
+    package static var frames: String? { "socketio" }
+
+    /// Engine.IO's own faults, on connections that still carry long polling (one already upgraded to a WebSocket is
+    /// not reached): `eio-session-unknown`, the answer a restarted server gives a session it does not know, and
+    /// `eio-poll-hang`, a polling request never answered.
+    package static let faults = [
+        ProtocolFaultDeclaration(
+            kind: "eio-session-unknown",
+            summary:
+                "a long-polling request answered HTTP 400 \"Session ID unknown\" (a restarted server's answer) at the next answer boundary, then the connection closed",
+            fields: [.init("grace", .duration(default: .seconds(Int64(1))))]
+        ),
+        ProtocolFaultDeclaration(
+            kind: "eio-poll-hang",
+            summary:
+                "long-polling requests left unanswered (nothing reaches the client after the answer under way), then the connection closed after the hold",
+            fields: [.init("hold", .duration(default: .seconds(Int64(30))))]
+        ),
+    ]
+
+    package static func boundaryTracker(producer: Side) -> any FrameBoundaryTracking { EngineIOBoundaryTracker() }
+
+    /// `eio-session-unknown`: the 400 answer toward the client at its next answer boundary, nothing more either way;
+    /// `eio-poll-hang`: nothing more toward the client once an answer ends (its requests still reach the server), for
+    /// the hold. A connection upgraded to a WebSocket (or whose HTTP the proxy lost track of) gets neither.
+    package static func faultFrames(_ fault: ProtocolFault, connection: UInt64, client: any FrameBoundaryTracking) -> FaultFrames? {
+        guard (client as? EngineIOBoundaryTracker)?.isPolling == true else { return nil }
+        switch fault.kind {
+        case "eio-session-unknown":
+            guard let grace = fault.duration("grace") else { return nil }
+            return FaultFrames(
+                toServer: .init(frame: [], silenceAfter: true),
+                toClient: .init(frame: sessionUnknownAnswer, silenceAfter: true),
+                grace: grace
+            )
+        case "eio-poll-hang":
+            guard let hold = fault.duration("hold") else { return nil }
+            return FaultFrames(toServer: nil, toClient: .init(frame: [], silenceAfter: true), grace: hold)
+        default:
+            return nil
+        }
+    }
+
+    /// What the engine.io server answers a request for a session it does not know (after a restart): 400, with the
+    /// reference server's JSON body, closing the connection.
+    static let sessionUnknownAnswer: [UInt8] = {
+        let body = #"{"code":1,"message":"Session ID unknown"}"#
+        let head = "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n"
+        return Array((head + body).utf8)
+    }()
+
     package static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {
         SocketIOFramer(sessions: SocketIOSessions(), firstArgument: readsFirstArgumentOnly(spec))
     }

@@ -9,9 +9,14 @@ struct WebSocketBoundaryTracker: SteppingTracker {
         case payload(remaining: UInt64)
     }
 
-    private(set) var phase = Phase.head
+    private(set) var phase: Phase
     private var head = HTTPHeadMatcher()
     private var header: [UInt8] = []
+
+    /// A tracker from the upgrade's head on, or (`afterHead`) from the first frame on, when another tracker read the head.
+    init(afterHead: Bool = false) {
+        phase = afterHead ? .header : .head
+    }
 
     var atBoundary: Bool { phase == .header && header.isEmpty }
 
