@@ -19,6 +19,13 @@ import time
 
 import socketio
 from aiohttp import web
+from engineio.payload import Payload
+
+# A long-polling answer carries every packet queued since the last poll. python-engineio rejects one of more than 16
+# packets ("Unexpected packet from server, aborting") and drops the session, so a loaded machine, or the backlog after a
+# cut, made the clients reconnect for every event or two. An app that streams 20 events a second raises the limit, as
+# python-socketio's documentation says.
+Payload.max_decode_packets = 1000
 
 
 def serve(args):

@@ -5,8 +5,7 @@ import Testing
 /// through its CONNECT auth; Scenarios/socketio/socketio_pair.py) through `chaos run` with disconnects and a
 /// partition, over long polling then the upgrade and over WebSocket only: the audit's counts equal what the clients
 /// logged, for a correct pair, a server that skips an event on resume (lost) and a client that resumes from a stale
-/// offset (redelivered). (Over long polling only, through faults, the audit still counts as redelivered the answers a
-/// client's TCP took on a session it had given up: see docs/audit.md.)
+/// offset (redelivered); and Engine.IO's own faults over long polling only.
 @Suite("Socket.IO pair: the audit equals the pair's own logs", .serialized, .timeLimit(.minutes(4)))
 struct SocketIOPairTests {
     static let pair = ChaosCLI.packageRoot.appendingPathComponent("Scenarios/socketio/socketio_pair.py").path
@@ -94,7 +93,7 @@ struct SocketIOPairTests {
         #expect((events["eio_upgrades"] as? Int ?? 0) == 0, "polling only: \(events)")
     }
 
-    @Test("eio-poll-hang over long polling only: the clients' polls go unanswered, and the clients give their sessions up and resume")
+    @Test("eio-poll-hang over long polling only: the hang reaches the clients' polling connections, and the events go on after it")
     func pollHang() async throws {
         let run = try await Self.run(transports: "polling", faults: "      - eio-poll-hang: {at: 3s, hold: 2s}")
         let report = try Data(contentsOf: URL(fileURLWithPath: run.folder + "/report.json"))
@@ -102,20 +101,8 @@ struct SocketIOPairTests {
         try Self.expectReached("eio-poll-hang", json)
         let totals = try #require(json["totals"] as? [String: Any])
         #expect((totals["ok"] as? Int ?? 0) >= 100, "\(totals)")
-        // Each client resumed after the hang: a CONNECT with a non-zero offset in the server's log.
-        let serverLog = (try? String(contentsOfFile: run.folder + "/server.out", encoding: .utf8)) ?? ""
-        for client in ["c1", "c2"] {
-            #expect(
-                serverLog.contains("\"connect\": \"\(client)\", \"offset\": ")
-                    && serverLog.split(separator: "\n").contains {
-                        $0.contains("\"\(client)\"") && !$0.contains("\"offset\": 0,")
-                    },
-                "\(client) resumed after the hang: \(serverLog.prefix(400))"
-            )
-        }
-        // Not judged against the logs: after a hung poll, python-socketio 5's AsyncClient on long polling alone starts a
-        // new session for every event or two until the run ends (15 to 79 sessions in 8 s), and the audit over long
-        // polling counts what a client's TCP took on a session it gave up (docs/audit.md, Socket.IO: not yet).
+        // Not judged against the logs yet: python-socketio keeps its Engine.IO session through the hang, and its log
+        // and the audit disagree on what the hung polls carried (docs/audit.md, Socket.IO: not yet).
     }
 
     /// The fault named `kind` reached at least one connection (a polling connection of a client).
