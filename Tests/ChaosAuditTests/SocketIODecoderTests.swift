@@ -53,6 +53,41 @@ struct SocketIODecoderTests {
         seen.compactMap { if case .message(let text, _, _) = $0 { text } else { nil } }
     }
 
+    /// Thirty events `42["tick",{"seq":N}]` joined by 0x1E, compressed as python-engineio compresses a polling answer
+    /// over 1 KB (gzip, with its mtime 0; and zlib for `deflate`): made with Python's gzip and zlib modules.
+    static let compressedTicks: [String: String] = [
+        "gzip":
+            "1f8b08000000000002036dd1290e80401404d19b20be46d03dc37a15328a20088a8023dc1d34295beea5b2e7b8b6658ffa8e733d62d253aafc8fa69828668a2dc58e624f71a038525483154d4294502564095d42985026a4096d469bf917da8c36a3cd6833da8c36a3cd684b9fed054d236e338a020000",
+        "deflate":
+            "789c6dd1290e80401404d19b20be46d03dc37a15328a20088a8023dc1d34295beea5b2e7b8b6658ffa8e733d62d253aafc8fa69828668a2dc58e624f71a038525483154d4294502564095d42985026a4096d469bf917da8c36a3cd6833da8c36a3cd684b9fed059f7cc0af",
+    ]
+
+    @Test(
+        "a polling answer in Content-Encoding gzip or deflate is inflated: every event of it is a message, however its bytes are cut",
+        arguments: ["gzip", "deflate"]
+    )
+    func compressedAnswer(encoding: String) throws {
+        let hex = try #require(Self.compressedTicks[encoding])
+        let body = stride(from: 0, to: hex.count, by: 2).map { offset -> UInt8 in
+            let start = hex.index(hex.startIndex, offsetBy: offset)
+            return UInt8(hex[start..<hex.index(start, offsetBy: 2)], radix: 16)!
+        }
+        let head = Array("HTTP/1.1 200 OK\r\nContent-Encoding: \(encoding)\r\nContent-Length: \(body.count)\r\n\r\n".utf8)
+        let bytes = head + body + Self.answer("42[\"tick\",{\"seq\":31}]")
+        let expected = (1...31).map { "{\"0\":\"tick\",\"1\":{\"seq\":\($0)}}" }
+        for piece in [bytes.count, 1, 5, 64] {
+            let decoder = SocketIODecoder(upstream: false, session: SocketIOSession(sessions: SocketIOSessions()), cap: 1 << 20)
+            var seen: [Decoded] = []
+            for start in stride(from: 0, to: bytes.count, by: piece) {
+                seen += Decoded.feed(decoder, Array(bytes[start..<min(bytes.count, start + piece)])).map { $0.shifted(by: start) }
+            }
+            #expect(Self.messages(seen) == expected, "\(encoding) in pieces of \(piece): \(Self.messages(seen).prefix(3))")
+            // Each compressed event ends on the wire within the compressed body, the last one after it.
+            let ends = seen.compactMap { if case .message(_, let end, _) = $0 { end } else { nil } }
+            #expect(ends.prefix(30).allSatisfy { $0 > head.count && $0 <= head.count + body.count }, "\(ends.prefix(30))")
+        }
+    }
+
     @Test("long polling, the server's side: the open packet, then events as messages ending at their separator, a ping, an ok to a POST")
     func pollingAnswers() {
         let open = Self.answer(#"0{"sid":"s1","upgrades":["websocket"],"pingInterval":25000,"pingTimeout":20000}"#)

@@ -93,16 +93,19 @@ struct SocketIOPairTests {
         #expect((events["eio_upgrades"] as? Int ?? 0) == 0, "polling only: \(events)")
     }
 
-    @Test("eio-poll-hang over long polling only: the hang reaches the clients' polling connections, and the events go on after it")
+    @Test(
+        "eio-poll-hang over long polling only: the hang reaches the clients' polls; what the audit counts lost is exactly the holes in their logs"
+    )
     func pollHang() async throws {
         let run = try await Self.run(transports: "polling", faults: "      - eio-poll-hang: {at: 3s, hold: 2s}")
-        let report = try Data(contentsOf: URL(fileURLWithPath: run.folder + "/report.json"))
-        let json = try #require(try JSONSerialization.jsonObject(with: report) as? [String: Any])
+        // python-socketio keeps its Engine.IO session through the hang (it never reconnects, so no resume runs): an event
+        // in the answer the hang swallowed is gone (seq 81 of one client, in a run here).
+        // The run may fail; the audit must agree with the logs either way.
+        let (_, duplicated, json) = try ThirdPartyPairRun.compare(run.folder, oneWay: true)
+        #expect(duplicated == 0)
         try Self.expectReached("eio-poll-hang", json)
         let totals = try #require(json["totals"] as? [String: Any])
         #expect((totals["ok"] as? Int ?? 0) >= 100, "\(totals)")
-        // Not judged against the logs yet: python-socketio keeps its Engine.IO session through the hang, and its log
-        // and the audit disagree on what the hung polls carried (docs/audit.md, Socket.IO: not yet).
     }
 
     /// The fault named `kind` reached at least one connection (a polling connection of a client).

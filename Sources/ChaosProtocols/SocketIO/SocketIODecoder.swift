@@ -42,6 +42,10 @@ final class SocketIODecoder: LegDecoder {
     private var attachmentsLeft = 0
     /// The current event as an object keyed by index (``JSONArrayIndexer``), kept between events.
     private var indexed: [UInt8] = []
+    /// The current body's `Content-Encoding` (`gzip`, `deflate`: python-engineio compresses polling answers over 1 KB)
+    /// as an inflater, made once per encoding and reset per body; nil: not compressed.
+    private var inflater: Inflater?
+    private var inflaters: [String: Inflater] = [:]
 
     /// A decoder for the `upstream` (client → server) or downstream leg, sharing `session` with the connection's
     /// other legs; packets over `cap` bytes are counted, not kept.
@@ -142,6 +146,15 @@ final class SocketIODecoder: LegDecoder {
         guard body.state != .done else { return }
         mode = .body
         bodyCarriesPackets = packets
+        inflater = nil
+        if packets, let encoding = head.header("content-encoding")?.lowercased(), encoding != "identity" {
+            guard encoding == "gzip" || encoding == "deflate" else {
+                return stop("a body in Content-Encoding \(encoding.prefix(40)), which the audit does not read", at: end, output)
+            }
+            if inflaters[encoding] == nil { inflaters[encoding] = Inflater(gzip: encoding == "gzip") }
+            inflater = inflaters[encoding]
+            inflater?.reset()
+        }
         bodyStarted = false
         packet.removeAll(keepingCapacity: true)
         packetSize = 0
@@ -151,7 +164,17 @@ final class SocketIODecoder: LegDecoder {
         let (next, found) = body.step(input, from: start)
         switch found {
         case .content(let range)?:
-            if bodyCarriesPackets { payload(input, range, output) }
+            if bodyCarriesPackets {
+                if let inflater {
+                    // Inflated, a packet ends on the wire with the compressed bytes that complete it.
+                    let inflated = inflater.inflate(UnsafeBufferPointer(rebasing: input[range])) { plain in
+                        payload(plain, 0..<plain.count, endingAt: range.upperBound, output)
+                    }
+                    if !inflated { stop("a compressed body that does not inflate", at: range.lowerBound, output) }
+                } else {
+                    payload(input, range, output)
+                }
+            }
             contentEnd = range.upperBound
         case .ended?: bodyEnded(output)
         case .problem(let reason, let at)?: stop(reason, at: at, output)
@@ -168,8 +191,14 @@ final class SocketIODecoder: LegDecoder {
         bodyCarriesPackets = false
     }
 
-    /// A run of a payload's bytes: packets separated by the record separator.
-    private func payload(_ input: UnsafeBufferPointer<UInt8>, _ range: Range<Int>, _ output: (DecoderOutput) -> Void) {
+    /// A run of a payload's bytes: packets separated by the record separator; each ends on the wire at its separator,
+    /// or at `endingAt` (a position in the input) when the bytes are inflated from it.
+    private func payload(
+        _ input: UnsafeBufferPointer<UInt8>,
+        _ range: Range<Int>,
+        endingAt wireEnd: Int? = nil,
+        _ output: (DecoderOutput) -> Void
+    ) {
         if !bodyStarted, !range.isEmpty {
             bodyStarted = true
             let first = input[range.lowerBound]
@@ -186,7 +215,7 @@ final class SocketIODecoder: LegDecoder {
             if keep > 0 { packet.append(contentsOf: UnsafeBufferPointer(rebasing: input[start..<(start + keep)])) }
             packetSize += runEnd - start
             guard let separator else { return }
-            packetEnded(at: separator, output)
+            packetEnded(at: wireEnd ?? separator, output)
             start = separator + 1
         }
     }
