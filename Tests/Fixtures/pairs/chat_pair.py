@@ -15,8 +15,9 @@ Wire (JSON text messages over ws://HOST:PORT/chat?user=NAME):
 
 Logs (one JSON line each, flushed): the server logs each message it accepts, {"dir": "up", "stream": SENDER, "seq": N};
 a member logs each message it is handed, {"dir": "down", "stream": SENDER, "receiver": NAME, "seq": N} (a copy of
-one it already has is not handed on). --drop-on-resume N: the server's bug, it skips the first N messages of each
-sender when it replays what a returning member missed.
+one it already has is not handed on). --drop-on-resume N: the server's bug, on a returning member's connection it
+skips the first N messages of each sender it would hand that member, replayed or live (so a resume that owes nothing
+still loses the next ones, and every resume makes a hole).
 Keepalive: websockets' pings every second, 2 s timeout (a half-open connection is noticed). Runs until SIGTERM.
 """
 import argparse
@@ -36,7 +37,7 @@ def open_log(path):
 async def serve(args):
     log = open_log(args.log)
     history = {}  # sender -> [message, ...] in order
-    members = {}  # name -> the queue of its live connection
+    members = {}  # name -> hands a message to its live connection
     host, port = args.listen.rsplit(":", 1)
 
     async def member(connection):
@@ -47,16 +48,24 @@ async def serve(args):
         queue = asyncio.Queue()
         own = len(history.get(name, []))
         queue.put_nowait({"type": "welcome", "from": name, "ack": own})
+        # The bug: how many more of each sender's messages this connection skips (a returning member's only).
+        skips = {} if seen and args.drop_on_resume else None
+
+        def hand(message):
+            if skips is not None:
+                left = skips.get(message["from"], args.drop_on_resume)
+                if left > 0:
+                    skips[message["from"]] = left - 1
+                    return
+            queue.put_nowait(message)
+
         # The replay and the registration happen in one step: nothing accepted in between is missed.
         for sender, messages in history.items():
             if sender == name:
                 continue
-            missed = messages[seen.get(sender, 0):]
-            if seen and args.drop_on_resume:
-                missed = missed[args.drop_on_resume:]
-            for message in missed:
-                queue.put_nowait(message)
-        members[name] = queue
+            for message in messages[seen.get(sender, 0):]:
+                hand(message)
+        members[name] = hand
 
         async def writer():
             while True:
@@ -72,15 +81,15 @@ async def serve(args):
                 if message["n"] == len(kept) + 1:
                     kept.append(message)
                     log.write(json.dumps({"dir": "up", "stream": name, "seq": message["n"]}) + "\n")
-                    for other, other_queue in members.items():
+                    for other, other_hand in members.items():
                         if other != name:
-                            other_queue.put_nowait(message)
+                            other_hand(message)
                 queue.put_nowait({"type": "ack", "from": name, "ack": len(kept)})
         except websockets.ConnectionClosed:
             pass
         finally:
             sending.cancel()
-            if members.get(name) is queue:
+            if members.get(name) is hand:
                 del members[name]
 
     stop = asyncio.Event()
