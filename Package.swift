@@ -239,6 +239,7 @@ let package = Package(
             dependencies: ["ChaosCore", "ChaosDemo", .product(name: "NIOEmbedded", package: "swift-nio")] + nio,
             swiftSettings: strictSettings
         ),
+        .testTarget(name: "ChaosRunnerTests", dependencies: ["ChaosCore", "ChaosRunner"], swiftSettings: strictSettings),
         .testTarget(
             name: "ChaosEndToEndTests",
             dependencies: ["ChaosCore"] + nio,

@@ -113,7 +113,9 @@ struct ChatFanoutPairTests {
         try Self.expectPassed(try await Self.run(bug: ""))
     }
 
-    @Test("a chat server that skips the first message of each sender it hands a returning member: its losses equal the holes in its log; the run fails")
+    @Test(
+        "a chat server that skips the first message of each sender it hands a returning member: its losses equal the holes in its log; the run fails"
+    )
     func skippingServerFails() async throws {
         try Self.expectSkipsLost(try await Self.run(bug: "--drop-on-resume 1"))
     }

@@ -52,11 +52,16 @@ package enum AgentDownload {
     /// and opens again.
     static let restartWait: Double = 30
 
-    /// GETs `path` from an agent that has answered before, trying again while it refuses (at most ``restartWait``).
+    /// GETs `path` from an agent that has answered before, trying again while it refuses connections or closes them
+    /// unanswered (a connection the kernel queued for the run's API as it closed is reset), at most ``restartWait``.
     static func pageAfterRestart(_ agent: AgentHTTP, _ path: String) throws -> AgentHTTP.Answer {
         let deadline = Date().addingTimeInterval(restartWait)
         while true {
-            do { return try agent.get(path) } catch let error as ChaosError where error.message.contains("cannot connect") {
+            do {
+                return try agent.get(path)
+            } catch let error as ChaosError
+                where error.message.contains("cannot connect") || error.message.contains(AgentHTTP.closedUnanswered)
+            {
                 guard Date() < deadline else { throw error }
                 Thread.sleep(forTimeInterval: 0.5)
             }

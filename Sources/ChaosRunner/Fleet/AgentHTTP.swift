@@ -69,13 +69,27 @@ struct AgentHTTP {
         var chunk = [UInt8](repeating: 0, count: 1 << 16)
         while true {
             let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if count == 0 { break }
-            guard count > 0 else { throw ChaosError.badInput("agent URL \(url): no answer to GET \(path) within \(timeout) s") }
+            if count == 0 {
+                guard !response.isEmpty else { throw ChaosError.badInput("agent URL \(url): \(Self.closedUnanswered) GET \(path)") }
+                break
+            }
+            guard count > 0 else {
+                let timedOut = errno == EAGAIN || errno == EWOULDBLOCK
+                throw ChaosError.badInput(
+                    timedOut
+                        ? "agent URL \(url): no answer to GET \(path) within \(timeout) s"
+                        : "agent URL \(url): \(Self.closedUnanswered) GET \(path) (\(String(cString: strerror(errno))))"
+                )
+            }
             response += chunk[0..<count]
             guard response.count <= 80 << 20 else { throw ChaosError.badInput("agent URL \(url): an answer over 80 MB to GET \(path)") }
         }
         return try parse(response, path: path)
     }
+
+    /// How a connection the agent accepted and then closed or reset without an answer is told: what an agent whose
+    /// API is closing and opening again (between its run and `--hold`) does to a request caught in between.
+    static let closedUnanswered = "the connection closed before an answer to"
 
     private func parse(_ response: [UInt8], path: String) throws -> Answer {
         let separator: [UInt8] = [13, 10, 13, 10]
