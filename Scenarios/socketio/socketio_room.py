@@ -16,8 +16,9 @@ Wire (Socket.IO events; the member's name in the query, `?user=NAME`):
 
 Logs (one JSON line each, flushed): the server logs each message it accepts, {"dir": "up", "stream": SENDER, "seq": N};
 a member logs each message it is handed, {"dir": "down", "stream": SENDER, "receiver": NAME, "seq": N} (a copy of one
-it already has is not handed on). --drop-on-resume N: the server's bug, it skips the first N messages of each sender
-when it replays what a returning member missed. Engine.IO pings every second, 2 s timeout. Runs until SIGTERM.
+it already has is not handed on). --drop-on-resume N: the server's bug, on a returning member's connection it skips
+the first N messages of each sender it would hand that member, replayed or broadcast (so a resume that owes nothing
+still loses the next ones, and every resume makes a hole). Engine.IO pings every second, 2 s timeout. Runs until SIGTERM.
 """
 import argparse
 import asyncio
@@ -46,6 +47,8 @@ def serve(args):
     log = open_log(args.log)
     history = {}  # sender -> [message, ...] in order
     names = {}  # sid -> member name
+    in_room = set()  # sids that get the room's broadcasts
+    skipping = {}  # sid of a returning member -> {sender: how many more of its messages are skipped} (the bug)
     sio = socketio.AsyncServer(async_mode="aiohttp", ping_interval=1, ping_timeout=2)
     app = web.Application()
     sio.attach(app)
@@ -53,6 +56,15 @@ def serve(args):
     @sio.event
     async def connect(sid, environ, auth):
         names[sid] = parse_qs(environ.get("QUERY_STRING", "")).get("user", ["?"])[0]
+
+    def skips(sid, sender):
+        """Whether the bug skips this message of `sender` to `sid` (and counts it)."""
+        left = skipping.get(sid)
+        if left is None:
+            return False
+        count = left.get(sender, args.drop_on_resume)
+        left[sender] = max(0, count - 1)
+        return count > 0
 
     @sio.event
     async def hello(sid, message):
@@ -64,15 +76,17 @@ def serve(args):
         # broadcast goes by unseen and none overtakes the replay).
         upto = {sender: seen.get(sender, 0) for sender in history}
         if seen and args.drop_on_resume:
-            upto = {sender: n + args.drop_on_resume for sender, n in upto.items()}
+            skipping[sid] = {}
         while True:
             missed = [m for sender, messages in history.items() if sender != name for m in messages[upto.get(sender, 0):]]
             if not missed:
                 await sio.enter_room(sid, ROOM)
+                in_room.add(sid)
                 break
             for message in missed:
-                await sio.emit("chat", message, to=sid)
                 upto[message["from"]] = max(upto.get(message["from"], 0), message["n"])
+                if not skips(sid, message["from"]):
+                    await sio.emit("chat", message, to=sid)
 
     @sio.event
     async def chat(sid, message):
@@ -83,12 +97,15 @@ def serve(args):
         if message.get("n") == len(kept) + 1:
             kept.append({"from": name, "n": message["n"]})
             log.write(json.dumps({"dir": "up", "stream": name, "seq": message["n"]}) + "\n")
-            await sio.emit("chat", kept[-1], room=ROOM, skip_sid=sid)
+            skipped = [other for other in list(in_room) if other != sid and skips(other, name)]
+            await sio.emit("chat", kept[-1], room=ROOM, skip_sid=[sid] + skipped)
         await sio.emit("ack", {"from": name, "ack": len(kept)}, to=sid)
 
     @sio.event
     async def disconnect(sid, *reason):
         names.pop(sid, None)
+        in_room.discard(sid)
+        skipping.pop(sid, None)
 
     host, port = args.listen.rsplit(":", 1)
     web.run_app(app, host=host, port=int(port), print=None, handle_signals=True)

@@ -17,12 +17,15 @@ struct MobilePathFaultTests {
         try await offPool {
             let (client, server) = try harness.connectPair()
             let (kept, keptServer) = try harness.connectPair()
-            try blockingAwait { await harness.proxy.addShaping(.nat(idleTimeout: .milliseconds(500)), key: ShapingKey(occurrence: 1), to: nil) }
+            // A timeout of 2 s: what the test does between two bytes of a live connection (a keepalive every 150 ms)
+            // stays far below it even on a loaded machine (the unit lane runs niced beside the pair lanes; 500 ms was
+            // crossed there in a fresh-clone run, and the connections died before their first byte).
+            try blockingAwait { await harness.proxy.addShaping(.nat(idleTimeout: .seconds(Int64(2))), key: ShapingKey(occurrence: 1), to: nil) }
             try client.sendAll(Array("hello".utf8))
             #expect(server.receive(exactly: 5) == Array("hello".utf8))
-            // The second connection sends a keepalive every 150 ms (shorter than the 500 ms timeout) for 1.5 s; the
-            // first says nothing for as long.
-            for beat in 0..<10 {
+            // The second connection sends a keepalive every 150 ms for 2.4 s, longer than the timeout; the first says
+            // nothing for as long.
+            for beat in 0..<16 {
                 try kept.sendAll([UInt8(beat)])
                 #expect(keptServer.receive(exactly: 1) == [UInt8(beat)])
                 Thread.sleep(forTimeInterval: 0.15)
