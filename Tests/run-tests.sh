@@ -37,7 +37,7 @@ PAIR_LANES=(
   "GRPCPairTests LoopbackCaptureTests"
   "ShippedGRPCScenarioTests AuditBackpressureTests MQTTRetainedPairTests"
   "TLSCaptureAuditTests SocketIORoomPairTests"
-  "WebSocketPairTests MobilePathPairTests DeliveredMeansAcknowledgedTests"
+  "WebSocketPairTests MobilePathPairTests DeliveredMeansAcknowledgedTests LivePageTests"
   "ShrinkCommandTests"
   "QuickstartShrinkTests FleetNamespaceTests RepeatRunTests ChatFanoutPairTests"
   "MQTTPairTests"

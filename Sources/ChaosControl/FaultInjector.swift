@@ -41,6 +41,10 @@ package final class FaultInjector: Sendable {
     private let onApplied: (@Sendable (FaultOccurrence, Applied) -> Void)?
     /// The pair, for a fault that acts on its processes (`restart`); nil: such faults touch nothing.
     private let pair: (any PairFaultTarget)?
+    /// Pauses of the schedule (the live page's, a replay's); nil: it runs as planned.
+    package let schedule: FaultSchedule?
+    /// Where the schedule is, for ``upcoming(_:)`` (kept only with a schedule).
+    private let cursor = Mutex<Cursor?>(nil)
 
     /// An injector for `timeline` over `proxies`; `onApplied` is told of each occurrence as it begins.
     /// `number` tells its shaping apart from other injectors' on the same proxies (0: the run's own
@@ -55,9 +59,11 @@ package final class FaultInjector: Sendable {
         sink: (any TrafficEventSink)?,
         logger: Logger = Logger(label: "chaos.faults"),
         pair: (any PairFaultTarget)? = nil,
+        schedule: FaultSchedule? = nil,
         onApplied: (@Sendable (FaultOccurrence, Applied) -> Void)? = nil
     ) {
         self.pair = pair
+        self.schedule = schedule
         self.timeline = timeline
         self.skippingBefore = skippingBefore
         self.number = number
@@ -94,58 +100,80 @@ package final class FaultInjector: Sendable {
     /// says `ready: connected` starts its timeline once the clients are connected).
     package var timelineOrigin: Int64 { origin.withLock { $0 } }
 
-    /// An active occurrence's end, ordered by time and then by index (the order a timeline ends them in).
+    /// An active occurrence's end (on the timeline's clock: its planned end, later by the pauses before it began),
+    /// ordered by time and then by index (the order a timeline ends them in).
     private struct PendingEnd: Comparable, Sendable {
         var occurrence: FaultOccurrence
+        var at: ChaosDuration
         static func < (lhs: PendingEnd, rhs: PendingEnd) -> Bool {
-            (lhs.occurrence.end, lhs.occurrence.index) < (rhs.occurrence.end, rhs.occurrence.index)
+            (lhs.at, lhs.occurrence.index) < (rhs.at, rhs.occurrence.index)
         }
         static func == (lhs: PendingEnd, rhs: PendingEnd) -> Bool { lhs.occurrence.index == rhs.occurrence.index }
     }
 
-    /// The next thing to do: end an active occurrence, or begin the timeline's next one. At the same time,
-    /// ends come before starts (a fault that ends as another begins is lifted first).
+    /// The next thing to do: end an active occurrence, or begin the timeline's next one, and when (the timeline's
+    /// clock). At the same time, ends come before starts (a fault that ends as another begins is lifted first).
     private enum Action {
-        case begin(FaultOccurrence)
-        case end(FaultOccurrence)
+        case begin(FaultOccurrence, at: ChaosDuration)
+        case end(PendingEnd)
         var at: ChaosDuration {
             switch self {
-            case .begin(let occurrence): occurrence.at
-            case .end(let occurrence): occurrence.end
+            case .begin(_, let at): at
+            case .end(let end): end.at
             }
         }
     }
 
+    /// How often a paused schedule looks whether it was resumed.
+    static let pausedPoll: Int64 = 100_000_000
+
     /// Applies the timeline, its zero at `timelineOrigin` on the clock, until its end (or until cancelled, which lifts
-    /// active faults). The timeline is
-    /// drawn as time reaches it: memory is the active occurrences, whatever the run's length.
+    /// active faults). The timeline is drawn as time reaches it: memory is the active occurrences, whatever the run's
+    /// length. With a ``FaultSchedule``, no occurrence begins while it is paused, and each begins later by the pauses
+    /// before it.
     package func run(from timelineOrigin: Int64 = 0) async {
         origin.withLock { $0 = timelineOrigin }
-        var upcoming = timeline.lazy.filter { [skippingBefore] in $0.end.nanoseconds >= skippingBefore }.makeIterator()
-        var nextStart = upcoming.next()
+        schedule?.start(origin: timelineOrigin)
+        var upcoming = timeline.makeIterator()
+        var nextStart = next(from: &upcoming)
         var ends = MinHeap<PendingEnd>()
         var active: [Int: FaultOccurrence] = [:]
         var handoffTargets: [Int: [ObjectIdentifier: [ConnectionID]]] = [:]
+        if schedule != nil { cursor.withLock { $0 = Cursor(rest: upcoming, next: nextStart) } }
         while true {
+            let now = ChaosDuration.nanoseconds(clock.now() - timelineOrigin)
+            let paused = schedule?.isPaused(at: now) ?? false
+            let startAt = nextStart.map { schedule?.begin(ofPlanned: $0.at, now: now) ?? $0.at }
             let action: Action
-            if let end = ends.min, nextStart.map({ end.occurrence.end <= $0.at }) ?? true {
-                action = .end(ends.popMin()!.occurrence)
-            } else if let start = nextStart {
-                action = .begin(start)
-                nextStart = upcoming.next()
+            if let end = ends.min, paused || startAt.map({ end.at <= $0 }) ?? true {
+                action = .end(end)
+            } else if !paused, let start = nextStart, let startAt {
+                action = .begin(start, at: startAt)
+            } else if paused {
+                // Nothing to end, nothing may begin: look again shortly.
+                do { try await clock.sleep(until: clock.now() + Self.pausedPoll) } catch { break }
+                continue
             } else {
                 break
             }
-            do { try await clock.sleep(until: timelineOrigin + action.at.nanoseconds) } catch { break }
+            if action.at > now {
+                // Not yet: sleep until then, and look again (a pause or a resume meanwhile moves what comes next).
+                let due = timelineOrigin + action.at.nanoseconds
+                do { try await clock.sleep(until: paused ? min(due, clock.now() + Self.pausedPoll) : due) } catch { break }
+                if schedule != nil { continue }
+            }
             switch action {
-            case .end(let occurrence):
-                active.removeValue(forKey: occurrence.index)
-                await end(occurrence, handoffTargets: handoffTargets.removeValue(forKey: occurrence.index) ?? [:])
-            case .begin(let occurrence):
+            case .end(let pending):
+                _ = ends.popMin()
+                active.removeValue(forKey: pending.occurrence.index)
+                await end(pending.occurrence, handoffTargets: handoffTargets.removeValue(forKey: pending.occurrence.index) ?? [:])
+            case .begin(let occurrence, let at):
+                nextStart = next(from: &upcoming)
+                if schedule != nil { cursor.withLock { $0 = Cursor(rest: upcoming, next: nextStart) } }
                 let (count, targets) = await begin(occurrence)
                 if occurrence.kind != .disconnect {
                     active[occurrence.index] = occurrence
-                    ends.insert(PendingEnd(occurrence: occurrence))
+                    ends.insert(PendingEnd(occurrence: occurrence, at: at + occurrence.lasts))
                 }
                 if occurrence.kind == .handoff { handoffTargets[occurrence.index] = targets }
                 if occurrence.kind == .disconnect {
@@ -165,6 +193,35 @@ package final class FaultInjector: Sendable {
         for occurrence in active.values.sorted(by: { $0.index < $1.index }) {
             await end(occurrence, handoffTargets: handoffTargets[occurrence.index] ?? [:], cancelled: true)
         }
+    }
+
+    /// The timeline's next occurrence from `iterator` that has not ended before ``skippingBefore``.
+    private func next(from iterator: inout Timeline.Iterator) -> FaultOccurrence? {
+        while let occurrence = iterator.next() {
+            if occurrence.end.nanoseconds >= skippingBefore { return occurrence }
+        }
+        return nil
+    }
+
+    /// Where the schedule is: the occurrence to begin next, and the iterator of those after it (a copy is read by
+    /// ``upcoming(_:)``; the injector's own moves on).
+    struct Cursor: Sendable {
+        var rest: Timeline.Iterator
+        var next: FaultOccurrence?
+    }
+
+    /// The next `count` occurrences not begun yet, each with when it begins on the timeline's clock if nothing more
+    /// is paused (nil while the schedule is paused). Only with a ``FaultSchedule`` (the live page's); otherwise none.
+    package func upcoming(_ count: Int) -> [(occurrence: FaultOccurrence, begins: ChaosDuration?)] {
+        guard let schedule, var cursor = cursor.withLock({ $0 }) else { return [] }
+        let now = schedule.now
+        let paused = schedule.isPaused(at: now)
+        var list: [(occurrence: FaultOccurrence, begins: ChaosDuration?)] = []
+        while list.count < count, let occurrence = cursor.next {
+            list.append((occurrence, paused ? nil : schedule.begin(ofPlanned: occurrence.at, now: now)))
+            cursor.next = next(from: &cursor.rest)
+        }
+        return list
     }
 
     /// The occurrence's mark in the event stream (a control-API fault's numbered apart from the run's).

@@ -124,7 +124,7 @@ extension RunReport {
             return FaultRecord(
                 kind: occurrence.kind.rawValue,
                 occurrence: occurrence.index,
-                atS: (origin + occurrence.at).seconds,
+                atS: (origin + inputs.timeline.begin(of: occurrence)).seconds,
                 forS: occurrence.lasts.seconds,
                 connections: inputs.faultConnections[occurrence.index] ?? impact?.connectionsClosed ?? 0,
                 detail: detail,

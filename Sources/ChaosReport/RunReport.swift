@@ -1,5 +1,5 @@
 package import ChaosAudit
-import ChaosCore
+package import ChaosCore
 
 /// The whole result of a run, as written to `report.json` (schema `chaos.report/1`, PRODUCT §5) and read
 /// back by `chaos report`. Field names are stable: tools read them.
@@ -80,6 +80,9 @@ package struct RunReport: Sendable, Codable, Equatable {
     package var failures: [FailureRecord]? = nil
     /// When the first failure was seen, in seconds since the start (absent when there was none).
     package var firstFailureS: Double? = nil
+    /// What people did to the run through its control API while it ran (the live page's pause, resume, fault and stop),
+    /// in order (absent when nobody did anything).
+    package var manual: [ManualAction]? = nil
 }
 
 /// One fault occurrence of the timeline, as injected.

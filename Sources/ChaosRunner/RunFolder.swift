@@ -34,6 +34,13 @@ package struct RunFolder: Sendable {
         try encoder.encode(timeline).write(to: url.appendingPathComponent("timeline.json"), options: .atomic)
     }
 
+    /// Saves the timeline again (with the pauses the run had: ``Timeline/pauses``).
+    package func saveTimeline(_ timeline: Timeline) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        try encoder.encode(timeline).write(to: url.appendingPathComponent("timeline.json"), options: .atomic)
+    }
+
     /// Loads what an earlier run saved for replay.
     package static func loadReplayInputs(from directory: String) throws -> (Scenario, Timeline) {
         let base = URL(fileURLWithPath: directory)

@@ -18,7 +18,8 @@ extension ScenarioRunner {
         interrupted: Bool = false,
         startupError: String? = nil,
         auditQueue: (seconds: Double, peakBytes: Int)? = nil,
-        agentFacts: [String: String] = [:]
+        agentFacts: [String: String] = [:],
+        manual: ManualActions? = nil
     ) -> RunReport {
         let scenario = configuration.scenario
         var faultConnections: [Int: Int] = [:]
@@ -95,6 +96,23 @@ extension ScenarioRunner {
             inputs.timelineOrigin = .nanoseconds(origin)
             inputs.extra?["timeline.origin_s"] = String(format: "%.3f", Double(origin) / 1e9)
         }
-        return RunReport(inputs)
+        // Where the schedule was paused, its occurrences began later: the report places them then.
+        if let schedule = injector?.schedule {
+            inputs.timeline.pauses = schedule.pauses(through: .nanoseconds(elapsed - (injector?.timelineOrigin ?? 0)))
+            if !inputs.timeline.pauses.isEmpty {
+                inputs.extra?["schedule.paused_s"] = String(format: "%.3f", inputs.timeline.pauses.total.seconds)
+            }
+        }
+        var report = RunReport(inputs)
+        if let actions = manual?.all, !actions.isEmpty {
+            report.manual = actions
+            if let stop = actions.last(where: { $0.action == .stop }), interrupted {
+                report.extra?["interrupted"] = String(
+                    format: "stopped through the control API (POST /stop) at %.1f s, before the planned end",
+                    stop.atS
+                )
+            }
+        }
+        return report
     }
 }

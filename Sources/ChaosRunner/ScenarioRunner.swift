@@ -68,6 +68,8 @@ package final class ScenarioRunner: Sendable {
         /// `--hold`: once the run is over, an agent keeps serving its events and report on the control API until
         /// SIGTERM (a merge fetches them from it; Kubernetes does not restart a finished run).
         package var hold = false
+        /// `--peer`: the fleet's other agents' control APIs, which the live page links to.
+        package var fleetPeers: [String] = []
         /// The fleet's seed (the scenario's), which an agent's events.bin carries; nil: the timeline's.
         package var fleetSeed: UInt64?
 
@@ -168,7 +170,18 @@ package final class ScenarioRunner: Sendable {
         let deadPath = scenario.mayKillPaths || configuration.controlAPI != nil
         if deadPath { _ = KernelDeadPath.shared.availability }
         let state = RunState()
-        let injector = FaultInjector(timeline: timeline, proxies: proxies, clock: clock, sink: eventSink, logger: logger, pair: state) {
+        // The schedule can be paused through the control API (the live page), and a replay pauses where its run did.
+        let schedule = configuration.controlAPI != nil || !timeline.pauses.isEmpty ? FaultSchedule(clock: clock, planned: timeline.pauses) : nil
+        let manual = ManualActions(clock: clock)
+        let injector = FaultInjector(
+            timeline: timeline,
+            proxies: proxies,
+            clock: clock,
+            sink: eventSink,
+            logger: logger,
+            pair: state,
+            schedule: schedule
+        ) {
             occurrence,
             applied in
             output(
@@ -189,7 +202,8 @@ package final class ScenarioRunner: Sendable {
                 interrupted: interrupted,
                 startupError: error,
                 auditQueue: sink.backpressure,
-                agentFacts: agentFacts.withLock { $0 }
+                agentFacts: agentFacts.withLock { $0 },
+                manual: manual
             )
         }
         let checkpoint = folder.map { folder in
@@ -222,6 +236,8 @@ package final class ScenarioRunner: Sendable {
                 serviceName: "pair"
             ),
         ]
+        // POST /stop: the group is shut down as a signal would.
+        let stopSwitch = Mutex<ServiceGroup?>(nil)
         if let address = configuration.controlAPI {
             var extras = ControlAPI.Extras()
             if scenario.protocolSpec != nil {
@@ -237,6 +253,19 @@ package final class ScenarioRunner: Sendable {
                 extras.agentFinished = { false }
             }
             extras.runLength = timeline.duration
+            let live = LiveView(
+                report: { report(sink.snapshot(), false, clock.now(), false, nil) },
+                injector: injector,
+                proxies: proxies,
+                manual: manual,
+                peers: configuration.fleetPeers
+            )
+            extras.liveState = { live.state() }
+            extras.liveStreams = { live.streams(page: $0, search: $1) }
+            extras.schedule = schedule
+            extras.manual = manual
+            extras.stop = { await stopSwitch.withLock { $0 }?.triggerGracefulShutdown() }
+            extras.fleetPeers = configuration.fleetPeers
             let api = ControlAPI(proxies: proxies, factory: factory, seed: timeline.seed, extras: extras, access: configuration.apiAccess)
             services.append(.init(service: ControlAPIService(api: api, address: address, output: output), serviceName: "control API"))
         }
@@ -278,7 +307,9 @@ package final class ScenarioRunner: Sendable {
         var groupConfiguration = ServiceGroupConfiguration(services: services, logger: logger)
         groupConfiguration.gracefulShutdownSignals = [.sigint, .sigterm]
         var failure: (any Error)?
-        do { try await ServiceGroup(configuration: groupConfiguration).run() } catch { failure = error }
+        let group = ServiceGroup(configuration: groupConfiguration)
+        stopSwitch.withLock { $0 = group }
+        do { try await group.run() } catch { failure = error }
 
         stopping()  // when the group ended without its schedule (a failure)
         let elapsed = clock.now()
@@ -288,6 +319,12 @@ package final class ScenarioRunner: Sendable {
             output("capture: \(capture.paths.joined(separator: ", ")) (\(capture.statistics.packets) packets)")
         }
         let audited = sink.finish()
+        // Where the schedule was paused, timeline.json says when, so that a replay pauses there too.
+        if let schedule, !schedule.planned, let folder {
+            var paused = timeline
+            paused.pauses = schedule.pauses(through: .nanoseconds(elapsed - injector.timelineOrigin))
+            if !paused.pauses.isEmpty { try? folder.saveTimeline(paused) }
+        }
         if let agent { agentFacts.withLock { $0 = agent.close() } }
         if let failure {
             // The run cannot be judged: leave a report that says why (verdict error), then fail with exit 2.

@@ -29,9 +29,9 @@ struct FaultInjectorTests {
     /// A proxy stand-in that writes down what it was asked, and when (virtual milliseconds).
     final class RecordingTarget: FaultTarget {
         var connectionsOpened: Int64 { 0 }
-        let clock: VirtualClock
+        let clock: any FaultClock
         private let calls = Mutex<[String]>([])
-        init(clock: VirtualClock) { self.clock = clock }
+        init(clock: any FaultClock) { self.clock = clock }
 
         var log: [String] { calls.withLock { $0 } }
         private func note(_ what: String) { calls.withLock { $0.append("\(clock.now() / 1_000_000) \(what)") } }

@@ -204,6 +204,25 @@ struct ReportTests {
         #expect(html.contains("class=\"reconnect\""))
     }
 
+    @Test("what people did through the live page (pause, resume, a fault, a stop) is listed in report.md and report.html, escaped")
+    func manualActions() throws {
+        var report = try ReportFixtures.report()
+        report.manual = [
+            ManualAction(atS: 3.5, action: .pause), ManualAction(atS: 7.25, action: .resume, detail: "paused for 3.75s"),
+            ManualAction(atS: 9, action: .fault, detail: #"{"partition": {"for": "<2s>"}}"#),
+            ManualAction(atS: 12, action: .stop, detail: "POST /stop"),
+        ]
+        let text = MarkdownRenderer().render(report)
+        #expect(text.contains("### What people did\n\n- 3.50s pause\n- 7.25s resume: `paused for 3.75s`\n"), "\(text)")
+        let html = HTMLRenderer().render(report)
+        #expect(html.contains("<h2>What people did</h2><ul id=manual><li>3.50s pause</li>"), "\(html)")
+        #expect(html.contains("&lt;2s&gt;") && !html.contains("<2s>"))
+        #expect(!MarkdownRenderer().render(try ReportFixtures.report()).contains("What people did"))
+        let json = try JSONSerialization.jsonObject(with: try report.jsonData()) as? [String: Any] ?? [:]
+        let manual = json["manual"] as? [[String: Any]] ?? []
+        #expect(manual.map { $0["action"] as? String } == ["pause", "resume", "fault", "stop"] && manual.first?["at_s"] as? Double == 3.5)
+    }
+
     @Test("--compare shows what got worse than the baseline")
     func comparison() throws {
         let baseline = try ReportFixtures.report()

@@ -42,10 +42,13 @@ package struct APIAccess: Sendable {
         return bare == "localhost" || bare == "::1" || bare.hasPrefix("127.")
     }
 
-    /// Whether a request for `path` with this `Authorization` header value may be answered.
+    /// Whether a request for `path` with this `Authorization` header value may be answered. The live page itself
+    /// (`GET /ui`, static, the same for everyone) is answered without the token: a browser cannot send a header with a
+    /// page it opens; the page then asks for its figures and controls with the token it is given (`/ui#token=…`).
     func admits(path: String, authorization: String?) -> Bool {
         guard let token else { return true }
         if metricsOpen, path == "/metrics" { return true }
+        if path == "/ui" { return true }
         guard let authorization, authorization.hasPrefix("Bearer ") else { return false }
         return Self.constantTimeEqual(Array(authorization.utf8.dropFirst("Bearer ".utf8.count)), token)
     }

@@ -110,6 +110,7 @@ extension ControlAPI {
             }
             state.faults[id] = (body.trimmingCharacters(in: .whitespacesAndNewlines), task)
         }
+        extras.manual?.record(.fault, body.trimmingCharacters(in: .whitespacesAndNewlines))
         // Answer once what starts now has been applied.
         for _ in 0..<200 where startsNow && injector.appliedSoFar.isEmpty {
             try? await Task.sleep(nanoseconds: 5_000_000)

@@ -68,6 +68,11 @@ extension ControlAPI {
         case (.GET, 1, "events", _): return events(query: query)
         case (.GET, 1, "clock", _): return .json(["wall_ns": AgentClock.now()])
         case (.GET, 2, "run", _): return runFile(at(1))
+        case (.GET, 1, "ui", _): return LivePage.response
+        case (.GET, 2, "ui", _) where at(1) == "state": return liveState()
+        case (.GET, 2, "ui", _) where at(1) == "streams": return liveStreams(query: query)
+        case (.POST, 2, "schedule", _) where at(1) == "pause" || at(1) == "resume": return schedule(pause: at(1) == "pause")
+        case (.POST, 1, "stop", _): return await stopRun()
         case (.POST, 1, "reset", _): return await reset()
         case (.POST, 1, "populate", _): return await populate(body)
         case (.GET, 1, "proxies", _): return .json(proxyViews())
@@ -89,7 +94,8 @@ extension ControlAPI {
         default:
             return .error(
                 "no route \(method) \(path); routes: GET /version, GET /metrics, GET /report, GET /events?since=S:O, GET /clock, "
-                    + "GET /run/scenario.json|timeline.json|report.json, POST /reset, POST /populate, "
+                    + "GET /run/scenario.json|timeline.json|report.json, GET /ui, GET /ui/state, GET /ui/streams, GET /ui/events, "
+                    + "POST /schedule/pause|resume, POST /stop, POST /reset, POST /populate, "
                     + "GET|POST /proxies, GET|POST|DELETE /proxies/NAME, GET|POST /proxies/NAME/toxics, "
                     + "GET|POST|DELETE /proxies/NAME/toxics/TOXIC, GET|POST|DELETE /faults, DELETE /faults/ID",
                 status: .notFound

@@ -65,6 +65,19 @@ package final class ControlAPI: Sendable {
         /// begin or go on past it is refused, as a scenario file refuses one past its run. nil: no end but the API's
         /// ten years.
         package var runLength: ChaosDuration?
+        /// The live page's figures as JSON (`GET /ui/state`, pushed every second on `GET /ui/events`); nil: the API
+        /// serves no run, and the page says so.
+        package var liveState: (@Sendable () -> String)?
+        /// A page of the run's streams, worst first, those whose names contain the search (`GET /ui/streams`).
+        package var liveStreams: (@Sendable (_ page: Int, _ search: String) -> String)?
+        /// The run's fault schedule, paused and resumed by `POST /schedule/pause|resume`; nil: 404.
+        package var schedule: FaultSchedule?
+        /// Stops the run as Ctrl-C does (`POST /stop`); nil: 404.
+        package var stop: (@Sendable () async -> Void)?
+        /// Where what people do through the API is written down for the report (pauses, faults, a stop).
+        package var manual: ManualActions?
+        /// The addresses of the fleet's other agents' control APIs, which the live page links to.
+        package var fleetPeers: [String] = []
 
         /// Extras; none by default.
         package init(report: (@Sendable () -> String)? = nil, metrics: (@Sendable () -> String)? = nil) {
@@ -144,6 +157,9 @@ package final class ControlAPI: Sendable {
             extras: extras
         )
     }
+
+    /// Whether it serves a run's live page (`GET /ui` with figures behind it).
+    package var servesLivePage: Bool { extras.liveState != nil }
 
     /// Listens on `host:port`; returns the bound address (`host:port`).
     package func start(host: String, port: Int) async throws -> String {

@@ -1,4 +1,5 @@
 import ChaosProxy
+import Foundation
 import NIOCore
 import NIOHTTP1
 
@@ -17,6 +18,9 @@ final class ControlAPIHandler: ChannelInboundHandler {
     /// After a refusal's answer, the latest the connection lingers (see ``linger(context:)``), and its close.
     private var lingerEnd: NIODeadline?
     private var lingerClose: Scheduled<Void>?
+    /// A live page's stream of figures (`GET /ui/events`): its pushes, and whether one is being made.
+    private var pushes: RepeatedTask?
+    private var pushing = false
 
     init(api: ControlAPI) { self.api = api }
 
@@ -24,6 +28,7 @@ final class ControlAPIHandler: ChannelInboundHandler {
     func handlerRemoved(context: ChannelHandlerContext) {
         deadline?.cancel()
         lingerClose?.cancel()
+        pushes?.cancel()
     }
 
     private func armDeadline(context: ChannelHandlerContext) {
@@ -114,6 +119,11 @@ final class ControlAPIHandler: ChannelInboundHandler {
                 if head.isKeepAlive { armDeadline(context: context) }
                 return
             }
+            if head.method == .GET, path == "/ui/events", let state = api.extras.liveState {
+                // A stream for as long as the page is open: it waits for no answer, so another connection may take its slot.
+                api.answering(connection, false)
+                return stream(context: context, state: state)
+            }
             let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
             let api = self.api
             let keepAlive = head.isKeepAlive
@@ -125,6 +135,37 @@ final class ControlAPIHandler: ChannelInboundHandler {
                     handler.respond(context: context, response: response, keepAlive: keepAlive)
                     api.answering(connection, false)
                     if keepAlive { handler.armDeadline(context: context) }
+                }
+            }
+        }
+    }
+
+    /// How often the live page's figures are pushed.
+    static let pushEvery = TimeAmount.seconds(1)
+
+    /// `GET /ui/events`: Server-Sent Events, an `event: state` with the figures (``ControlAPI/Extras/liveState``) at
+    /// once and every ``pushEvery``, until the page goes. A page that reads slower than that is skipped a push rather
+    /// than queued one (the figures are a snapshot: the next one says it all); nothing more is read from it.
+    private func stream(context: ChannelHandlerContext, state: @escaping @Sendable () -> String) {
+        refusing = true
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: "text/event-stream; charset=utf-8")
+        headers.add(name: "Cache-Control", value: "no-store")
+        headers.add(name: "X-Accel-Buffering", value: "no")
+        context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))), promise: nil)
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        pushes = context.eventLoop.scheduleRepeatedTask(initialDelay: .zero, delay: Self.pushEvery) { _ in
+            let (handler, context) = loopBound.value
+            guard !handler.pushing, context.channel.isActive, context.channel.isWritable else { return }
+            handler.pushing = true
+            Task {
+                // The figures are made off the event loop: at a fleet's size they take a moment.
+                let text = "event: state\ndata: " + state().trimmingCharacters(in: .newlines) + "\n\n"
+                loopBound.eventLoop.execute {
+                    let (handler, context) = loopBound.value
+                    handler.pushing = false
+                    guard context.channel.isActive else { return }
+                    context.writeAndFlush(handler.wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: text)))), promise: nil)
                 }
             }
         }

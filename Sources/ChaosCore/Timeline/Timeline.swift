@@ -13,6 +13,9 @@ package struct Timeline: Sendable, Equatable, Sequence {
     package let duration: ChaosDuration
     /// Where the occurrences come from.
     let source: Source
+    /// When the schedule was paused (a live run's pause and resume; a replay's, from timeline.json): occurrences
+    /// begin later by the pauses before them (``SchedulePauses/begin(ofPlanned:)``). Their `at` stays the planned one.
+    package var pauses = SchedulePauses.none
 
     enum Source: Sendable, Equatable {
         /// Drawn from these rules as iterated.
@@ -64,9 +67,15 @@ package struct Timeline: Sendable, Equatable, Sequence {
         }
     }
 
-    /// The occurrences that start at or before `time`, in order (a report lists those a run reached).
+    /// The occurrences that begin at or before `time`, pauses counted (``begin(of:)``), in order (a report lists
+    /// those a run reached).
     package func occurrences(through time: ChaosDuration) -> [FaultOccurrence] {
-        Array(lazy.prefix { $0.at <= time })
+        Array(lazy.prefix { begin(of: $0) <= time })
+    }
+
+    /// When `occurrence` begins on the timeline's clock: its `at`, later by the pauses before it.
+    package func begin(of occurrence: FaultOccurrence) -> ChaosDuration {
+        pauses.isEmpty ? occurrence.at : pauses.begin(ofPlanned: occurrence.at)
     }
 
     /// Draws occurrences one by one; memory is one pending occurrence per rule.
@@ -105,7 +114,7 @@ extension Timeline: Codable {
     /// bounded whatever the run's length and rate (the rest are drawn again from scenario.json).
     package static let savedOccurrences = 10_000
 
-    private enum CodingKeys: String, CodingKey { case seed, duration, occurrences, complete }
+    private enum CodingKeys: String, CodingKey { case seed, duration, occurrences, complete, pauses }
 
     package func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
@@ -116,6 +125,7 @@ extension Timeline: Codable {
         if !complete { saved.removeLast(Swift.max(0, saved.count - Self.savedOccurrences)) }
         try container.encode(saved, forKey: .occurrences)
         if !complete { try container.encode(false, forKey: .complete) }
+        if !pauses.isEmpty { try container.encode(pauses, forKey: .pauses) }
     }
 
     package init(from decoder: any Decoder) throws {
@@ -127,6 +137,7 @@ extension Timeline: Codable {
             duration: try container.decode(ChaosDuration.self, forKey: .duration),
             source: .recorded(occurrences, complete: complete)
         )
+        pauses = try container.decodeIfPresent(SchedulePauses.self, forKey: .pauses) ?? .none
     }
 }
 
@@ -136,7 +147,8 @@ extension Timeline {
     /// returned as it is.
     package func completed(from scenario: Scenario, source: String) throws -> Timeline {
         guard !isComplete else { return self }
-        let drawn = Timeline(scenario: scenario, seed: seed, duration: duration)
+        var drawn = Timeline(scenario: scenario, seed: seed, duration: duration)
+        drawn.pauses = pauses
         for (index, (saved, again)) in zip(self, drawn).enumerated() where saved != again {
             throw ChaosError.badInput(
                 "\(source): occurrences[\(index)] is not what scenario.json draws with seed "

@@ -1,4 +1,4 @@
-import ChaosAudit
+package import ChaosAudit
 import ChaosCore
 import Foundation
 
@@ -10,12 +10,12 @@ extension HTMLRenderer {
     static let streamPage = 200
 
     /// How much went wrong on a stream-direction: the messages it did not get exactly once and in order.
-    static func trouble(_ counts: DeliveryCounts) -> Int64 {
+    package static func trouble(_ counts: DeliveryCounts) -> Int64 {
         counts.lost + counts.duplicated + counts.redelivered + counts.reordered + counts.gaps + counts.truncated
     }
 
     /// The worst first: the most trouble, then the lowest delivery, then by name (a stable order for equal ones).
-    static func worstFirst(_ streams: [StreamResult]) -> [StreamResult] {
+    package static func worstFirst(_ streams: [StreamResult]) -> [StreamResult] {
         streams.enumerated().sorted { left, right in
             let (a, b) = (trouble(left.element.counts), trouble(right.element.counts))
             if a != b { return a > b }

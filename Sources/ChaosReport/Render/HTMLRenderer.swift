@@ -46,6 +46,12 @@ package struct HTMLRenderer: Sendable {
         html += timeline(report)
         html += legend(report)
         html += failuresList(report)
+        if let manual = report.manual, !manual.isEmpty {
+            html +=
+                "<h2>What people did</h2><ul id=manual>"
+                + manual.map { "<li>\(e(ReportText.clock($0.atS))) \($0.action.rawValue)\($0.detail.map { ": <code>\(e($0))</code>" } ?? "")</li>" }
+                .joined() + "</ul>\n"
+        }
         html += tables(report, comparison: comparison)
         html += "<h2>Reproduce</h2><p><code>\(e(report.replay))</code></p>\n</body></html>\n"
         return html

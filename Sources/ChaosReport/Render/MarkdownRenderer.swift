@@ -101,6 +101,7 @@ package struct MarkdownRenderer: Sendable {
         }
         out += [Self.deliveredMeaning, ""]
         out += section("Faults injected (\(report.faults.count))", faults(report))
+        out += section("What people did", Self.manualLines(report.manual ?? []))
         out += section("Recovery", recovery(report))
         if let events = report.protocolEvents { out += section("Protocol events", Self.protocolLines(events)) }
         if let path = report.path { out += section("Mobile path", pathLines(path)) }
@@ -179,6 +180,13 @@ package struct MarkdownRenderer: Sendable {
         }
         if report.faults.count > rowLimit { lines.append("| … | | \(report.faults.count - rowLimit) more | | | | | |") }
         return lines
+    }
+
+    /// What people did through the control API while the run ran (the live page's buttons), one line each.
+    static func manualLines(_ actions: [ManualAction]) -> [String] {
+        actions.map { action in
+            "- \(ReportText.clock(action.atS)) \(action.action.rawValue)" + (action.detail.map { ": `\($0)`" } ?? "")
+        }
     }
 
     private func recovery(_ report: RunReport) -> [String] {

@@ -125,7 +125,8 @@ package enum FleetMerge {
         for (index, agent) in agents.enumerated() {
             let through = agent.report.map { ChaosDuration.nanoseconds(Int64($0.elapsedS * 1e9)) } ?? agent.timeline.duration
             for var occurrence in agent.timeline.occurrences(through: through) {
-                occurrence.at = .nanoseconds(occurrence.at.nanoseconds + agent.shift)
+                // Where the agent's schedule was paused, its occurrences began later: the merged timeline has them then.
+                occurrence.at = .nanoseconds(agent.timeline.begin(of: occurrence).nanoseconds + agent.shift)
                 all.append((index, occurrence))
             }
             duration = max(duration, agent.timeline.duration.nanoseconds + agent.shift)

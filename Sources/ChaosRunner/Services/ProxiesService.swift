@@ -24,7 +24,9 @@ struct ControlAPIService: Service {
     let output: @Sendable (String) -> Void
 
     func run() async throws {
-        output("control API: http://\(try await api.start(host: address.host, port: address.port))")
+        let bound = try await api.start(host: address.host, port: address.port)
+        output("control API: http://\(bound)")
+        if api.servesLivePage { output("live page: http://\(bound)/ui") }
         try? await gracefulShutdown()
         await uncancelled { [api] in await api.stop() }
     }

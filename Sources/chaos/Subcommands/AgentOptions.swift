@@ -19,6 +19,12 @@ struct AgentOptions: ParsableArguments {
     )
     var hold = false
 
+    @Option(
+        name: .customLong("peer"),
+        help: "Another agent of the fleet, by its control API (http://HOST:PORT), which this agent's live page links to (repeatable)."
+    )
+    var peers: [String] = []
+
     /// The agent's name, checked: letters, digits, `.`, `_` and `-`, at most 63 (a Kubernetes pod name fits).
     func check() throws {
         if let agent {
@@ -29,8 +35,12 @@ struct AgentOptions: ParsableArguments {
         if let startAt, Self.date(startAt) == nil {
             throw ValidationError("--start-at must be an RFC 3339 time such as 2026-11-27T12:00:00Z, found '\(startAt)'")
         }
-        if startAt != nil || eventRing != nil || hold, agent == nil {
-            throw ValidationError("--start-at, --event-ring and --hold belong to a fleet's agent: add --agent NAME")
+        if startAt != nil || eventRing != nil || hold || !peers.isEmpty, agent == nil {
+            throw ValidationError("--start-at, --event-ring, --hold and --peer belong to a fleet's agent: add --agent NAME")
+        }
+        for peer in peers
+        where !peer.hasPrefix("http://") && !peer.hasPrefix("https://") || peer.contains(where: { $0 == "\"" || $0 == "<" || $0.isWhitespace }) {
+            throw ValidationError("--peer must be an agent's control API URL such as http://agent-2:9090, found '\(peer)'")
         }
         if let eventRing {
             guard let bytes = Self.bytes(eventRing), bytes >= 1 << 20 else {
@@ -44,6 +54,7 @@ struct AgentOptions: ParsableArguments {
         configuration.startAt = startAt.flatMap(Self.date)
         if let bytes = eventRing.flatMap(Self.bytes) { configuration.eventRingBytes = bytes }
         configuration.hold = hold
+        configuration.fleetPeers = peers
     }
 
     /// The seed of this run's timeline: the scenario's, or under `fleet: {schedule: per-agent}` the agent's own.

@@ -23,6 +23,12 @@ struct Run: AsyncParsableCommand {
     var metrics: String?
 
     @Option(
+        help:
+            "Serve the live page here during the run (HOST:PORT; open http://HOST:PORT/ui): the control API on that port, as --metrics HOST:PORT."
+    )
+    var ui: String?
+
+    @Option(
         name: .customLong("repeat"),
         help:
             "Run it N times, each with a fresh pair and the same fault timeline: a folder per run (run-001/ …) in the run folder, and summary.json / summary.md beside them (failures k/N with a 95% confidence interval). Exit 1 if any run failed."
@@ -40,8 +46,12 @@ struct Run: AsyncParsableCommand {
 
     func validate() throws {
         if let metrics, HostPort(parsing: metrics) == nil { throw ValidationError("--metrics must be HOST:PORT, found '\(metrics)'") }
+        if let ui, HostPort(parsing: ui) == nil { throw ValidationError("--ui must be HOST:PORT, found '\(ui)'") }
+        if let ui, let metrics, ui != metrics {
+            throw ValidationError("--ui and --metrics name the control API's one port: give one, or the same HOST:PORT to both")
+        }
         try fleet.check()
-        if fleet.hold, metrics == nil { throw ValidationError("--hold serves the events on the control API: add --metrics HOST:PORT") }
+        if fleet.hold, metrics ?? ui == nil { throw ValidationError("--hold serves the events on the control API: add --metrics HOST:PORT") }
         if let repeatCount, !(1...100_000).contains(repeatCount) {
             throw ValidationError("--repeat must be a count from 1 to 100000, found \(repeatCount)")
         }
@@ -66,8 +76,8 @@ struct Run: AsyncParsableCommand {
         )
         if capture { configuration.capture = true }
         relay.apply(to: &configuration)
-        configuration.controlAPI = metrics.flatMap(HostPort.init(parsing:))
-        configuration.apiAccess = try access.access(for: configuration.controlAPI, flag: "--metrics")
+        configuration.controlAPI = (metrics ?? ui).flatMap(HostPort.init(parsing:))
+        configuration.apiAccess = try access.access(for: configuration.controlAPI, flag: metrics == nil && ui != nil ? "--ui" : "--metrics")
         try fleet.apply(to: &configuration)
         configuration.fleetSeed = seed
         if let agent = fleet.agent { replay += " --agent \(agent)" }
