@@ -148,6 +148,15 @@ struct LivePageTests {
             )
         }
         checks.expect(planned.contains { $0 >= pausedAt }, "a fault came after the pause: \(planned), paused at \(pausedAt)")
+        // chaos replay pauses where the run was paused: the same occurrences at the same times on the timeline's clock.
+        let replay = try await ChaosCLI.run(["replay", "\(folder)/run", "--out", "\(folder)/replay"], timeout: 120)
+        let replayed = try DeliveredMeansAcknowledgedTests.reportJSON("\(folder)/replay")
+        let replayOrigin = Double((replayed["extra"] as? [String: String])?["timeline.origin_s"] ?? "0") ?? 0
+        let again = (replayed["faults"] as? [[String: Any]] ?? []).compactMap { $0["at_s"] as? Double }.map { $0 - replayOrigin }
+        checks.expect(
+            replay.status == 0 && again.count == reported.count && zip(again, reported.map { $0 - origin }).allSatisfy { abs($0 - $1) < 0.002 },
+            "the replay's occurrences \(again) vs the run's \(reported.map { $0 - origin }) (status \(replay.status))"
+        )
         checks.removeIfPassed()
     }
 
