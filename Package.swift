@@ -239,7 +239,11 @@ let package = Package(
             dependencies: ["ChaosCore", "ChaosDemo", .product(name: "NIOEmbedded", package: "swift-nio")] + nio,
             swiftSettings: strictSettings
         ),
-        .testTarget(name: "ChaosRunnerTests", dependencies: ["ChaosCore", "ChaosRunner"], swiftSettings: strictSettings),
+        .testTarget(
+            name: "ChaosRunnerTests",
+            dependencies: ["ChaosCore", "ChaosRunner", "ChaosAudit", "ChaosReport", "ChaosControl", "ChaosProxy", "ChaosProtocols"],
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "ChaosEndToEndTests",
             dependencies: ["ChaosCore"] + nio,
