@@ -20,7 +20,8 @@ struct ShippedMobileDayScenarioTests {
         streamPrefix: "d",
         resilientDuration: "60s",
         naiveDuration: "33s",
-        judgesFindings: true
+        judgesFindings: true,
+        opensReportInBrowser: true
     )
     static let websocket = ShippedPairScenario(
         file: "Scenarios/mobile-day-websocket.yaml",

@@ -23,6 +23,8 @@ struct ShippedPairScenario {
     var judgesFindings = false
     /// Run from another folder than the checkout, the scenario named by its absolute path (what `{scenario_dir}` is for).
     var fromElsewhere = false
+    /// Whether the naive run's report.html is opened in headless Chromium as a person opens it (``ReportPageInBrowser``).
+    var opensReportInBrowser = false
 
     private func run(naive: Bool) async throws -> (result: ChaosCLI.Result, folder: URL) {
         let listen = ChaosCLI.freePort()
@@ -71,6 +73,10 @@ struct ShippedPairScenario {
             )
         }
         try Self.checkFailures(folder)
+        if opensReportInBrowser {
+            let name = ((file as NSString).lastPathComponent as NSString).deletingPathExtension
+            try await ReportPageInBrowser.check(folder, artifact: "report-\(name)-naive.png")
+        }
         run.remove()
     }
 
