@@ -305,6 +305,10 @@ package final class FaultInjector: Sendable {
                 if let deadWiFi { beginBlackout(occurrence, after: deadWiFi, on: proxy) }
             case .latency, .bandwidth, .partition, .stall, .slice, .link, .loss, .mtu, .radio, .nat, .slowClose, .limitData, .resetPeer, .timeout:
                 hit += await proxy.addShaping(occurrence.effect, key: key, to: ids, draw: draw(occurrence))
+            case .protocolFault(let fault) where occurrence.lasts > .zero:
+                // A fault that lasts lies in wait on every connection, live and new, until it ends: the connections
+                // it hit are those it caught, counted when it ends.
+                _ = await proxy.beginWaitingFault(fault, key: key)
             case .protocolFault(let fault):
                 hit += await proxy.protocolClose(ids, fault)
             case .restart:
@@ -344,6 +348,11 @@ package final class FaultInjector: Sendable {
         if case .restart = occurrence.effect, !cancelled { await pair?.startServer() }
         for proxy in proxies(for: occurrence) {
             switch occurrence.effect {
+            case .protocolFault where occurrence.lasts > .zero:
+                let caught = await proxy.endWaitingFault(key: ShapingKey(timeline: number, occurrence: occurrence.index))
+                applied.withLock { records in
+                    if let at = records.lastIndex(where: { $0.occurrence == occurrence.index }) { records[at].connections += caught }
+                }
             case .disconnect, .protocolFault, .restart: break
             case .refuse: await proxy.endRefusing()
             case .handshake(let mode): proxy.endHandshakeFault(mode)

@@ -18,6 +18,11 @@ package protocol FaultTarget: AnyObject, Sendable {
     /// WebSocket close, an HTTP/2 GOAWAY) and closes them after the effect's grace time; returns how many it
     /// reached (only connections whose frames the proxy follows can be reached).
     func protocolClose(_ ids: [ConnectionID]?, _ fault: ProtocolFault) async -> Int
+    /// A protocol fault that lasts lies in wait on every connection, live and new, under `key`; returns how many live
+    /// ones it lies in wait on.
+    func beginWaitingFault(_ fault: ProtocolFault, key: ShapingKey) async -> Int
+    /// The fault under `key` no longer lies in wait; returns how many connections it caught.
+    func endWaitingFault(key: ShapingKey) async -> Int
     /// Shapes the given connections (all, now and new, when nil: each that `draw` reaches, when given); returns
     /// how many live ones it reached.
     func addShaping(_ effect: FaultEffect, key: ShapingKey, to ids: [ConnectionID]?, draw: ConnectionDraw?) async -> Int
@@ -49,6 +54,10 @@ package protocol FaultClock: Sendable {
 }
 
 extension FaultTarget {
+    /// A target that follows no protocol's frames: a lasting protocol fault finds nothing to wait on.
+    package func beginWaitingFault(_ fault: ProtocolFault, key: ShapingKey) async -> Int { 0 }
+    package func endWaitingFault(key: ShapingKey) async -> Int { 0 }
+
     /// Shapes the given connections (all, now and new, when nil); returns how many live ones it reached.
     @discardableResult
     package func addShaping(_ effect: FaultEffect, key: ShapingKey, to ids: [ConnectionID]?) async -> Int {

@@ -56,6 +56,34 @@ extension ProxyServer {
         return hit
     }
 
+    /// A protocol fault that lasts (``ProtocolFaultDeclaration/lasting``): until ``endWaitingFault(key:)`` it lies in
+    /// wait on every connection whose frames this proxy follows, live and new, and each its plug-in catches gets the
+    /// fault's frames and is closed after its grace time. Returns how many live connections it lies in wait on.
+    package func beginWaitingFault(_ fault: ProtocolFault, key: ShapingKey) async -> Int {
+        let connections = state.withLock { state in
+            state.waiting[key] = fault
+            state.caught[key] = 0
+            return Array(state.connections.values)
+        }
+        var waiting = 0
+        for connection in connections where (try? await connection.eventLoop.submit { connection.wait(fault, key: key) }.get()) == true {
+            waiting += 1
+        }
+        return waiting
+    }
+
+    /// Ends a lasting protocol fault: no connection is caught any more. Returns how many it caught.
+    package func endWaitingFault(key: ShapingKey) async -> Int {
+        let (connections, caught) = state.withLock { state in
+            state.waiting.removeValue(forKey: key)
+            return (Array(state.connections.values), state.caught.removeValue(forKey: key) ?? 0)
+        }
+        for connection in connections {
+            try? await connection.eventLoop.submit { connection.stopWaiting(key: key) }.get()
+        }
+        return caught
+    }
+
     /// Cuts the given connections (all when nil) as `mode` says. Returns how many it cut.
     @discardableResult
     package func disconnect(_ ids: [ConnectionID]?, mode: DisconnectMode, linger: ChaosDuration) async -> Int {

@@ -68,6 +68,10 @@ package final class ProxyServer: Sendable {
         var lingering: [ConnectionID: ProxiedConnection] = [:]
         /// Shaping on every connection, now and new (or each that its draw reaches), by occurrence index.
         var shaping: [ShapingKey: ShapingOnAll] = [:]
+        /// Protocol faults that last, lying in wait on every connection whose frames are followed; and how many
+        /// connections each caught.
+        var waiting: [ShapingKey: ProtocolFault] = [:]
+        var caught: [ShapingKey: Int] = [:]
         var baseline: LinkProfile?
         var stopped = false
         /// The TLS of a proxy with a `tls:` block, made when it starts.
@@ -320,6 +324,8 @@ package final class ProxyServer: Sendable {
             if connection.recordMaps.contains(where: { $0 != nil }) { reportTLSFailures(of: connection, client: client) }
             if let plugin = options.frames, adopted == nil {
                 connection.protocolFrames = ProtocolFrames(plugin: plugin)
+                connection.protocolFrames?.waiting = state.withLock { $0.waiting }
+                connection.onCaught = { [weak self] key in self?.state.withLock { $0.caught[key, default: 0] += 1 } }
             }
             // A connection that started on the epoll relay started with no link profile. Its faults are on
             // before any byte passes (a timeout's timer starts with it).

@@ -56,6 +56,24 @@ struct FaultSpecTests {
         #expect("\(audited)".contains("a mqtt-disconnect fault needs mqtt frames, but protocol.framing reads websocket"), "\(audited)")
     }
 
+    @Test(
+        "eio-upgrade-hang, a plug-in's fault that lasts: it needs 'for', its occurrences last it, and it needs socketio frames; an instant one takes no 'for'"
+    )
+    func lastingProtocolFault() throws {
+        let scenario = try Scenario.parse(yaml: Self.header + "  - eio-upgrade-hang: {at: 1s, for: 4s, hold: 2s}\n", file: "t.yaml")
+        #expect(scenario.faults.map(\.parameters.summary) == ["hold=2s"])
+        #expect(scenario.framesFollowed(framings: ProtocolRegistry.catalog) == "socketio")
+        let occurrence = try #require(Array(Timeline(scenario: scenario, seed: 1)).first)
+        #expect(occurrence.at == .seconds(Int64(1)) && occurrence.lasts == .seconds(Int64(4)))
+        for (line, message) in [
+            ("  - eio-upgrade-hang: {at: 1s}", "t.yaml:6:23: error: eio-upgrade-hang fault lasts: it needs 'for'"),
+            ("  - eio-poll-hang: {at: 1s, for: 2s}", "t.yaml:6:34: error: eio-poll-hang fault happens at an instant and takes no 'for'"),
+        ] {
+            let error = try #require(throws: ChaosError.self) { try Scenario.parse(yaml: Self.header + line + "\n", file: "t.yaml") }
+            #expect("\(error)".contains(message), "\(error)")
+        }
+    }
+
     /// A scenario with a pair whose server a `restart` fault restarts.
     static let withPair = """
         name: t

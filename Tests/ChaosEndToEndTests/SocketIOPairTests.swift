@@ -108,6 +108,24 @@ struct SocketIOPairTests {
         #expect((totals["ok"] as? Int ?? 0) >= 100, "\(totals)")
     }
 
+    @Test(
+        "eio-upgrade-hang over long polling then the upgrade: the clients' upgrades after a reset get no answer, and they go on over long polling; each count equal to their logs"
+    )
+    func upgradeHang() async throws {
+        let faults = "      - eio-upgrade-hang: {at: 2s, for: 5s, hold: 2s}\n      - disconnect: {at: 3s, mode: reset}"
+        let run = try await Self.run(transports: "both", faults: faults)
+        let (lost, duplicated, json) = try ThirdPartyPairRun.compare(run.folder, oneWay: true)
+        #expect(run.status == 0 && lost == 0 && duplicated == 0, "the run must pass (\(run.folder))")
+        try Self.expectReached("eio-upgrade-hang", json)
+        let totals = try #require(json["totals"] as? [String: Any])
+        #expect((totals["ok"] as? Int ?? 0) >= 100, "\(totals)")
+        // python-engineio waits for the upgrade's answer inside connect() with no time limit: its polling session
+        // expires meanwhile (no pong), so each caught upgrade costs the session, and the client starts a new one
+        // (the server's 400 "Session ID unknown"), whose upgrade is caught again until the fault ends.
+        let events = try #require(json["protocol_events"] as? [String: Any])
+        #expect((events["eio_opens"] as? Int ?? 0) > (events["eio_upgrades"] as? Int ?? 0), "upgrades that never completed: \(events)")
+    }
+
     /// The fault named `kind` reached at least one connection (a polling connection of a client).
     static func expectReached(_ kind: String, _ json: [String: Any]) throws {
         let impacts = try #require(json["faults"] as? [[String: Any]])

@@ -155,6 +155,35 @@ struct FrameBoundaryTrackerTests {
         #expect(WebSocketProtocol.faultFrames(unknown, connection: 1, client: EngineIOBoundaryTracker()) == nil)
     }
 
+    @Test(
+        "eio-upgrade-hang catches an upgrade of a session asked for and not yet answered: not a poll, not a WebSocket already up, not a session begun on a WebSocket"
+    )
+    func engineIOUpgradeHang() throws {
+        let declaration = try #require(SocketIOProtocol.faults.first { $0.kind == "eio-upgrade-hang" })
+        #expect(declaration.lasting)
+        let fault = declaration.fault(["hold": "3s"])
+        var client = SocketIOProtocol.boundaryTracker(producer: .client)
+        var server = SocketIOProtocol.boundaryTracker(producer: .server)
+        let poll = Array("GET /socket.io/?EIO=4&transport=polling&sid=a HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+        _ = poll.withUnsafeBytes { client.advance($0, stopAtBoundary: false) }
+        #expect(!SocketIOProtocol.catches(fault, client: client, server: server), "a poll is not an upgrade")
+        let answer = Array("HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n6".utf8)
+        _ = answer.withUnsafeBytes { server.advance($0, stopAtBoundary: false) }
+        let upgrade = Array("GET /socket.io/?EIO=4&transport=websocket&sid=a HTTP/1.1\r\nUpgrade: websocket\r\n\r\n".utf8)
+        _ = upgrade.withUnsafeBytes { client.advance($0, stopAtBoundary: false) }
+        #expect(SocketIOProtocol.catches(fault, client: client, server: server), "the upgrade of session a, not answered yet")
+        let frames = try #require(SocketIOProtocol.faultFrames(fault, connection: 1, client: client))
+        #expect(frames.inserts == [nil, .init(frame: [], silenceAfter: true)] && frames.grace == .seconds(Int64(3)))
+        let switching = Array("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n".utf8)
+        _ = switching.withUnsafeBytes { server.advance($0, stopAtBoundary: false) }
+        #expect(!SocketIOProtocol.catches(fault, client: client, server: server), "a WebSocket already up")
+        var fresh = SocketIOProtocol.boundaryTracker(producer: .client)
+        let direct = Array("GET /socket.io/?EIO=4&transport=websocket HTTP/1.1\r\nUpgrade: websocket\r\n\r\n".utf8)
+        _ = direct.withUnsafeBytes { fresh.advance($0, stopAtBoundary: false) }
+        #expect(!SocketIOProtocol.catches(fault, client: fresh, server: SocketIOProtocol.boundaryTracker(producer: .server)))
+        #expect(!WebSocketProtocol.catches(fault, client: client, server: server))
+    }
+
     @Test("each plug-in whose frames the proxy follows is found by its frames, and no other plug-in answers a fault")
     func registry() throws {
         #expect(ProtocolRegistry.plugin(following: "websocket")?.name == WebSocketProtocol.name)

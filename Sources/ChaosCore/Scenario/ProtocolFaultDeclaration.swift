@@ -58,12 +58,17 @@ package struct ProtocolFaultDeclaration: Sendable {
     package var summary: String
     /// Its fields, in the order timelines and reports show them.
     package var fields: [Field]
+    /// Whether it lasts (`for:`, which it then needs) and lies in wait on the connections live when it begins and on
+    /// those opened while it lasts, each caught when its plug-in sees what the fault waits for
+    /// (``ProtocolPlugin/catches(_:client:)``); otherwise it happens at an instant, to the connections live then.
+    package var lasting: Bool
 
     /// A declaration.
-    package init(kind: String, summary: String, fields: [Field]) {
+    package init(kind: String, summary: String, fields: [Field], lasting: Bool = false) {
         self.kind = kind
         self.summary = summary
         self.fields = fields
+        self.lasting = lasting
     }
 
     /// The field keys a scenario may give.

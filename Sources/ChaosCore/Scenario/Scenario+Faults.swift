@@ -97,13 +97,19 @@ extension ScenarioReader {
         }
         let forValue = map["for"]
         let lasts = try forValue.map { try $0.durationRange("\(what).for") }
-        if let forValue, kind.isInstant {
+        // A plug-in's fault happens at an instant, unless its declaration says it lasts (then it needs 'for').
+        let lasting = framings.fault(named: kind.rawValue)?.declaration.lasting == true
+        let instant = kind.isInstant && !lasting
+        if let forValue, instant {
             throw forValue.error("\(what) happens at an instant and takes no 'for'")
+        }
+        if lasting, lasts == nil {
+            throw map.owner.error("\(what) lasts: it needs 'for' (how long it lies in wait for the connections it catches)")
         }
         if let forValue, kind.lastsItsOwnTime {
             throw forValue.error("\(what) takes no 'for': it lasts its '\(kind == .handoff ? "blackout" : "down")'")
         }
-        if every != nil, lasts == nil, !kind.isInstant, !kind.lastsItsOwnTime, let everyValue {
+        if every != nil, lasts == nil, !instant, !kind.lastsItsOwnTime, let everyValue {
             throw everyValue.error("a repeating \(what) needs 'for' (how long each occurrence lasts)")
         }
         let after = try map["after"].map { try $0.duration("\(what).after") } ?? .zero
@@ -111,7 +117,7 @@ extension ScenarioReader {
         if let until, until <= after, let v = map["until"] {
             throw v.error("\(what).until (\(until)) must be later than after (\(after))")
         }
-        if at == nil, every == nil, kind.isInstant || kind.lastsItsOwnTime {
+        if at == nil, every == nil, instant || kind.lastsItsOwnTime {
             throw map.owner.error("\(what) needs 'at' (once) or 'every' (repeating)")
         }
         let probability = try map["probability"].map { try $0.double("\(what).probability", in: 0...1) } ?? 1

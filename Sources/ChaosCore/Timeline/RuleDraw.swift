@@ -68,7 +68,9 @@ struct RuleDraw {
         let effect = rule.parameters.drawn(with: &generator)
         var lasts: ChaosDuration =
             switch effect {
-            case .disconnect, .protocolFault: .zero
+            case .disconnect: .zero
+            // A plug-in's fault is instant, but for one that lasts (its declaration says so, and its rule has `for:`).
+            case .protocolFault: schedule.lasts.map { generator.draw($0) } ?? .zero
             case .handoff(_, _, let blackout, _, let deadWiFi, _): blackout + (deadWiFi ?? .zero)
             case .restart(let down, _): down
             default: schedule.lasts.map { generator.draw($0) } ?? (stop - start)

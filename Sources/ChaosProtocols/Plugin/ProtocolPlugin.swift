@@ -24,6 +24,11 @@ package protocol ProtocolPlugin: FramingTraits {
     /// `connection` makes a client's masking key; `client` is the tracker of the client's bytes (HTTP/2: the streams
     /// it opened).
     static func faultFrames(_ fault: ProtocolFault, connection: UInt64, client: any FrameBoundaryTracking) -> FaultFrames?
+    /// For a fault that lasts (``ProtocolFaultDeclaration/lasting``): whether a connection it lies in wait on is caught
+    /// now, after the client's latest bytes (`client` and `server`: the trackers of what each writes); the fault's
+    /// frames are then put in (``faultFrames(_:connection:client:)``). Asked after each read of the client's bytes
+    /// while the fault lasts.
+    static func catches(_ fault: ProtocolFault, client: any FrameBoundaryTracking, server: any FrameBoundaryTracking) -> Bool
     /// Where the audit reads a message's fields (`seq`, `stream`, `ack`, …) in the messages this protocol's decoders
     /// hand over: `spec` itself, or its paths rewritten when the decoders present messages in a shape of their own
     /// (SSE: the event's own fields next to its data).
@@ -36,6 +41,9 @@ extension ProtocolPlugin {
     package static func fuzzSetup(_ input: [UInt8]) -> FuzzSetup? { nil }
     package static func boundaryTracker(producer: Side) -> any FrameBoundaryTracking { NoFrameBoundaries() }
     package static func faultFrames(_ fault: ProtocolFault, connection: UInt64, client: any FrameBoundaryTracking) -> FaultFrames? { nil }
+    package static func catches(_ fault: ProtocolFault, client: any FrameBoundaryTracking, server: any FrameBoundaryTracking) -> Bool {
+        false
+    }
     package static func fieldSpec(_ spec: ProtocolSpec) -> ProtocolSpec { spec }
 }
 

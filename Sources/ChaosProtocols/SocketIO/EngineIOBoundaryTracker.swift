@@ -29,6 +29,10 @@ struct EngineIOBoundaryTracker: SteppingTracker {
     private var matcher = HTTPHeadMatcher()
     private var frames = WebSocketBoundaryTracker(afterHead: true)
 
+    /// Whether the client asked to upgrade a session it already has (a WebSocket request whose query names its `sid`):
+    /// the upgrade from long polling, whose probe follows. (A session that begins on a WebSocket names none.)
+    private(set) var upgradesASession = false
+
     /// Whether the connection still carries HTTP long-polling (not yet upgraded to a WebSocket, nor lost).
     var isPolling: Bool {
         switch phase {
@@ -54,6 +58,7 @@ struct EngineIOBoundaryTracker: SteppingTracker {
             head.append(byte)
             if matcher.ends(with: byte) {
                 phase = Self.next(afterHead: head)
+                if phase == .frames, Self.requestNamesASession(head) { upgradesASession = true }
                 head.removeAll(keepingCapacity: true)
                 matcher = HTTPHeadMatcher()
             } else if head.count > Self.headLimit {
@@ -132,6 +137,15 @@ struct EngineIOBoundaryTracker: SteppingTracker {
         if chunked { return .chunkSize }
         let body = length ?? 0
         return body == 0 ? .head : .body(remaining: body)
+    }
+
+    /// Whether `head` is a request whose target's query names a session (`sid=`).
+    static func requestNamesASession(_ head: [UInt8]) -> Bool {
+        let first = String(decoding: head.prefix { $0 != 13 && $0 != 10 }, as: UTF8.self)
+        guard !first.hasPrefix("HTTP/"), let query = first.split(separator: " ").dropFirst().first?.split(separator: "?").dropFirst().first else {
+            return false
+        }
+        return query.split(separator: "&").contains { $0.hasPrefix("sid=") && $0.count > 4 }
     }
 
     /// A chunk-size line's size (hex, extensions after `;` ignored); nil when it does not parse.

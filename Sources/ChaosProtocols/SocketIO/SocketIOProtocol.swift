@@ -33,15 +33,23 @@ package enum SocketIOProtocol: ProtocolPlugin {
     /// The proxy follows Engine.IO's HTTP messages and, after an upgrade, its WebSocket frames, for the faults below.
     package static var frames: String? { "socketio" }
 
-    /// Engine.IO's own faults, on connections that still carry long polling (one already upgraded to a WebSocket is
-    /// not reached): `eio-session-unknown`, the answer a restarted server gives a session it does not know, and
-    /// `eio-poll-hang`, a polling request never answered.
+    /// Engine.IO's own faults: on connections that still carry long polling (one already upgraded to a WebSocket is
+    /// not reached), `eio-session-unknown`, the answer a restarted server gives a session it does not know, and
+    /// `eio-poll-hang`, a polling request never answered; and, while it lasts, `eio-upgrade-hang`, an upgrade to a
+    /// WebSocket never answered (a proxy on the path that does not pass WebSockets, a probe lost).
     package static let faults = [
         ProtocolFaultDeclaration(
             kind: "eio-session-unknown",
             summary:
                 "a long-polling request answered HTTP 400 \"Session ID unknown\" (a restarted server's answer) at the next answer boundary, then the connection closed",
             fields: [.init("grace", .duration(default: .seconds(Int64(1))))]
+        ),
+        ProtocolFaultDeclaration(
+            kind: "eio-upgrade-hang",
+            summary:
+                "while it lasts, an upgrade from long polling to a WebSocket gets no answer (nothing reaches the client on that connection: neither the 101 nor the probe's answer), then the connection closed after the hold",
+            fields: [.init("hold", .duration(default: .seconds(Int64(10))))],
+            lasting: true
         ),
         ProtocolFaultDeclaration(
             kind: "eio-poll-hang",
@@ -57,6 +65,11 @@ package enum SocketIOProtocol: ProtocolPlugin {
     /// `eio-poll-hang`: nothing more toward the client once an answer ends (its requests still reach the server), for
     /// the hold. A connection upgraded to a WebSocket (or whose HTTP the proxy lost track of) gets neither.
     package static func faultFrames(_ fault: ProtocolFault, connection: UInt64, client: any FrameBoundaryTracking) -> FaultFrames? {
+        if fault.kind == "eio-upgrade-hang" {
+            // Caught as its upgrade was asked for: nothing more reaches the client (the server's answer is to come).
+            guard (client as? EngineIOBoundaryTracker)?.upgradesASession == true, let hold = fault.duration("hold") else { return nil }
+            return FaultFrames(toServer: nil, toClient: .init(frame: [], silenceAfter: true), grace: hold)
+        }
         guard (client as? EngineIOBoundaryTracker)?.isPolling == true else { return nil }
         switch fault.kind {
         case "eio-session-unknown":
@@ -72,6 +85,13 @@ package enum SocketIOProtocol: ProtocolPlugin {
         default:
             return nil
         }
+    }
+
+    /// `eio-upgrade-hang` catches a connection once its client has asked to upgrade a session to a WebSocket and the
+    /// server has not answered yet (a WebSocket already up is not caught).
+    package static func catches(_ fault: ProtocolFault, client: any FrameBoundaryTracking, server: any FrameBoundaryTracking) -> Bool {
+        fault.kind == "eio-upgrade-hang" && (client as? EngineIOBoundaryTracker)?.upgradesASession == true
+            && (server as? EngineIOBoundaryTracker)?.isPolling == true
     }
 
     /// What the engine.io server answers a request for a session it does not know (after a restart): 400, with the

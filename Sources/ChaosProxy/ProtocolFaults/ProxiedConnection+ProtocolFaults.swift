@@ -15,6 +15,8 @@ struct ProtocolFrames {
     var silenced = [false, false]
     /// The grace time's end, after which the connection is closed.
     var grace: Scheduled<Void>?
+    /// The lasting faults lying in wait on this connection (``ProxyServer/beginWaitingFault(_:key:)``).
+    var waiting: [ShapingKey: ProtocolFault] = [:]
 
     init(plugin: any ProtocolPlugin.Type) {
         self.plugin = plugin
@@ -24,10 +26,12 @@ struct ProtocolFrames {
 
 extension ProxiedConnection {
     /// Hands bytes read from `side` to the other leg, following their frames when the proxy does, putting a
-    /// pending frame of its own in at the first boundary, and dropping what a close silenced.
+    /// pending frame of its own in at the first boundary, and dropping what a close silenced. After the client's bytes,
+    /// a lasting fault lying in wait catches the connection when its plug-in says so.
     func forward(_ buffer: ByteBuffer, from side: Side) {
         let consumer = legs[side.other]!.relay
         guard protocolFrames != nil else { return consumer.deliver(buffer) }
+        defer { if side == .client, !(protocolFrames?.waiting.isEmpty ?? true) { catchWaiting() } }
         let slot = side.slot
         var rest = buffer
         if protocolFrames!.silenced[slot] { return }
@@ -51,6 +55,33 @@ extension ProxiedConnection {
         let leg = legs[producer.other]!
         leg.relay.deliver(ByteBuffer(bytes: pending.frame))
         leg.channel.flush()
+    }
+
+    /// A lasting fault lies in wait on this connection (when its frames are followed); returns whether it does.
+    func wait(_ fault: ProtocolFault, key: ShapingKey) -> Bool {
+        eventLoop.preconditionInEventLoop()
+        guard protocolFrames != nil, !machine.isCut, protocolFrames!.grace == nil else { return false }
+        protocolFrames!.waiting[key] = fault
+        return true
+    }
+
+    /// A lasting fault no longer lies in wait on this connection.
+    func stopWaiting(key: ShapingKey) {
+        eventLoop.preconditionInEventLoop()
+        protocolFrames?.waiting.removeValue(forKey: key)
+    }
+
+    /// Whether a fault lying in wait catches the connection now (its plug-in says what it waits for): the first that
+    /// does puts its frames in, and nothing waits on the connection after it.
+    private func catchWaiting() {
+        guard let frames = protocolFrames else { return }
+        let client = frames.trackers[Side.client.slot]
+        let server = frames.trackers[Side.server.slot]
+        for (key, fault) in frames.waiting.sorted(by: { $0.key < $1.key }) where frames.plugin.catches(fault, client: client, server: server) {
+            protocolFrames!.waiting = [:]
+            if protocolClose(fault) { onCaught?(key) }
+            return
+        }
     }
 
     /// A protocol's own fault (`ws-close`, `goaway`): its frames go in at the next boundary of each direction it names, and

@@ -35,6 +35,8 @@ final class ProxiedConnection: @unchecked Sendable {
     private var lingerTask: Scheduled<Void>?
     /// The frames of each direction, when the proxy follows the connection's protocol (for `ws-close` and `goaway`).
     var protocolFrames: ProtocolFrames?
+    /// Told when a lasting protocol fault lying in wait catches the connection (the proxy counts them by fault).
+    var onCaught: ((ShapingKey) -> Void)?
     /// The timers of faults that act after a time (timeout, reset_peer), by key (see `ProxiedConnection+Faults.swift`).
     var faultTimers: [ShapingKey: Scheduled<Void>] = [:]
     /// Per leg (by ``Side/slot``), for a TLS leg: where its plaintext bytes went on the wire, so that an acknowledged
