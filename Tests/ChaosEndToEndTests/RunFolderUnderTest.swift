@@ -126,10 +126,12 @@ struct ReportJSON: Decodable {
         enum CodingKeys: String, CodingKey { case stream, direction, highestSeq, ok, lost, unconfirmed }
 
         /// Whether the audit's counts account for a consumer's log whose holes and distinct seqs are these: exactly,
-        /// but for the unconfirmed seqs, which the consumer may or may not have read (lost ≤ holes ≤ lost + unconfirmed).
+        /// but for the unconfirmed seqs, which the consumer may or may not have read: each is in its log, or a hole in
+        /// it, or past its end (taken by its TCP and never read: a client stopped before it read the first message it
+        /// was sent, in a fresh-clone run under a CPU hog).
         func accountsFor(holes: Int, processed: Int) -> Bool {
             (lost...(lost + unconfirmed)).contains(Int64(holes)) && (ok...(ok + unconfirmed)).contains(Int64(processed))
-                && Int64(holes + processed) == lost + ok + unconfirmed
+                && ((lost + ok)...(lost + ok + unconfirmed)).contains(Int64(holes + processed))
         }
 
         init(from decoder: any Decoder) throws {
