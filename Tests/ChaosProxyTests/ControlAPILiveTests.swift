@@ -106,6 +106,28 @@ struct ControlAPILiveTests {
         }
     }
 
+    @Test("when the API stops (the run is over), a live page's stream is closed: its figures end with the run")
+    func streamEndsWithTheAPI() async throws {
+        let run = Run()
+        let harness = try await ProxyHarness()
+        let factory = ProxyFactory(group: harness.group, sink: nil, clock: RunClock(), seed: SeededGenerator(seed: 0))
+        let api = ControlAPI(proxies: [harness.proxy], factory: factory, extras: run.extras)
+        let address = try await api.start(host: "127.0.0.1", port: 0)
+        let port = try #require(Int(address.split(separator: ":").last ?? ""))
+        let socket = try await offPool { () throws -> TestSocket in
+            let socket = try TestSocket.connect(port: port, timeout: 10)
+            try socket.sendAll(Array("GET /ui/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8))
+            var text = ""
+            while !text.contains("event: state"), case .bytes(let bytes) = socket.receive() { text += String(decoding: bytes, as: UTF8.self) }
+            return socket
+        }
+        await api.stop()
+        let (_, end) = try await offPool { socket.receiveUntilEnd() }
+        #expect(end == .eof, "the stream closed with the API: \(end)")
+        socket.close()
+        await harness.shutdown()
+    }
+
     @Test("an API that serves no run: the page loads and says so; its figures and controls are 404")
     func noRun() async throws {
         try await Self.withAPI(nil) { port throws in

@@ -49,6 +49,8 @@ package final class ControlAPI: Sendable {
     let state: Mutex<State>
     /// The request being answered: the next one waits for it.
     private let tail = Mutex<Task<Void, Never>?>(nil)
+    /// The live pages' streams of figures (`GET /ui/events`), closed when the API stops (their figures end with the run).
+    let liveStreams = Mutex<[ObjectIdentifier: any Channel]>([:])
 
     /// What the run adds to the API when it audits (`--protocol-from`): the live report and the audit's metrics.
     package struct Extras: Sendable {
@@ -192,6 +194,7 @@ package final class ControlAPI: Sendable {
             return (state.channel, state.faults.values.map(\.task))
         }
         try? await channel?.close()
+        for stream in liveStreams.withLock({ $0.values }) { try? await stream.close() }
         for task in tasks {
             task.cancel()
             await task.value

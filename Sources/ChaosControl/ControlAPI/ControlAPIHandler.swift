@@ -2,6 +2,7 @@ import ChaosProxy
 import Foundation
 import NIOCore
 import NIOHTTP1
+import Synchronization
 
 /// One HTTP connection of the control API: collects a request (bounded, in time), lets ``ControlAPI`` answer it.
 final class ControlAPIHandler: ChannelInboundHandler {
@@ -29,6 +30,7 @@ final class ControlAPIHandler: ChannelInboundHandler {
         deadline?.cancel()
         lingerClose?.cancel()
         pushes?.cancel()
+        if pushes != nil { _ = api.liveStreams.withLock { $0.removeValue(forKey: ObjectIdentifier(context.channel)) } }
     }
 
     private func armDeadline(context: ChannelHandlerContext) {
@@ -148,6 +150,8 @@ final class ControlAPIHandler: ChannelInboundHandler {
     /// than queued one (the figures are a snapshot: the next one says it all); nothing more is read from it.
     private func stream(context: ChannelHandlerContext, state: @escaping @Sendable () -> String) {
         refusing = true
+        let channel = context.channel
+        api.liveStreams.withLock { $0[ObjectIdentifier(channel)] = channel }
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: "text/event-stream; charset=utf-8")
         headers.add(name: "Cache-Control", value: "no-store")
