@@ -55,12 +55,14 @@ struct AuditBackpressureTests {
         // 1.5 ms an event: the audit takes at most ~670 events a second, a fraction of what the pair makes even when a
         // loaded machine slows it (at 400 µs, a pair starved beside a CPU hog made so few that the audit kept up).
         let json = try await Self.run(environment: ["CHAOS_TEST_AUDIT_SLOWDOWN_US": "1500", "CHAOS_AUDIT_QUEUE_BYTES": "\(capacity)"])
+        // The relay waited (how long depends on the machine: 0.21 s at 400 µs an event beside a CPU hog, where a quiet
+        // machine waits seconds), and only ever on a full queue.
         let held = try #require((json["audit_backpressure_s"] as? NSNumber)?.doubleValue)
-        #expect(held > 0.5, "held \(held) s")
+        #expect(held > 0, "held \(held) s")
         let extra = try #require(json["extra"] as? [String: String])
         let peak = try #require(extra["audit.queue_peak_bytes"].flatMap { Int($0) })
-        // One event may go in when the queue is under its bound: at most a read's bytes (64 KiB) and its overhead over.
-        #expect(peak > 0 && peak <= capacity + 65_536 + 64, "peak \(peak)")
+        // Full, and over it by at most one event: a read's bytes (64 KiB) and its overhead.
+        #expect(peak >= capacity && peak <= capacity + 65_536 + 64, "peak \(peak)")
         let totals = try #require(json["totals"] as? [String: Any])
         #expect((totals["ok"] as? NSNumber)?.intValue ?? 0 > 100)
         #expect((totals["lost"] as? NSNumber)?.intValue == 0 && (totals["duplicated"] as? NSNumber)?.intValue == 0)
