@@ -168,7 +168,16 @@ package final class ScenarioRunner: Sendable {
         let deadPath = scenario.mayKillPaths || configuration.controlAPI != nil
         if deadPath { _ = KernelDeadPath.shared.availability }
         let state = RunState()
-        let injector = FaultInjector(timeline: timeline, proxies: proxies, clock: clock, sink: eventSink, logger: logger, pair: state) {
+        let faultTally = FaultTally()
+        let injector = FaultInjector(
+            timeline: timeline,
+            proxies: proxies,
+            clock: clock,
+            sink: eventSink,
+            logger: logger,
+            pair: state,
+            tally: faultTally
+        ) {
             occurrence,
             applied in
             output(
@@ -224,13 +233,14 @@ package final class ScenarioRunner: Sendable {
         ]
         if let address = configuration.controlAPI {
             var extras = ControlAPI.Extras()
+            extras.faults = faultTally
             if scenario.protocolSpec != nil {
                 // The live audit: what a checkpoint would write now, and its figures on /metrics.
                 extras.report = {
                     let now = report(sink.snapshot(), false, clock.now(), false, nil)
                     return ((try? now.jsonData()).map { String(decoding: $0, as: UTF8.self) } ?? "{}") + "\n"
                 }
-                extras.metrics = { AuditMetrics.text(sink.snapshot(), histograms: sink.recoveryHistograms()) }
+                extras.metrics = { AuditMetrics.text(sink.snapshot(), histograms: sink.histograms()) }
             }
             if agent != nil, let folder {
                 extras.agentFolder = folder.url.path

@@ -44,6 +44,8 @@ package final class ControlAPI: Sendable {
     let factory: ProxyFactory
     let seed: UInt64
     let extras: Extras
+    /// The faults by kind (the run's, the API's and the toxics): ``Extras/faults``, or the API's own.
+    let faultTally: FaultTally
     /// Who may use it (``APIAccess``).
     package let access: APIAccess
     let state: Mutex<State>
@@ -65,6 +67,9 @@ package final class ControlAPI: Sendable {
         /// begin or go on past it is refused, as a scenario file refuses one past its run. nil: no end but the API's
         /// ten years.
         package var runLength: ChaosDuration?
+        /// Where the run's own injector counts its faults by kind: `GET /metrics` adds the API's faults and toxics to it
+        /// and shows them together. nil: the API keeps a tally of its own.
+        package var faults: FaultTally?
 
         /// Extras; none by default.
         package init(report: (@Sendable () -> String)? = nil, metrics: (@Sendable () -> String)? = nil) {
@@ -126,6 +131,7 @@ package final class ControlAPI: Sendable {
         self.access = access
         self.factory = factory
         self.extras = extras
+        self.faultTally = extras.faults ?? FaultTally()
         self.seed = seed
         var state = State()
         for proxy in proxies {
