@@ -38,7 +38,7 @@ PAIR_LANES=(
   "ShippedGRPCScenarioTests AuditBackpressureTests MQTTRetainedPairTests"
   "TLSCaptureAuditTests SocketIORoomPairTests"
   "WebSocketPairTests MobilePathPairTests DeliveredMeansAcknowledgedTests LivePageTests"
-  "ShrinkCommandTests"
+  "ShrinkCommandTests PrometheusScrapeTests"
   "QuickstartShrinkTests FleetNamespaceTests RepeatRunTests ChatFanoutPairTests"
   "MQTTPairTests"
   "SocketIOPairTests SSEPairTests DeadPathTests"

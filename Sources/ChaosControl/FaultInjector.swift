@@ -45,11 +45,14 @@ package final class FaultInjector: Sendable {
     package let schedule: FaultSchedule?
     /// Where the schedule is, for ``upcoming(_:)`` (kept only with a schedule).
     private let cursor = Mutex<Cursor?>(nil)
+    /// Where what each occurrence touched is counted by kind (`GET /metrics`); nil: nowhere.
+    private let tally: FaultTally?
 
     /// An injector for `timeline` over `proxies`; `onApplied` is told of each occurrence as it begins.
     /// `number` tells its shaping apart from other injectors' on the same proxies (0: the run's own
     /// timeline; a control-API fault: its id). `skippingBefore`: the clock's time when the timeline is handed over
     /// late (a control-API fault, whose times count from the proxy's start): occurrences over by then are skipped.
+    /// `tally` counts, by kind, the occurrences begun and the connections they touched.
     package init(
         timeline: Timeline,
         skippingBefore: Int64 = 0,
@@ -60,10 +63,12 @@ package final class FaultInjector: Sendable {
         logger: Logger = Logger(label: "chaos.faults"),
         pair: (any PairFaultTarget)? = nil,
         schedule: FaultSchedule? = nil,
+        tally: FaultTally? = nil,
         onApplied: (@Sendable (FaultOccurrence, Applied) -> Void)? = nil
     ) {
         self.pair = pair
         self.schedule = schedule
+        self.tally = tally
         self.timeline = timeline
         self.skippingBefore = skippingBefore
         self.number = number
@@ -181,6 +186,8 @@ package final class FaultInjector: Sendable {
                     sink?.record(TrafficEvent(time: clock.now(), connection: 0, kind: .faultEnded(mark(occurrence))))
                 }
                 let record = Applied(occurrence: occurrence.index, appliedAt: clock.now(), connections: count)
+                // Tallied first: a caller that waits for appliedSoFar (POST /faults) then finds it on /metrics.
+                tally?.began(occurrence.kind.rawValue, connections: count, lasting: occurrence.kind != .disconnect)
                 applied.withLock { $0.append(record) }
                 if reachesNewConnections(occurrence) {
                     let opened = proxies(for: occurrence).map(\.connectionsOpened).reduce(0, +)
@@ -254,6 +261,7 @@ package final class FaultInjector: Sendable {
         let (count, _) = await begin(occurrence)
         let record = Applied(occurrence: occurrence.index, appliedAt: clock.now(), connections: count)
         applied.withLock { $0.append(record) }
+        tally?.began(occurrence.kind.rawValue, connections: count, lasting: true)
         return record
     }
 
@@ -346,12 +354,15 @@ package final class FaultInjector: Sendable {
     ) async {
         // A server down at the run's end stays down: the pair is being stopped.
         if case .restart = occurrence.effect, !cancelled { await pair?.startServer() }
+        // A lasting protocol fault's connections are those it caught while it lay in wait.
+        var caught = 0
         for proxy in proxies(for: occurrence) {
             switch occurrence.effect {
             case .protocolFault where occurrence.lasts > .zero:
-                let caught = await proxy.endWaitingFault(key: ShapingKey(timeline: number, occurrence: occurrence.index))
+                let here = await proxy.endWaitingFault(key: ShapingKey(timeline: number, occurrence: occurrence.index))
+                caught += here
                 applied.withLock { records in
-                    if let at = records.lastIndex(where: { $0.occurrence == occurrence.index }) { records[at].connections += caught }
+                    if let at = records.lastIndex(where: { $0.occurrence == occurrence.index }) { records[at].connections += here }
                 }
             case .disconnect, .protocolFault, .restart: break
             case .refuse: await proxy.endRefusing()
@@ -377,12 +388,15 @@ package final class FaultInjector: Sendable {
             }
         }
         sink?.record(TrafficEvent(time: clock.now(), connection: 0, kind: .faultEnded(mark(occurrence))))
+        var reached = 0
         if let before = openedAtBegin.withLock({ $0.removeValue(forKey: occurrence.index) }) {
             let opened = Int(proxies(for: occurrence).map(\.connectionsOpened).reduce(0, +) - before)
             applied.withLock { records in
                 if let at = records.lastIndex(where: { $0.occurrence == occurrence.index }) { records[at].openedWhileOn = opened }
             }
+            reached = opened
         }
+        tally?.ended(occurrence.kind.rawValue, reached: reached + caught)
     }
 
     /// Whether an occurrence reaches connections opened while it is on: a lasting fault on every connection.

@@ -4,7 +4,14 @@ import ChaosProxy
 
 /// The live audit's figures as Prometheus families, appended to `GET /metrics` when the run audits a protocol.
 enum AuditMetrics {
-    static func text(_ audit: AuditResult, histograms: (reconnect: DurationHistogram, resume: DurationHistogram)) -> String {
+    /// The audit's histograms so far: recovery (reconnect, resume) and the messages' transit.
+    struct Histograms {
+        var reconnect: DurationHistogram
+        var resume: DurationHistogram
+        var transit: DurationHistogram
+    }
+
+    static func text(_ audit: AuditResult, histograms: Histograms) -> String {
         var text = MetricsText()
         let totals = audit.totals
         let classes: [(String, Int64)] = [
@@ -27,6 +34,7 @@ enum AuditMetrics {
         for (name, help, histogram) in [
             ("chaos_audit_reconnect_seconds", "From a fault's disruption to the next accepted connection.", histograms.reconnect),
             ("chaos_audit_resume_seconds", "From a fault's disruption to a stream's first new message.", histograms.resume),
+            ("chaos_audit_transit_seconds", "A message's transit: the proxy's read to the consumer's acknowledgement.", histograms.transit),
         ] {
             text.histogram(name, help, histogram)
         }

@@ -94,9 +94,12 @@ final class RunSink: TrafficEventSink {
     /// The delivery totals so far (cheap, and as far as the audit has got: for progress lines).
     func totals() -> DeliveryCounts? { audits ? shared.state.withLock { $0.engine.totalsSoFar() } : nil }
 
-    /// The recovery histograms so far (for `/metrics`).
-    func recoveryHistograms() -> (reconnect: DurationHistogram, resume: DurationHistogram) {
-        shared.state.withLock { $0.engine.recoveryHistograms() }
+    /// The recovery and transit histograms so far (for `/metrics`).
+    func histograms() -> AuditMetrics.Histograms {
+        shared.state.withLock { state in
+            let recovery = state.engine.recoveryHistograms()
+            return AuditMetrics.Histograms(reconnect: recovery.reconnect, resume: recovery.resume, transit: state.engine.transitHistogram())
+        }
     }
 
     /// The audit so far (for checkpoints), once it has taken every event recorded before.

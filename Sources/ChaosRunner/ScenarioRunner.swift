@@ -173,6 +173,7 @@ package final class ScenarioRunner: Sendable {
         // The schedule can be paused through the control API (the live page), and a replay pauses where its run did.
         let schedule = configuration.controlAPI != nil || !timeline.pauses.isEmpty ? FaultSchedule(clock: clock, planned: timeline.pauses) : nil
         let manual = ManualActions(clock: clock)
+        let faultTally = FaultTally()
         let injector = FaultInjector(
             timeline: timeline,
             proxies: proxies,
@@ -180,7 +181,8 @@ package final class ScenarioRunner: Sendable {
             sink: eventSink,
             logger: logger,
             pair: state,
-            schedule: schedule
+            schedule: schedule,
+            tally: faultTally
         ) {
             occurrence,
             applied in
@@ -240,13 +242,14 @@ package final class ScenarioRunner: Sendable {
         let stopSwitch = Mutex<ServiceGroup?>(nil)
         if let address = configuration.controlAPI {
             var extras = ControlAPI.Extras()
+            extras.faults = faultTally
             if scenario.protocolSpec != nil {
                 // The live audit: what a checkpoint would write now, and its figures on /metrics.
                 extras.report = {
                     let now = report(sink.snapshot(), false, clock.now(), false, nil)
                     return ((try? now.jsonData()).map { String(decoding: $0, as: UTF8.self) } ?? "{}") + "\n"
                 }
-                extras.metrics = { AuditMetrics.text(sink.snapshot(), histograms: sink.recoveryHistograms()) }
+                extras.metrics = { AuditMetrics.text(sink.snapshot(), histograms: sink.histograms()) }
             }
             if agent != nil, let folder {
                 extras.agentFolder = folder.url.path

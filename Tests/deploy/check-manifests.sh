@@ -50,7 +50,7 @@ done
 
 # 2. chaos's conventions on the rendered objects.
 read -r -d '' CONVENTIONS <<'EOF' || true
-import sys, yaml
+import json, sys, yaml
 IMAGE = "ghcr.io/chaos-harness/chaos:latest"
 UPSTREAM = {"sidecar": "127.0.0.1:8080", "fleet": "app-service:8080"}
 errors, agents = [], 0
@@ -127,6 +127,13 @@ for pair in sys.argv[1:]:
                 claim = mounts.get("/reports", {}).get("persistentVolumeClaim", {}).get("claimName")
                 pvc = named.get(("PersistentVolumeClaim", claim or ""), {})
                 need("ReadWriteMany" in pvc.get("spec", {}).get("accessModes", []), w, "/reports on a ReadWriteMany claim")
+    if o == "fleet":
+        # The Grafana dashboard for Grafana's sidecar: labelled grafana_dashboard "1", deploy/grafana/chaos-fleet.json as is.
+        boards = [d for (k, _), d in named.items() if k == "ConfigMap" and d["metadata"].get("labels", {}).get("grafana_dashboard") == "1"]
+        need(len(boards) == 1, o, "one ConfigMap labelled grafana_dashboard: \"1\" (the Grafana sidecar's label)")
+        for d in boards:
+            need(json.loads(d["data"].get("chaos-fleet.json", "null")) == json.load(open("deploy/grafana/chaos-fleet.json")),
+                 f"{o} ConfigMap/{d['metadata']['name']}", "data chaos-fleet.json is deploy/grafana/chaos-fleet.json")
     if o in ("sidecar", "fleet"):
         need(any(k == "Service" and 9000 in [p["port"] for p in d["spec"]["ports"]] for (k, _), d in named.items()),
              o, "a Service on port 9000 for clients")
@@ -135,7 +142,8 @@ for e in errors:
     print(e, file=sys.stderr)
 if errors:
     sys.exit(1)
-print(f"conventions: {agents} agent containers hardened, token mounted, --agent set, probes and scrape annotations present")
+print(f"conventions: {agents} agent containers hardened, token mounted, --agent set, probes and scrape annotations present, "
+      "the fleet's Grafana dashboard ConfigMap labelled for the sidecar")
 EOF
 rendered=()
 for o in "${OVERLAYS[@]}"; do rendered+=("$o=$tmp/$o.yaml"); done
@@ -178,4 +186,7 @@ for mutation in '/readOnlyRootFilesystem/d' '/prometheus.io\/scrape/d' 's/--agen
   ! python3 -c "$CONVENTIONS" "sidecar=$tmp/mutated.yaml" "fleet=$tmp/fleet.yaml" "merge-job=$tmp/merge-job.yaml" 2>/dev/null ||
     fail "self-check: the convention check accepted sidecar with sed '$mutation'"
 done
-echo "self-check: replicas: \"three\", an unknown field and 4 broken sidecar copies rejected"
+sed '/grafana_dashboard/d' "$tmp/fleet.yaml" >"$tmp/mutated.yaml"
+! python3 -c "$CONVENTIONS" "sidecar=$tmp/sidecar.yaml" "fleet=$tmp/mutated.yaml" "merge-job=$tmp/merge-job.yaml" 2>/dev/null ||
+  fail "self-check: the convention check accepted a fleet whose dashboard ConfigMap lost its grafana_dashboard label"
+echo "self-check: replicas: \"three\", an unknown field, 4 broken sidecar copies and an unlabelled dashboard rejected"

@@ -11,6 +11,10 @@ package struct DurationHistogram: Sendable, Equatable {
 
     /// The bounds chaos exposes recovery times at, in seconds.
     package static let recoveryBounds: [Double] = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300]
+
+    /// The bounds chaos exposes transit times at, in seconds: a message from the proxy's read of it to the consumer's
+    /// acknowledgement of its last byte (milliseconds on a quiet path, seconds behind a fault).
+    package static let transitBounds: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
 }
 
 extension LatencyRecorder {
@@ -32,5 +36,13 @@ extension AuditEngine {
         -> (reconnect: DurationHistogram, resume: DurationHistogram)
     {
         (recovery.reconnect.histogram(bounds: bounds), recovery.resume.histogram(bounds: bounds))
+    }
+}
+
+extension AuditEngine {
+    /// The messages' transit times so far (the proxy's read to the consumer's acknowledgement) as a histogram at
+    /// `bounds` seconds.
+    package func transitHistogram(bounds: [Double] = DurationHistogram.transitBounds) -> DurationHistogram {
+        transit.histogram(bounds: bounds)
     }
 }

@@ -99,7 +99,8 @@ extension ControlAPI {
             number: id,
             proxies: proxies,
             clock: factory.clock,
-            sink: factory.sink
+            sink: factory.sink,
+            tally: faultTally
         )
         // Made under the lock, so that a fault that is over at once (a disconnect) is kept before it is let go:
         // a fault whose timeline has ended is no longer active (GET /faults, /metrics).

@@ -68,7 +68,9 @@ extension ControlAPI {
         let added = ManagedToxic(toxic: toxic, key: ShapingKey(timeline: id, occurrence: 0), proxy: proxy)
         state.withLock { $0.proxies[proxy]?.toxics.append(added) }
         record(.faultStarted(added.mark))
-        await applyToxic(added, on: managed.server)
+        let hit = await applyToxic(added, on: managed.server)
+        // Counted once, as it is added: an update re-applies it, and its active count is read off the proxy's toxics.
+        faultTally.began(type, connections: hit, lasting: false)
         return .json(toxic)
     }
 
@@ -108,10 +110,11 @@ extension ControlAPI {
     }
 
     /// Applies a toxic to a proxy's connections, live and new (applied, not just queued, on return). Its marks
-    /// are the API's (``ManagedToxic/mark``), not the injector's.
-    func applyToxic(_ toxic: ManagedToxic, on server: ProxyServer) async {
-        guard let occurrence = occurrence(of: toxic) else { return }
-        await injector(of: toxic, on: server).apply(occurrence)
+    /// are the API's (``ManagedToxic/mark``), not the injector's. Returns how many live connections it hit.
+    @discardableResult
+    func applyToxic(_ toxic: ManagedToxic, on server: ProxyServer) async -> Int {
+        guard let occurrence = occurrence(of: toxic) else { return 0 }
+        return await injector(of: toxic, on: server).apply(occurrence).connections
     }
 
     /// Lifts a toxic from a proxy's connections and ends its mark.

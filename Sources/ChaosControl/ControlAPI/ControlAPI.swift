@@ -44,6 +44,8 @@ package final class ControlAPI: Sendable {
     let factory: ProxyFactory
     let seed: UInt64
     let extras: Extras
+    /// The faults by kind (the run's, the API's and the toxics): ``Extras/faults``, or the API's own.
+    let faultTally: FaultTally
     /// Who may use it (``APIAccess``).
     package let access: APIAccess
     let state: Mutex<State>
@@ -80,6 +82,9 @@ package final class ControlAPI: Sendable {
         package var manual: ManualActions?
         /// The addresses of the fleet's other agents' control APIs, which the live page links to.
         package var fleetPeers: [String] = []
+        /// Where the run's own injector counts its faults by kind: `GET /metrics` adds the API's faults and toxics to it
+        /// and shows them together. nil: the API keeps a tally of its own.
+        package var faults: FaultTally?
 
         /// Extras; none by default.
         package init(report: (@Sendable () -> String)? = nil, metrics: (@Sendable () -> String)? = nil) {
@@ -141,6 +146,7 @@ package final class ControlAPI: Sendable {
         self.access = access
         self.factory = factory
         self.extras = extras
+        self.faultTally = extras.faults ?? FaultTally()
         self.seed = seed
         var state = State()
         for proxy in proxies {

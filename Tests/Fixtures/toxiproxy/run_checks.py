@@ -75,10 +75,13 @@ def run_metrics(_):
         check(later > start, "bytes upstream moved from %d to %d while the pair's connections are open" % (start, later))
         server = Toxiproxy()
         server.update_api_consumer("127.0.0.1", api)
-        server.get_proxy("stream").add_toxic(type="latency", name="api_latency", attributes={"latency": 20})
+        # A kind the scenario has none of: chaos_faults_active counts the scenario's faults too.
+        server.get_proxy("stream").add_toxic(type="bandwidth", name="api_bandwidth", attributes={"rate": 100000})
         fault = requests.post(url + "/faults", data=json.dumps({"stall": {"for": "300ms"}}))
         check(fault.status_code == 201, "POST /faults during the run: 201")
-        check(sample("chaos_faults_active", {"kind": "latency"}) == 1, "chaos_faults_active{kind=latency} is 1")
+        check(sample("chaos_faults_active", {"kind": "bandwidth"}) == 1, "chaos_faults_active{kind=bandwidth} is 1")
+        for kind in ("bandwidth", "stall"):
+            check(sample("chaos_fault_occurrences_total", {"kind": kind}) == 1, "chaos_fault_occurrences_total{kind=%s} is 1" % kind)
         # The scenario's disconnect at about 3 s: the pair reconnects, and the histogram counts it while the run goes on.
         reconnects = 0
         while time.time() < deadline + 10 and not reconnects and run.poll() is None:
@@ -91,7 +94,7 @@ def run_metrics(_):
             report = json.load(file)
         kinds = [(f["kind"], f["occurrence"]) for f in report["faults"]]
         say("report.json faults: %s" % kinds)
-        check(any(k == "latency" and o >= 1 << 40 for k, o in kinds), "the toxic is in report.json's faults")
+        check(any(k == "bandwidth" and o >= 1 << 40 for k, o in kinds), "the toxic is in report.json's faults")
         check(any(k == "stall" and o >= 1 << 40 for k, o in kinds), "the API fault is in report.json's faults")
     finally:
         if run.poll() is None:
