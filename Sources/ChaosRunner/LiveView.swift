@@ -20,8 +20,8 @@ final class LiveView: Sendable {
     let peers: [String]
     private let made = Mutex<(at: UInt64, report: RunReport, worst: [StreamResult])?>(nil)
 
-    /// How old a report the page may show.
-    static let freshFor: UInt64 = 900_000_000
+    /// How old a report the page may show: 0.9 s by default.
+    let freshFor: UInt64
     /// Streams per page, and how many of the worst the pushed figures carry.
     static let page = 100
     static let worstPushed = 10
@@ -29,8 +29,16 @@ final class LiveView: Sendable {
     static let recentFaults = 20
     static let nextFaults = 5
 
-    init(report: @escaping @Sendable () -> RunReport, injector: FaultInjector, proxies: [ProxyServer], manual: ManualActions, peers: [String]) {
+    init(
+        report: @escaping @Sendable () -> RunReport,
+        injector: FaultInjector,
+        proxies: [ProxyServer],
+        manual: ManualActions,
+        peers: [String],
+        freshFor: UInt64 = 900_000_000
+    ) {
         self.report = report
+        self.freshFor = freshFor
         self.injector = injector
         self.proxies = proxies
         self.manual = manual
@@ -40,7 +48,7 @@ final class LiveView: Sendable {
     /// The report so far and its streams worst first: one made less than ``freshFor`` ago, or a new one.
     func current() -> (report: RunReport, worst: [StreamResult]) {
         let now = DispatchTime.now().uptimeNanoseconds
-        if let made = made.withLock({ $0 }), now - made.at < Self.freshFor { return (made.report, made.worst) }
+        if let made = made.withLock({ $0 }), now - made.at < freshFor { return (made.report, made.worst) }
         let report = report()
         let worst = HTMLRenderer.worstFirst(report.streams)
         made.withLock { $0 = (now, report, worst) }
