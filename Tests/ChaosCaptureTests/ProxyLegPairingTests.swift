@@ -87,6 +87,37 @@ struct ProxyLegPairingTests {
         }
     }
 
+    @Test(
+        "server legs that carry nothing for longer than the window (a partition holds the requests) and were dialled in the opposite order wait for their payload",
+        arguments: pairings
+    )
+    func heldRequestsAfterCrosswiseDials(pairing: CaptureReadOptions.Pairing) throws {
+        let common = TestSupport.bytes(count: 40, seed: 9)
+        let request1 = common + Array("GET / stream one\n".utf8)
+        let request2 = common + Array("GET / stream two\n".utf8)
+        let script = ScriptedTCP()
+        var c1 = script.open(40001, to: 7000)
+        var c2 = script.open(40002, to: 7000)
+        var s2 = script.open(50002, to: 7001)  // the dials overtook each other
+        var s1 = script.open(50001, to: 7001)
+        script.send(request1, on: &c1, fromClient: true)
+        script.send(request2, on: &c2, fromClient: true)
+        script.wait(milliseconds: 1_400)  // the partition: the proxy holds both requests past the 1 s window
+        script.send(request1, on: &s1, fromClient: true)
+        script.send(request2, on: &s2, fromClient: true)
+        for flow in [c1, c2, s1, s2] {
+            var flow = flow
+            script.close(&flow)
+        }
+
+        let read = try Self.read(script, pairing: pairing)
+        #expect(read.statistics.pairedConnections == 2)
+        #expect(read.endpoints["40001"]?.proxyLocal.hasSuffix(":50001") == true, "\(read.endpoints)")
+        #expect(read.endpoints["40002"]?.proxyLocal.hasSuffix(":50002") == true)
+        #expect(read.traffic["40001"]?.writtenToServer == request1)
+        #expect(read.traffic["40002"]?.writtenToServer == request2)
+    }
+
     @Test("legs whose payload cannot tell them apart fall back to the oldest client leg", arguments: pairings)
     func indistinguishableLegs(pairing: CaptureReadOptions.Pairing) throws {
         let request = Array("the same request\n".utf8)

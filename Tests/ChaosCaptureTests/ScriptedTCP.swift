@@ -12,6 +12,10 @@ final class ScriptedTCP {
     }
 
     private var packets: [[UInt8]] = []
+    /// Each packet's time, in microseconds after the first.
+    private var times: [UInt64] = []
+    /// The time of the next packet, in microseconds.
+    private var clock: UInt64 = 0
 
     /// A flow whose three-way handshake is added now.
     func open(_ clientPort: UInt16, to serverPort: UInt16) -> Flow {
@@ -61,7 +65,13 @@ final class ScriptedTCP {
         add(flow, fromClient: true, flags: 0x10, sequence: flow.clientNext, acknowledgement: flow.serverNext)
     }
 
-    /// Writes the packets, one millisecond apart, as a classic pcap of raw IPv4 (LINKTYPE_RAW).
+    /// Lets `milliseconds` pass before the next packet (packets are otherwise one millisecond apart).
+    func wait(milliseconds: UInt64) {
+        clock += milliseconds * 1_000
+    }
+
+    /// Writes the packets, one millisecond apart (plus every ``wait(milliseconds:)``), as a classic pcap of raw
+    /// IPv4 (LINKTYPE_RAW).
     func write(to path: String) throws {
         var out: [UInt8] = []
         func u32(_ value: UInt32) { out += withUnsafeBytes(of: value.littleEndian, Array.init) }
@@ -73,9 +83,9 @@ final class ScriptedTCP {
         u32(0)
         u32(65535)
         u32(101)
-        for (index, packet) in packets.enumerated() {
-            u32(1_700_000_000)
-            u32(UInt32(index) * 1_000)
+        for (packet, time) in zip(packets, times) {
+            u32(1_700_000_000 + UInt32(time / 1_000_000))
+            u32(UInt32(time % 1_000_000))
             u32(UInt32(packet.count))
             u32(UInt32(packet.count))
             out += packet
@@ -102,5 +112,7 @@ final class ScriptedTCP {
             + withUnsafeBytes(of: sequence.bigEndian, Array.init) + withUnsafeBytes(of: acknowledgement.bigEndian, Array.init)
             + [0x50, flags, 0xFF, 0xFF, 0, 0, 0, 0]
         packets.append(ip + tcp + payload)
+        times.append(clock)
+        clock += 1_000
     }
 }

@@ -60,6 +60,8 @@ final class TCPFlow {
     var held: [HeldEvent] = []
     /// The first payload bytes each way, recorded while the role is `.pending`.
     var firstBytes = PayloadPrefix()
+    /// The payload bytes among `held`.
+    var heldBytes = 0
     /// Whether any payload was reported.
     var carriedPayload = false
     /// RST seen, or both FINs reached: later packets (but a new SYN, or an ACK after the FINs) are leftovers.
@@ -94,6 +96,7 @@ final class TCPFlow {
     func releaseHeld() -> [HeldEvent] {
         let events = held
         held = []
+        heldBytes = 0
         firstBytes = PayloadPrefix()
         return events
     }

@@ -208,7 +208,10 @@ extension TrafficReconstructor {
         case .pending:
             flow.held.append(HeldEvent(order: nextHeldOrder, event: event))
             nextHeldOrder += 1
-            if case .data(let towardServer, let bytes, _) = event { flow.firstBytes.record(bytes, towardServer: towardServer) }
+            if case .data(let towardServer, let bytes, _) = event {
+                flow.firstBytes.record(bytes, towardServer: towardServer)
+                flow.heldBytes += bytes.count
+            }
         case .standalone(let id):
             switch event {
             case .data(let towardServer, let bytes, let time):

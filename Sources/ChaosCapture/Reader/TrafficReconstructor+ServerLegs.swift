@@ -43,8 +43,8 @@ extension TrafficReconstructor {
         } else if agreeing.count == 1 || agreeing.isEmpty {
             // One agrees: found. None agrees (the proxy changed bytes?): more payload will not help.
             choice = agreeing.first ?? oldest
-        } else if force || leg.finished || time - leg.firstTime > activeWindow
-            || leg.firstBytes.isExhausted(against: agreeing.map(\.firstBytes))
+        } else if force || leg.finished || leg.firstBytes.isExhausted(against: agreeing.map(\.firstBytes))
+            || (time - leg.firstTime > activeWindow && (leg.carriedPayload || Self.holdsTooMuch(agreeing)))
         {
             choice = agreeing[0]
         } else {
@@ -54,5 +54,16 @@ extension TrafficReconstructor {
         pendingClientLegs.removeAll { $0 === choice }
         try pair(choice, with: leg, time: leg.firstTime)
         return true
+    }
+
+    /// The most payload the candidates of a server leg that has carried nothing yet may hold before it is
+    /// paired by guess: a proxy holding a new connection's first bytes (a partition) dials the server at once and
+    /// writes them only when it lets them through, seconds later, and its dials can overtake each other, so the
+    /// window alone would pair such legs crosswise.
+    static let heldLimitWithoutPayload = 32 << 20
+
+    /// Whether `candidates` hold more than ``heldLimitWithoutPayload`` bytes between them.
+    static func holdsTooMuch(_ candidates: [TCPFlow]) -> Bool {
+        candidates.reduce(0) { $0 + $1.heldBytes } > heldLimitWithoutPayload
     }
 }
