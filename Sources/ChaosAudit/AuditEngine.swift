@@ -125,7 +125,7 @@ package final class AuditEngine {
 
     /// Feeds one event. Events must come in time order.
     ///
-    /// A read (lines and length-prefixed framings) is held until the next event: when that is the write of the
+    /// A read (framings that audit relayed reads once: ``ProtocolLayer/holdsReads``) is held until the next event: when that is the write of the
     /// same buffer at the same offset (the relay wrote the read whole; a capture's standalone connection), the pair
     /// is audited in one pass (``relayed(_:_:)``). Anything else first audits the held read as it came.
     package func ingest(_ event: TrafficEvent) {
@@ -140,7 +140,7 @@ package final class AuditEngine {
         }
         if event.time > now { now = event.time }
         if now > nextRetirement { retireClosedConnections(before: now) }
-        if case .read(_, let bytes) = event.kind, layer.writtenCopiesRead, !bytes.isEmpty {
+        if case .read(_, let bytes) = event.kind, layer.holdsReads, !bytes.isEmpty {
             pathTracker.read(on: event.connection, at: event.time)
             heldRead = event
             return

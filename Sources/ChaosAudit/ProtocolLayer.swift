@@ -14,6 +14,9 @@ struct ProtocolLayer {
     let auditedMethods: Set<String>?
     /// The bytes written to a consumer are the bytes read from its producer (``ProtocolFramer/proxyWritesOnlyRelayedBytes``).
     let writtenCopiesRead: Bool
+    /// Reads are held until the next event, to be audited with the write of their own buffer in one pass
+    /// (``ProtocolFramer/auditsRelayedReadsOnce``).
+    let holdsReads: Bool
     /// Where a message's fields are in the messages the decoders hand over (``ProtocolPlugin/fieldSpec(_:)``).
     let fieldSpec: ProtocolSpec
 
@@ -29,5 +32,6 @@ struct ProtocolLayer {
         framer = try plugin.framer(spec, auditedMethods: methods)
         fieldSpec = plugin.fieldSpec(spec)
         writtenCopiesRead = framer.proxyWritesOnlyRelayedBytes
+        holdsReads = writtenCopiesRead || framer.auditsRelayedReadsOnce
     }
 }

@@ -69,67 +69,11 @@ struct MQTTRelayedTests {
         return [publisher, subscriber]
     }
 
-    /// Feeds one scripted run of `seed` under `spec`, with writes sharing the read's buffer (`shared`) or always copies.
+    /// Audits one scripted run of `seed` under `spec`, with writes sharing the read's buffer (`shared`) or always copies.
     static func run(seed: UInt64, spec: ProtocolSpec, shared: Bool) throws -> AuditResult {
         var generator = SeededGenerator(seed: seed)
-        let engine = try AuditEngine(spec: spec)
-        var time: Int64 = 0
-        func add(_ connection: ConnectionID, _ kind: TrafficEvent.Kind) {
-            time += 1_000
-            engine.ingest(TrafficEvent(time: time, connection: connection, kind: kind))
-        }
         let streams = traffic(&generator, level: seed.isMultiple(of: 2) ? 5 : 4)
-        for connection: ConnectionID in [1, 2] {
-            add(connection, .opened(ConnectionEndpoints(proxy: "p", client: "c\(connection)", listen: "l", proxyLocal: "pl", server: "s")))
-        }
-        var readAt = [[0, 0], [0, 0]]
-        var writtenAt = [[0, 0], [0, 0]]
-        var unwritten: [[[UInt8]]] = [[[], []], [[], []]]
-        var steps = 0
-        var reset = false
-        func left(_ pair: Int, _ slot: Int) -> Int { streams[pair][slot].count - readAt[pair][slot] }
-        while (0...1).contains(where: { pair in (0...1).contains { left(pair, $0) > 0 } }), steps < 20_000 {
-            steps += 1
-            let pair = Int.random(in: 0...1, using: &generator)
-            let slot = Int.random(in: 0...1, using: &generator)
-            let connection = ConnectionID(pair + 1)
-            let direction: Direction = slot == 0 ? .upstream : .downstream
-            guard left(pair, slot) > 0, !(reset && pair == 1) else { continue }
-            let size = min(Int.random(in: 1...600, using: &generator), left(pair, slot))
-            let read = Array(streams[pair][slot][readAt[pair][slot]..<(readAt[pair][slot] + size)])
-            readAt[pair][slot] += size
-            add(connection, .read(direction.producer, read))
-            let how = seed % 4 == 1 ? 0 : Int.random(in: 0..<10, using: &generator)
-            if how < 6, unwritten[pair][slot].isEmpty {
-                add(connection, .written(direction.consumer, shared ? read : read.withUnsafeBufferPointer { Array($0) }))
-                writtenAt[pair][slot] += size
-            } else {
-                unwritten[pair][slot] += read
-                if how < 9 {
-                    let piece = Int.random(in: 0...unwritten[pair][slot].count, using: &generator)
-                    add(connection, .written(direction.consumer, Array(unwritten[pair][slot][0..<piece])))
-                    unwritten[pair][slot].removeFirst(piece)
-                    writtenAt[pair][slot] += piece
-                }
-            }
-            if Int.random(in: 0..<4, using: &generator) == 0 {
-                add(connection, .acknowledged(direction.consumer, upTo: Int64(Int.random(in: 0...writtenAt[pair][slot], using: &generator))))
-            }
-            // The subscriber's connection reset mid-stream, packets half read and half written.
-            if steps == 60, seed.isMultiple(of: 3) {
-                add(2, .closed(.client, .reset))
-                reset = true
-            }
-            if seed.isMultiple(of: 4), left(0, 0) < 40 { break }
-        }
-        for connection: ConnectionID in [1, 2] {
-            let pair = Int(connection) - 1
-            add(connection, .acknowledged(.server, upTo: Int64(writtenAt[pair][0])))
-            add(connection, .acknowledged(.client, upTo: Int64(writtenAt[pair][1])))
-            add(connection, .closed(.client, .fin))
-            add(connection, .closed(.server, .fin))
-        }
-        return engine.finish()
+        return try RelayedTraffic.audit(streams, spec: spec, seed: seed, shared: shared, generator: &generator)
     }
 
     @Test(

@@ -57,6 +57,35 @@ enum WebSocketWire {
     }
 }
 
+extension WebSocketWire {
+    /// One direction's WebSocket messages, compressed with one context (`deflater`) or not, masked from the client.
+    struct Leg {
+        var bytes: [UInt8]
+        let deflater: Deflater?
+        let mask: [UInt8]?
+
+        /// `text` as one message: compressed where negotiated (now and then not: RSV1 is per message), cut into
+        /// `fragments` frames, a ping frame between the first two.
+        mutating func send(_ text: String, binary: Bool = false, fragments: Int = 1, compress: Bool = true) {
+            let plain = Array(text.utf8)
+            let compressed = compress ? deflater : nil
+            let payload = compressed?.compress(plain) ?? plain
+            let size = max(1, (payload.count + fragments - 1) / fragments)
+            var start = 0
+            var first = true
+            repeat {
+                let end = min(start + size, payload.count)
+                let last = end == payload.count
+                let opcode: UInt8 = first ? (binary ? 2 : 1) : 0
+                bytes += WebSocketWire.frame(opcode, Array(payload[start..<end]), fin: last, rsv1: first && compressed != nil, mask: mask)
+                if first, !last { bytes += WebSocketWire.frame(9, Array("p".utf8), mask: mask) }
+                first = false
+                start = end
+            } while start < payload.count
+        }
+    }
+}
+
 extension Deflater {
     /// A compressor for tests: zlib starting is not what they test.
     convenience init(bits: Int32 = 15, takeover: Bool = true) {

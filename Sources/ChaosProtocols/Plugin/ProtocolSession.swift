@@ -9,10 +9,17 @@ package protocol ProtocolFramer: Sendable {
     /// what it writes to a consumer is then, message by message, what it read from the producer at the same offsets,
     /// and the audit reads each message's fields once. False by default.
     var proxyWritesOnlyRelayedBytes: Bool { get }
+    /// Whether a read the proxy writes whole (the write of the read's own buffer, at the same offset) is decoded once
+    /// for both its copies while both legs' decoders can hand their state over (``LegDecoder/canHandOverState``):
+    /// the audit holds each read until the next event to see. Safe whatever the proxy writes of its own (such a write
+    /// is never a read's buffer: the lockstep ends there, and the written copy's decoder takes the read copy's state);
+    /// true where ``proxyWritesOnlyRelayedBytes`` is, else false by default.
+    var auditsRelayedReadsOnce: Bool { get }
 }
 
 extension ProtocolFramer {
     package var proxyWritesOnlyRelayedBytes: Bool { false }
+    package var auditsRelayedReadsOnce: Bool { proxyWritesOnlyRelayedBytes }
 }
 
 /// What the legs of one connection share (what its handshake decided, the calls opened on it), and the maker of

@@ -66,6 +66,30 @@ final class SocketIODecoder: LegDecoder {
     /// The bytes the decoder holds in its buffers (what a test checks stays bounded).
     var bufferedCapacity: Int { head.capacity + packet.capacity + (webSocket?.bufferedCapacity ?? 0) }
 
+    /// On an upgraded connection whose WebSocket decoder can hand its state over: every other byte of state
+    /// (attachments still to come) is copied with it (``adoptState(of:)``). Long polling is decoded per copy.
+    var canHandOverState: Bool { mode == .webSocket && webSocket?.canHandOverState == true }
+
+    /// Takes the state of `other`, the decoder of the same leg's other copy, which decoded the bytes this one skipped
+    /// (``canHandOverState`` held for both when it began to): its WebSocket decoder's, or that it stopped.
+    func adoptState(of other: any LegDecoder) -> Bool {
+        guard let other = other as? SocketIODecoder, other.upstream == upstream else { return false }
+        switch other.mode {
+        case .webSocket:
+            guard let theirs = other.webSocket else { return false }
+            let ours = webSocket ?? WebSocketDecoder(upstream: upstream, session: session.webSocket, cap: cap)
+            guard ours.adoptState(of: theirs) else { return false }
+            webSocket = ours
+        case .stopped:
+            webSocket = nil
+        case .head, .body:
+            return false
+        }
+        (mode, attachmentsLeft) = (other.mode, other.attachmentsLeft)
+        (head, packet, packetSize, bodyCarriesPackets) = ([], [], 0, false)
+        return true
+    }
+
     func dropPartial() {
         packet = []
         packetSize = 0

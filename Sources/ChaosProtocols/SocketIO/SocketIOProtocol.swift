@@ -163,6 +163,9 @@ struct SocketIOFramer: ProtocolFramer {
     let firstArgument: Bool
 
     func makeSession() -> any ProtocolSession { SocketIOSession(sessions: sessions, firstArgument: firstArgument) }
+
+    /// An upgraded connection's relayed frames are decoded once for both copies (its faults' own answers end that).
+    var auditsRelayedReadsOnce: Bool { true }
 }
 
 extension ProtocolSpec.Framing {

@@ -62,6 +62,13 @@ final class Inflater {
     /// Forgets the stream so far: the next input starts a new one.
     func reset() { inflateReset(stream) }
 
+    /// Takes `other`'s stream as its own (its window and where it is in its input), as zlib's `inflateCopy` copies
+    /// it; false when zlib could not (this inflater then refuses input, as a stream that is not deflate).
+    func adoptState(of other: Inflater) -> Bool {
+        inflateEnd(stream)
+        return inflateCopy(stream, other.stream) == Z_OK
+    }
+
     private func run(_ sink: (UnsafeBufferPointer<UInt8>) -> Void) -> Bool {
         while true {
             stream.pointee.next_out = output

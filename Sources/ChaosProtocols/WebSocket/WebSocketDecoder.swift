@@ -76,6 +76,30 @@ final class WebSocketDecoder: LegDecoder {
     /// The bytes the decoder holds in its buffers (what a test checks stays bounded).
     var bufferedCapacity: Int { head.capacity + control.capacity + message.capacity + scratch.capacity }
 
+    /// Between or inside frames, once the handshake was read: every byte of state is in the fields below (a partial
+    /// frame header in `head`, a partial message in `message`, the inflater's window), so another decoder of the same
+    /// leg can take it whole (``adoptState(of:)``).
+    var canHandOverState: Bool { phase == .header || phase == .payload }
+
+    /// Takes the state of `other`, the decoder of the same leg's other copy, which decoded the bytes this one skipped
+    /// (``canHandOverState`` held for both when it began to).
+    func adoptState(of other: any LegDecoder) -> Bool {
+        guard let other = other as? WebSocketDecoder, other.upstream == upstream else { return false }
+        if let theirs = other.inflater {
+            let ours = inflater ?? session.deflate.flatMap { Inflater(windowBits: $0.windowBits(upstream: upstream)) }
+            guard let ours, ours.adoptState(of: theirs) else { return false }
+            inflater = ours
+        } else {
+            inflater = nil
+        }
+        (phase, head, control) = (other.phase, other.head, other.control)
+        (opcode, fin, masked, mask, maskIndex) = (other.opcode, other.fin, other.masked, other.mask, other.maskIndex)
+        (frameLength, remaining) = (other.frameLength, other.remaining)
+        (messageOpen, messageBinary, messageCompressed) = (other.messageOpen, other.messageBinary, other.messageCompressed)
+        (message, messageSize, oversized) = (other.message, other.messageSize, other.oversized)
+        return true
+    }
+
     func dropPartial() {
         head.removeAll(keepingCapacity: false)
         message = []

@@ -91,6 +91,9 @@ package enum WebSocketProtocol: ProtocolPlugin {
 /// A new ``WebSocketSession`` per connection.
 struct WebSocketFramer: ProtocolFramer {
     func makeSession() -> any ProtocolSession { WebSocketSession() }
+
+    /// Relayed frames are decoded once for both copies (a `ws-close` fault's own close frame ends that).
+    var auditsRelayedReadsOnce: Bool { true }
 }
 
 extension WebSocketSession: ProtocolSession {
