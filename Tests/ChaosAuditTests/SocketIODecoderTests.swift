@@ -204,7 +204,7 @@ struct SocketIODecoderTests {
         #expect(made && String(decoding: out, as: UTF8.self) == object)
     }
 
-    @Test("paths only in the first argument: the decoder hands that argument over in place, and the paths read it flat")
+    @Test("paths only in the first argument: the decoder hands the arguments over in place from the first on, and the paths read it flat")
     func firstArgumentInPlace() {
         var spec = ProtocolSpec(framing: .socketio, seq: "1.seq", stream: "query:stream", ack: "1.meta.ack")
         #expect(SocketIOProtocol.readsFirstArgumentOnly(spec))
@@ -219,9 +219,21 @@ struct SocketIODecoderTests {
         let events = Self.post("sid=s1", "42[\"up\", {\"seq\":5,\"s\":\"[,]\"} ,3]\u{1e}42[\"bare\"]")
         let session = SocketIOSession(sessions: SocketIOSessions(), firstArgument: true)
         let seen = Decoded.feed(SocketIODecoder(upstream: true, session: session, cap: 1024), handshake + events)
-        #expect(Self.messages(seen) == [#"{"seq":5,"s":"[,]"}"#, #"["bare"]"#], "an event with no first argument is handed over whole")
+        #expect(
+            Self.messages(seen) == [#"{"seq":5,"s":"[,]"} ,3"#, #"["bare"]"#],
+            "the arguments from the first on (not read through), and an event with no argument whole"
+        )
         let third = Array(#"[1, {"a":[2,3]}, "x" ]"#.utf8).withUnsafeBufferPointer { JSONArrayIndexer.element(2, ofArray: $0) }
         #expect(third == 17..<20)
+        let cases: [(String, String?)] = [
+            (#" [ "a\"]" , {"seq":1} ] "#, #"{"seq":1}"#), (#"["tick",7]"#, "7"), (#"["tick"]"#, nil), (#"[3,{"seq":1}]"#, nil),
+            (#"["tick",{"seq":1}"#, nil), (#"["x\\",{}, [1]]"#, #"{}, [1]"#), (#"["unterminated"#, nil),
+        ]
+        for (event, expected) in cases {
+            let bytes = Array(event.utf8)
+            let range = bytes.withUnsafeBufferPointer { JSONArrayIndexer.arguments(ofEvent: $0) }
+            #expect(range.map { String(decoding: bytes[$0], as: UTF8.self) } == expected, "\(event)")
+        }
     }
 
     @Test("what is not one JSON array is not indexed", arguments: [#"{"seq":1}"#, #"["open""#, "[1}", ""])

@@ -30,6 +30,44 @@ enum JSONArrayIndexer {
         return isArray ? found : nil
     }
 
+    /// Where an event's arguments begin, `[name, arg1, …]`, to the array's closing bracket (trimmed): the first argument
+    /// and any after it, found without reading the arguments (the name is skipped as the string it is, the end is found
+    /// from the back). Enough for a reader that stops at the end of the value it reads, as the audit's JSON field
+    /// scanner stops at the first argument's closing brace. Nil when `bytes` is not a string and another element in
+    /// brackets (an event with no argument, a name that is not a string).
+    static func arguments(ofEvent bytes: UnsafeBufferPointer<UInt8>) -> Range<Int>? {
+        let count = bytes.count
+        var index = 0
+        while index < count, isSpace(bytes[index]) { index += 1 }
+        guard index < count, bytes[index] == UInt8(ascii: "[") else { return nil }
+        index += 1
+        while index < count, isSpace(bytes[index]) { index += 1 }
+        guard index < count, bytes[index] == UInt8(ascii: "\"") else { return nil }
+        index += 1
+        while true {
+            index = skipPlainString(bytes, from: index)
+            guard index < count else { return nil }
+            if bytes[index] == UInt8(ascii: "\\") {
+                index += 2
+            } else if bytes[index] == UInt8(ascii: "\"") {
+                break
+            } else {
+                index += 1
+            }
+        }
+        index += 1
+        while index < count, isSpace(bytes[index]) { index += 1 }
+        guard index < count, bytes[index] == UInt8(ascii: ",") else { return nil }
+        index += 1
+        while index < count, isSpace(bytes[index]) { index += 1 }
+        var end = count
+        while end > index, isSpace(bytes[end - 1]) { end -= 1 }
+        guard end > index, bytes[end - 1] == UInt8(ascii: "]") else { return nil }
+        end -= 1
+        while end > index, isSpace(bytes[end - 1]) { end -= 1 }
+        return end > index ? index..<end : nil
+    }
+
     /// Calls `body` with each element's index and trimmed range, in order, while it returns true; returns whether
     /// `bytes` is one JSON array (as far as it was read). An empty array has no element.
     @inline(__always)

@@ -357,8 +357,10 @@ final class SocketIODecoder: LegDecoder {
         case .event, .binaryEvent:
             attachmentsLeft = packet.attachments
             if session.firstArgument {
-                // Every path reads inside the first argument: it is the message, in place.
-                let argument = JSONArrayIndexer.element(1, ofArray: payload).map { UnsafeBufferPointer(rebasing: payload[$0]) }
+                // Every path reads inside the first argument: the message is the arguments from it on, in place (the
+                // field scanner stops at the first argument's end).
+                let arguments = JSONArrayIndexer.arguments(ofEvent: payload) ?? JSONArrayIndexer.element(1, ofArray: payload)
+                let argument = arguments.map { UnsafeBufferPointer(rebasing: payload[$0]) }
                 return output(.message(argument ?? payload, end: end, binary: false))
             }
             guard JSONArrayIndexer.object(fromArray: payload, into: &indexed) else {
