@@ -61,8 +61,11 @@ struct AuditBackpressureTests {
         #expect(held > 0, "held \(held) s")
         let extra = try #require(json["extra"] as? [String: String])
         let peak = try #require(extra["audit.queue_peak_bytes"].flatMap { Int($0) })
-        // Full, and over it by at most one event: a read's bytes (64 KiB) and its overhead.
-        #expect(peak >= capacity && peak <= capacity + 65_536 + 64, "peak \(peak)")
+        // A producer waits when the bytes waiting and its event's would pass the capacity, so the queue held more than
+        // half of it then (the bytes waiting, or the event appended once they were taken), and never more than the
+        // capacity or one event over it (a read's 64 KiB and its overhead). Not "at least the capacity": run m3 waited
+        // with 32,752 of 32,768 bytes queued, 16 short of it, for an event of more.
+        #expect(peak > capacity / 2 && peak <= capacity + 65_536 + 64, "peak \(peak)")
         let totals = try #require(json["totals"] as? [String: Any])
         #expect((totals["ok"] as? NSNumber)?.intValue ?? 0 > 100)
         #expect((totals["lost"] as? NSNumber)?.intValue == 0 && (totals["duplicated"] as? NSNumber)?.intValue == 0)

@@ -30,12 +30,9 @@ enum JSONArrayIndexer {
         return isArray ? found : nil
     }
 
-    /// Where an event's arguments begin, `[name, arg1, …]`, to the array's closing bracket (trimmed): the first argument
-    /// and any after it, found without reading the arguments (the name is skipped as the string it is, the end is found
-    /// from the back). Enough for a reader that stops at the end of the value it reads, as the audit's JSON field
-    /// scanner stops at the first argument's closing brace. Nil when `bytes` is not a string and another element in
-    /// brackets (an event with no argument, a name that is not a string).
-    static func arguments(ofEvent bytes: UnsafeBufferPointer<UInt8>) -> Range<Int>? {
+    /// Where an event's name is, `["tick", …]`, between its quotes (escapes as written); nil when `bytes` does not
+    /// begin as an array whose first element is a string.
+    static func name(ofEvent bytes: UnsafeBufferPointer<UInt8>) -> Range<Int>? {
         let count = bytes.count
         var index = 0
         while index < count, isSpace(bytes[index]) { index += 1 }
@@ -43,19 +40,30 @@ enum JSONArrayIndexer {
         index += 1
         while index < count, isSpace(bytes[index]) { index += 1 }
         guard index < count, bytes[index] == UInt8(ascii: "\"") else { return nil }
-        index += 1
+        let start = index + 1
+        index = start
         while true {
             index = skipPlainString(bytes, from: index)
             guard index < count else { return nil }
             if bytes[index] == UInt8(ascii: "\\") {
                 index += 2
             } else if bytes[index] == UInt8(ascii: "\"") {
-                break
+                return start..<index
             } else {
                 index += 1
             }
         }
-        index += 1
+    }
+
+    /// Where an event's arguments begin, `[name, arg1, …]`, to the array's closing bracket (trimmed): the first argument
+    /// and any after it, found without reading the arguments (the name is skipped as the string it is, the end is found
+    /// from the back). Enough for a reader that stops at the end of the value it reads, as the audit's JSON field
+    /// scanner stops at the first argument's closing brace. Nil when `bytes` is not a string and another element in
+    /// brackets (an event with no argument, a name that is not a string).
+    static func arguments(ofEvent bytes: UnsafeBufferPointer<UInt8>) -> Range<Int>? {
+        let count = bytes.count
+        guard let name = name(ofEvent: bytes) else { return nil }
+        var index = name.upperBound + 1
         while index < count, isSpace(bytes[index]) { index += 1 }
         guard index < count, bytes[index] == UInt8(ascii: ",") else { return nil }
         index += 1

@@ -356,6 +356,9 @@ final class SocketIODecoder: LegDecoder {
             output(.event(.counted("sioAcks"), at: end))
         case .event, .binaryEvent:
             attachmentsLeft = packet.attachments
+            if !session.audited.auditsEverything, !session.audited.audits(namespace: packet.namespace, payload: payload) {
+                return output(.event(.counted("sioUnauditedEvents"), at: end))
+            }
             if session.firstArgument {
                 // Every path reads inside the first argument: the message is the arguments from it on, in place (the
                 // field scanner stops at the first argument's end).

@@ -22,6 +22,7 @@ package enum SocketIOProtocol: ProtocolPlugin {
         ProtocolCounter("sioRecoveries", "CONNECTs resuming a session (pid, offset)"),
         ProtocolCounter("sioDisconnects", "Socket.IO DISCONNECTs"), ProtocolCounter("sioConnectErrors", "CONNECT_ERRORs"),
         ProtocolCounter("sioAcks", "Socket.IO ACKs"),
+        ProtocolCounter("sioUnauditedEvents", "EVENTs outside `events:` or `namespaces:`"),
     ]
     package static let counterFamilies = [
         ProtocolCounter("eioRefusals", "polling answers other than 200", note: "400: a session id the server does not know (a restarted server)")
@@ -29,6 +30,20 @@ package enum SocketIOProtocol: ProtocolPlugin {
 
     /// The stream-key prefix that names a key of the CONNECT packet's auth.
     package static let authPrefix = "auth:"
+
+    /// `events: [tick, chat]`: the event names whose EVENTs are messages, and `namespaces: [/, /chat]`: the
+    /// namespaces whose EVENTs are (default every one); the others are counted (`sioUnauditedEvents`), not audited.
+    package static var listOptionKeys: [String] { [eventsKey, namespacesKey] }
+    static let eventsKey = "events"
+    static let namespacesKey = "namespaces"
+
+    package static func listOptionProblem(_ key: String, _ item: String) -> String? {
+        switch key {
+        case namespacesKey where !item.hasPrefix("/"): "is not a namespace: a namespace begins with '/' ('/' is the main one)"
+        case eventsKey where item.isEmpty: "is not an event name"
+        default: nil
+        }
+    }
 
     /// The proxy follows Engine.IO's HTTP messages and, after an upgrade, its WebSocket frames, for the faults below.
     package static var frames: String? { "socketio" }
@@ -103,7 +118,11 @@ package enum SocketIOProtocol: ProtocolPlugin {
     }()
 
     package static func framer(_ spec: ProtocolSpec, auditedMethods: Set<String>?) throws -> any ProtocolFramer {
-        SocketIOFramer(sessions: SocketIOSessions(), firstArgument: readsFirstArgumentOnly(spec))
+        SocketIOFramer(
+            sessions: SocketIOSessions(),
+            firstArgument: readsFirstArgumentOnly(spec),
+            audited: SocketIOEventFilter(events: spec.lists?[eventsKey], namespaces: spec.lists?[namespacesKey])
+        )
     }
 
     /// A path as a scenario writes it, as the audit reads the event's array: `1.seq` → `/1/seq`, `0` → `/0`, `event`
@@ -157,12 +176,16 @@ package enum SocketIOProtocol: ProtocolPlugin {
 }
 
 /// A new ``SocketIOSession`` per connection, all of them meeting in one ``SocketIOSessions``; `firstArgument`: an
-/// event's message is its first argument (``SocketIOProtocol/readsFirstArgumentOnly(_:)``).
+/// event's message is its first argument (``SocketIOProtocol/readsFirstArgumentOnly(_:)``); `audited`: the events
+/// that are messages.
 struct SocketIOFramer: ProtocolFramer {
     let sessions: SocketIOSessions
     let firstArgument: Bool
+    let audited: SocketIOEventFilter
 
-    func makeSession() -> any ProtocolSession { SocketIOSession(sessions: sessions, firstArgument: firstArgument) }
+    func makeSession() -> any ProtocolSession {
+        SocketIOSession(sessions: sessions, firstArgument: firstArgument, audited: audited)
+    }
 
     /// An upgraded connection's relayed frames are decoded once for both copies (its faults' own answers end that).
     var auditsRelayedReadsOnce: Bool { true }

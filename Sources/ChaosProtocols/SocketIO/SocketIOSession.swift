@@ -18,10 +18,13 @@ final class SocketIOSession: ProtocolSession {
 
     /// Whether an event's message is its first argument, handed over in place (else the array as an object by index).
     let firstArgument: Bool
+    /// The events that are messages (`events:`, `namespaces:`).
+    let audited: SocketIOEventFilter
 
-    init(sessions: SocketIOSessions, firstArgument: Bool = false) {
+    init(sessions: SocketIOSessions, firstArgument: Bool = false, audited: SocketIOEventFilter = SocketIOEventFilter()) {
         self.sessions = sessions
         self.firstArgument = firstArgument
+        self.audited = audited
     }
 
     /// A request was read (each leg that reads it calls this; the same request twice changes nothing).
