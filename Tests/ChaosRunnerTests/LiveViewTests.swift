@@ -67,18 +67,22 @@ struct LiveViewTests {
         let report = try Self.report(streams: 50_000)
         let made = Mutex(0)
         let clock = RunClock()
-        let view = LiveView(
-            report: {
-                made.withLock { $0 += 1 }
-                return report
-            },
-            injector: FaultInjector(timeline: Timeline(seed: 0, duration: .zero, occurrences: []), proxies: [], clock: clock, sink: nil),
-            proxies: [],
-            manual: ManualActions(clock: clock),
-            peers: ["http://agent-2:9090"],
-            // Fresh for an hour here: however slow the machine, every ask below falls within it (0.9 s in a run).
-            freshFor: 3_600_000_000_000
-        )
+        /// A view of `report` on a stopped run, counting the reports it makes in `made`.
+        func makeView(peers: [String], freshFor: UInt64) -> LiveView {
+            LiveView(
+                report: {
+                    made.withLock { $0 += 1 }
+                    return report
+                },
+                injector: FaultInjector(timeline: Timeline(seed: 0, duration: .zero, occurrences: []), proxies: [], clock: clock, sink: nil),
+                proxies: [],
+                manual: ManualActions(clock: clock),
+                peers: peers,
+                freshFor: freshFor
+            )
+        }
+        // Fresh for an hour here: however slow the machine, every ask below falls within it (0.9 s in a run).
+        let view = makeView(peers: ["http://agent-2:9090"], freshFor: 3_600_000_000_000)
         let state = try Self.json(view.state())
         #expect(state["scenario"] as? String == "fleet" && state["peers"] as? [String] == ["http://agent-2:9090"])
         let streams = state["streams"] as? [String: Any] ?? [:]
@@ -97,17 +101,7 @@ struct LiveViewTests {
         #expect(searched["matching"] as? Int == 11 && names.allSatisfy { $0.contains("device-4242") }, "\(names)")
         #expect(made.withLock { $0 } == 1, "one report for every ask while it is fresh")
         // Once it is stale, the next ask makes another.
-        let stale = LiveView(
-            report: {
-                made.withLock { $0 += 1 }
-                return report
-            },
-            injector: FaultInjector(timeline: Timeline(seed: 0, duration: .zero, occurrences: []), proxies: [], clock: clock, sink: nil),
-            proxies: [],
-            manual: ManualActions(clock: clock),
-            peers: [],
-            freshFor: 0
-        )
+        let stale = makeView(peers: [], freshFor: 0)
         _ = stale.state()
         _ = stale.streams(page: 0, search: "")
         #expect(made.withLock { $0 } == 3)
