@@ -1,4 +1,5 @@
 package import ChaosCore
+import ChaosProtocols
 import Logging
 import NIOCore
 import NIOPosix
@@ -45,15 +46,31 @@ extension ProxyServer {
     /// Sends the given connections (all when nil) a protocol fault's frames (`ws-close`, `goaway`) at their next frame
     /// boundary and closes them after its grace time. Only connections whose frames this proxy follows
     /// (``Options/frames``) can be reached; returns how many were.
+    /// A fault whose effect outlives its strike (``ProtocolPlugin/lingering(_:struck:)``) then lies in wait on every
+    /// connection, live and new, to the run's end.
     package func protocolClose(_ ids: [ConnectionID]?, _ fault: ProtocolFault) async -> Int {
         let connections = state.withLock { state in
             (ids ?? Array(state.connections.keys)).compactMap { state.connections[$0] }
         }
-        var hit = 0
-        for connection in connections where (try? await connection.eventLoop.submit { connection.protocolClose(fault) }.get()) == true {
-            hit += 1
+        var struck: [any FrameBoundaryTracking] = []
+        var plugin: (any ProtocolPlugin.Type)?
+        for connection in connections {
+            let hit = try? await connection.eventLoop.submit { () -> (any ProtocolPlugin.Type, any FrameBoundaryTracking)? in
+                guard let frames = connection.protocolFrames, connection.protocolClose(fault) else { return nil }
+                return (frames.plugin, frames.trackers[Side.client.slot])
+            }.get()
+            guard let (followed, client) = hit ?? nil else { continue }
+            plugin = followed
+            struck.append(client)
         }
-        return hit
+        if let lingering = plugin?.lingering(fault, struck: struck) {
+            let key = state.withLock { state in
+                state.lingeringFaults += 1
+                return ShapingKey(timeline: ShapingKey.lingeringTimeline, occurrence: state.lingeringFaults)
+            }
+            _ = await beginWaitingFault(lingering, key: key)
+        }
+        return struck.count
     }
 
     /// A protocol fault that lasts (``ProtocolFaultDeclaration/lasting``): until ``endWaitingFault(key:)`` it lies in

@@ -72,6 +72,8 @@ package final class ProxyServer: Sendable {
         /// connections each caught.
         var waiting: [ShapingKey: ProtocolFault] = [:]
         var caught: [ShapingKey: Int] = [:]
+        /// Instant protocol faults whose effect outlived them (each lies in wait under a key of its own).
+        var lingeringFaults = 0
         var baseline: LinkProfile?
         var stopped = false
         /// The TLS of a proxy with a `tls:` block, made when it starts.

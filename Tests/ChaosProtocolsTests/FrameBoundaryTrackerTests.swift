@@ -155,6 +155,44 @@ struct FrameBoundaryTrackerTests {
         #expect(WebSocketProtocol.faultFrames(unknown, connection: 1, client: EngineIOBoundaryTracker()) == nil)
     }
 
+    /// A restarted server forgets every session it had: a client's next long-poll may go on a connection the strike
+    /// never reached (a fresh-clone run saw one client's POST connection struck and its GET go on a new one, which the
+    /// server, still knowing the session, answered: that client never noticed).
+    @Test(
+        "eio-session-unknown outlives its strike: a later polling request naming a session it struck is caught on any connection, one naming another is not"
+    )
+    func sessionUnknownLingers() throws {
+        let unknown = try #require(SocketIOProtocol.faults.first { $0.kind == "eio-session-unknown" }).fault(["grace": "1s"])
+        func client(_ request: String) -> any FrameBoundaryTracking {
+            var tracker = SocketIOProtocol.boundaryTracker(producer: .client)
+            let bytes = Array(request.utf8)
+            _ = bytes.withUnsafeBytes { tracker.advance($0, stopAtBoundary: false) }
+            return tracker
+        }
+        let server = SocketIOProtocol.boundaryTracker(producer: .server)
+        let post = "POST /socket.io/?EIO=4&transport=polling&t=1&sid=Ab-1 HTTP/1.1\r\nContent-Length: 1\r\n\r\n3"
+        let handshake = "GET /socket.io/?EIO=4&transport=polling&t=2 HTTP/1.1\r\n\r\n"
+        let lingering = try #require(SocketIOProtocol.lingering(unknown, struck: [client(post), client(handshake)]))
+        #expect(lingering.kind == "eio-session-unknown" && lingering.duration("grace") == .seconds(Int64(1)))
+        #expect(lingering.text("forgotten") == "Ab-1", "the sessions the struck clients named, not a handshake's")
+        #expect(
+            SocketIOProtocol.catches(lingering, client: client("GET /socket.io/?EIO=4&transport=polling&sid=Ab-1 HTTP/1.1\r\n\r\n"), server: server)
+        )
+        #expect(
+            !SocketIOProtocol.catches(lingering, client: client("GET /socket.io/?EIO=4&transport=polling&sid=Ab-2 HTTP/1.1\r\n\r\n"), server: server)
+        )
+        #expect(!SocketIOProtocol.catches(lingering, client: client(handshake), server: server), "a new session's handshake")
+        #expect(
+            !SocketIOProtocol.catches(unknown, client: client("GET /socket.io/?EIO=4&transport=polling&sid=Ab-1 HTTP/1.1\r\n\r\n"), server: server)
+        )
+        // A caught connection gets the strike's own answer.
+        #expect(
+            SocketIOProtocol.faultFrames(lingering, connection: 2, client: client(post))
+                == SocketIOProtocol.faultFrames(unknown, connection: 2, client: client(post))
+        )
+        #expect(SocketIOProtocol.lingering(unknown, struck: [client(handshake)]) == nil, "no session named: nothing to forget")
+    }
+
     @Test(
         "eio-upgrade-hang catches an upgrade of a session asked for and not yet answered: not a poll, not a WebSocket already up, not a session begun on a WebSocket"
     )

@@ -29,6 +29,11 @@ package protocol ProtocolPlugin: FramingTraits {
     /// frames are then put in (``faultFrames(_:connection:client:)``). Asked after each read of the client's bytes
     /// while the fault lasts.
     static func catches(_ fault: ProtocolFault, client: any FrameBoundaryTracking, server: any FrameBoundaryTracking) -> Bool
+    /// For a fault that happens at an instant but whose effect outlives it (a restarted server forgets the sessions it
+    /// had, whichever connection names one next): the fault that lies in wait, from the strike to the run's end, on every
+    /// connection live and new, caught as ``catches(_:client:server:)`` says; `struck`: the trackers of the client
+    /// bytes of the connections it struck. Nil: none.
+    static func lingering(_ fault: ProtocolFault, struck: [any FrameBoundaryTracking]) -> ProtocolFault?
     /// Where the audit reads a message's fields (`seq`, `stream`, `ack`, …) in the messages this protocol's decoders
     /// hand over: `spec` itself, or its paths rewritten when the decoders present messages in a shape of their own
     /// (SSE: the event's own fields next to its data).
@@ -44,6 +49,7 @@ extension ProtocolPlugin {
     package static func catches(_ fault: ProtocolFault, client: any FrameBoundaryTracking, server: any FrameBoundaryTracking) -> Bool {
         false
     }
+    package static func lingering(_ fault: ProtocolFault, struck: [any FrameBoundaryTracking]) -> ProtocolFault? { nil }
     package static func fieldSpec(_ spec: ProtocolSpec) -> ProtocolSpec { spec }
 }
 

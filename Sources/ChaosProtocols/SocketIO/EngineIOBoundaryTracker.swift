@@ -33,6 +33,9 @@ struct EngineIOBoundaryTracker: SteppingTracker {
     /// the upgrade from long polling, whose probe follows. (A session that begins on a WebSocket names none.)
     private(set) var upgradesASession = false
 
+    /// The session (`sid`) the client's latest request named, if any (its bytes only: the server's name none).
+    private(set) var session: String?
+
     /// Whether the connection still carries HTTP long-polling (not yet upgraded to a WebSocket, nor lost).
     var isPolling: Bool {
         switch phase {
@@ -58,7 +61,10 @@ struct EngineIOBoundaryTracker: SteppingTracker {
             head.append(byte)
             if matcher.ends(with: byte) {
                 phase = Self.next(afterHead: head)
-                if phase == .frames, Self.requestNamesASession(head) { upgradesASession = true }
+                if let named = Self.sessionNamed(by: head) {
+                    session = named
+                    if phase == .frames { upgradesASession = true }
+                }
                 head.removeAll(keepingCapacity: true)
                 matcher = HTTPHeadMatcher()
             } else if head.count > Self.headLimit {
@@ -139,13 +145,14 @@ struct EngineIOBoundaryTracker: SteppingTracker {
         return body == 0 ? .head : .body(remaining: body)
     }
 
-    /// Whether `head` is a request whose target's query names a session (`sid=`).
-    static func requestNamesASession(_ head: [UInt8]) -> Bool {
+    /// The session `head` names, when it is a request whose target's query has a `sid=`.
+    static func sessionNamed(by head: [UInt8]) -> String? {
         let first = String(decoding: head.prefix { $0 != 13 && $0 != 10 }, as: UTF8.self)
         guard !first.hasPrefix("HTTP/"), let query = first.split(separator: " ").dropFirst().first?.split(separator: "?").dropFirst().first else {
-            return false
+            return nil
         }
-        return query.split(separator: "&").contains { $0.hasPrefix("sid=") && $0.count > 4 }
+        guard let field = query.split(separator: "&").first(where: { $0.hasPrefix("sid=") && $0.count > 4 }) else { return nil }
+        return String(field.dropFirst(4))
     }
 
     /// A chunk-size line's size (hex, extensions after `;` ignored); nil when it does not parse.

@@ -56,7 +56,7 @@ package enum SocketIOProtocol: ProtocolPlugin {
         ProtocolFaultDeclaration(
             kind: "eio-session-unknown",
             summary:
-                "a long-polling request answered HTTP 400 \"Session ID unknown\" (a restarted server's answer) at the next answer boundary, then the connection closed",
+                "a long-polling request answered HTTP 400 \"Session ID unknown\" (a restarted server's answer) at the next answer boundary, then the connection closed; the sessions it struck stay unknown: a later request naming one, on any connection, gets the same",
             fields: [.init("grace", .duration(default: .seconds(Int64(1))))]
         ),
         ProtocolFaultDeclaration(
@@ -103,10 +103,32 @@ package enum SocketIOProtocol: ProtocolPlugin {
     }
 
     /// `eio-upgrade-hang` catches a connection once its client has asked to upgrade a session to a WebSocket and the
-    /// server has not answered yet (a WebSocket already up is not caught).
+    /// server has not answered yet (a WebSocket already up is not caught); the sessions `eio-session-unknown` made the
+    /// server forget (``lingering(_:struck:)``) catch a polling connection whose client names one of them.
     package static func catches(_ fault: ProtocolFault, client: any FrameBoundaryTracking, server: any FrameBoundaryTracking) -> Bool {
-        fault.kind == "eio-upgrade-hang" && (client as? EngineIOBoundaryTracker)?.upgradesASession == true
-            && (server as? EngineIOBoundaryTracker)?.isPolling == true
+        guard let client = client as? EngineIOBoundaryTracker else { return false }
+        switch fault.kind {
+        case "eio-upgrade-hang":
+            return client.upgradesASession && (server as? EngineIOBoundaryTracker)?.isPolling == true
+        case "eio-session-unknown":
+            guard client.isPolling, let session = client.session, let forgotten = fault.text(forgottenKey) else { return false }
+            return forgotten.split(separator: " ").contains { $0 == session }
+        default:
+            return false
+        }
+    }
+
+    /// The field of a lingering `eio-session-unknown` that lists the sessions forgotten (space-separated).
+    static let forgottenKey = "forgotten"
+
+    /// `eio-session-unknown` is a restarted server's answer: the sessions it struck stay unknown, so a later request that
+    /// names one of them, on a connection the strike did not reach (a client's next long-poll on a new connection), gets
+    /// the same answer. The sessions are those the struck connections' clients last named.
+    package static func lingering(_ fault: ProtocolFault, struck: [any FrameBoundaryTracking]) -> ProtocolFault? {
+        guard fault.kind == "eio-session-unknown" else { return nil }
+        let sessions = Set(struck.compactMap { ($0 as? EngineIOBoundaryTracker)?.session })
+        guard !sessions.isEmpty else { return nil }
+        return ProtocolFault(kind: fault.kind, fields: fault.fields + [.init(forgottenKey, .text(sessions.sorted().joined(separator: " ")))])
     }
 
     /// What the engine.io server answers a request for a session it does not know (after a restart): 400, with the

@@ -173,6 +173,9 @@ package struct ShapingKey: Hashable, Comparable, Sendable {
     /// The occurrence's index in that timeline.
     package var occurrence: Int
 
+    /// The timeline of the keys of instant protocol faults whose effect outlived them (no timeline's own).
+    static let lingeringTimeline = -1
+
     /// A key for `occurrence` of `timeline`.
     package init(timeline: Int = 0, occurrence: Int) {
         self.timeline = timeline
