@@ -2,8 +2,10 @@
 # Debian machine with Swift: they install the Debian packages that are missing, then build.
 
 SWIFT ?= swift
-# Where `make deps` puts amqtt (MQTTPairTests finds it there).
-AMQTT_VENV ?= $(HOME)/.cache/chaos-peers/amqtt
+# Where `make deps` puts the test peers that must not replace a system-wide package: amqtt (MQTTPairTests finds it
+# there) and two old releases of websockets (KeepaliveHangTests).
+PEERS ?= $(HOME)/.cache/chaos-peers
+AMQTT_VENV ?= $(PEERS)/amqtt
 # prometheus (and its promtool): PrometheusScrapeTests scrapes a running chaos with it, on a port of its own (the
 # package's service, where a system starts it, listens on 9090 and is not used).
 APT_PACKAGES := libpcap-dev zlib1g-dev tshark tcpdump socat haproxy iperf3 iproute2 jq python3 nftables mosquitto python3-venv chromium prometheus
@@ -41,6 +43,10 @@ deps:
 	@# amqtt, the second MQTT broker of the tests, in a venv of its own: it pins websockets 15.0.1, which would replace
 	@# the WebSocket peers' websockets.
 	@test -x $(AMQTT_VENV)/bin/amqtt || { python3 -m venv $(AMQTT_VENV) && $(AMQTT_VENV)/bin/python -m pip install -q amqtt; }
+	@# websockets 14.1 (keepalive hang, websockets #1527) and 14.2 (fixed), each in a folder of its own: KeepaliveHangTests
+	@# imports one or the other into its client, beside the WebSocket peers' current release.
+	@for v in 14.1 14.2; do test -f $(PEERS)/websockets-$$v/websockets/__init__.py || \
+	  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --target $(PEERS)/websockets-$$v websockets==$$v; done
 
 build: deps
 	$(SWIFT) build --product chaos $(SWIFT_BUILD_FLAGS)

@@ -38,7 +38,7 @@ PAIR_LANES=(
   "ShippedGRPCScenarioTests AuditBackpressureTests MQTTRetainedPairTests"
   "TLSCaptureAuditTests SocketIORoomPairTests"
   "WebSocketPairTests MobilePathPairTests DeliveredMeansAcknowledgedTests LivePageTests"
-  "ShrinkCommandTests PrometheusScrapeTests"
+  "ShrinkCommandTests PrometheusScrapeTests KeepaliveHangTests"
   "QuickstartShrinkTests FleetNamespaceTests RepeatRunTests ChatFanoutPairTests"
   "MQTTPairTests"
   "SocketIOPairTests SSEPairTests DeadPathTests"

@@ -214,6 +214,10 @@ package final class AuditEngine {
             pathTracker.stopping(at: event.time)
         case .path(let pathEvent):
             pathTracker.path(pathEvent, on: event.connection, at: event.time)
+            if case .natExpired = pathEvent, let connection = connections[event.connection] {
+                let carried = connection.streams.flatMap { $0.values.filter(\.carriedTraffic).map(\.ledger) }
+                recovery.natExpired(at: event.time, streams: carried.sorted { $0.index < $1.index })
+            }
         case .tls(.negotiated(let alpn, _, _)):
             state(of: event.connection).session.negotiated(alpn: alpn)
         case .tls(.problem(let reason)):

@@ -175,6 +175,39 @@ struct RecoveryTests {
         #expect(blind.missedHalfOpens.map(\.kind) == ["stall", "partition"])
     }
 
+    /// A NAT's death is silent: what counts is whether the producer sent into the dead mapping and got nothing
+    /// through since. Three streams on three connections the NAT forgot at 10 s: `stuck` sends into it and nothing of
+    /// it arrives again (an app hung on the dead connection), `back` sends into it and resends on a new connection,
+    /// `quiet` had nothing more to send.
+    @Test(
+        "a stream stuck on a connection a NAT forgot never resumed; one that resent on a new connection resumed; one that stayed quiet was not interrupted"
+    )
+    func natDeathNeverResumed() throws {
+        var s = TrafficScript()
+        s.fault("nat", 0, started: true)
+        for (id, stream) in [(1, "stuck"), (2, "back"), (3, "quiet")] as [(ConnectionID, String)] {
+            s.open(id)
+            s.relay(id, [1, 2], stream: stream)
+        }
+        s.at(10)
+        for id: ConnectionID in 1...3 { s.add(id, .path(.natExpired(idleTimeout: 3_000_000_000, idleFor: 1_000_000_000))) }
+        s.send(1, [3], stream: "stuck")
+        s.send(2, [3], stream: "back")
+        s.at(13)
+        s.open(4)
+        s.relay(4, [3, 4], stream: "back")
+        s.at(20)
+        s.fault("nat", 0, started: false)
+        s.add(0, .stopping)
+        let engine = try AuditEngine(spec: ProtocolSpec())
+        engine.ingest(s.events)
+        let result = engine.finish()
+        #expect(result.recovery.neverResumed == 1, "the stuck stream alone")
+        #expect(result.recovery.resumeS.count == 1 && abs(result.recovery.resumeS.max - 3) < 0.01, "back resumed 3 s after")
+        let impact = try #require(result.faults.first { $0.kind == "nat" })
+        #expect(impact.streamsAffected == 3 && impact.neverResumed == 1)
+    }
+
     @Test("a half-open partition lasts until the pair closes the connection; one never noticed is reported")
     func halfOpen() throws {
         var s = TrafficScript()

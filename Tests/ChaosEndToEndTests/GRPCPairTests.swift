@@ -105,13 +105,14 @@ struct GRPCPairTests {
         fields: Fields,
         flags: String,
         faults: String = faults,
-        capture: Bool = false
+        capture: Bool = false,
+        environment: [String: String]? = nil
     ) async throws
         -> (folder: String, scenario: String, status: Int32)
     {
         // With a tcpdump too: the gRPC clients reconnect at the same moment through a proxy that relays in NIO (goaway
         // follows frames), where upstream dials can overtake each other, so its legs must be paired by their payload.
-        try await ThirdPartyPairRun.run("grpc-pair", capture: capture) {
+        try await ThirdPartyPairRun.run("grpc-pair", capture: capture, environment: environment) {
             scenario(listen: $0, upstream: $1, fields: fields, flags: flags, faults: faults)
         }
     }

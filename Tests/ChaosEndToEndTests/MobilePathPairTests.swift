@@ -34,6 +34,38 @@ extension GRPCPairTests {
     }
 }
 
+extension GRPCPairTests {
+    /// The same NAT on the kernel dead path: the dead connections' segments are dropped, so grpcio's TCP sees no
+    /// acknowledgement of its keepalive PING, and the socket option grpcio sets with its keepalive (TCP_USER_TIMEOUT, gRFC
+    /// A18) can end the connection in its own kernel, as on a real network.
+    @Test(
+        "grpcio behind a NAT that forgets after 2 s, on the kernel dead path: a 4 s keepalive (1.5 s to answer) notices within its keepalive and timeout, nothing lost",
+        .enabled(if: DeadPathTests.kernelPath, "needs root and nft (Debian's nftables): the kernel dead path")
+    )
+    func keepaliveThroughNATOnTheKernelPath() async throws {
+        let (keepalive, timeout) = (4.0, 1.5)
+        let run = try await Self.run(
+            fields: .names,
+            flags: "--send-for 3 --keepalive \(keepalive) --keepalive-timeout \(timeout)",
+            faults: "  - nat: {at: 0s, for: 16s, idle_timeout: 2s}",
+            environment: ["CHAOS_DEAD_PATH": "kernel"]
+        )
+        #expect(run.status == 0, "the run must pass: nothing was in flight when the connections died (\(run.folder))")
+        let (lost, duplicated, json) = try Self.compare(run.folder)
+        #expect(lost == 0 && duplicated == 0)
+        let extra = json["extra"] as? [String: Any] ?? [:]
+        #expect((extra["dead_path"] as? String ?? "").hasPrefix("dropped in the kernel"), "\(extra)")
+        let path = try #require(json["path"] as? [String: Any], "the report's mobile path section")
+        #expect((path["nat_expired"] as? Int ?? 0) >= 2, "both clients' quiet connections died: \(path)")
+        #expect((path["nat_noticed"] as? Int ?? 0) >= 1, "the keepalive noticed: \(path)")
+        // From the mapping's death (2 s after the last byte), the next PING goes at most keepalive - 2 s later and is
+        // given up on `timeout` after that: noticed within keepalive + timeout (and a second for a loaded machine).
+        let noticed = try #require(path["nat_noticed_s"] as? [String: Any])
+        #expect((0.1...(keepalive + timeout + 1)).contains(noticed["max"] as? Double ?? -1), "\(noticed)")
+        try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: run.folder).deletingLastPathComponent().path)
+    }
+}
+
 extension WebSocketPairTests {
     @Test(
         "Python websockets pinging every 3 s under a radio per connection with a 2 s tail: each ping wakes the radio and the report shows the promotions and their cost; pinging every 0.4 s, the finding says the keepalive alone keeps the radio awake",

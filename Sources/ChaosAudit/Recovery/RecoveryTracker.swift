@@ -26,6 +26,9 @@ struct RecoveryTracker {
     private var halfOpenRecords: [HalfOpenRecord] = []
     private var spreads: [ReconnectSpread] = []
     private var neverResumed = 0
+    /// Streams a NAT's silent death caught, each waiting for a message past what it had delivered (see
+    /// ``natExpired(at:streams:)``).
+    private var silentWaits: [SilentWait] = []
     /// Set once the run began stopping the pair: nothing after that is blamed on a fault.
     private var stoppedAt: Int64?
 
@@ -132,10 +135,33 @@ struct RecoveryTracker {
         }
     }
 
+    /// A NAT forgot a connection at `time` (the first byte sent into the dead mapping): each of the `streams` it
+    /// carried waits for a message past what it had delivered. The death is silent (no close), so it disrupts nothing
+    /// by itself: a stream that went quiet and stayed so was not interrupted. It never resumed only if its producer
+    /// sent past that point and nothing of it arrived by the end: an app stuck on the dead connection.
+    mutating func natExpired(at time: Int64, streams: [StreamLedger]) {
+        advance(to: time)
+        guard let watch = open.last(where: { $0.mark.kind == "nat" && $0.start <= time }) else { return }
+        silentWaits.removeAll { wait in !wait.ledger.resumeWaits.contains { $0.watch === wait.watch } }
+        for ledger in streams where !ledger.resumeWaits.contains(where: { $0.watch === watch }) {
+            ledger.resumeWaits.append((watch, ledger.highestDelivered))
+            silentWaits.append(SilentWait(watch: watch, ledger: ledger, baseline: ledger.highestDelivered, since: time))
+            watch.streamsAffected += 1
+        }
+    }
+
     /// `seq` was delivered for the first time on `ledger`, which has faults waiting for it to resume.
     mutating func delivered(_ seq: Int64, on ledger: StreamLedger, at time: Int64) {
         ledger.resumeWaits.removeAll { wait in
-            guard seq > wait.baseline, let disruption = wait.watch.disruption, time >= disruption else { return false }
+            guard seq > wait.baseline else { return false }
+            if let index = silentWaits.firstIndex(where: { $0.watch === wait.watch && $0.ledger === ledger }) {
+                let took = max(0, time - silentWaits[index].since)
+                resume.record(nanoseconds: took)
+                wait.watch.slowestResume = max(wait.watch.slowestResume ?? 0, took)
+                silentWaits.remove(at: index)
+                return true
+            }
+            guard let disruption = wait.watch.disruption, time >= disruption else { return false }
             let took = time - disruption
             resume.record(nanoseconds: took)
             wait.watch.slowestResume = max(wait.watch.slowestResume ?? 0, took)
@@ -212,6 +238,16 @@ struct RecoveryTracker {
                 if !watch.spreadDone, let spread = Self.spread(of: watch) { spreads.append(spread) }
             }
         }
+        if final {
+            // Streams stuck on a connection a NAT forgot: sent into it, and nothing of them arrived since.
+            for wait in silentWaits where wait.ledger.highestSent > wait.baseline {
+                guard wait.ledger.resumeWaits.contains(where: { $0.watch === wait.watch }) else { continue }
+                never += 1
+                if let index = impacts.firstIndex(where: { $0.occurrence == wait.watch.mark.occurrence }) {
+                    impacts[index].neverResumed += 1
+                }
+            }
+        }
         impacts.sort { $0.occurrence < $1.occurrence }
         halfOpen.sort { $0.occurrence < $1.occurrence }
         spreads.sort { $0.occurrence < $1.occurrence }
@@ -256,4 +292,12 @@ struct RecoveryTracker {
             herd: Self.isHerd(densest: densest, attempts: attempts, firstAfter: first - disruption)
         )
     }
+}
+
+/// A stream a NAT's silent death caught: waiting since `since` for a message past `baseline` (what it had delivered).
+struct SilentWait {
+    let watch: FaultWatch
+    let ledger: StreamLedger
+    let baseline: Int64
+    let since: Int64
 }

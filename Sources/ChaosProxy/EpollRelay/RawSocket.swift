@@ -1,4 +1,5 @@
 import CChaosEpoll
+import CoreFoundation
 import Foundation
 import Glibc
 import NIOCore
