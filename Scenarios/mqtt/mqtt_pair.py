@@ -56,7 +56,8 @@ def main():
     host, port = (args.connect if publisher or not args.subscriber_connect else args.subscriber_connect).rsplit(":", 1)
     client_id = f"{'pub' if publisher else 'sub'}-{args.index}"
     log = open(args.log, "a", buffering=1)
-    # Reentrant: paho may call on_publish from within publish(), on the publishing thread.
+    # Reentrant: paho may call on_publish from within publish(), on the publishing thread. Never held while calling
+    # into paho (see the publish loop).
     lock = threading.RLock()
 
     def write(record):
@@ -127,8 +128,11 @@ def main():
         while not stopping.is_set() and time.monotonic() - begin < args.publish_for:
             seq += 1
             payload = json.dumps({"type": "MSG", "stream": topic, "seq": seq})
+            # Not under the lock: paho calls on_publish holding its own message lock, which publish() takes too (a
+            # publisher holding ours while paho's network thread, holding paho's, waited for ours hung for good in a
+            # fresh-clone run after 104 messages).
+            info = peer.publish(topic, payload, qos=args.qos, retain=args.retain)
             with lock:
-                info = peer.publish(topic, payload, qos=args.qos, retain=args.retain)
                 if info.mid in early:
                     early.discard(info.mid)
                     write({"stream": topic, "dir": "up", "seq": seq})

@@ -218,12 +218,15 @@ extension AuditEngine {
     }
 
     /// A receiver's first subscription (or first connection): what each stream's producer had delivered by then is
-    /// not owed to it.
+    /// not owed to it, nor what was written to the server and not yet seen acknowledged (its TCP may have taken it,
+    /// and the server handled it, before the subscription: the acknowledgement is seen a poll later, and later still
+    /// on a loaded machine).
     func joined(_ receiver: String) {
         guard receiverBaselines[receiver] == nil else { return }
         var baseline: [String: Int64] = [:]
-        for ledger in ledgers where ledger.direction == .upstream && ledger.receiver == nil && ledger.highestDelivered >= ledger.owedFrom {
-            baseline[ledger.name] = ledger.highestDelivered
+        for ledger in ledgers where ledger.direction == .upstream && ledger.receiver == nil {
+            let handed = max(ledger.highestDelivered, ledger.highestWritten)
+            if handed >= ledger.owedFrom { baseline[ledger.name] = handed }
         }
         receiverBaselines[receiver] = baseline
     }

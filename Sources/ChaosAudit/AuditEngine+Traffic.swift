@@ -178,6 +178,7 @@ extension AuditEngine {
         connection: ConnectionState,
         time: Int64
     ) {
+        if let seq, seq > stream.ledger.highestWritten { stream.ledger.highestWritten = seq }
         guard deliveryPoint == .acknowledged, end > pipe.acknowledged else {
             return delivered(seq: seq, ack: ack, stream, connection: connection.id, time: time)
         }

@@ -113,6 +113,30 @@ struct MQTTAuditTests {
         #expect(result.anomalies.first { $0.kind == .lost }?.fromSeq == 5)
     }
 
+    /// A fresh-clone run under a CPU hog (s48bh3) counted one lost for a subscriber that joined as a PUBLISH reached
+    /// the broker: the broker's TCP took it, and the broker handled it, before the subscription, but the proxy saw its
+    /// acknowledgement only after the SUBACK.
+    @Test("a PUBLISH written to the broker before the SUBACK, acknowledged after it, is not owed to the new subscriber")
+    func publishAcknowledgedAfterTheSuback() throws {
+        var s = TrafficScript()
+        Self.open(&s, 1, "phone")
+        Self.relay(&s, 1, W.publish("fleet/7", #"{"seq":1}"#), .upstream)
+        Self.open(&s, 2, "dash-a")
+        Self.relay(&s, 2, W.subscribe("fleet/#"), .upstream)
+        let second = W.publish("fleet/7", #"{"seq":2}"#)
+        s.sendBytes(1, .upstream, second)
+        s.writeBytes(1, .upstream, second)
+        Self.relay(&s, 2, W.suback(), .downstream)
+        s.acknowledge(1, .upstream)
+        Self.relay(&s, 1, W.publish("fleet/7", #"{"seq":3}"#), .upstream)
+        Self.relay(&s, 2, W.publish("fleet/7", #"{"seq":3}"#), .downstream)
+        for id: ConnectionID in [1, 2] { s.close(id) }
+        let result = try Self.audit(s)
+        let a = try #require(Self.stream(result, .downstream, receiver: "dash-a"))
+        #expect(a.ok == 1 && a.lost == 0, "seq 2 not owed: \(a)")
+        #expect(try #require(Self.stream(result, .upstream)).ok == 3)
+    }
+
     /// Publisher `phone` on connection 1, subscriber `dash-a` on connection 2, its SUBSCRIBE answered.
     static func publisherAndSubscriber() -> TrafficScript {
         var s = TrafficScript()

@@ -30,6 +30,8 @@ final class StreamLedger {
     var highestDelivered: Int64
     /// The highest seq read from the producer (seqStart - 1 before the first).
     var highestSent: Int64
+    /// The highest seq written to the consumer, acknowledged or not yet (seqStart - 1 before the first).
+    var highestWritten: Int64
     /// The highest cumulative ack from the other direction.
     var ackedUpTo: Int64?
     /// Seqs whose delivery is unconfirmed: bytes a consumer's TCP took after it had ended its TLS session
@@ -64,6 +66,7 @@ final class StreamLedger {
         self.owedFrom = max(seqStart, owedFrom ?? seqStart)
         highestDelivered = self.owedFrom - 1
         highestSent = self.owedFrom - 1
+        highestWritten = self.owedFrom - 1
     }
 
     /// The stream's result; a checkpoint (`final` false) does not yet count seqs still in flight as lost. `owedThrough`:
