@@ -128,6 +128,14 @@ struct AbortedConnectionTests {
         }
     }
 
+    @Test(
+        "through a proxy a FIN cut that the consumer answers with an RST (its socket closed with bytes unread; the relay records that reset after the cut, as a capture of the leg sees it) casts the doubt: the resend delivers seq 3 once"
+    )
+    func finCutAnsweredWithReset() throws {
+        let totals = try resentAfter([(.client, .cutByFault), (.server, .cutByFault), (.client, .reset)])
+        #expect(totals.ok == 4 && totals.redelivered == 0 && totals.lost == 0, "\(totals)")
+    }
+
     @Test("through a proxy, seq 3 taken by the consumer's TCP before its leg was reset and never resent nor vouched for: lost")
     func proxiedResetNeverResentIsLost() throws {
         var s = proxiedPastTheLastAck([(.server, .resetByFault), (.client, .resetByFault)])

@@ -110,18 +110,51 @@ struct CaptureReaderTests {
         #expect(error.message.contains("banana"))
     }
 
+    @Test(
+        "a FIN cut whose peer answers with a RST (its socket closed with bytes unread): the capture carries the RST after the FINs, read back as the peer's reset, even once every byte was acknowledged"
+    )
+    func finCutAnsweredWithReset() throws {
+        let directory = try TestSupport.makeTemporaryDirectory()
+        defer { TestSupport.removeDirectory(directory) }
+        let writer = try CaptureWriter(directory: directory, startedAt: 1_700_000_000)
+        let endpoints = Self.loopbackEndpoints
+        let bytes = TestSupport.bytes(count: 5_000, seed: 4)
+        let ms: Int64 = 1_000_000
+        writer.record(contentsOf: [
+            TrafficEvent(time: 0, connection: 1, kind: .opened(endpoints)),
+            TrafficEvent(time: 1 * ms, connection: 1, kind: .read(.client, bytes)),
+            TrafficEvent(time: 2 * ms, connection: 1, kind: .written(.server, bytes)),
+            TrafficEvent(time: 3 * ms, connection: 1, kind: .acknowledged(.server, upTo: Int64(bytes.count))),
+            TrafficEvent(time: 4 * ms, connection: 1, kind: .closed(.client, .cutByFault)),
+            TrafficEvent(time: 4 * ms, connection: 1, kind: .closed(.server, .cutByFault)),
+            TrafficEvent(time: 5 * ms, connection: 1, kind: .closed(.server, .reset)),
+        ])
+        try writer.close()
+        let (events, _) = try CaptureReader.readAll(path: directory + "/capture.pcap")
+        let closes = events.compactMap { event -> String? in
+            if case .closed(let side, let how) = event.kind { return "\(side) \(how.rawValue)" }
+            return nil
+        }
+        #expect(closes.last == "server reset", "\(closes)")
+        let rst = try TestSupport.run("/usr/bin/tshark", ["-n", "-r", directory + "/capture.pcap", "-Y", "tcp.flags.reset == 1"])
+        #expect(rst.stdout.split(separator: "\n").count == 1, "one RST: \(rst.stdout)")
+    }
+
+    /// One proxied connection's endpoints on loopback (proxy p on 7000, its server on 7001).
+    static let loopbackEndpoints = ConnectionEndpoints(
+        proxy: "p",
+        client: "127.0.0.1:40000",
+        listen: "127.0.0.1:7000",
+        proxyLocal: "127.0.0.1:50000",
+        server: "127.0.0.1:7001"
+    )
+
     @Test("the files of a ring are read as one capture")
     func ringFilesReadInOrder() throws {
         let directory = try TestSupport.makeTemporaryDirectory()
         defer { TestSupport.removeDirectory(directory) }
         let writer = try CaptureWriter(directory: directory, ringBytes: 4 << 20, startedAt: 1_700_000_000)
-        let endpoints = ConnectionEndpoints(
-            proxy: "p",
-            client: "127.0.0.1:40000",
-            listen: "127.0.0.1:7000",
-            proxyLocal: "127.0.0.1:50000",
-            server: "127.0.0.1:7001"
-        )
+        let endpoints = Self.loopbackEndpoints
         writer.record(TrafficEvent(time: 0, connection: 1, kind: .opened(endpoints)))
         var sent: [UInt8] = []
         for index in 0..<30 {

@@ -68,6 +68,8 @@ final class TCPFlow {
     var finished = false
     /// It ended with a RST.
     var wasReset = false
+    /// Whose FIN was reported first (nil before either): the client's (true) or the server's.
+    var firstFINFromClient: Bool?
     /// Whether the flow's counters went into the statistics.
     var counted = false
     /// With a key log: whether the first payload was looked at, and the flow's TLS decryption when it spoke TLS.

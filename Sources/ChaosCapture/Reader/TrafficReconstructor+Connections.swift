@@ -164,6 +164,7 @@ extension TrafficReconstructor {
 
     /// Maps a flow event to traffic events (through the flow's TLS decryption, with a key log).
     func report(_ event: FlowEvent, of flow: TCPFlow) throws {
+        if case .fin(let fromClient, _) = event, flow.firstFINFromClient == nil { flow.firstFINFromClient = fromClient }
         guard let keyLog = options.keyLog else { return try route(event, of: flow) }
         switch event {
         case .data(let towardServer, let bytes, let time):

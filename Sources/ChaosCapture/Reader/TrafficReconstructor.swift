@@ -45,6 +45,12 @@ final class TrafficReconstructor {
         guard let flow else { return }
         flow.lastTime = time
         if flow.finished {
+            // The side that answered the other's FIN resets after all: it closed its socket with bytes unread (a peer
+            // answering a proxy's FIN cut so, whose reset the live relay records after the cut).
+            if segment.flags.contains(.rst), !flow.wasReset, let first = flow.firstFINFromClient, first != (segment.source == flow.client) {
+                flow.wasReset = true
+                return try report(.reset(fromClient: !first, time: time), of: flow)
+            }
             statistics.retransmittedBytes += segment.payload.count
             // Closed both ways, a receiver still acknowledges the last bytes (its ACK can follow the FINs).
             if !flow.wasReset, segment.flags.contains(.ack) { try acknowledge(segment, on: flow, time: time) }

@@ -73,6 +73,9 @@ extension CaptureWriter {
             try emit(cut, on: connection[side], payload: [], time: time)
             let answer = connection[side].finish(fromPeer: true)
             try emit(answer, on: connection[side], payload: [], time: time)
+            // Kept a while, even when over: the peer may answer the cut with a RST (its socket closed with bytes
+            // unread), which the relay records after it.
+            return storeOrForget(connection, id: id, keep: true)
         case .resetByFault, .resetByProxy:
             let rst = connection[side].abort(fromPeer: false)
             try emit(rst, on: connection[side], payload: [], time: time)
@@ -81,9 +84,10 @@ extension CaptureWriter {
     }
 
     /// Keeps a connection while anything can still happen on it. One closed both ways whose peer never
-    /// acknowledged the last bytes waits among at most ``lingeringLimit`` others, oldest dropped first.
-    private func storeOrForget(_ connection: SynthesizedConnection, id: ConnectionID) {
-        if connection.clientLeg.isOver, connection.serverLeg.isOver {
+    /// acknowledged the last bytes (or, with `keep`, one a FIN cut ended) waits among at most ``lingeringLimit``
+    /// others, oldest dropped first.
+    private func storeOrForget(_ connection: SynthesizedConnection, id: ConnectionID, keep: Bool = false) {
+        if !keep, connection.clientLeg.isOver, connection.serverLeg.isOver {
             connections[id] = nil
             return
         }
