@@ -3,7 +3,7 @@ import ChaosDemo
 import Foundation
 import Testing
 
-@Suite("The reference pair over real sockets", .serialized, .timeLimit(.minutes(2)))
+@Suite("The reference pair over real sockets", .serialized, .timeLimit(.minutes(5)))
 struct PairTests {
     @Test(
         "the resilient client and server exchange messages both ways, each processed exactly once in order (TCP, WebSocket, gRPC)",

@@ -4,7 +4,7 @@ import Testing
 /// The live audit runs on a thread of its own behind a bounded queue: when it cannot keep up (here a test hook
 /// slows it down), the full queue holds the relay back instead of growing, the report says for how long
 /// (`audit_backpressure_s`), and every message is still counted.
-@Suite("Audit backpressure", .timeLimit(.minutes(2)))
+@Suite("Audit backpressure", .timeLimit(.minutes(5)))
 struct AuditBackpressureTests {
     static func scenario(listen: Int, upstream: Int) -> String {
         """

@@ -3,7 +3,7 @@ import Testing
 
 /// Bad or hostile input on the command line: exit 2 with a clear message and nothing created, or, where the
 /// input is legal, the right thing done.
-@Suite("chaos run with bad or hostile command-line input", .timeLimit(.minutes(2)))
+@Suite("chaos run with bad or hostile command-line input", .timeLimit(.minutes(5)))
 struct BadInputCommandTests {
     @Test("--set name= (empty) is exit 2 naming the key, and no run folder is created")
     func emptyName() async throws {

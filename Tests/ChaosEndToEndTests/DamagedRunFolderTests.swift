@@ -3,7 +3,7 @@ import Testing
 
 /// `chaos replay` reads scenario.json and timeline.json from a folder that a person or a crash may have damaged:
 /// each absurd value is exit 2 naming the file and the field, never a trap mid-run.
-@Suite("chaos replay of a damaged run folder", .serialized, .timeLimit(.minutes(2)))
+@Suite("chaos replay of a damaged run folder", .serialized, .timeLimit(.minutes(5)))
 struct DamagedRunFolderTests {
     typealias JSON = [String: Any]
 

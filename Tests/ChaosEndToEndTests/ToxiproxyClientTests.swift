@@ -5,7 +5,7 @@ import Testing
 /// `Tests/Fixtures/toxiproxy/drive.py` starts chaos as a child process, drives it through the client and raw
 /// HTTP, and measures the toxic on real sockets on 127.0.0.1 (times against the same path without the toxic,
 /// bandwidth as a ratio). `make deps` installs the client and `prometheus_client`.
-@Suite("Toxiproxy drop-in, driven by toxiproxy-python", .serialized, .timeLimit(.minutes(2)))
+@Suite("Toxiproxy drop-in, driven by toxiproxy-python", .serialized, .timeLimit(.minutes(5)))
 struct ToxiproxyClientTests {
     static let fixtures = ChaosCLI.packageRoot.appendingPathComponent("Tests/Fixtures/toxiproxy")
 

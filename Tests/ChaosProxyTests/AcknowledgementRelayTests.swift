@@ -7,7 +7,7 @@ import Testing
 
 /// Both relays report what each peer's TCP acknowledged, so that the audit's "delivered" means taken by the
 /// consumer, not written by the proxy.
-@Suite("Relays report the consumer's TCP acknowledgements", .timeLimit(.minutes(2)))
+@Suite("Relays report the consumer's TCP acknowledgements", .timeLimit(.minutes(5)))
 struct AcknowledgementRelayTests {
     func eventually(_ what: String, _ condition: () -> Bool) async throws {
         try await waitUntil(what, condition)

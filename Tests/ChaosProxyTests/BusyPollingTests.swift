@@ -7,7 +7,7 @@ import Testing
 
 @testable import ChaosProxy
 
-@Suite("Busy polling of the relay loops", .serialized, .timeLimit(.minutes(2)))
+@Suite("Busy polling of the relay loops", .serialized, .timeLimit(.minutes(5)))
 struct BusyPollingTests {
     @Test("each loop's epoll descriptor is found, and it says when that loop, and only it, has I/O waiting")
     func findsEachLoopsSelector() async throws {

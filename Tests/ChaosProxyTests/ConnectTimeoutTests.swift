@@ -4,7 +4,7 @@ import Testing
 
 @testable import ChaosProxy
 
-@Suite("The connect deadline: one option for both relays", .serialized, .timeLimit(.minutes(1)))
+@Suite("The connect deadline: one option for both relays", .serialized, .timeLimit(.minutes(5)))
 struct ConnectTimeoutTests {
     @Test(
         "an upstream that never answers resets the client once ProxyServer.Options.connectTimeout passed, on either relay",

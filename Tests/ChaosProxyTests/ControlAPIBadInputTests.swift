@@ -7,7 +7,7 @@ import Testing
 
 /// Hostile bodies on every route that reads one: each gets an answer (never a crash, never a 5xx but a listen
 /// address that cannot be bound), and the relay carries on untouched.
-@Suite("HTTP control API under mutated bodies", .serialized, .timeLimit(.minutes(2)))
+@Suite("HTTP control API under mutated bodies", .serialized, .timeLimit(.minutes(5)))
 struct ControlAPIBadInputTests {
     static let seeds: [(path: String, body: String)] = [
         ("/proxies", #"{"name": "p1", "listen": "127.0.0.1:0", "upstream": "127.0.0.1:1", "enabled": true}"#),

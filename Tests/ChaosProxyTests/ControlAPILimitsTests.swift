@@ -7,7 +7,7 @@ import Testing
 @testable import ChaosProxy
 
 /// The control API reads bounded requests, in bounded time, from a bounded number of clients.
-@Suite("HTTP control API limits", .serialized, .timeLimit(.minutes(1)))
+@Suite("HTTP control API limits", .serialized, .timeLimit(.minutes(5)))
 struct ControlAPILimitsTests {
     /// Sends `head` and `body` bytes; returns the status code and the whole response.
     func exchange(_ port: Int, head: String, body: [UInt8]) throws -> (Int, String) {

@@ -9,7 +9,7 @@ import Testing
 /// The live page's routes on the control API: the page, its figures pushed as Server-Sent Events, its streams page,
 /// and its controls (pause and resume the schedule, stop), each written down for the report; under a token, the
 /// page itself loads and nothing else does without it.
-@Suite("Control API: the live page's routes", .serialized, .timeLimit(.minutes(1)))
+@Suite("Control API: the live page's routes", .serialized, .timeLimit(.minutes(5)))
 struct ControlAPILiveTests {
     /// What the run hands the API, and what the API asked of it.
     final class Run: Sendable {

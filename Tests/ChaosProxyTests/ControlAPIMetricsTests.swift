@@ -5,7 +5,7 @@ import Testing
 @testable import ChaosControl
 @testable import ChaosProxy
 
-@Suite("GET /metrics: faults by kind and the process's memory", .serialized, .timeLimit(.minutes(1)))
+@Suite("GET /metrics: faults by kind and the process's memory", .serialized, .timeLimit(.minutes(5)))
 struct ControlAPIMetricsTests {
     /// The sample `series` (name and labels as written) in an exposition, if it is there.
     func sample(_ series: String, in text: String) -> Double? {

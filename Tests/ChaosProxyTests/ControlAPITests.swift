@@ -5,7 +5,7 @@ import Testing
 @testable import ChaosControl
 @testable import ChaosProxy
 
-@Suite("HTTP control API", .serialized, .timeLimit(.minutes(1)))
+@Suite("HTTP control API", .serialized, .timeLimit(.minutes(5)))
 struct ControlAPITests {
     func request(_ port: Int, _ method: String, _ path: String, body: String = "") throws -> (Int, String) {
         try apiRequest(port, method, path, body: body)

@@ -7,7 +7,7 @@ import Testing
 
 @testable import ChaosProxy
 
-@Suite("Epoll relay and the move to NIO", .serialized, .timeLimit(.minutes(2)))
+@Suite("Epoll relay and the move to NIO", .serialized, .timeLimit(.minutes(5)))
 struct EpollRelayTests {
     /// Waits (bounded) until `condition` holds; fails the test when it never does.
     func eventually(_ condition: () -> Bool, sourceLocation: SourceLocation = #_sourceLocation) async throws {

@@ -9,7 +9,7 @@ import Testing
 /// `make test` skips it; `Benchmarks/fault-accuracy.sh` (part of `make bench`) runs it on a quiet machine
 /// and prints the ratios. The same behaviour is tested exactly in virtual time by ShaperTests and
 /// ShapingHandlerTests.
-@Suite("Fault accuracy on real sockets (benchmark)", .serialized, .timeLimit(.minutes(2)))
+@Suite("Fault accuracy on real sockets (benchmark)", .serialized, .timeLimit(.minutes(5)))
 struct FaultAccuracyBenchmarks {
     /// Set by `Benchmarks/fault-accuracy.sh`.
     static let enabled = ProcessInfo.processInfo.environment["CHAOS_ACCURACY_BENCH"] == "1"

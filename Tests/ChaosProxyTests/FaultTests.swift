@@ -7,7 +7,7 @@ import Testing
 
 /// What each fault does on real sockets. How exactly latency and bandwidth are kept is tested in virtual
 /// time (ShaperTests, ShapingHandlerTests) and measured on real sockets by `Benchmarks/fault-accuracy.sh`.
-@Suite("Faults on real sockets", .serialized, .timeLimit(.minutes(2)))
+@Suite("Faults on real sockets", .serialized, .timeLimit(.minutes(5)))
 struct FaultTests {
     @Test("latency with jitter keeps byte order")
     func jitterKeepsOrder() async throws {

@@ -7,7 +7,7 @@ import Testing
 
 /// The mobile path's faults on real sockets: a carrier NAT that forgets idle connections, the radio's promotion, and
 /// a handoff whose dead WiFi hangs connections and whose new address the server sees.
-@Suite("Mobile path faults on real sockets", .serialized, .timeLimit(.minutes(2)))
+@Suite("Mobile path faults on real sockets", .serialized, .timeLimit(.minutes(5)))
 struct MobilePathFaultTests {
     @Test(
         "a NAT-dead connection passes nothing either way while ss shows both legs ESTABLISHED; a keepalive shorter than the timeout keeps its connection"

@@ -7,7 +7,7 @@ import Testing
 @testable import ChaosControl
 @testable import ChaosProxy
 
-@Suite("Several named proxies in one run", .timeLimit(.minutes(1)))
+@Suite("Several named proxies in one run", .timeLimit(.minutes(5)))
 struct MultiProxyTests {
     @Test("a fault that names one proxy hits that proxy's connections only")
     func faultOnOneProxy() async throws {

@@ -63,7 +63,7 @@ struct LineBoundaries: FrameBoundaryTracking {
     }
 }
 
-@Suite("A test-only plug-in's fault: parsed, checked, drawn, saved, fired and audited", .serialized, .timeLimit(.minutes(2)))
+@Suite("A test-only plug-in's fault: parsed, checked, drawn, saved, fired and audited", .serialized, .timeLimit(.minutes(5)))
 struct PluginFaultTests {
     static let catalog = FramingCatalog(ProtocolRegistry.plugins + [ByeLinesProtocol.self])
 

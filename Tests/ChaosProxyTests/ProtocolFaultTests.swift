@@ -8,7 +8,7 @@ import Testing
 
 /// `ws-close` and `goaway` on real sockets: the proxy's frame goes in between two frames even when the fault
 /// comes in the middle of one, and the connection is closed after the grace time.
-@Suite("Protocol faults on real sockets: ws-close and goaway at frame boundaries", .serialized, .timeLimit(.minutes(2)))
+@Suite("Protocol faults on real sockets: ws-close and goaway at frame boundaries", .serialized, .timeLimit(.minutes(5)))
 struct ProtocolFaultTests {
     static let upgradeRequest = Array("GET /s HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n".utf8)
     static let upgradeResponse = Array("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n".utf8)

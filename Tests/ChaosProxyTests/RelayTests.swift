@@ -5,7 +5,7 @@ import Testing
 
 @testable import ChaosProxy
 
-@Suite("Relay over real sockets", .serialized, .timeLimit(.minutes(2)))
+@Suite("Relay over real sockets", .serialized, .timeLimit(.minutes(5)))
 struct RelayTests {
     @Test(
         "with no fault, 50 MB each way arrive unchanged, both directions at once (epoll relay or NIO, sleeping or busy polling)",

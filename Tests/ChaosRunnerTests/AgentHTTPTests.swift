@@ -7,7 +7,7 @@ import Testing
 /// `chaos report --merge http://AGENT:PORT` against an agent whose control API closes and opens again (between its run
 /// and `--hold`): a request the kernel queued for the closing API is reset unanswered, and the merge asks again; a
 /// request nobody answers is still a timeout, named as one.
-@Suite("An agent's API that closes and opens again, seen from the merge", .serialized, .timeLimit(.minutes(1)))
+@Suite("An agent's API that closes and opens again, seen from the merge", .serialized, .timeLimit(.minutes(5)))
 struct AgentHTTPTests {
     /// A listening socket on 127.0.0.1 (an ephemeral port, or `port`) that accepts nothing by itself.
     static func listener(port: UInt16 = 0) throws -> (fd: Int32, port: UInt16) {

@@ -8,7 +8,7 @@ import Testing
 
 @testable import ChaosTLS
 
-@Suite("chaos's CA and its leaves", .timeLimit(.minutes(1)))
+@Suite("chaos's CA and its leaves", .timeLimit(.minutes(5)))
 struct CertificateAuthorityTests {
     static func home() -> String {
         FileManager.default.temporaryDirectory.appendingPathComponent("chaos-home-\(UUID().uuidString)").path

@@ -5,7 +5,7 @@ import Testing
 
 @testable import ChaosTLS
 
-@Suite("ClientHello: SNI and ALPN read from a real client's first bytes", .timeLimit(.minutes(1)))
+@Suite("ClientHello: SNI and ALPN read from a real client's first bytes", .timeLimit(.minutes(5)))
 struct ClientHelloTests {
     /// The first bytes a BoringSSL client sends for `name` offering `protocols`.
     static func helloBytes(name: String?, protocols: [String]) throws -> [UInt8] {
