@@ -13,6 +13,7 @@ saw; --stale-resume K resumes from K events earlier (a buggy client that gets ev
 import argparse
 import asyncio
 import json
+import logging
 import signal
 import sys
 import time
@@ -75,7 +76,17 @@ async def consume(args):
     last = 0
     connection = 0
     transports = ["polling", "websocket"] if args.transports == "both" else [args.transports]
-    client = socketio.AsyncClient(reconnection=True, reconnection_delay=0.2, reconnection_delay_max=1)
+    # The libraries' own account of each request that failed, each loop that ended and each reconnect, on stderr
+    # (client-N.err in a run folder): a client that kept polling a session a fault had ended shows there why.
+    # Not the lines each packet and each poll write (a soak's log would grow by megabytes an hour).
+    chatter = ("Sending packet", "Received packet", "Sending polling GET", "Received event", "Emitting event",
+               "Sending polling POST")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    handler.addFilter(lambda record: not str(record.msg).startswith(chatter))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
+    client = socketio.AsyncClient(reconnection=True, reconnection_delay=0.2, reconnection_delay_max=1,
+                                  logger=logging.getLogger("socketio.client"), engineio_logger=logging.getLogger("engineio.client"))
 
     @client.event
     async def connect():
