@@ -48,29 +48,34 @@ extension ProxyServer {
     /// (``Options/frames``) can be reached; returns how many were.
     /// A fault whose effect outlives its strike (``ProtocolPlugin/lingering(_:struck:)``) then lies in wait on every
     /// connection, live and new, to the run's end.
+    /// The lingering fault lies in wait before the strike: a client that answers its strike at once (a new request
+    /// naming its session, on a new connection) must find it there.
     package func protocolClose(_ ids: [ConnectionID]?, _ fault: ProtocolFault) async -> Int {
         let connections = state.withLock { state in
             (ids ?? Array(state.connections.keys)).compactMap { state.connections[$0] }
         }
-        var struck: [any FrameBoundaryTracking] = []
+        var targets: [ProxiedConnection] = []
+        var clients: [any FrameBoundaryTracking] = []
         var plugin: (any ProtocolPlugin.Type)?
         for connection in connections {
-            let hit = try? await connection.eventLoop.submit { () -> (any ProtocolPlugin.Type, any FrameBoundaryTracking)? in
-                guard let frames = connection.protocolFrames, connection.protocolClose(fault) else { return nil }
-                return (frames.plugin, frames.trackers[Side.client.slot])
-            }.get()
+            let hit = try? await connection.eventLoop.submit { connection.strikable(by: fault) }.get()
             guard let (followed, client) = hit ?? nil else { continue }
             plugin = followed
-            struck.append(client)
+            targets.append(connection)
+            clients.append(client)
         }
-        if let lingering = plugin?.lingering(fault, struck: struck) {
+        if let lingering = plugin?.lingering(fault, struck: clients) {
             let key = state.withLock { state in
                 state.lingeringFaults += 1
                 return ShapingKey(timeline: ShapingKey.lingeringTimeline, occurrence: state.lingeringFaults)
             }
             _ = await beginWaitingFault(lingering, key: key)
         }
-        return struck.count
+        var struck = 0
+        for connection in targets where (try? await connection.eventLoop.submit { connection.protocolClose(fault) }.get()) == true {
+            struck += 1
+        }
+        return struck
     }
 
     /// A protocol fault that lasts (``ProtocolFaultDeclaration/lasting``): until ``endWaitingFault(key:)`` it lies in

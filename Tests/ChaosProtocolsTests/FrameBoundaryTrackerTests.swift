@@ -191,6 +191,28 @@ struct FrameBoundaryTrackerTests {
                 == SocketIOProtocol.faultFrames(unknown, connection: 2, client: client(post))
         )
         #expect(SocketIOProtocol.lingering(unknown, struck: [client(handshake)]) == nil, "no session named: nothing to forget")
+        // A new session's handshake on a connection kept alive from the forgotten one is not the forgotten session's.
+        #expect(!SocketIOProtocol.catches(lingering, client: client(post + handshake), server: server))
+    }
+
+    @Test(
+        "eio-session-unknown's 400 answers a request: one awaits its answer once the client has written more requests than the server began answers"
+    )
+    func answerAwaited() {
+        var client = SocketIOProtocol.boundaryTracker(producer: .client)
+        var server = SocketIOProtocol.boundaryTracker(producer: .server)
+        func feed(_ tracker: inout any FrameBoundaryTracking, _ text: String) {
+            let bytes = Array(text.utf8)
+            _ = bytes.withUnsafeBytes { tracker.advance($0, stopAtBoundary: false) }
+        }
+        #expect(!SocketIOProtocol.awaitsAnswer(client: client, server: server), "nothing asked yet")
+        feed(&client, "GET /socket.io/?EIO=4&transport=polling&sid=a HTTP/1.1\r\n\r\n")
+        #expect(SocketIOProtocol.awaitsAnswer(client: client, server: server), "a poll outstanding")
+        feed(&server, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n6")
+        #expect(!SocketIOProtocol.awaitsAnswer(client: client, server: server), "answered: the connection is idle")
+        feed(&client, "POST /socket.io/?EIO=4&transport=polling&sid=a HTTP/1.1\r\nContent-Length: 1\r\n\r\n3")
+        #expect(SocketIOProtocol.awaitsAnswer(client: client, server: server), "the next request")
+        #expect(WebSocketProtocol.awaitsAnswer(client: client, server: server), "a protocol that does not say: always")
     }
 
     @Test(

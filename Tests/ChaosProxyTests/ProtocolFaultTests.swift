@@ -162,6 +162,43 @@ struct ProtocolFaultTests {
         await harness.shutdown()
     }
 
+    /// A restarted server answers a request it gets; it never writes an answer nobody asked for. aiohttp (python-engineio's
+    /// HTTP client) keeps an unasked answer that reaches an idle kept-alive connection and hands it to whichever request
+    /// takes that connection next: a POST then ended engine.io's write loop while its read loop, on a new connection,
+    /// went on polling the session (fresh-clone runs s48q4 and s49h1: a client that never started a new session).
+    @Test(
+        "eio-session-unknown on a kept-alive polling connection with no request outstanding: nothing reaches the client until its next request, which gets the 400 and never reaches the server"
+    )
+    func sessionUnknownAnswersTheNextRequest() async throws {
+        let harness = try await ProxyHarness(frames: SocketIOProtocol.self)
+        let unknown = try #require(SocketIOProtocol.faults.first { $0.kind == "eio-session-unknown" }).fault(["grace": "3s"])
+        try await offPool {
+            let (client, server) = try harness.connectPair()
+            client.setTimeout(10)
+            server.setTimeout(10)
+            let poll = Array("GET /socket.io/?EIO=4&transport=polling&sid=Ab-1 HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+            let answer = Array("HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n6".utf8)
+            try client.sendAll(poll)
+            #expect(server.receive(exactly: poll.count) == poll)
+            try server.sendAll(answer)
+            #expect(client.receive(exactly: answer.count) == answer)
+            #expect(try fire(harness, unknown) == 1)
+            // Written at the strike, an unasked answer would be here by now.
+            client.setTimeout(0.5)
+            #expect(client.receive() == .error(EAGAIN), "nothing before the client's next request")
+            client.setTimeout(10)
+            let post = Array("POST /socket.io/?EIO=4&transport=polling&sid=Ab-1 HTTP/1.1\r\nContent-Length: 1\r\n\r\n3".utf8)
+            try client.sendAll(post)
+            let (refused, end) = client.receiveUntilEnd()
+            #expect(refused == SocketIOProtocol.sessionUnknownAnswer, "the 400 answers the POST, and nothing follows it")
+            #expect(end == .eof)
+            #expect(server.receiveUntilEnd() == ([], .eof), "the POST never reached the server")
+            client.close()
+            server.close()
+        }
+        await harness.shutdown()
+    }
+
     @Test("a proxy that does not follow frames reaches no connection with a protocol fault")
     func untrackedProxy() async throws {
         let harness = try await ProxyHarness()

@@ -34,6 +34,9 @@ package protocol ProtocolPlugin: FramingTraits {
     /// connection live and new, caught as ``catches(_:client:server:)`` says; `struck`: the trackers of the client
     /// bytes of the connections it struck. Nil: none.
     static func lingering(_ fault: ProtocolFault, struck: [any FrameBoundaryTracking]) -> ProtocolFault?
+    /// Whether a request the client wrote awaits its answer (`client` and `server`: the trackers of what each
+    /// writes), for an insert that answers one (``FaultFrames/Insert/answersARequest``).
+    static func awaitsAnswer(client: any FrameBoundaryTracking, server: any FrameBoundaryTracking) -> Bool
     /// Where the audit reads a message's fields (`seq`, `stream`, `ack`, …) in the messages this protocol's decoders
     /// hand over: `spec` itself, or its paths rewritten when the decoders present messages in a shape of their own
     /// (SSE: the event's own fields next to its data).
@@ -50,6 +53,7 @@ extension ProtocolPlugin {
         false
     }
     package static func lingering(_ fault: ProtocolFault, struck: [any FrameBoundaryTracking]) -> ProtocolFault? { nil }
+    package static func awaitsAnswer(client: any FrameBoundaryTracking, server: any FrameBoundaryTracking) -> Bool { true }
     package static func fieldSpec(_ spec: ProtocolSpec) -> ProtocolSpec { spec }
 }
 
@@ -60,11 +64,16 @@ package struct FaultFrames: Sendable, Equatable {
     package struct Insert: Sendable, Equatable {
         package var frame: [UInt8]
         package var silenceAfter: Bool
+        /// Whether the frame is an answer to a request (an HTTP answer toward the client): it goes in at a boundary
+        /// only while a request awaits its answer (``ProtocolPlugin/awaitsAnswer(client:server:)``), so a connection
+        /// kept alive with none outstanding gets it as the answer to its next request, never unasked.
+        package var answersARequest: Bool
 
         /// An insert.
-        package init(frame: [UInt8], silenceAfter: Bool) {
+        package init(frame: [UInt8], silenceAfter: Bool, answersARequest: Bool = false) {
             self.frame = frame
             self.silenceAfter = silenceAfter
+            self.answersARequest = answersARequest
         }
     }
 

@@ -33,8 +33,12 @@ struct EngineIOBoundaryTracker: SteppingTracker {
     /// the upgrade from long polling, whose probe follows. (A session that begins on a WebSocket names none.)
     private(set) var upgradesASession = false
 
-    /// The session (`sid`) the client's latest request named, if any (its bytes only: the server's name none).
+    /// The session (`sid`) the client's latest request named, if it named one (its bytes only: the server's name none);
+    /// nil after a request that names none (a new session's handshake).
     private(set) var session: String?
+
+    /// The heads this direction has written: requests (the client's), answers begun (the server's).
+    private(set) var heads = 0
 
     /// Whether the connection still carries HTTP long-polling (not yet upgraded to a WebSocket, nor lost).
     var isPolling: Bool {
@@ -61,10 +65,9 @@ struct EngineIOBoundaryTracker: SteppingTracker {
             head.append(byte)
             if matcher.ends(with: byte) {
                 phase = Self.next(afterHead: head)
-                if let named = Self.sessionNamed(by: head) {
-                    session = named
-                    if phase == .frames { upgradesASession = true }
-                }
+                heads += 1
+                session = Self.sessionNamed(by: head)
+                if session != nil, phase == .frames { upgradesASession = true }
                 head.removeAll(keepingCapacity: true)
                 matcher = HTTPHeadMatcher()
             } else if head.count > Self.headLimit {

@@ -56,7 +56,7 @@ package enum SocketIOProtocol: ProtocolPlugin {
         ProtocolFaultDeclaration(
             kind: "eio-session-unknown",
             summary:
-                "a long-polling request answered HTTP 400 \"Session ID unknown\" (a restarted server's answer) at the next answer boundary, then the connection closed; the sessions it struck stay unknown: a later request naming one, on any connection, gets the same",
+                "a long-polling request answered HTTP 400 \"Session ID unknown\" (a restarted server's answer): the one awaiting its answer, or on a connection with none outstanding the client's next (never an answer unasked), then the connection closed; the sessions it struck stay unknown: a later request naming one, on any connection, gets the same",
             fields: [.init("grace", .duration(default: .seconds(Int64(1))))]
         ),
         ProtocolFaultDeclaration(
@@ -91,7 +91,7 @@ package enum SocketIOProtocol: ProtocolPlugin {
             guard let grace = fault.duration("grace") else { return nil }
             return FaultFrames(
                 toServer: .init(frame: [], silenceAfter: true),
-                toClient: .init(frame: sessionUnknownAnswer, silenceAfter: true),
+                toClient: .init(frame: sessionUnknownAnswer, silenceAfter: true, answersARequest: true),
                 grace: grace
             )
         case "eio-poll-hang":
@@ -118,6 +118,13 @@ package enum SocketIOProtocol: ProtocolPlugin {
         }
     }
 
+    /// Whether the client's latest request awaits its answer: it has written more requests than the server has begun
+    /// answers (HTTP/1.1 answers in order; a polling client does not pipeline).
+    package static func awaitsAnswer(client: any FrameBoundaryTracking, server: any FrameBoundaryTracking) -> Bool {
+        guard let client = client as? EngineIOBoundaryTracker, let server = server as? EngineIOBoundaryTracker else { return true }
+        return client.heads > server.heads
+    }
+
     /// The field of a lingering `eio-session-unknown` that lists the sessions forgotten (space-separated).
     static let forgottenKey = "forgotten"
 
@@ -133,7 +140,7 @@ package enum SocketIOProtocol: ProtocolPlugin {
 
     /// What the engine.io server answers a request for a session it does not know (after a restart): 400, with the
     /// reference server's JSON body, closing the connection.
-    static let sessionUnknownAnswer: [UInt8] = {
+    package static let sessionUnknownAnswer: [UInt8] = {
         let body = #"{"code":1,"message":"Session ID unknown"}"#
         let head = "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n"
         return Array((head + body).utf8)

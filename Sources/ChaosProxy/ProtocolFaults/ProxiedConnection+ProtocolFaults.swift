@@ -34,16 +34,40 @@ extension ProxiedConnection {
         defer { if side == .client, !(protocolFrames?.waiting.isEmpty ?? true) { catchWaiting() } }
         let slot = side.slot
         var rest = buffer
-        if protocolFrames!.silenced[slot] { return }
+        // An answer waiting for the client's next request follows the requests it silenced.
+        defer { if side == .client { putInAnswerIfDue() } }
+        if protocolFrames!.silenced[slot] {
+            if side == .client, protocolFrames!.pending[Side.server.slot]?.answersARequest == true {
+                rest.withUnsafeReadableBytes { _ = protocolFrames!.trackers[slot].advance($0, stopAtBoundary: false) }
+            }
+            return
+        }
         if let pending = protocolFrames!.pending[slot] {
             let consumed = rest.withUnsafeReadableBytes { protocolFrames!.trackers[slot].advance($0, stopAtBoundary: true) }
             if consumed > 0 { consumer.deliver(rest.readSlice(length: consumed)!) }
             guard protocolFrames!.trackers[slot].atBoundary else { return }
-            putIn(pending, from: side)
-            if pending.silenceAfter || rest.readableBytes == 0 { return }
+            if isDue(pending) {
+                putIn(pending, from: side)
+                if pending.silenceAfter || rest.readableBytes == 0 { return }
+            }
         }
         rest.withUnsafeReadableBytes { _ = protocolFrames!.trackers[slot].advance($0, stopAtBoundary: false) }
         consumer.deliver(rest)
+    }
+
+    /// Whether `pending` may go in now: an answer only while a request awaits one (``FaultFrames/Insert/answersARequest``).
+    private func isDue(_ pending: FaultFrames.Insert) -> Bool {
+        guard pending.answersARequest, let frames = protocolFrames else { return true }
+        return frames.plugin.awaitsAnswer(client: frames.trackers[Side.client.slot], server: frames.trackers[Side.server.slot])
+    }
+
+    /// Puts in the answer pending toward the client once a request of the client's awaits it and the server's
+    /// bytes are at a boundary.
+    private func putInAnswerIfDue() {
+        let slot = Side.server.slot
+        guard let pending = protocolFrames?.pending[slot], pending.answersARequest, protocolFrames!.trackers[slot].atBoundary, isDue(pending)
+        else { return }
+        putIn(pending, from: .server)
     }
 
     /// Puts `pending` into the direction `producer` writes, now.
@@ -84,6 +108,16 @@ extension ProxiedConnection {
         }
     }
 
+    /// The protocol followed and the tracker of the client's bytes, when `fault` would strike this connection now
+    /// (``protocolClose(_:)``).
+    func strikable(by fault: ProtocolFault) -> (any ProtocolPlugin.Type, any FrameBoundaryTracking)? {
+        eventLoop.preconditionInEventLoop()
+        guard let frames = protocolFrames, !machine.isCut, frames.grace == nil,
+            frames.plugin.faultFrames(fault, connection: id, client: frames.trackers[Side.client.slot]) != nil
+        else { return nil }
+        return (frames.plugin, frames.trackers[Side.client.slot])
+    }
+
     /// A protocol's own fault (`ws-close`, `goaway`): its frames go in at the next boundary of each direction it names, and
     /// the connection is closed (FIN both ways) after its grace time. Returns whether the connection was live
     /// and its frames followed.
@@ -95,7 +129,7 @@ extension ProxiedConnection {
         let grace = frames.grace
         protocolFrames!.pending = frames.inserts
         for producer in Side.allCases {
-            if let pending = protocolFrames!.pending[producer.slot], protocolFrames!.trackers[producer.slot].atBoundary {
+            if let pending = protocolFrames!.pending[producer.slot], protocolFrames!.trackers[producer.slot].atBoundary, isDue(pending) {
                 putIn(pending, from: producer)
             }
         }
