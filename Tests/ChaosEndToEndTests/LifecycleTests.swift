@@ -34,8 +34,9 @@ struct LifecycleTests {
             #expect(masks["SigIgn"].map { $0 & Self.standardSignals } == 0, "\(name) ignores signals: \(text)")
             #expect(masks["SigBlk"] == 0, "\(name) blocks signals: \(text)")
         }
-        // Each `sleep 30` got SIGTERM at the end and died of it at once: no grace period was needed.
-        #expect(run.result.seconds < 20, "took \(run.result.seconds) s")
+        // Each `sleep 30` got SIGTERM at the end and died of it (128 + 15), not of the SIGKILL that ends a grace period
+        // (137). Said by the exit codes, not by the run's wall time: fresh-clone run s50q5 took 22.8 s on a loaded
+        // machine, over the 20 s this test once asserted, with every process dead of SIGTERM.
         let report = try run.report()
         #expect(report.pairExits == ["server": 128 + SIGTERM, "client-1": 128 + SIGTERM, "client-2": 128 + SIGTERM])
         run.remove()

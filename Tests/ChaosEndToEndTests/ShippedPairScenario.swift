@@ -122,6 +122,19 @@ struct ShippedPairScenario {
         #expect(json["first_failure_s"] as? Double == failures.compactMap { $0["at_s"] as? Double }.min())
     }
 
+    /// How many clients logged their heartbeat's timeout firing more than an interval late (`heartbeat-overdue`): their
+    /// event loop was held, so a partition could go unnoticed through no fault of theirs.
+    static func heldClients(_ truth: GroundTruthLog) -> Int {
+        Set(truth.events(named: "heartbeat-overdue").compactMap { $0["stream"] as? String }).count
+    }
+
+    /// The half-open connections the report says the pair never noticed, over every fault.
+    static func unnoticedHalfOpen(_ folder: URL) throws -> Int {
+        let json = try DeliveredMeansAcknowledgedTests.reportJSON(folder.path)
+        let halfOpen = (json["recovery"] as? [String: Any])?["half_open"] as? [[String: Any]] ?? []
+        return halfOpen.reduce(0) { $0 + ($1["unnoticed"] as? Int ?? 0) }
+    }
+
     /// The report's warnings (its `⚠` lines).
     static func warnings(_ folder: URL) throws -> [String] {
         try String(contentsOf: folder.appendingPathComponent("report.md"), encoding: .utf8).split(separator: "\n")
@@ -145,8 +158,14 @@ struct ShippedPairScenario {
         }
         if judgesFindings {
             let warnings = try Self.warnings(folder)
-            let flagged = warnings.contains { $0.contains("thundering herd") || $0.contains("never noticed") }
-            #expect(!flagged, "full-jitter backoff and a heartbeat leave nothing to flag: \(warnings)")
+            let held = Self.heldClients(truth)
+            let unnoticed = try Self.unnoticedHalfOpen(folder)
+            // A client whose own log says its event loop was held past its heartbeat's timeout (the process starved
+            // beside a CPU hog, s50h3: all three clients' loops held 4.5 s through a 5 s partition) could not notice:
+            // the report's finding is then right, and says nothing against the pair.
+            let excused = unnoticed > 0 && held >= unnoticed
+            let flagged = warnings.contains { $0.contains("thundering herd") || ($0.contains("never noticed") && !excused) }
+            #expect(!flagged, "full-jitter backoff and a heartbeat leave nothing to flag: \(warnings) (clients held: \(held))")
             matched = matched && !flagged
         }
         let counts = try DeliveredMeansAcknowledgedTests.reportJSON(folder.path)["anomaly_counts"] as? [String: Any] ?? [:]

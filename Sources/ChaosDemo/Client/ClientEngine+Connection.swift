@@ -102,7 +102,8 @@ extension ClientEngine {
     }
 
     /// Logs a heartbeat tick that came more than an interval late (`heartbeat-late`: the event loop was held) and an
-    /// outstanding PING past its timeout by more than an interval (`heartbeat-overdue`: its timeout did not fire).
+    /// outstanding PING past its timeout by more than an interval (`heartbeat-overdue`: its timeout did not fire in
+    /// time; the timeout logs it too when it fires that late).
     private func noteHeartbeat(interval: TimeAmount, timeout: TimeAmount) {
         let now = NIODeadline.now()
         if let last = lastHeartbeatTick, now - last > interval + interval {
@@ -132,6 +133,11 @@ extension ClientEngine {
             // connection and kept the next one from ever sending a PING (a partition it then never noticed).
             self.pingTimeout = self.loop.scheduleTask(in: timeout) {
                 guard channel === self.channel else { return }
+                // Fired more than an interval past its time: the loop was held (the process starved, a write that
+                // blocked), so a half-open connection went unnoticed that long through no choice of the client's.
+                if let sent = self.pingSentAt, NIODeadline.now() - sent > timeout + interval {
+                    self.log?.event("heartbeat-overdue", ["stream": self.stream, "ms": Int((NIODeadline.now() - sent).nanoseconds / 1_000_000)])
+                }
                 self.log?.event("heartbeat-timeout", ["stream": self.stream])
                 self.closingBecause = .heartbeatTimeout
                 channel.close(promise: nil)
