@@ -135,8 +135,8 @@ extension ClientEngine {
                 guard channel === self.channel else { return }
                 // Fired more than an interval past its time: the loop was held (the process starved, a write that
                 // blocked), so a half-open connection went unnoticed that long through no choice of the client's.
-                if let sent = self.pingSentAt, NIODeadline.now() - sent > timeout + interval {
-                    self.log?.event("heartbeat-overdue", ["stream": self.stream, "ms": Int((NIODeadline.now() - sent).nanoseconds / 1_000_000)])
+                if let sent = self.pingSentAt, case let waited = NIODeadline.now() - sent, waited > timeout + interval {
+                    self.log?.event("heartbeat-overdue", ["stream": self.stream, "ms": Int(waited.nanoseconds / 1_000_000)])
                 }
                 self.log?.event("heartbeat-timeout", ["stream": self.stream])
                 self.closingBecause = .heartbeatTimeout

@@ -111,21 +111,22 @@ extension ProxiedConnection {
     /// The protocol followed and the tracker of the client's bytes, when `fault` would strike this connection now
     /// (``protocolClose(_:)``).
     func strikable(by fault: ProtocolFault) -> (any ProtocolPlugin.Type, any FrameBoundaryTracking)? {
-        eventLoop.preconditionInEventLoop()
-        guard let frames = protocolFrames, !machine.isCut, frames.grace == nil,
-            frames.plugin.faultFrames(fault, connection: id, client: frames.trackers[Side.client.slot]) != nil
-        else { return nil }
+        guard faultFramesIfLive(fault) != nil, let frames = protocolFrames else { return nil }
         return (frames.plugin, frames.trackers[Side.client.slot])
+    }
+
+    /// The frames `fault` puts in on this connection, when it is live, its frames followed and no fault's grace runs.
+    private func faultFramesIfLive(_ fault: ProtocolFault) -> FaultFrames? {
+        eventLoop.preconditionInEventLoop()
+        guard let frames = protocolFrames, !machine.isCut, frames.grace == nil else { return nil }
+        return frames.plugin.faultFrames(fault, connection: id, client: frames.trackers[Side.client.slot])
     }
 
     /// A protocol's own fault (`ws-close`, `goaway`): its frames go in at the next boundary of each direction it names, and
     /// the connection is closed (FIN both ways) after its grace time. Returns whether the connection was live
     /// and its frames followed.
     func protocolClose(_ fault: ProtocolFault) -> Bool {
-        eventLoop.preconditionInEventLoop()
-        guard protocolFrames != nil, !machine.isCut, protocolFrames!.grace == nil else { return false }
-        guard let frames = protocolFrames!.plugin.faultFrames(fault, connection: id, client: protocolFrames!.trackers[Side.client.slot])
-        else { return false }
+        guard let frames = faultFramesIfLive(fault) else { return false }
         let grace = frames.grace
         protocolFrames!.pending = frames.inserts
         for producer in Side.allCases {
