@@ -141,6 +141,7 @@ shrink-check: build
 
 bench: deps
 	bash Benchmarks/proxy-bench.sh
+	bash Benchmarks/udp-bench.sh --no-build
 	bash Benchmarks/tls-bench.sh --no-build
 	bash Benchmarks/tls-capture-bench.sh
 	bash Benchmarks/audit-throughput.sh --no-build

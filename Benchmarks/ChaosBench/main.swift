@@ -11,6 +11,9 @@ let usage = """
       churn       --port P [--workers 50] [--seconds S]   open/echo/close per second
       idle        --port P --count N --pid PID    memory growth of PID's tree per idle connection
       integrity   --port P [--bytes N]            N bytes both ways through an echo, every byte checked
+      udp-echo    --port P                        UDP echo server (runs until killed)
+      udp-flood   --port P [--seconds S] [--size 1200] [--window 32]   echoed datagrams per second
+      udp-flows   --port P --count N [--hold S]   N flows of one datagram each, held open S seconds
     """
 
 /// Writes `line` to standard error.
@@ -33,6 +36,9 @@ do {
     case "churn": try Churn.run(arguments)
     case "idle": try IdleConnections.run(arguments)
     case "integrity": try Integrity.run(arguments)
+    case "udp-echo": try UDPBench.echo(arguments)
+    case "udp-flood": try UDPBench.flood(arguments)
+    case "udp-flows": try UDPBench.flows(arguments)
     default:
         print(usage)
         exit(2)

@@ -176,18 +176,18 @@ package final class FaultInjector: Sendable {
                 nextStart = next(from: &upcoming)
                 if schedule != nil { cursor.withLock { $0 = Cursor(rest: upcoming, next: nextStart) } }
                 let (count, targets) = await begin(occurrence)
-                if occurrence.kind != .disconnect {
+                if !occurrence.kind.endsAsItBegins {
                     active[occurrence.index] = occurrence
                     ends.insert(PendingEnd(occurrence: occurrence, at: at + occurrence.lasts))
                 }
                 if occurrence.kind == .handoff { handoffTargets[occurrence.index] = targets }
-                if occurrence.kind == .disconnect {
+                if occurrence.kind.endsAsItBegins {
                     // An instant fault ends as it begins: every started mark has its end.
                     sink?.record(TrafficEvent(time: clock.now(), connection: 0, kind: .faultEnded(mark(occurrence))))
                 }
                 let record = Applied(occurrence: occurrence.index, appliedAt: clock.now(), connections: count)
                 // Tallied first: a caller that waits for appliedSoFar (POST /faults) then finds it on /metrics.
-                tally?.began(occurrence.kind.rawValue, connections: count, lasting: occurrence.kind != .disconnect)
+                tally?.began(occurrence.kind.rawValue, connections: count, lasting: !occurrence.kind.endsAsItBegins)
                 applied.withLock { $0.append(record) }
                 if reachesNewConnections(occurrence) {
                     let opened = proxies(for: occurrence).map(\.connectionsOpened).reduce(0, +)
@@ -301,6 +301,8 @@ package final class FaultInjector: Sendable {
             switch occurrence.effect {
             case .disconnect(let mode, let linger):
                 hit += await proxy.disconnect(ids, mode: mode, linger: linger)
+            case .rebind:
+                hit += await proxy.rebindFlows(ids)
             case .refuse:
                 await proxy.beginRefusing()
             case .handshake(let mode):
@@ -311,7 +313,8 @@ package final class FaultInjector: Sendable {
                 hit += await proxy.addShaping(occurrence.effect, key: key, to: ids)
                 handoff[ObjectIdentifier(proxy)] = ids ?? proxy.liveConnections
                 if let deadWiFi { beginBlackout(occurrence, after: deadWiFi, on: proxy) }
-            case .latency, .bandwidth, .partition, .stall, .slice, .link, .loss, .mtu, .radio, .nat, .slowClose, .limitData, .resetPeer, .timeout:
+            case .latency, .bandwidth, .partition, .stall, .slice, .link, .loss, .mtu, .radio, .nat, .duplicate, .reorder, .slowClose,
+                .limitData, .resetPeer, .timeout:
                 hit += await proxy.addShaping(occurrence.effect, key: key, to: ids, draw: draw(occurrence))
             case .protocolFault(let fault) where occurrence.lasts > .zero:
                 // A fault that lasts lies in wait on every connection, live and new, until it ends: the connections
@@ -364,7 +367,7 @@ package final class FaultInjector: Sendable {
                 applied.withLock { records in
                     if let at = records.lastIndex(where: { $0.occurrence == occurrence.index }) { records[at].connections += here }
                 }
-            case .disconnect, .protocolFault, .restart: break
+            case .disconnect, .rebind, .protocolFault, .restart: break
             case .refuse: await proxy.endRefusing()
             case .handshake(let mode): proxy.endHandshakeFault(mode)
             case .handoff(_, let to, _, let linger, let deadWiFi, let newAddress):
@@ -402,7 +405,7 @@ package final class FaultInjector: Sendable {
     /// Whether an occurrence reaches connections opened while it is on: a lasting fault on every connection.
     private func reachesNewConnections(_ occurrence: FaultOccurrence) -> Bool {
         switch occurrence.effect {
-        case .disconnect, .protocolFault, .refuse, .handshake, .restart: return false
+        case .disconnect, .rebind, .protocolFault, .refuse, .handshake, .restart: return false
         default: break
         }
         switch occurrence.targets {

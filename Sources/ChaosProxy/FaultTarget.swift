@@ -41,6 +41,8 @@ package protocol FaultTarget: AnyObject, Sendable {
     func setBaseline(_ profile: LinkProfile?)
     /// New upstream connections come from the next address of `pool` (a handoff with `new_address`); returns it.
     func changeSourceAddress(pool: [String]) -> String?
+    /// The given UDP flows (all when nil) continue from a new upstream-facing port (a NAT rebinding); returns how many.
+    func rebindFlows(_ ids: [ConnectionID]?) async -> Int
 }
 
 /// The time a ``FaultInjector`` runs on: the run's clock, or in tests a virtual one that a sleep
@@ -57,6 +59,8 @@ extension FaultTarget {
     /// A target that follows no protocol's frames: a lasting protocol fault finds nothing to wait on.
     package func beginWaitingFault(_ fault: ProtocolFault, key: ShapingKey) async -> Int { 0 }
     package func endWaitingFault(key: ShapingKey) async -> Int { 0 }
+    /// A target with no UDP flows rebinds none.
+    package func rebindFlows(_ ids: [ConnectionID]?) async -> Int { 0 }
 
     /// Shapes the given connections (all, now and new, when nil); returns how many live ones it reached.
     @discardableResult

@@ -8,6 +8,10 @@ package final class ProxyCounters: Sendable {
     private let cutCount = Atomic<Int64>(0)
     private let failedUpstreamCount = Atomic<Int64>(0)
     private let splicedBytes = Atomic<Int64>(0)
+    private let datagramsRead = Atomic<Int64>(0)
+    private let reboundFlows = Atomic<Int64>(0)
+    private let datagramDrops = Mutex<[DatagramDrop: Int64]>([:])
+    private let datagramAlterations = Mutex<[DatagramAlteration: Int64]>([:])
 
     /// Creates zeroed counters.
     package init() {}
@@ -25,6 +29,21 @@ package final class ProxyCounters: Sendable {
     /// Bytes (of ``upstream`` and ``downstream``) moved socket to socket through a pipe, never copied into the proxy.
     package var spliced: Int64 { splicedBytes.load(ordering: .relaxed) }
 
+    /// Datagrams a UDP proxy read from either side.
+    package var datagrams: Int64 { datagramsRead.load(ordering: .relaxed) }
+    /// Datagrams a UDP proxy dropped, by why (reasons that dropped none are absent).
+    package var datagramsDropped: [DatagramDrop: Int64] { datagramDrops.withLock { $0 } }
+
+    /// UDP flows a `rebind` moved to a new upstream-facing port.
+    package var flowsRebound: Int64 { reboundFlows.load(ordering: .relaxed) }
+
+    func datagramRead() { datagramsRead.wrappingAdd(1, ordering: .relaxed) }
+    func flowRebound() { reboundFlows.wrappingAdd(1, ordering: .relaxed) }
+    /// Datagrams a UDP proxy's faults duplicated or held back (those that were never done are absent).
+    package var datagramsAltered: [DatagramAlteration: Int64] { datagramAlterations.withLock { $0 } }
+
+    func dropped(_ reason: DatagramDrop) { datagramDrops.withLock { $0[reason, default: 0] += 1 } }
+    func altered(_ what: DatagramAlteration) { datagramAlterations.withLock { $0[what, default: 0] += 1 } }
     func add(bytes: Int, producedBy upstream: Bool) {
         if upstream {
             upstreamBytes.wrappingAdd(Int64(bytes), ordering: .relaxed)

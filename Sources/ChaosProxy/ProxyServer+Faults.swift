@@ -17,6 +17,10 @@ extension ProxyServer {
     @discardableResult
     package func addShaping(_ effect: FaultEffect, key: ShapingKey, to ids: [ConnectionID]?, draw: ConnectionDraw?) async -> Int {
         let shaped = ShapingOnAll(effect: effect, draw: draw)
+        if let relay = datagramRelay {
+            if ids == nil { state.withLock { $0.shaping[key] = shaped } }
+            return (try? await relay.loop.submit { relay.addShaping(effect, key: key, to: ids, draw: draw) }.get()) ?? 0
+        }
         let connections = await targetConnections(ids) { state in
             if ids == nil { state.shaping[key] = shaped }
         }.nio.filter { ids != nil || shaped.reaches($0.id) }
@@ -37,6 +41,7 @@ extension ProxyServer {
             state.shaping.removeValue(forKey: key)
             return Array(state.connections.values) + Array(state.lingering.values)
         }
+        if let relay = datagramRelay { try? await relay.loop.submit { relay.removeShaping(key: key) }.get() }
         for connection in connections {
             try? await connection.eventLoop.submit { connection.removeShaping(key: key) }.get()
         }

@@ -6,8 +6,9 @@ package import NIOCore
 import NIOPosix
 import Synchronization
 
-/// One named TCP proxy: accepts clients on `listen`, dials `upstream` for each on the same event
-/// loop, relays both ways through shapers, and applies faults to its live connections.
+/// One named proxy: accepts clients on `listen`, dials `upstream` for each on the same event
+/// loop, relays both ways through shapers, and applies faults to its live connections. A `udp://` proxy relays
+/// datagrams in flows instead (``DatagramRelay``), on the same fault road.
 package final class ProxyServer: Sendable {
     /// The scenario's description of this proxy.
     package let spec: ProxySpec
@@ -48,6 +49,10 @@ package final class ProxyServer: Sendable {
         package var splice = SplicePolicy.fromEnvironment
         /// Where the NSS key log lines of TLS proxies' connections go, both legs (`keys.log`); nil: nowhere.
         package var keyLog: (@Sendable (ByteBuffer) -> Void)?
+        /// A UDP flow with no datagram either way for this long ends (nanoseconds; a NAT's usual UDP timeout).
+        package var udpIdleTimeout: Int64 = 60_000_000_000
+        /// The most UDP flows held at once: datagrams from a new client address past it are dropped (counted).
+        package var maxFlows = 10_000
         /// Creates default options.
         package init() {}
     }
@@ -85,6 +90,8 @@ package final class ProxyServer: Sendable {
         var sourceAddress: SocketAddress?
         /// How many handoffs with `new_address` have happened: the next takes the pool's next address.
         var addressChanges = 0
+        /// The relay of a `udp://` proxy, made when it starts.
+        var datagram: DatagramRelay?
     }
 
     /// A proxy for `spec`; events go to `sink`, times come from `clock`, connection numbers from `ids`.
@@ -122,6 +129,10 @@ package final class ProxyServer: Sendable {
         } catch {
             throw ChaosError(.badInput, "proxy '\(spec.name)': cannot resolve listen address \(spec.listen)")
         }
+        if spec.transport == .udp {
+            let relay = DatagramRelay(server: self, loop: group.next())
+            state.withLock { $0.datagram = relay }
+        }
         if let tls = spec.tls {
             let interceptor = try TLSInterceptor(spec: tls, upstreamHost: spec.upstream.host, keyLog: options.keyLog)
             state.withLock { $0.tls = interceptor }
@@ -136,6 +147,13 @@ package final class ProxyServer: Sendable {
     func rebind(_ address: SocketAddress) async throws -> Listener { try await bind(address) }
 
     private func bind(_ address: SocketAddress) async throws -> Listener {
+        if let relay = datagramRelay {
+            do {
+                return .nio(try await relay.bind(address))
+            } catch {
+                throw ChaosError(.network, "proxy '\(spec.name)': cannot listen on \(spec.listenText): \(error)")
+            }
+        }
         if let loops = options.epollRelay, spec.tls == nil {  // TLS lives in the NIO relay
             do {
                 let route = epollRoute
@@ -195,6 +213,7 @@ package final class ProxyServer: Sendable {
         for connection in epollRelay {
             await connection.loop.submit { connection.terminate() }
         }
+        if let relay = datagramRelay { try? await relay.loop.submit { relay.stop() }.get() }
         for connection in connections {
             try? await connection.eventLoop.submit { connection.terminate() }.get()
         }
@@ -208,7 +227,8 @@ package final class ProxyServer: Sendable {
 
     /// The live connections' ids.
     package var liveConnections: [ConnectionID] {
-        state.withLock { Array($0.connections.keys) + Array($0.epollRelay.keys) }
+        let flows = datagramRelay?.liveIDs.withLock { Array($0) } ?? []
+        return state.withLock { Array($0.connections.keys) + Array($0.epollRelay.keys) } + flows
     }
 
     // MARK: accepting

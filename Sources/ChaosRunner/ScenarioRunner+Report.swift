@@ -58,6 +58,15 @@ extension ScenarioRunner {
         for proxy in proxies {
             extra["proxy.\(proxy.spec.name).bytes_upstream"] = "\(proxy.counters.upstream)"
             extra["proxy.\(proxy.spec.name).bytes_downstream"] = "\(proxy.counters.downstream)"
+            guard proxy.spec.transport == .udp else { continue }
+            extra["proxy.\(proxy.spec.name).datagrams"] = "\(proxy.counters.datagrams)"
+            extra["proxy.\(proxy.spec.name).flows_rebound"] = "\(proxy.counters.flowsRebound)"
+            for (reason, count) in proxy.counters.datagramsDropped {
+                extra["proxy.\(proxy.spec.name).datagrams_dropped.\(reason.rawValue)"] = "\(count)"
+            }
+            for (what, count) in proxy.counters.datagramsAltered {
+                extra["proxy.\(proxy.spec.name).datagrams_\(what == .duplicated ? "duplicated" : "held_back")"] = "\(count)"
+            }
         }
         if scenario.protocolSpec == nil, errorReason == nil, !scenario.expectations.isEmpty {
             errorReason = "the scenario has expectations but no protocol: section, so messages could not be audited"

@@ -33,7 +33,9 @@ extension ScenarioRunner {
             }
             proxies.append(proxy)
             if configuration.disabledProxies.contains(spec.name) { await proxy.disable() }
-            output("proxy \(spec.name): listening on \(proxy.boundAddress.map(\.hostPort) ?? "\(spec.listen)") -> \(spec.upstream)")
+            output(
+                "proxy \(spec.name): listening on \(spec.transport.prefix)\(proxy.boundAddress.map(\.hostPort) ?? "\(spec.listen)") -> \(spec.upstreamText)"
+            )
         }
         return proxies
     }

@@ -26,7 +26,7 @@ struct FaultSpecTests {
         #expect(
             "\(error)".contains(
                 "t.yaml:6:5: error: unknown key '\(kind)' in a fault; expected one of: disconnect, latency, "
-                    + "bandwidth, partition, handoff, refuse, slice, stall, link, loss, mtu, radio, nat, handshake, restart, ws-close, "
+                    + "bandwidth, partition, handoff, refuse, slice, stall, link, loss, mtu, radio, nat, duplicate, reorder, rebind, handshake, restart, ws-close, "
                     + "goaway, mqtt-disconnect"
             ),
             "\(error)"

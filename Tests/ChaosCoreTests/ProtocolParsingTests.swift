@@ -141,11 +141,11 @@ struct ProtocolParsingTests {
             ("  framing: length-prefixed\n  length_offset: -9", "7:18", "protocol.length_offset must be within -8...8, found -9"),
             (
                 "  framing: amqp", "6:12",
-                "protocol.framing must be one of lines, length-prefixed, websocket, grpc, sse, mqtt, socketio, auto, found 'amqp'"
+                "protocol.framing must be one of lines, length-prefixed, websocket, grpc, sse, mqtt, socketio, datagram, auto, found 'amqp'"
             ),
             (
                 "  framing: sse\n  format: protobuf", "7:11",
-                "protocol.format protobuf needs binary messages: framing length-prefixed, websocket, grpc, mqtt or auto"
+                "protocol.format protobuf needs binary messages: framing length-prefixed, websocket, grpc, mqtt, datagram or auto"
             ),
         ]
     )

@@ -29,6 +29,9 @@ struct BadInputCommandTests {
             (["run", "Scenarios/quickstart.yaml", "--agent", "a", "--event-ring", "1KB"], "--event-ring must be"),
             (["report", "--merge"], "--merge"),
             (["report", "Reports/x", "--merge", "Reports/y"], "not both"),
+            (["proxy", "--listen", "udp://127.0.0.1:0", "--upstream", "127.0.0.1:1"], "--listen is udp but --upstream is tcp"),
+            (["proxy", "--listen", "quic://127.0.0.1:0", "--upstream", "127.0.0.1:1"], "--listen must be HOST:PORT or udp://HOST:PORT"),
+            (["proxy", "--listen", "udp://127.0.0.1:0", "--upstream", "udp://127.0.0.1:1", "--tls"], "a udp:// proxy carries no TLS"),
         ]
     )
     func accessAndFleetFlags(arguments: [String], message: String) async throws {
@@ -153,8 +156,12 @@ struct BadInputCommandTests {
     @Test(
         "chaos audit's --framing comes from the protocol registry: a name it lacks lists its names, a plug-in's option out of range names the flag; exit 2",
         arguments: [
-            (["--framing", "amqp"], "--framing must be one of lines, length-prefixed, websocket, grpc, sse, mqtt, socketio, auto, found 'amqp'"),
+            (
+                ["--framing", "amqp"],
+                "--framing must be one of lines, length-prefixed, websocket, grpc, sse, mqtt, socketio, datagram, auto, found 'amqp'"
+            ),
             (["--framing", "length-prefixed", "--length-bytes", "3"], "--framing length-prefixed: --length-bytes must be 1, 2 or 4, found 3"),
+            (["--framing", "datagram"], "framing datagram reads a udp:// proxy's datagrams; chaos audit reads TCP captures"),
         ]
     )
     func framingFlags(flags: [String], message: String) async throws {

@@ -30,6 +30,24 @@ extension ControlAPI {
                 ]
             }
         }
+        let udp = proxies.filter { $0.server.spec.transport == .udp }
+        if !udp.isEmpty {
+            text.family("chaos_datagrams_total", "counter", "Datagrams a UDP proxy read from either side.") {
+                udp.map { ($0.labels, $0.server.counters.datagrams) }
+            }
+            text.family("chaos_datagrams_dropped_total", "counter", "Datagrams a UDP proxy dropped, by proxy and reason.") {
+                udp.flatMap { proxy in
+                    let dropped = proxy.server.counters.datagramsDropped
+                    return DatagramDrop.allCases.map { (proxy.labels + [("reason", $0.rawValue)], dropped[$0] ?? 0) }
+                }
+            }
+            text.family("chaos_datagrams_altered_total", "counter", "Datagrams a UDP proxy's faults duplicated or held back.") {
+                udp.flatMap { proxy in
+                    let altered = proxy.server.counters.datagramsAltered
+                    return DatagramAlteration.allCases.map { (proxy.labels + [("effect", $0.rawValue)], altered[$0] ?? 0) }
+                }
+            }
+        }
         text.family("chaos_proxy_enabled", "gauge", "Whether the proxy accepts connections (1) or refuses them (0).") {
             proxies.map { ($0.labels, $0.enabled ? 1 : 0) }
         }

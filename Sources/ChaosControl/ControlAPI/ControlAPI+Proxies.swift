@@ -30,8 +30,8 @@ extension ControlAPI {
     func view(_ proxy: Managed) -> ProxyView {
         ProxyView(
             name: proxy.spec.name,
-            listen: proxy.server.boundAddress?.hostPort ?? "\(proxy.spec.listen)",
-            upstream: "\(proxy.spec.upstream)",
+            listen: proxy.spec.transport.prefix + (proxy.server.boundAddress?.hostPort ?? "\(proxy.spec.listen)"),
+            upstream: proxy.spec.upstreamText,
             enabled: proxy.enabled,
             toxics: proxy.toxics.map(\.toxic),
             tls: proxy.spec.tls?.form

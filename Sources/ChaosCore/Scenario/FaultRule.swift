@@ -34,6 +34,12 @@ package enum FaultKind: Sendable, Hashable {
     case radio
     /// A carrier-grade NAT that silently forgets a connection idle for its timeout.
     case nat
+    /// A UDP path delivers some datagrams twice (a `udp://` proxy's flows only: TCP never delivers twice).
+    case duplicate
+    /// A UDP path holds some datagrams back behind a later one (a `udp://` proxy's flows only).
+    case reorder
+    /// A NAT rebinding: a UDP flow's upstream-facing port changes at an instant (a `udp://` proxy's flows only).
+    case rebind
     /// New TLS handshakes hang or fail with an alert for a while (a `tls:` proxy's; live connections untouched).
     case handshake
     /// The pair's server is stopped (SIGTERM, or SIGKILL as a crash), stays down for a while, and is started again
@@ -51,11 +57,26 @@ package enum FaultKind: Sendable, Hashable {
     /// The kinds ChaosCore itself knows, in the order messages list them.
     package static let coreKinds: [FaultKind] = [
         .disconnect, .latency, .bandwidth, .partition, .handoff, .refuse, .slice, .stall, .link, .loss, .mtu, .radio, .nat,
-        .handshake, .restart, .slowClose, .limitData, .resetPeer, .timeout,
+        .duplicate, .reorder, .rebind, .handshake, .restart, .slowClose, .limitData, .resetPeer, .timeout,
     ]
 
     /// The core kinds a scenario's `faults:` may name (a plug-in's own come from its declarations).
     package static var scenarioKinds: [FaultKind] { coreKinds.filter { !$0.isToxicOnly } }
+
+    /// Whether it acts on a UDP proxy's datagrams (drops, delays, holds, a NAT's or a radio's states, a refusal, the
+    /// pair's restart); a cut, a slice, a TLS handshake or a protocol's frames are TCP's.
+    package var actsOnDatagrams: Bool {
+        [.latency, .bandwidth, .partition, .stall, .link, .loss, .mtu, .radio, .nat, .refuse, .restart, .duplicate, .reorder, .rebind]
+            .contains(self)
+    }
+
+    /// Whether it acts on datagrams only (a TCP connection never delivers twice or out of order).
+    package var actsOnlyOnDatagrams: Bool { [.duplicate, .reorder, .rebind].contains(self) }
+
+    /// The scenario kinds that act on datagrams, for messages.
+    package static var datagramKindNames: String {
+        scenarioKinds.filter(\.actsOnDatagrams).map(\.rawValue).joined(separator: ", ")
+    }
 
     /// Whether only a Toxiproxy toxic makes it.
     package var isToxicOnly: Bool { [.slowClose, .limitData, .resetPeer, .timeout].contains(self) }
@@ -67,7 +88,10 @@ package enum FaultKind: Sendable, Hashable {
     }
 
     /// Whether the fault acts at one instant (the rest act for a while).
-    package var isInstant: Bool { self == .disconnect || isProtocolFault }
+    package var isInstant: Bool { self == .disconnect || self == .rebind || isProtocolFault }
+
+    /// Whether an occurrence ends as it begins, whatever its rule (a cut, a rebinding; a plug-in's fault may last).
+    package var endsAsItBegins: Bool { self == .disconnect || self == .rebind }
 
     /// Whether the fault lasts a time of its own (a handoff its blackout, a restart its down time), not a `for`.
     package var lastsItsOwnTime: Bool { self == .handoff || self == .restart }
@@ -94,6 +118,9 @@ extension FaultKind: RawRepresentable, Codable {
         case .mtu: "mtu"
         case .radio: "radio"
         case .nat: "nat"
+        case .duplicate: "duplicate"
+        case .reorder: "reorder"
+        case .rebind: "rebind"
         case .handshake: "handshake"
         case .restart: "restart"
         case .slowClose: "slow_close"

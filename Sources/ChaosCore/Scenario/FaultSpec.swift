@@ -53,6 +53,12 @@ package enum FaultSpec<Span: FaultSpan>: Sendable, Codable, Equatable {
     /// A carrier-grade NAT: a connection with no byte either way for `idleTimeout` is silently dead from then on
     /// (nothing passes either way, no FIN, no RST) until a side gives up; new connections start afresh.
     case nat(idleTimeout: ChaosDuration)
+    /// A share of a UDP flow's datagrams is delivered twice.
+    case duplicate(rate: Double, direction: DirectionSet)
+    /// A share of a UDP flow's datagrams is held back until the next one has gone.
+    case reorder(rate: Double, direction: DirectionSet)
+    /// Every UDP flow it reaches continues from a new upstream-facing port (a NAT rebinding).
+    case rebind
     /// A fault a protocol plug-in declares: saved under its own name by ``FaultCoding``, never as this
     /// case.
     case protocolFault(ProtocolFault)
@@ -87,6 +93,9 @@ package enum FaultSpec<Span: FaultSpan>: Sendable, Codable, Equatable {
         case .mtu: .mtu
         case .radio: .radio
         case .nat: .nat
+        case .duplicate: .duplicate
+        case .reorder: .reorder
+        case .rebind: .rebind
         case .protocolFault(let fault): .protocolFault(fault.kind)
         case .handshake: .handshake
         case .restart: .restart
@@ -106,7 +115,7 @@ package enum FaultSpec<Span: FaultSpan>: Sendable, Codable, Equatable {
             [("add", "\(add)"), ("jitter", "\(jitter)"), ("direction", direction.rawValue)]
         case .bandwidth(let rate, let direction): [("rate", "\(rate)"), ("direction", direction.rawValue)]
         case .partition(let direction), .stall(let direction): [("direction", direction.rawValue)]
-        case .refuse: []
+        case .refuse, .rebind: []
         case .handoff(let from, let to, let blackout, let linger, let deadWiFi, let newAddress):
             [("from", from.name), ("to", to.name), ("blackout", "\(blackout)"), ("linger", "\(linger)")]
                 + (deadWiFi.map { [("dead_wifi", "\($0)")] } ?? [])
@@ -121,6 +130,8 @@ package enum FaultSpec<Span: FaultSpan>: Sendable, Codable, Equatable {
         case .radio(let radio):
             [("promotion", "\(radio.promotion)"), ("tail", "\(radio.tail)")] + (radio.perConnection ? [("per", "connection")] : [])
         case .nat(let idleTimeout): [("idle_timeout", "\(idleTimeout)")]
+        case .duplicate(let rate, let direction), .reorder(let rate, let direction):
+            [("rate", Self.percent(rate)), ("direction", direction.rawValue)]
         case .protocolFault(let fault): fault.parameters
         case .handshake(let mode): [("mode", mode.rawValue)]
         case .restart(let down, let signal): [("down", "\(down)"), ("signal", signal.rawValue)]
@@ -178,6 +189,9 @@ extension FaultSpec {
         case .mtu(let size, let direction): .mtu(size: size, direction: direction)
         case .radio(let radio): .radio(radio)
         case .nat(let idleTimeout): .nat(idleTimeout: idleTimeout)
+        case .duplicate(let rate, let direction): .duplicate(rate: rate, direction: direction)
+        case .reorder(let rate, let direction): .reorder(rate: rate, direction: direction)
+        case .rebind: .rebind
         case .protocolFault(let fault): .protocolFault(fault)
         case .handshake(let mode): .handshake(mode: mode)
         case .restart(let down, let signal): .restart(down: try transform(down), signal: signal)

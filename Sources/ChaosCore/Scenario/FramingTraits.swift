@@ -33,6 +33,8 @@ package protocol FramingTraits: Sendable {
     static var listOptionKeys: [String] { get }
     /// What is wrong with `item` of list option `key` (nil: nothing), after `protocol.KEY: 'ITEM' `.
     static func listOptionProblem(_ key: String, _ item: String) -> String?
+    /// Whether it reads messages by the boundaries of UDP datagrams (only `udp://` proxies keep them).
+    static var readsDatagrams: Bool { get }
 }
 
 extension FramingTraits {
@@ -51,6 +53,7 @@ extension FramingTraits {
     package static var faults: [ProtocolFaultDeclaration] { [] }
     package static var listOptionKeys: [String] { [] }
     package static func listOptionProblem(_ key: String, _ item: String) -> String? { nil }
+    package static var readsDatagrams: Bool { false }
 
     /// A framing with no options of its own: `options` must be empty.
     package static func framing(options: [String: Int]) throws -> ProtocolSpec.Framing {

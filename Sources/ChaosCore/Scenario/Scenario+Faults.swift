@@ -18,6 +18,8 @@ extension ScenarioReader {
         case .mtu: ["size", "direction"]
         case .radio: ["promotion", "tail", "per"]
         case .nat: ["idle_timeout"]
+        case .duplicate, .reorder: ["rate", "direction"]
+        case .rebind: []
         case .handshake: ["mode"]
         case .restart: ["down", "signal"]
         case .slowClose, .limitData, .resetPeer, .timeout: []  // not in a scenario
@@ -211,6 +213,19 @@ extension ScenarioReader {
                 try map["burst"].map { try $0.double("\(what).burst (packets lost in a row, on average)", in: 1...FaultParameters.maximumLossBurst) }
                 ?? 1
             return .loss(rate: rate, burst: burst, direction: try direction(default: .both))
+        case .rebind:
+            return .rebind
+        case .duplicate, .reorder:
+            let rateValue = try map.required("rate")
+            let rate = try rateValue.double("\(what).rate", in: -.greatestFiniteMagnitude ... .greatestFiniteMagnitude)
+            guard (0...FaultParameters.maximumLossRate).contains(rate) else {
+                throw rateValue.error(
+                    "\(what).rate must be a share of datagrams from 0% to "
+                        + "\(FaultParameters.percent(FaultParameters.maximumLossRate)), found \(try rateValue.string("\(what).rate"))"
+                )
+            }
+            let directions = try direction(default: .both)
+            return kind == .duplicate ? .duplicate(rate: rate, direction: directions) : .reorder(rate: rate, direction: directions)
         case .mtu:
             let size =
                 try map["size"].map {

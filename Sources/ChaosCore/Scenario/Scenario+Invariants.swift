@@ -17,7 +17,7 @@ extension Scenario {
         try Self.check(duration, "duration", positive: true, bad)
         guard !proxies.isEmpty else { throw bad("proxies: at least one proxy is needed") }
         var names = Set<String>()
-        var listens = Set<HostPort>()
+        var listens = Set<String>()
         for (index, proxy) in proxies.enumerated() {
             guard names.insert(proxy.name).inserted else { throw bad("proxies[\(index)]: the name '\(proxy.name)' is used twice") }
             for (field, address) in [("listen", proxy.listen), ("upstream", proxy.upstream)] where !address.isValid {
@@ -28,18 +28,25 @@ extension Scenario {
                 throw bad("proxies[\(index)].upstream \(proxy.upstream) is the proxy's own listen address")
             }
             try proxy.tls?.checkInvariants("proxies[\(index)].tls", bad)
-            guard proxy.listen.port == 0 || listens.insert(proxy.listen).inserted else {
-                throw bad("proxies[\(index)].listen \(proxy.listen) is already used by another proxy")
+            if proxy.transport == .udp, proxy.tls != nil { throw bad("proxies[\(index)].tls: a udp:// proxy carries no TLS") }
+            guard proxy.listen.port == 0 || listens.insert(proxy.listenText).inserted else {
+                throw bad("proxies[\(index)].listen \(proxy.listenText) is already used by another proxy")
             }
         }
         for (role, process) in [("server", pair?.server), ("client", pair?.client)] {
             guard let process else { continue }
             try process.checkInvariants("pair.\(role)", bad)
         }
-        if let spec = protocolSpec { try spec.checkInvariants(framings: framings, bad) }
+        if let spec = protocolSpec {
+            try spec.checkInvariants(framings: framings, bad)
+            if framings.traits(named: spec.framing.name)?.readsDatagrams == true, let tcp = proxies.first(where: { $0.transport == .tcp }) {
+                throw bad("protocol.framing \(spec.framing.name) reads UDP datagrams, but proxy '\(tcp.name)' relays TCP (listen: udp://…)")
+            }
+        }
         if let baseline { try baseline.checkInvariants("baseline", bad) }
         for (index, rule) in faults.enumerated() {
             try rule.checkInvariants("faults[\(index)]", proxies: names, bad)
+            if let problem = Self.transportProblem(of: rule, proxies: proxies) { throw bad("faults[\(index)]: \(problem)") }
             try rule.checkProtocolFault("faults[\(index)]", framings: framings, bad)
             if rule.kind == .handshake, !proxies.contains(where: { $0.tls != nil && (rule.proxy == nil || rule.proxy == $0.name) }) {
                 throw bad("faults[\(index)]: a handshake fault acts on TLS handshakes, but no proxy it reaches has a tls: block")
@@ -52,6 +59,20 @@ extension Scenario {
             }
         }
         try checkFrameProtocol(framings: framings, bad)
+    }
+
+    /// A fault that only a TCP connection can meet (a cut, a TLS handshake, a protocol's frames) must reach a TCP
+    /// proxy: what is wrong with one that names a UDP proxy, or is in a scenario whose proxies are all UDP (nil: nothing).
+    package static func transportProblem(of rule: FaultRule, proxies: [ProxySpec]) -> String? {
+        let reached = proxies.filter { rule.proxy == nil || rule.proxy == $0.name }
+        if rule.kind.actsOnlyOnDatagrams, !reached.isEmpty, reached.allSatisfy({ $0.transport == .tcp }) {
+            let which = rule.proxy.map { "proxy '\($0)' is TCP" } ?? "every proxy is TCP"
+            return "a \(rule.kind.rawValue) fault acts on UDP datagrams (TCP never delivers twice or out of order), but \(which)"
+        }
+        guard !rule.kind.actsOnDatagrams else { return nil }
+        guard !reached.isEmpty, reached.allSatisfy({ $0.transport == .udp }) else { return nil }
+        let which = rule.proxy.map { "proxy '\($0)' is udp://" } ?? "every proxy is udp://"
+        return "a \(rule.kind.rawValue) fault acts on TCP connections, but \(which) (faults on datagrams: \(FaultKind.datagramKindNames))"
     }
 
     /// The name of the frames the proxies follow: those of the plug-in that declares the scenario's
@@ -245,6 +266,10 @@ extension FaultSpec {
             if !(1...FaultParameters.maximumLossBurst).contains(burst) {
                 throw bad("\(field).burst must be between 1 and \(Int(FaultParameters.maximumLossBurst)) packets, found \(burst)")
             }
+        case .duplicate(let rate, _), .reorder(let rate, _):
+            if !(0...FaultParameters.maximumLossRate).contains(rate) {
+                throw bad("\(field).rate must be between 0% and \(FaultParameters.percent(FaultParameters.maximumLossRate)), found \(rate)")
+            }
         case .mtu(let size, _):
             if !FaultParameters.mtuRange.contains(size) {
                 throw bad(
@@ -257,7 +282,7 @@ extension FaultSpec {
         case .timeout(let after, _): if let after { try Scenario.check(after, "\(field).after", positive: true, bad) }
         case .limitData(let bytes, _): if bytes < 0 { throw bad("\(field).bytes must be at least 0, found \(bytes)") }
         case .restart(let down, _): try Scenario.check(down.range, "\(field).down", positive: false, bad)
-        case .partition, .refuse, .stall, .handshake: break
+        case .partition, .refuse, .stall, .handshake, .rebind: break
         }
     }
 }

@@ -98,6 +98,16 @@ struct ScenarioReader {
             throw value.error("a \(rule.kind.rawValue) fault restarts the pair's server, but the scenario has no pair.server")
         }
         try checkFrames(faults, at: faultValues, protocolSpec: protocolSpec)
+        for (rule, value) in zip(faults, faultValues) {
+            if let problem = Scenario.transportProblem(of: rule, proxies: proxies) { throw value.error(problem) }
+        }
+        if let protocolSpec, framings.traits(named: protocolSpec.framing.name)?.readsDatagrams == true,
+            let tcp = proxies.first(where: { $0.transport == .tcp })
+        {
+            throw try top.required("protocol").error(
+                "framing \(protocolSpec.framing.name) reads UDP datagrams, but proxy '\(tcp.name)' relays TCP (listen: udp://…)"
+            )
+        }
         let expectations = try top["expect"].map(self.expectations) ?? []
         let capture = try top["capture"].map(self.capture)
         var scenario = Scenario(
@@ -133,34 +143,49 @@ struct ScenarioReader {
         let items = try value.sequence("proxies")
         guard !items.isEmpty else { throw value.error("proxies needs at least one proxy") }
         var result: [ProxySpec] = []
-        var listens: [HostPort: YAMLValue] = [:]
+        // A UDP and a TCP proxy may listen on the same port: they are different sockets.
+        var listens: [String: YAMLValue] = [:]
         for item in items {
             let map = try item.mapping("a proxy", allowed: ["name", "listen", "upstream", "tls"])
             let nameValue = try map.required("name")
             let name = try nameValue.string("proxy name")
             if result.contains(where: { $0.name == name }) { throw nameValue.error("duplicate proxy name '\(name)'") }
             let listenValue = try map.required("listen")
-            let listen = try hostPort(listenValue, what: "listen")
-            if listen.port != 0, listens[listen] != nil {
-                throw listenValue.error("listen address \(listen) is already used by another proxy")
+            let (transport, listen) = try address(listenValue, what: "listen")
+            if listen.port != 0, listens[transport.prefix + listen.description] != nil {
+                throw listenValue.error("listen address \(transport.prefix)\(listen) is already used by another proxy")
             }
-            listens[listen] = listenValue
+            listens[transport.prefix + listen.description] = listenValue
             let upstreamValue = try map.required("upstream")
-            let upstream = try hostPort(upstreamValue, what: "upstream")
+            let (upstreamTransport, upstream) = try address(upstreamValue, what: "upstream")
+            guard upstreamTransport == transport else {
+                throw upstreamValue.error(
+                    "upstream is \(upstreamTransport.rawValue) but listen is \(transport.rawValue): a proxy relays one transport (write udp:// on both, or on neither)"
+                )
+            }
             guard upstream.port != 0 else { throw upstreamValue.error("upstream needs a real port, not 0") }
             if upstream == listen { throw upstreamValue.error("upstream \(upstream) is the proxy's own listen address") }
+            if transport == .udp, let tlsValue = map["tls"] {
+                throw tlsValue.error("a udp:// proxy carries no TLS (QUIC's keys come from protocol.keylog)")
+            }
             let tls = try map["tls"].map { try self.tls($0, "proxies[\(result.count)].tls") }
-            result.append(ProxySpec(name: name, listen: listen, upstream: upstream, tls: tls))
+            result.append(ProxySpec(name: name, listen: listen, upstream: upstream, tls: tls, transport: transport))
         }
         return result
     }
 
-    func hostPort(_ value: YAMLValue, what: String) throws -> HostPort {
+    /// A proxy's `listen` or `upstream`: `host:port`, `tcp://host:port` or `udp://host:port`.
+    func address(_ value: YAMLValue, what: String) throws -> (Transport, HostPort) {
         let text = try value.string(what)
-        guard let address = HostPort(parsing: text) else {
-            throw value.error("\(what) must be an address like 127.0.0.1:7000 (port 0-65535), found '\(text)'")
+        guard let split = Transport.split(text) else {
+            throw value.error("\(what) has an unknown scheme in '\(text)' (udp:// or tcp://, or none for TCP)")
         }
-        return address
+        guard let address = HostPort(parsing: split.address) else {
+            throw value.error(
+                "\(what) must be an address like 127.0.0.1:7000 or udp://127.0.0.1:9000 (port 0-65535), found '\(text)'"
+            )
+        }
+        return (split.transport, address)
     }
 
     // MARK: pair, protocol, capture, expect

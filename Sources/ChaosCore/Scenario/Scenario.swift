@@ -71,7 +71,8 @@ package struct Scenario: Sendable, Codable, Equatable {
     }
 }
 
-/// One TCP proxy: accept on `listen`, connect each client to `upstream`.
+/// One proxy: accept on `listen`, connect each client to `upstream` (TCP), or relay each client address's datagrams
+/// to `upstream` as a flow (UDP: `udp://` on both).
 package struct ProxySpec: Sendable, Codable, Equatable {
     /// The proxy's name (faults may name it in `proxy:`).
     package var name: String
@@ -81,13 +82,65 @@ package struct ProxySpec: Sendable, Codable, Equatable {
     package var upstream: HostPort
     /// TLS on both legs (`tls:`): terminated from the client with chaos's CA, opened again to the upstream; nil: cleartext.
     package var tls: TLSSpec?
+    /// What it relays: TCP connections, or UDP datagrams in flows.
+    package var transport: Transport
 
     /// Creates a proxy spec.
-    package init(name: String, listen: HostPort, upstream: HostPort, tls: TLSSpec? = nil) {
+    package init(name: String, listen: HostPort, upstream: HostPort, tls: TLSSpec? = nil, transport: Transport = .tcp) {
         self.name = name
         self.listen = listen
         self.upstream = upstream
         self.tls = tls
+        self.transport = transport
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case name, listen, upstream, tls, transport
+    }
+
+    /// Reads a spec written before proxies had a transport as TCP.
+    package init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        name = try container.decode(String.self, forKey: .name)
+        listen = try container.decode(HostPort.self, forKey: .listen)
+        upstream = try container.decode(HostPort.self, forKey: .upstream)
+        tls = try container.decodeIfPresent(TLSSpec.self, forKey: .tls)
+        transport = try container.decodeIfPresent(Transport.self, forKey: .transport) ?? .tcp
+    }
+
+    /// Writes a TCP proxy as before proxies had a transport (a run folder's `scenario.json` stays byte for byte).
+    package func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(name, forKey: .name)
+        try container.encode(listen, forKey: .listen)
+        try container.encode(upstream, forKey: .upstream)
+        try container.encodeIfPresent(tls, forKey: .tls)
+        if transport != .tcp { try container.encode(transport, forKey: .transport) }
+    }
+
+    /// `listen` as written: `udp://` before a UDP proxy's address.
+    package var listenText: String { transport.prefix + listen.description }
+    /// `upstream` as written: `udp://` before a UDP proxy's address.
+    package var upstreamText: String { transport.prefix + upstream.description }
+}
+
+/// What a proxy relays.
+package enum Transport: String, Sendable, Codable, Equatable, CaseIterable {
+    /// TCP connections (an address with no scheme, or `tcp://`).
+    case tcp
+    /// UDP datagrams, a flow per client address and port (`udp://`).
+    case udp
+
+    /// The scheme written before an address of this transport (none for TCP, the default).
+    package var prefix: String { self == .tcp ? "" : "\(rawValue)://" }
+
+    /// Splits `udp://127.0.0.1:9000` into its transport and address text; no scheme is TCP. Nil for an unknown scheme.
+    package static func split(_ text: String) -> (transport: Transport, address: String)? {
+        let text = text.trimmingWhitespace
+        let parts = text.split(separator: "://", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2 else { return (.tcp, text) }
+        guard let transport = Transport(rawValue: parts[0].lowercased()) else { return nil }
+        return (transport, String(parts[1]))
     }
 }
 

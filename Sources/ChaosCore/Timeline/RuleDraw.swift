@@ -68,7 +68,7 @@ struct RuleDraw {
         let effect = rule.parameters.drawn(with: &generator)
         var lasts: ChaosDuration =
             switch effect {
-            case .disconnect: .zero
+            case .disconnect, .rebind: .zero
             // A plug-in's fault is instant, but for one that lasts (its declaration says so, and its rule has `for:`).
             case .protocolFault: schedule.lasts.map { generator.draw($0) } ?? .zero
             case .handoff(_, _, let blackout, _, let deadWiFi, _): blackout + (deadWiFi ?? .zero)

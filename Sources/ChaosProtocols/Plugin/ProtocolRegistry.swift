@@ -11,6 +11,7 @@ package enum ProtocolRegistry {
         SSEProtocol.self,
         MQTTProtocol.self,
         SocketIOProtocol.self,
+        DatagramProtocol.self,
         AutoProtocol.self,
     ]
 

@@ -30,6 +30,10 @@ package struct ShapingSettings: Equatable, Sendable {
     package var radio: RadioModel?
     /// A NAT forgets the connection after this many nanoseconds with no byte either way; nil: none.
     package var natIdleTimeout: Int64?
+    /// The share of datagrams delivered twice (UDP flows only).
+    package var duplicateRate = 0.0
+    /// The share of datagrams held back behind the next one (UDP flows only).
+    package var reorderRate = 0.0
 
     /// No shaping at all: bytes pass straight through.
     package static let none = ShapingSettings()
@@ -105,6 +109,8 @@ extension ShapingSettings {
                 settings.mtuPayload = min(settings.mtuPayload ?? .max, payload)
             case .radio(let radio): settings.add(radio)
             case .nat(let idleTimeout): settings.addNAT(idleTimeout)
+            case .duplicate(let rate, _): settings.duplicateRate = max(settings.duplicateRate, rate)
+            case .reorder(let rate, _): settings.reorderRate = max(settings.reorderRate, rate)
             case .link(let profile):
                 if profile.offline {
                     settings.hold = true
@@ -116,7 +122,7 @@ extension ShapingSettings {
                 if let rate = profile.loss, rate > (settings.loss?.rate ?? -1) { settings.loss = LossModel(rate: rate, burst: 1) }
                 if let radio = profile.radio { settings.add(radio) }
                 if let idleTimeout = profile.natIdleTimeout { settings.addNAT(idleTimeout) }
-            case .disconnect, .refuse, .protocolFault, .handshake, .restart, .limitData, .resetPeer: break
+            case .disconnect, .refuse, .protocolFault, .handshake, .restart, .limitData, .resetPeer, .rebind: break
             }
         }
         return settings
@@ -143,10 +149,10 @@ extension FaultEffect {
         switch self {
         case .latency(_, _, let directions), .bandwidth(_, let directions), .partition(let directions),
             .stall(let directions), .slice(_, _, let directions, _), .slowClose(_, let directions), .timeout(_, let directions),
-            .loss(_, _, let directions), .mtu(_, let directions):
+            .loss(_, _, let directions), .mtu(_, let directions), .duplicate(_, let directions), .reorder(_, let directions):
             directions.contains(direction)
         case .handoff, .link, .radio, .nat: true
-        case .disconnect, .refuse, .protocolFault, .handshake, .restart, .limitData, .resetPeer: false
+        case .disconnect, .refuse, .protocolFault, .handshake, .restart, .limitData, .resetPeer, .rebind: false
         }
     }
 

@@ -9,7 +9,7 @@ package enum ReproScenario {
     package static func faultLine(_ occurrence: FaultOccurrence, original: Int) -> String {
         var fields: [(String, String)] = [("at", "\(occurrence.at)")]
         switch occurrence.kind {
-        case .disconnect, .protocolFault: break
+        case .disconnect, .rebind, .protocolFault: break
         case .handoff, .restart: break  // a handoff lasts its blackout, a restart its down time: parameters of their own
         default: fields.append(("for", "\(occurrence.lasts)"))
         }

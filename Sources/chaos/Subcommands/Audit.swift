@@ -2,6 +2,7 @@ import ArgumentParser
 import ChaosAudit
 import ChaosCapture
 import ChaosCore
+import ChaosProtocols
 import ChaosReport
 import ChaosRunner
 import ChaosTLSDecryption
@@ -50,6 +51,9 @@ struct Audit: AsyncParsableCommand {
     func run() async throws {
         let scenario = try protocolOptions.scenario()
         let spec = try protocolOptions.spec(from: scenario)
+        if ProtocolRegistry.plugin(named: spec.framing.name)?.readsDatagrams == true {
+            throw ChaosError.badInput("framing \(spec.framing.name) reads a udp:// proxy's datagrams; chaos audit reads TCP captures")
+        }
         let engine = try AuditEngine(spec: spec)
         var options = CaptureReadOptions(filter: filter, serverPort: serverPort)
         if noPairing { options.pairing = .off } else if let proxyPort { options.pairing = .proxyPort(proxyPort) }

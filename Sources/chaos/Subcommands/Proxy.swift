@@ -10,7 +10,7 @@ import Foundation
 /// run time through the control API (Toxiproxy's, so Toxiproxy clients drive it unchanged).
 struct Proxy: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run bare TCP proxies (no scenario) until Ctrl-C, driven by a Toxiproxy-compatible HTTP API.",
+        abstract: "Run bare TCP or UDP proxies (no scenario) until Ctrl-C, driven by a Toxiproxy-compatible HTTP API.",
         discussion: """
             With --api HOST:PORT: Toxiproxy's API (GET/POST /proxies, /proxies/NAME, /proxies/NAME/toxics, \
             /proxies/NAME/toxics/TOXIC, POST /reset, POST /populate, GET /version), chaos's own faults \
@@ -20,10 +20,12 @@ struct Proxy: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "Where clients connect (HOST:PORT); with --upstream, one proxy named \"proxy\".")
+    @Option(
+        help: "Where clients connect (HOST:PORT, or udp://HOST:PORT for datagrams in flows); with --upstream, one proxy named \"proxy\"."
+    )
     var listen: String?
 
-    @Option(help: "Where the proxy connects for each client (HOST:PORT).")
+    @Option(help: "Where the proxy connects for each client (HOST:PORT; udp://HOST:PORT when --listen is udp://).")
     var upstream: String?
 
     @Option(help: "Serve the control API here (HOST:PORT), e.g. 127.0.0.1:8474 (Toxiproxy's port).")
@@ -61,12 +63,26 @@ struct Proxy: AsyncParsableCommand {
     /// Whether the proxy audits live: a scenario or any protocol flag was given.
     var audits: Bool { protocolOptions.protocolFrom != nil || protocolOptions.flagsGiven }
 
+    /// `HOST:PORT`, `tcp://HOST:PORT` or `udp://HOST:PORT`; nil when it is none of them.
+    static func address(_ text: String) -> (Transport, HostPort)? {
+        guard let split = Transport.split(text), let address = HostPort(parsing: split.address) else { return nil }
+        return (split.transport, address)
+    }
+
     func validate() throws {
-        if let listen, HostPort(parsing: listen) == nil { throw ValidationError("--listen must be HOST:PORT, found '\(listen)'") }
-        if let upstream, HostPort(parsing: upstream) == nil {
-            throw ValidationError("--upstream must be HOST:PORT, found '\(upstream)'")
+        if let listen, Self.address(listen) == nil {
+            throw ValidationError("--listen must be HOST:PORT or udp://HOST:PORT, found '\(listen)'")
+        }
+        if let upstream, Self.address(upstream) == nil {
+            throw ValidationError("--upstream must be HOST:PORT or udp://HOST:PORT, found '\(upstream)'")
         }
         guard (listen == nil) == (upstream == nil) else { throw ValidationError("--listen and --upstream go together") }
+        if let listen, let upstream, let transport = Self.address(listen)?.0, let other = Self.address(upstream)?.0 {
+            guard transport == other else {
+                throw ValidationError("--listen is \(transport.rawValue) but --upstream is \(other.rawValue): write udp:// on both, or on neither")
+            }
+            if transport == .udp, tlsOptions.given { throw ValidationError("the --tls flags are for TCP: a udp:// proxy carries no TLS") }
+        }
         if tlsOptions.given, listen == nil { throw ValidationError("the --tls flags set up the --listen proxy; give --listen and --upstream") }
         guard listen != nil || api != nil || config != nil else {
             throw ValidationError("give --listen and --upstream, --config FILE, or --api HOST:PORT to make proxies at run time")
@@ -84,13 +100,14 @@ struct Proxy: AsyncParsableCommand {
     func run() async throws {
         var specs: [ProxySpec] = []
         var disabled: Set<String> = []
-        if let listen, let upstream {
+        if let listen, let upstream, let listening = Self.address(listen), let upstreamAddress = Self.address(upstream)?.1 {
             specs.append(
                 ProxySpec(
                     name: "proxy",
-                    listen: HostPort(parsing: listen)!,
-                    upstream: HostPort(parsing: upstream)!,
-                    tls: try tlsOptions.spec()
+                    listen: listening.1,
+                    upstream: upstreamAddress,
+                    tls: listening.0 == .udp ? nil : try tlsOptions.spec(),
+                    transport: listening.0
                 )
             )
         }

@@ -19,7 +19,7 @@ struct Validate: AsyncParsableCommand {
         print("scenario \(scenario.name) (\(scenario.file)) is valid")
         print("duration \(scenario.duration), seed \(seed)\(drawn ? " (drawn; pass --seed \(seed) to repeat)" : "")")
         for proxy in scenario.proxies {
-            print("proxy \(proxy.name): listen \(proxy.listen) -> upstream \(proxy.upstream)")
+            print("proxy \(proxy.name): listen \(proxy.listenText) -> upstream \(proxy.upstreamText)")
         }
         if let baseline = scenario.baseline { print("baseline link: \(baseline)") }
         let count = timeline.count()

@@ -7,7 +7,7 @@ import Testing
 struct ProtocolRegistryTests {
     @Test("each plug-in is found by its name, reads the framing it makes, and no other plug-in reads it")
     func namesAndFramings() throws {
-        #expect(ProtocolRegistry.names == ["lines", "length-prefixed", "websocket", "grpc", "sse", "mqtt", "socketio", "auto"])
+        #expect(ProtocolRegistry.names == ["lines", "length-prefixed", "websocket", "grpc", "sse", "mqtt", "socketio", "datagram", "auto"])
         for plugin in ProtocolRegistry.plugins {
             #expect(ProtocolRegistry.plugin(named: plugin.name)?.name == plugin.name)
             let framing = try plugin.framing(options: [:])

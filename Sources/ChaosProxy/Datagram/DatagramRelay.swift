@@ -1,0 +1,355 @@
+import ChaosCore
+import NIOCore
+import NIOPosix
+import Synchronization
+
+/// A UDP proxy's relay: datagrams from each client address go to the upstream from a socket of the flow's own (as a
+/// NAT maps them), and the upstream's answers to that socket go back to the client from the listening socket.
+/// Nothing is unbounded: flows are capped (a new address past the cap is dropped, counted), each direction holds at
+/// most ``ProxyServer/Options/maxHeldBytes`` for later sending, a flow's first datagrams wait for its socket in a
+/// queue of ``pendingLimit``, and a datagram that finds the kernel's send buffer full is dropped. A flow with no
+/// datagram either way for the idle timeout ends. Every method runs on ``loop``.
+final class DatagramRelay: @unchecked Sendable {
+    /// The most datagrams a new flow queues while its upstream socket opens.
+    static let pendingLimit = 64
+    /// The largest datagram read (UDP's own limit).
+    static let largestDatagram = 65_536
+    /// The longest a `reorder` fault holds a datagram back waiting for a later one to overtake it (nanoseconds).
+    static let longestHoldBack: Int64 = 200_000_000
+
+    let loop: any EventLoop
+    unowned let server: ProxyServer
+    /// The socket clients send to; nil while the proxy refuses (a `refuse` fault closed it).
+    var listener: (any Channel)?
+    private var flows: [SocketAddress: DatagramFlow] = [:]
+    private var byID: [ConnectionID: DatagramFlow] = [:]
+    private var sweeper: RepeatedTask?
+    /// The live flows' ids, readable from any thread.
+    let liveIDs = Mutex<Set<ConnectionID>>([])
+    private let recordsTraffic: Bool
+
+    init(server: ProxyServer, loop: any EventLoop) {
+        self.server = server
+        self.loop = loop
+        recordsTraffic = server.sink?.recordsTraffic == true
+    }
+
+    // MARK: the listening socket
+
+    /// Binds the listening socket at `address` and starts the idle sweep.
+    func bind(_ address: SocketAddress) async throws -> any Channel {
+        let channel = try await DatagramBootstrap(group: loop)
+            .channelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+            .channelOption(ChannelOptions.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: Self.largestDatagram))
+            .channelInitializer { [self] channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(DatagramInbound { [self] envelope in fromClient(envelope) })
+                }
+            }
+            .bind(to: address)
+            .get()
+        try await loop.submit { [self] in
+            listener = channel
+            if sweeper == nil {
+                let every = TimeAmount.nanoseconds(max(100_000_000, min(1_000_000_000, server.options.udpIdleTimeout / 4)))
+                sweeper = loop.scheduleRepeatedTask(initialDelay: every, delay: every) { [self] _ in sweepIdle() }
+            }
+        }.get()
+        return channel
+    }
+
+    /// Ends every flow (the proxy stops).
+    func stop() {
+        sweeper?.cancel()
+        sweeper = nil
+        for flow in Array(byID.values) { end(flow) }
+        listener = nil
+    }
+
+    // MARK: flows
+
+    private func openFlow(for client: SocketAddress, at now: Int64) -> DatagramFlow? {
+        let options = server.options
+        guard byID.count < options.maxFlows else {
+            server.counters.dropped(.flowLimit)
+            return nil
+        }
+        let id = server.ids.next()
+        let generator = server.seed.fork("connection", id)
+        let shapers = [Side.server, .client].map {
+            DatagramShaper(maxHeldBytes: options.maxHeldBytes, generator: generator.fork($0.rawValue))
+        }
+        let flow = DatagramFlow(id: id, client: client, shapers: shapers, path: ConnectionPath(proxyRadio: server.radio), now: now)
+        flows[client] = flow
+        byID[id] = flow
+        liveIDs.withLock { _ = $0.insert(id) }
+        server.counters.connectionOpened()
+        let (baseline, shaping) = server.state.withLock { ($0.baseline, $0.shaping) }
+        if let baseline { flow.effects[ShapingKey(timeline: Int.min, occurrence: 0)] = .link(baseline) }
+        for (key, shaped) in shaping where shaped.reaches(id) { flow.effects[key] = shaped.effect }
+        flow.applyEffects(at: now)
+        if let sink = server.sink {
+            let clock = server.clock
+            flow.path.onEvent = { _, event in sink.record(TrafficEvent(time: clock.now(), connection: id, kind: .path(event))) }
+        }
+        connectUpstream(flow)
+        return flow
+    }
+
+    /// Opens the flow's own socket toward the upstream: its local port is the mapping the server sees.
+    private func connectUpstream(_ flow: DatagramFlow) {
+        let upstream = server.spec.upstream
+        let bootstrap = DatagramBootstrap(group: loop)
+            .channelOption(ChannelOptions.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: Self.largestDatagram))
+            .channelInitializer { [self] channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(
+                        DatagramInbound { [self] envelope in fromServer(envelope.data, flow: flow) }
+                    )
+                }
+            }
+        let connecting =
+            server.upstreamAddress.map { bootstrap.connect(to: $0) } ?? bootstrap.connect(host: upstream.host, port: upstream.port)
+        connecting.whenComplete { [self] result in
+            switch result {
+            case .success(let channel):
+                guard !flow.isClosed else {
+                    channel.close(promise: nil)
+                    return
+                }
+                if let old = flow.upstream {
+                    // A rebinding: the new mapping carries the flow from now on; the old port is gone.
+                    flow.upstream = channel
+                    old.close(promise: nil)
+                    server.counters.flowRebound()
+                    return
+                }
+                flow.upstream = channel
+                recordOpened(flow, upstream: channel)
+                // What came while the socket opened passes now, after the flow's opening in the events.
+                let pending = flow.pending
+                flow.pending = []
+                for datagram in pending { arrived(datagram, from: .client, of: flow, at: server.clock.now()) }
+            case .failure(let error):
+                server.upstreamFailed(datagramFlow: flow.id, reason: "upstream udp://\(upstream): \(error)")
+                if flow.upstream == nil { end(flow) }  // a failed rebinding keeps the old mapping
+            }
+        }
+    }
+
+    private func recordOpened(_ flow: DatagramFlow, upstream: any Channel) {
+        guard let sink = server.sink else { return }
+        let endpoints =
+            recordsTraffic
+            ? ConnectionEndpoints(
+                proxy: server.spec.name,
+                client: flow.client.hostPort,
+                listen: listener?.localAddress?.hostPort ?? "?",
+                proxyLocal: upstream.localAddress?.hostPort ?? "?",
+                server: upstream.remoteAddress?.hostPort ?? "?"
+            )
+            : ConnectionEndpoints(proxy: server.spec.name, client: "", listen: "", proxyLocal: "", server: "")
+        sink.record(TrafficEvent(time: server.clock.now(), connection: flow.id, kind: .opened(endpoints)))
+    }
+
+    /// Ends a flow: its socket is closed (the server's later answers to that port find nothing), both sides closed
+    /// in the events, as `how` says.
+    private func end(_ flow: DatagramFlow, how: TrafficEvent.CloseKind = .fin) {
+        guard !flow.isClosed else { return }
+        flow.isClosed = true
+        flow.pending = []
+        for index in flow.heldBack.indices {
+            flow.heldBack[index]?.timer.cancel()
+            flow.heldBack[index] = nil
+        }
+        flows[flow.client] = flows[flow.client] === flow ? nil : flows[flow.client]
+        byID[flow.id] = nil
+        liveIDs.withLock { _ = $0.remove(flow.id) }
+        flow.upstream?.close(promise: nil)
+        guard let sink = server.sink, flow.upstream != nil else { return }
+        let now = server.clock.now()
+        for side in [Side.client, .server] { sink.record(TrafficEvent(time: now, connection: flow.id, kind: .closed(side, how))) }
+    }
+
+    /// Ends the flows idle for the idle timeout.
+    private func sweepIdle() {
+        let now = server.clock.now()
+        let timeout = server.options.udpIdleTimeout
+        for flow in Array(byID.values) where now - flow.lastActivity >= timeout { end(flow) }
+    }
+
+    // MARK: datagrams
+
+    private func fromClient(_ envelope: AddressedEnvelope<ByteBuffer>) {
+        let now = server.clock.now()
+        var existing = flows[envelope.remoteAddress]
+        if let current = existing, natForgot(current, at: now) {
+            // The NAT forgot the mapping: the client's next datagram makes a new one, from a new port.
+            end(current, how: .cutByFault)
+            existing = nil
+        }
+        guard let flow = existing ?? openFlow(for: envelope.remoteAddress, at: now) else { return }
+        guard flow.upstream != nil else {
+            guard flow.pending.count < Self.pendingLimit else { return server.counters.dropped(.queue) }
+            flow.pending.append(Self.kept(envelope.data))
+            return
+        }
+        arrived(envelope.data, from: .client, of: flow, at: now)
+    }
+
+    private func fromServer(_ datagram: ByteBuffer, flow: DatagramFlow) {
+        guard !flow.isClosed else { return }
+        let now = server.clock.now()
+        if natForgot(flow, at: now) {
+            // An answer to a forgotten mapping goes nowhere; the flow ends.
+            server.counters.dropped(.nat)
+            end(flow, how: .cutByFault)
+            return
+        }
+        arrived(datagram, from: .server, of: flow, at: now)
+    }
+
+    /// Whether a NAT watching the flow has forgotten it by `now` (reported once, as a TCP connection's death is).
+    private func natForgot(_ flow: DatagramFlow, at now: Int64) -> Bool {
+        let timeouts = flow.shapers.compactMap(\.settings.natIdleTimeout)
+        guard let timeout = timeouts.min() else { return false }
+        flow.path.natSaw(at: now, idleTimeout: timeout)
+        return flow.path.isDead
+    }
+
+    private func arrived(_ datagram: ByteBuffer, from side: Side, of flow: DatagramFlow, at now: Int64) {
+        flow.lastActivity = now
+        let size = datagram.readableBytes
+        server.counters.add(bytes: size, producedBy: side == .client)
+        server.counters.datagramRead()
+        if recordsTraffic, let sink = server.sink {
+            sink.record(TrafficEvent(time: now, connection: flow.id, kind: .read(side, Array(datagram.readableBytesView))))
+        }
+        let index = flow.shaperIndex(side.producing)
+        switch flow.shapers[index].admit(size: size, at: now, radio: flow.path.radioAdmit) {
+        case .drop(let reason):
+            server.counters.dropped(reason)
+        case .send(let at, let copies, let heldBack) where at <= now:
+            release(datagram, to: side.other, of: flow, direction: index, copies: copies, heldBack: heldBack)
+        case .send(let at, let copies, let heldBack):
+            let delayed = Self.kept(datagram)
+            loop.scheduleTask(in: .nanoseconds(at - now)) { [self] in
+                flow.shapers[index].released(size: size)
+                guard !flow.isClosed else {
+                    if flow.path.isDead { server.counters.dropped(.nat) }
+                    return
+                }
+                release(delayed, to: side.other, of: flow, direction: index, copies: copies, heldBack: heldBack)
+            }
+        }
+    }
+
+    /// A datagram's time has come: it goes `copies` times, and then the one held back in its direction (which it
+    /// overtook); or, `heldBack`, it waits for the next one (or ``longestHoldBack``), letting go of any held before it.
+    private func release(_ datagram: ByteBuffer, to side: Side, of flow: DatagramFlow, direction index: Int, copies: Int, heldBack: Bool) {
+        if heldBack {
+            releaseHeldBack(of: flow, direction: index)
+            server.counters.altered(.heldBack)
+            let timer = loop.scheduleTask(in: .nanoseconds(Self.longestHoldBack)) { [self] in
+                releaseHeldBack(of: flow, direction: index)
+            }
+            flow.heldBack[index] = DatagramFlow.HeldDatagram(datagram: Self.kept(datagram), copies: copies, timer: timer)
+            return
+        }
+        send(datagram, copies: copies, to: side, of: flow)
+        releaseHeldBack(of: flow, direction: index)
+    }
+
+    /// Lets the datagram held back in direction `index` go.
+    private func releaseHeldBack(of flow: DatagramFlow, direction index: Int) {
+        guard let held = flow.heldBack[index] else { return }
+        flow.heldBack[index] = nil
+        held.timer.cancel()
+        send(held.datagram, copies: held.copies, to: index == 0 ? .server : .client, of: flow)
+    }
+
+    private func send(_ datagram: ByteBuffer, copies: Int, to side: Side, of flow: DatagramFlow) {
+        for copy in 0..<copies {
+            if copy > 0 { server.counters.altered(.duplicated) }
+            deliver(datagram, to: side, of: flow)
+        }
+    }
+
+    /// Writes a datagram to `side` now, unless the kernel's send buffer toward it is full.
+    private func deliver(_ datagram: ByteBuffer, to side: Side, of flow: DatagramFlow) {
+        guard !flow.isClosed else { return }
+        switch side {
+        case .server:
+            guard let upstream = flow.upstream, upstream.isActive, upstream.isWritable else {
+                return server.counters.dropped(.sendBuffer)
+            }
+            upstream.writeAndFlush(datagram, promise: nil)
+        case .client:
+            guard let listener, listener.isActive, listener.isWritable else { return server.counters.dropped(.sendBuffer) }
+            listener.writeAndFlush(AddressedEnvelope(remoteAddress: flow.client, data: datagram), promise: nil)
+        }
+        let slot = side == .client ? 0 : 1
+        flow.written[slot] += Int64(datagram.readableBytes)
+        if recordsTraffic, let sink = server.sink {
+            let now = server.clock.now()
+            sink.record(TrafficEvent(time: now, connection: flow.id, kind: .written(side, Array(datagram.readableBytesView))))
+            sink.record(TrafficEvent(time: now, connection: flow.id, kind: .acknowledged(side, upTo: flow.written[slot])))
+        }
+    }
+
+    /// A datagram kept past its read (waiting for its socket, delayed, held back) in a buffer of its own size: a read's
+    /// buffer has room for the largest datagram, and held bytes are counted by what they carry.
+    private static func kept(_ datagram: ByteBuffer) -> ByteBuffer {
+        var copy = ByteBufferAllocator().buffer(capacity: datagram.readableBytes)
+        copy.writeImmutableBuffer(datagram)
+        return copy
+    }
+
+    // MARK: faults
+
+    /// Shapes the given flows, or every flow when `ids` is nil (those `draw` reaches), with `effect` under `key`.
+    /// Returns how many it reached.
+    func addShaping(_ effect: FaultEffect, key: ShapingKey, to ids: [ConnectionID]?, draw: ConnectionDraw?) -> Int {
+        let now = server.clock.now()
+        var reached = 0
+        for flow in ids.map({ $0.compactMap { byID[$0] } }) ?? Array(byID.values) where ids != nil || draw?.reaches(flow.id) ?? true {
+            flow.effects[key] = effect
+            flow.applyEffects(at: now)
+            reached += 1
+        }
+        return reached
+    }
+
+    /// The given flows (all when nil) get a new upstream-facing socket; returns how many will (a flow still opening
+    /// its first one is left alone).
+    func rebind(_ ids: [ConnectionID]?) -> Int {
+        let chosen = ids.map { $0.compactMap { byID[$0] } } ?? Array(byID.values)
+        var rebinding = 0
+        for flow in chosen where flow.upstream != nil && !flow.isClosed {
+            connectUpstream(flow)
+            rebinding += 1
+        }
+        return rebinding
+    }
+
+    /// Lifts the shaping named `key` from every flow.
+    func removeShaping(key: ShapingKey) {
+        let now = server.clock.now()
+        for flow in byID.values where flow.effects.removeValue(forKey: key) != nil { flow.applyEffects(at: now) }
+    }
+
+}
+
+/// Hands each datagram a channel reads to `received`.
+final class DatagramInbound: ChannelInboundHandler {
+    typealias InboundIn = AddressedEnvelope<ByteBuffer>
+    private let received: (AddressedEnvelope<ByteBuffer>) -> Void
+
+    init(_ received: @escaping (AddressedEnvelope<ByteBuffer>) -> Void) { self.received = received }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) { received(unwrapInboundIn(data)) }
+
+    /// A datagram socket's errors (an ICMP port unreachable from a server that is down) end nothing: the next datagram
+    /// may find the server up again.
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {}
+}

@@ -1,0 +1,25 @@
+package import ChaosCore
+import Logging
+import NIOCore
+import Synchronization
+
+extension ProxyServer {
+    /// The relay of a `udp://` proxy once it has started (nil for a TCP proxy).
+    var datagramRelay: DatagramRelay? { state.withLock { $0.datagram } }
+
+    /// The given UDP flows (all when nil) continue from a new upstream-facing port, as after a NAT rebinding: the
+    /// server sees the flow's datagrams come from a new port, and its answers to the old one go nowhere. Returns how
+    /// many flows it reached (none on a TCP proxy).
+    package func rebindFlows(_ ids: [ConnectionID]?) async -> Int {
+        guard let relay = datagramRelay else { return 0 }
+        return (try? await relay.loop.submit { relay.rebind(ids) }.get()) ?? 0
+    }
+
+    /// A UDP flow's socket toward the upstream could not be opened: counted and recorded as a TCP connection's
+    /// unreachable upstream is.
+    func upstreamFailed(datagramFlow id: ConnectionID, reason: String) {
+        counters.upstreamFailed()
+        sink?.record(TrafficEvent(time: clock.now(), connection: 0, kind: .refused(proxy: spec.name, reason: reason)))
+        logger.debug("upstream unreachable", metadata: ["proxy.name": "\(spec.name)", "flow": "\(id)", "error": "\(reason)"])
+    }
+}

@@ -1,0 +1,289 @@
+import ChaosCore
+import Foundation
+import NIOCore
+import NIOPosix
+import Testing
+
+@testable import ChaosProxy
+
+/// A real UDP proxy on 127.0.0.1 (port 0) in front of a real UDP socket, with its event stream kept.
+final class DatagramHarness: Sendable {
+    let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    let server: UDPTestSocket
+    let proxy: ProxyServer
+    let events = EventRecorder()
+
+    init(options: ProxyServer.Options = ProxyServer.Options(), seed: UInt64 = 7) async throws {
+        server = try UDPTestSocket()
+        proxy = ProxyServer(
+            spec: ProxySpec(
+                name: "udp",
+                listen: HostPort(host: "127.0.0.1", port: 0),
+                upstream: HostPort(host: "127.0.0.1", port: server.port),
+                transport: .udp
+            ),
+            group: group,
+            sink: events,
+            clock: RunClock(),
+            ids: ConnectionIDSource(),
+            seed: SeededGenerator(seed: seed),
+            options: options
+        )
+        try await proxy.start()
+    }
+
+    /// The proxy's listening port.
+    var port: Int { proxy.boundAddress?.port ?? 0 }
+
+    func shutdown() async throws {
+        await proxy.stop()
+        try await group.shutdownGracefully()
+    }
+
+    /// How many events of each kind the proxy recorded for `side` (`read`, `written`), and its flows opened.
+    func count(_ what: String, _ side: Side) -> Int {
+        events.all.filter {
+            switch $0.kind {
+            case .read(let eventSide, _): what == "read" && eventSide == side
+            case .written(let eventSide, _): what == "written" && eventSide == side
+            case .acknowledged(let eventSide, _): what == "acknowledged" && eventSide == side
+            default: false
+            }
+        }.count
+    }
+
+    var opened: Int { events.all.filter { if case .opened = $0.kind { true } else { false } }.count }
+}
+
+@Suite("UDP proxies over real sockets")
+struct DatagramProxyTests {
+    @Test("each client address is a flow with its own upstream port, as a NAT maps it; answers go back to the client that asked")
+    func aFlowPerClientAddress() async throws {
+        let harness = try await DatagramHarness()
+        let port = harness.port
+        let server = harness.server
+        let (fromA, fromB, againA) = try await offPool {
+            let a = try UDPTestSocket()
+            let b = try UDPTestSocket()
+            a.send("a1", to: port)
+            let first = server.receiveText()
+            b.send("b1", to: port)
+            let second = server.receiveText()
+            a.send("a2", to: port)
+            let third = server.receiveText()
+            if let first { server.send("to-a", to: first.fromPort) }
+            if let second { server.send("to-b", to: second.fromPort) }
+            let answerA = a.receiveText()
+            let answerB = b.receiveText()
+            #expect(answerA?.text == "to-a" && answerA?.fromPort == port, "the answer comes from the address the client sent to")
+            #expect(answerB?.text == "to-b" && answerB?.fromPort == port)
+            #expect(first?.fromPort != a.port, "the server sees the proxy's port, not the client's")
+            return (first, second, third)
+        }
+        #expect(fromA?.text == "a1" && fromB?.text == "b1" && againA?.text == "a2")
+        #expect(fromA?.fromPort != fromB?.fromPort, "two clients, two mappings")
+        #expect(fromA?.fromPort == againA?.fromPort, "one client keeps its mapping")
+        // The proxy records a write just after the kernel took it: the receiver may have read it first.
+        try await waitUntil("the proxy's events of the last write") { harness.count("acknowledged", .client) == 2 }
+        #expect(harness.proxy.liveConnections.count == 2)
+        #expect(harness.opened == 2)
+        #expect(harness.count("read", .client) == 3 && harness.count("written", .server) == 3)
+        #expect(harness.count("read", .server) == 2 && harness.count("written", .client) == 2)
+        #expect(harness.count("acknowledged", .client) == 2, "a datagram the kernel took is delivered as far as the proxy knows")
+        #expect(harness.proxy.counters.datagrams == 5)
+        try await harness.shutdown()
+    }
+
+    @Test("seeded loss drops datagrams, counted: what the server read plus the drops is what the client sent, and the same seed drops the same ones")
+    func seededLoss() async throws {
+        var runs: [[Int]] = []
+        for _ in 0..<2 {
+            let harness = try await DatagramHarness(seed: 11)
+            await harness.proxy.addShaping(.loss(rate: 0.3, burst: 2, direction: .upstream), key: ShapingKey(occurrence: 1), to: nil)
+            let port = harness.port
+            let server = harness.server
+            let received = try await offPool {
+                let client = try UDPTestSocket()
+                return server.collecting {
+                    for index in 0..<400 {
+                        client.send("\(index)", to: port)
+                        if index % 50 == 49 { Thread.sleep(forTimeInterval: 0.01) }  // never past the proxy's buffers
+                    }
+                }.map { Int(String(decoding: $0.bytes, as: UTF8.self)) ?? -1 }
+            }
+            let dropped = harness.proxy.counters.datagramsDropped[.loss] ?? 0
+            #expect(received.count + Int(dropped) == 400, "\(received.count) read, \(dropped) dropped")
+            #expect((60...180).contains(dropped), "about 30 % lost: \(dropped)")
+            #expect(received == received.sorted(), "no latency: no reordering")
+            runs.append(received)
+            try await harness.shutdown()
+        }
+        #expect(runs[0] == runs[1], "the same seed loses the same datagrams")
+    }
+
+    @Test("jitter reorders datagrams (each is delayed on its own), and nothing is lost")
+    func jitterReorders() async throws {
+        let harness = try await DatagramHarness()
+        await harness.proxy.addShaping(
+            .latency(add: .milliseconds(30), jitter: .milliseconds(25), direction: .upstream),
+            key: ShapingKey(occurrence: 1),
+            to: nil
+        )
+        let port = harness.port
+        let server = harness.server
+        let received = try await offPool {
+            let client = try UDPTestSocket()
+            return server.collecting {
+                for index in 0..<100 {
+                    client.send("\(index)", to: port)
+                    Thread.sleep(forTimeInterval: 0.002)
+                }
+            }.map { Int(String(decoding: $0.bytes, as: UTF8.self)) ?? -1 }
+        }
+        #expect(received.sorted() == Array(0..<100), "every datagram came once")
+        #expect(received != received.sorted(), "some came out of order")
+        try await harness.shutdown()
+    }
+
+    @Test("a partition drops both ways while it lasts (a dead path holds nothing); datagrams over a mtu fault's size are dropped, smaller ones pass")
+    func partitionAndMTU() async throws {
+        let harness = try await DatagramHarness()
+        let port = harness.port
+        let server = harness.server
+        let client = try UDPTestSocket()
+        let mapping = try await offPool { () -> Int in
+            client.send("hello", to: port)
+            return server.receiveText()?.fromPort ?? 0
+        }
+        await harness.proxy.addShaping(.partition(direction: .both), key: ShapingKey(occurrence: 1), to: nil)
+        let during = try await offPool { () -> (Int, Int) in
+            client.send("lost", to: port)
+            server.send("lost too", to: mapping)
+            return (server.drain(quiet: 0.3).count, client.drain(quiet: 0.3).count)
+        }
+        #expect(during == (0, 0))
+        #expect(harness.proxy.counters.datagramsDropped[.deadPath] == 2)
+        await harness.proxy.removeShaping(key: ShapingKey(occurrence: 1))
+        await harness.proxy.addShaping(.mtu(size: 1_200, direction: .both), key: ShapingKey(occurrence: 2), to: nil)
+        let after = try await offPool { () -> [Int] in
+            client.send([UInt8](repeating: 1, count: 1_172), to: port)  // 1,200 with its UDP and IP headers
+            client.send([UInt8](repeating: 2, count: 1_173), to: port)
+            client.send("small", to: port)
+            return server.drain(quiet: 0.3).map(\.bytes.count)
+        }
+        #expect(after == [1_172, 5])
+        #expect(harness.proxy.counters.datagramsDropped[.mtu] == 1)
+        try await harness.shutdown()
+    }
+
+    @Test("a quiet flow ends after the idle timeout (the next datagram makes a new mapping); past the cap on flows a new address is dropped, counted")
+    func idleTimeoutAndFlowCap() async throws {
+        var options = ProxyServer.Options()
+        options.udpIdleTimeout = 300_000_000
+        options.maxFlows = 1
+        let harness = try await DatagramHarness(options: options)
+        let port = harness.port
+        let server = harness.server
+        let (first, refused, second) = try await offPool {
+            let client = try UDPTestSocket()
+            let other = try UDPTestSocket()
+            client.send("one", to: port)
+            let first = server.receiveText()?.fromPort
+            other.send("no room", to: port)
+            let refused = server.drain(quiet: 0.2).count
+            Thread.sleep(forTimeInterval: 1.0)  // past the idle timeout and the sweep after it
+            client.send("two", to: port)
+            return (first, refused, server.receiveText()?.fromPort)
+        }
+        #expect(refused == 0)
+        #expect(harness.proxy.counters.datagramsDropped[.flowLimit] == 1)
+        #expect(first != nil && second != nil && first != second, "a new mapping after the idle timeout")
+        #expect(harness.events.closes(.client) == [.fin], "the idle flow ended")
+        #expect(harness.opened == 2)
+        try await harness.shutdown()
+    }
+
+    @Test("a NAT that forgets an idle flow: the server's answer to the old mapping goes nowhere, the client's next datagram comes from a new one")
+    func natForgets() async throws {
+        let harness = try await DatagramHarness()
+        await harness.proxy.addShaping(.nat(idleTimeout: .milliseconds(200)), key: ShapingKey(occurrence: 1), to: nil)
+        let port = harness.port
+        let server = harness.server
+        let (old, answered, new) = try await offPool {
+            let client = try UDPTestSocket()
+            client.send("before", to: port)
+            let old = server.receiveText()?.fromPort ?? 0
+            Thread.sleep(forTimeInterval: 0.4)
+            server.send("late answer", to: old)
+            let answered = client.drain(quiet: 0.3).count
+            client.send("after", to: port)
+            return (old, answered, server.receiveText()?.fromPort)
+        }
+        #expect(answered == 0, "the forgotten mapping took nothing back")
+        #expect(new != nil && new != old)
+        #expect(harness.proxy.counters.datagramsDropped[.nat] == 1)
+        let deaths = harness.events.all.filter { if case .path(.natExpired) = $0.kind { true } else { false } }
+        #expect(deaths.count == 1)
+        try await harness.shutdown()
+    }
+
+    @Test("duplicate sends a share of datagrams twice, reorder holds a share back until the next one has gone; both counted")
+    func duplicateAndReorder() async throws {
+        let harness = try await DatagramHarness(seed: 5)
+        await harness.proxy.addShaping(.duplicate(rate: 0.1, direction: .upstream), key: ShapingKey(occurrence: 1), to: nil)
+        await harness.proxy.addShaping(.reorder(rate: 0.1, direction: .upstream), key: ShapingKey(occurrence: 2), to: nil)
+        let port = harness.port
+        let server = harness.server
+        let received = try await offPool {
+            let client = try UDPTestSocket()
+            return server.collecting {
+                for index in 0..<300 {
+                    client.send("\(index)", to: port)
+                    Thread.sleep(forTimeInterval: 0.001)
+                }
+            }.map { Int(String(decoding: $0.bytes, as: UTF8.self)) ?? -1 }
+        }
+        let altered = harness.proxy.counters.datagramsAltered
+        let duplicated = Int(altered[.duplicated] ?? 0)
+        let heldBack = Int(altered[.heldBack] ?? 0)
+        #expect(Set(received) == Set(0..<300), "nothing lost")
+        #expect(received.count == 300 + duplicated, "each duplicate arrived once more")
+        #expect((10...60).contains(duplicated) && (10...60).contains(heldBack), "about 10 % each: \(duplicated), \(heldBack)")
+        var highest = -1
+        var seen = Set<Int>()
+        var reordered = 0
+        for value in received where seen.insert(value).inserted {
+            if value < highest { reordered += 1 } else { highest = value }
+        }
+        // A datagram held back right after another held one goes when that one is held, overtaken by none.
+        #expect(reordered > 0 && reordered <= heldBack, "\(reordered) arrived after a later one, \(heldBack) held back")
+        try await harness.shutdown()
+    }
+
+    @Test("rebind moves a flow to a new upstream-facing port: the server sees the new port, its answers to the old one go nowhere")
+    func rebindChangesTheMapping() async throws {
+        let harness = try await DatagramHarness()
+        let port = harness.port
+        let server = harness.server
+        let client = try UDPTestSocket()
+        let before = try await offPool { () -> Int in
+            client.send("before", to: port)
+            return server.receiveText()?.fromPort ?? 0
+        }
+        #expect(await harness.proxy.rebindFlows(nil) == 1)
+        try await waitUntil("the flow rebound") { harness.proxy.counters.flowsRebound == 1 }
+        let (after, toOld, toNew) = try await offPool {
+            client.send("after", to: port)
+            let after = server.receiveText()?.fromPort ?? 0
+            server.send("to the old port", to: before)
+            let toOld = client.drain(quiet: 0.3).count
+            server.send("to the new port", to: after)
+            return (after, toOld, client.receiveText()?.text)
+        }
+        #expect(after != 0 && after != before, "a new mapping: \(before) then \(after)")
+        #expect(toOld == 0)
+        #expect(toNew == "to the new port")
+        #expect(harness.proxy.liveConnections.count == 1, "the same flow")
+        try await harness.shutdown()
+    }
+}

@@ -1,0 +1,131 @@
+import Foundation
+
+#if canImport(CNIOLinux)
+import CNIOLinux
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A blocking UDP socket bound to 127.0.0.1 (any port) for tests, every receive bounded by a timeout.
+final class UDPTestSocket: @unchecked Sendable {
+    // Sendable: a test uses each socket from one thread at a time.
+    let fd: Int32
+
+    /// A socket bound to 127.0.0.1:`port` (0: any free port).
+    init(port: Int = 0, timeout: Double = 2) throws {
+        fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        var address = Self.loopback(port: port)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0 else {
+            let code = errno
+            Glibc.close(fd)
+            throw POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO)
+        }
+        setTimeout(timeout)
+    }
+
+    deinit { Glibc.close(fd) }
+
+    private static func loopback(port: Int) -> sockaddr_in {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return address
+    }
+
+    func setTimeout(_ seconds: Double) {
+        var tv = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - Double(Int(seconds))) * 1e6))
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    /// The bound port.
+    var port: Int {
+        var address = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// Sends one datagram to 127.0.0.1:`port`.
+    func send(_ bytes: [UInt8], to port: Int) {
+        var address = Self.loopback(port: port)
+        _ = bytes.withUnsafeBytes { buffer in
+            withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(fd, buffer.baseAddress, buffer.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+        }
+    }
+
+    /// Sends `text` as one datagram to 127.0.0.1:`port`.
+    func send(_ text: String, to port: Int) { send(Array(text.utf8), to: port) }
+
+    /// The next datagram and the port it came from; nil when none came within the timeout.
+    func receive() -> (bytes: [UInt8], fromPort: Int)? {
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        var address = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let count = buffer.withUnsafeMutableBytes { raw in
+            withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(fd, raw.baseAddress, raw.count, 0, $0, &length) }
+            }
+        }
+        guard count >= 0 else { return nil }
+        return (Array(buffer[0..<count]), Int(UInt16(bigEndian: address.sin_port)))
+    }
+
+    /// The next datagram as text, with the port it came from.
+    func receiveText() -> (text: String, fromPort: Int)? {
+        receive().map { (String(decoding: $0.bytes, as: UTF8.self), $0.fromPort) }
+    }
+
+    /// Every datagram that comes until none has come for `quiet` seconds (at most `limit`).
+    func drain(quiet: Double = 0.5, limit: Int = 100_000) -> [(bytes: [UInt8], fromPort: Int)] {
+        setTimeout(quiet)
+        var received: [(bytes: [UInt8], fromPort: Int)] = []
+        while received.count < limit, let next = receive() { received.append(next) }
+        return received
+    }
+
+    /// Runs `body` while another thread reads every datagram that comes (so that no burst overflows this socket's
+    /// receive buffer), until none has come for `quiet` seconds after it; returns them in arrival order.
+    func collecting(quiet: Double = 0.5, _ body: () throws -> Void) rethrows -> [(bytes: [UInt8], fromPort: Int)] {
+        let reader = Reader()
+        setTimeout(quiet)
+        Thread.detachNewThread { [self] in
+            while true {
+                if let next = receive() {
+                    reader.lock.withLock { reader.received.append(next) }
+                } else if reader.lock.withLock({ reader.done }) {
+                    break
+                }
+            }
+            reader.finished.signal()
+        }
+        func finish() {
+            reader.lock.withLock { reader.done = true }
+            reader.finished.wait()
+        }
+        do { try body() } catch {
+            finish()
+            throw error
+        }
+        finish()
+        return reader.lock.withLock { reader.received }
+    }
+
+    /// What a reader thread of ``collecting(quiet:_:)`` shares with the test.
+    private final class Reader: @unchecked Sendable {
+        let lock = NSLock()
+        var received: [(bytes: [UInt8], fromPort: Int)] = []
+        var done = false
+        let finished = DispatchSemaphore(value: 0)
+    }
+}
