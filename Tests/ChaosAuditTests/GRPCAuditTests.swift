@@ -121,6 +121,29 @@ struct GRPCAuditTests {
         #expect(result.anomalyCounts["protocol"] == nil && result.messages.undecodable == 0)
     }
 
+    @Test(
+        "a call the client opened past a GOAWAY's last stream is not its application's: what the server answers on it is not delivered, and the retried call's copy is no redelivery"
+    )
+    func callPastTheGoawayIsRetried() throws {
+        var s = TrafficScript()
+        var first = Connection(1, &s)
+        first.call(&s, 1, session: "c1")
+        first.relay(&s, G.data(1, G.grpc(G.update(seq: 1))), .downstream)
+        // The proxy's GOAWAY names stream 1; the client's next call (stream 3) crossed it and reached the server, whose
+        // answer the client drops: it takes the call for unprocessed and retries it on a new connection.
+        s.fault("goaway", 1, started: true)
+        s.deliverBytes(1, .downstream, G.goaway(last: 1))
+        first.call(&s, 3, session: "c1")
+        first.relay(&s, G.data(3, G.grpc(G.update(seq: 2))), .downstream)
+        s.close(1)
+        var second = Connection(2, &s)
+        second.call(&s, 1, session: "c1")
+        second.relay(&s, G.data(1, G.grpc(G.update(seq: 2))), .downstream)
+        s.close(2)
+        let down = try #require(Self.counts(try Self.audit(s, Self.named), "c1", .downstream))
+        #expect(down.ok == 2 && down.redelivered == 0 && down.lost == 0, "\(down)")
+    }
+
     @Test("a field name that no audited RPC has is bad input, however the protocol arrived (a false PASS otherwise)")
     func unresolvedName() {
         var spec = Self.named

@@ -14,6 +14,10 @@ final class GRPCDecoder: LegDecoder {
     /// Bounded: the lowest ids go first (stream ids only grow).
     private var resetStreams: Set<UInt32> = []
     private static let resetStreamLimit = 1024
+    /// On the server's leg, the last client stream a GOAWAY it carried named as processed: the client's application
+    /// never gets what comes on a later stream (its client takes such a call for unprocessed and retries it, RFC 9113
+    /// section 6.8), though a server that had not sent the GOAWAY itself (the proxy's `goaway` fault) may answer it.
+    private var lastProcessedStream = UInt32.max
     /// Bytes fed before the current input (HTTP/2 events carry offsets from the leg's first byte).
     private var fed: Int64 = 0
     private var gzip: Inflater?
@@ -37,7 +41,9 @@ final class GRPCDecoder: LegDecoder {
             switch event {
             case .data(let stream, let payload, let endStream, let endOffset):
                 let end = Int(endOffset - base)
-                if let call = session.call(stream), call.audited, resetStreams.isEmpty || !resetStreams.contains(stream) {
+                if stream <= lastProcessedStream, let call = session.call(stream), call.audited,
+                    resetStreams.isEmpty || !resetStreams.contains(stream)
+                {
                     // Most DATA frames start a message: no partial one waits, and no dictionary is touched.
                     var splitter =
                         splitters.isEmpty
@@ -63,7 +69,8 @@ final class GRPCDecoder: LegDecoder {
                 resetStreams.insert(stream)
                 if resetStreams.count > Self.resetStreamLimit, let oldest = resetStreams.min() { resetStreams.remove(oldest) }
                 output(.event(.coded("streamResets", code: HTTP2ErrorCode.name(code)), at: input.count))
-            case .goaway(_, let code, _):
+            case .goaway(let last, let code, _):
+                if slot == 1 { lastProcessedStream = min(lastProcessedStream, last) }
                 output(.event(.coded("goaways", code: HTTP2ErrorCode.name(code), proxyMayWrite: true), at: input.count))
             case .ping(let ack, let opaque):
                 output(.event(.keepalive(ack: ack, opaque: opaque), at: input.count))
