@@ -42,6 +42,8 @@ package final class PairSupervisor: Sendable {
     private let now: @Sendable () -> Int64
     /// The connections the proxies have accepted so far (a client's `ready: connected` waits for one per client).
     private let connections: @Sendable () -> Int64
+    /// The ports the TCP proxies listen on: a client is connected when one of its processes holds a connection to one.
+    private let proxyPorts: @Sendable () -> Set<Int>
     private let state = Mutex<(running: [Running], exits: [Exit], stopping: Bool, reaper: Task<Void, Never>?, expected: Set<Int32>)>(
         ([], [], false, nil, [])
     )
@@ -57,7 +59,8 @@ package final class PairSupervisor: Sendable {
         directory: URL,
         selfPath: String,
         now: @escaping @Sendable () -> Int64,
-        connections: @escaping @Sendable () -> Int64 = { 0 }
+        connections: @escaping @Sendable () -> Int64 = { 0 },
+        proxyPorts: @escaping @Sendable () -> Set<Int> = { [] }
     ) {
         self.pair = pair
         self.values = values
@@ -65,7 +68,13 @@ package final class PairSupervisor: Sendable {
         self.selfPath = selfPath
         self.now = now
         self.connections = connections
+        self.proxyPorts = proxyPorts
     }
+
+    /// How long, once the proxies have as many connections as there are clients, the wait goes on for a client the
+    /// kernel does not show holding one (a client whose connections are too short to be seen) before it is taken as
+    /// connected.
+    static let unseenClientGrace = 10.0
 
     /// Every exit so far.
     package var exits: [Exit] { state.withLock { $0.exits } }
@@ -109,10 +118,24 @@ package final class PairSupervisor: Sendable {
     }
 
     /// Waits until the proxies have accepted one connection per client since `opened` (their count before the
-    /// clients started); a client that exits first is a `pair` error, and so is a wait past `timeout`.
+    /// clients started) and every client process (or one below it) holds a TCP connection to a proxy, as the kernel
+    /// shows it (``ClientSockets``; UDP proxies and systems without `/proc` go by the count alone); a client that exits
+    /// first is a `pair` error, and so is a wait past `timeout`.
     private func waitConnected(_ clients: [Member], from opened: Int64, timeout: Double, interrupted: @Sendable () -> Bool) async throws {
         let deadline = Date().addingTimeInterval(timeout)
-        while connections() - opened < Int64(clients.count) {
+        let ports = proxyPorts()
+        var seen: Set<Int32> = []
+        var countedSince: Date?
+        while true {
+            if connections() - opened >= Int64(clients.count) {
+                let since = countedSince ?? Date()
+                countedSince = since
+                guard !ports.isEmpty, let inodes = ClientSockets.establishedInodes(remotePorts: ports) else { return }
+                for member in clients where !seen.contains(member.pid) {
+                    if ClientSockets.holdsOne(of: inodes, ClientSockets.tree(of: member.pid)) { seen.insert(member.pid) }
+                }
+                if seen.count == clients.count || Date().timeIntervalSince(since) > Self.unseenClientGrace { return }
+            }
             try Self.check(interrupted)
             for member in clients {
                 if let status = exitStatus(of: member) { throw failure(member, "exited with status \(status) before it connected") }
@@ -121,11 +144,12 @@ package final class PairSupervisor: Sendable {
                 throw ChaosError(
                     .pair,
                     "pair clients were not connected (ready: connected) after \(Int(timeout)) s: "
-                        + "\(connections() - opened) of \(clients.count) connections through the proxies; "
+                        + "\(connections() - opened) of \(clients.count) connections through the proxies, "
+                        + "\(seen.count) of \(clients.count) clients seen holding one; "
                         + "are the clients pointed at a proxy's listen address ({listen.port})?"
                 )
             }
-            try? await Task.sleep(nanoseconds: 10_000_000)
+            try? await Task.sleep(nanoseconds: countedSince == nil ? 10_000_000 : 50_000_000)
         }
     }
 

@@ -75,7 +75,8 @@ extension ScenarioRunner {
             directory: directory,
             selfPath: configuration.selfPath,
             now: { clock.now() },
-            connections: { proxies.map(\.counters.opened).reduce(0, +) }
+            connections: { proxies.map(\.counters.opened).reduce(0, +) },
+            proxyPorts: { Set(proxies.filter { $0.spec.transport == .tcp }.compactMap { $0.boundAddress?.port }) }
         )
     }
 }

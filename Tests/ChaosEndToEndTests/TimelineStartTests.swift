@@ -73,6 +73,34 @@ struct TimelineStartTests {
         run.remove()
     }
 
+    @Test(
+        "ready: connected waits for every client, not for as many connections as clients: one client's two connections do not start the timeline while the other is still starting"
+    )
+    func everyClientNotEveryConnection() async throws {
+        // Client 1 holds two connections at once; client 2 starts 3 s later.
+        let script = FileManager.default.temporaryDirectory.appendingPathComponent("clients-\(UUID().uuidString).sh")
+        try """
+        if [ "$1" = 1 ]; then
+          exec python3 -c 'import socket, sys, time; held = [socket.create_connection(("127.0.0.1", int(sys.argv[1]))) for _ in range(2)]; time.sleep(30)' "$2"
+        fi
+        sleep 3
+        exec \(ChaosCLI.executable) demo client --connect 127.0.0.1:"$2" --stream c"$1" --rate 20
+        """.write(to: script, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: script) }
+        let text = Self.scenario(clientDelay: 0).split(separator: "\n", omittingEmptySubsequences: false).map { line in
+            guard line.contains("run: sh -c 'sleep 0") else { return line.replacingOccurrences(of: "    count: 1", with: "    count: 2") }
+            return "    run: sh \(script.path) {index} {listen.port}"
+        }.joined(separator: "\n")
+        #expect(text.contains("count: 2") && text.contains(script.path), "\(text)")
+        let run = try await RunFolderUnderTest.run([try ChaosCLI.scenarioFile(text)], timeout: 60)
+        #expect(run.result.status != 2, "exit \(run.result.status): \(run.result.stderr)")
+        let (faults, extra) = try Self.report(run)
+        let origin = try #require(extra["timeline.origin_s"].flatMap(Double.init), "extra: \(extra)")
+        #expect(origin >= 3, "the timeline waited for the late client: it started at \(origin) s")
+        #expect((faults.first?["connections"] as? Int ?? 0) >= 3, "the reset cut both clients' connections: \(faults)")
+        run.remove()
+    }
+
     @Test("a client that never connects through a proxy (pointed at the server) ends the run with exit 2 naming ready: connected")
     func clientPastTheProxy() async throws {
         let file = try ChaosCLI.scenarioFile(Self.scenario(clientDelay: 0, connect: "{upstream.port}"))

@@ -53,6 +53,11 @@ final class DatagramHarness: Sendable {
     }
 
     var opened: Int { events.all.filter { if case .opened = $0.kind { true } else { false } }.count }
+
+    /// Waits (at most 5 s, polling every 100 µs) until `condition` holds.
+    static func waitFor(_ condition: () -> Bool) {
+        for _ in 0..<50_000 where !condition() { usleep(100) }
+    }
 }
 
 @Suite("UDP proxies over real sockets")
@@ -102,12 +107,15 @@ struct DatagramProxyTests {
             await harness.proxy.addShaping(.loss(rate: 0.3, burst: 2, direction: .upstream), key: ShapingKey(occurrence: 1), to: nil)
             let port = harness.port
             let server = harness.server
+            let proxy = harness.proxy
             let received = try await offPool {
                 let client = try UDPTestSocket()
                 return server.collecting {
+                    // One at a time, each read by the proxy before the next goes: a proxy held off the CPU (a loaded
+                    // machine) would otherwise find its socket's buffer overflowed, and the draws fall on other datagrams.
                     for index in 0..<400 {
                         client.send("\(index)", to: port)
-                        if index % 50 == 49 { Thread.sleep(forTimeInterval: 0.01) }  // never past the proxy's buffers
+                        DatagramHarness.waitFor { proxy.counters.datagrams == Int64(index + 1) }
                     }
                 }.map { Int(String(decoding: $0.bytes, as: UTF8.self)) ?? -1 }
             }
@@ -179,7 +187,7 @@ struct DatagramProxyTests {
     @Test("a quiet flow ends after the idle timeout (the next datagram makes a new mapping); past the cap on flows a new address is dropped, counted")
     func idleTimeoutAndFlowCap() async throws {
         var options = ProxyServer.Options()
-        options.udpIdleTimeout = 300_000_000
+        options.udpIdleTimeout = 2_000_000_000
         options.maxFlows = 1
         let harness = try await DatagramHarness(options: options)
         let port = harness.port
@@ -191,14 +199,16 @@ struct DatagramProxyTests {
             let first = server.receiveText()?.fromPort
             other.send("no room", to: port)
             let refused = server.drain(quiet: 0.2).count
-            Thread.sleep(forTimeInterval: 1.0)  // past the idle timeout and the sweep after it
+            Thread.sleep(forTimeInterval: 3.0)  // past the idle timeout and the sweep after it
             client.send("two", to: port)
             return (first, refused, server.receiveText()?.fromPort)
         }
         #expect(refused == 0)
         #expect(harness.proxy.counters.datagramsDropped[.flowLimit] == 1)
         #expect(first != nil && second != nil && first != second, "a new mapping after the idle timeout")
-        #expect(harness.events.closes(.client) == [.fin], "the idle flow ended")
+        // The second flow may idle out too before this reads the events, on a machine that holds this thread.
+        let closes = harness.events.closes(.client)
+        #expect(!closes.isEmpty && closes.allSatisfy { $0 == .fin }, "the idle flow ended: \(closes)")
         #expect(harness.opened == 2)
         try await harness.shutdown()
     }
@@ -234,11 +244,13 @@ struct DatagramProxyTests {
         await harness.proxy.addShaping(.reorder(rate: 0.1, direction: .upstream), key: ShapingKey(occurrence: 2), to: nil)
         let port = harness.port
         let server = harness.server
+        let proxy = harness.proxy
         let received = try await offPool {
             let client = try UDPTestSocket()
             return server.collecting {
                 for index in 0..<300 {
                     client.send("\(index)", to: port)
+                    DatagramHarness.waitFor { proxy.counters.datagrams == Int64(index + 1) }
                     Thread.sleep(forTimeInterval: 0.001)
                 }
             }.map { Int(String(decoding: $0.bytes, as: UTF8.self)) ?? -1 }
