@@ -31,6 +31,7 @@ struct UDPPairTests {
           format: json
           stream: stream
           seq: seq
+          ignore: {type: [HELLO, WELCOME]}
         faults:
           - loss: {at: 1s, for: 1500ms, rate: 20%, burst: 2}
           - duplicate: {at: 2600ms, for: 800ms, rate: 10%}

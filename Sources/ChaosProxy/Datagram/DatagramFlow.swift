@@ -9,8 +9,10 @@ final class DatagramFlow: @unchecked Sendable {
     let id: ConnectionID
     /// The client's address and port.
     let client: SocketAddress
-    /// The connected socket toward the upstream; nil while it is being opened.
+    /// The flow's socket toward the upstream (its port is the mapping); nil while it is being opened.
     var upstream: (any Channel)?
+    /// The upstream's address, resolved when the first socket opened.
+    var upstreamAddress: SocketAddress?
     /// The client's datagrams that came before the upstream socket was ready, not yet shaped (bounded by
     /// ``DatagramRelay/pendingLimit``).
     var pending: [ByteBuffer] = []

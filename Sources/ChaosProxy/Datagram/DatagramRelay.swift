@@ -96,21 +96,34 @@ final class DatagramRelay: @unchecked Sendable {
         return flow
     }
 
-    /// Opens the flow's own socket toward the upstream: its local port is the mapping the server sees.
+    /// Opens the flow's own socket toward the upstream: its local port is the mapping the server sees. The socket is
+    /// not connected (a connected one takes a server's ICMP "port unreachable" for an error that ends it, and a server
+    /// not yet listening is what a NAT's mapping outlives): it sends to the upstream's address and takes datagrams
+    /// from that address only, as a NAT that filters by endpoint does.
     private func connectUpstream(_ flow: DatagramFlow) {
         let upstream = server.spec.upstream
+        guard
+            let address = flow.upstreamAddress ?? server.upstreamAddress
+                ?? (try? SocketAddress.makeAddressResolvingHost(upstream.host, port: upstream.port))
+        else {
+            server.upstreamFailed(datagramFlow: flow.id, reason: "upstream udp://\(upstream): the host does not resolve")
+            if flow.upstream == nil { end(flow) }
+            return
+        }
+        flow.upstreamAddress = address
         let bootstrap = DatagramBootstrap(group: loop)
             .channelOption(ChannelOptions.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: Self.largestDatagram))
             .channelInitializer { [self] channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(
-                        DatagramInbound { [self] envelope in fromServer(envelope.data, flow: flow) }
+                        DatagramInbound { [self] envelope in
+                            if envelope.remoteAddress == address { fromServer(envelope.data, flow: flow) }
+                        }
                     )
                 }
             }
-        let connecting =
-            server.upstreamAddress.map { bootstrap.connect(to: $0) } ?? bootstrap.connect(host: upstream.host, port: upstream.port)
-        connecting.whenComplete { [self] result in
+        let binding = bootstrap.bind(host: address.protocol == .inet6 ? "::" : "0.0.0.0", port: 0)
+        binding.whenComplete { [self] result in
             switch result {
             case .success(let channel):
                 guard !flow.isClosed else {
@@ -146,7 +159,7 @@ final class DatagramRelay: @unchecked Sendable {
                 client: flow.client.hostPort,
                 listen: listener?.localAddress?.hostPort ?? "?",
                 proxyLocal: upstream.localAddress?.hostPort ?? "?",
-                server: upstream.remoteAddress?.hostPort ?? "?"
+                server: flow.upstreamAddress?.hostPort ?? "?"
             )
             : ConnectionEndpoints(proxy: server.spec.name, client: "", listen: "", proxyLocal: "", server: "")
         sink.record(TrafficEvent(time: server.clock.now(), connection: flow.id, kind: .opened(endpoints)))
@@ -270,22 +283,27 @@ final class DatagramRelay: @unchecked Sendable {
 
     private func send(_ datagram: ByteBuffer, copies: Int, to side: Side, of flow: DatagramFlow) {
         for copy in 0..<copies {
-            if copy > 0 { server.counters.altered(.duplicated) }
-            deliver(datagram, to: side, of: flow)
+            let went = deliver(datagram, to: side, of: flow)
+            if went, copy > 0 { server.counters.altered(.duplicated) }  // counted as it went, as the audit sees it
         }
     }
 
-    /// Writes a datagram to `side` now, unless the kernel's send buffer toward it is full.
-    private func deliver(_ datagram: ByteBuffer, to side: Side, of flow: DatagramFlow) {
-        guard !flow.isClosed else { return }
+    /// Writes a datagram to `side` now, unless the kernel's send buffer toward it is full; returns whether it did.
+    @discardableResult
+    private func deliver(_ datagram: ByteBuffer, to side: Side, of flow: DatagramFlow) -> Bool {
+        guard !flow.isClosed else { return false }
         switch side {
         case .server:
-            guard let upstream = flow.upstream, upstream.isActive, upstream.isWritable else {
-                return server.counters.dropped(.sendBuffer)
+            guard let upstream = flow.upstream, let address = flow.upstreamAddress, upstream.isActive, upstream.isWritable else {
+                server.counters.dropped(.sendBuffer)
+                return false
             }
-            upstream.writeAndFlush(datagram, promise: nil)
+            upstream.writeAndFlush(AddressedEnvelope(remoteAddress: address, data: datagram), promise: nil)
         case .client:
-            guard let listener, listener.isActive, listener.isWritable else { return server.counters.dropped(.sendBuffer) }
+            guard let listener, listener.isActive, listener.isWritable else {
+                server.counters.dropped(.sendBuffer)
+                return false
+            }
             listener.writeAndFlush(AddressedEnvelope(remoteAddress: flow.client, data: datagram), promise: nil)
         }
         let slot = side == .client ? 0 : 1
@@ -295,6 +313,7 @@ final class DatagramRelay: @unchecked Sendable {
             sink.record(TrafficEvent(time: now, connection: flow.id, kind: .written(side, Array(datagram.readableBytesView))))
             sink.record(TrafficEvent(time: now, connection: flow.id, kind: .acknowledged(side, upTo: flow.written[slot])))
         }
+        return true
     }
 
     /// A datagram kept past its read (waiting for its socket, delayed, held back) in a buffer of its own size: a read's

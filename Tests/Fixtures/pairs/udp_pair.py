@@ -4,7 +4,8 @@
 server: reads datagrams {"type": "DATA", "stream", "seq"}; logs each as {"stream", "dir": "up", "seq", "conn": 1}
 (one line each, flushed) and answers each from its own per-stream timeline, {"type": "DATA", "stream", "seq"} with
 seq 1, 2, ... to the address it came from (a NAT's mapping, as a real server sees it).
-client: sends seq 1, 2, ... every --interval seconds for --send-for seconds from one socket, logs every answer it
+client: first sends {"type": "HELLO"} every 100 ms until the server answers one (as a UDP app learns its server is
+there), then sends seq 1, 2, ... every --interval seconds for --send-for seconds from one socket, logs every answer it
 reads as {"stream", "dir": "down", "seq", "conn": 1}, and keeps reading until it is stopped. Nothing is resent: an
 unreliable transport's receiver logs what it got, and the holes are what the path lost.
 """
@@ -34,6 +35,9 @@ def serve(args):
             message = json.loads(data)
         except ValueError:
             continue
+        if message.get("type") == "HELLO":
+            sock.sendto(json.dumps({"type": "WELCOME"}).encode(), peer)
+            continue
         if message.get("type") != "DATA":
             continue
         stream = message["stream"]
@@ -49,6 +53,15 @@ def consume(args):
     sock.bind(("127.0.0.1", 0))
     target = address(args.connect)
     log = open(args.log, "a", buffering=1)
+    sock.settimeout(0.1)
+    while True:
+        sock.sendto(json.dumps({"type": "HELLO", "stream": args.stream}).encode(), target)
+        try:
+            if json.loads(sock.recv(65536)).get("type") == "WELCOME":
+                break
+        except (socket.timeout, ValueError, ConnectionRefusedError):
+            pass
+    sock.settimeout(None)
 
     def read():
         while True:
