@@ -298,4 +298,42 @@ struct DatagramProxyTests {
         #expect(harness.proxy.liveConnections.count == 1, "the same flow")
         try await harness.shutdown()
     }
+
+    @Test("a server not listening yet ends nothing: once it is up, the flow's next datagram reaches it from the same mapping")
+    func serverUpLater() async throws {
+        // A port nobody listens on yet: the first datagrams meet ICMP "port unreachable".
+        let upstreamPort = try UDPTestSocket().port
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let proxy = ProxyServer(
+            spec: ProxySpec(
+                name: "udp",
+                listen: HostPort(host: "127.0.0.1", port: 0),
+                upstream: HostPort(host: "127.0.0.1", port: upstreamPort),
+                transport: .udp
+            ),
+            group: group,
+            sink: EventRecorder(),
+            clock: RunClock(),
+            ids: ConnectionIDSource(),
+            seed: SeededGenerator(seed: 1)
+        )
+        try await proxy.start()
+        let port = proxy.boundAddress?.port ?? 0
+        let (late, again) = try await offPool {
+            let client = try UDPTestSocket()
+            // A burst: the proxy writes several in one turn of its loop, the later ones after the first one's ICMP.
+            for _ in 0..<50 { client.send("nobody there", to: port) }
+            Thread.sleep(forTimeInterval: 0.2)
+            let server = try UDPTestSocket(port: upstreamPort)
+            client.send("late", to: port)
+            let late = server.receiveText()
+            client.send("again", to: port)
+            return (late, server.receiveText())
+        }
+        #expect(late?.text == "late" && again?.text == "again", "\(String(describing: late)), \(String(describing: again))")
+        #expect(late?.fromPort == again?.fromPort, "one mapping")
+        #expect(proxy.counters.datagramsDropped.isEmpty, "\(proxy.counters.datagramsDropped)")
+        await proxy.stop()
+        try await group.shutdownGracefully()
+    }
 }
