@@ -26,7 +26,10 @@ enum ClientSockets {
     }
 
     /// `pid` and every process below it (a shell's command, a launcher's workers).
-    static func tree(of pid: Int32) -> [Int32] {
+    static func tree(of pid: Int32) -> [Int32] { trees(of: [pid])[pid] ?? [pid] }
+
+    /// Each of `pids` with every process below it, from one reading of `/proc`.
+    static func trees(of pids: [Int32]) -> [Int32: [Int32]] {
         var children: [Int32: [Int32]] = [:]
         for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
             guard let child = Int32(entry), let stat = readAll("/proc/\(entry)/stat"),
@@ -36,13 +39,17 @@ enum ClientSockets {
             let rest = stat[stat.index(after: close)...].split(separator: " ")
             if rest.count > 1, let parent = Int32(rest[1]) { children[parent, default: []].append(child) }
         }
-        var found = [pid]
-        var index = 0
-        while index < found.count {
-            found += children[found[index]] ?? []
-            index += 1
+        var trees: [Int32: [Int32]] = [:]
+        for pid in pids {
+            var found = [pid]
+            var index = 0
+            while index < found.count {
+                found += children[found[index]] ?? []
+                index += 1
+            }
+            trees[pid] = found
         }
-        return found
+        return trees
     }
 
     /// The whole of a `/proc` file, read to its end (its size says 0: a reader that trusts it gets a page or nothing).

@@ -131,8 +131,9 @@ package final class PairSupervisor: Sendable {
                 let since = countedSince ?? Date()
                 countedSince = since
                 guard !ports.isEmpty, let inodes = ClientSockets.establishedInodes(remotePorts: ports) else { return }
-                for member in clients where !seen.contains(member.pid) {
-                    if ClientSockets.holdsOne(of: inodes, ClientSockets.tree(of: member.pid)) { seen.insert(member.pid) }
+                let unseen = clients.map(\.pid).filter { !seen.contains($0) }
+                for (pid, tree) in ClientSockets.trees(of: unseen) where ClientSockets.holdsOne(of: inodes, tree) {
+                    seen.insert(pid)
                 }
                 if seen.count == clients.count || Date().timeIntervalSince(since) > Self.unseenClientGrace { return }
             }
