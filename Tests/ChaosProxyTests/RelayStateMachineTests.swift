@@ -142,24 +142,35 @@ struct RelayStateMachineTests {
                 .recordClose(.server, .resetByFault, beforeReset: true), .discard(.server), .reset(.server), .finish,
             ]
         ),
+        // A FIN cut records each leg's end when its peer answers: what the peer sends until then is recorded as read.
         Row(
             given: [.connected],
             when: .cutClose,
             then: [
-                .countCut, .recordClose(.client, .cutByFault, beforeReset: false), .discard(.client), .sendFIN(.client),
-                .recordClose(.server, .cutByFault, beforeReset: false), .discard(.server), .sendFIN(.server),
+                .countCut, .discard(.client), .sendFIN(.client), .discard(.server), .sendFIN(.server),
                 .scheduleLinger(.seconds(Int64(5))),
             ]
         ),
-        Row(given: [.connected, .cutClose], when: .finClient, then: [.close(.client)]),
+        Row(
+            given: [.connected, .cutClose],
+            when: .finClient,
+            then: [.recordClose(.client, .cutByFault, beforeReset: false), .close(.client)]
+        ),
         // A peer that answers a FIN cut with a RST (its socket closed with bytes unread): its reset is recorded too.
-        Row(given: [.connected, .cutClose], when: .resetClient, then: [.recordClose(.client, .reset, beforeReset: false), .close(.client)]),
-        Row(given: [.connected, .cutClose], when: .errorServer, then: [.close(.server)]),
+        Row(
+            given: [.connected, .cutClose],
+            when: .resetClient,
+            then: [
+                .recordClose(.client, .cutByFault, beforeReset: false), .recordClose(.client, .reset, beforeReset: false),
+                .close(.client),
+            ]
+        ),
+        Row(given: [.connected, .cutClose], when: .errorServer, then: [.recordClose(.server, .cutByFault, beforeReset: false), .close(.server)]),
         Row(given: [.connected, .finClient, .cutClose], when: .resetClient, then: []),
         Row(
             given: [.connected, .cutClose, .finClient],
             when: .lingerExpired,
-            then: [.discard(.server), .reset(.server), .finish]
+            then: [.recordClose(.server, .cutByFault, beforeReset: false), .discard(.server), .reset(.server), .finish]
         ),
         Row(
             given: [.connected],
@@ -229,6 +240,32 @@ struct RelayStateMachineTests {
         #expect(machine.mayRead(.server), "the lingering leg is read to drop, whoever is full")
         _ = machine.receivedFIN(.server)
         #expect(!machine.mayRead(.server), "nothing is read after its FIN")
+    }
+
+    @Test(
+        "what a cut leg reads is recorded until its end is: a FIN cut's legs until their peers answer, a one-sided cut's half-open leg until its linger, a reset leg never"
+    )
+    func droppedReadsRecordedUntilTheEnd() {
+        var finCut = Machine(connected: true)
+        _ = finCut.cut(.close, linger: .zero)
+        #expect(finCut.recordsDroppedReads(.client) && finCut.recordsDroppedReads(.server))
+        #expect(finCut.receivedFIN(.client) == [.recordClose(.client, .cutByFault, beforeReset: false), .close(.client)])
+        #expect(!finCut.recordsDroppedReads(.client), "its end is recorded: nothing after it")
+        #expect(finCut.recordsDroppedReads(.server), "the other peer has not answered yet")
+
+        var oneSided = Machine(connected: true)
+        _ = oneSided.cut(.clientOnly, linger: .seconds(Int64(1)))
+        #expect(!oneSided.recordsDroppedReads(.client), "the reset leg")
+        #expect(oneSided.recordsDroppedReads(.server), "the half-open leg: its peer's TCP is still answered")
+        _ = oneSided.lingerExpired()
+        #expect(!oneSided.recordsDroppedReads(.server))
+
+        var reset = Machine(connected: true)
+        _ = reset.cut(.reset, linger: .zero)
+        #expect(!reset.recordsDroppedReads(.client) && !reset.recordsDroppedReads(.server))
+
+        let relaying = Machine(connected: true)
+        #expect(!relaying.recordsDroppedReads(.client), "a leg that is not cut records what it relays, not what it drops")
     }
 
     @Test(

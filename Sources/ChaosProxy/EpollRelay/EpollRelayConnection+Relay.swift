@@ -26,7 +26,10 @@ extension EpollRelayConnection {
                 // A short read emptied the socket: the next byte or FIN raises a new edge.
                 if count < capacity, !legs[source].peerClosing { legs[source].readable = false }
                 if count == capacity, splices { legs[source].bulk = true }
-                if machine.leg(side).discardsReads { continue }
+                if machine.leg(side).discardsReads {
+                    if machine.recordsDroppedReads(side) { recordTraffic(.read(side, read)) }
+                    continue
+                }
                 route.counters.add(bytes: count, producedBy: source == 0)
                 recordTraffic(.read(side, read))
                 let forwarded =

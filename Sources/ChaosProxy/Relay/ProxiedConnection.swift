@@ -238,7 +238,12 @@ final class ProxiedConnection: @unchecked Sendable {
     /// Bytes read from `side`; returns false when they must be dropped (the leg is being cut, a reset_peer
     /// fault swallows them). A limit_data fault may shorten `buffer`.
     func didRead(_ buffer: inout ByteBuffer, from side: Side) -> Bool {
-        if machine.leg(side).discardsReads { return false }
+        if machine.leg(side).discardsReads {
+            if machine.recordsDroppedReads(side) {
+                trafficSink?.record(TrafficEvent(time: clock.now(), connection: id, kind: .read(side, Array(buffer.readableBytesView))))
+            }
+            return false
+        }
         if !machine.byteFaults.isEmpty, !applyByteFaults(&buffer, from: side) { return false }
         counters.add(bytes: buffer.readableBytes, producedBy: side == .client)
         trafficSink?.record(TrafficEvent(time: clock.now(), connection: id, kind: .read(side, Array(buffer.readableBytesView))))

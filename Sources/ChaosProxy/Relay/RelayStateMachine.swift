@@ -78,9 +78,14 @@ struct RelayStateMachine: Sendable {
         var discardsReads = false
         /// Its close was recorded.
         var closeRecorded = false
-        /// Its close was recorded as a FIN cut's (``TrafficEvent/CloseKind/cutByFault``): a RST its peer answers
-        /// with is recorded too.
+        /// Its close was (or is due to be) recorded as a FIN cut's (``TrafficEvent/CloseKind/cutByFault``): a RST its
+        /// peer answers with is recorded too.
         var endedByFINCut = false
+        /// A FIN cut's close is due to be recorded when its peer answers (its FIN, a reset, the socket's closure, the
+        /// linger or the proxy's stop). Until then what its peer sends is recorded as read, never passed on: the
+        /// proxy's TCP took it, as a capture of the leg (tcpdump's too) shows, and a message in it that its producer
+        /// never sends again is lost.
+        var cutRecordPending = false
         /// Its socket is closed.
         var closed = false
     }
@@ -142,7 +147,7 @@ struct RelayStateMachine: Sendable {
     mutating func receivedFIN(_ side: Side) -> [Action] {
         guard phase == .relaying, !leg(side).receivedFIN else { return [] }
         legs[side.slot].receivedFIN = true
-        var actions = record(side, .fin)
+        var actions = recordPendingCut(side) + record(side, .fin)
         if leg(side).discardsReads {
             // A cut leg whose peer is done: closed if our FIN went too; a half-open leg stays silent
             // (its peer must not learn anything) until its linger resets it.
@@ -168,7 +173,7 @@ struct RelayStateMachine: Sendable {
     /// `side` failed: reset by its peer (`reset`), or another error.
     mutating func failed(_ side: Side, reset: Bool) -> [Action] {
         guard phase == .relaying, !leg(side).closed else { return [] }
-        var actions = record(side, reset ? .reset : .error)
+        var actions = recordPendingCut(side) + record(side, reset ? .reset : .error)
         // A peer that answers a FIN cut with a RST closed its socket with bytes unread: its reset is recorded after
         // the cut, as a capture of the leg sees it, so that the audit knows its application may never have read what
         // its TCP took (a grpcio server a CPU hog had slowed, in a fresh-clone run, never read 30 messages it had
@@ -195,7 +200,7 @@ struct RelayStateMachine: Sendable {
         var actions: [Action] = []
         if !isCut, !leg(side).receivedFIN { actions += receivedFIN(side) }
         guard !leg(side).closed else { return actions }
-        actions += record(side, isCutByFault ? .cutByFault : isCut ? .reset : .fin)
+        actions += recordPendingCut(side) + record(side, isCutByFault ? .cutByFault : isCut ? .reset : .fin)
         legs[side.slot].closed = true
         return actions + finishIfClosed()
     }
@@ -214,16 +219,16 @@ struct RelayStateMachine: Sendable {
             for side in Side.allCases where !leg(side).closed { actions += abort(side) }
         case .close, .truncate:  // truncate differs only below TLS: the connection sends no close_notify
             for side in Side.allCases where !leg(side).closed {
-                let recorded = record(side, .cutByFault)
-                legs[side.slot].endedByFINCut = !recorded.isEmpty
-                actions += recorded + [.discard(side)]
+                legs[side.slot].endedByFINCut = !leg(side).closeRecorded
+                legs[side.slot].cutRecordPending = !leg(side).closeRecorded
+                actions.append(.discard(side))
                 legs[side.slot].discardsReads = true
                 legs[side.slot].awaitsAcknowledgements = false
                 if !leg(side).sentFIN {
                     legs[side.slot].sentFIN = true
                     actions.append(.sendFIN(side))
                 }
-                if leg(side).receivedFIN { actions += close(side) }
+                if leg(side).receivedFIN { actions += recordPendingCut(side) + close(side) }
             }
             // Legs whose peers do not answer our FIN with theirs are reset after 5 s.
             if phase == .relaying { actions += scheduleLinger(.seconds(Int64(5)), Side.allCases) }
@@ -261,6 +266,7 @@ struct RelayStateMachine: Sendable {
         var actions: [Action] = lingering.isEmpty ? [] : [.cancelLinger]
         lingering = []
         for side in Side.allCases where !leg(side).closed {
+            actions += recordPendingCut(side)
             actions += record(side, isCutByFault ? .resetByFault : .reset, beforeReset: true) + [.discard(side)] + resetLeg(side)
         }
         return actions + finishIfClosed()
@@ -270,7 +276,22 @@ struct RelayStateMachine: Sendable {
 
     private mutating func abort(_ side: Side) -> [Action] {
         legs[side.slot].discardsReads = true
-        return record(side, .resetByFault, beforeReset: true) + [.discard(side)] + resetLeg(side)
+        return recordPendingCut(side) + record(side, .resetByFault, beforeReset: true) + [.discard(side)] + resetLeg(side)
+    }
+
+    /// The FIN cut's close of `side`, if it waited for its peer's answer (``Leg/cutRecordPending``).
+    private mutating func recordPendingCut(_ side: Side) -> [Action] {
+        guard leg(side).cutRecordPending else { return [] }
+        legs[side.slot].cutRecordPending = false
+        return record(side, .cutByFault)
+    }
+
+    /// Whether what `side` reads is recorded though it goes nowhere (a cut leg whose end was not recorded yet: a FIN
+    /// cut's leg until its peer answers, the half-open leg of a one-sided cut until its linger resets it). The
+    /// proxy's TCP acknowledged those bytes to their sender, as a capture of the leg shows: the audit counts them
+    /// sent, and never delivered.
+    func recordsDroppedReads(_ side: Side) -> Bool {
+        leg(side).discardsReads && !leg(side).closeRecorded && !leg(side).closed
     }
 
     private mutating func record(_ side: Side, _ kind: TrafficEvent.CloseKind, beforeReset: Bool = false) -> [Action] {

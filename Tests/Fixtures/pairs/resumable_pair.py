@@ -56,9 +56,10 @@ class Log:
 class Producer:
     """Outgoing messages of one stream: numbered, kept until the other side says it processed them."""
 
-    def __init__(self, stream, args):
+    def __init__(self, stream, args, log):
         self.stream = stream
         self.args = args
+        self.log = log
         self.next_seq = 1
         self.unacked = []  # [(seq, line)]
 
@@ -68,6 +69,8 @@ class Producer:
     def resume(self, ack):
         self.acked(ack)
         if self.args.drop_on_resume and self.unacked:
+            for seq, _ in self.unacked[: self.args.drop_on_resume]:
+                self.log.write(event="dropped", stream=self.stream, seq=seq)
             self.unacked = self.unacked[self.args.drop_on_resume:]
         return [line for _, line in self.unacked]
 
@@ -221,7 +224,7 @@ async def run_server(args):
     def hello(connection, message):
         name = message["stream"]
         if name not in streams:
-            streams[name] = (Producer(name, args), Consumer(name, "up", log))
+            streams[name] = (Producer(name, args, log), Consumer(name, "up", log))
         # One live session per stream: an older one (its client gave up on it) stops producing now, or
         # what it still produced would go into a dead connection after the resume and never be resent.
         if name in active:
@@ -246,7 +249,7 @@ async def run_server(args):
 
 async def run_client(args):
     log = Log(args.log)
-    producer, consumer = Producer(args.stream, args), Consumer(args.stream, "down", log)
+    producer, consumer = Producer(args.stream, args, log), Consumer(args.stream, "down", log)
     host, port = args.connect.rsplit(":", 1)
     stop = stop_event()
     loop = asyncio.get_running_loop()

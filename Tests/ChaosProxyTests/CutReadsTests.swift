@@ -1,0 +1,67 @@
+import ChaosCore
+import Foundation
+import Testing
+
+@testable import ChaosProxy
+
+/// Bytes a peer sends into a cut connection before it learns of the cut are acknowledged by the proxy's TCP, as a
+/// capture of the leg (tcpdump's too) shows, and go nowhere. The audit must count them sent and never delivered: a
+/// producer that trusts TCP and never sends them again lost them (a fresh-clone run's tcpdump audit counted such a
+/// message lost where the live audit, which never saw it, did not).
+@Suite("A cut leg's late bytes are recorded, never passed on", .serialized, .timeLimit(.minutes(2)))
+struct CutReadsTests {
+    /// The events of `connection` in order, as (read side and bytes) or (close side and kind).
+    static func story(_ events: [TrafficEvent], side: Side) -> [String] {
+        events.compactMap { event in
+            switch event.kind {
+            case .read(side, let bytes): "read \(String(decoding: bytes, as: UTF8.self))"
+            case .closed(side, let kind): "closed \(kind.rawValue)"
+            default: nil
+            }
+        }
+    }
+
+    @Test("a FIN cut: what the client sends after it, before its own FIN, is read and recorded before its end", arguments: [true, false])
+    func finCut(epollRelay: Bool) async throws {
+        let harness = try await ProxyHarness(epollRelay: epollRelay)
+        let (client, server) = try await offPool { try harness.connectPair() }
+        try await harness.waitForConnections(1)
+        try await offPool {
+            try client.sendAll(Array("before\n".utf8))
+            #expect(server.receive(exactly: 7) == Array("before\n".utf8))
+        }
+        _ = await harness.proxy.disconnect(nil, mode: .close, linger: .seconds(Int64(1)))
+        try await offPool {
+            #expect(client.receiveUntilEnd().1 == .eof, "the proxy's FIN")
+            try client.sendAll(Array("late\n".utf8))  // its write side is still open: TCP takes it
+            client.shutdownWrite()
+            #expect(server.receiveUntilEnd() == ([], .eof), "nothing passes a cut")
+        }
+        try await waitUntil("the client leg's end is recorded") { harness.events.closes(.client).contains(.cutByFault) }
+        #expect(
+            Self.story(harness.events.all, side: .client) == ["read before\n", "read late\n", "closed cut-by-fault"],
+            "epoll relay: \(epollRelay)"
+        )
+        client.close()
+        server.close()
+        await harness.shutdown()
+    }
+
+    @Test("a one-sided cut: what the half-open leg's peer sends is recorded until the linger resets it", arguments: [true, false])
+    func halfOpenLeg(epollRelay: Bool) async throws {
+        let harness = try await ProxyHarness(epollRelay: epollRelay)
+        let (client, server) = try await offPool { try harness.connectPair() }
+        try await harness.waitForConnections(1)
+        _ = await harness.proxy.disconnect(nil, mode: .clientOnly, linger: .milliseconds(800))
+        try await offPool {
+            #expect(client.receiveUntilEnd().1 == .error(ECONNRESET))
+            try server.sendAll(Array("into the void\n".utf8))
+            #expect(server.receiveUntilEnd().1 == .error(ECONNRESET), "the linger's reset")
+        }
+        try await waitUntil("the server leg's end is recorded") { !harness.events.closes(.server).isEmpty }
+        #expect(Self.story(harness.events.all, side: .server) == ["read into the void\n", "closed reset-by-fault"], "epoll relay: \(epollRelay)")
+        client.close()
+        server.close()
+        await harness.shutdown()
+    }
+}
