@@ -57,8 +57,9 @@ struct CaptureReaderTests {
         #expect(TestSupport.same(second.writtenToServer, run.upstream[1]))
         #expect(second.readFromServer.isEmpty)
         // A fault's cuts: the proxy's RST on the client leg (the peer's own would read `reset`); a FIN cut on the server
-        // leg, the proxy's FIN answered by the server's.
-        #expect(second.closes == ["client:reset-by-proxy", "server:fin"])
+        // leg, the proxy's FIN (sent on its own: the client leg's peer had sent none) answered by the server's, read as
+        // the live proxy recorded it.
+        #expect(second.closes == ["client:reset-by-proxy", "server:cut-by-fault"])
 
         // Times are relative to the first packet and never run backwards within a connection.
         #expect(events.first?.time == 0)

@@ -248,11 +248,21 @@ extension TrafficReconstructor {
                     )
                 )
             case .fin(let fromClient, let time):
-                // A FIN from the proxy is the relay passing the other side's half-close on.
+                var ends = legEnds[id, default: LegEnds()]
                 if fromClient == peerIsFlowClient {
-                    outbox.append(TrafficEvent(time: time, connection: id, kind: .closed(leg, .fin)))
+                    // The peer's FIN: its answer to a FIN cut (the live proxy records `cut-by-fault` then), or its own.
+                    ends.peerFIN.insert(leg)
+                    let how: TrafficEvent.CloseKind = ends.proxyCut.contains(leg) ? .cutByFault : .fin
+                    legEnds[id] = ends.peerFIN.count == 2 ? nil : ends
+                    outbox.append(TrafficEvent(time: time, connection: id, kind: .closed(leg, how)))
+                } else if !ends.peerFIN.contains(leg.other) {
+                    // A FIN from the proxy is the relay passing the other side's half-close on, unless that side sent
+                    // none: then the proxy closed the leg on its own, a fault's FIN cut.
+                    ends.proxyCut.insert(leg)
+                    legEnds[id] = ends
                 }
             case .reset(let fromClient, let time):
+                legEnds[id] = nil
                 // The peer's own RST, or one the proxy sent it (the live proxy records those by their reason).
                 let how: TrafficEvent.CloseKind = fromClient == peerIsFlowClient ? .reset : .resetByProxy
                 outbox.append(TrafficEvent(time: time, connection: id, kind: .closed(leg, how)))
@@ -273,4 +283,12 @@ extension TrafficReconstructor {
             }
         }
     }
+}
+
+/// How the two legs of a paired connection are ending: which peers sent FIN, and which legs the proxy sent FIN on
+/// while the other leg's peer had sent none (it closed them on its own: a fault's FIN cut, which the live proxy records
+/// as `cut-by-fault` when the peer answers).
+struct LegEnds {
+    var peerFIN: Set<Side> = []
+    var proxyCut: Set<Side> = []
 }

@@ -15,6 +15,9 @@ final class TrafficReconstructor {
     /// The order of the next event held by a pending flow.
     var nextHeldOrder = 0
     var nextConnection: ConnectionID = 1
+    /// Per connection of two paired legs, until both peers sent FIN (or a leg was reset): which peers did, and which
+    /// legs the proxy closed on its own (``LegEnds``).
+    var legEnds: [ConnectionID: LegEnds] = [:]
     private var nextSerial = 0
     private var packetsSincePrune = 0
 
