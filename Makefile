@@ -45,6 +45,10 @@ deps:
 	@test -x $(AMQTT_VENV)/bin/amqtt || { python3 -m venv $(AMQTT_VENV) && $(AMQTT_VENV)/bin/python -m pip install -q amqtt; }
 	@# websockets 14.1 (keepalive hang, websockets #1527) and 14.2 (fixed), each in a folder of its own: KeepaliveHangTests
 	@# imports one or the other into its client, beside the WebSocket peers' current release.
+	@# aioquic (the QUIC peers and the QUIC capture fixtures) in a folder of its own: it brings a newer cryptography than
+	@# the other peers'.
+	@test -f $(PEERS)/aioquic/aioquic/__init__.py || \
+	  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --target $(PEERS)/aioquic aioquic
 	@for v in 14.1 14.2; do test -f $(PEERS)/websockets-$$v/websockets/__init__.py || \
 	  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --target $(PEERS)/websockets-$$v websockets==$$v; done
 

@@ -73,7 +73,11 @@ let package = Package(
         ),
         .target(
             name: "ChaosTLSDecryption",
-            dependencies: ["ChaosCore", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: [
+                "ChaosCore", .product(name: "Crypto", package: "swift-crypto"),
+                // AES's block function and ChaCha20 for QUIC's header protection.
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
             swiftSettings: strictSettings
         ),
         .target(
@@ -136,6 +140,7 @@ let package = Package(
             name: "ChaosRunner",
             dependencies: [
                 "ChaosCore", "CChaosClock", "ChaosProtocols", "ChaosTLS", "ChaosProxy", "ChaosControl", "ChaosAudit", "ChaosReport", "ChaosCapture",
+                "ChaosTLSDecryption",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),

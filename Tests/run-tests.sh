@@ -40,7 +40,7 @@ PAIR_LANES=(
   "WebSocketPairTests MobilePathPairTests DeliveredMeansAcknowledgedTests LivePageTests"
   "ShrinkCommandTests PrometheusScrapeTests KeepaliveHangTests"
   "QuickstartShrinkTests FleetNamespaceTests RepeatRunTests ChatFanoutPairTests"
-  "MQTTPairTests"
+  "MQTTPairTests QUICPairTests"
   "SocketIOPairTests SSEPairTests DeadPathTests"
 )
 

@@ -31,7 +31,7 @@ struct FuzzTarget: Sendable {
         + [
             FuzzTarget(rawValue: "pcap") { pcap($0) }, FuzzTarget(rawValue: "api") { api($0) },
             FuzzTarget(rawValue: "tls") { tls($0) }, FuzzTarget(rawValue: "tls-capture") { tlsCapture($0) },
-            FuzzTarget(rawValue: "events") { events($0) },
+            FuzzTarget(rawValue: "events") { events($0) }, FuzzTarget(rawValue: "quic") { quic($0) },
         ]
 
     private init(rawValue: String, run: @escaping @Sendable ([UInt8]) -> Void) {
@@ -91,6 +91,23 @@ struct FuzzTarget: Sendable {
                 _ = conversation.receive(Array(data[index..<end]), towardServer: towardServer, captureLoss: loss[towardServer ? 0 : 1])
                 index = end
             }
+        }
+    }
+
+    /// QUIC's decoders: datagrams as pieces of [control, length (2 bytes), bytes], control bit 0 naming the sender
+    /// (0: the client), through one connection's decoder (its headers, header protection, packet numbers, the
+    /// connection IDs it learns) and each piece's bytes through the frame parser as a decrypted payload would be.
+    private static func quic(_ data: [UInt8]) {
+        var decoder = QUICConnectionDecoder(keyLog: KeyLog())
+        var index = 0
+        while index + 3 <= data.count {
+            let sender: QUICSender = data[index] & 1 == 0 ? .client : .server
+            let length = Int(data[index + 1]) << 8 | Int(data[index + 2])
+            let end = min(data.count, index + 3 + length)
+            let piece = Array(data[(index + 3)..<end])
+            _ = decoder.decode(datagram: piece[...], from: sender)
+            _ = try? QUICFrame.parse(piece)
+            index = end
         }
     }
 

@@ -1,6 +1,7 @@
 import ChaosAudit
 import ChaosCore
 import ChaosProxy
+import ChaosTLSDecryption
 import Foundation
 import Glibc
 import Synchronization
@@ -13,6 +14,8 @@ final class RunSink: TrafficEventSink {
     private struct State {
         var engine: AuditEngine
         var consumers: [@Sendable (TrafficEvent) -> Void] = []
+        /// With `transport: quic`: what turns the UDP flows' datagrams into their QUIC streams' events for the engine.
+        var quic: QUICStreamEvents?
     }
 
     /// The engine and consumers, shared with the audit's thread.
@@ -38,8 +41,15 @@ final class RunSink: TrafficEventSink {
     /// A sink feeding `engine`; with `audits` false (no protocol), bytes are not framed, only connections seen.
     /// `capacity`: the bytes of events that may wait for the audit. `slowdown`: a pause per event on the audit's
     /// thread (tests only: an audit deliberately slower than the relay).
-    init(engine: sending AuditEngine, audits: Bool, capacity: Int = RunSink.defaultCapacity, slowdown: Duration? = nil) {
-        let shared = Shared(State(engine: engine))
+    /// `quic`: the QUIC streams' events, with `transport: quic` (the engine gets those; consumers get the datagrams).
+    init(
+        engine: sending AuditEngine,
+        audits: Bool,
+        capacity: Int = RunSink.defaultCapacity,
+        slowdown: Duration? = nil,
+        quic: sending QUICStreamEvents? = nil
+    ) {
+        let shared = Shared(State(engine: engine, quic: quic))
         let queue = AuditQueue(capacity: capacity)
         self.shared = shared
         self.queue = queue
@@ -56,7 +66,12 @@ final class RunSink: TrafficEventSink {
                     for event in batch {
                         switch event.kind {
                         case .read where !audits, .written where !audits: break
-                        default: state.engine.ingest(event)
+                        default:
+                            if let quic = state.quic {
+                                for streamEvent in quic.transform(event) { state.engine.ingest(streamEvent) }
+                            } else {
+                                state.engine.ingest(event)
+                            }
                         }
                         for consumer in state.consumers { consumer(event) }
                         if let pause { usleep(pause) }
@@ -90,6 +105,17 @@ final class RunSink: TrafficEventSink {
 
     /// Bytes matter to the audit (with a protocol) and to consumers such as the capture writer.
     var recordsTraffic: Bool { audits || hasConsumers.load(ordering: .relaxed) }
+
+    /// With `transport: quic`: the QUIC packets opened so far, those that could not be, and the first reasons why
+    /// (`quic.*` in the report's `extra`); empty otherwise.
+    var quicFacts: [String: String] {
+        shared.state.withLock { state in
+            guard let quic = state.quic else { return [:] }
+            var facts = ["quic.packets_opened": "\(quic.packetsOpened)", "quic.packets_unopened": "\(quic.packetsUnopened)"]
+            if !quic.firstProblems.isEmpty { facts["quic.problems"] = quic.firstProblems.joined(separator: "; ") }
+            return facts
+        }
+    }
 
     /// The delivery totals so far (cheap, and as far as the audit has got: for progress lines).
     func totals() -> DeliveryCounts? { audits ? shared.state.withLock { $0.engine.totalsSoFar() } : nil }

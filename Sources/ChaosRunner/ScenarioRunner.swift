@@ -132,7 +132,8 @@ package final class ScenarioRunner: Sendable {
             engine: engine,
             audits: scenario.protocolSpec != nil,
             capacity: RunSink.capacityFromEnvironment,
-            slowdown: RunSink.slowdownFromEnvironment
+            slowdown: RunSink.slowdownFromEnvironment,
+            quic: Self.quicStreams(scenario.protocolSpec)
         )
         let capture = try startCapture(folder: folder, startedAt: startedAt, sink: sink)
         // With neither a report nor a capture (the bare `chaos proxy`), nothing reads the events:
@@ -204,7 +205,7 @@ package final class ScenarioRunner: Sendable {
                 interrupted: interrupted,
                 startupError: error,
                 auditQueue: sink.backpressure,
-                agentFacts: agentFacts.withLock { $0 },
+                agentFacts: agentFacts.withLock { $0 }.merging(sink.quicFacts) { _, quic in quic },
                 manual: manual
             )
         }

@@ -89,11 +89,14 @@ package enum CaptureReader {
                     reconstructor.statistics.capturedBytes += packet.count
                     let start = firstTimestamp ?? timestamp
                     firstTimestamp = start
-                    guard let segment = decoder.decode(packet, wireLength: wireLength) else {
+                    if let segment = decoder.decode(packet, wireLength: wireLength) {
+                        try reconstructor.consume(segment, time: Self.relativeTime(timestamp, since: start))
+                    } else if let datagram = decoder.decodeDatagram(packet, wireLength: wireLength) {
+                        reconstructor.consume(datagram: datagram, time: Self.relativeTime(timestamp, since: start))
+                    } else {
                         reconstructor.statistics.skippedPackets += 1
                         return
                     }
-                    try reconstructor.consume(segment, time: Self.relativeTime(timestamp, since: start))
                     guard reconstructor.outbox.count > counted else { return }
                     count()
                     if counted >= PipelinedEvents.batchEvents || countedBytes >= PipelinedEvents.batchBytes { try drain() }

@@ -39,6 +39,14 @@ package struct CaptureStatistics: Hashable, Sendable {
     package var tlsAbandoned = 0
     package var tlsRecords = 0
     package var tlsPlaintextBytes: Int64 = 0
+    /// UDP datagrams decoded.
+    package var udpDatagrams = 0
+    /// With a key log: UDP flows that began with a QUIC client's Initial, the QUIC packets opened, those that could not
+    /// be (no keys, or not under the keys), and the first few reasons why.
+    package var quicConnections = 0
+    package var quicPacketsOpened = 0
+    package var quicPacketsUnopened = 0
+    package var quicProblems: [String] = []
 
     /// Empty statistics.
     package init() {}

@@ -12,7 +12,16 @@ struct DecodedSegment {
     var missingPayload: Int
 }
 
-/// Decodes link, IP and TCP headers. Every length is checked against the captured bytes: a broken
+/// One UDP datagram decoded from a captured packet; `payload` as a segment's.
+struct DecodedDatagram {
+    var source: WireEndpoint
+    var destination: WireEndpoint
+    var payload: UnsafeRawBufferPointer
+    /// Payload bytes the capture cut off (snapshot length).
+    var missingPayload: Int
+}
+
+/// Decodes link, IP and TCP (or UDP) headers. Every length is checked against the captured bytes: a broken
 /// packet is skipped, never read past.
 struct PacketDecoder {
     /// The link layers chaos understands.
@@ -34,8 +43,38 @@ struct PacketDecoder {
         }
     }
 
-    /// Decodes one packet of `capturedLength` bytes whose original length was `wireLength`.
+    /// Decodes one TCP packet of `capturedLength` bytes whose original length was `wireLength`.
     func decode(_ packet: UnsafeRawBufferPointer, wireLength: Int) -> DecodedSegment? {
+        guard let ip = internetPayload(packet, wireLength: wireLength, protocol: 6) else { return nil }
+        return decodeTCP(packet, at: ip.start, wireLength: ip.length, source: ip.source, destination: ip.destination)
+    }
+
+    /// Decodes one UDP packet, as ``decode(_:wireLength:)`` a TCP one.
+    func decodeDatagram(_ packet: UnsafeRawBufferPointer, wireLength: Int) -> DecodedDatagram? {
+        guard let ip = internetPayload(packet, wireLength: wireLength, protocol: 17) else { return nil }
+        let start = ip.start
+        guard ip.length >= 8, packet.count >= start + 8 else { return nil }
+        let length = Int(packet.u16(at: start + 4))
+        guard length >= 8, length <= ip.length else { return nil }
+        var from = ip.source
+        var to = ip.destination
+        from.port = packet.u16(at: start)
+        to.port = packet.u16(at: start + 2)
+        let captured = min(length - 8, packet.count - start - 8)
+        return DecodedDatagram(
+            source: from,
+            destination: to,
+            payload: UnsafeRawBufferPointer(rebasing: packet[(start + 8)..<(start + 8 + captured)]),
+            missingPayload: length - 8 - captured
+        )
+    }
+
+    /// Where the transport header of protocol `number` starts in `packet`, and how long its segment was on the wire.
+    private func internetPayload(
+        _ packet: UnsafeRawBufferPointer,
+        wireLength: Int,
+        protocol number: UInt8
+    ) -> (source: WireEndpoint, destination: WireEndpoint, start: Int, length: Int)? {
         var offset: Int
         var etherType: UInt16?
         switch link {
@@ -70,39 +109,42 @@ struct PacketDecoder {
         }
         let missingFromLink = max(0, wireLength - packet.count)
         switch version {
-        case 4: return decodeIPv4(packet, at: offset, missing: missingFromLink)
-        case 6: return decodeIPv6(packet, at: offset, missing: missingFromLink)
+        case 4: return ipv4(packet, at: offset, missing: missingFromLink, protocol: number)
+        case 6: return ipv6(packet, at: offset, protocol: number)
         default: return nil
         }
     }
 
-    private func decodeIPv4(_ packet: UnsafeRawBufferPointer, at start: Int, missing: Int) -> DecodedSegment? {
+    private func ipv4(
+        _ packet: UnsafeRawBufferPointer,
+        at start: Int,
+        missing: Int,
+        protocol number: UInt8
+    ) -> (source: WireEndpoint, destination: WireEndpoint, start: Int, length: Int)? {
         guard packet.count >= start + 20 else { return nil }
         let headerLength = Int(packet[start] & 0x0f) * 4
         var totalLength = Int(packet.u16(at: start + 2))
         let fragment = packet.u16(at: start + 6)
-        guard headerLength >= 20, packet[start + 9] == 6, fragment & 0x3fff == 0 else { return nil }
+        guard headerLength >= 20, packet[start + 9] == number, fragment & 0x3fff == 0 else { return nil }
         if totalLength == 0 { totalLength = packet.count - start + missing }  // TCP segmentation offload
         guard totalLength >= headerLength, packet.count >= start + headerLength else { return nil }
         let source = WireEndpoint(high: 0, low: UInt64(packet.u32(at: start + 12)), isIPv6: false, port: 0)
         let destination = WireEndpoint(high: 0, low: UInt64(packet.u32(at: start + 16)), isIPv6: false, port: 0)
-        return decodeTCP(
-            packet,
-            at: start + headerLength,
-            wireLength: totalLength - headerLength,
-            source: source,
-            destination: destination
-        )
+        return (source, destination, start + headerLength, totalLength - headerLength)
     }
 
-    private func decodeIPv6(_ packet: UnsafeRawBufferPointer, at start: Int, missing: Int) -> DecodedSegment? {
+    private func ipv6(
+        _ packet: UnsafeRawBufferPointer,
+        at start: Int,
+        protocol number: UInt8
+    ) -> (source: WireEndpoint, destination: WireEndpoint, start: Int, length: Int)? {
         guard packet.count >= start + 40 else { return nil }
         let payloadLength = Int(packet.u16(at: start + 4))
         guard payloadLength > 0 else { return nil }  // jumbograms are not supported
         var next = packet[start + 6]
         var offset = start + 40
         var remaining = payloadLength
-        while next != 6 {
+        while next != number {
             guard packet.count >= offset + 8 else { return nil }
             let extensionLength: Int
             switch next {
@@ -122,7 +164,7 @@ struct PacketDecoder {
             isIPv6: true,
             port: 0
         )
-        return decodeTCP(packet, at: offset, wireLength: remaining, source: source, destination: destination)
+        return (source, destination, offset, remaining)
     }
 
     private func decodeTCP(

@@ -18,6 +18,8 @@ final class TrafficReconstructor {
     /// Per connection of two paired legs, until both peers sent FIN (or a leg was reset): which peers did, and which
     /// legs the proxy closed on its own (``LegEnds``).
     var legEnds: [ConnectionID: LegEnds] = [:]
+    /// The QUIC connections of the capture (with a key log), once a UDP datagram came.
+    var quic: QUICCaptureFlows?
     private var nextSerial = 0
     private var packetsSincePrune = 0
 

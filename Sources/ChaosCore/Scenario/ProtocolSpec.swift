@@ -44,6 +44,15 @@ package struct ProtocolSpec: Sendable, Codable, Equatable {
     package var lists: [String: [String]]?
     /// Messages fanned out across connections (`fanout:`, a chat server); nil: each stream has one consumer at a time.
     package var fanout: Fanout?
+    /// What carries the framing's bytes when it is not the proxy's own stream (`transport: quic`: the streams of QUIC
+    /// connections on a `udp://` proxy, opened with `keylog`); nil: the TCP connection, or the datagram.
+    package var transport: Transport?
+
+    /// `transport:` of `protocol:`.
+    package enum Transport: String, Sendable, Codable, Equatable, CaseIterable {
+        /// Each QUIC stream of a UDP flow is audited as a connection of its own (`keylog` opens the packets).
+        case quic
+    }
 
     /// `fanout: {sender: PATH, seq: PATH, receiver: KEY}`: a message a client sends names its sender (its stream) and
     /// its seq; what the server writes to each client is that client's own copy of the sender's stream, judged per

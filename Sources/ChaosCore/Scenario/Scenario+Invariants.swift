@@ -42,6 +42,12 @@ extension Scenario {
             if framings.traits(named: spec.framing.name)?.readsDatagrams == true, let tcp = proxies.first(where: { $0.transport == .tcp }) {
                 throw bad("protocol.framing \(spec.framing.name) reads UDP datagrams, but proxy '\(tcp.name)' relays TCP (listen: udp://…)")
             }
+            if spec.transport == .quic {
+                if spec.keylog == nil { throw bad("protocol.transport quic needs protocol.keylog") }
+                if let tcp = proxies.first(where: { $0.transport == .tcp }) {
+                    throw bad("protocol.transport quic reads QUIC over UDP, but proxy '\(tcp.name)' relays TCP (listen: udp://…)")
+                }
+            }
         }
         if let baseline { try baseline.checkInvariants("baseline", bad) }
         for (index, rule) in faults.enumerated() {

@@ -108,6 +108,11 @@ struct ScenarioReader {
                 "framing \(protocolSpec.framing.name) reads UDP datagrams, but proxy '\(tcp.name)' relays TCP (listen: udp://…)"
             )
         }
+        if protocolSpec?.transport == .quic, let tcp = proxies.first(where: { $0.transport == .tcp }) {
+            throw try top.required("protocol").error(
+                "protocol.transport quic reads QUIC over UDP, but proxy '\(tcp.name)' relays TCP (listen: udp://…)"
+            )
+        }
         let expectations = try top["expect"].map(self.expectations) ?? []
         let capture = try top["capture"].map(self.capture)
         var scenario = Scenario(

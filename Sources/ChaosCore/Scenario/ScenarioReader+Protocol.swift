@@ -8,7 +8,7 @@ extension ScenarioReader {
             allowed: [
                 "framing", "format", "seq", "stream", "id", "ack", "type", "ignore",
                 "regex", "seq_start", "max_message", "upstream", "downstream", "descriptors", "methods", "keylog",
-                "fanout",
+                "fanout", "transport",
             ] + framings.optionKeys + framings.listOptionKeys
         )
         var spec = ProtocolSpec()
@@ -75,6 +75,15 @@ extension ScenarioReader {
                 return given.hasPrefix("/")
                     ? given
                     : URL(fileURLWithPath: file).deletingLastPathComponent().appendingPathComponent(given).standardizedFileURL.path
+            }
+        }
+        if let transportValue = map["transport"] {
+            spec.transport = try transportValue.choice("protocol.transport", of: ProtocolSpec.Transport.self)
+            guard spec.keylog != nil else {
+                throw transportValue.error("protocol.transport quic needs protocol.keylog: the NSS key log the pair's QUIC stack writes")
+            }
+            if traits.readsDatagrams {
+                throw transportValue.error("protocol.transport quic reads QUIC streams; framing \(framingName) reads whole datagrams")
             }
         }
         try checkNumberPaths(spec, map: map, at: value)

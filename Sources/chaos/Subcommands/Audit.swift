@@ -39,7 +39,7 @@ struct Audit: AsyncParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "An NSS key log (SSLKEYLOGFILE, a run's keys.log) to decrypt TLS with (repeatable).",
+            "An NSS key log (SSLKEYLOGFILE, a run's keys.log, a QUIC stack's) to decrypt TLS and QUIC with (repeatable).",
             valueName: "file"
         )
     )
@@ -83,13 +83,27 @@ struct Audit: AsyncParsableCommand {
             extra["capture.tls_plaintext_bytes"] = "\(statistics.tlsPlaintextBytes)"
             extra["capture.tls_failed"] = "\(statistics.tlsFailed)"
             extra["capture.tls_abandoned"] = "\(statistics.tlsAbandoned)"
+            if statistics.quicConnections > 0 {
+                extra["capture.quic_connections"] = "\(statistics.quicConnections)"
+                extra["capture.quic_packets_opened"] = "\(statistics.quicPacketsOpened)"
+                extra["capture.quic_packets_unopened"] = "\(statistics.quicPacketsUnopened)"
+            }
         }
         // What could not be decrypted was not audited: no verdict can vouch for it.
-        let undecrypted =
-            statistics.tlsFailed == 0
-            ? nil
-            : "\(statistics.tlsFailed) of \(statistics.tlsConversations) TLS conversation(s) could not be decrypted "
-                + "(in whole or in part; see the protocol anomalies): their bytes were not audited"
+        var unaudited: [String] = []
+        if statistics.tlsFailed > 0 {
+            unaudited.append(
+                "\(statistics.tlsFailed) of \(statistics.tlsConversations) TLS conversation(s) could not be decrypted "
+                    + "(in whole or in part; see the protocol anomalies): their bytes were not audited"
+            )
+        }
+        if statistics.quicPacketsUnopened > 0 {
+            unaudited.append(
+                "\(statistics.quicPacketsUnopened) QUIC packet(s) could not be opened (first: "
+                    + (statistics.quicProblems.first ?? "?") + "): their frames were not audited"
+            )
+        }
+        let undecrypted = unaudited.isEmpty ? nil : unaudited.joined(separator: "; ")
         var inputs =
             ReportInputs(
                 scenario: name,
@@ -123,6 +137,14 @@ struct Audit: AsyncParsableCommand {
                         ? "; \(statistics.tlsAbandoned) abandoned in the handshake (no keys needed: "
                             + "the client sent nothing after its ClientHello)" : "")
             )
+            if statistics.quicConnections > 0 {
+                Console.line(
+                    "QUIC: \(statistics.quicConnections) connection(s), \(statistics.quicPacketsOpened) packets opened"
+                        + (statistics.quicPacketsUnopened > 0
+                            ? "; \(statistics.quicPacketsUnopened) could not be (" + statistics.quicProblems.joined(separator: "; ") + ")"
+                            : "")
+                )
+            }
         }
         Console.line(
             "messages: \(totals.sent) sent, \(totals.delivered) delivered, \(totals.ok) ok, \(totals.lost) lost, "

@@ -1,0 +1,334 @@
+package import ChaosCore
+
+/// Turns the datagram events of QUIC flows (a `udp://` proxy's, or a capture's) into the byte-stream events of their
+/// QUIC streams, so that the audit judges each stream's messages as it judges a TCP connection's: each stream is a
+/// connection of its own (opened at its first STREAM frame), its bytes read in offset order from the packets its
+/// sender sent (`read`), written in offset order as the proxy handed the packets to the receiver (`written`), and
+/// acknowledged up to the first offset the receiver's ACK frames do not cover (an acknowledged packet behind a gap is
+/// not yet the application's: PRODUCT.md §15). A FIN finishes a stream's direction once every byte before it came; a
+/// RESET_STREAM or the connection's close ends it abortively.
+///
+/// Events of other connections, and run-wide ones, pass through unchanged. Memory is bounded per flow: the packets
+/// whose stream bytes wait for an acknowledgement (the newest ``trackedPackets``) and the decoded datagrams waiting to
+/// be written (the newest ``cachedDatagrams``).
+package final class QUICStreamEvents {
+    /// The newest packets per sender whose stream bytes an ACK can still cover.
+    static let trackedPackets = 16384
+    /// The newest datagrams read per flow that a write may still repeat.
+    static let cachedDatagrams = 4096
+
+    private let secrets: QUICConnectionDecoder.SecretsLookup
+    private let newID: () -> ConnectionID
+    private var flows: [ConnectionID: QUICFlow] = [:]
+
+    /// Counted across flows: datagrams opened, packets that could not be opened (and why, the first few).
+    package private(set) var packetsOpened = 0
+    /// Packets that could not be opened, with those still waiting for their keys.
+    package var packetsUnopened: Int { unopened + flows.values.reduce(0) { $0 + $1.decoder.awaitingKeys } }
+    package private(set) var firstProblems: [String] = []
+    private var unopened = 0
+
+    /// `flows`: which connections are QUIC flows (the others pass through); `secrets` as for the decoder; `newID`
+    /// numbers the streams' connections.
+    package init(secrets: @escaping QUICConnectionDecoder.SecretsLookup, newID: @escaping () -> ConnectionID) {
+        self.secrets = secrets
+        self.newID = newID
+    }
+
+    /// The events `event` stands for.
+    package func transform(_ event: TrafficEvent) -> [TrafficEvent] {
+        let id = event.connection
+        switch event.kind {
+        case .opened(let endpoints):
+            guard id != 0 else { return [event] }
+            flows[id] = QUICFlow(endpoints: endpoints, decoder: QUICConnectionDecoder(secrets: secrets))
+            return []
+        case .read(let side, let datagram):
+            guard let flow = flows[id] else { return [event] }
+            return read(datagram, from: side, flow: flow, time: event.time)
+        case .written(let side, let datagram):
+            guard let flow = flows[id] else { return [event] }
+            return written(datagram, to: side, flow: flow, time: event.time)
+        case .acknowledged, .acknowledgedAfterClose:
+            return flows[id] == nil ? [event] : []
+        case .closed(let side, let how):
+            guard let flow = flows[id] else { return [event] }
+            var events: [TrafficEvent] = []
+            for stream in flow.streams.values where !stream.closed[side.quicSlot] {
+                stream.closed[side.quicSlot] = true
+                events.append(TrafficEvent(time: event.time, connection: stream.id, kind: .closed(side, how)))
+            }
+            if flow.streams.values.allSatisfy({ $0.closed.allSatisfy { $0 } }) || side == .server {
+                forget(id)
+            }
+            return events
+        case .path:
+            guard let flow = flows[id] else { return [event] }
+            return flow.streams.values.map { TrafficEvent(time: event.time, connection: $0.id, kind: event.kind) }
+        default:
+            return [event]
+        }
+    }
+
+    /// Forgets a flow; its packets still waiting for keys are unopened.
+    private func forget(_ id: ConnectionID) {
+        guard let flow = flows.removeValue(forKey: id) else { return }
+        if flow.decoder.awaitingKeys > 0 {
+            unopened += flow.decoder.awaitingKeys
+            if firstProblems.count < 5 { firstProblems.append("\(flow.decoder.awaitingKeys) packet(s) whose keys never came") }
+        }
+    }
+
+    // MARK: reads: what a sender sent
+
+    private func read(_ datagram: [UInt8], from datagramSide: Side, flow: QUICFlow, time: Int64) -> [TrafficEvent] {
+        let (packets, unopened) = flow.decoder.decode(datagram: datagram[...], from: datagramSide == .client ? .client : .server)
+        packetsOpened += packets.count
+        self.unopened += unopened.count
+        for problem in unopened where firstProblems.count < 5 { firstProblems.append(problem.description) }
+        flow.remember(datagram, packets: packets.filter { $0.lateFrom == nil })
+        var events: [TrafficEvent] = []
+        for packet in packets {
+            // A packet that waited for its keys may be the other end's, and its datagram already passed on.
+            let sender = packet.sender
+            let side: Side = sender == .client ? .client : .server
+            defer {
+                if let late = packet.lateFrom {
+                    flow.remember(late, packets: [packet])
+                    if let receiver = flow.passedOnUnrecalled(late) { events += written(late, to: receiver, flow: flow, time: time) }
+                }
+            }
+            var carried: [(stream: UInt64, range: Range<UInt64>)] = []
+            for frame in packet.frames {
+                switch frame {
+                case .stream(let streamID, let offset, let data, let fin):
+                    let stream = flow.stream(streamID, opened: &events, time: time, newID: newID)
+                    carried.append((streamID, offset..<(offset + UInt64(data.count))))
+                    let direction = stream.direction(from: sender)
+                    let fresh = direction.sent.add(offset: offset, data: data, fin: fin)
+                    if !fresh.isEmpty { events.append(TrafficEvent(time: time, connection: stream.id, kind: .read(side, fresh))) }
+                    if direction.sent.isFinished, !stream.closed[side.quicSlot] {
+                        stream.closed[side.quicSlot] = true
+                        events.append(TrafficEvent(time: time, connection: stream.id, kind: .closed(side, .fin)))
+                    }
+                case .resetStream(let streamID, _, _):
+                    if let stream = flow.streams[streamID], !stream.closed[side.quicSlot] {
+                        stream.closed[side.quicSlot] = true
+                        events.append(TrafficEvent(time: time, connection: stream.id, kind: .closed(side, .reset)))
+                    }
+                case .ack(let ranges, _, _) where packet.type == .oneRTT || packet.type == .zeroRTT:
+                    events += flow.acknowledge(ranges, by: sender, side: side, time: time)
+                case .connectionClose:
+                    for stream in flow.streams.values where !stream.closed[side.quicSlot] {
+                        stream.closed[side.quicSlot] = true
+                        events.append(TrafficEvent(time: time, connection: stream.id, kind: .closed(side, .reset)))
+                    }
+                default:
+                    break
+                }
+            }
+            if !carried.isEmpty { flow.track(packet.number, carried: carried, from: sender) }
+        }
+        return events
+    }
+
+    // MARK: writes: what the proxy handed the receiver
+
+    private func written(_ datagram: [UInt8], to side: Side, flow: QUICFlow, time: Int64) -> [TrafficEvent] {
+        guard let packets = flow.recalled(datagram) else {
+            flow.unrecalled(datagram, to: side)
+            return []
+        }
+        let sender: QUICSender = side == .client ? .server : .client
+        var events: [TrafficEvent] = []
+        for packet in packets {
+            for case .stream(let streamID, let offset, let data, _) in packet.frames {
+                guard let stream = flow.streams[streamID] else { continue }
+                let fresh = stream.direction(from: sender).written.add(offset: offset, data: data, fin: false)
+                if !fresh.isEmpty { events.append(TrafficEvent(time: time, connection: stream.id, kind: .written(side, fresh))) }
+            }
+        }
+        return events
+    }
+}
+
+/// One QUIC flow: its decoder, its streams, the packets whose stream bytes await an ACK, and the datagrams it read.
+final class QUICFlow {
+    let endpoints: ConnectionEndpoints
+    var decoder: QUICConnectionDecoder
+    var streams: [UInt64: QUICStreamState] = [:]
+    /// Per sender: packet number → the stream bytes it carried.
+    private var inFlight: [QUICSender: [UInt64: [(stream: UInt64, range: Range<UInt64>)]]] = [.client: [:], .server: [:]]
+    private var inFlightOrder: [QUICSender: [UInt64]] = [.client: [], .server: []]
+    private var recent: [[UInt8]: [QUICPacketRecord]] = [:]
+    private var recentOrder: [[UInt8]] = []
+
+    init(endpoints: ConnectionEndpoints, decoder: QUICConnectionDecoder) {
+        self.endpoints = endpoints
+        self.decoder = decoder
+    }
+
+    /// The stream `id`, made (and its connection opened) at its first frame.
+    func stream(_ id: UInt64, opened events: inout [TrafficEvent], time: Int64, newID: () -> ConnectionID) -> QUICStreamState {
+        if let stream = streams[id] { return stream }
+        let stream = QUICStreamState(id: newID())
+        streams[id] = stream
+        events.append(TrafficEvent(time: time, connection: stream.id, kind: .opened(endpoints)))
+        return stream
+    }
+
+    func track(_ number: UInt64, carried: [(stream: UInt64, range: Range<UInt64>)], from sender: QUICSender) {
+        if inFlight[sender]![number] == nil { inFlightOrder[sender]!.append(number) }
+        inFlight[sender]![number, default: []] += carried
+        if inFlightOrder[sender]!.count > QUICStreamEvents.trackedPackets {
+            inFlight[sender]![inFlightOrder[sender]!.removeFirst()] = nil
+        }
+    }
+
+    /// `acker`'s ACK frame: the stream bytes of the acknowledged packets its peer sent; each stream's acknowledged
+    /// offset moves to the first byte still not covered.
+    func acknowledge(_ ranges: [ClosedRange<UInt64>], by acker: QUICSender, side: Side, time: Int64) -> [TrafficEvent] {
+        let sender = acker.other
+        var touched: Set<UInt64> = []
+        let waiting = inFlight[sender]!
+        // Whichever is fewer: the numbers the ranges name, or the packets waiting.
+        let named = ranges.reduce(UInt64(0)) { $0 &+ UInt64($1.count) }
+        let acknowledged: [UInt64] =
+            named <= UInt64(waiting.count)
+            ? ranges.flatMap { range in range.filter { waiting[$0] != nil } }
+            : waiting.keys.filter { number in ranges.contains { $0.contains(number) } }
+        for number in acknowledged {
+            guard let carried = waiting[number] else { continue }
+            for piece in carried {
+                streams[piece.stream]?.direction(from: sender).acknowledged.insert(piece.range)
+                touched.insert(piece.stream)
+            }
+            inFlight[sender]![number] = nil
+        }
+        inFlightOrder[sender]!.removeAll { inFlight[sender]![$0] == nil }
+        var events: [TrafficEvent] = []
+        for streamID in touched.sorted() {
+            guard let stream = streams[streamID] else { continue }
+            let direction = stream.direction(from: sender)
+            let upTo = min(direction.acknowledged.prefix, direction.written.contiguous)
+            if upTo > direction.reportedAcknowledged {
+                direction.reportedAcknowledged = upTo
+                events.append(TrafficEvent(time: time, connection: stream.id, kind: .acknowledged(side, upTo: Int64(upTo))))
+            }
+        }
+        return events
+    }
+
+    func remember(_ datagram: [UInt8], packets: [QUICPacketRecord]) {
+        guard packets.contains(where: { $0.frames.contains { if case .stream = $0 { true } else { false } } }) else { return }
+        if recent[datagram] == nil { recentOrder.append(datagram) }
+        recent[datagram, default: []] += packets
+        if recentOrder.count > QUICStreamEvents.cachedDatagrams { recent[recentOrder.removeFirst()] = nil }
+    }
+
+    func recalled(_ datagram: [UInt8]) -> [QUICPacketRecord]? { recent[datagram] }
+
+    /// Datagrams passed on before any of their packets could be opened (their keys came later), by their receiver.
+    private var passedOnEarly: [[UInt8]: Side] = [:]
+    private var passedOnEarlyOrder: [[UInt8]] = []
+
+    /// `datagram` was passed on to `side` before it could be read.
+    func unrecalled(_ datagram: [UInt8], to side: Side) {
+        guard decoder.awaitingKeys > 0, passedOnEarly[datagram] == nil else { return }
+        passedOnEarly[datagram] = side
+        passedOnEarlyOrder.append(datagram)
+        if passedOnEarlyOrder.count > QUICDecoderLimits.awaitingDatagrams { passedOnEarly[passedOnEarlyOrder.removeFirst()] = nil }
+    }
+
+    /// The receiver `datagram` was passed on to before it could be read, once (nil: not so).
+    func passedOnUnrecalled(_ datagram: [UInt8]) -> Side? {
+        passedOnEarly.removeValue(forKey: datagram)
+    }
+}
+
+/// One QUIC stream of a flow: a connection of the audit's, each direction's bytes as sent, written and acknowledged.
+final class QUICStreamState {
+    let id: ConnectionID
+    /// By ``Side/slot``: that side's direction ended.
+    var closed = [false, false]
+    private let directions = [QUICStreamDirection(), QUICStreamDirection()]
+
+    init(id: ConnectionID) { self.id = id }
+
+    /// The bytes `sender` sends on it.
+    func direction(from sender: QUICSender) -> QUICStreamDirection { directions[sender.rawValue] }
+}
+
+/// One direction of a stream.
+final class QUICStreamDirection {
+    var sent = QUICStreamReassembly()
+    var written = QUICStreamReassembly()
+    var acknowledged = QUICRangeSet()
+    var reportedAcknowledged: UInt64 = 0
+}
+
+/// A stream's bytes put back in offset order: what is contiguous from 0 is handed on once; pieces past a gap wait
+/// (bounded: a piece more than ``window`` past the contiguous end is dropped, as a receiver's flow control would).
+struct QUICStreamReassembly {
+    static let window: UInt64 = 16 << 20
+    private(set) var contiguous: UInt64 = 0
+    private var waiting: [UInt64: [UInt8]] = [:]
+    private var finalSize: UInt64?
+
+    /// Whether every byte up to the FIN came.
+    var isFinished: Bool { finalSize == contiguous }
+
+    /// Adds a piece; returns the bytes that became contiguous.
+    mutating func add(offset: UInt64, data: [UInt8], fin: Bool) -> [UInt8] {
+        let end = offset + UInt64(data.count)
+        if fin { finalSize = end }
+        guard end > contiguous, offset <= contiguous + Self.window else { return [] }
+        if offset > contiguous {
+            if (waiting[offset]?.count ?? 0) < data.count { waiting[offset] = data }
+            return []
+        }
+        var fresh = Array(data.dropFirst(Int(contiguous - offset)))
+        contiguous = end
+        while let next = waiting.keys.filter({ $0 <= contiguous }).min() {
+            let piece = waiting.removeValue(forKey: next)!
+            let pieceEnd = next + UInt64(piece.count)
+            if pieceEnd > contiguous {
+                fresh += piece.dropFirst(Int(contiguous - next))
+                contiguous = pieceEnd
+            }
+        }
+        return fresh
+    }
+}
+
+/// Byte ranges a receiver acknowledged, merged; `prefix` is where the first gap starts.
+struct QUICRangeSet {
+    private(set) var ranges: [Range<UInt64>] = []
+
+    var prefix: UInt64 { ranges.first.map { $0.lowerBound == 0 ? $0.upperBound : 0 } ?? 0 }
+
+    mutating func insert(_ range: Range<UInt64>) {
+        guard !range.isEmpty else { return }
+        var merged = range
+        var kept: [Range<UInt64>] = []
+        for existing in ranges {
+            if existing.upperBound < merged.lowerBound || existing.lowerBound > merged.upperBound {
+                kept.append(existing)
+            } else {
+                merged = min(existing.lowerBound, merged.lowerBound)..<max(existing.upperBound, merged.upperBound)
+            }
+        }
+        kept.append(merged)
+        ranges = kept.sorted { $0.lowerBound < $1.lowerBound }
+    }
+}
+
+extension Side {
+    /// The index of a per-side array: the client's first.
+    fileprivate var quicSlot: Int { self == .client ? 0 : 1 }
+}
+
+/// How many datagrams passed on before their keys came a flow remembers.
+enum QUICDecoderLimits {
+    static let awaitingDatagrams = 256
+}
