@@ -112,21 +112,27 @@ struct QUICCaptureFixtureTests {
         }
     }
 
+    /// The stream events of the fixture's connection, opened with its key log; streams numbered from 101.
+    static func streamEvents(cacheBudget: Int = QUICStreamEvents.defaultCacheBudget) throws -> QUICStreamEvents {
+        var keys = KeyLog()
+        try keys.read(path: folder.appendingPathComponent("aioquic-lines.keys").path)
+        var nextID: ConnectionID = 100
+        return QUICStreamEvents(
+            secrets: { keys.secrets(for: $0) },
+            newID: {
+                nextID += 1
+                return nextID
+            },
+            cacheBudget: cacheBudget
+        )
+    }
+
     @Test(
         "as a flow's datagram events, each QUIC stream becomes a connection: its bytes read and written in order, acknowledged to the end, finished both ways"
     )
     func streamEvents() throws {
         let port = try #require(try Self.facts()["server_port"] as? Int)
-        var keys = KeyLog()
-        try keys.read(path: Self.folder.appendingPathComponent("aioquic-lines.keys").path)
-        var nextID: ConnectionID = 100
-        let adapter = QUICStreamEvents(
-            secrets: { keys.secrets(for: $0) },
-            newID: {
-                nextID += 1
-                return nextID
-            }
-        )
+        let adapter = try Self.streamEvents()
         let endpoints = ConnectionEndpoints(
             proxy: "capture",
             client: "127.0.0.1:1",
@@ -155,5 +161,29 @@ struct QUICCaptureFixtureTests {
                 #expect(events.contains { $0.kind == .closed(side, .fin) }, "\(side) finished stream \(id)")
             }
         }
+    }
+
+    @Test(
+        "datagrams read and never written (a fault dropped them) are kept within the budget, oldest dropped first; a late write of one dropped adds nothing"
+    )
+    func keptWithinBudget() throws {
+        let port = try #require(try Self.facts()["server_port"] as? Int)
+        let adapter = try Self.streamEvents(cacheBudget: 4096)
+        let endpoints = ConnectionEndpoints(proxy: "p", client: "c", listen: "l", proxyLocal: "c", server: "s")
+        _ = adapter.transform(TrafficEvent(time: 0, connection: 7, kind: .opened(endpoints)))
+        var fromClient: [[UInt8]] = []
+        var peak = 0
+        try CaptureDatagrams.read(path: Self.folder.appendingPathComponent("aioquic-lines.pcap").path) { datagram in
+            let from: Side = Int(datagram.destinationPort) == port ? .client : .server
+            if from == .client { fromClient.append(datagram.payload) }
+            // Only the server's datagrams are written on: the client's wait, as a fault's drops would leave them.
+            _ = adapter.transform(TrafficEvent(time: datagram.time, connection: 7, kind: .read(from, datagram.payload)))
+            if from == .server { _ = adapter.transform(TrafficEvent(time: datagram.time, connection: 7, kind: .written(.client, datagram.payload))) }
+            peak = max(peak, adapter.keptBytes)
+        }
+        #expect(peak <= 4096 && peak > 0, "kept \(peak) bytes at most")
+        // One of the client's stream datagrams mid-transfer, dropped from the cache long ago: written now, it adds nothing.
+        let late = adapter.transform(TrafficEvent(time: 1, connection: 7, kind: .written(.server, fromClient[fromClient.count / 2])))
+        #expect(late.isEmpty)
     }
 }

@@ -10,12 +10,14 @@ package import ChaosCore
 ///
 /// Events of other connections, and run-wide ones, pass through unchanged. Memory is bounded per flow: the packets
 /// whose stream bytes wait for an acknowledgement (the newest ``trackedPackets``) and the decoded datagrams waiting to
-/// be written (the newest ``cachedDatagrams``).
+/// be written (at most ``defaultCacheBudget`` bytes across flows, oldest dropped first: a datagram a fault dropped is never
+/// written).
 package final class QUICStreamEvents {
     /// The newest packets per sender whose stream bytes an ACK can still cover.
     static let trackedPackets = 16384
-    /// The newest datagrams read per flow that a write may still repeat.
-    static let cachedDatagrams = 4096
+    /// The bytes of datagrams read and not yet written (across flows) whose packets are kept for their write, by default.
+    static let defaultCacheBudget = 32 << 20
+    private let cacheBudget: Int
 
     private let secrets: QUICConnectionDecoder.SecretsLookup
     private let newID: () -> ConnectionID
@@ -27,13 +29,26 @@ package final class QUICStreamEvents {
     package var packetsUnopened: Int { unopened + flows.values.reduce(0) { $0 + $1.decoder.awaitingKeys } }
     package private(set) var firstProblems: [String] = []
     private var unopened = 0
+    /// The datagrams kept for their writes, oldest first (some already written and gone from their flow's cache), and
+    /// the bytes of those still kept.
+    private var cached: [(flow: ConnectionID, datagram: [UInt8])] = []
+    private var cachedBytes = 0
+    private var liveCached = 0
 
     /// `flows`: which connections are QUIC flows (the others pass through); `secrets` as for the decoder; `newID`
     /// numbers the streams' connections.
-    package init(secrets: @escaping QUICConnectionDecoder.SecretsLookup, newID: @escaping () -> ConnectionID) {
+    package init(
+        secrets: @escaping QUICConnectionDecoder.SecretsLookup,
+        newID: @escaping () -> ConnectionID,
+        cacheBudget: Int = QUICStreamEvents.defaultCacheBudget
+    ) {
         self.secrets = secrets
         self.newID = newID
+        self.cacheBudget = cacheBudget
     }
+
+    /// The bytes of datagrams kept for their writes now (at most the budget).
+    package var keptBytes: Int { cachedBytes }
 
     /// The events `event` stands for.
     package func transform(_ event: TrafficEvent) -> [TrafficEvent] {
@@ -41,7 +56,7 @@ package final class QUICStreamEvents {
         switch event.kind {
         case .opened(let endpoints):
             guard id != 0 else { return [event] }
-            flows[id] = QUICFlow(endpoints: endpoints, decoder: QUICConnectionDecoder(secrets: secrets))
+            flows[id] = QUICFlow(id: id, endpoints: endpoints, decoder: QUICConnectionDecoder(secrets: secrets))
             return []
         case .read(let side, let datagram):
             guard let flow = flows[id] else { return [event] }
@@ -70,9 +85,33 @@ package final class QUICStreamEvents {
         }
     }
 
+    /// Keeps the packets of `datagram` for its write (those that carry stream bytes), within ``cacheBudget``.
+    private func remember(_ datagram: [UInt8], packets: [QUICPacketRecord], flow: QUICFlow) {
+        guard flow.remember(datagram, packets: packets) else { return }
+        cached.append((flow.id, datagram))
+        cachedBytes += datagram.count
+        liveCached += 1
+        var dropped = 0
+        while cachedBytes > cacheBudget, dropped < cached.count {
+            let oldest = cached[dropped]
+            dropped += 1
+            if flows[oldest.flow]?.drop(oldest.datagram) == true {
+                cachedBytes -= oldest.datagram.count
+                liveCached -= 1
+            }
+        }
+        if dropped > 0 { cached.removeFirst(dropped) }
+        // Entries already written stay in the list until here: it is swept once they outnumber the kept ones.
+        if cached.count > 2 * liveCached + 1024 {
+            cached.removeAll { flows[$0.flow]?.keeps($0.datagram) != true }
+        }
+    }
+
     /// Forgets a flow; its packets still waiting for keys are unopened.
     private func forget(_ id: ConnectionID) {
         guard let flow = flows.removeValue(forKey: id) else { return }
+        cachedBytes -= flow.keptBytes
+        liveCached -= flow.keptCount
         if flow.decoder.awaitingKeys > 0 {
             unopened += flow.decoder.awaitingKeys
             if firstProblems.count < 5 { firstProblems.append("\(flow.decoder.awaitingKeys) packet(s) whose keys never came") }
@@ -86,7 +125,7 @@ package final class QUICStreamEvents {
         packetsOpened += packets.count
         self.unopened += unopened.count
         for problem in unopened where firstProblems.count < 5 { firstProblems.append(problem.description) }
-        flow.remember(datagram, packets: packets.filter { $0.lateFrom == nil })
+        remember(datagram, packets: packets.filter { $0.lateFrom == nil }, flow: flow)
         var events: [TrafficEvent] = []
         for packet in packets {
             // A packet that waited for its keys may be the other end's, and its datagram already passed on.
@@ -94,7 +133,7 @@ package final class QUICStreamEvents {
             let side: Side = sender == .client ? .client : .server
             defer {
                 if let late = packet.lateFrom {
-                    flow.remember(late, packets: [packet])
+                    remember(late, packets: [packet], flow: flow)
                     if let receiver = flow.passedOnUnrecalled(late) { events += written(late, to: receiver, flow: flow, time: time) }
                 }
             }
@@ -135,10 +174,12 @@ package final class QUICStreamEvents {
     // MARK: writes: what the proxy handed the receiver
 
     private func written(_ datagram: [UInt8], to side: Side, flow: QUICFlow, time: Int64) -> [TrafficEvent] {
-        guard let packets = flow.recalled(datagram) else {
+        guard let packets = flow.recall(datagram) else {
             flow.unrecalled(datagram, to: side)
             return []
         }
+        cachedBytes -= datagram.count
+        liveCached -= 1
         let sender: QUICSender = side == .client ? .server : .client
         var events: [TrafficEvent] = []
         for packet in packets {
@@ -154,16 +195,22 @@ package final class QUICStreamEvents {
 
 /// One QUIC flow: its decoder, its streams, the packets whose stream bytes await an ACK, and the datagrams it read.
 final class QUICFlow {
+    /// The flow's connection (the proxy's or the capture's).
+    let id: ConnectionID
     let endpoints: ConnectionEndpoints
     var decoder: QUICConnectionDecoder
     var streams: [UInt64: QUICStreamState] = [:]
     /// Per sender: packet number → the stream bytes it carried.
     private var inFlight: [QUICSender: [UInt64: [(stream: UInt64, range: Range<UInt64>)]]] = [.client: [:], .server: [:]]
     private var inFlightOrder: [QUICSender: [UInt64]] = [.client: [], .server: []]
+    /// Datagrams read whose packets carry stream bytes, until they are written (or dropped from the cache).
     private var recent: [[UInt8]: [QUICPacketRecord]] = [:]
-    private var recentOrder: [[UInt8]] = []
+    /// The bytes and count of those.
+    private(set) var keptBytes = 0
+    var keptCount: Int { recent.count }
 
-    init(endpoints: ConnectionEndpoints, decoder: QUICConnectionDecoder) {
+    init(id: ConnectionID, endpoints: ConnectionEndpoints, decoder: QUICConnectionDecoder) {
+        self.id = id
         self.endpoints = endpoints
         self.decoder = decoder
     }
@@ -219,14 +266,27 @@ final class QUICFlow {
         return events
     }
 
-    func remember(_ datagram: [UInt8], packets: [QUICPacketRecord]) {
-        guard packets.contains(where: { $0.frames.contains { if case .stream = $0 { true } else { false } } }) else { return }
-        if recent[datagram] == nil { recentOrder.append(datagram) }
+    /// Keeps `packets` (those that carry stream bytes) for the write of `datagram`; whether it is a new entry.
+    func remember(_ datagram: [UInt8], packets: [QUICPacketRecord]) -> Bool {
+        guard packets.contains(where: { $0.frames.contains { if case .stream = $0 { true } else { false } } }) else { return false }
+        let isNew = recent[datagram] == nil
         recent[datagram, default: []] += packets
-        if recentOrder.count > QUICStreamEvents.cachedDatagrams { recent[recentOrder.removeFirst()] = nil }
+        if isNew { keptBytes += datagram.count }
+        return isNew
     }
 
-    func recalled(_ datagram: [UInt8]) -> [QUICPacketRecord]? { recent[datagram] }
+    /// The packets of `datagram`, now written: forgotten (a copy written again, a duplicate, adds nothing).
+    func recall(_ datagram: [UInt8]) -> [QUICPacketRecord]? {
+        guard let packets = recent.removeValue(forKey: datagram) else { return nil }
+        keptBytes -= datagram.count
+        return packets
+    }
+
+    /// Drops a datagram kept too long (a fault dropped it: it is never written); whether it was kept.
+    func drop(_ datagram: [UInt8]) -> Bool { recall(datagram) != nil }
+
+    /// Whether `datagram` is kept.
+    func keeps(_ datagram: [UInt8]) -> Bool { recent[datagram] != nil }
 
     /// Datagrams passed on before any of their packets could be opened (their keys came later), by their receiver.
     private var passedOnEarly: [[UInt8]: Side] = [:]
