@@ -44,28 +44,10 @@ struct RecordCipher {
     }
 
     /// The IV XOR the sequence number, left-padded to 12 bytes.
-    private func xorNonce() -> [UInt8] {
-        var nonce = iv
-        withUnsafeBytes(of: sequence.bigEndian) { number in
-            for index in 0..<8 { nonce[4 + index] ^= number[index] }
-        }
-        return nonce
-    }
+    private func xorNonce() -> [UInt8] { CipherSuite.AEAD.nonce(iv: iv, number: sequence) }
 
     private func open(nonce: [UInt8], body: ArraySlice<UInt8>, aad: ArraySlice<UInt8>) throws -> [UInt8] {
-        let ciphertext = body.dropLast(16)
-        let tag = body.suffix(16)
-        do {
-            switch suite.aead {
-            case .aes128GCM, .aes256GCM:
-                let box = try AES.GCM.SealedBox(nonce: AES.GCM.Nonce(data: nonce), ciphertext: ciphertext, tag: tag)
-                return Array(try AES.GCM.open(box, using: key, authenticating: aad))
-            case .chaCha20Poly1305:
-                let box = try ChaChaPoly.SealedBox(nonce: ChaChaPoly.Nonce(data: nonce), ciphertext: ciphertext, tag: tag)
-                return Array(try ChaChaPoly.open(box, using: key, authenticating: aad))
-            }
-        } catch {
-            throw Failure.authentication
-        }
+        guard let opened = suite.aead.open(body, key: key, nonce: nonce, aad: aad) else { throw Failure.authentication }
+        return opened
     }
 }

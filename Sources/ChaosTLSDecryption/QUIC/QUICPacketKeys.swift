@@ -70,24 +70,9 @@ struct QUICPacketKeys: Sendable {
     /// Opens a payload sealed under packet number `number`, the unprotected header its associated data (RFC 9001 §5.3).
     func open(payload: ArraySlice<UInt8>, header: ArraySlice<UInt8>, number: UInt64) throws -> [UInt8] {
         guard payload.count >= 16 else { throw Failure.tooShort }
-        var nonce = iv
-        withUnsafeBytes(of: number.bigEndian) { bytes in
-            for index in 0..<8 { nonce[4 + index] ^= bytes[index] }
-        }
-        let ciphertext = payload.dropLast(16)
-        let tag = payload.suffix(16)
-        do {
-            switch suite.aead {
-            case .aes128GCM, .aes256GCM:
-                let box = try AES.GCM.SealedBox(nonce: AES.GCM.Nonce(data: nonce), ciphertext: ciphertext, tag: tag)
-                return Array(try AES.GCM.open(box, using: key, authenticating: header))
-            case .chaCha20Poly1305:
-                let box = try ChaChaPoly.SealedBox(nonce: ChaChaPoly.Nonce(data: nonce), ciphertext: ciphertext, tag: tag)
-                return Array(try ChaChaPoly.open(box, using: key, authenticating: header))
-            }
-        } catch {
-            throw Failure.authentication
-        }
+        let nonce = CipherSuite.AEAD.nonce(iv: iv, number: number)
+        guard let opened = suite.aead.open(payload, key: key, nonce: nonce, aad: header) else { throw Failure.authentication }
+        return opened
     }
 }
 
