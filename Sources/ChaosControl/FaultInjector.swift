@@ -383,6 +383,10 @@ package final class FaultInjector: Sendable {
                     if let newAddress, let address = proxy.changeSourceAddress(pool: newAddress) {
                         logger.info("handoff: new upstream connections come from \(address)", metadata: ["proxy.name": "\(proxy.name)"])
                     }
+                    // A UDP flow has no connection to reset: the phone's new network carries it on from a new
+                    // upstream-facing socket (from the new address, when given), and the server's answers to the old
+                    // one go nowhere; what survives that is QUIC's connection migration (a TCP proxy has no flows).
+                    _ = await proxy.rebindFlows(old)
                 }
                 if refused { await proxy.endRefusing() }
                 await proxy.removeShaping(key: ShapingKey(timeline: number, occurrence: occurrence.index))

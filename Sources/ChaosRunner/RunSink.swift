@@ -106,13 +106,15 @@ final class RunSink: TrafficEventSink {
     /// Bytes matter to the audit (with a protocol) and to consumers such as the capture writer.
     var recordsTraffic: Bool { audits || hasConsumers.load(ordering: .relaxed) }
 
-    /// With `transport: quic`: the QUIC packets opened so far, those that could not be, and the first reasons why
-    /// (`quic.*` in the report's `extra`); empty otherwise.
+    /// With `transport: quic`: the QUIC packets opened so far, those that could not be, and the first reasons why, and
+    /// what the connections' paths did (changes, migrations, the stall; ``QUICPathSummary/facts``): `quic.*` in the
+    /// report's `extra`; empty otherwise.
     var quicFacts: [String: String] {
         shared.state.withLock { state in
             guard let quic = state.quic else { return [:] }
             var facts = ["quic.packets_opened": "\(quic.packetsOpened)", "quic.packets_unopened": "\(quic.packetsUnopened)"]
             if !quic.firstProblems.isEmpty { facts["quic.problems"] = quic.firstProblems.joined(separator: "; ") }
+            facts.merge(quic.paths.facts) { $1 }
             return facts
         }
     }

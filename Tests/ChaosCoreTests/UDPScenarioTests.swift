@@ -92,3 +92,23 @@ extension UDPScenarioTests {
         #expect(refused.message.contains("acts on UDP datagrams") && refused.location?.line == 6, "\(refused)")
     }
 }
+
+extension UDPScenarioTests {
+    @Test("a handoff with new_address and a dead WiFi parses on a UDP proxy (its flows move to the new address); a slice there is still refused")
+    func handoffOnAUDPProxy() throws {
+        let yaml = Self.datagrams.replacingOccurrences(
+            of: "  - nat: {at: 16s, for: 10s, idle_timeout: 2s}",
+            with: "  - handoff: {at: 16s, dead_wifi: 2s, blackout: 500ms, from: wifi, to: lte, new_address: [127.0.0.2]}"
+        )
+        let scenario = try Scenario.parse(yaml: yaml, file: "d.yaml")
+        #expect(scenario.faults.map(\.kind) == [.loss, .latency, .handoff])
+        guard case .handoff(_, _, _, _, let deadWiFi, let newAddress) = scenario.faults[2].parameters else {
+            Issue.record("\(scenario.faults[2].parameters)")
+            return
+        }
+        #expect(newAddress == ["127.0.0.2"] && deadWiFi != nil)
+        let slice = yaml.replacingOccurrences(of: "  - handoff: {at: 16s", with: "  - slice: {at: 16s, for: 1s}\n  - handoff: {at: 17s")
+        let error = try #require(throws: ChaosError.self) { try Scenario.parse(yaml: slice, file: "d.yaml") }
+        #expect(error.message.contains("a slice fault acts on TCP connections"), "\(error.message)")
+    }
+}

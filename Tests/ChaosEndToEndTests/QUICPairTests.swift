@@ -3,7 +3,8 @@ import Testing
 
 /// A QUIC pair on PyPI's aioquic (Tests/Fixtures/pairs/quic_pair.py: newline JSON on a bidirectional stream each way,
 /// the clients writing their key log) through a `udp://` proxy of `chaos run` with `protocol: {transport: quic}`:
-/// loss, jitter, a partition and a NAT rebinding, which QUIC's retransmission and path migration survive. The audit
+/// loss, jitter, a partition, a NAT rebinding and a WiFi → LTE handoff to a new address, which QUIC's retransmission
+/// and connection migration survive. The audit
 /// opens every packet with the key log as the run goes, and its ok per stream equals what each end logged reading.
 @Suite("QUIC pair (aioquic): the live audit of QUIC streams equals the ends' logs", .serialized, .timeLimit(.minutes(3)))
 struct QUICPairTests {
@@ -33,14 +34,17 @@ struct QUICPairTests {
           - loss: {at: 1s, for: 2s, rate: 5%}
           - latency: {at: 3s, for: 1500ms, add: 20ms, jitter: 15ms}
           - partition: {at: 5s, for: 1s}
-          - rebind: {at: 7s}
+          - rebind: {at: 6800ms}
+          - handoff: {at: 7500ms, blackout: 400ms, from: wifi, to: lte, new_address: [127.0.0.2]}
         expect:
           lost: 0
           messages: 1500
         """
     }
 
-    @Test("loss, jitter, a partition and a rebinding: every stream's ok equals the logs, nothing lost, every packet opened")
+    @Test(
+        "loss, jitter, a partition, a rebinding and a handoff to a new address: every stream's ok equals the logs, nothing lost, every packet opened, the server's last reads from the new address"
+    )
     func auditEqualsLogs() async throws {
         let keys = FileManager.default.temporaryDirectory.appendingPathComponent("quic-keys-\(UUID().uuidString).log").path
         defer { try? FileManager.default.removeItem(atPath: keys) }
@@ -51,7 +55,26 @@ struct QUICPairTests {
         let extra = json["extra"] as? [String: Any] ?? [:]
         #expect(Int(extra["proxy.quic.datagrams_dropped.loss"] as? String ?? "") ?? 0 > 0, "the loss dropped packets: \(extra)")
         #expect(Int(extra["proxy.quic.datagrams_dropped.dead-path"] as? String ?? "") ?? 0 > 0, "the partition dropped packets")
-        #expect(Int(extra["proxy.quic.flows_rebound"] as? String ?? "") ?? 0 > 0, "the rebinding moved the flows: \(extra)")
+        // Two flows, each moved by the rebinding and again by the handoff.
+        #expect(Int(extra["proxy.quic.flows_rebound"] as? String ?? "") ?? 0 >= 4, "the rebinding and the handoff moved the flows: \(extra)")
+        // Each client sends for at least 8 s from its start (400 messages, 20 ms apart), past the handoff's end at 7.9 s:
+        // its last messages reach the server from the new address, on the same connection (aioquic validated the path).
+        let server = try String(contentsOfFile: "\(run.folder)/server.jsonl", encoding: .utf8).split(separator: "\n")
+        var lastPeer: [String: String] = [:]
+        for line in server {
+            guard let entry = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                let stream = entry["stream"] as? String, let peer = entry["peer"] as? String
+            else { continue }
+            lastPeer[stream] = peer
+        }
+        #expect(lastPeer == ["c1": "127.0.0.2", "c2": "127.0.0.2"], "where each stream's last message came from: \(lastPeer)")
+        // The report's verdict per connection: both paths changed twice, the server challenged each new path and the
+        // client answered, so both connections migrated, their streams stalled a while across the handoff's blackout.
+        #expect(extra["quic.paths_changed"] as? String == "2", "\(extra)")
+        #expect(extra["quic.migrated"] as? String == "2" && extra["quic.died_on_path_change"] as? String == "0", "\(extra)")
+        #expect(extra["quic.path_validations"] as? String == "4 of 4", "\(extra)")
+        #expect(Double(extra["quic.migration_stall_s"] as? String ?? "") ?? 0 > 0, "\(extra)")
+        #expect(extra["quic.finding"] == nil, "\(extra)")
         #expect(extra["quic.packets_unopened"] as? String == "0", "every packet opened: \(extra)")
     }
 }

@@ -128,3 +128,48 @@ struct ControlAPITests {
         }
     }
 }
+
+extension ControlAPITests {
+    @Test(
+        "POST /proxies with udp:// makes a UDP proxy that relays datagrams both ways and lists as udp://, an update keeps its transport; two schemes, TLS on UDP or an unknown scheme are 400"
+    )
+    func udpProxyThroughTheAPI() async throws {
+        let harness = try await ProxyHarness()
+        let api = ControlAPI(proxies: [], group: harness.group)
+        let address = try await api.start(host: "127.0.0.1", port: 0)
+        let apiPort = try #require(Int(address.split(separator: ":").last ?? ""))
+        let server = try UDPTestSocket()
+        try await offPool {
+            let (created, body) = try apiRequest(
+                apiPort,
+                "POST",
+                "/proxies",
+                body: #"{"name": "media", "upstream": "udp://127.0.0.1:\#(server.port)"}"#
+            )
+            #expect(created == 201, "\(body)")
+            let proxy = try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any]
+            let listen = proxy?["listen"] as? String ?? ""
+            #expect(listen.hasPrefix("udp://127.0.0.1:") && proxy?["upstream"] as? String == "udp://127.0.0.1:\(server.port)", "\(body)")
+            let port = try #require(Int(listen.split(separator: ":").last ?? ""))
+            let client = try UDPTestSocket()
+            client.send("up", to: port)
+            let up = server.receiveText()
+            #expect(up?.text == "up")
+            if let up { server.send("down", to: up.fromPort) }
+            #expect(client.receiveText()?.text == "down")
+            #expect(try apiRequest(apiPort, "GET", "/proxies/media").1.contains(#""listen":"udp://127.0.0.1:"#))
+            let (updated, updatedBody) = try apiRequest(apiPort, "POST", "/proxies/media", body: #"{"enabled": false}"#)
+            #expect(updated == 200 && updatedBody.contains(#""upstream":"udp://"#), "\(updatedBody)")
+            for (request, reason) in [
+                (#"{"name": "m2", "listen": "tcp://127.0.0.1:0", "upstream": "udp://127.0.0.1:9"}"#, "a proxy relays one transport"),
+                (#"{"name": "m3", "upstream": "udp://127.0.0.1:9", "tls": {"upstream": "insecure"}}"#, "a udp:// proxy carries no TLS"),
+                (#"{"name": "m4", "upstream": "sctp://127.0.0.1:9"}"#, "unknown scheme"),
+            ] {
+                let (status, answer) = try apiRequest(apiPort, "POST", "/proxies", body: request)
+                #expect(status == 400 && answer.contains(reason), "\(request): \(status) \(answer)")
+            }
+        }
+        await api.stop()
+        await harness.shutdown()
+    }
+}

@@ -65,6 +65,10 @@ struct FaultInjectorTests {
             note("source \(pool.first ?? "none")")
             return pool.first
         }
+        func rebindFlows(_ ids: [ConnectionID]?) async -> Int {
+            note("rebind \(ids.map { $0.map(String.init).joined(separator: ",") } ?? "all")")
+            return ids?.count ?? 3
+        }
     }
 
     static func timeline(_ faults: String, duration: String = "5s") throws -> Timeline {
@@ -103,7 +107,7 @@ struct FaultInjectorTests {
                 "1500 disconnect reset all",
                 "2000 refuse",
                 "3000 lift #1", "3000 accept", "3000 shape #5 handoff",
-                "3300 disconnect client-only 1,2,3", "3300 baseline lte", "3300 lift #5",
+                "3300 disconnect client-only 1,2,3", "3300 baseline lte", "3300 rebind 1,2,3", "3300 lift #5",
             ],
             "\(target.log)"
         )

@@ -1,3 +1,5 @@
+package import ChaosTLSDecryption
+
 /// What reading a capture found, beside the events.
 package struct CaptureStatistics: Hashable, Sendable {
     /// Packets read (after the filter).
@@ -47,6 +49,8 @@ package struct CaptureStatistics: Hashable, Sendable {
     package var quicPacketsOpened = 0
     package var quicPacketsUnopened = 0
     package var quicProblems: [String] = []
+    /// What the QUIC connections' paths did (changes, migrations, the stall).
+    package var quicPaths = QUICPathSummary()
 
     /// Empty statistics.
     package init() {}

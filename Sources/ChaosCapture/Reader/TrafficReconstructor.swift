@@ -1,4 +1,5 @@
 import ChaosCore
+import ChaosTLSDecryption
 
 /// Turns decoded TCP segments into the `TrafficEvent` stream: finds flows, decides client and
 /// server, reassembles each direction, pairs proxy legs, and queues events in `outbox`.
@@ -82,6 +83,7 @@ final class TrafficReconstructor {
         pendingClientLegs.removeAll()
         for flow in remaining { flow.count(into: &statistics) }
         flows.removeAll()
+        if let quic { statistics.quicPaths = quic.streams.paths }
     }
 
     private func startFlow(_ segment: DecodedSegment, key: FlowKey, time: Int64) throws -> TCPFlow? {

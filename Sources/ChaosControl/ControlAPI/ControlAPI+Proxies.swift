@@ -51,7 +51,8 @@ extension ControlAPI {
 
     static let proxyNotFound = APIResponse.error("proxy not found", status: .notFound)
 
-    /// The spec a body asks for, or Toxiproxy's 400. `listen` defaults to `127.0.0.1:0` (any free port).
+    /// The spec a body asks for, or Toxiproxy's 400. `listen` defaults to `127.0.0.1:0` (any free port). `udp://` on
+    /// `listen` or `upstream` (or both) makes a UDP proxy, as in a scenario; an address without a scheme takes the other's.
     static func spec(_ body: ProxyBody, at index: Int? = nil) -> Result<ProxySpec, APIResponseError> {
         let suffix = index.map { " at proxy \($0 + 1)" } ?? ""
         guard let name = body.name, !name.isEmpty else {
@@ -60,37 +61,38 @@ extension ControlAPI {
         guard let upstreamText = body.upstream, !upstreamText.isEmpty else {
             return .failure(APIResponseError(.error("missing required field: upstream\(suffix)", status: .badRequest)))
         }
-        var listenText = body.listen ?? ""
+        func badRequest(_ message: String) -> Result<ProxySpec, APIResponseError> {
+            .failure(APIResponseError(.error("bad request body: \(message)\(suffix)", status: .badRequest)))
+        }
+        guard let listenParts = Transport.split(body.listen ?? ""), let upstreamParts = Transport.split(upstreamText) else {
+            return badRequest("an unknown scheme in listen '\(body.listen ?? "")' or upstream '\(upstreamText)' (udp:// or tcp://, or none for TCP)")
+        }
+        let listenScheme = (body.listen ?? "").contains("://") ? listenParts.transport : nil
+        let upstreamScheme = upstreamText.contains("://") ? upstreamParts.transport : nil
+        if let listenScheme, let upstreamScheme, listenScheme != upstreamScheme {
+            return badRequest(
+                "upstream is \(upstreamScheme.rawValue) but listen is \(listenScheme.rawValue): a proxy relays one transport (write udp:// on both, or on one)"
+            )
+        }
+        let transport = listenScheme ?? upstreamScheme ?? .tcp
+        var listenText = listenParts.address
         if listenText.isEmpty { listenText = "127.0.0.1:0" }
         if listenText.hasPrefix(":") { listenText = "0.0.0.0" + listenText }
         guard let listen = HostPort(parsing: listenText) else {
-            return .failure(
-                APIResponseError(
-                    .error(
-                        "bad request body: listen must be HOST:PORT, found '\(listenText)'\(suffix)",
-                        status: .badRequest
-                    )
-                )
-            )
+            return badRequest("listen must be HOST:PORT, found '\(listenText)'")
         }
-        guard let upstream = HostPort(parsing: upstreamText), upstream.port > 0 else {
-            return .failure(
-                APIResponseError(
-                    .error(
-                        "bad request body: upstream must be HOST:PORT, found '\(upstreamText)'\(suffix)",
-                        status: .badRequest
-                    )
-                )
-            )
+        guard let upstream = HostPort(parsing: upstreamParts.address), upstream.port > 0 else {
+            return badRequest("upstream must be HOST:PORT, found '\(upstreamText)'")
         }
-        var spec = ProxySpec(name: name, listen: listen, upstream: upstream)
+        var spec = ProxySpec(name: name, listen: listen, upstream: upstream, transport: transport)
         if let tls = body.tls, tls != .bool(false) {
+            if transport == .udp { return badRequest("a udp:// proxy carries no TLS") }
             do {
                 spec.tls = try TLSSpec.parse(tls.jsonText, source: "tls")
             } catch let error as ChaosError {
-                return .failure(APIResponseError(.error("bad request body: \(error.message)\(suffix)", status: .badRequest)))
+                return badRequest(error.message)
             } catch {
-                return .failure(APIResponseError(.error("bad request body: tls: \(error)\(suffix)", status: .badRequest)))
+                return badRequest("tls: \(error)")
             }
         }
         return .success(spec)
@@ -150,11 +152,15 @@ extension ControlAPI {
         }
         // A client that sends the proxy back as it got it (Go's Save, toxiproxy-cli toggle) sends the bound address
         // as `listen`: that is no change (else the proxy would restart and reset its connections).
-        let listen = update.listen.flatMap { proxy.isBound(to: $0) ? nil : $0 } ?? "\(proxy.spec.listen)"
+        // Addresses without a scheme keep the proxy's transport.
+        func keepingTransport(_ address: String) -> String {
+            address.contains("://") ? address : proxy.spec.transport.prefix + address
+        }
+        let listen = update.listen.flatMap { proxy.isBound(to: $0) ? nil : $0 } ?? proxy.spec.listenText
         let merged = ProxyBody(
             name: name,
-            listen: listen,
-            upstream: update.upstream ?? "\(proxy.spec.upstream)",
+            listen: keepingTransport(listen),
+            upstream: keepingTransport(update.upstream ?? proxy.spec.upstreamText),
             enabled: update.enabled ?? proxy.enabled,
             tls: update.tls
         )
@@ -236,7 +242,7 @@ extension ControlAPI {
         var views: [ProxyView] = []
         for (spec, enabled) in specs {
             if let existing = state.withLock({ $0.proxies[spec.name] }) {
-                if existing.spec.upstream == spec.upstream, existing.spec.tls == spec.tls,
+                if existing.spec.upstream == spec.upstream, existing.spec.tls == spec.tls, existing.spec.transport == spec.transport,
                     existing.spec.listen == spec.listen || existing.isBound(to: "\(spec.listen)")
                 {
                     let update = await updateProxy(spec.name, body: enabled ? #"{"enabled":true}"# : #"{"enabled":false}"#)
@@ -256,9 +262,12 @@ extension ControlAPI {
 }
 
 extension ControlAPI.Managed {
-    /// Whether `listen` names the address this proxy is bound to (as `GET /proxies` shows it).
+    /// Whether `listen` names the address this proxy is bound to (as `GET /proxies` shows it, `udp://` before a UDP
+    /// proxy's).
     func isBound(to listen: String) -> Bool {
-        guard let bound = server.boundAddress, let asked = HostPort(parsing: listen) else { return false }
+        guard let bound = server.boundAddress, let parts = Transport.split(listen), parts.transport == spec.transport || !listen.contains("://"),
+            let asked = HostPort(parsing: parts.address)
+        else { return false }
         return asked.port == bound.port && "\(asked)" == bound.hostPort
     }
 }

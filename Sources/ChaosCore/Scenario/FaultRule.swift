@@ -64,10 +64,14 @@ package enum FaultKind: Sendable, Hashable {
     package static var scenarioKinds: [FaultKind] { coreKinds.filter { !$0.isToxicOnly } }
 
     /// Whether it acts on a UDP proxy's datagrams (drops, delays, holds, a NAT's or a radio's states, a refusal, the
-    /// pair's restart); a cut, a slice, a TLS handshake or a protocol's frames are TCP's.
+    /// pair's restart, a handoff's blackout and new address); a cut, a slice, a TLS handshake or a protocol's frames are
+    /// TCP's.
     package var actsOnDatagrams: Bool {
-        [.latency, .bandwidth, .partition, .stall, .link, .loss, .mtu, .radio, .nat, .refuse, .restart, .duplicate, .reorder, .rebind]
-            .contains(self)
+        [
+            .latency, .bandwidth, .partition, .stall, .link, .loss, .mtu, .radio, .nat, .refuse, .restart, .duplicate, .reorder,
+            .rebind, .handoff,
+        ]
+        .contains(self)
     }
 
     /// Whether it acts on datagrams only (a TCP connection never delivers twice or out of order).

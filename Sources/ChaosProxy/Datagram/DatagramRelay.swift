@@ -122,7 +122,11 @@ final class DatagramRelay: @unchecked Sendable {
                     )
                 }
             }
-        let binding = bootstrap.bind(host: address.protocol == .inet6 ? "::" : "0.0.0.0", port: 0)
+        // From the address a handoff's `new_address` gave the proxy (the phone's new network), when it is of the
+        // upstream's family; else from the system's choice.
+        let inet6 = address.protocol == .inet6
+        let source = server.sourceAddress.flatMap { $0.contains(":") == inet6 ? $0 : nil }
+        let binding = bootstrap.bind(host: source ?? (inet6 ? "::" : "0.0.0.0"), port: 0)
         binding.whenComplete { [self] result in
             switch result {
             case .success(let channel):

@@ -8,8 +8,9 @@ extension ProxyServer {
     var datagramRelay: DatagramRelay? { state.withLock { $0.datagram } }
 
     /// The given UDP flows (all when nil) continue from a new upstream-facing port, as after a NAT rebinding: the
-    /// server sees the flow's datagrams come from a new port, and its answers to the old one go nowhere. Returns how
-    /// many flows it reached (none on a TCP proxy).
+    /// server sees the flow's datagrams come from a new port (from the address a handoff's `new_address` gave the
+    /// proxy, when it did), and its answers to the old one go nowhere. Returns how many flows it reached (none on a TCP
+    /// proxy).
     package func rebindFlows(_ ids: [ConnectionID]?) async -> Int {
         guard let relay = datagramRelay else { return 0 }
         return (try? await relay.loop.submit { relay.rebind(ids) }.get()) ?? 0

@@ -29,6 +29,15 @@ package final class QUICStreamEvents {
     package var packetsUnopened: Int { unopened + flows.values.reduce(0) { $0 + $1.decoder.awaitingKeys } }
     package private(set) var firstProblems: [String] = []
     private var unopened = 0
+    /// What the paths of the flows already forgotten did.
+    private var finishedPaths = QUICPathSummary()
+
+    /// What the QUIC connections' paths did so far: changes, migrations, stalls (``QUICPathWatch``).
+    package var paths: QUICPathSummary {
+        var summary = finishedPaths
+        for flow in flows.values { summary.add(flow.path) }
+        return summary
+    }
     /// The datagrams kept for their writes, oldest first (some already written and gone from their flow's cache), and
     /// the bytes of those still kept.
     private var cached: [(flow: ConnectionID, datagram: [UInt8])] = []
@@ -110,6 +119,7 @@ package final class QUICStreamEvents {
     /// Forgets a flow; its packets still waiting for keys are unopened.
     private func forget(_ id: ConnectionID) {
         guard let flow = flows.removeValue(forKey: id) else { return }
+        finishedPaths.add(flow.path)
         cachedBytes -= flow.keptBytes
         liveCached -= flow.keptCount
         if flow.decoder.awaitingKeys > 0 {
@@ -131,6 +141,7 @@ package final class QUICStreamEvents {
             // A packet that waited for its keys may be the other end's, and its datagram already passed on.
             let sender = packet.sender
             let side: Side = sender == .client ? .client : .server
+            flow.path.read(packet, at: time)
             defer {
                 if let late = packet.lateFrom {
                     remember(late, packets: [packet], flow: flow)
@@ -186,7 +197,10 @@ package final class QUICStreamEvents {
             for case .stream(let streamID, let offset, let data, _) in packet.frames {
                 guard let stream = flow.streams[streamID] else { continue }
                 let fresh = stream.direction(from: sender).written.add(offset: offset, data: data, fin: false)
-                if !fresh.isEmpty { events.append(TrafficEvent(time: time, connection: stream.id, kind: .written(side, fresh))) }
+                if !fresh.isEmpty {
+                    flow.path.delivered(at: time)
+                    events.append(TrafficEvent(time: time, connection: stream.id, kind: .written(side, fresh)))
+                }
             }
         }
         return events
@@ -200,6 +214,8 @@ final class QUICFlow {
     let endpoints: ConnectionEndpoints
     var decoder: QUICConnectionDecoder
     var streams: [UInt64: QUICStreamState] = [:]
+    /// What its path did: changes, answers, the stall across them.
+    var path = QUICPathWatch()
     /// Per sender: packet number → the stream bytes it carried.
     private var inFlight: [QUICSender: [UInt64: [(stream: UInt64, range: Range<UInt64>)]]] = [.client: [:], .server: [:]]
     private var inFlightOrder: [QUICSender: [UInt64]] = [.client: [], .server: []]

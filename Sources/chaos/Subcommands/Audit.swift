@@ -87,6 +87,7 @@ struct Audit: AsyncParsableCommand {
                 extra["capture.quic_connections"] = "\(statistics.quicConnections)"
                 extra["capture.quic_packets_opened"] = "\(statistics.quicPacketsOpened)"
                 extra["capture.quic_packets_unopened"] = "\(statistics.quicPacketsUnopened)"
+                extra.merge(statistics.quicPaths.facts) { $1 }
             }
         }
         // What could not be decrypted was not audited: no verdict can vouch for it.

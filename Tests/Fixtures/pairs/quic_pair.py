@@ -5,7 +5,8 @@ it reads.
 
   quic_pair.py server --listen HOST:PORT --dir DIR [--log FILE] [--keylog FILE]
       Makes a CA and a certificate for 127.0.0.1 and localhost with trustme (DIR/ca.pem), then serves: every MSG read
-      on a stream is logged (--log, default DIR/server.jsonl: stream, dir "up", seq) and answered on the same stream with a MSG of
+      on a stream is logged (--log, default DIR/server.jsonl: stream, dir "up", seq, and the peer address the
+      connection's packets come from then) and answered on the same stream with a MSG of
       the server's own numbering for that stream (downstream). A stream the client finishes is finished back. Prints
       "listening" once it does.
   quic_pair.py client --connect HOST:PORT --ca DIR/ca.pem --log FILE [--keylog FILE] [--streams N] [--messages N]
@@ -74,7 +75,10 @@ class ServerProtocol(QuicConnectionProtocol):
         for message in lines.feed(event.data):
             if message.get("type") != "MSG":
                 continue
-            self.log.write(stream=message["stream"], dir="up", seq=message["seq"], conn=0)
+            # The address the connection's packets come from now: it changes when the client's path does (a
+            # rebinding, a handoff), and the connection lives on once the server validated the new path.
+            peer = self._quic.get_peer_address()
+            self.log.write(stream=message["stream"], dir="up", seq=message["seq"], conn=0, peer=peer[0] if peer else None)
             answer = {"type": "MSG", "stream": message["stream"], "seq": next_seq, "payload": "y" * 40}
             next_seq += 1
             out += (json.dumps(answer) + "\n").encode()
