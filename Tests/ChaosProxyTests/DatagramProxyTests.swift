@@ -4,6 +4,7 @@ import NIOCore
 import NIOPosix
 import Testing
 
+@testable import ChaosControl
 @testable import ChaosProxy
 
 /// A real UDP proxy on 127.0.0.1 (port 0) in front of a real UDP socket, with its event stream kept.
@@ -296,6 +297,82 @@ struct DatagramProxyTests {
         #expect(toOld == 0)
         #expect(toNew == "to the new port")
         #expect(harness.proxy.liveConnections.count == 1, "the same flow")
+        // Said in the events, for the QUIC path watch: the flow moved.
+        let moves = harness.events.all.filter { if case .path(.rebound) = $0.kind { true } else { false } }
+        #expect(moves.count == 1 && moves.first?.connection == harness.proxy.liveConnections.first)
+        try await harness.shutdown()
+    }
+
+    @Test(
+        "a handoff with new_address: in its blackout the flow's datagrams are dropped; after it the same flow reaches the server from the new address, and the server's answers to the old mapping go nowhere"
+    )
+    func handoffMovesTheFlowToTheNewAddress() async throws {
+        let harness = try await DatagramHarness()
+        let port = harness.port
+        let server = harness.server
+        let client = try UDPTestSocket()
+        let before = try await offPool { () -> (host: String, port: Int)? in
+            client.send("before", to: port)
+            return server.receiveTextWithAddress().map { ($0.host, $0.port) }
+        }
+        #expect(before?.host == "127.0.0.1")
+        let start = ChaosDuration(nanoseconds: harness.proxy.clock.now()) + .milliseconds(200)
+        let handoff = FaultOccurrence(
+            index: 0,
+            rule: 0,
+            at: start,
+            lasts: .milliseconds(1_500),
+            proxy: nil,
+            targets: .all,
+            seed: 1,
+            effect: .handoff(
+                from: LinkProfile.named("wifi")!,
+                to: LinkProfile.named("wifi")!,
+                blackout: .milliseconds(1_500),
+                linger: .zero,
+                newAddress: ["127.0.0.2"]
+            )
+        )
+        let injector = FaultInjector(
+            timeline: Timeline(seed: 1, duration: .seconds(Int64(10)), occurrences: [handoff]),
+            proxies: [harness.proxy],
+            clock: harness.proxy.clock,
+            sink: harness.events
+        )
+        let running = Task { await injector.run() }
+        try await waitUntil("the blackout began") { !injector.appliedSoFar.isEmpty }
+        // Sent in the blackout: dropped, unless the proxy (a niced test lane's, on a loaded machine) reads it only after
+        // the blackout ended, when it passes; the proxy's drop count says which.
+        try await offPool { client.send("in the blackout", to: port) }
+        // The handoff's end moves the flow first and lifts the blackout after (a datagram in between is still the
+        // blackout's): "after" is sent once the injector recorded the end, when both are done.
+        try await waitUntil("the handoff ended", seconds: 30) {
+            harness.events.all.contains { if case .faultEnded = $0.kind { true } else { false } }
+        }
+        #expect(harness.proxy.counters.flowsRebound == 1, "the flow moved")
+        let (after, blackoutPassed, toOld, toNew) = try await offPool {
+            client.send("after", to: port)
+            var after: (text: String, host: String, port: Int)?
+            var blackoutPassed = false
+            for _ in 0..<2 {
+                after = server.receiveTextWithAddress()
+                guard after?.text == "in the blackout" else { break }
+                blackoutPassed = true
+            }
+            if let before { server.send("to the old mapping", to: before.port, host: before.host) }
+            let toOld = client.drain(quiet: 0.3).count
+            client.setTimeout(2)
+            if let after { server.send("to the new mapping", to: after.port, host: after.host) }
+            return (after, blackoutPassed, toOld, client.receiveText()?.text)
+        }
+        #expect(after?.text == "after" && after?.host == "127.0.0.2", "the server sees the phone's new address: \(String(describing: after))")
+        #expect(toOld == 0)
+        #expect(toNew == "to the new mapping")
+        #expect(harness.proxy.liveConnections.count == 1, "the same flow")
+        let dropped = harness.proxy.counters.datagramsDropped[.deadPath, default: 0]
+        #expect(blackoutPassed == (dropped == 0), "what was sent in the blackout was dropped (\(dropped)) or, read after it, passed")
+        running.cancel()
+        _ = await running.value
         try await harness.shutdown()
     }
 

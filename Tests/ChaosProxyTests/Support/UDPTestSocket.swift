@@ -29,11 +29,11 @@ final class UDPTestSocket: @unchecked Sendable {
 
     deinit { Glibc.close(fd) }
 
-    private static func loopback(port: Int) -> sockaddr_in {
+    private static func loopback(port: Int, host: String = "127.0.0.1") -> sockaddr_in {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_addr.s_addr = inet_addr(host)
         return address
     }
 
@@ -52,9 +52,9 @@ final class UDPTestSocket: @unchecked Sendable {
         return Int(UInt16(bigEndian: address.sin_port))
     }
 
-    /// Sends one datagram to 127.0.0.1:`port`.
-    func send(_ bytes: [UInt8], to port: Int) {
-        var address = Self.loopback(port: port)
+    /// Sends one datagram to `host`:`port` (an IPv4 address on this machine; 127.0.0.1 by default).
+    func send(_ bytes: [UInt8], to port: Int, host: String = "127.0.0.1") {
+        var address = Self.loopback(port: port, host: host)
         _ = bytes.withUnsafeBytes { buffer in
             withUnsafePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
@@ -64,11 +64,11 @@ final class UDPTestSocket: @unchecked Sendable {
         }
     }
 
-    /// Sends `text` as one datagram to 127.0.0.1:`port`.
-    func send(_ text: String, to port: Int) { send(Array(text.utf8), to: port) }
+    /// Sends `text` as one datagram to `host`:`port`.
+    func send(_ text: String, to port: Int, host: String = "127.0.0.1") { send(Array(text.utf8), to: port, host: host) }
 
-    /// The next datagram and the port it came from; nil when none came within the timeout.
-    func receive() -> (bytes: [UInt8], fromPort: Int)? {
+    /// The next datagram and the address it came from; nil when none came within the timeout.
+    private func receiveWithAddress() -> (bytes: [UInt8], from: sockaddr_in)? {
         var buffer = [UInt8](repeating: 0, count: 65_536)
         var address = sockaddr_in()
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
@@ -78,7 +78,19 @@ final class UDPTestSocket: @unchecked Sendable {
             }
         }
         guard count >= 0 else { return nil }
-        return (Array(buffer[0..<count]), Int(UInt16(bigEndian: address.sin_port)))
+        return (Array(buffer[0..<count]), address)
+    }
+
+    /// The next datagram and the port it came from; nil when none came within the timeout.
+    func receive() -> (bytes: [UInt8], fromPort: Int)? {
+        receiveWithAddress().map { ($0.bytes, Int(UInt16(bigEndian: $0.from.sin_port))) }
+    }
+
+    /// The next datagram as text, with the IPv4 address and port it came from; nil when none came within the timeout.
+    func receiveTextWithAddress() -> (text: String, host: String, port: Int)? {
+        receiveWithAddress().map {
+            (String(decoding: $0.bytes, as: UTF8.self), String(cString: inet_ntoa($0.from.sin_addr)), Int(UInt16(bigEndian: $0.from.sin_port)))
+        }
     }
 
     /// The next datagram as text, with the port it came from.
