@@ -33,8 +33,8 @@ TESTS=.build/debug/chaosPackageTests.xctest
 PAIR_LANES=(
   "ShippedWebSocketScenarioTests FleetMergeTests MQTTTransportPairTests"
   "ShippedMobileDayScenarioTests ToxiproxyClientTests"
-  "TLSPairTests \.CaptureAuditTests"
-  "GRPCPairTests LoopbackCaptureTests"
+  "TLSPairTests \.CaptureAuditTests QUICNoMigrationPairTests"
+  "GRPCPairTests LoopbackCaptureTests QUICHTTP3PairTests"
   "ShippedGRPCScenarioTests AuditBackpressureTests MQTTRetainedPairTests"
   "TLSCaptureAuditTests SocketIORoomPairTests"
   "WebSocketPairTests MobilePathPairTests DeliveredMeansAcknowledgedTests LivePageTests"

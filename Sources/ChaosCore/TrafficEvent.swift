@@ -78,6 +78,9 @@ package struct TrafficEvent: Hashable, Sendable {
         case natExpired(idleTimeout: Int64, idleFor: Int64)
         /// A piece travelling `direction` was lost and arrives `delay` nanoseconds late (its retransmission timeouts).
         case retransmission(Direction, delay: Int64)
+        /// A UDP flow continues from a new upstream-facing socket (a `rebind`, a `handoff`): the server sees its peer
+        /// at a new address, which a QUIC connection's path watch judges.
+        case rebound
     }
 
     /// How one leg of a connection ended.

@@ -144,7 +144,7 @@ struct SSEAuditTests {
         }
         #expect(
             refused.message.contains(
-                "query:NAME names a query parameter of the request that opened the stream; it needs framing websocket, sse, socketio or auto"
+                "query:NAME names a query parameter of the request that opened the stream; it needs framing websocket, sse, socketio, http3 or auto"
             )
         )
     }

@@ -92,14 +92,14 @@ struct ProtocolParsingTests {
         arguments: [
             (
                 "  framing: lines\n  stream: query:s", "7:11",
-                "query:NAME names a query parameter of the request that opened the stream; it needs framing websocket, sse, socketio or auto"
+                "query:NAME names a query parameter of the request that opened the stream; it needs framing websocket, sse, socketio, http3 or auto"
             ),
             ("  framing: websocket\n  stream: \"header:\"", "7:11", "protocol.stream header: needs a name after 'header:'"),
             ("  framing: websocket\n  max_message: 1GB2", "7:16", "protocol.max_message must be a size from 1KB to 1GB"),
             ("  framing: websocket\n  downstream: {sequence: n}", "7:16", "unknown key 'sequence' in protocol.downstream"),
             (
                 "  framing: grpc\n  stream: query:s", "7:11",
-                "query:NAME names a query parameter of the request that opened the stream; it needs framing websocket, sse, socketio or auto"
+                "query:NAME names a query parameter of the request that opened the stream; it needs framing websocket, sse, socketio, http3 or auto"
             ),
             ("  framing: websocket\n  methods: [/a.B/C]", "7:12", "protocol.methods is for framing grpc"),
             ("  framing: grpc\n  methods: [Race]", "7:13", "protocol.methods: 'Race' is not an RPC path like /package.Service/Method"),
@@ -141,7 +141,11 @@ struct ProtocolParsingTests {
             ("  framing: length-prefixed\n  length_offset: -9", "7:18", "protocol.length_offset must be within -8...8, found -9"),
             (
                 "  framing: amqp", "6:12",
-                "protocol.framing must be one of lines, length-prefixed, websocket, grpc, sse, mqtt, socketio, datagram, auto, found 'amqp'"
+                "protocol.framing must be one of lines, length-prefixed, websocket, grpc, sse, mqtt, socketio, datagram, http3, auto, found 'amqp'"
+            ),
+            (
+                "  framing: http3", "6:12",
+                "protocol.framing http3 reads HTTP/3 on QUIC streams: it needs protocol.transport: quic, with protocol.keylog and a udp:// proxy"
             ),
             (
                 "  framing: sse\n  format: protobuf", "7:11",

@@ -158,7 +158,7 @@ struct BadInputCommandTests {
         arguments: [
             (
                 ["--framing", "amqp"],
-                "--framing must be one of lines, length-prefixed, websocket, grpc, sse, mqtt, socketio, datagram, auto, found 'amqp'"
+                "--framing must be one of lines, length-prefixed, websocket, grpc, sse, mqtt, socketio, datagram, http3, auto, found 'amqp'"
             ),
             (["--framing", "length-prefixed", "--length-bytes", "3"], "--framing length-prefixed: --length-bytes must be 1, 2 or 4, found 3"),
             (["--framing", "datagram"], "framing datagram reads a udp:// proxy's datagrams; chaos audit reads TCP captures"),

@@ -82,4 +82,48 @@ struct QUICPathWatchTests {
         #expect(summary.facts["quic.finding"]?.hasPrefix("3 of 3 QUIC connection(s) died when their path changed") == true)
         #expect(QUICPathSummary().facts.isEmpty, "nothing to say when no path changed")
     }
+
+    @Test(
+        "the proxy's own move begins an episode at the client's next packet: validated, a migration; never challenged while the client went on sending, a death; a connection that went quiet at once, undecided"
+    )
+    func reboundEpisodes() {
+        let ms: Int64 = 1_000_000
+        let data = Self.packet(.client, [.stream(id: 0, offset: 0, data: [1], fin: false)])
+        // Validated: the server challenges the client's new address, the client answers.
+        var migrated = QUICPathWatch()
+        migrated.delivered(at: 900 * ms)
+        migrated.rebound()
+        migrated.read(Self.packet(.server, [.ack(ranges: [0...1], delay: 0, ecn: nil)]), at: 950 * ms)  // the server's, not the new path's
+        migrated.read(data, at: 1000 * ms)
+        migrated.delivered(at: 1010 * ms)
+        migrated.read(Self.packet(.server, [.pathChallenge(Self.challenge)]), at: 1020 * ms)
+        migrated.read(Self.packet(.client, [.pathResponse(Self.challenge)]), at: 1030 * ms)
+        #expect(migrated.episodes == 1 && migrated.validated == 1, "the challenge joins the episode the move began")
+        #expect(migrated.verdict == (changed: true, migrated: true))
+        #expect(migrated.longestStall == 110 * ms, "the gap across the new path's first packet")
+
+        // Never challenged: the server dropped the packets from the new address; the client sent on until its idle timeout.
+        var dropped = QUICPathWatch()
+        dropped.rebound()
+        for time in stride(from: 1000 * ms, through: 3000 * ms, by: Int(100 * ms)) { dropped.read(data, at: time) }
+        #expect(dropped.verdict == (changed: true, migrated: false))
+
+        // Moved, then nothing more for long: undecided, not judged.
+        var quiet = QUICPathWatch()
+        quiet.rebound()
+        quiet.read(data, at: 1000 * ms)
+        quiet.read(data, at: 1200 * ms)
+        #expect(quiet.episodes == 1 && quiet.judgedEpisodes == 0 && quiet.verdict == (changed: false, migrated: false))
+        // Moved with no packet after: no episode at all.
+        var idle = QUICPathWatch()
+        idle.rebound()
+        idle.read(Self.packet(.server, [.ack(ranges: [0...1], delay: 0, ecn: nil)]), at: 5000 * ms)
+        #expect(idle.episodes == 0)
+
+        var summary = QUICPathSummary()
+        for watch in [migrated, dropped, quiet, idle] { summary.add(watch) }
+        #expect(summary.changed == 2 && summary.migrated == 1 && summary.died == 1)
+        #expect(summary.facts["quic.path_validations"] == "1 of 2")
+        #expect(summary.facts["quic.finding"]?.contains("none sent: the server dropped the packets from the new address") == true)
+    }
 }

@@ -57,6 +57,8 @@ struct PathTracker {
     }
 
     mutating func path(_ event: TrafficEvent.PathEvent, on id: ConnectionID, at time: Int64) {
+        // A flow's move is the QUIC path watch's (a datagram flow has no connection to follow).
+        if event == .rebound { return }
         seenPathEvent = true
         watching = true
         var connection = live[id] ?? Live(lastByte: time)
@@ -78,6 +80,8 @@ struct PathTracker {
             record.retransmissionStallS += Double(delay) / 1e9
             summary.retransmissions += 1
             summary.retransmissionStallS += Double(delay) / 1e9
+        case .rebound:
+            break
         }
         connection.record = record
         live[id] = connection

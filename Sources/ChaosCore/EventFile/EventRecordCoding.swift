@@ -117,6 +117,9 @@ package enum EventRecordCoding {
             writer.byte(3)
             writer.byte(direction == .upstream ? 0 : 1)
             writer.int(delay)
+        case .path(.rebound):
+            head(11)
+            writer.byte(4)
         case .tls(.negotiated(let alpn, let version, let suite)):
             head(12)
             writer.byte(1)
@@ -156,6 +159,7 @@ package enum EventRecordCoding {
             case 3:
                 let direction: Direction = try reader.byte() == 0 ? .upstream : .downstream
                 return .path(.retransmission(direction, delay: try reader.int()))
+            case 4: return .path(.rebound)
             case let other: throw Malformed(reason: "an unknown path event \(other)")
             }
         case 12:

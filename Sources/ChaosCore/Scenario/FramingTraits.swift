@@ -35,6 +35,8 @@ package protocol FramingTraits: Sendable {
     static func listOptionProblem(_ key: String, _ item: String) -> String?
     /// Whether it reads messages by the boundaries of UDP datagrams (only `udp://` proxies keep them).
     static var readsDatagrams: Bool { get }
+    /// Whether it reads the streams of QUIC connections only (HTTP/3): `protocol.transport: quic` is then required.
+    static var readsQUICStreams: Bool { get }
 }
 
 extension FramingTraits {
@@ -54,6 +56,7 @@ extension FramingTraits {
     package static var listOptionKeys: [String] { [] }
     package static func listOptionProblem(_ key: String, _ item: String) -> String? { nil }
     package static var readsDatagrams: Bool { false }
+    package static var readsQUICStreams: Bool { false }
 
     /// A framing with no options of its own: `options` must be empty.
     package static func framing(options: [String: Int]) throws -> ProtocolSpec.Framing {

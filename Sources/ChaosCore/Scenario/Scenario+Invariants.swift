@@ -42,6 +42,9 @@ extension Scenario {
             if framings.traits(named: spec.framing.name)?.readsDatagrams == true, let tcp = proxies.first(where: { $0.transport == .tcp }) {
                 throw bad("protocol.framing \(spec.framing.name) reads UDP datagrams, but proxy '\(tcp.name)' relays TCP (listen: udp://…)")
             }
+            if framings.traits(named: spec.framing.name)?.readsQUICStreams == true, spec.transport != .quic {
+                throw bad("protocol.framing \(spec.framing.name) reads HTTP/3 on QUIC streams: it needs protocol.transport quic")
+            }
             if spec.transport == .quic {
                 if spec.keylog == nil { throw bad("protocol.transport quic needs protocol.keylog") }
                 if let tcp = proxies.first(where: { $0.transport == .tcp }) {

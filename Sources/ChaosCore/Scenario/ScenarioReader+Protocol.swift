@@ -86,6 +86,11 @@ extension ScenarioReader {
                 throw transportValue.error("protocol.transport quic reads QUIC streams; framing \(framingName) reads whole datagrams")
             }
         }
+        if traits.readsQUICStreams, spec.transport != .quic {
+            throw try map.required("framing").error(
+                "protocol.framing \(framingName) reads HTTP/3 on QUIC streams: it needs protocol.transport: quic, with protocol.keylog and a udp:// proxy"
+            )
+        }
         try checkNumberPaths(spec, map: map, at: value)
         return spec
     }

@@ -12,6 +12,7 @@ package enum ProtocolRegistry {
         MQTTProtocol.self,
         SocketIOProtocol.self,
         DatagramProtocol.self,
+        HTTP3Protocol.self,
         AutoProtocol.self,
     ]
 

@@ -139,6 +139,7 @@ final class DatagramRelay: @unchecked Sendable {
                     flow.upstream = channel
                     old.close(promise: nil)
                     server.counters.flowRebound()
+                    server.sink?.record(TrafficEvent(time: server.clock.now(), connection: flow.id, kind: .path(.rebound)))
                     return
                 }
                 flow.upstream = channel

@@ -6,6 +6,12 @@
 /// packets on the new path come before the challenge they provoke, so that gap is the longest of those that ended
 /// shortly before the challenge (within ``newPathLead``, among the last ``recentGapLimit``), or, when none did, the one
 /// that spans it.
+///
+/// A live proxy also says when it moved the flow itself (a `rebind`, a `handoff`: ``rebound()``): the client's next
+/// packet is the first on the new path, and an episode begins there whether or not a challenge follows, so a server
+/// that never validates the new path (one behind a load balancer that routes by address, which drops the packets) is
+/// a connection that died on the change, not one whose path never changed. Such an episode is judged once the
+/// connection's packets went on for ``decisionWindow`` after it began (a connection that went quiet at once says nothing).
 struct QUICPathWatch {
     /// The most unanswered challenges remembered (an end sends a few per path, RFC 9000 §8.2.1).
     static let challengeLimit = 16
@@ -13,6 +19,9 @@ struct QUICPathWatch {
     static let newPathLead: Int64 = 300_000_000
     /// The most recent gaps between deliveries remembered.
     static let recentGapLimit = 64
+    /// How long packets must go on after an episode the proxy's move began before it is judged (about three of a
+    /// loopback or LAN path's probe timeouts, and well under any QUIC idle timeout).
+    static let decisionWindow: Int64 = 1_000_000_000
 
     /// Challenges not answered yet: their data, by the end that sent them.
     private var unanswered: [[UInt8]: QUICSender] = [:]
@@ -30,15 +39,36 @@ struct QUICPathWatch {
     private var recentGaps: [(end: Int64, gap: Int64)] = []
     /// The longest gap in stream bytes passed on across an episode (nanoseconds).
     private(set) var longestStall: Int64 = 0
+    /// The proxy moved the flow and the client has sent nothing since: its next packet begins an episode.
+    private var reboundPending = false
+    /// Whether the episode waiting began at the proxy's move (not at a challenge).
+    private var waitingFromRebound = false
+    /// When the last packet was read.
+    private var lastRead: Int64 = 0
+
+    /// The proxy moved the flow to a new upstream-facing socket (a `rebind`, a `handoff`).
+    mutating func rebound() { reboundPending = true }
 
     /// A packet read from its sender at `time`.
     mutating func read(_ packet: QUICPacketRecord, at time: Int64) {
+        lastRead = max(lastRead, time)
+        if reboundPending, packet.sender == .client {
+            // The first packet on the new path: the stall is the gap in deliveries that spans it.
+            reboundPending = false
+            if waitingSince == nil {
+                episodes += 1
+                waitingSince = time
+                waitingFromRebound = true
+                unmeasuredEpisode = time
+            }
+        }
         for frame in packet.frames {
             switch frame {
             case .pathChallenge(let data):
                 if waitingSince == nil {
                     episodes += 1
                     waitingSince = time
+                    waitingFromRebound = false
                     let ended = recentGaps.filter { time - $0.end <= Self.newPathLead }.map(\.gap).max()
                     if let ended {
                         // The new path's first packets were passed on just before: the stall ended there.
@@ -77,9 +107,17 @@ struct QUICPathWatch {
         lastDelivery = time
     }
 
+    /// The episodes judged: all but one the proxy's move began that still waits, when the connection's packets stopped
+    /// within ``decisionWindow`` of its start.
+    var judgedEpisodes: Int {
+        guard let since = waitingSince, waitingFromRebound, lastRead - since < Self.decisionWindow else { return episodes }
+        return episodes - 1
+    }
+
     /// Whether its path changed, and then whether the connection migrated (every change answered, none closed on).
     var verdict: (changed: Bool, migrated: Bool) {
-        (episodes > 0, episodes > 0 && validated == episodes && !closedOnChange)
+        let judged = judgedEpisodes
+        return (judged > 0, judged > 0 && validated == judged && !closedOnChange)
     }
 }
 
@@ -107,7 +145,7 @@ package struct QUICPathSummary: Hashable, Sendable {
         guard verdict.changed else { return }
         changed += 1
         if verdict.migrated { migrated += 1 }
-        changes += watch.episodes
+        changes += watch.judgedEpisodes
         validations += watch.validated
         longestStall = max(longestStall, watch.longestStall)
     }
@@ -127,7 +165,8 @@ package struct QUICPathSummary: Hashable, Sendable {
         if died > 0 {
             facts["quic.finding"] =
                 "\(died) of \(changed) QUIC connection(s) died when their path changed (a rebinding or a handoff): "
-                + "closed, or the new path's PATH_CHALLENGE never answered, where connection migration (RFC 9000 §9) carries a connection on"
+                + "closed, or the new path never validated (its PATH_CHALLENGE unanswered, or none sent: the server dropped the packets "
+                + "from the new address), where connection migration (RFC 9000 §9) carries a connection on"
         }
         return facts
     }

@@ -86,8 +86,13 @@ package final class QUICStreamEvents {
                 forget(id)
             }
             return events
-        case .path:
+        case .path(let pathEvent):
             guard let flow = flows[id] else { return [event] }
+            if pathEvent == .rebound {
+                // The proxy moved the flow: the connection's path changed, which its path watch judges.
+                flow.path.rebound()
+                return []
+            }
             return flow.streams.values.map { TrafficEvent(time: event.time, connection: $0.id, kind: event.kind) }
         default:
             return [event]

@@ -7,7 +7,7 @@ import Testing
 struct ProtocolRegistryTests {
     @Test("each plug-in is found by its name, reads the framing it makes, and no other plug-in reads it")
     func namesAndFramings() throws {
-        #expect(ProtocolRegistry.names == ["lines", "length-prefixed", "websocket", "grpc", "sse", "mqtt", "socketio", "datagram", "auto"])
+        #expect(ProtocolRegistry.names == ["lines", "length-prefixed", "websocket", "grpc", "sse", "mqtt", "socketio", "datagram", "http3", "auto"])
         for plugin in ProtocolRegistry.plugins {
             #expect(ProtocolRegistry.plugin(named: plugin.name)?.name == plugin.name)
             let framing = try plugin.framing(options: [:])
@@ -17,6 +17,8 @@ struct ProtocolRegistryTests {
         #expect(ProtocolRegistry.plugin(named: "amqp") == nil)
         #expect(GRPCProtocol.defaultFormat == .protobuf && GRPCProtocol.defaultStream == "rpc" && GRPCProtocol.hasRPCs)
         #expect(WebSocketProtocol.defaultFormat == .json && !WebSocketProtocol.hasRPCs)
+        #expect(HTTP3Protocol.readsQUICStreams && ProtocolRegistry.plugins.filter { $0.readsQUICStreams }.map { $0.name } == ["http3"])
+        #expect(ProtocolRegistry.plugin(named: "h3")?.name == "http3")
     }
 
     @Test("a plug-in's options: length-prefixed takes length_bytes 1, 2 or 4 and length_offset -8...8; the others take none")

@@ -7,8 +7,9 @@ end's log says it read.
 Regenerate (as root: tcpdump captures; needs tcpdump, tshark, trustme, and aioquic in ~/.cache/chaos-peers/aioquic,
 which `make deps` installs):
 
-    python3 Tests/Fixtures/captures/make_quic_captures.py        # into Tests/Fixtures/captures/quic/
-    python3 Tests/Fixtures/captures/make_quic_captures.py DIR    # elsewhere
+    python3 Tests/Fixtures/captures/make_quic_captures.py                # into Tests/Fixtures/captures/quic/
+    python3 Tests/Fixtures/captures/make_quic_captures.py DIR            # elsewhere
+    python3 Tests/Fixtures/captures/make_quic_captures.py --http3 [DIR]  # the same messages over HTTP/3: aioquic-http3.*
 
 Every run makes new keys, connection IDs and timestamps, so the files change byte for byte.
 
@@ -20,6 +21,9 @@ It gives three files:
   aioquic-lines.json  the server port, the cipher suite, and per direction ("upstream" client->server, "downstream"):
                       the datagrams, the packets tshark saw and decrypted with the key log, its STREAM frames (types
                       0x08-0x0f) and their data bytes, and per stream name the seqs the receiving end's log read
+
+With --http3 the pair speaks HTTP/3 (quic_pair.py --http3: each stream a POST /lines?stream=NAME whose NDJSON body the
+client streams and whose response body the server streams back), and the files are aioquic-http3.pcap, .keys, .json.
 
 The generator checks before keeping the files: tshark must decrypt every packet of both directions, and the seqs each
 end read must be 1…30 on both streams.
@@ -86,11 +90,16 @@ def tshark_counts(pcap, keys, port):
 
 
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "quic")
+    arguments = sys.argv[1:]
+    http3 = "--http3" in arguments
+    arguments = [a for a in arguments if a != "--http3"]
+    out = arguments[0] if arguments else os.path.join(HERE, "quic")
+    name = "aioquic-http3" if http3 else "aioquic-lines"
+    mode = ["--http3"] if http3 else []
     os.makedirs(out, exist_ok=True)
     port = free_udp_port()
     work = tempfile.mkdtemp(prefix="quic-fixture-")
-    pcap, keys = os.path.join(out, "aioquic-lines.pcap"), os.path.join(out, "aioquic-lines.keys")
+    pcap, keys = os.path.join(out, f"{name}.pcap"), os.path.join(out, f"{name}.keys")
     for path in (pcap, keys):
         if os.path.exists(path):
             os.remove(path)
@@ -98,14 +107,14 @@ def main():
     dump = subprocess.Popen(["tcpdump", "-i", "lo", "-U", "-w", pcap, f"udp port {port}"], stderr=subprocess.PIPE, text=True)
     dump.stderr.readline()  # "listening on lo…"
     server = subprocess.Popen(
-        [sys.executable, PAIR, "server", "--listen", f"127.0.0.1:{port}", "--dir", work, "--keylog", os.path.join(work, "server.keys")],
+        [sys.executable, PAIR, "server", *mode, "--listen", f"127.0.0.1:{port}", "--dir", work, "--keylog", os.path.join(work, "server.keys")],
         stdout=subprocess.PIPE, text=True, env=env,
     )
     try:
         assert server.stdout.readline().strip() == "listening"
         client_log = os.path.join(work, "client.jsonl")
         status = subprocess.run(
-            [sys.executable, PAIR, "client", "--connect", f"127.0.0.1:{port}", "--ca", os.path.join(work, "ca.pem"), "--log", client_log,
+            [sys.executable, PAIR, "client", *mode, "--connect", f"127.0.0.1:{port}", "--ca", os.path.join(work, "ca.pem"), "--log", client_log,
              "--keylog", keys, "--streams", str(STREAMS), "--messages", str(MESSAGES), "--interval", "0.005"],
             env=env, timeout=60,
         ).returncode
@@ -126,7 +135,7 @@ def main():
     counts["upstream"]["seqs_read"] = up
     counts["downstream"]["seqs_read"] = down
     facts = {"server_port": port, "cipher_suite": suite, "streams": STREAMS, "messages": MESSAGES, **counts}
-    with open(os.path.join(out, "aioquic-lines.json"), "w") as file:
+    with open(os.path.join(out, f"{name}.json"), "w") as file:
         json.dump(facts, file, indent=1, sort_keys=True)
         file.write("\n")
     print(json.dumps({k: v for k, v in facts.items() if k not in ("upstream", "downstream")}), counts["upstream"]["stream_frames"],
