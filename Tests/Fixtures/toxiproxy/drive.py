@@ -278,7 +278,11 @@ def faults(chaos):
     base = min(round_trip(client) for _ in range(3))
     added = requests.post(chaos.url + "/faults", data=json.dumps({"latency": {"add": "200ms", "direction": "downstream"}}))
     check(added.status_code == 201, "POST /faults on the same port: 201")
-    check(round_trip(client) - base >= 0.195, "chaos's own fault applies")
+    slow = round_trip(client)
+    say("round trip %.4f s without, %.4f s with chaos's own 200 ms downstream latency" % (base, slow))
+    # A lower bound only, as for the latency toxic: the fault holds every byte at least 200 ms whatever the load;
+    # subtracting the base round trip (itself slow under a CPU hog) failed a correct run (s54ch2).
+    check(slow >= 0.200, "chaos's own fault applies: at least the latency, %.4f s" % slow)
     check(requests.delete(chaos.url + "/faults/%d" % added.json()["id"]).status_code == 200, "DELETE /faults/N")
 
 
