@@ -174,11 +174,13 @@ struct RelayStateMachine: Sendable {
     mutating func failed(_ side: Side, reset: Bool) -> [Action] {
         guard phase == .relaying, !leg(side).closed else { return [] }
         var actions = recordPendingCut(side) + record(side, reset ? .reset : .error)
-        // A peer that answers a FIN cut with a RST closed its socket with bytes unread: its reset is recorded after
-        // the cut, as a capture of the leg sees it, so that the audit knows its application may never have read what
+        // A peer that answers with a RST after a FIN (a FIN cut's, or its own: its socket closed, and what the proxy
+        // wrote to it since met no reader) closed its socket with bytes unread: its reset is recorded after that
+        // close, as a capture of the leg sees it, so that the audit knows its application may never have read what
         // its TCP took (a grpcio server a CPU hog had slowed, in a fresh-clone run, never read 30 messages it had
-        // taken, and their resend counted as redelivered).
-        if reset, leg(side).endedByFINCut { actions.append(.recordClose(side, .reset, beforeReset: false)) }
+        // taken, and their resend counted as redelivered; s55q2: a grpcio server that sent GOAWAY and its FIN as a
+        // partition began had taken messages it never read, and answered the bytes held for it with a RST).
+        if reset, leg(side).endedByFINCut || leg(side).receivedFIN { actions.append(.recordClose(side, .reset, beforeReset: false)) }
         actions += close(side)
         let passOn = !isCut
         isCut = true
