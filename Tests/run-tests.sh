@@ -32,15 +32,15 @@ TESTS=.build/debug/chaosPackageTests.xctest
 # The unit lane (the unit suites and the fuzz corpus replay, niced) takes about as long as the longest pair lane.
 PAIR_LANES=(
   "ShippedWebSocketScenarioTests FleetMergeTests MQTTTransportPairTests"
-  "ShippedMobileDayScenarioTests ToxiproxyClientTests"
+  "ShippedMobileDayScenarioTests ToxiproxyClientTests QUICPairTests"
   "TLSPairTests \.CaptureAuditTests QUICNoMigrationPairTests"
   "GRPCPairTests LoopbackCaptureTests QUICHTTP3PairTests"
-  "ShippedGRPCScenarioTests AuditBackpressureTests MQTTRetainedPairTests"
+  "ShippedGRPCScenarioTests AuditBackpressureTests MQTTRetainedPairTests DeliveredMeansAcknowledgedTests"
   "TLSCaptureAuditTests SocketIORoomPairTests"
-  "WebSocketPairTests MobilePathPairTests DeliveredMeansAcknowledgedTests LivePageTests"
+  "WebSocketPairTests MobilePathPairTests LivePageTests"
   "ShrinkCommandTests PrometheusScrapeTests KeepaliveHangTests"
   "QuickstartShrinkTests FleetNamespaceTests RepeatRunTests ChatFanoutPairTests"
-  "MQTTPairTests QUICPairTests"
+  "MQTTPairTests"
   "SocketIOPairTests SSEPairTests DeadPathTests"
 )
 

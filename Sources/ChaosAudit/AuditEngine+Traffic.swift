@@ -224,6 +224,20 @@ extension AuditEngine {
         }
     }
 
+    /// No acknowledgement of the first `offset` bytes written to `side` can come any more (its way back was cut: see
+    /// ``TrafficEvent/PathEvent/acknowledgementsCut(_:upTo:)``): the messages they complete that still wait are
+    /// unconfirmed, as those a consumer's TCP took before a reset are: a later delivery, the consumer's own ack
+    /// above them, or one below them (its resume point) settles them; nothing else counts them lost.
+    func acknowledgementsCut(_ offset: Int64, to side: Side, connection id: ConnectionID) {
+        guard let connection = connections[id] else { return }
+        let pipe = connection.pipe(.delivered, side.other.producing)
+        while let message = pipe.pending.popFirst(endingBy: offset) {
+            guard let seq = message.seq else { continue }
+            message.stream.ledger.takenAfterClose.insert(seq)
+            message.stream.ledger.takenBeforeReset.insert(seq)
+        }
+    }
+
     @inline(__always)
     private func delivered(
         seq: Int64?,

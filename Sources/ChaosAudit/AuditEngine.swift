@@ -218,6 +218,7 @@ package final class AuditEngine {
                 let carried = connection.streams.flatMap { $0.values.filter(\.carriedTraffic).map(\.ledger) }
                 recovery.natExpired(at: event.time, streams: carried.sorted { $0.index < $1.index })
             }
+            if case .acknowledgementsCut(let side, let offset) = pathEvent { acknowledgementsCut(offset, to: side, connection: event.connection) }
         case .tls(.negotiated(let alpn, _, _)):
             state(of: event.connection).session.negotiated(alpn: alpn)
         case .tls(.problem(let reason)):

@@ -81,6 +81,12 @@ package struct TrafficEvent: Hashable, Sendable {
         /// A UDP flow continues from a new upstream-facing socket (a `rebind`, a `handoff`): the server sees its peer
         /// at a new address, which a QUIC connection's path watch judges.
         case rebound
+        /// No acknowledgement of the first `upTo` bytes written to `side` can come any more: the proxy moved the flow
+        /// (``rebound``) after writing them, so `side`'s acknowledgements went to a socket the proxy no longer has, and
+        /// the connection ended before any came by the new one (a QUIC stream of a connection that died on the move).
+        /// What `side` took of them no one can confirm or deny: unconfirmed, unless a later delivery or the consumer's
+        /// own ack settles them.
+        case acknowledgementsCut(Side, upTo: Int64)
     }
 
     /// How one leg of a connection ended.

@@ -35,7 +35,8 @@ struct EventFileTests {
         .faultStarted(FaultMark(kind: "partition", occurrence: 5, detail: "", connections: [3, 1 << 40])),
         .faultEnded(FaultMark(kind: "stall", occurrence: 6, detail: "", proxy: "p", draw: ConnectionDraw(probability: 0.25, seed: .max))),
         .path(.radioPromotion(waited: 2_000_000)), .path(.natExpired(idleTimeout: 30, idleFor: 4)),
-        .path(.retransmission(.downstream, delay: -5)), .tls(.negotiated(alpn: nil, version: "TLS 1.3", suite: "TLS_AES_128_GCM_SHA256")),
+        .path(.retransmission(.downstream, delay: -5)), .path(.rebound),
+        .path(.acknowledgementsCut(.server, upTo: 1234)), .tls(.negotiated(alpn: nil, version: "TLS 1.3", suite: "TLS_AES_128_GCM_SHA256")),
         .tls(.negotiated(alpn: "h2", version: "TLS 1.2", suite: "x")), .tls(.problem("no keys")),
     ]
 

@@ -10,14 +10,15 @@ struct LoopbackTcpdump {
     /// Starts tcpdump on `ports` and waits until it says it listens (at most 15 s): on a loaded machine it can take
     /// more than a second to attach, and a capture that misses a connection's first packets (a TLS handshake) cannot
     /// be audited. `immediate` hands it each packet as it comes (`--immediate-mode`) rather than a buffer's worth at a
-    /// time, so that the last packets of a run are written before ``stop()`` sees the file stop growing.
-    static func start(ports: [Int], file: String, immediate: Bool = false) async throws -> LoopbackTcpdump {
+    /// time, so that the last packets of a run are written before ``stop()`` sees the file stop growing. `transport`:
+    /// `tcp` or `udp` (a `udp://` proxy's legs).
+    static func start(ports: [Int], file: String, immediate: Bool = false, transport: String = "tcp") async throws -> LoopbackTcpdump {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments =
             ["tcpdump", "-i", "lo"] + (immediate ? ["--immediate-mode"] : []) + [
                 "-U", "-B", "32768", "-s", "0", "-w", file,
-                ports.map { "tcp port \($0)" }.joined(separator: " or "),
+                ports.map { "\(transport) port \($0)" }.joined(separator: " or "),
             ]
         let messages = file + ".tcpdump.txt"
         FileManager.default.createFile(atPath: messages, contents: nil)

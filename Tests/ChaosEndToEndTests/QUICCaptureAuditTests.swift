@@ -50,6 +50,47 @@ struct QUICCaptureAuditTests {
         try? FileManager.default.removeItem(atPath: out)
     }
 
+    @Test(
+        "the same conversation through a proxy (each datagram on both legs: through_proxy.py), and with the proxy's server leg moved mid-way: the legs are paired, the moved one followed by the connection IDs it carries, and every stream audits as on the ends' own path",
+        arguments: [0, 12]
+    )
+    func throughAProxy(moveAfter: Int) async throws {
+        let port = try #require(try Self.facts()["server_port"] as? Int)
+        let work = FileManager.default.temporaryDirectory.appendingPathComponent("quic-proxied-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        let made = try await ChaosCLI.run(
+            [
+                "python3", "\(Self.folder)/through_proxy.py", "\(Self.folder)/aioquic-lines.pcap", "\(work)/proxied.pcap",
+                "--server-port", "\(port)", "--proxy-port", "40400", "--move-after", "\(moveAfter)",
+            ],
+            program: "/usr/bin/env"
+        )
+        try #require(made.status == 0, "\(made.stdout)\n\(made.stderr)")
+        #expect(made.stdout.contains("the server leg moved: \(moveAfter > 0 ? "True" : "False")"), "\(made.stdout)")
+        var totals: [String: [String: Int]] = [:]
+        for (name, capture) in [("direct", "\(Self.folder)/aioquic-lines.pcap"), ("proxied", "\(work)/proxied.pcap")] {
+            let out = "\(work)/\(name)"
+            let result = try await ChaosCLI.run(
+                ["audit", capture, "--keylog", "\(Self.folder)/aioquic-lines.keys", "--framing", "lines", "--ignore-type", "PING", "--out", out]
+            )
+            #expect(result.status == 0, "\(name): \(result.stdout)\n\(result.stderr)")
+            #expect(result.stdout.contains("QUIC: 1 connection(s)"), "\(name): the legs paired: \(result.stdout)")
+            let data = try Data(contentsOf: URL(fileURLWithPath: "\(out)/report.json"))
+            let json = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+            let extra = json["extra"] as? [String: String] ?? [:]
+            #expect(extra["capture.quic_packets_unopened"] == "0", "\(name): \(extra)")
+            for stream in try #require(json["streams"] as? [[String: Any]]) {
+                let key = "\(stream["stream"] as? String ?? "")/\(stream["direction"] as? String ?? "")"
+                totals[name, default: [:]][key + " ok"] = stream["ok"] as? Int
+                totals[name, default: [:]][key + " lost"] = stream["lost"] as? Int
+                totals[name, default: [:]][key + " duplicated"] = stream["duplicated"] as? Int
+            }
+        }
+        #expect(totals["direct"]?.count == 12 && totals["direct"]?.filter { $0.key.hasSuffix(" ok") }.values.allSatisfy { $0 == 30 } == true)
+        #expect(totals["proxied"] == totals["direct"], "through the proxy as on the ends' own path: \(totals)")
+    }
+
     @Test("without the key log nothing is opened: nothing is judged, and the run does not pass")
     func withoutTheKeyLog() async throws {
         let out = FileManager.default.temporaryDirectory.appendingPathComponent("quic-audit-\(UUID().uuidString)").path

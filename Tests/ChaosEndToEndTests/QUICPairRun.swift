@@ -49,11 +49,19 @@ enum QUICPairRun {
         }
     }
 
-    /// Runs `scenario` on free ports with a key log of its own (removed after); the run folder, the scenario file and
-    /// the exit status.
-    static func run(_ scenario: Scenario) async throws -> (folder: String, scenario: String, status: Int32) {
+    /// Runs `scenario` on free ports with a key log of its own (removed after, unless `tcpdump`); the run folder, the
+    /// scenario file and the exit status. With `tcpdump`, a `tcpdump -i lo` of both UDP legs goes to `lo.pcap` beside
+    /// the run folder, and the key log is kept (`keys`) for `chaos audit` of it.
+    static func run(
+        _ scenario: Scenario,
+        tcpdump: Bool = false
+    ) async throws -> (folder: String, scenario: String, status: Int32, keys: String, tcpdump: String?) {
         let keys = FileManager.default.temporaryDirectory.appendingPathComponent("\(scenario.name)-keys-\(UUID().uuidString).log").path
-        defer { try? FileManager.default.removeItem(atPath: keys) }
-        return try await ThirdPartyPairRun.run(scenario.name, capture: false) { scenario.yaml(listen: $0, upstream: $1, keys: keys) }
+        defer { if !tcpdump { try? FileManager.default.removeItem(atPath: keys) } }
+        let run = try await ThirdPartyPairRun.run(scenario.name, capture: false, udpDump: tcpdump) {
+            scenario.yaml(listen: $0, upstream: $1, keys: keys)
+        }
+        let dump = URL(fileURLWithPath: run.folder).deletingLastPathComponent().appendingPathComponent("lo.pcap").path
+        return (run.folder, run.scenario, run.status, keys, tcpdump ? dump : nil)
     }
 }

@@ -8,10 +8,11 @@ enum ThirdPartyPairRun {
 
     /// Runs the scenario `text(listen, upstream)` on two free ports; returns the run folder, the scenario file and the
     /// exit status. With `capture`, the run also writes capture.pcap and a `tcpdump -i lo` of both legs goes to
-    /// `lo.pcap` beside the run folder.
+    /// `lo.pcap` beside the run folder; with `udpDump`, only the `tcpdump -i lo`, of the UDP legs (a `udp://` proxy's).
     static func run(
         _ name: String,
         capture: Bool,
+        udpDump: Bool = false,
         environment: [String: String]? = nil,
         scenario text: (Int, Int) -> String
     ) async throws
@@ -23,7 +24,9 @@ enum ThirdPartyPairRun {
         let file = try ChaosCLI.scenarioFile(text(listen, upstream))
         let base = FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
-        let dump = capture ? try await LoopbackTcpdump.start(ports: [listen, upstream], file: "\(base)/lo.pcap") : nil
+        let dump =
+            capture || udpDump
+            ? try await LoopbackTcpdump.start(ports: [listen, upstream], file: "\(base)/lo.pcap", transport: udpDump ? "udp" : "tcp") : nil
         defer { dump?.kill() }
         let result = try await ChaosCLI.run(
             ["run", file, "--out", "\(base)/run"] + (capture ? ["--capture"] : []),

@@ -173,6 +173,59 @@ struct QUICCaptureFixtureTests {
     }
 
     @Test(
+        "the proxy moves the flow mid-transfer: where the server is heard no more (its ACKs went to the old socket), each stream's bytes written before the move and never acknowledged are cut at the end; where it goes on, nothing is",
+        arguments: [false, true]
+    )
+    func acknowledgementsCutOnAMove(serverGoesOn: Bool) throws {
+        let port = try #require(try Self.facts()["server_port"] as? Int)
+        let adapter = try Self.streamEvents()
+        let endpoints = ConnectionEndpoints(proxy: "p", client: "c", listen: "l", proxyLocal: "c", server: "s")
+        var out = adapter.transform(TrafficEvent(time: 0, connection: 7, kind: .opened(endpoints)))
+        var written: [ConnectionID: Int64] = [:]
+        var atMove: [ConnectionID: Int64]?
+        var last: Int64 = 0
+        try CaptureDatagrams.read(path: Self.folder.appendingPathComponent("aioquic-lines.pcap").path) { datagram in
+            let from: Side = Int(datagram.destinationPort) == port ? .client : .server
+            last = datagram.time
+            if atMove != nil, !serverGoesOn, from == .server { return }
+            var events = adapter.transform(TrafficEvent(time: datagram.time, connection: 7, kind: .read(from, datagram.payload)))
+            events += adapter.transform(TrafficEvent(time: datagram.time, connection: 7, kind: .written(from.other, datagram.payload)))
+            for event in events { if case .written(.server, let bytes) = event.kind { written[event.connection, default: 0] += Int64(bytes.count) } }
+            out += events
+            // Just after a datagram of the client's stream bytes was written on: its ACK cannot have come yet.
+            if atMove == nil, from == .client, events.contains(where: { if case .written = $0.kind { true } else { false } }),
+                written.values.reduce(0, +) >= 1000
+            {
+                atMove = written
+                out += adapter.transform(TrafficEvent(time: datagram.time, connection: 7, kind: .path(.rebound)))
+            }
+        }
+        out += adapter.transform(TrafficEvent(time: last + 1, connection: 7, kind: .closed(.client, .fin)))
+        out += adapter.transform(TrafficEvent(time: last + 1, connection: 7, kind: .closed(.server, .fin)))
+        let moved = try #require(atMove, "the move came mid-transfer")
+        var cuts: [ConnectionID: Int64] = [:]
+        for event in out { if case .path(.acknowledgementsCut(.server, let upTo)) = event.kind { cuts[event.connection] = upTo } }
+        if serverGoesOn {
+            #expect(cuts.isEmpty, "every byte was acknowledged: \(cuts)")
+            return
+        }
+        #expect(!cuts.isEmpty, "the last datagram before the move was never acknowledged")
+        for (id, upTo) in moved {
+            let acknowledged: Int64 =
+                out.filter { $0.connection == id }.compactMap { (event: TrafficEvent) -> Int64? in
+                    if case .acknowledged(.server, let at) = event.kind { at } else { nil }
+                }.max() ?? 0
+            #expect(cuts[id] == (upTo > acknowledged ? upTo : nil), "stream \(id): written \(upTo) before the move, acknowledged \(acknowledged)")
+        }
+        // Cut before the streams' connections close, so the audit reads it while they are open.
+        for (id, _) in cuts {
+            let cutAt = out.firstIndex { $0.connection == id && $0.kind == .path(.acknowledgementsCut(.server, upTo: cuts[id]!)) }
+            let closedAt = out.firstIndex { $0.connection == id && $0.kind == .closed(.server, .fin) }
+            #expect(cutAt != nil && closedAt.map { cutAt! < $0 } ?? true, "stream \(id)")
+        }
+    }
+
+    @Test(
         "datagrams read and never written (a fault dropped them) are kept within the budget, oldest dropped first; a late write of one dropped adds nothing"
     )
     func keptWithinBudget() throws {

@@ -43,7 +43,9 @@ final class StreamLedger {
     /// The seqs of ``takenAfterClose`` an ack the consumer wrote afterwards denied: it said it had processed less.
     var deniedAfterClose = SeqRangeSet()
     /// The seqs of ``takenAfterClose`` whose consumer's TCP did acknowledge them, on a connection that then ended
-    /// abortively (``unconfirmAborted(_:)``): unsettled, they are unconfirmed rather than lost.
+    /// abortively (``unconfirmAborted(_:)``), and those written to a consumer whose acknowledgements' way back was cut
+    /// before any came (a QUIC stream of a connection that died on its flow's move): unsettled, they are unconfirmed
+    /// rather than lost.
     var takenBeforeReset = SeqRangeSet()
     /// Seqs an earlier connection delivered above a resume point the consumer gave since (``resumed(after:on:)``),
     /// not delivered again on that connection or a later one: its application never had them.
@@ -137,7 +139,8 @@ final class StreamLedger {
     }
 
     /// Seqs whose delivery no one can confirm or deny: taken by the consumer's TCP on a connection that ended abortively
-    /// past its last ack, and since then neither vouched for by its acks, nor denied by an ack
+    /// past its last ack (or written to it where no acknowledgement could come back), and since then neither vouched
+    /// for by its acks, nor denied by an ack
     /// below them, nor delivered again. Its application may have read them or not (a stack that drops what it had
     /// buffered when the connection resets, or one that reads it all first): they are not lost, and not ok.
     var unconfirmedSeqs: SeqRangeSet {

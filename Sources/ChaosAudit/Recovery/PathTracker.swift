@@ -57,8 +57,12 @@ struct PathTracker {
     }
 
     mutating func path(_ event: TrafficEvent.PathEvent, on id: ConnectionID, at time: Int64) {
-        // A flow's move is the QUIC path watch's (a datagram flow has no connection to follow).
-        if event == .rebound { return }
+        // A flow's move is the QUIC path watch's (a datagram flow has no connection to follow), and what it cut the
+        // audit's.
+        switch event {
+        case .rebound, .acknowledgementsCut: return
+        default: break
+        }
         seenPathEvent = true
         watching = true
         var connection = live[id] ?? Live(lastByte: time)
@@ -80,7 +84,7 @@ struct PathTracker {
             record.retransmissionStallS += Double(delay) / 1e9
             summary.retransmissions += 1
             summary.retransmissionStallS += Double(delay) / 1e9
-        case .rebound:
+        case .rebound, .acknowledgementsCut:
             break
         }
         connection.record = record

@@ -2,7 +2,8 @@ package import ChaosTLSDecryption
 
 /// How ``CaptureReader`` reads a capture.
 package struct CaptureReadOptions: Hashable, Sendable {
-    /// How the two legs of a connection through a proxy are recognised.
+    /// How the two legs of a connection through a proxy are recognised. (A QUIC connection's legs are paired by the
+    /// Destination Connection ID of the client's first Initial, which both carry, in every mode but `off`.)
     package enum Pairing: Hashable, Sendable {
         /// Every TCP flow is its own connection; each payload is both read and written.
         case off

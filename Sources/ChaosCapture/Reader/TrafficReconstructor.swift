@@ -83,7 +83,7 @@ final class TrafficReconstructor {
         pendingClientLegs.removeAll()
         for flow in remaining { flow.count(into: &statistics) }
         flows.removeAll()
-        if let quic { statistics.quicPaths = quic.streams.paths }
+        finishQUIC()
     }
 
     private func startFlow(_ segment: DecodedSegment, key: FlowKey, time: Int64) throws -> TCPFlow? {

@@ -120,6 +120,11 @@ package enum EventRecordCoding {
         case .path(.rebound):
             head(11)
             writer.byte(4)
+        case .path(.acknowledgementsCut(let side, let upTo)):
+            head(11)
+            writer.byte(5)
+            writer.side(side)
+            writer.int(upTo)
         case .tls(.negotiated(let alpn, let version, let suite)):
             head(12)
             writer.byte(1)
@@ -160,6 +165,7 @@ package enum EventRecordCoding {
                 let direction: Direction = try reader.byte() == 0 ? .upstream : .downstream
                 return .path(.retransmission(direction, delay: try reader.int()))
             case 4: return .path(.rebound)
+            case 5: return .path(.acknowledgementsCut(try reader.side(), upTo: try reader.int()))
             case let other: throw Malformed(reason: "an unknown path event \(other)")
             }
         case 12:

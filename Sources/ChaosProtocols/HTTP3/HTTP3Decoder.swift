@@ -115,7 +115,7 @@ final class HTTP3Decoder: LegDecoder {
     /// `stream: query:NAME` / `header:NAME`), the server's a response (its status counted); later ones are trailers.
     private func headers(at position: Int, _ output: (DecoderOutput) -> Void) -> Phase {
         let section: QPACKFieldSection
-        do { section = try QPACKFieldSection(decoding: pending) } catch {
+        do { section = try QPACKFieldSection(decoding: pending, huffman: &session.huffman) } catch {
             output(.problem(.protocolError("an HTTP/3 HEADERS frame whose QPACK field section does not read: \(error)"), at: position))
             return .ignored
         }

@@ -51,26 +51,21 @@ struct HTTP3Framer: ProtocolFramer {
     func makeSession() -> any ProtocolSession { HTTP3Session() }
 }
 
-/// What the legs of one QUIC stream share: what kind of stream it is and the request that opened it.
-final class HTTP3Session: ProtocolSession {
+/// What the legs of one QUIC stream share: what kind of stream it is, the request that opened it, and the decoder
+/// of its HEADERS' Huffman-coded strings.
+final class HTTP3Session: HTTPRequestSession {
     enum Kind { case request, unidirectional }
 
     /// Set by the client's leg at the stream's first integer (nil: it has not read one; a stream whose server leg
     /// reads first is one the server opened).
     var kind: Kind?
-    private let request = WebSocketSession()
-
-    /// Records the request (the first leg to read it wins).
-    func requested(target: String, headers: [(name: String, value: String)]) {
-        request.requested(target: target, headers: headers)
-    }
+    let request = WebSocketSession()
+    /// Made at the first Huffman-coded string of any of the stream's HEADERS.
+    var huffman = QPACKHuffman()
 
     func makeDecoder(_ direction: Direction, cap: Int) -> any LegDecoder {
         HTTP3Decoder(upstream: direction == .upstream, session: self, cap: cap)
     }
-
-    func requestHeader(_ name: String) -> String? { request.header(name) }
-    func requestQuery(_ name: String) -> String? { request.query(name) }
 }
 
 extension ProtocolSpec.Framing {

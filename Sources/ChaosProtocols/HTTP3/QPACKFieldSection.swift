@@ -11,8 +11,16 @@ struct QPACKFieldSection {
     /// The field lines that name the dynamic table.
     private(set) var dynamicReferences = 0
 
-    /// Reads `bytes`, a whole field section; throws ``QPACKProblem`` when they are not one.
+    /// Reads `bytes`, a whole field section, with a Huffman decoder of its own; throws ``QPACKProblem`` when they are
+    /// not one.
     init(decoding bytes: [UInt8]) throws(QPACKProblem) {
+        var huffman = QPACKHuffman()
+        try self.init(decoding: bytes, huffman: &huffman)
+    }
+
+    /// Reads `bytes`, a whole field section, its Huffman-coded strings with `huffman` (one per session); throws
+    /// ``QPACKProblem`` when they are not one.
+    init(decoding bytes: [UInt8], huffman: inout QPACKHuffman) throws(QPACKProblem) {
         var reader = QPACKReader(bytes: bytes)
         // The prefix: Required Insert Count, then the sign bit and Delta Base (both only matter to the dynamic table).
         _ = try reader.integer(prefix: 8)
@@ -27,7 +35,7 @@ struct QPACKFieldSection {
                 // 01NT + index: a literal value with a name reference.
                 let isStatic = first & 0x10 != 0
                 let index = try reader.integer(prefix: 4)
-                let value = try reader.string(prefix: 7)
+                let value = try reader.string(prefix: 7, &huffman)
                 if isStatic {
                     let name = try Self.staticEntry(index).name
                     fields.append((name, value))
@@ -36,8 +44,8 @@ struct QPACKFieldSection {
                 }
             } else if first & 0x20 != 0 {
                 // 001NH + length: a literal name and a literal value.
-                let name = try reader.string(prefix: 3)
-                let value = try reader.string(prefix: 7)
+                let name = try reader.string(prefix: 3, &huffman)
+                let value = try reader.string(prefix: 7, &huffman)
                 fields.append((name, value))
             } else if first & 0x10 != 0 {
                 // 0001 + index: indexed with a post-base index (the dynamic table).
@@ -46,7 +54,7 @@ struct QPACKFieldSection {
             } else {
                 // 0000N + index: a literal value with a post-base name reference (the dynamic table).
                 _ = try reader.integer(prefix: 3)
-                _ = try reader.string(prefix: 7)
+                _ = try reader.string(prefix: 7, &huffman)
                 dynamicReferences += 1
             }
         }
@@ -103,35 +111,44 @@ struct QPACKReader {
     }
 
     /// A string literal whose Huffman flag is the bit just above its length's N-bit prefix.
-    mutating func string(prefix bits: Int) throws(QPACKProblem) -> String {
+    mutating func string(prefix bits: Int, _ huffman: inout QPACKHuffman) throws(QPACKProblem) -> String {
         guard let first = peek() else { throw QPACKProblem("the section ends before a string") }
-        let huffman = first & UInt8(1 << bits) != 0
+        let isHuffman = first & UInt8(1 << bits) != 0
         let length = try integer(prefix: bits)
         guard length <= bytes.count - position else {
             throw QPACKProblem("a string of \(length) bytes, past the section's end")
         }
         let raw = bytes[position..<(position + length)]
         position += length
-        if huffman { return try QPACKHuffman.decode(raw) }
+        if isHuffman { return try huffman.decode(raw) }
         return String(decoding: raw, as: UTF8.self)
     }
 }
 
 /// Huffman-coded strings (the code of RFC 7541 Appendix B, which QPACK shares), decoded by NIOHPACK: the string is
-/// put in an HPACK literal field line of its own and read back as its value.
-enum QPACKHuffman {
-    static func decode(_ coded: ArraySlice<UInt8>) throws(QPACKProblem) -> String {
-        var block = ByteBuffer()
+/// put in an HPACK literal field line of its own and read back as its value. The HPACK decoder (and its table, which
+/// such a line never fills) is made at the first string and kept: one per session, not one per string.
+struct QPACKHuffman {
+    private var decoder: HPACKDecoder?
+    private var block = ByteBuffer()
+
+    /// The string `coded` stands for.
+    mutating func decode(_ coded: ArraySlice<UInt8>) throws(QPACKProblem) -> String {
+        block.clear()
         block.reserveCapacity(coded.count + 8)
         // A literal field line without indexing, with a new name ("h", not coded), then the coded value.
         block.writeBytes([0x00, 0x01, UInt8(ascii: "h")])
-        writeLength(coded.count, into: &block)
+        Self.writeLength(coded.count, into: &block)
         block.writeBytes(coded)
-        var decoder = HPACKDecoder(
-            allocator: ByteBufferAllocator(),
-            maxDynamicTableSize: HPACKDecoder.maxDynamicTableSize,
-            maxHeaderListSize: Int(Int32.max)
-        )
+        var decoder =
+            self.decoder
+            ?? HPACKDecoder(
+                allocator: ByteBufferAllocator(),
+                maxDynamicTableSize: HPACKDecoder.maxDynamicTableSize,
+                maxHeaderListSize: Int(Int32.max)
+            )
+        self.decoder = nil  // moved out while it decodes: no copy of its table
+        defer { self.decoder = decoder }
         do {
             let headers = try decoder.decodeHeaders(from: &block)
             for header in headers { return header.value }

@@ -78,9 +78,8 @@ struct SSEFramer: ProtocolFramer {
 
 /// What the legs of one SSE connection share: the request that opened the stream (the first request read) and
 /// whether the server answered it with an event stream.
-final class SSESession: ProtocolSession {
-    /// The request's target and headers (the request half of a WebSocket handshake's record).
-    private let request = WebSocketSession()
+final class SSESession: HTTPRequestSession {
+    let request = WebSocketSession()
     /// nil until the first response head; true when it was a `200` with `Content-Type: text/event-stream`.
     private(set) var eventStream: Bool?
     /// Whether events are handed over as all their field lines (`format: text`) rather than their data.
@@ -94,11 +93,6 @@ final class SSESession: ProtocolSession {
         self.envelope = envelope
     }
 
-    /// Records a request (the first one read wins: it opened the stream; the other legs saw the same bytes).
-    func requested(target: String, headers: [(name: String, value: String)]) {
-        request.requested(target: target, headers: headers)
-    }
-
     /// Records the first response's verdict.
     func answered(eventStream: Bool) {
         if self.eventStream == nil { self.eventStream = eventStream }
@@ -107,9 +101,6 @@ final class SSESession: ProtocolSession {
     func makeDecoder(_ direction: Direction, cap: Int) -> any LegDecoder {
         SSEDecoder(upstream: direction == .upstream, session: self, cap: cap)
     }
-
-    func requestHeader(_ name: String) -> String? { request.header(name) }
-    func requestQuery(_ name: String) -> String? { request.query(name) }
 }
 
 extension ProtocolSpec.Framing {

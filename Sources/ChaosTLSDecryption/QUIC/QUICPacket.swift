@@ -45,6 +45,13 @@ package enum QUICDatagram {
         return version.longPacketType(bits: UInt8(first >> 4)) == .initial
     }
 
+    /// The Destination Connection ID of the client's Initial `datagram` begins with (nil: it begins no connection):
+    /// what names the connection on every path its first datagram took (a proxy forwards it unchanged).
+    package static func initialDestination(_ datagram: ArraySlice<UInt8>) -> [UInt8]? {
+        guard beginsConnection(datagram), let packet = try? longHeader(datagram) else { return nil }
+        return packet.destination
+    }
+
     /// The packets of `datagram`. A short header's Destination Connection ID has no length on the wire: `idLength`
     /// tells it from the bytes after the first (the connection IDs the receiver issued), or nil for none of them.
     package static func packets(

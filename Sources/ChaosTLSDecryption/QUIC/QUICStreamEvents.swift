@@ -21,7 +21,8 @@ package final class QUICStreamEvents {
 
     private let secrets: QUICConnectionDecoder.SecretsLookup
     private let newID: () -> ConnectionID
-    private var flows: [ConnectionID: QUICFlow] = [:]
+    /// The flows (QUIC connections) being followed, by their connection.
+    private(set) var flows: [ConnectionID: QUICFlow] = [:]
 
     /// Counted across flows: datagrams opened, packets that could not be opened (and why, the first few).
     package private(set) var packetsOpened = 0
@@ -77,7 +78,7 @@ package final class QUICStreamEvents {
             return flows[id] == nil ? [event] : []
         case .closed(let side, let how):
             guard let flow = flows[id] else { return [event] }
-            var events: [TrafficEvent] = []
+            var events = flow.cutAcknowledgements(time: event.time)
             for stream in flow.streams.values where !stream.closed[side.quicSlot] {
                 stream.closed[side.quicSlot] = true
                 events.append(TrafficEvent(time: event.time, connection: stream.id, kind: .closed(side, how)))
@@ -89,8 +90,10 @@ package final class QUICStreamEvents {
         case .path(let pathEvent):
             guard let flow = flows[id] else { return [event] }
             if pathEvent == .rebound {
-                // The proxy moved the flow: the connection's path changed, which its path watch judges.
+                // The proxy moved the flow: the connection's path changed, which its path watch judges, and the server's
+                // ACKs of what was written to it so far go to the old socket (a server that migrates sends them again).
                 flow.path.rebound()
+                flow.markRebound()
                 return []
             }
             return flow.streams.values.map { TrafficEvent(time: event.time, connection: $0.id, kind: event.kind) }
@@ -174,6 +177,7 @@ package final class QUICStreamEvents {
                 case .ack(let ranges, _, _) where packet.type == .oneRTT || packet.type == .zeroRTT:
                     events += flow.acknowledge(ranges, by: sender, side: side, time: time)
                 case .connectionClose:
+                    events += flow.cutAcknowledgements(time: time)
                     for stream in flow.streams.values where !stream.closed[side.quicSlot] {
                         stream.closed[side.quicSlot] = true
                         events.append(TrafficEvent(time: time, connection: stream.id, kind: .closed(side, .reset)))
@@ -287,6 +291,31 @@ final class QUICFlow {
         return events
     }
 
+    /// The proxy moved the flow to a new upstream socket: the server's acknowledgements of the stream bytes written to
+    /// it so far go to the old one from now on, unless the server migrates.
+    func markRebound() {
+        for stream in streams.values {
+            let toServer = stream.direction(from: .client)
+            toServer.writtenAtRebound = toServer.written.contiguous
+        }
+    }
+
+    /// The connection ends: the stream bytes written to the server before the flow's last move whose acknowledgement
+    /// never came (it went to the old socket, and the server never migrated to send it again) can no longer be
+    /// acknowledged, which the audit counts unconfirmed rather than lost (what the server read of them, its own log
+    /// knows; no packet the proxy saw does).
+    func cutAcknowledgements(time: Int64) -> [TrafficEvent] {
+        var events: [TrafficEvent] = []
+        for (_, stream) in streams.sorted(by: { $0.key < $1.key }) {
+            let toServer = stream.direction(from: .client)
+            guard toServer.writtenAtRebound > toServer.reportedAcknowledged else { continue }
+            let upTo = Int64(toServer.writtenAtRebound)
+            toServer.writtenAtRebound = 0
+            events.append(TrafficEvent(time: time, connection: stream.id, kind: .path(.acknowledgementsCut(.server, upTo: upTo))))
+        }
+        return events
+    }
+
     /// Keeps `packets` (those that carry stream bytes) for the write of `datagram`; whether it is a new entry.
     func remember(_ datagram: [UInt8], packets: [QUICPacketRecord]) -> Bool {
         guard packets.contains(where: { $0.frames.contains { if case .stream = $0 { true } else { false } } }) else { return false }
@@ -346,6 +375,9 @@ final class QUICStreamDirection {
     var written = QUICStreamReassembly()
     var acknowledged = QUICRangeSet()
     var reportedAcknowledged: UInt64 = 0
+    /// The bytes written before the flow's last move, while their acknowledgement may be lost with the old path (0
+    /// once told).
+    var writtenAtRebound: UInt64 = 0
 }
 
 /// A stream's bytes put back in offset order: what is contiguous from 0 is handed on once; pieces past a gap wait

@@ -34,7 +34,7 @@ struct Audit: AsyncParsableCommand {
     @Option(help: "The chaos proxy's listen port: pair the client and server legs through it.")
     var proxyPort: UInt16?
 
-    @Flag(help: "Do not pair proxy legs: each TCP flow is its own connection.")
+    @Flag(help: "Do not pair proxy legs: each TCP flow, and each UDP flow that begins a QUIC connection, is its own connection.")
     var noPairing = false
 
     @Option(
