@@ -1,5 +1,6 @@
 import ChaosCore
 import Foundation
+import Synchronization
 import Testing
 
 @testable import ChaosControl
@@ -138,6 +139,26 @@ struct FaultTests {
         await harness.shutdown()
     }
 
+    /// The run's clock, but for the injector's sleeps past the start, which also wait until the test opens the gate:
+    /// a fault's phase lasts at least until the test has done what it does in it, however late a loaded machine lets
+    /// the test's thread run (s55bq5: in the full unit lane the 300 ms blackout was over before the test sent its bytes
+    /// into it, and the send met the handoff's reset).
+    final class GatedClock: FaultClock {
+        private let clock = RunClock()
+        private let gate = Mutex(false)
+
+        func now() -> Int64 { clock.now() }
+
+        func sleep(until time: Int64) async throws {
+            try await clock.sleep(until: time)
+            guard time > 0 else { return }
+            while !gate.withLock({ $0 }) { try await Task.sleep(nanoseconds: 5_000_000) }
+        }
+
+        /// Lets the sleeps past the start end (at their time, or at once when it has passed).
+        func open() { gate.withLock { $0 = true } }
+    }
+
     @Test("handoff: blackout, then the client side is reset and the server side lingers, new connections get the new link")
     func handoff() async throws {
         let harness = try await ProxyHarness()
@@ -156,21 +177,25 @@ struct FaultTests {
                     from: LinkProfile.named("wifi")!,
                     to: LinkProfile.named("3g")!,
                     blackout: .milliseconds(300),
-                    linger: .seconds(Int64(1))
+                    linger: .seconds(Int64(5))
                 )
             )
+            // The blackout ends once the test has sent into it (the gate); the server side lingers 5 s after it, of
+            // which the test looks at the first half second.
             let timeline = Timeline(seed: 1, duration: .seconds(Int64(1)), occurrences: [occurrence])
-            let injector = FaultInjector(timeline: timeline, proxies: [harness.proxy], clock: RunClock(), sink: harness.events)
+            let clock = GatedClock()
+            let injector = FaultInjector(timeline: timeline, proxies: [harness.proxy], clock: clock, sink: harness.events)
             let run = Task { await injector.run() }
             try blockingAwait { try await waitUntil("the handoff began") { !injector.appliedSoFar.isEmpty } }
             try client.sendAll(Array("lost in the blackout".utf8))
             server.setTimeout(0.1)
             #expect(server.receive() == .error(EAGAIN))
+            clock.open()
             try blockingAwait { await run.value }
             #expect(client.receiveUntilEnd().1 == .error(ECONNRESET))
             server.setTimeout(0.5)
             #expect(server.receive() == .error(EAGAIN), "the server side was told before the linger ended")
-            server.setTimeout(5)
+            server.setTimeout(15)
             #expect(server.receiveUntilEnd().1 == .error(ECONNRESET))
             #expect(injector.appliedSoFar.first?.connections == 1)
             // The next connection runs on the 3g profile: 100 ms each way at least.
