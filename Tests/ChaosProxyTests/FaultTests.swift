@@ -48,9 +48,9 @@ struct FaultTests {
             client.setTimeout(0.5)
             #expect(server.receive() == .error(EAGAIN), "a byte crossed the partition upstream")
             #expect(client.receive() == .error(EAGAIN), "a byte crossed the partition downstream")
-            let legs = try establishedLegs(ports: [harness.port, harness.upstream.port])
-            #expect(legs[harness.port] == 2, "client leg not ESTABLISHED both ends: \(legs)")
-            #expect(legs[harness.upstream.port] == 2, "server leg not ESTABLISHED both ends: \(legs)")
+            let legs = try establishedLegs([(client.localPort, harness.port), (server.peerPort, harness.upstream.port)])
+            #expect(legs[0] == 2, "client leg not ESTABLISHED both ends: \(legs)")
+            #expect(legs[1] == 2, "server leg not ESTABLISHED both ends: \(legs)")
             try blockingAwait { await harness.proxy.removeShaping(key: ShapingKey(occurrence: 1)) }
             server.setTimeout(10)
             client.setTimeout(10)
@@ -260,8 +260,8 @@ struct FaultTests {
             try server.sendAll(big)
             client.setTimeout(0.7)
             #expect(client.receive() == .error(EAGAIN), "a byte of the big response crossed the black hole")
-            let legs = try establishedLegs(ports: [harness.port, harness.upstream.port])
-            #expect(legs[harness.port] == 2 && legs[harness.upstream.port] == 2, "both legs stay ESTABLISHED: \(legs)")
+            let legs = try establishedLegs([(client.localPort, harness.port), (server.peerPort, harness.upstream.port)])
+            #expect(legs == [2, 2], "both legs stay ESTABLISHED: \(legs)")
             try blockingAwait { await harness.proxy.removeShaping(key: ShapingKey(occurrence: 1)) }
             client.setTimeout(10)
             expectSameBytes(client.receive(exactly: big.count), big)
@@ -296,7 +296,11 @@ struct FaultTests {
     }
 
     /// Counts, per port, the ESTABLISHED sockets `ss -tn` lists with that port at either end.
-    func establishedLegs(ports: [Int]) throws -> [Int: Int] {
+    /// How many ESTABLISHED sockets each of `connections` has on this machine (its two ends: 2 while it lives), from
+    /// `ss`, each connection named by its two ports. Only a socket whose two ports are the connection's counts: `ss`
+    /// lists every process's sockets, and another test's connection may hold one of the same ports as its ephemeral
+    /// one (s55cq1: a socket of another lane's on the upstream listener's ephemeral port made it 4).
+    func establishedLegs(_ connections: [(Int, Int)]) throws -> [Int] {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["ss", "-tnH", "state", "established"]
@@ -305,10 +309,13 @@ struct FaultTests {
         try process.run()
         let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
-        var counts: [Int: Int] = [:]
+        var counts = [Int](repeating: 0, count: connections.count)
         for line in output.split(separator: "\n") {
-            let columns = line.split(separator: " ", omittingEmptySubsequences: true)
-            for port in ports where columns.contains(where: { $0.hasSuffix(":\(port)") }) { counts[port, default: 0] += 1 }
+            // Recv-Q, Send-Q, the local address:port, the peer's.
+            let ports = line.split(separator: " ", omittingEmptySubsequences: true).filter { $0.contains(":") }
+                .compactMap { $0.split(separator: ":").last.flatMap { Int($0) } }
+            guard ports.count == 2 else { continue }
+            for (index, ends) in connections.enumerated() where Set(ports) == Set([ends.0, ends.1]) { counts[index] += 1 }
         }
         return counts
     }

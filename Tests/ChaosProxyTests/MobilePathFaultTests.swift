@@ -41,8 +41,11 @@ struct MobilePathFaultTests {
             server.setTimeout(0.7)
             #expect(server.receive() == .error(EAGAIN), "a byte crossed a dead NAT mapping upstream")
             #expect(client.receive() == .error(EAGAIN), "a byte crossed a dead NAT mapping downstream")
-            let legs = try FaultTests().establishedLegs(ports: [harness.port, harness.upstream.port])
-            #expect(legs[harness.port] == 4 && legs[harness.upstream.port] == 4, "every leg stays ESTABLISHED: \(legs)")
+            let legs = try FaultTests().establishedLegs([
+                (client.localPort, harness.port), (server.peerPort, harness.upstream.port),
+                (kept.localPort, harness.port), (keptServer.peerPort, harness.upstream.port),
+            ])
+            #expect(legs == [2, 2, 2, 2], "every leg stays ESTABLISHED: \(legs)")
             // Lifting the fault does not bring it back.
             try blockingAwait { await harness.proxy.removeShaping(key: ShapingKey(occurrence: 1)) }
             try client.sendAll(Array("hello?".utf8))

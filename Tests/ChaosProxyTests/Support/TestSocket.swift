@@ -55,6 +55,16 @@ final class TestSocket: @unchecked Sendable {
         return Int(UInt16(bigEndian: address.sin_port))
     }
 
+    /// The peer's port (an accepted socket's: the proxy's local port of its server leg).
+    var peerPort: Int {
+        var address = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(fd, $0, &length) }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
     /// The peer's IPv4 address (what a server logs as its client's).
     var peerAddress: String {
         var address = sockaddr_in()
