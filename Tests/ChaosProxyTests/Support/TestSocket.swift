@@ -46,21 +46,17 @@ final class TestSocket: @unchecked Sendable {
     }
 
     /// The local port.
-    var localPort: Int {
-        var address = sockaddr_in()
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
+    var localPort: Int { port(getsockname) }
 
     /// The peer's port (an accepted socket's: the proxy's local port of its server leg).
-    var peerPort: Int {
+    var peerPort: Int { port(getpeername) }
+
+    /// The port of the address `name` (getsockname or getpeername) gives.
+    private func port(_ name: (Int32, UnsafeMutablePointer<sockaddr>, UnsafeMutablePointer<socklen_t>) -> Int32) -> Int {
         var address = sockaddr_in()
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(fd, $0, &length) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { name(fd, $0, &length) }
         }
         return Int(UInt16(bigEndian: address.sin_port))
     }
