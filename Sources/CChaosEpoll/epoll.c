@@ -14,8 +14,17 @@
 #include <pthread.h>
 #include <string.h>
 
-_Static_assert(offsetof(struct tcp_info, tcpi_notsent_bytes) + sizeof(__u32) == CHAOS_TCP_INFO_SIZE,
-               "CHAOS_TCP_INFO_SIZE must end at tcpi_notsent_bytes");
+_Static_assert(offsetof(struct tcp_info, tcpi_bytes_retrans) + sizeof(__u64) == CHAOS_TCP_INFO_SIZE,
+               "CHAOS_TCP_INFO_SIZE must end at tcpi_bytes_retrans");
+_Static_assert(offsetof(struct tcp_info, tcpi_notsent_bytes) + sizeof(__u32) == CHAOS_TCP_INFO_NOTSENT_END,
+               "CHAOS_TCP_INFO_NOTSENT_END must end at tcpi_notsent_bytes");
+
+uint64_t chaos_tcp_info_bytes_sent_once(const chaos_tcp_info *info) {
+    uint64_t sent, retransmitted;
+    memcpy(&sent, info->bytes + offsetof(struct tcp_info, tcpi_bytes_sent), sizeof sent);
+    memcpy(&retransmitted, info->bytes + offsetof(struct tcp_info, tcpi_bytes_retrans), sizeof retransmitted);
+    return sent > retransmitted ? sent - retransmitted : 0;
+}
 
 uint32_t chaos_tcp_info_notsent_bytes(const chaos_tcp_info *info) {
     uint32_t notsent;
@@ -33,14 +42,15 @@ int chaos_tcp_info_is_closed(const chaos_tcp_info *info) {
     return info->bytes[offsetof(struct tcp_info, tcpi_state)] == 7; /* TCP_CLOSE in the kernel's tcp_states.h */
 }
 
-int chaos_tcp_bytes_acked(int fd, uint64_t *acked, uint32_t *notsent) {
+int chaos_tcp_bytes_acked(int fd, uint64_t *acked, uint32_t *notsent, uint64_t *sent) {
     chaos_tcp_info info;
     socklen_t size = sizeof info;
     memset(&info, 0, sizeof info);
     if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &size) < 0) return -errno;
-    if (size < CHAOS_TCP_INFO_SIZE) return -ENOPROTOOPT;
+    if (size < CHAOS_TCP_INFO_NOTSENT_END) return -ENOPROTOOPT;
     *acked = chaos_tcp_info_bytes_acked(&info);
     *notsent = chaos_tcp_info_notsent_bytes(&info);
+    *sent = chaos_tcp_info_bytes_sent_once(&info);
     return chaos_tcp_info_is_closed(&info);
 }
 

@@ -83,7 +83,9 @@ package struct TrafficEvent: Hashable, Sendable {
         case rebound
         /// No acknowledgement of the first `upTo` bytes written to `side` can come any more: the proxy moved the flow
         /// (``rebound``) after writing them, so `side`'s acknowledgements went to a socket the proxy no longer has, and
-        /// the connection ended before any came by the new one (a QUIC stream of a connection that died on the move).
+        /// the connection ended before any came by the new one (a QUIC stream of a connection that died on the move);
+        /// or `side`'s peer reset its TCP leg with no FIN first, and these bytes went out to it (its kernel took them
+        /// ahead of its RST, which no TCP counts as an acknowledgement).
         /// What `side` took of them no one can confirm or deny: unconfirmed, unless a later delivery or the consumer's
         /// own ack settles them.
         case acknowledgementsCut(Side, upTo: Int64)

@@ -27,7 +27,8 @@ struct AcknowledgementsCutTests {
         return s
     }
 
-    private static func audit(_ s: TrafficScript) throws -> AuditResult {
+    /// The audit of `s` by the default protocol (newline JSON, no acks).
+    static func audit(_ s: TrafficScript) throws -> AuditResult {
         let engine = try AuditEngine(spec: ProtocolSpec())
         engine.ingest(s.events)
         return engine.finish()

@@ -56,6 +56,13 @@ final class ScriptedTCP {
         add(flow, fromClient: false, flags: 0x14, sequence: flow.serverNext, acknowledgement: flow.clientNext)
     }
 
+    /// The server's FIN alone (a half-close, or a socket it closed), and the client's ACK of it.
+    func serverFIN(_ flow: inout Flow) {
+        add(flow, fromClient: false, flags: 0x11, sequence: flow.serverNext, acknowledgement: flow.clientNext)
+        flow.serverNext &+= 1
+        add(flow, fromClient: true, flags: 0x10, sequence: flow.clientNext, acknowledgement: flow.serverNext)
+    }
+
     /// Both FINs (the client's first) and the last ACK.
     func close(_ flow: inout Flow) {
         add(flow, fromClient: true, flags: 0x11, sequence: flow.clientNext, acknowledgement: flow.serverNext)

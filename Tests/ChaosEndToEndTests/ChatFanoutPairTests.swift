@@ -75,7 +75,13 @@ struct ChatFanoutPairTests {
                 #expect(ok >= seqs.count && stream["lost"] as? Int == 0, "\(key): \(stream) vs \(seqs.count) accepted (\(run.folder))")
                 continue
             }
-            #expect(ok == seqs.count, "\(key): audit ok \(ok) vs \(seqs.count) in the member's log (\(run.folder))")
+            // A member that read a copy and then reset its connection (its socket closed on its ping timeout with
+            // later bytes unread) before its ACK went out: the audit cannot know it read it (unconfirmed, not ok).
+            let unconfirmed = stream["unconfirmed"] as? Int ?? 0
+            #expect(
+                ok <= seqs.count && seqs.count <= ok + unconfirmed,
+                "\(key): audit ok \(ok) (+\(unconfirmed) unconfirmed) vs \(seqs.count) in the member's log (\(run.folder))"
+            )
             let sender = String(key.split(separator: " ")[0])
             let sent = logs["\(sender) upstream -"]?.max() ?? 0
             holes[key] = (1...max(sent, seqs.max() ?? 0)).filter { !seqs.contains($0) }.count

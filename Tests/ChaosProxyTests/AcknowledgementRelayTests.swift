@@ -51,8 +51,44 @@ struct AcknowledgementRelayTests {
         let events = harness.events.all
         #expect(Self.written(events, to: .client) > 6, "the proxy wrote the late bytes")
         #expect(Self.acknowledged(events, by: .client) == 6, "only what the client read before closing was acknowledged")
+        #expect(Self.cuts(events, to: .client).isEmpty, "a peer that had sent FIN read nothing after it: no cut")
         server.close()
         await harness.shutdown()
+    }
+
+    static func cuts(_ events: [TrafficEvent], to side: Side) -> [Int64] {
+        events.compactMap { event in
+            if case .path(.acknowledgementsCut(side, let upTo)) = event.kind { upTo } else { nil }
+        }
+    }
+
+    /// A consumer that read what came and reset before its delayed ACK went out (it closed its socket with later bytes
+    /// unread, as a Socket.IO client on its ping timeout): the relay says what went out to it unacknowledged is cut
+    /// from its acknowledgements (the audit: unconfirmed, not lost), whenever the relay reads the reset (the kernel's
+    /// count of bytes sent outlives it). An attempt whose ACK went out before the reset (a CPU hog delayed the test's
+    /// thread past 40 ms) proves nothing and is tried again, at most ten times.
+    @Test("a peer that resets with no FIN first, past its last acknowledgement: what went out to it is cut", arguments: [true, false])
+    func peerResetCutsAcknowledgements(epollRelay: Bool) async throws {
+        var conclusive = 0
+        for _ in 0..<10 where conclusive == 0 {
+            let harness = try await ProxyHarness(epollRelay: epollRelay)
+            let (client, server) = try await offPool { try harness.connectPair() }
+            client.delayAcknowledgements()
+            try await offPool {
+                try server.sendAll(Array("one\n".utf8))
+                #expect(client.receive(exactly: 4) == Array("one\n".utf8))
+                client.reset()  // at once, on the same thread: before its delayed ACK (40 ms) goes out
+            }
+            try await eventually("the client's reset reached the proxy") { harness.events.closes(.client).contains(.reset) }
+            let events = harness.events.all
+            if Self.acknowledged(events, by: .client) < 4 {
+                conclusive += 1
+                #expect(Self.cuts(events, to: .client) == [4], "\(events.map(\.kind))")
+            }
+            server.close()
+            await harness.shutdown()
+        }
+        #expect(conclusive == 1, "an attempt whose delayed ACK had not gone out when the client reset")
     }
 
     @Test("a reader that does not read holds the acknowledgements back until it does", arguments: [true, false])

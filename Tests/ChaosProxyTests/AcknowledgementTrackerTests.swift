@@ -26,6 +26,38 @@ struct AcknowledgementTrackerTests {
         #expect(tracker.update(kernelBytesAcked: 40, notSentBeforeReset: 90) == nil, "never goes back")
     }
 
+    @Test("what went out unacknowledged is what the last live reading left unsent; none once all is acknowledged")
+    func sentUnacknowledged() {
+        var tracker = AcknowledgementTracker(dialled: false)
+        tracker.wrote(100)
+        #expect(tracker.sentUnacknowledged == nil, "never read: nothing known sent")
+        #expect(tracker.update(kernelBytesAcked: 30) == 30)
+        tracker.sawUnsent(20)
+        #expect(tracker.sentUnacknowledged == 80)
+        tracker.wrote(50)
+        #expect(tracker.sentUnacknowledged == 80, "written since: not known sent until read")
+        tracker.sawUnsent(200)
+        #expect(tracker.sentUnacknowledged == 80, "never goes back")
+        tracker.sawUnsent(0)
+        #expect(tracker.sentUnacknowledged == 150)
+        #expect(tracker.update(kernelBytesAcked: 150) == 150)
+        #expect(tracker.sentUnacknowledged == nil)
+    }
+
+    @Test("the kernel's count of bytes sent once (which outlives a reset) says what went out; never more than was written")
+    func sentOnce() {
+        var tracker = AcknowledgementTracker(dialled: true)
+        tracker.wrote(100)
+        tracker.sawSent(0)
+        #expect(tracker.sentUnacknowledged == nil, "a kernel that does not say")
+        tracker.sawSent(60)
+        #expect(tracker.sentUnacknowledged == 60)
+        tracker.sawSent(500)
+        #expect(tracker.sentUnacknowledged == 100)
+        #expect(tracker.update(kernelBytesAcked: 41) == 40, "the SYN is not a byte")
+        #expect(tracker.sentUnacknowledged == 100)
+    }
+
     @Test(
         "a leg still outstanding is polled less and less often: 1 ms twice, then 2, 4, 8, at most 16 ms; a delayed ACK (40 ms) costs 7 polls, not 40"
     )

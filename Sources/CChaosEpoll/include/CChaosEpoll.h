@@ -30,8 +30,11 @@ int chaos_accept(int fd);
 /// A non-blocking, close-on-exec TCP socket of `family`, or -errno.
 int chaos_tcp_socket(int family);
 
-/// How much of Linux's `struct tcp_info` the relays read: up to and including `tcpi_notsent_bytes`.
-enum { CHAOS_TCP_INFO_SIZE = 148 };
+/// How much of Linux's `struct tcp_info` the relays read: up to and including `tcpi_bytes_retrans` (Linux 4.19; an
+/// older kernel fills up to `tcpi_notsent_bytes`, ``CHAOS_TCP_INFO_NOTSENT_END``, and the rest stays zero).
+enum { CHAOS_TCP_INFO_SIZE = 216 };
+/// Where `tcpi_notsent_bytes` ends: the least of `TCP_INFO` the relays can use.
+enum { CHAOS_TCP_INFO_NOTSENT_END = 148 };
 
 /// The first ``CHAOS_TCP_INFO_SIZE`` bytes of `TCP_INFO`, as `getsockopt` fills them (glibc's
 /// `struct tcp_info` stops before `tcpi_bytes_acked`).
@@ -43,11 +46,15 @@ typedef struct {
 uint64_t chaos_tcp_info_bytes_acked(const chaos_tcp_info *info);
 /// `tcpi_notsent_bytes` of `info`: bytes written to the socket that TCP has not sent yet.
 uint32_t chaos_tcp_info_notsent_bytes(const chaos_tcp_info *info);
+/// `tcpi_bytes_sent` less `tcpi_bytes_retrans` of `info`: the payload bytes TCP sent at least once (0 where the
+/// kernel does not say). It outlives a reset, which empties the send queue that `tcpi_notsent_bytes` counts.
+uint64_t chaos_tcp_info_bytes_sent_once(const chaos_tcp_info *info);
 /// Whether `info` describes a connection that is over (`TCP_CLOSE`: reset, or closed both ways).
 int chaos_tcp_info_is_closed(const chaos_tcp_info *info);
-/// Reads `tcpi_bytes_acked` and `tcpi_notsent_bytes` of socket `fd`; 0 while the connection lives,
-/// 1 once it is over (nothing more will be acknowledged), or -errno.
-int chaos_tcp_bytes_acked(int fd, uint64_t *acked, uint32_t *notsent);
+/// Reads `tcpi_bytes_acked`, `tcpi_notsent_bytes` and the bytes sent at least once
+/// (``chaos_tcp_info_bytes_sent_once``) of socket `fd`; 0 while the connection lives, 1 once it is over
+/// (nothing more will be acknowledged), or -errno.
+int chaos_tcp_bytes_acked(int fd, uint64_t *acked, uint32_t *notsent, uint64_t *sent);
 
 /// A non-blocking, close-on-exec pipe of `capacity` bytes where the system allows it (`fds[0]` reads, `fds[1]`
 /// writes); its size in bytes, or -errno.

@@ -110,6 +110,14 @@ struct StreamReassembler {
         return covered
     }
 
+    /// Every reported byte, when the receiver has not acknowledged them all: its reset (with no FIN of its own first)
+    /// ends the flow, and what went out to it ahead of the RST its application may have read (see
+    /// ``FlowEvent/acknowledgementsCut(towardServer:bytes:time:)``).
+    var unacknowledgedDelivered: Int64? {
+        let covered = Int64(deliveredBytes)
+        return covered > acknowledgedReported ? covered : nil
+    }
+
     /// Holes the receiver acknowledged were carried by the network but not captured.
     private mutating func releaseAcknowledged(_ deliver: Deliver) throws {
         while let first = held.first, first.start <= acknowledged, first.start > next {

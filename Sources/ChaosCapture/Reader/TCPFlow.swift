@@ -10,6 +10,10 @@ enum FlowEvent {
     case acknowledged(towardServer: Bool, bytes: Int64, time: Int64)
     /// As `acknowledged`, of plaintext written after the receiver ended its TLS session (close_notify).
     case acknowledgedAfterClose(towardServer: Bool, bytes: Int64, time: Int64)
+    /// The receiver of the bytes travelling `towardServer` reset the flow without a FIN of its own first, past its
+    /// last acknowledgement: it took the first `bytes` of them ahead of its RST, whose acknowledgement number no TCP
+    /// counts, and its application may have read them (``TrafficEvent/PathEvent/acknowledgementsCut(_:upTo:)``).
+    case acknowledgementsCut(towardServer: Bool, bytes: Int64, time: Int64)
     /// What the flow's TLS decryption learnt.
     case tls(TrafficEvent.TLSNote, time: Int64)
 }

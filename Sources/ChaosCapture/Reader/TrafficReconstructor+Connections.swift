@@ -179,6 +179,12 @@ extension TrafficReconstructor {
         case .acknowledged(let towardServer, let bytes, let time):
             guard let tls = flow.tls else { return try route(event, of: flow) }
             try route(tls.acknowledge(towardServer: towardServer, tcpBytes: bytes), of: flow, time: time)
+        case .acknowledgementsCut(let towardServer, let bytes, let time):
+            guard let tls = flow.tls else { return try route(event, of: flow) }
+            // The plaintext those bytes complete (the flow ends here: nothing is acknowledged after).
+            for case .acknowledged(let towardServer, let upTo, afterClose: false) in tls.acknowledge(towardServer: towardServer, tcpBytes: bytes) {
+                try route(.acknowledgementsCut(towardServer: towardServer, bytes: upTo, time: time), of: flow)
+            }
         default:
             try route(event, of: flow)
         }
@@ -228,6 +234,10 @@ extension TrafficReconstructor {
                 outbox.append(TrafficEvent(time: time, connection: id, kind: .acknowledged(towardServer ? .server : .client, upTo: bytes)))
             case .acknowledgedAfterClose(let towardServer, let bytes, let time):
                 outbox.append(TrafficEvent(time: time, connection: id, kind: .acknowledgedAfterClose(towardServer ? .server : .client, upTo: bytes)))
+            case .acknowledgementsCut(let towardServer, let bytes, let time):
+                outbox.append(
+                    TrafficEvent(time: time, connection: id, kind: .path(.acknowledgementsCut(towardServer ? .server : .client, upTo: bytes)))
+                )
             case .tls(let note, let time):
                 outbox.append(TrafficEvent(time: time, connection: id, kind: .tls(note)))
             }
@@ -274,6 +284,11 @@ extension TrafficReconstructor {
             case .acknowledgedAfterClose(let towardServer, let bytes, let time):
                 if towardServer != peerIsFlowClient {
                     outbox.append(TrafficEvent(time: time, connection: id, kind: .acknowledgedAfterClose(leg, upTo: bytes)))
+                }
+            case .acknowledgementsCut(let towardServer, let bytes, let time):
+                // Toward the peer, on a leg the proxy did not close with a fault's FIN cut (the live relay's rule too).
+                if towardServer != peerIsFlowClient, legEnds[id]?.proxyCut.contains(leg) != true {
+                    outbox.append(TrafficEvent(time: time, connection: id, kind: .path(.acknowledgementsCut(leg, upTo: bytes))))
                 }
             case .tls(let note, let time):
                 // A proxy's two legs are two TLS sessions: the client leg's ALPN and problems speak for the connection.

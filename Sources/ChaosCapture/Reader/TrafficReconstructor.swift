@@ -161,6 +161,13 @@ final class TrafficReconstructor {
             // What the RST's sender sent went ahead of it: its receiver has those bytes.
             let sent = fromClient ? flow.towardServer.takeAllAsAcknowledged() : flow.towardClient.takeAllAsAcknowledged()
             if let sent { try report(.acknowledged(towardServer: fromClient, bytes: sent, time: time), of: flow) }
+            // What went to the RST's sender past its last acknowledgement, when it sent no FIN first (a socket closed
+            // with later bytes unread; one closed after its FIN answers what reaches it with a RST, and read nothing).
+            let toward = fromClient ? flow.towardClient : flow.towardServer
+            let ownFIN = fromClient ? flow.towardServer.finReported : flow.towardClient.finReported
+            if !ownFIN, let taken = toward.unacknowledgedDelivered {
+                try report(.acknowledgementsCut(towardServer: !fromClient, bytes: taken, time: time), of: flow)
+            }
             flow.finished = true
             flow.wasReset = true
             try report(.reset(fromClient: fromClient, time: time), of: flow)

@@ -18,6 +18,9 @@ struct AcknowledgementTracker: Sendable {
     private(set) var written: Int64 = 0
     /// Bytes known taken and reported so far.
     private(set) var acknowledged: Int64 = 0
+    /// Bytes the kernel is known to have sent: its count of bytes sent at least once, or (on a kernel without it)
+    /// what it had written less what it still held unsent when last read on a live connection.
+    private(set) var sent: Int64 = 0
 
     /// A tracker for a leg the proxy dialled (`dialled`, the server leg) or accepted (the client leg).
     init(dialled: Bool) { base = dialled ? 1 : 0 }
@@ -31,12 +34,26 @@ struct AcknowledgementTracker: Sendable {
     /// Takes the kernel's `tcpi_bytes_acked` (and, when the proxy is about to reset the leg, its
     /// `tcpi_notsent_bytes`); returns the new offset when it moved.
     mutating func update(kernelBytesAcked: UInt64, notSentBeforeReset notSent: UInt32? = nil) -> Int64? {
+        if let notSent { sawUnsent(notSent) }
         var covered = min(kernelBytesAcked > base ? Int64(clamping: kernelBytesAcked - base) : 0, written)
         if let notSent { covered = max(covered, written - Int64(notSent)) }
         guard covered > acknowledged else { return nil }
         acknowledged = covered
         return covered
     }
+
+    /// The kernel of a live connection still held `notSent` of the bytes written: the rest went out.
+    mutating func sawUnsent(_ notSent: UInt32) { sent = max(sent, written - Int64(notSent)) }
+
+    /// The kernel sent `sentOnce` payload bytes at least once (`tcpi_bytes_sent` less `tcpi_bytes_retrans`, which
+    /// outlive a reset; 0 where the kernel does not say).
+    mutating func sawSent(_ sentOnce: UInt64) { sent = max(sent, min(written, Int64(clamping: sentOnce))) }
+
+    /// The offset up to which bytes went out to the peer and were never seen acknowledged, for a leg its peer reset
+    /// (without a FIN first): its kernel took them, ahead of its RST, and its application may have read them (a
+    /// consumer's ACK waits up to 40 ms for a reply to ride on, and one that then closes its socket with later bytes
+    /// unread answers with a RST, whose acknowledgement number no TCP counts). Nil when there are none.
+    var sentUnacknowledged: Int64? { sent > acknowledged ? sent : nil }
 
     /// Reads socket `fd`'s acknowledgements (`beforeReset`: the proxy is about to reset it): the new
     /// offset when it moved, and whether more may come (false once the connection is over or the
@@ -45,8 +62,11 @@ struct AcknowledgementTracker: Sendable {
         guard isOutstanding else { return (nil, false) }
         var kernel: UInt64 = 0
         var notSent: UInt32 = 0
-        let state = chaos_tcp_bytes_acked(fd, &kernel, &notSent)
+        var sentOnce: UInt64 = 0
+        let state = chaos_tcp_bytes_acked(fd, &kernel, &notSent, &sentOnce)
         guard state >= 0 else { return (nil, false) }
+        if state == 0 { sawUnsent(notSent) }
+        sawSent(sentOnce)
         // A connection already over was reset by the peer: what it did not acknowledge, it refused.
         let moved = update(kernelBytesAcked: kernel, notSentBeforeReset: beforeReset && state == 0 ? notSent : nil)
         return (moved, state == 0 && isOutstanding)

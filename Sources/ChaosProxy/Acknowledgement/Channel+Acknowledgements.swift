@@ -3,13 +3,13 @@ import Glibc
 import NIOCore
 
 extension Channel {
-    /// The kernel's `tcpi_bytes_acked` and `tcpi_notsent_bytes` of this channel's socket and whether its
-    /// connection is over, read on its event loop without a hop (nil when the channel is closed or is
+    /// The kernel's `tcpi_bytes_acked`, `tcpi_notsent_bytes` and bytes sent at least once of this channel's
+    /// socket and whether its connection is over, read on its event loop without a hop (nil when the channel is closed or is
     /// not a TCP socket). Call on the event loop.
-    func kernelAcknowledgements() -> (bytesAcked: UInt64, notSent: UInt32, over: Bool)? {
+    func kernelAcknowledgements() -> (bytesAcked: UInt64, notSent: UInt32, sentOnce: UInt64, over: Bool)? {
         eventLoop.preconditionInEventLoop()
         guard isActive, let provider = self as? any SocketOptionProvider else { return nil }
-        var result: (bytesAcked: UInt64, notSent: UInt32, over: Bool)?
+        var result: (bytesAcked: UInt64, notSent: UInt32, sentOnce: UInt64, over: Bool)?
         // On the event loop the option is read at once and the future is already complete.
         provider.unsafeGetSocketOption(level: SocketOptionLevel(IPPROTO_TCP), name: SocketOptionName(TCP_INFO))
             .assumeIsolated()
@@ -17,7 +17,7 @@ extension Channel {
                 var info = info
                 result = (
                     chaos_tcp_info_bytes_acked(&info), chaos_tcp_info_notsent_bytes(&info),
-                    chaos_tcp_info_is_closed(&info) != 0
+                    chaos_tcp_info_bytes_sent_once(&info), chaos_tcp_info_is_closed(&info) != 0
                 )
             }
         return result

@@ -25,6 +25,8 @@ extension ProxiedConnection {
         guard trafficSink != nil, acknowledgements[side.slot].isOutstanding,
             let kernel = legs[side]!.channel.kernelAcknowledgements()
         else { return }
+        if !kernel.over { acknowledgements[side.slot].sawUnsent(kernel.notSent) }
+        acknowledgements[side.slot].sawSent(kernel.sentOnce)
         let notSent = beforeReset && !kernel.over ? kernel.notSent : nil
         if let offset = acknowledgements[side.slot].update(kernelBytesAcked: kernel.bytesAcked, notSentBeforeReset: notSent) {
             let covered = recordMaps[side.slot].map { $0.newlyCovered(by: offset) } ?? (offset, nil)
@@ -36,6 +38,17 @@ extension ProxiedConnection {
             }
         }
         if !kernel.over, acknowledgements[side.slot].isOutstanding { scheduleAcknowledgementPoll(side) }
+    }
+
+    /// `side`'s peer reset its leg without a FIN first: what went out to it and was never seen acknowledged may have
+    /// been read (see ``AcknowledgementTracker/sentUnacknowledged``), and no acknowledgement of it can come any more.
+    /// A peer that had sent FIN closed its socket: what reached it since met no reader, and stays not delivered.
+    func recordAcknowledgementsCutByPeerReset(_ side: Side) {
+        guard let sink = trafficSink, !machine.leg(side).receivedFIN, !machine.leg(side).endedByFINCut,
+            let sent = acknowledgements[side.slot].sentUnacknowledged
+        else { return }
+        let upTo = recordMaps[side.slot].map { $0.plaintext(coveredBy: sent).delivered } ?? sent
+        sink.record(TrafficEvent(time: clock.now(), connection: id, kind: .path(.acknowledgementsCut(side, upTo: upTo))))
     }
 
     /// The machine's ``RelayStateMachine/Action/awaitAcknowledgements(_:)``: once the bytes handed to

@@ -194,6 +194,7 @@ extension EpollRelayConnection {
             switch action {
             case .recordClose(let side, let kind, let beforeReset):
                 _ = pollAcknowledgements(side.slot, beforeReset: beforeReset)
+                if kind == .reset, !beforeReset { recordAcknowledgementsCutByPeerReset(side) }
                 recordClose(side.slot, kind)
             case .sendFIN(let side):
                 // The last FIN of an orderly end goes out with `close` (see closeInOrder).
@@ -292,6 +293,16 @@ extension EpollRelayConnection {
         let (moved, more) = legs[slot].acknowledgements.poll(fd: legs[slot].fd, beforeReset: beforeReset)
         if let moved { recordTraffic(.acknowledged(Self.side(slot), upTo: moved)) }
         return more
+    }
+
+    /// `side`'s peer reset its leg without a FIN first: what went out to it and was never seen acknowledged may have
+    /// been read (see ``AcknowledgementTracker/sentUnacknowledged``), and no acknowledgement of it can come any more.
+    /// A peer that had sent FIN closed its socket: what reached it since met no reader, and stays not delivered.
+    private func recordAcknowledgementsCutByPeerReset(_ side: Side) {
+        guard !machine.leg(side).receivedFIN, !machine.leg(side).endedByFINCut,
+            let sent = legs[side.slot].acknowledgements.sentUnacknowledged
+        else { return }
+        recordTraffic(.path(.acknowledgementsCut(side, upTo: sent)))
     }
 
     /// `count` bytes went into `target`'s socket: its acknowledgements are polled soon.

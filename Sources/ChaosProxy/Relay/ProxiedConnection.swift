@@ -295,6 +295,7 @@ final class ProxiedConnection: @unchecked Sendable {
             switch action {
             case .recordClose(let side, let kind, let beforeReset):
                 pollAcknowledgements(side, beforeReset: beforeReset)
+                if kind == .reset, !beforeReset { recordAcknowledgementsCutByPeerReset(side) }
                 sink?.record(TrafficEvent(time: clock.now(), connection: id, kind: .closed(side, kind)))
             case .sendFIN(let side):
                 if truncating, let map = recordMaps[side.slot] {

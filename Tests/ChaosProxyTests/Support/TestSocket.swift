@@ -122,6 +122,13 @@ final class TestSocket: @unchecked Sendable {
     /// fails instead of writing into a descriptor number that was reused.
     func shutdownBoth() { shutdown(fd, Int32(SHUT_RDWR)) }
 
+    /// Delays this socket's ACKs (up to 40 ms, for a reply to ride on), as a consumer that reads and does not answer
+    /// at once: `TCP_QUICKACK` 0 (the kernel may leave the mode again after the next delayed ACK).
+    func delayAcknowledgements() {
+        var zero: Int32 = 0
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_QUICKACK, &zero, socklen_t(MemoryLayout<Int32>.size))
+    }
+
     /// Closes with RST instead of FIN.
     func reset() {
         guard !closed.exchange(true, ordering: .relaxed) else { return }
