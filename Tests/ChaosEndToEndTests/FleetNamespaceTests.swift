@@ -27,6 +27,7 @@ struct FleetNamespaceTests {
         #expect(result.status == 0, "\(summary)\n\(result.stderr) (\(out))")
         let json = try JSONSerialization.jsonObject(with: Data(summary.utf8)) as? [String: Any] ?? [:]
         #expect(json["matching"] as? Int == 600 && json["lost"] as? Int == 0 && json["duplicated"] as? Int == 0, "\(json)")
+        #expect((json["logged"] as? Int ?? 0) >= 540, "messages crossed on nine in ten streams and directions at least: \(json)")
         #expect((json["connections"] as? Int ?? 0) > 600, "reconnects through the agents: \(json)")
         let left = try ChaosCLI.runBlocking(["ip", "netns", "list"], timeout: 10, program: "/usr/bin/env").stdout
         let prefix = json["namespaces"] as? String ?? "chf"

@@ -100,8 +100,10 @@ struct SocketIOPairTests {
         let run = try await Self.run(transports: "polling", faults: "      - eio-poll-hang: {at: 3s, hold: 2s}")
         // python-socketio keeps its Engine.IO session through the hang (it never reconnects, so no resume runs): an event
         // in the answer the hang swallowed is gone (seq 81 of one client, in a run here).
-        // The run may fail; the audit must agree with the logs either way.
-        let (_, duplicated, json) = try ThirdPartyPairRun.compare(run.folder, oneWay: true)
+        // The run may fail; the audit must agree with the logs either way. The swallowed answer may hold a client's
+        // last events (s56h2: the hang came late on a loaded machine, as the server sent its 180th and last): its log
+        // then has no hole, and the audit's loss is past its last seq (the server sends 9 s at 20 a second: 180).
+        let (_, duplicated, json) = try ThirdPartyPairRun.compare(run.folder, oneWay: true, producedThrough: 180)
         #expect(duplicated == 0)
         try Self.expectReached("eio-poll-hang", json)
         let totals = try #require(json["totals"] as? [String: Any])

@@ -202,13 +202,18 @@ for path in glob.glob(out + "/phone/*.jsonl") + glob.glob(out + "/server-*.jsonl
             seqs.setdefault((o["stream"], "upstream" if o["dir"] == "up" else "downstream"), set()).add(o["seq"])
 report = json.load(open(out + "/merged/report.json"))
 merged = {(s["stream"], s["direction"]): s for s in report["streams"]}
-matching = sum(1 for key, got in seqs.items() if key in merged and merged[key]["ok"] == len(got))
-mismatches = [(k, merged.get(k, {}).get("ok"), len(v)) for k, v in seqs.items() if merged.get(k, {}).get("ok") != len(v)][:5]
+# Every stream and direction either side knows: one no message crossed in the run (a loaded machine's streams whose
+# connections never lasted until the server's first message, as in s56h2: 5 of 600) matches when the audit's ok is 0
+# too. The run must still carry most of them (90 %), or it judged too little.
+keys = set(seqs) | set(merged)
+matching = sum(1 for key in keys if key in merged and merged[key]["ok"] == len(seqs.get(key, ())))
+mismatches = [(k, merged.get(k, {}).get("ok"), len(seqs.get(k, ()))) for k in sorted(keys)
+              if merged.get(k, {}).get("ok") != len(seqs.get(k, ()))][:5]
 totals = report["totals"]
 print(json.dumps({"streams": streams, "logged": len(seqs), "matching": matching, "mismatches": mismatches,
                   "lost": totals["lost"], "duplicated": totals["duplicated"], "ok": totals["ok"],
                   "connections": report["connections"]["opened"], "verdict": report["verdict"], "merge_exit": status,
                   "merge_s": round(merge_s, 2), "merge_rss_mb": round(merge_rss / 1024, 1), "agent_peak_rss_kb": peak,
                   "agents": agents, "namespaces": prefix}))
-sys.exit(0 if status == 0 and matching == len(seqs) == len(merged) and len(seqs) == 2 * streams else 1)
+sys.exit(0 if status == 0 and matching == len(keys) == len(merged) == 2 * streams and len(seqs) >= 0.9 * 2 * streams else 1)
 PY
