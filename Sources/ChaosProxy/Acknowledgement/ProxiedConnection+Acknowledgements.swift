@@ -44,7 +44,7 @@ extension ProxiedConnection {
     /// been read (see ``AcknowledgementTracker/sentUnacknowledged``), and no acknowledgement of it can come any more.
     /// A peer that had sent FIN closed its socket: what reached it since met no reader, and stays not delivered.
     func recordAcknowledgementsCutByPeerReset(_ side: Side) {
-        guard let sink = trafficSink, !machine.leg(side).receivedFIN, !machine.leg(side).endedByFINCut,
+        guard let sink = trafficSink, machine.peerResetWithoutFIN(side),
             let sent = acknowledgements[side.slot].sentUnacknowledged
         else { return }
         let upTo = recordMaps[side.slot].map { $0.plaintext(coveredBy: sent).delivered } ?? sent

@@ -299,7 +299,7 @@ extension EpollRelayConnection {
     /// been read (see ``AcknowledgementTracker/sentUnacknowledged``), and no acknowledgement of it can come any more.
     /// A peer that had sent FIN closed its socket: what reached it since met no reader, and stays not delivered.
     private func recordAcknowledgementsCutByPeerReset(_ side: Side) {
-        guard !machine.leg(side).receivedFIN, !machine.leg(side).endedByFINCut,
+        guard machine.peerResetWithoutFIN(side),
             let sent = legs[side.slot].acknowledgements.sentUnacknowledged
         else { return }
         recordTraffic(.path(.acknowledgementsCut(side, upTo: sent)))

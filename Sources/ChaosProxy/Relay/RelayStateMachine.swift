@@ -115,6 +115,10 @@ struct RelayStateMachine: Sendable {
     /// The leg facing `side`.
     func leg(_ side: Side) -> Leg { legs[side.slot] }
 
+    /// Whether a reset from `side`'s peer came with no FIN before it (its own, or ours of a FIN cut): what went out to
+    /// it unacknowledged reached an open socket, and its application may have read it (``TrafficEvent/PathEvent/acknowledgementsCut(_:upTo:)``).
+    func peerResetWithoutFIN(_ side: Side) -> Bool { !leg(side).receivedFIN && !leg(side).endedByFINCut }
+
     // MARK: connecting
 
     /// The upstream answered.
