@@ -60,7 +60,8 @@ enum ThirdPartyPairRun {
     /// `producedThrough`: the producer's last seq (its whole production); the audit's losses past the last seq a consumer
     /// logged, up to it, count with the log's holes: a message the consumer never processed, after which it processed
     /// nothing (a Socket.IO poll answer an `eio-poll-hang` swallowed, holding the server's last event), leaves no hole
-    /// in its log. Nil: every loss must be a hole.
+    /// in its log. Nil: a loss past the consumer's last seq must be one its producer's log says it dropped on a resume
+    /// (the message in flight when the last cut came, which a `--drop-on-resume` producer never sent again).
     static func compare(
         _ folder: String,
         oneWay: Bool = false,
@@ -86,7 +87,9 @@ enum ThirdPartyPairRun {
                 stream["ok"] == Int64(log.distinct.count),
                 "\(key): ok \(stream["ok"] ?? -1) vs \(log.distinct.count) distinct seqs read (\(folder))"
             )
-            let trailing = producedThrough.map { Self.lostPastLast(report, key: key, last: log.distinct.max() ?? 0, through: $0) } ?? 0
+            let last = log.distinct.max() ?? 0
+            let pastLast = Self.lostSeqs(report, key: key).filter { $0 > last }
+            let trailing = producedThrough.map { through in pastLast.filter { $0 <= through }.count } ?? pastLast.intersection(log.dropped).count
             #expect(
                 stream["lost"] == Int64(log.holes.count + trailing),
                 "\(key): lost \(stream["lost"] ?? -1) vs log holes \(log.holes.sorted()) and \(trailing) past its last seq"
@@ -102,17 +105,16 @@ enum ThirdPartyPairRun {
         return (lost, duplicated, json)
     }
 
-    /// How many seqs the report's `lost` anomalies of `key` ("c1/downstream") name past `last` and up to `through`.
-    static func lostPastLast(_ report: [String: Any], key: String, last: Int, through: Int) -> Int {
+    /// The seqs the report's `lost` anomalies of `key` ("c1/downstream") name.
+    static func lostSeqs(_ report: [String: Any], key: String) -> Set<Int> {
         let parts = key.split(separator: "/").map(String.init)
         let anomalies = report["anomalies"] as? [[String: Any]] ?? []
-        return anomalies.reduce(0) { count, anomaly in
+        return anomalies.reduce(into: []) { seqs, anomaly in
             guard anomaly["class"] as? String == "lost", anomaly["stream"] as? String == parts.first,
-                anomaly["direction"] as? String == parts.last, let from = anomaly["from_seq"] as? Int, let to = anomaly["to_seq"] as? Int
-            else { return count }
-            let lower = max(from, last + 1)
-            let upper = min(to, through)
-            return count + max(0, upper - lower + 1)
+                anomaly["direction"] as? String == parts.last, let from = anomaly["from_seq"] as? Int, let to = anomaly["to_seq"] as? Int,
+                from <= to
+            else { return }
+            seqs.formUnion(from...to)
         }
     }
 }

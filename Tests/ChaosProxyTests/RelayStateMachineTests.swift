@@ -121,11 +121,29 @@ struct RelayStateMachineTests {
             when: .errorServer,
             then: [.close(.server), .close(.client), .finish]
         ),
-        // (a leg still waiting to send its last FIN had not finished: it is reset)
+        // (a leg still waiting to send its last FIN had not finished: it is reset, and that reset is recorded after its
+        // peer's FIN, as the wire shows it: its peer's TCP drops what its application had not read)
         Row(
             given: [.connected, .finClient, .finServer],
             when: .errorServer,
-            then: [.close(.server), .reset(.client), .finish]
+            then: [.close(.server), .recordClose(.client, .reset, beforeReset: true), .reset(.client), .finish]
+        ),
+        // A peer's FIN, then its partner's reset passed on to it; then a fault's reset after a peer's FIN.
+        Row(
+            given: [.connected, .finServer],
+            when: .resetClient,
+            then: [
+                .recordClose(.client, .reset, beforeReset: false), .close(.client),
+                .recordClose(.server, .reset, beforeReset: true), .reset(.server), .finish,
+            ]
+        ),
+        Row(
+            given: [.connected, .finServer],
+            when: .cutReset,
+            then: [
+                .countCut, .recordClose(.client, .resetByFault, beforeReset: true), .discard(.client), .reset(.client),
+                .recordClose(.server, .resetByFault, beforeReset: true), .discard(.server), .reset(.server), .finish,
+            ]
         ),
         // Backpressure: a full leg stops reads from its partner; accepting again resumes them.
         Row(given: [.connected], when: .fullServer, then: []),
@@ -296,9 +314,9 @@ struct RelayStateMachineTests {
             var broken: [String] = []
             for side in Side.allCases {
                 let records = actions.compactMap { if case .recordClose(side, let kind, _) = $0 { kind } else { nil } }
-                // A FIN cut's close, or its peer's own FIN, may be followed by its peer's answering reset, and by
-                // nothing else.
-                if records.count > 1, records != [.cutByFault, .reset], records != [.fin, .reset] {
+                // A FIN cut's close, or its peer's own FIN, may be followed by its peer's answering reset, and its
+                // peer's FIN by the proxy's reset (a fault's, or the stop's), and by nothing else.
+                if records.count > 1, records != [.cutByFault, .reset], records != [.fin, .reset], records != [.fin, .resetByFault] {
                     broken.append("\(side) recorded \(records)")
                 }
                 let closes = actions.filter { $0 == .reset(side) || $0 == .close(side) }.count

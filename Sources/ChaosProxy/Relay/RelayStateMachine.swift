@@ -12,7 +12,8 @@ import ChaosCore
 ///   what was written to it, or ``acknowledgementWait`` passed (the orderly close);
 /// - a reset (or an error) on one leg is passed on as a reset of the other, unless that leg had
 ///   already finished both ways (then it is closed);
-/// - each leg's close is recorded once, with how it ended;
+/// - each leg's close is recorded once, with how it ended, but for a peer's reset after a FIN cut or after its own FIN,
+///   and the proxy's reset after a peer's FIN (both ends of such a leg are on the wire);
 /// - an upstream that does not answer, or not in time, resets the client;
 /// - what a fault's cut does in each ``DisconnectMode``;
 /// - what the faults that count bytes or run a timer do (limit_data, reset_peer, timeout: ``faultAdded(_:key:)``);
@@ -301,7 +302,14 @@ struct RelayStateMachine: Sendable {
     }
 
     private mutating func record(_ side: Side, _ kind: TrafficEvent.CloseKind, beforeReset: Bool = false) -> [Action] {
-        guard !leg(side).closeRecorded else { return [] }
+        guard !leg(side).closeRecorded else {
+            // A leg whose peer's own FIN was recorded, now reset by the proxy (a reset passed on, a fault's, the stop):
+            // its RST follows that FIN on the wire, as a capture of the leg sees it, and its peer's TCP drops what it
+            // took and its application had not read (a grpcio server that sent its FIN as a partition began, its
+            // client's leg then reset: the live audit had counted delivered what tcpdump's audit of the run doubted).
+            guard beforeReset, leg(side).receivedFIN, !leg(side).endedByFINCut, !leg(side).closed else { return [] }
+            return [.recordClose(side, kind, beforeReset: true)]
+        }
         legs[side.slot].closeRecorded = true
         return [.recordClose(side, kind, beforeReset: beforeReset)]
     }

@@ -57,8 +57,10 @@ Request, Update = load_messages()
 class Producer:
     """Outgoing messages of one stream: numbered, kept until the other side says it processed them."""
 
-    def __init__(self, args):
+    def __init__(self, args, log, stream):
         self.args = args
+        self.log = log
+        self.stream = stream
         self.next_seq = 1
         self.unacked = []
 
@@ -68,6 +70,8 @@ class Producer:
     def resume(self, ack):
         self.acked(ack)
         if self.args.drop_on_resume and self.unacked:
+            for seq in self.unacked[: self.args.drop_on_resume]:
+                self.log.write(event="dropped", stream=self.stream, seq=seq)
             self.unacked = self.unacked[self.args.drop_on_resume:]
         return list(self.unacked)
 
@@ -129,7 +133,7 @@ async def run_server(args):
         first = await context.read()
         if first is grpc.aio.EOF or first.kind != "HELLO":
             return
-        producer, consumer = streams.setdefault(session, (Producer(args), Consumer(session, "up", log)))
+        producer, consumer = streams.setdefault(session, (Producer(args, log, session), Consumer(session, "up", log)))
         # One live call per session: an older one (its client gave up on it) stops now.
         if session in active:
             active[session].set()
@@ -192,7 +196,7 @@ async def run_server(args):
 
 async def run_client(args):
     log = Log(args.log)
-    producer, consumer = Producer(args), Consumer(args.stream, "down", log)
+    producer, consumer = Producer(args, log, args.stream), Consumer(args.stream, "down", log)
     stop_all = stop_event()
     keepalive_ms = int(args.keepalive * 1000)
     credentials = grpc.ssl_channel_credentials(root_certificates=open(args.tls_ca, "rb").read()) if args.tls_ca else None

@@ -59,9 +59,11 @@ from resumable_pair import Consumer, Log, producing, stop_event
 class Producer:
     """Outgoing messages of one stream: numbered, kept until the other side says it processed them."""
 
-    def __init__(self, field, args):
+    def __init__(self, field, args, log, stream):
         self.field = field
         self.args = args
+        self.log = log
+        self.stream = stream
         self.next_seq = 1
         self.unacked = []  # [(seq, text)]
 
@@ -71,6 +73,8 @@ class Producer:
     def resume(self, ack):
         self.acked(ack)
         if self.args.drop_on_resume and self.unacked:
+            for seq, _ in self.unacked[: self.args.drop_on_resume]:
+                self.log.write(event="dropped", stream=self.stream, seq=seq)
             self.unacked = self.unacked[self.args.drop_on_resume:]
         return list(self.unacked)
 
@@ -240,7 +244,7 @@ async def run_server(args):
     def hello(connection, message):
         name = connection.stream
         if name not in streams:
-            streams[name] = (Producer("n", args), Consumer(name, "up", log))
+            streams[name] = (Producer("n", args, log, name), Consumer(name, "up", log))
         # One live session per stream: an older one (its client gave up on it) stops producing now.
         if name in active and active[name] is not connection:
             active[name].close(1001, "replaced", abort=True)
@@ -264,7 +268,7 @@ async def run_server(args):
 
 async def run_client(args):
     log = Log(args.log)
-    producer, consumer = Producer("seq", args), Consumer(args.stream, "down", log)
+    producer, consumer = Producer("seq", args, log, args.stream), Consumer(args.stream, "down", log)
     host, port = args.connect.rsplit(":", 1)
     stop = stop_event()
     loop = asyncio.get_running_loop()
