@@ -171,9 +171,38 @@ struct PluginFaultTests {
             framings: Self.catalog
         )
         let occurrence = try #require(Array(Timeline(scenario: scenario, seed: 1)).first)
+        // The grace runs from the fault's arrival, in real time, and the line's end must reach the proxy within it: an
+        // attempt whose test thread sent it past half the grace (a loaded machine's unit lane, niced beside the pair
+        // lanes, starved it for a second in a fresh-clone run) proves nothing, and is tried again (at most 5 times).
+        var events: [TrafficEvent] = []
+        for attempt in 1...5 {
+            guard let attempted = try await Self.fireBye(occurrence) else {
+                #expect(attempt < 5, "every attempt sent the line's end past half the grace")
+                continue
+            }
+            events = attempted
+            break
+        }
+        let audit = try AuditEngine(spec: try #require(scenario.protocolSpec), plugin: ByeLinesProtocol.self)
+        audit.ingest(events)
+        let result = audit.finish()
+        let counts = Dictionary(uniqueKeysWithValues: result.streams.map { ("\($0.stream) \($0.direction)", $0.counts) })
+        #expect(counts["up upstream"]?.ok == 3 && counts["up upstream"]?.lost == 0, "\(counts)")
+        #expect(counts["down downstream"]?.ok == 2 && counts["down downstream"]?.lost == 0, "\(counts)")
+        #expect(result.messages.ignored == 1, "the bye line is the protocol's own, not a message: \(result.messages)")
+    }
+
+    /// One connection through the proxy, the bye fault fired on it with the downstream's second line in flight, and
+    /// what the client then reads checked; returns the proxy's traffic events, or nil when the line's end went out past
+    /// half the grace (the check could not hold: see ``firesAndAudits()``).
+    static func fireBye(_ occurrence: FaultOccurrence) async throws -> [TrafficEvent]? {
         let harness = try await ProxyHarness(frames: ByeLinesProtocol.self)
-        try await offPool {
+        let inTime = try await offPool { () throws -> Bool in
             let (client, server) = try harness.connectPair()
+            defer {
+                client.close()
+                server.close()
+            }
             client.setTimeout(10)
             server.setTimeout(10)
             let up = (1...3).map { #"{"seq":\#($0),"stream":"up"}"# + "\n" }.joined()
@@ -184,25 +213,19 @@ struct PluginFaultTests {
             try server.sendAll(Array(down.utf8.prefix(cut)))
             #expect(client.receive(exactly: cut).count == cut)
             let injector = FaultInjector(number: 1, proxies: [harness.proxy], clock: RunClock(), sink: harness.events)
+            let firedAt = ContinuousClock.now
             let applied = try blockingAwait { await injector.apply(occurrence) }
             #expect(applied.connections == 1)
             try server.sendAll(Array(down.utf8.dropFirst(cut)))
+            guard ContinuousClock.now - firedAt < .milliseconds(500) else { return false }
             let (rest, end) = client.receiveUntilEnd()
             let bye = #"{"type":"bye","reason":"maintenance","retry":5}"# + "\n"
             #expect(String(decoding: rest, as: UTF8.self) == String(down.dropFirst(cut)) + bye, "the line's end, then the bye")
             #expect(end == .eof, "FIN after the grace")
-            client.close()
-            server.close()
+            return true
         }
-        #expect(harness.proxy.counters.cutByFault == 1)
+        if inTime { #expect(harness.proxy.counters.cutByFault == 1) }
         await harness.shutdown()
-
-        let audit = try AuditEngine(spec: try #require(scenario.protocolSpec), plugin: ByeLinesProtocol.self)
-        audit.ingest(harness.events.all)
-        let result = audit.finish()
-        let counts = Dictionary(uniqueKeysWithValues: result.streams.map { ("\($0.stream) \($0.direction)", $0.counts) })
-        #expect(counts["up upstream"]?.ok == 3 && counts["up upstream"]?.lost == 0, "\(counts)")
-        #expect(counts["down downstream"]?.ok == 2 && counts["down downstream"]?.lost == 0, "\(counts)")
-        #expect(result.messages.ignored == 1, "the bye line is the protocol's own, not a message: \(result.messages)")
+        return inTime ? harness.events.all : nil
     }
 }
