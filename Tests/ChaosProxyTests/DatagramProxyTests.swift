@@ -403,7 +403,10 @@ struct DatagramProxyTests {
             Thread.sleep(forTimeInterval: 0.2)
             let server = try UDPTestSocket(port: upstreamPort)
             client.send("late", to: port)
-            let late = server.receiveText()
+            // The burst's last datagrams may reach the server first: a proxy that a loaded machine (the niced unit lane)
+            // held for longer than the pause above writes them once the server listens, and they pass, as they should.
+            var late = server.receiveText()
+            for _ in 0..<50 where late?.text == "nobody there" { late = server.receiveText() }
             client.send("again", to: port)
             return (late, server.receiveText())
         }
