@@ -174,15 +174,7 @@ struct PluginFaultTests {
         // The grace runs from the fault's arrival, in real time, and the line's end must reach the proxy within it: an
         // attempt whose test thread sent it past half the grace (a loaded machine's unit lane, niced beside the pair
         // lanes, starved it for a second in a fresh-clone run) proves nothing, and is tried again (at most 5 times).
-        var events: [TrafficEvent] = []
-        for attempt in 1...5 {
-            guard let attempted = try await Self.fireBye(occurrence) else {
-                #expect(attempt < 5, "every attempt sent the line's end past half the grace")
-                continue
-            }
-            events = attempted
-            break
-        }
+        let events = try await firstAttemptInTime(window: "half the grace") { try await Self.fireBye(occurrence) } ?? []
         let audit = try AuditEngine(spec: try #require(scenario.protocolSpec), plugin: ByeLinesProtocol.self)
         audit.ingest(events)
         let result = audit.finish()
