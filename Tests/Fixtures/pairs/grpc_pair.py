@@ -14,7 +14,7 @@ HTTP/2 keepalive (both sides PING every --keepalive seconds, --keepalive-timeout
 partition on both sides; the client then opens a new call (grpcio reconnects the channel by itself).
 
 --drop-on-resume N makes the producer buggy: on every resume it throws away the first N unprocessed messages
-instead of retransmitting them. --send-for S stops producing S seconds after the process's first connection.
+instead of retransmitting them. --send-for S stops producing S seconds after the stream's first connection.
 
 --call-for S ends every call cleanly after S seconds (the client stops producing and acknowledging, half-closes,
 and reads what the server still sends up to its OK status), then opens the next one, which resumes by HELLO as
@@ -113,7 +113,7 @@ async def pump(args, send, producer, make, stop):
     """Streams MSGs at --rate while the call lives."""
     interval = 1.0 / args.rate
     while not stop.is_set():
-        if producing(args.send_for):
+        if producing(args.send_for, producer.stream):
             seq = producer.make()
             await send(make(kind="MSG", sequence_id=seq))
         await asyncio.sleep(interval)

@@ -15,7 +15,7 @@ what they already processed (logged with dup true). Heartbeats: the client sends
 
 --drop-on-resume N makes the producer buggy: on every resume it throws away the first N messages
 the other side had not processed instead of retransmitting them. --send-for S stops producing S
-seconds after the process's first connection (the pair then only heartbeats), so that every message has arrived when the run stops.
+seconds after the stream's first connection (the pair then only heartbeats), so that every message has arrived when the run stops.
 --quit-after-close makes the client stop for good (status 0) once its connection ends, as a client that takes a
 heartbeat timeout for a normal close does.
 """
@@ -30,18 +30,17 @@ import sys
 import time
 
 START = time.monotonic()
-# When this process first produced: its first connection's (a client's own, or the first a server accepted).
-FIRST_PRODUCED = None
+# When each stream first produced: its first connection (a client's own, or the first the server accepted for it).
+FIRST_PRODUCED = {}
 
 
-def producing(send_for):
-    """Whether --send-for still allows a message: S seconds from the process's first connection, not from its start
-    (a Python peer on a loaded machine can take seconds to start, and its server waits for its clients)."""
-    global FIRST_PRODUCED
+def producing(send_for, stream):
+    """Whether --send-for still allows a message of `stream`: S seconds from that stream's first connection, not from
+    the process's start (a Python peer on a loaded machine can take seconds to start) nor from the server's first
+    connection (a second client that took seconds longer to start would otherwise get nothing from the server)."""
     now = time.monotonic()
-    if FIRST_PRODUCED is None:
-        FIRST_PRODUCED = now
-    return now - FIRST_PRODUCED < send_for
+    first = FIRST_PRODUCED.setdefault(stream, now)
+    return now - first < send_for
 
 
 class Log:
@@ -133,7 +132,7 @@ class Connection(asyncio.Protocol):
         interval = 1.0 / self.args.rate
         next_ping = time.monotonic()
         while not self.closed.done():
-            if producing(self.args.send_for):
+            if producing(self.args.send_for, self.producer.stream):
                 self.send(self.producer.make())
             if self.is_client and time.monotonic() >= next_ping:
                 self.send({"type": "PING"})

@@ -18,7 +18,7 @@ handled the moment its bytes arrive: what the kernel acknowledged is what was re
 
 --drop-on-resume N: on every resume the producer throws away the first N messages the other side had not
 processed. --dup-every N: every Nth message is sent twice in a row on the same connection. --send-for S stops
-producing S seconds after the process's first connection.
+producing S seconds after the stream's first connection.
 
 --reconnect-every S (client): with no proxy in the path nothing cuts a connection, so the client cuts its own every
 S seconds, in the middle of a message, as a client killed mid-write would: it writes the first fragment of its next
@@ -153,7 +153,7 @@ class Connection(asyncio.Protocol):
         interval = 1.0 / self.args.rate
         next_ping = time.monotonic()
         while not self.closed.done():
-            if producing(self.args.send_for):
+            if producing(self.args.send_for, self.producer.stream):
                 self.send_message(*self.producer.make())
             if self.is_client and time.monotonic() >= next_ping and self.ws.state is State.OPEN:
                 self.ws.send_ping(b"hb")
@@ -204,7 +204,7 @@ class Connection(asyncio.Protocol):
         for task in self.tasks:
             task.cancel()
         if (self.producer and self.ws.state is State.OPEN and not self.transport.is_closing()
-                and producing(self.args.send_for)):
+                and producing(self.args.send_for, self.producer.stream)):
             _, text = self.producer.make()
             data = text.encode()
             self.ws.send_text(data[:len(data) // 3], fin=False)
