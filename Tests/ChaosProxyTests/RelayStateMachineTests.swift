@@ -90,8 +90,22 @@ struct RelayStateMachineTests {
             when: .cutClose,
             then: [.countCut, .discard(.client), .sendFIN(.client), .close(.client), .discard(.server), .close(.server), .finish]
         ),
-        Row(given: [.connected, .finClient, .finServer], when: .closedClient, then: []),
-        Row(given: [.connected, .finClient, .finServer, .closedClient], when: .closedServer, then: [.finish]),
+        // A leg whose peer's FIN was read closes while our FIN waits for its acknowledgements: NIO closed it on a
+        // reset it did not report (its peer closed its socket, and answered what came after with a RST).
+        Row(
+            given: [.connected, .finClient, .finServer],
+            when: .closedClient,
+            then: [.recordClose(.client, .reset, beforeReset: false), .close(.client), .close(.server), .finish]
+        ),
+        Row(given: [.connected, .finClient, .finServer, .closedClient], when: .closedServer, then: []),
+        Row(
+            given: [.connected, .finServer],
+            when: .closedServer,
+            then: [
+                .recordClose(.server, .reset, beforeReset: false), .close(.server), .recordClose(.client, .reset, beforeReset: true), .reset(.client),
+                .finish,
+            ]
+        ),
         // NIO folds a peer's FIN into the closure.
         Row(
             given: [.connected],

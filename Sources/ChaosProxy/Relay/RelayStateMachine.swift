@@ -201,9 +201,12 @@ struct RelayStateMachine: Sendable {
     }
 
     /// `side`'s socket closed without an error first (NIO folds a peer's FIN into the closure when
-    /// our FIN had already gone).
+    /// our FIN had already gone). A socket whose peer's FIN was read and ours had not gone can only have been reset:
+    /// NIO reads nothing more from a socket whose input ended, and closes it on the socket's error without reporting
+    /// it (a peer that closed its socket after its FIN answers the proxy's next bytes with a RST).
     mutating func closed(_ side: Side) -> [Action] {
         guard phase == .relaying, !leg(side).closed else { return [] }
+        if leg(side).receivedFIN, !leg(side).sentFIN { return failed(side, reset: true) }
         var actions: [Action] = []
         if !isCut, !leg(side).receivedFIN { actions += receivedFIN(side) }
         guard !leg(side).closed else { return actions }

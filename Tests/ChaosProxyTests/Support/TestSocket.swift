@@ -118,6 +118,17 @@ final class TestSocket: @unchecked Sendable {
 
     func shutdownWrite() { shutdown(fd, Int32(SHUT_WR)) }
 
+    /// The socket's TCP state (`tcpi_state`: 1 ESTABLISHED, 7 CLOSE after a reset, 8 CLOSE_WAIT after the peer's FIN).
+    var tcpState: Int {
+        var info = tcp_info()
+        var length = socklen_t(MemoryLayout<tcp_info>.size)
+        guard getsockopt(fd, Int32(IPPROTO_TCP), TCP_INFO, &info, &length) == 0 else { return -1 }
+        return Int(info.tcpi_state)
+    }
+
+    /// `tcpi_state` of a connection that is over (a reset, or both FINs done).
+    static let tcpClose = 7
+
     /// Ends both directions without releasing the descriptor, so that a thread still using it
     /// fails instead of writing into a descriptor number that was reused.
     func shutdownBoth() { shutdown(fd, Int32(SHUT_RDWR)) }
