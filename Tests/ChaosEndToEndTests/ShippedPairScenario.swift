@@ -69,9 +69,10 @@ struct ShippedPairScenario {
         var accounted = true
         for stream in report.streams {
             let (holes, processed) = (truth.holes(stream.key).count, truth.distinct(stream.key).count)
-            accounted = accounted && stream.accountsFor(holes: holes, processed: processed)
+            let accounts = stream.accountsFor(holes: holes, processed: processed)
+            accounted = accounted && accounts
             #expect(
-                stream.accountsFor(holes: holes, processed: processed),
+                accounts,
                 "\(stream.key): audit lost \(stream.lost), ok \(stream.ok), unconfirmed \(stream.unconfirmed); log holes \(holes), processed \(processed)"
             )
         }
