@@ -431,10 +431,14 @@ extension AuditEngine {
         if !ledger.cutInFlight.isEmpty, ledger.cutInFlight.remove(seq), !late { ledger.counts.recovered += 1 }
     }
 
-    /// A first delivery of `seq`: reordered when a higher seq came first, a gap when it skips ahead.
+    /// A first delivery of `seq`: reordered when a higher seq came first, a gap when it skips ahead. A seq whose
+    /// delivery was in doubt (taken by the consumer's TCP, in order, on a connection that then ended: ``StreamLedger/takenAfterClose``)
+    /// is reordered only when a seq above it was delivered since: its resend after a resume, in order, is not.
     private func judgeOrder(_ seq: Int64, _ ledger: StreamLedger, connection: ConnectionID, time: Int64) {
         let highest = ledger.highestDelivered
         if seq < highest {
+            let doubtedInOrder = ledger.takenAfterClose.contains(seq) && (ledger.deliveredSeqs.max ?? seq) <= seq
+            guard !doubtedInOrder else { return judged(seq, ledger, at: time) }
             ledger.counts.reordered += 1
             record(
                 .reordered,
@@ -461,6 +465,11 @@ extension AuditEngine {
             }
             ledger.highestDelivered = seq
         }
+        judged(seq, ledger, at: time)
+    }
+
+    /// A first delivery judged: faults waiting for the stream's next message hear of it.
+    private func judged(_ seq: Int64, _ ledger: StreamLedger, at time: Int64) {
         if !ledger.resumeWaits.isEmpty { recovery.delivered(seq, on: ledger, at: time) }
     }
 

@@ -45,6 +45,38 @@ struct AbortedConnectionTests {
         #expect(result.totals.redelivered == 0 && result.totals.reordered == 0 && result.totals.duplicated == 0, "\(result.totals)")
     }
 
+    /// Seqs 1-2 acknowledged, 3-5 taken by the consumer's TCP on connection 1 before its reset; on connection 2 the
+    /// resume ack 2, then the producer's `seqs`.
+    private func threeDoubted(relaying seqs: [Int]) throws -> AuditResult {
+        var s = TrafficScript()
+        openDirect(&s, 1)
+        s.relay(1, [1, 2])
+        s.consumerAcks(1, upTo: 2)
+        s.relay(1, [3, 4, 5])
+        s.at(1)
+        s.add(1, .closed(.client, .reset))
+        s.add(1, .closed(.server, .fin))
+        s.at(2)
+        openDirect(&s, 2)
+        s.consumerAcks(2, upTo: 2)
+        s.relay(2, seqs)
+        return try TrafficScript.auditWithAcks(s)
+    }
+
+    @Test("several seqs in doubt resent in order after the resume point: delivered once each, in order (not reordered after the doubted 5)")
+    func doubtedResentInOrder() throws {
+        let result = try threeDoubted(relaying: [3, 4, 5, 6])
+        #expect(result.totals.ok == 6 && result.totals.lost == 0, "\(result.totals)")
+        #expect(result.totals.reordered == 0 && result.totals.redelivered == 0 && result.totals.gaps == 0, "\(result.totals)")
+    }
+
+    @Test("a seq in doubt resent after a later seq was delivered for sure: reordered, as the consumer read it")
+    func doubtedResentAfterALaterOne() throws {
+        let result = try threeDoubted(relaying: [6, 3, 4, 5])
+        #expect(result.totals.ok == 6 && result.totals.lost == 0, "\(result.totals)")
+        #expect(result.totals.reordered == 3, "3, 4 and 5 came after 6: \(result.totals)")
+    }
+
     @Test("the consumer's resume point vouches for seq 3: delivered, nothing resent, nothing lost")
     func readAndVouched() throws {
         let result = try resumed(ack: 3, relaying: [4])
