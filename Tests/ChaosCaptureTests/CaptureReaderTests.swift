@@ -111,34 +111,49 @@ struct CaptureReaderTests {
         #expect(error.message.contains("banana"))
     }
 
+    /// 5,000 bytes from the client written to the server and acknowledged, then `closes` (the first at 4 ms, one per
+    /// millisecond after), written as a capture and read back: the closes read, and the RSTs tshark counts.
+    private func closesReadBack(_ closes: [(Side, TrafficEvent.CloseKind)]) throws -> (closes: [String], resets: Int) {
+        let directory = try TestSupport.makeTemporaryDirectory()
+        defer { TestSupport.removeDirectory(directory) }
+        let writer = try CaptureWriter(directory: directory, startedAt: 1_700_000_000)
+        let bytes = TestSupport.bytes(count: 5_000, seed: 4)
+        let ms: Int64 = 1_000_000
+        writer.record(contentsOf: [
+            TrafficEvent(time: 0, connection: 1, kind: .opened(Self.loopbackEndpoints)),
+            TrafficEvent(time: 1 * ms, connection: 1, kind: .read(.client, bytes)),
+            TrafficEvent(time: 2 * ms, connection: 1, kind: .written(.server, bytes)),
+            TrafficEvent(time: 3 * ms, connection: 1, kind: .acknowledged(.server, upTo: Int64(bytes.count))),
+        ])
+        for (index, (side, how)) in closes.enumerated() {
+            writer.record(TrafficEvent(time: Int64(4 + index) * ms, connection: 1, kind: .closed(side, how)))
+        }
+        try writer.close()
+        let (events, _) = try CaptureReader.readAll(path: directory + "/capture.pcap")
+        let read = events.compactMap { event -> String? in
+            if case .closed(let side, let how) = event.kind { return "\(side) \(how.rawValue)" }
+            return nil
+        }
+        let rst = try TestSupport.run("/usr/bin/tshark", ["-n", "-r", directory + "/capture.pcap", "-Y", "tcp.flags.reset == 1"])
+        return (read, rst.stdout.split(separator: "\n").count)
+    }
+
     @Test(
         "a FIN cut whose peer answers with a RST (its socket closed with bytes unread): the capture carries the RST after the FINs, read back as the peer's reset, even once every byte was acknowledged"
     )
     func finCutAnsweredWithReset() throws {
-        let directory = try TestSupport.makeTemporaryDirectory()
-        defer { TestSupport.removeDirectory(directory) }
-        let writer = try CaptureWriter(directory: directory, startedAt: 1_700_000_000)
-        let endpoints = Self.loopbackEndpoints
-        let bytes = TestSupport.bytes(count: 5_000, seed: 4)
-        let ms: Int64 = 1_000_000
-        writer.record(contentsOf: [
-            TrafficEvent(time: 0, connection: 1, kind: .opened(endpoints)),
-            TrafficEvent(time: 1 * ms, connection: 1, kind: .read(.client, bytes)),
-            TrafficEvent(time: 2 * ms, connection: 1, kind: .written(.server, bytes)),
-            TrafficEvent(time: 3 * ms, connection: 1, kind: .acknowledged(.server, upTo: Int64(bytes.count))),
-            TrafficEvent(time: 4 * ms, connection: 1, kind: .closed(.client, .cutByFault)),
-            TrafficEvent(time: 4 * ms, connection: 1, kind: .closed(.server, .cutByFault)),
-            TrafficEvent(time: 5 * ms, connection: 1, kind: .closed(.server, .reset)),
-        ])
-        try writer.close()
-        let (events, _) = try CaptureReader.readAll(path: directory + "/capture.pcap")
-        let closes = events.compactMap { event -> String? in
-            if case .closed(let side, let how) = event.kind { return "\(side) \(how.rawValue)" }
-            return nil
-        }
-        #expect(closes.last == "server reset", "\(closes)")
-        let rst = try TestSupport.run("/usr/bin/tshark", ["-n", "-r", directory + "/capture.pcap", "-Y", "tcp.flags.reset == 1"])
-        #expect(rst.stdout.split(separator: "\n").count == 1, "one RST: \(rst.stdout)")
+        let read = try closesReadBack([(.client, .cutByFault), (.server, .cutByFault), (.server, .reset)])
+        #expect(read.closes.last == "server reset", "\(read.closes)")
+        #expect(read.resets == 1, "one RST")
+    }
+
+    @Test(
+        "FINs both ways, then the server's RST after its FIN (it closed behind a partition while the proxy held bytes for it, and reset them when they came): the capture carries the RST, read back as the server's reset"
+    )
+    func resetAfterFINs() throws {
+        let read = try closesReadBack([(.server, .fin), (.client, .fin), (.server, .reset)])
+        #expect(read.closes.last == "server reset", "\(read.closes)")
+        #expect(read.resets == 1, "one RST")
     }
 
     /// One proxied connection's endpoints on loopback (proxy p on 7000, its server on 7001).

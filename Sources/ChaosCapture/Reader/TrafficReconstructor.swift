@@ -51,11 +51,14 @@ final class TrafficReconstructor {
         guard let flow else { return }
         flow.lastTime = time
         if flow.finished {
-            // The side that answered the other's FIN resets after all: it closed its socket with bytes unread (a peer
-            // answering a proxy's FIN cut so, whose reset the live relay records after the cut).
-            if segment.flags.contains(.rst), !flow.wasReset, let first = flow.firstFINFromClient, first != (segment.source == flow.client) {
+            // A side resets after the FINs: the one that answered the other's FIN closed its socket with bytes unread
+            // (a peer answering a proxy's FIN cut so, whose reset the live relay records after the cut), or the one
+            // that closed first answers bytes that came after its close (a server that gave up behind a partition
+            // while the proxy held bytes for it; a proxy's own capture shows the proxy's FIN as soon as the other side's
+            // came, and the live relay records that reset after the server's FIN).
+            if segment.flags.contains(.rst), !flow.wasReset, flow.firstFINFromClient != nil {
                 flow.wasReset = true
-                return try report(.reset(fromClient: !first, time: time), of: flow)
+                return try report(.reset(fromClient: segment.source == flow.client, time: time), of: flow)
             }
             statistics.retransmittedBytes += segment.payload.count
             // Closed both ways, a receiver still acknowledges the last bytes (its ACK can follow the FINs).

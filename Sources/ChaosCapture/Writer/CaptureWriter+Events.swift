@@ -64,6 +64,9 @@ extension CaptureWriter {
             try emit(peerFin, on: connection[side], payload: [], time: time)
             let relayed = connection[side.other].finish(fromPeer: false)
             try emit(relayed, on: connection[side.other], payload: [], time: time)
+            // Kept a while once over, as after a cut: a peer that closed while the proxy still held bytes for it (a
+            // partition's) answers them with a RST, which the relay records after the FINs.
+            return storeOrForget(connection, id: id, keep: true)
         case .reset, .error:
             let rst = connection[side].abort(fromPeer: true)
             try emit(rst, on: connection[side], payload: [], time: time)
@@ -84,8 +87,8 @@ extension CaptureWriter {
     }
 
     /// Keeps a connection while anything can still happen on it. One closed both ways whose peer never
-    /// acknowledged the last bytes (or, with `keep`, one a FIN cut ended) waits among at most ``lingeringLimit``
-    /// others, oldest dropped first.
+    /// acknowledged the last bytes (or, with `keep`, one that FINs or a FIN cut ended) waits among at most
+    /// ``lingeringLimit`` others, oldest dropped first.
     private func storeOrForget(_ connection: SynthesizedConnection, id: ConnectionID, keep: Bool = false) {
         if !keep, connection.clientLeg.isOver, connection.serverLeg.isOver {
             connections[id] = nil
