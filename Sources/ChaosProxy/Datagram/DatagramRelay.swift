@@ -27,20 +27,29 @@ final class DatagramRelay: @unchecked Sendable {
     /// The live flows' ids, readable from any thread.
     let liveIDs = Mutex<Set<ConnectionID>>([])
     private let recordsTraffic: Bool
+    /// The sockets written to since the loop last flushed them (see ``DatagramBatch``).
+    private var batch: DatagramBatch
 
     init(server: ProxyServer, loop: any EventLoop) {
         self.server = server
         self.loop = loop
         recordsTraffic = server.sink?.recordsTraffic == true
+        batch = DatagramBatch(segments: DatagramBatch.segmentsWanted(recording: recordsTraffic))
     }
 
     // MARK: the listening socket
 
     /// Binds the listening socket at `address` and starts the idle sweep.
     func bind(_ address: SocketAddress) async throws -> any Channel {
+        // Every client's datagrams come in here: one `recvmmsg` takes up to ``DatagramBatch/vectorRead`` of them, each
+        // into a slot with room for UDP's largest (one buffer for the proxy, not per flow).
         let channel = try await DatagramBootstrap(group: loop)
             .channelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
-            .channelOption(ChannelOptions.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: Self.largestDatagram))
+            .channelOption(
+                ChannelOptions.recvAllocator,
+                value: FixedSizeRecvByteBufferAllocator(capacity: Self.largestDatagram * DatagramBatch.vectorRead)
+            )
+            .channelOption(ChannelOptions.datagramVectorReadMessageCount, value: DatagramBatch.vectorRead)
             .channelInitializer { [self] channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(DatagramInbound { [self] envelope in fromClient(envelope) })
@@ -113,6 +122,7 @@ final class DatagramRelay: @unchecked Sendable {
         flow.upstreamAddress = address
         let bootstrap = DatagramBootstrap(group: loop)
             .channelOption(ChannelOptions.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: Self.largestDatagram))
+            .channelOption(ChannelOptions.maxMessagesPerRead, value: DatagramBatch.readsPerWakeUp)
             .channelInitializer { [self] channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(
@@ -303,13 +313,13 @@ final class DatagramRelay: @unchecked Sendable {
                 server.counters.dropped(.sendBuffer)
                 return false
             }
-            upstream.writeAndFlush(AddressedEnvelope(remoteAddress: address, data: datagram), promise: nil)
+            write(AddressedEnvelope(remoteAddress: address, data: datagram), to: upstream)
         case .client:
             guard let listener, listener.isActive, listener.isWritable else {
                 server.counters.dropped(.sendBuffer)
                 return false
             }
-            listener.writeAndFlush(AddressedEnvelope(remoteAddress: flow.client, data: datagram), promise: nil)
+            write(AddressedEnvelope(remoteAddress: flow.client, data: datagram), to: listener)
         }
         let slot = side == .client ? 0 : 1
         flow.written[slot] += Int64(datagram.readableBytes)
@@ -319,6 +329,11 @@ final class DatagramRelay: @unchecked Sendable {
             sink.record(TrafficEvent(time: now, connection: flow.id, kind: .acknowledged(side, upTo: flow.written[slot])))
         }
         return true
+    }
+
+    /// Writes `envelope` to `channel`, flushed with the rest of this turn of the loop's writes (``DatagramBatch``).
+    private func write(_ envelope: AddressedEnvelope<ByteBuffer>, to channel: any Channel) {
+        if batch.write(envelope, to: channel) { loop.execute { [self] in batch.flushAll() } }
     }
 
     /// A datagram kept past its read (waiting for its socket, delayed, held back) in a buffer of its own size: a read's
