@@ -6,8 +6,8 @@ import NIOCore
 /// kernel segments UDP itself (Linux's UDP GSO), a run of equal-sized datagrams to the same address goes as one
 /// message that the kernel cuts into them again, so the receiver reads the same datagrams. A socket's writes keep
 /// their order; none waits past the turn that wrote it (the flush is the loop's next task), and a socket that closed
-/// meanwhile drops them. What a turn holds is what the turn read or released, each datagram already counted against
-/// its socket's send buffer when it was written.
+/// meanwhile drops them. What a turn holds is bounded by what the turn read (``readsPerWakeUp`` per socket, times
+/// ``vectorRead`` on the listening socket) and what its timers released (within the held bytes' bound).
 struct DatagramBatch {
     /// The most datagrams a socket reads per wake-up (NIO's `maxMessagesPerRead`, 4 by default): a burst's worth to
     /// write together.
