@@ -493,8 +493,13 @@ extension AuditEngine {
         // between the ends a reset reaches both consumers; through a proxy, an RST on a leg (the peer's own, or one the
         // proxy sent: a fault's reset, a reset passed on) reaches the consumer on that leg only, so a capture of both
         // legs, whatever order it sees the two resets in, judges each direction by its own leg's end.
-        if how.isAbortive, !isStopping {
-            let directions: [Direction] = connection.direct ? [.upstream, .downstream] : [side == .server ? .upstream : .downstream]
+        // So does one whose FIN leaves its protocol's work open, for what it consumed: a gRPC server (or client) that
+        // closes with a call nobody ended (no trailers, no RST_STREAM) took the bytes into its HTTP/2 stack, and a call
+        // torn down hands its application nothing more.
+        let abandons = how == .fin && connection.pipe(.sent, side.producing).decoder.leavesWorkOpen
+        if how.isAbortive || abandons, !isStopping {
+            let directions: [Direction] =
+                connection.direct && !abandons ? [.upstream, .downstream] : [side == .server ? .upstream : .downstream]
             for direction in directions {
                 for stream in connection.streams[direction == .upstream ? 0 : 1].values { stream.ledger.unconfirmAborted(stream.deliveredHere) }
             }

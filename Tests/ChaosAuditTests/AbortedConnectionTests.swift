@@ -15,6 +15,16 @@ struct AbortedConnectionTests {
         s.add(connection, .opened(ConnectionEndpoints(proxy: "capture", client: "c:1", listen: "s:2", proxyLocal: "c:1", server: "s:2")))
     }
 
+    /// At `time`, connection `connection` ends in the consumer's reset (the producer's leg a FIN); a second later
+    /// connection `next` opens.
+    private func consumerReset(_ s: inout TrafficScript, _ connection: ConnectionID, reopening next: ConnectionID, at time: Double) {
+        s.at(time)
+        s.add(connection, .closed(.client, .reset))
+        s.add(connection, .closed(.server, .fin))
+        s.at(time + 1)
+        openDirect(&s, next)
+    }
+
     /// Seqs 1-3 delivered to the client's TCP on connection 1, the client's acks up to 2, then a reset.
     private func resetPastTheLastAck(acks: Bool = true) -> TrafficScript {
         var s = TrafficScript()
@@ -22,11 +32,7 @@ struct AbortedConnectionTests {
         s.relay(1, [1, 2])
         if acks { s.consumerAcks(1, upTo: 2) }
         s.relay(1, [3])
-        s.at(1)
-        s.add(1, .closed(.client, .reset))
-        s.add(1, .closed(.server, .fin))
-        s.at(2)
-        openDirect(&s, 2)
+        consumerReset(&s, 1, reopening: 2, at: 1)
         return s
     }
 
@@ -53,11 +59,7 @@ struct AbortedConnectionTests {
         s.relay(1, [1, 2])
         s.consumerAcks(1, upTo: 2)
         s.relay(1, [3, 4, 5])
-        s.at(1)
-        s.add(1, .closed(.client, .reset))
-        s.add(1, .closed(.server, .fin))
-        s.at(2)
-        openDirect(&s, 2)
+        consumerReset(&s, 1, reopening: 2, at: 1)
         s.consumerAcks(2, upTo: 2)
         s.relay(2, seqs)
         return try TrafficScript.auditWithAcks(s)
@@ -95,6 +97,27 @@ struct AbortedConnectionTests {
     func skippedIsLost() throws {
         let result = try resumed(ack: 2, relaying: [4, 5])
         #expect(result.totals.ok == 4 && result.totals.lost == 1, "\(result.totals)")
+        #expect(result.anomalies.contains { $0.kind == .lost && $0.fromSeq == 3 && $0.toSeq == 3 })
+    }
+
+    @Test(
+        "an ack that vouches for a later connection's doubted seq does not vouch for one an earlier ack denied: seq 3 stays lost"
+    )
+    func deniedStaysDenied() throws {
+        // Seq 3 doubted by connection 1's reset, denied by the resume ack 2; the producer skips it. Seq 6 doubted by
+        // connection 2's reset (past ack 5), vouched for by connection 3's resume ack 6: that ack names a seq the
+        // consumer took on connection 2, and says nothing of what connection 1 had taken (a naive gRPC run: the
+        // server's WELCOME ack vouched for seqs it had denied a connection before).
+        var s = resetPastTheLastAck()
+        s.consumerAcks(2, upTo: 2)
+        s.relay(2, [4, 5])
+        s.consumerAcks(2, upTo: 5)
+        s.relay(2, [6])
+        consumerReset(&s, 2, reopening: 3, at: 3)
+        s.consumerAcks(3, upTo: 6)
+        s.relay(3, [7])
+        let result = try TrafficScript.auditWithAcks(s)
+        #expect(result.totals.ok == 6 && result.totals.lost == 1, "\(result.totals)")
         #expect(result.anomalies.contains { $0.kind == .lost && $0.fromSeq == 3 && $0.toSeq == 3 })
     }
 

@@ -144,6 +144,41 @@ struct GRPCAuditTests {
         #expect(down.ok == 2 && down.redelivered == 0 && down.lost == 0, "\(down)")
     }
 
+    /// Session c1's call on connection 1: upstream seqs 1-5 taken by the server's TCP, its answer acking 2; then the
+    /// server closes its leg with a FIN, its call ended by trailers first or not (`ended`); on connection 2 its first
+    /// answer says it processed up to 4.
+    static func serverClosesWith(ended: Bool) throws -> DeliveryCounts? {
+        var s = TrafficScript()
+        var first = Connection(1, &s)
+        first.call(&s, 1, session: "c1")
+        for seq in 1...5 { first.relay(&s, G.data(1, G.grpc(G.request(seq: seq))), .upstream) }
+        first.relay(&s, G.data(1, G.grpc(G.update(seq: 1, ack: 2))), .downstream)
+        if ended { first.relay(&s, first.server.trailers(1, status: 14, message: "going away"), .downstream) }
+        s.at(1)
+        s.add(1, .closed(.server, .fin))
+        s.add(1, .closed(.client, .fin))
+        s.at(2)
+        var second = Connection(2, &s)
+        second.call(&s, 1, session: "c1")
+        second.relay(&s, G.data(1, G.grpc(G.update(ack: 4, kind: "WELCOME"))), .downstream)
+        s.close(2)
+        return Self.counts(try Self.audit(s, Self.named), "c1", .upstream)
+    }
+
+    @Test(
+        "a server that closes with a FIN while its call is open (no trailers, no RST_STREAM) abandons what its TCP took past its last ack: its resume point then says seq 5 never reached it, lost (s59h3's naive gRPC run)"
+    )
+    func serverFINWithTheCallOpen() throws {
+        let up = try #require(try Self.serverClosesWith(ended: false))
+        #expect(up.ok == 4 && up.lost == 1, "\(up)")
+    }
+
+    @Test("a server that ended its call before its FIN closed in order: seq 5 its TCP took is delivered, whatever it says later")
+    func serverFINAfterTrailers() throws {
+        let up = try #require(try Self.serverClosesWith(ended: true))
+        #expect(up.ok == 5 && up.lost == 0, "\(up)")
+    }
+
     @Test("a field name that no audited RPC has is bad input, however the protocol arrived (a false PASS otherwise)")
     func unresolvedName() {
         var spec = Self.named

@@ -177,10 +177,20 @@ final class StreamLedger {
     /// caught), while an ack naming a seq that nothing delivered can only come from what it took after close, and a
     /// consumer that read a seq from its socket had read every byte before it there. The ack may arrive after the
     /// producer's resends past it were delivered (a resume ack read late): it still names an undelivered seq.
+    /// It does not vouch for seqs an earlier ack denied (``denyTakenAfterClose(above:)``): the consumer said it never
+    /// processed them, and its ack naming a seq it took since, on a later connection, says nothing of the bytes an
+    /// earlier one had taken.
     func confirmTakenAfterClose(upTo ack: Int64) {
         guard ack > highestDelivered || !deliveredSeqs.contains(ack) else { return }
         for interval in takenAfterClose.intervals where interval.lower <= ack {
-            confirmedAfterClose.insert(interval.lower, through: min(interval.upper, ack))
+            let upper = min(interval.upper, ack)
+            guard !deniedAfterClose.isEmpty else {
+                confirmedAfterClose.insert(interval.lower, through: upper)
+                continue
+            }
+            for kept in deniedAfterClose.holes(from: interval.lower, through: upper) {
+                confirmedAfterClose.insert(kept.lower, through: kept.upper)
+            }
         }
     }
 

@@ -41,6 +41,7 @@ final class GRPCDecoder: LegDecoder {
             switch event {
             case .data(let stream, let payload, let endStream, let endOffset):
                 let end = Int(endOffset - base)
+                if endStream, slot == 1 { session.call(stream)?.ended = true }
                 if stream <= lastProcessedStream, let call = session.call(stream), call.audited,
                     resetStreams.isEmpty || !resetStreams.contains(stream)
                 {
@@ -64,8 +65,10 @@ final class GRPCDecoder: LegDecoder {
             case .headers(let stream, let fields, let endStream):
                 headers(stream, fields, at: input.count, output)
                 if endStream { splitters[stream] = nil }
+                if endStream, slot == 1 { session.call(stream)?.ended = true }
             case .reset(let stream, let code):
                 splitters[stream] = nil
+                session.call(stream)?.ended = true
                 resetStreams.insert(stream)
                 if resetStreams.count > Self.resetStreamLimit, let oldest = resetStreams.min() { resetStreams.remove(oldest) }
                 output(.event(.coded("streamResets", code: HTTP2ErrorCode.name(code)), at: input.count))
@@ -152,6 +155,10 @@ final class GRPCDecoder: LegDecoder {
     }
 
     var hasPartialMessage: Bool { splitters.values.contains { $0.hasPartialMessage } }
+
+    /// An audited call that the server never ended and no one reset (past a GOAWAY's last stream, the client retries
+    /// its calls elsewhere: those do not count).
+    var leavesWorkOpen: Bool { session.hasOpenCalls(upTo: lastProcessedStream) }
 
     func dropPartial() { splitters = [:] }
 }

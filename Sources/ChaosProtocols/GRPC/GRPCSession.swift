@@ -8,6 +8,8 @@ final class GRPCCall: RPCCall {
     let audited: Bool
     /// How each direction's compressed messages are compressed (`grpc-encoding`; upstream 0, downstream 1).
     var encodings: [String?] = [nil, nil]
+    /// The server ended it (its trailers, END_STREAM) or either side reset it (RST_STREAM).
+    var ended = false
 
     init(streamID: UInt32, path: String, metadata: [HTTP2HeaderField], audited: Bool) {
         self.metadata = metadata
@@ -46,6 +48,11 @@ final class GRPCSession {
         let found = calls[stream]
         recent = found.map { (stream, $0) }
         return found
+    }
+
+    /// Whether an audited call at or below `lastStream` was opened and never ended.
+    func hasOpenCalls(upTo lastStream: UInt32) -> Bool {
+        calls.values.contains { $0.audited && !$0.ended && $0.streamID <= lastStream }
     }
 
     /// The call looked up last (a DATA frame's stream is most often the previous one's): no hashing per message.

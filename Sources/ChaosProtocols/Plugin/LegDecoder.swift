@@ -80,9 +80,14 @@ package protocol LegDecoder: AnyObject {
     var canHandOverState: Bool { get }
     /// Takes `other`'s state as its own (`other` decoded the same bytes this one skipped); false when it cannot.
     func adoptState(of other: any LegDecoder) -> Bool
+    /// Whether the connection carries work its protocol says is unfinished: a gRPC call neither side ended (no
+    /// trailers, no RST_STREAM). An end that closes its leg then, even with a FIN, abandons what it took for that work:
+    /// its HTTP/2 stack read the bytes and its application may never get them (false unless the decoder says so).
+    var leavesWorkOpen: Bool { get }
 }
 
 extension LegDecoder {
     package var canHandOverState: Bool { false }
     package func adoptState(of other: any LegDecoder) -> Bool { false }
+    package var leavesWorkOpen: Bool { false }
 }
