@@ -52,7 +52,10 @@ extension AuditEngine {
             messageStats.unsequenced += 1
             if pipe.role == .sent { sampleUnsequenced(frame, endingAt: end, direction: pipe.direction, connection: connection.id) }
         }
-        if let ack = fields.ack, pipe.role == .sent { stated(ack, on: connectionStream().ledger) }
+        if let ack = fields.ack, pipe.role == .sent {
+            let acked = stated(ack, on: connectionStream().ledger)
+            connection.pipe(.delivered, pipe.direction.reversed).statedAcks[acked.index] = ack
+        }
         guard let seq else {
             if let ack = fields.ack, pipe.role == .delivered {
                 written(seq: nil, ack: ack, connectionStream(), endingAt: end, pipe: pipe, connection: connection, time: time)
@@ -213,14 +216,26 @@ extension AuditEngine {
     /// are not counted.
     /// Once the run is stopping no later acknowledgement can come: as on a cleartext half-close, what the consumer's
     /// TCP took is delivered (a stopped client reads what its server still sends after its own close_notify).
+    /// One of them the consumer named in an ack it wrote on this connection (its application read that message, and
+    /// every one written to it before, in order, though the proxy saw the TCP acknowledgement only after the
+    /// consumer's close: a WebSocket client that acks its last message and answers the proxy's close frame in one
+    /// segment) is delivered with those before it.
     func acknowledgedAfterClose(_ offset: Int64, by side: Side, connection id: ConnectionID, time: Int64) {
         if isStopping { return acknowledged(offset, by: side, connection: id, time: time) }
         guard let connection = connections[id] else { return }
         let pipe = connection.pipe(.delivered, side.other.producing)
         guard offset > pipe.acknowledged else { return }
         pipe.acknowledged = offset
-        while let message = pipe.pending.popFirst(endingBy: offset) {
-            if let seq = message.seq { _ = message.stream.ledger.takenAfterClose.insert(seq) }
+        var taken: [PendingDelivery] = []
+        while let message = pipe.pending.popFirst(endingBy: offset) { taken.append(message) }
+        let named = pipe.statedAcks.isEmpty ? nil : taken.lastIndex { $0.seq != nil && pipe.statedAcks[$0.stream.ledger.index] == $0.seq }
+        let late = connection.deliveriesEnded.contains(side)
+        for (index, message) in taken.enumerated() {
+            if let named, index <= named {
+                delivered(seq: message.seq, ack: message.ack, message.stream, connection: id, time: time, late: late)
+            } else if let seq = message.seq {
+                message.stream.ledger.takenAfterClose.insert(seq)
+            }
         }
     }
 
@@ -346,9 +361,12 @@ extension AuditEngine {
     /// A cumulative ack read from the consumer of the other direction of stream `ledger`: what it says it processed,
     /// as soon as it says it (whether or not the ack reaches the producer), denies the seqs above it that its TCP took
     /// before a reset (see ``StreamLedger/denyTakenAfterClose(above:)``).
-    func stated(_ ack: Int64, on ledger: StreamLedger) {
+    /// Returns the ledger the ack is for.
+    @discardableResult
+    func stated(_ ack: Int64, on ledger: StreamLedger) -> StreamLedger {
         let partner = ledger.partnerIndex.map { ledgers[$0] } ?? self.ledger(ledger.name, ledger.direction.reversed)
         partner.denyTakenAfterClose(above: ack)
+        return partner
     }
 
     /// A cumulative ack delivered with stream `ledger`'s messages on `connection` covers the other direction's seqs.

@@ -66,6 +66,31 @@ struct TakenAfterCloseTests {
         #expect(result.totals.ok == 5 && result.totals.lost == 0, "\(result.totals)")
     }
 
+    @Test(
+        "an ack the consumer wrote naming a message whose TCP acknowledgement the proxy saw only after the consumer's close: that message and those before it delivered, the rest taken after close (s59q2's naive WebSocket run)"
+    )
+    func namedByAnAckReadBeforeTheClose() throws {
+        // A WebSocket client read seq 596, wrote ACK 596 and its answer to the proxy's close frame in one segment; the
+        // proxy read them before its poll saw the TCP acknowledgement, and never passed the ACK on.
+        var s = TrafficScript()
+        s.open(1)
+        s.send(1, [1, 2, 3])
+        s.write(1, [1, 2, 3])
+        s.at(0.5)
+        s.acknowledge(1, .downstream, upTo: Int64(TrafficScript.message(1).count))
+        s.sendBytes(1, .upstream, Array("{\"type\":\"ACK\",\"stream\":\"s\",\"ack\":2}\n".utf8))
+        s.at(0.6)
+        s.add(1, .acknowledgedAfterClose(.client, upTo: Int64(TrafficScript.messages([1, 2, 3]).count)))
+        s.at(1)
+        s.close(1)
+        s.at(2)
+        s.open(2)
+        s.relay(2, [4, 5])
+        let result = try TrafficScript.auditWithAcks(s)
+        #expect(result.totals.ok == 4 && result.totals.lost == 1, "\(result.totals)")
+        #expect(result.anomalies.contains { $0.kind == .lost && $0.fromSeq == 3 && $0.toSeq == 3 }, "seq 3: taken after close, never vouched for")
+    }
+
     @Test("what the consumer never acknowledges and nobody resends is lost (a TLS stack that drops after its close_notify)")
     func notCoveredIsLost() throws {
         var s = closedWithTwoTakenAfter()

@@ -103,6 +103,9 @@ final class FramePipe {
     var acknowledged: Int64 = 0
     /// Messages written and not yet acknowledged, oldest first (`delivered` pipes).
     var pending = PendingDeliveries()
+    /// The last ack the consumer of this pipe wrote on this connection, per stream it acknowledges (by ledger index;
+    /// `delivered` pipes): an ack naming a message still pending says the consumer read it.
+    var statedAcks: [Int: Int64] = [:]
     /// What was read from messages not yet written (`sent` pipes, when written bytes copy read ones).
     var readCopies = ReadCopies()
     /// Which written bytes are the very bytes read (the last read on a `sent` pipe; the span on a `delivered` one).
