@@ -218,7 +218,7 @@ extension AuditEngine {
     /// TCP took is delivered (a stopped client reads what its server still sends after its own close_notify).
     /// One of them the consumer named in an ack it wrote on this connection (its application read that message, and
     /// every one written to it before, in order, though the proxy saw the TCP acknowledgement only after the
-    /// consumer's close: a WebSocket client that acks its last message and answers the proxy's close frame in one
+    /// consumer's close: a client that acks its last message and answers the proxy's closing handshake in one
     /// segment) is delivered with those before it.
     func acknowledgedAfterClose(_ offset: Int64, by side: Side, connection id: ConnectionID, time: Int64) {
         if isStopping { return acknowledged(offset, by: side, connection: id, time: time) }
@@ -511,9 +511,9 @@ extension AuditEngine {
         // between the ends a reset reaches both consumers; through a proxy, an RST on a leg (the peer's own, or one the
         // proxy sent: a fault's reset, a reset passed on) reaches the consumer on that leg only, so a capture of both
         // legs, whatever order it sees the two resets in, judges each direction by its own leg's end.
-        // So does one whose FIN leaves its protocol's work open, for what it consumed: a gRPC server (or client) that
-        // closes with a call nobody ended (no trailers, no RST_STREAM) took the bytes into its HTTP/2 stack, and a call
-        // torn down hands its application nothing more.
+        // So does one whose FIN leaves its protocol's work open, for what it consumed (``LegDecoder/leavesWorkOpen``: an
+        // RPC server or client that closes with a call nobody ended took the bytes into its protocol stack, and a call
+        // torn down hands its application nothing more).
         let abandons = how == .fin && connection.pipe(.sent, side.producing).decoder.leavesWorkOpen
         if how.isAbortive || abandons, !isStopping {
             let directions: [Direction] =
