@@ -54,7 +54,9 @@ extension AuditEngine {
         }
         if let ack = fields.ack, pipe.role == .sent {
             let acked = stated(ack, on: connectionStream().ledger)
-            connection.pipe(.delivered, pipe.direction.reversed).statedAcks[acked.index] = ack
+            // Kept only while messages wait for the consumer's TCP: an ack can then name one of them.
+            let toward = connection.pipe(.delivered, pipe.direction.reversed)
+            if !toward.pending.isEmpty { toward.statedAcks[acked.index] = ack }
         }
         guard let seq else {
             if let ack = fields.ack, pipe.role == .delivered {
