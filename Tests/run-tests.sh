@@ -24,28 +24,29 @@ read -r -a BUILD_FLAGS <<<"${SWIFT_BUILD_FLAGS:-}"
 LOGS=.build/test-logs
 TESTS=.build/debug/chaosPackageTests.xctest
 
-# The pair lanes: one line each, the suites it runs in order (test-ID regexes, one per phase). Balanced by the suites'
-# times in a fresh-clone run (the longest suite, gRPC's pairs, sets the floor).
-# The longest lanes first (they start first): in a fresh-clone run (z1) ten lanes of 180-240 s (the gRPC pairs alone
-# take 220), two of them the commands that run the pair again and again (chaos shrink, chaos run --repeat; the
-# quickstart's shrink with the fleet in network namespaces), and a last, shorter one that starts 30 s after the first.
-# The unit lane (the unit suites and the fuzz corpus replay, niced) takes about as long as the longest pair lane.
+# The pair lanes: one line each, the suites it runs in order (test-ID regexes, one per phase). The lanes share two
+# cores with the unit lane and each other, and together keep them busy (a fresh-clone run's table gives each phase's
+# CPU seconds: the pairs' chaos processes are debug builds), so each lane's time is set as much by the others as by its
+# own suites. Balanced by the suites' times in fresh-clone runs (about 270-290 s a lane; the longest suite, the gRPC
+# pairs, takes 255 of it) and started longest first: a lane starts LANE_STAGGER seconds after the one before, so the
+# last starts 20 s late with the least to do. Two of them run commands that run a pair again and again (chaos shrink,
+# chaos run --repeat; the quickstart's shrink with the fleet in network namespaces).
 PAIR_LANES=(
-  "ShippedWebSocketScenarioTests FleetMergeTests MQTTTransportPairTests"
-  "ShippedMobileDayScenarioTests ToxiproxyClientTests QUICPairTests"
-  "TLSPairTests \.CaptureAuditTests QUICNoMigrationPairTests"
-  "GRPCPairTests LoopbackCaptureTests QUICHTTP3PairTests"
   "ShippedGRPCScenarioTests AuditBackpressureTests MQTTRetainedPairTests DeliveredMeansAcknowledgedTests"
-  "TLSCaptureAuditTests SocketIORoomPairTests"
-  "WebSocketPairTests MobilePathPairTests LivePageTests"
-  "ShrinkCommandTests PrometheusScrapeTests KeepaliveHangTests"
+  "ShippedMobileDayScenarioTests ToxiproxyClientTests QUICPairTests"
+  "ShippedWebSocketScenarioTests FleetMergeTests MQTTTransportPairTests DeadPathTests"
+  "GRPCPairTests LoopbackCaptureTests QUICHTTP3PairTests"
+  "TLSPairTests \.CaptureAuditTests QUICNoMigrationPairTests"
+  "TLSCaptureAuditTests KeepaliveHangTests PrometheusScrapeTests"
+  "ShrinkCommandTests SocketIORoomPairTests"
   "QuickstartShrinkTests FleetNamespaceTests RepeatRunTests ChatFanoutPairTests"
+  "WebSocketPairTests MobilePathPairTests LivePageTests"
   "MQTTPairTests"
-  "SocketIOPairTests SSEPairTests DeadPathTests"
+  "SocketIOPairTests SSEPairTests"
 )
 
 # Seconds between the starts of two pair lanes.
-LANE_STAGGER=3
+LANE_STAGGER=2
 # Ports per lane (CHAOS_TEST_PORTS): the unit lane's from 20000, the commands lane's next, then each pair lane's, all
 # below the kernel's ephemeral range (32768).
 PORTS_PER_LANE=800
@@ -62,6 +63,14 @@ rm -rf "$TEST_TMP"
 mkdir -p "$TEST_TMP"
 chmod 0755 "$TEST_TMP"
 export TMPDIR=$TEST_TMP
+# The test peers' python3 as a link to the interpreter itself, first on PATH: where python3 is a version manager's shim
+# (pyenv's is a bash script that runs a few more), each of the tests' hundreds of python3 starts costs 70 ms of CPU
+# more, which the lanes share (about 20 CPU seconds a run).
+mkdir -p "$TEST_TMP/bin"
+if python=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null) && [ -x "$python" ]; then
+  ln -sf "$python" "$TEST_TMP/bin/python3"
+  export PATH=$TEST_TMP/bin:$PATH
+fi
 started=$(date +%s.%N)
 
 # Runs one phase: `phase NAME LANE COMMAND…`, its output in $LOGS/NAME.log, its time and status in $LOGS/NAME.time.
@@ -70,10 +79,18 @@ phase() {
   shift 2
   local t0 t1 status
   t0=$(date +%s.%N)
-  "$@" >"$LOGS/$name.log" 2>&1
+  # In a subshell of its own, whose `times` then gives the CPU time of the phase's processes (the children it waited
+  # for, and theirs): the lanes share two cores, so a phase's CPU seconds say what it costs the others.
+  (
+    "$@" >"$LOGS/$name.log" 2>&1
+    status=$?
+    times >"$LOGS/$name.cpu"
+    exit $status
+  )
   status=$?
   t1=$(date +%s.%N)
-  echo "$name $lane $t0 $t1 $status" >"$LOGS/$name.time"
+  cpu=$(awk 'NR == 2 { s = 0; for (i = 1; i <= 2; i++) { split($i, p, "m"); s += p[1] * 60 + p[2] } printf "%.1f", s }' "$LOGS/$name.cpu")
+  echo "$name $lane $t0 $t1 $status $cpu" >"$LOGS/$name.time"
   return $status
 }
 
@@ -95,9 +112,21 @@ swift_testing() {
 }
 
 step deps make -s deps
-step manifests Tests/deploy/check-manifests.sh
-step style Tests/style/check-format.sh
+# The two checks that need no build run beside it: the build's first half minute (resolving the dependencies, compiling
+# their manifests and plugins) keeps one core busy, not two. Their results are read when the build ends.
+echo "== manifests, style (beside the build)"
+phase manifests setup Tests/deploy/check-manifests.sh &
+manifests_pid=$!
+phase style setup Tests/style/check-format.sh &
+style_pid=$!
 step build Tests/timed-build.sh "$SWIFT" --build-tests "${BUILD_FLAGS[@]}"
+for check in manifests:$manifests_pid style:$style_pid; do
+  if ! wait "${check#*:}"; then
+    echo "make test: ${check%%:*} failed:" >&2
+    tail -n 80 "$LOGS/${check%%:*}.log" >&2
+    exit 1
+  fi
+done
 step docs Tests/docs/check-docs.sh .build/debug/chaos
 
 # End-to-end suites that run in the unit lane, after its own phases (none today: the fuzz replay fills it).
@@ -157,8 +186,8 @@ strip() { sed -E 's/\x1b\[[0-9;]*m//g' "$1"; }
 passed=0
 failed=0
 failures=()
-printf '\n%-34s %-9s %8s %6s  %s\n' phase lane seconds tests result
-while read -r name lane t0 t1 status; do
+printf '\n%-34s %-9s %8s %8s %6s  %s\n' phase lane seconds "cpu secs" tests result
+while read -r name lane t0 t1 status cpu; do
   log="$LOGS/$name.log"
   tests=$(strip "$log" | sed -nE 's/.*Test run with ([0-9]+) tests?( in [0-9]+ suites?)? (passed|failed).*/\1/p' | tail -n 1)
   failing=$(strip "$log" | grep -cE '^✘ Test ".* failed after' || true)
@@ -172,12 +201,13 @@ while read -r name lane t0 t1 status; do
     failures+=("$name")
     if [ "$failing" = 0 ] && [ -n "$tests" ]; then failed=$((failed + 1)); fi
   fi
-  printf '%-34s %-9s %8.1f %6s  %s\n' "$name" "$lane" "$(echo "$t1 - $t0" | bc)" "${tests:--}" "$result"
+  printf '%-34s %-9s %8.1f %8s %6s  %s\n' "$name" "$lane" "$(echo "$t1 - $t0" | bc)" "$cpu" "${tests:--}" "$result"
 done < <(cat "$LOGS"/*.time | sort -k3,3n)
 for lane in unit commands $(seq -f 'pairs-%g' 1 ${#PAIR_LANES[@]}); do
-  total=$(cat "$LOGS"/*.time | awk -v lane="$lane" '$2 == lane { s += $4 - $3 } END { printf "%.1f", s }')
-  printf '%-34s %-9s %8s\n' "lane $lane" "" "$total"
+  total=$(cat "$LOGS"/*.time | awk -v lane="$lane" '$2 == lane { s += $4 - $3; c += $6 } END { printf "%.1f %.1f", s, c }')
+  printf '%-34s %-9s %8s %8s\n' "lane $lane" "" $total
 done
+printf '%-34s %-9s %8s %8s\n' "tests' CPU (two cores)" "" "" "$(cat "$LOGS"/*.time | awk '$2 != "setup" { c += $6 } END { printf "%.1f", c }')"
 printf '%-34s %-9s %8.1f\n' "tests (lanes side by side)" "" "$(echo "$finished - $tests_started" | bc)"
 printf '%-34s %-9s %8.1f\n' "make test (all of the above)" "" "$(echo "$finished - $started" | bc)"
 # And the build's own table (Tests/timed-build.sh): the dependencies, this package, the link, the slowest modules.
