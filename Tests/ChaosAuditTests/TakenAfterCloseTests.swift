@@ -37,6 +37,17 @@ struct TakenAfterCloseTests {
         return s
     }
 
+    /// Seqs 1-3 written on connection 1, seq 1's TCP acknowledgement seen at 0.5 s, the others' not (yet).
+    private func threeWrittenOneAcknowledged() -> TrafficScript {
+        var s = TrafficScript()
+        s.open(1)
+        s.send(1, [1, 2, 3])
+        s.write(1, [1, 2, 3])
+        s.at(0.5)
+        s.acknowledge(1, .downstream, upTo: Int64(TrafficScript.message(1).count))
+        return s
+    }
+
     @Test("an ack past everything else delivered (the consumer's resume point) vouches for them: lost 0, no resend needed")
     func coveredByTheConsumersAck() throws {
         var s = closedWithTwoTakenAfter()
@@ -72,12 +83,7 @@ struct TakenAfterCloseTests {
     func namedByAnAckReadBeforeTheClose() throws {
         // A WebSocket client read seq 596, wrote ACK 596 and its answer to the proxy's close frame in one segment; the
         // proxy read them before its poll saw the TCP acknowledgement, and never passed the ACK on.
-        var s = TrafficScript()
-        s.open(1)
-        s.send(1, [1, 2, 3])
-        s.write(1, [1, 2, 3])
-        s.at(0.5)
-        s.acknowledge(1, .downstream, upTo: Int64(TrafficScript.message(1).count))
+        var s = threeWrittenOneAcknowledged()
         s.sendBytes(1, .upstream, Array("{\"type\":\"ACK\",\"stream\":\"s\",\"ack\":2}\n".utf8))
         s.at(0.6)
         s.add(1, .acknowledgedAfterClose(.client, upTo: Int64(TrafficScript.messages([1, 2, 3]).count)))
@@ -89,6 +95,33 @@ struct TakenAfterCloseTests {
         let result = try TrafficScript.auditWithAcks(s)
         #expect(result.totals.ok == 4 && result.totals.lost == 1, "\(result.totals)")
         #expect(result.anomalies.contains { $0.kind == .lost && $0.fromSeq == 3 && $0.toSeq == 3 }, "seq 3: taken after close, never vouched for")
+    }
+
+    @Test(
+        "messages still waiting for their TCP acknowledgement on a connection both ends closed: the consumer's resume ack on the next connection, read before the closed one retires, vouches for them; a lower one does not (s60q3's shipped wss scenario)",
+        arguments: [false, true]
+    )
+    func vouchedBeforeTheirConnectionRetires(retiresMidRun: Bool) throws {
+        func script(resumeAck: Int) -> TrafficScript {
+            var s = threeWrittenOneAcknowledged()
+            s.at(1)
+            s.close(1)
+            // The consumer is back within milliseconds; connection 1 waits for late acknowledgements a while longer.
+            s.at(1.05)
+            s.open(2)
+            s.consumerAcks(2, upTo: resumeAck)
+            s.relay(2, [4, 5])
+            if retiresMidRun {
+                s.at(90)
+                s.relay(2, [6])
+            }
+            return s
+        }
+        let total = retiresMidRun ? 6 : 5
+        let vouched = try TrafficScript.auditWithAcks(script(resumeAck: 3))
+        #expect(vouched.totals.ok == total && vouched.totals.lost == 0, "\(vouched.totals)")
+        let notVouched = try TrafficScript.auditWithAcks(script(resumeAck: 1))
+        #expect(notVouched.totals.ok == total - 2 && notVouched.totals.lost == 2, "\(notVouched.totals)")
     }
 
     @Test("what the consumer never acknowledges and nobody resends is lost (a TLS stack that drops after its close_notify)")

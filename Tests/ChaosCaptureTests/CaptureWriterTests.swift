@@ -82,6 +82,75 @@ struct CaptureWriterTests {
         }
     }
 
+    /// The proxy's FINs on the server leg (port 50000 on loopback): each one's relative sequence number.
+    static func proxyFinsToServer(_ path: String) throws -> [Int] {
+        let fields = try TestSupport.run(
+            "/usr/bin/tshark",
+            ["-n", "-r", path, "-Y", "tcp.flags.fin == 1 && tcp.srcport == 50000", "-T", "fields", "-e", "tcp.seq"]
+        )
+        return fields.stdout.split(separator: "\n").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+    }
+
+    @Test(
+        "bytes the relay wrote after passing a FIN on (it held them: a partition, a slow reader) are in the capture, and the proxy's FIN follows the last of them"
+    )
+    func finBehindHeldBytes() throws {
+        let directory = try TestSupport.makeTemporaryDirectory()
+        defer { TestSupport.removeDirectory(directory) }
+        let upload = TestSupport.bytes(count: 5_000, seed: 7)
+        let reply = Array("bye\n".utf8)
+        let writer = try CaptureWriter(directory: directory, startedAt: 1_700_000_000)
+        let ms: Int64 = 1_000_000
+        writer.record(contentsOf: [
+            TrafficEvent(time: 0, connection: 1, kind: .opened(CaptureReaderTests.loopbackEndpoints)),
+            TrafficEvent(time: 1 * ms, connection: 1, kind: .read(.client, upload)),
+            TrafficEvent(time: 2 * ms, connection: 1, kind: .written(.server, Array(upload[..<1_000]))),
+            TrafficEvent(time: 3 * ms, connection: 1, kind: .closed(.client, .fin)),
+            TrafficEvent(time: 900 * ms, connection: 1, kind: .written(.server, Array(upload[1_000...]))),
+            TrafficEvent(time: 901 * ms, connection: 1, kind: .acknowledged(.server, upTo: 5_000)),
+            TrafficEvent(time: 902 * ms, connection: 1, kind: .read(.server, reply)),
+            TrafficEvent(time: 903 * ms, connection: 1, kind: .written(.client, reply)),
+            TrafficEvent(time: 904 * ms, connection: 1, kind: .closed(.server, .fin)),
+        ])
+        try writer.close()
+        let path = directory + "/capture.pcap"
+
+        var events: [TrafficEvent] = []
+        _ = try CaptureReader.read(paths: writer.paths) { events.append($0) }
+        let traffic = try #require(ConnectionTraffic.collect(events)[1])
+        #expect(TestSupport.same(traffic.writtenToServer, upload), "every byte written to the server, the 4,000 after the FIN too")
+        #expect(TestSupport.same(traffic.writtenToClient, reply))
+        let follow = try Tshark.follow(path: path, stream: 1)
+        #expect(TestSupport.same(follow.initiatorBytes, upload))
+        // Relative sequence numbers: the proxy's first data byte is 1, so its FIN after 5,000 bytes is 5,001.
+        #expect(try Self.proxyFinsToServer(path) == [5_001])
+    }
+
+    @Test("a FIN that waits for bytes never written (a fault dropped them) goes at the leg's next close, or when the capture ends")
+    func waitingFinGoesAtTheEnd() throws {
+        let upload = TestSupport.bytes(count: 3_000, seed: 8)
+        for endsWithReset in [false, true] {
+            let directory = try TestSupport.makeTemporaryDirectory()
+            defer { TestSupport.removeDirectory(directory) }
+            let writer = try CaptureWriter(directory: directory, startedAt: 1_700_000_000)
+            var events: [TrafficEvent] = [
+                TrafficEvent(time: 0, connection: 1, kind: .opened(CaptureReaderTests.loopbackEndpoints)),
+                TrafficEvent(time: 1_000, connection: 1, kind: .read(.client, upload)),
+                TrafficEvent(time: 2_000, connection: 1, kind: .written(.server, Array(upload[..<1_200]))),
+                TrafficEvent(time: 3_000, connection: 1, kind: .closed(.client, .fin)),
+            ]
+            if endsWithReset { events.append(TrafficEvent(time: 4_000, connection: 1, kind: .closed(.server, .reset))) }
+            writer.record(contentsOf: events)
+            try writer.close()
+            let path = directory + "/capture.pcap"
+            #expect(try Self.proxyFinsToServer(path) == [1_201], "reset: \(endsWithReset)")
+            var read: [TrafficEvent] = []
+            _ = try CaptureReader.read(paths: writer.paths) { read.append($0) }
+            let traffic = try #require(ConnectionTraffic.collect(read)[1])
+            #expect(TestSupport.same(traffic.writtenToServer, Array(upload[..<1_200])))
+        }
+    }
+
     @Test("a capture of TLS proxies is pcapng marked as decrypted (section and first-packet comments); tshark and the reader read it")
     func decryptedCaptureIsMarked() throws {
         let directory = try TestSupport.makeTemporaryDirectory()

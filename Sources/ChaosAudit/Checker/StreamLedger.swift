@@ -40,6 +40,9 @@ final class StreamLedger {
     var takenAfterClose = SeqRangeSet()
     /// The seqs of ``takenAfterClose`` the consumer's acks vouched for.
     var confirmedAfterClose = SeqRangeSet()
+    /// The highest ack of the consumer's that vouched (``confirmTakenAfterClose(upTo:)``): it named a seq nothing had
+    /// delivered. It vouches too for the seqs below it that are taken after a close later (``takeAfterClose(_:)``).
+    private(set) var vouchedUpTo: Int64?
     /// The seqs of ``takenAfterClose`` an ack the consumer wrote afterwards denied: it said it had processed less.
     var deniedAfterClose = SeqRangeSet()
     /// The seqs of ``takenAfterClose`` whose consumer's TCP did acknowledge them, on a connection that then ended
@@ -181,7 +184,8 @@ final class StreamLedger {
     /// processed them, and its ack naming a seq it took since, on a later connection, says nothing of the bytes an
     /// earlier one had taken.
     func confirmTakenAfterClose(upTo ack: Int64) {
-        guard ack > highestDelivered || !deliveredSeqs.contains(ack) else { return }
+        guard namesUndelivered(ack) else { return }
+        vouchedUpTo = max(vouchedUpTo ?? ack, ack)
         for interval in takenAfterClose.intervals where interval.lower <= ack {
             let upper = min(interval.upper, ack)
             guard !deniedAfterClose.isEmpty else {
@@ -193,6 +197,19 @@ final class StreamLedger {
             }
         }
     }
+
+    /// `seq` was taken after a close (or written to a connection that ended before its acknowledgement came): unconfirmed
+    /// until the consumer's ack vouches, or at once when an ack of its already did. The ack can come first: a message
+    /// written to a connection that both ends closed waits there for its TCP acknowledgement until the connection
+    /// retires, and the consumer, back on a new connection, resumes past it (a TLS server that read it as its idle
+    /// timeout ended its session, and named it in its welcome on the next connection: a fresh-clone run, s60q3).
+    func takeAfterClose(_ seq: Int64) {
+        guard takenAfterClose.insert(seq) else { return }
+        if let vouchedUpTo, seq <= vouchedUpTo, !deniedAfterClose.contains(seq) { confirmedAfterClose.insert(seq) }
+    }
+
+    /// Whether `ack` names a seq nothing delivered (only such an ack can vouch: ``confirmTakenAfterClose(upTo:)``).
+    func namesUndelivered(_ ack: Int64) -> Bool { ack > highestDelivered || !deliveredSeqs.contains(ack) }
 
     /// The most seqs ``unconfirmAborted(_:)`` moves at once: a consumer that acknowledges more rarely than that is
     /// judged by its TCP, as one that never acknowledges.

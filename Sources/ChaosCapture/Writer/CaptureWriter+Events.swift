@@ -50,7 +50,28 @@ extension CaptureWriter {
         let planned = connection[side].data(fromPeer: fromPeer, count: bytes.count)
         if planned.isEmpty, !bytes.isEmpty { ignoredEvents += 1 }
         try emit(planned, on: connection[side], payload: bytes, time: time)
+        if !fromPeer, connection[side].proxyFinIsDue {
+            // The last of the bytes the relay held when the other leg's FIN came: its FIN follows them.
+            try emit(connection[side].finish(fromPeer: false), on: connection[side], payload: [], time: time)
+            return storeOrForget(connection, id: id, keep: true)
+        }
         connections[id] = connection
+    }
+
+    /// The proxy end's FIN that still waits on `side`'s leg goes now, before what the leg's next close shows (its peer's
+    /// FIN or RST, a fault's cut): the relay wrote what it held before that, or the fault dropped it.
+    private func sendWaitingFin(on side: Side, of connection: inout SynthesizedConnection, time: Int64) throws {
+        guard connection[side].proxyFinDue != nil, !connection[side].proxyFinished, !connection[side].reset else { return }
+        try emit(connection[side].finish(fromPeer: false), on: connection[side], payload: [], time: time)
+    }
+
+    /// Sends every FIN that still waits (the capture ends: the relay's last bytes were never recorded as written).
+    func sendWaitingFins(time: Int64) throws {
+        for id in connections.keys.sorted() {
+            guard var connection = connections[id] else { continue }
+            for side in [Side.client, .server] { try sendWaitingFin(on: side, of: &connection, time: time) }
+            connections[id] = connection
+        }
     }
 
     private func close(_ side: Side, _ how: TrafficEvent.CloseKind, id: ConnectionID, time: Int64) throws {
@@ -59,11 +80,25 @@ extension CaptureWriter {
             return
         }
         switch how {
+        case .resetByFault, .resetByProxy:
+            // The proxy resets the leg: a FIN still waiting for held bytes never went.
+            connection[side].proxyFinDue = nil
+        default:
+            try sendWaitingFin(on: side, of: &connection, time: time)
+        }
+        switch how {
         case .fin:
+            let sent = connection[side].peerSentBytes
             let peerFin = connection[side].finish(fromPeer: true)
             try emit(peerFin, on: connection[side], payload: [], time: time)
-            let relayed = connection[side.other].finish(fromPeer: false)
-            try emit(relayed, on: connection[side.other], payload: [], time: time)
+            // The relay passes the FIN on behind every byte it read before it: at once when it has written them all,
+            // else after the last of them (``transfer(_:on:fromPeer:id:time:)``).
+            if !connection[side.other].proxyFinished, !connection[side.other].reset {
+                connection[side.other].proxyFinDue = sent
+                if connection[side.other].proxyFinIsDue {
+                    try emit(connection[side.other].finish(fromPeer: false), on: connection[side.other], payload: [], time: time)
+                }
+            }
             // Kept a while once over, as after a cut: a peer that closed while the proxy still held bytes for it (a
             // partition's) answers them with a RST, which the relay records after the FINs.
             return storeOrForget(connection, id: id, keep: true)

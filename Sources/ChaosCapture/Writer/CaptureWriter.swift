@@ -33,6 +33,8 @@ package final class CaptureWriter: @unchecked Sendable {
     /// The most such connections kept.
     static let lingeringLimit = 4096
     private var lastFlushTime: Int64 = 0
+    /// The latest event's time: a FIN that still waits for held bytes goes at it when the capture closes.
+    private var lastEventTime: Int64 = 0
     var ignoredEvents = 0
     private var firstError: (any Error)?
     private var closed = false
@@ -108,6 +110,7 @@ package final class CaptureWriter: @unchecked Sendable {
         lock.withLock {
             guard !closed else { return }
             do {
+                lastEventTime = max(lastEventTime, event.time)
                 try apply(event)
                 if event.time - lastFlushTime >= 1_000_000_000 {
                     files.flush()
@@ -142,6 +145,7 @@ package final class CaptureWriter: @unchecked Sendable {
         try lock.withLock {
             guard !closed else { return }
             closed = true
+            do { try sendWaitingFins(time: lastEventTime) } catch { if firstError == nil { firstError = error } }
             files.close()
             if let firstError { throw firstError }
         }

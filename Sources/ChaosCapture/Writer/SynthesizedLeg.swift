@@ -18,6 +18,11 @@ struct SynthesizedLeg {
     var peerAcknowledges: UInt32 = 0
     /// The sequence number of the proxy end's first data byte.
     var proxyDataStart: UInt32 = 0
+    /// The sequence number of the peer's first data byte.
+    var peerDataStart: UInt32 = 0
+    /// The proxy end's FIN waits until it has sent this many bytes: the relay passes a FIN on behind the bytes it still
+    /// holds for this leg (a partition's, a slow reader's), and writes them after the FIN came from the other leg.
+    var proxyFinDue: UInt32?
     /// The peer sent its FIN.
     var peerFinished = false
     /// The proxy end sent its FIN.
@@ -30,6 +35,15 @@ struct SynthesizedLeg {
     var isOver: Bool { reset || (isFinished && peerAcknowledges == proxyNext &- 1) }
     /// Both ends sent their FIN.
     var isFinished: Bool { peerFinished && proxyFinished }
+    /// The data bytes the peer has sent.
+    var peerSentBytes: UInt32 { (peerNext &- peerDataStart) &- (peerFinished ? 1 : 0) }
+    /// The data bytes the proxy end has sent.
+    var proxySentBytes: UInt32 { (proxyNext &- proxyDataStart) &- (proxyFinished ? 1 : 0) }
+    /// The proxy end's FIN waits and the bytes it waits for have been sent.
+    var proxyFinIsDue: Bool {
+        guard let due = proxyFinDue, !proxyFinished, !reset else { return false }
+        return Int32(bitPattern: proxySentBytes &- due) >= 0
+    }
 
     init(peer: IPEndpoint, proxyEnd: IPEndpoint, peerDialled: Bool, seed: UInt64) {
         let isIPv6 = peer.isIPv6 || proxyEnd.isIPv6
@@ -63,6 +77,7 @@ extension SynthesizedLeg {
         peerNext &+= 1
         proxyNext &+= 1
         proxyDataStart = proxyNext
+        peerDataStart = peerNext
         peerAcknowledges = proxyNext
         return [
             PlannedSegment(fromPeer: dialler, flags: .syn, sequence: diallerISN, acknowledgement: 0, payload: 0..<0),
@@ -134,6 +149,7 @@ extension SynthesizedLeg {
         } else {
             proxyNext &+= 1
             proxyFinished = true
+            proxyFinDue = nil
             return [fin]
         }
         return [fin, proxyAcknowledgement()]
