@@ -236,7 +236,7 @@ extension AuditEngine {
             if let named, index <= named {
                 delivered(seq: message.seq, ack: message.ack, message.stream, connection: id, time: time, late: late)
             } else if let seq = message.seq {
-                message.stream.ledger.takeAfterClose(seq)
+                message.stream.ledger.takenAfterClose.insert(seq)
             }
         }
     }
@@ -250,7 +250,7 @@ extension AuditEngine {
         let pipe = connection.pipe(.delivered, side.other.producing)
         while let message = pipe.pending.popFirst(endingBy: offset) {
             guard let seq = message.seq else { continue }
-            message.stream.ledger.takeAfterClose(seq)
+            message.stream.ledger.takenAfterClose.insert(seq)
             message.stream.ledger.takenBeforeReset.insert(seq)
         }
     }
@@ -379,12 +379,28 @@ extension AuditEngine {
     private func acknowledge(_ ack: Int64, on ledger: StreamLedger, connection id: ConnectionID) {
         let partner = ledger.partnerIndex.map { ledgers[$0] } ?? self.ledger(ledger.name, ledger.direction.reversed)
         if ack > (partner.ackedUpTo ?? .min) { partner.ackedUpTo = ack }
-        // Even with nothing taken after a close yet: what it names may still wait for its TCP acknowledgement on a
-        // connection that closed (``StreamLedger/takeAfterClose(_:)``).
         guard partner.namesUndelivered(ack) else { return }
         let slot = partner.direction == .upstream ? 0 : 1
         if connections[id]?.streams[slot][partner.index]?.inFlight.contains(ack) == true { return }
         partner.confirmTakenAfterClose(upTo: ack)
+        vouchForRetiring(partner, upTo: ack)
+    }
+
+    /// A vouching ack (``StreamLedger/confirmTakenAfterClose(upTo:)``) may come before the doubt it settles: a message
+    /// written to a connection that both ends have closed waits there for its TCP acknowledgement until the connection
+    /// retires (``retireGrace``), and its consumer, back on a new connection within milliseconds, resumes past it (a TLS
+    /// server read it as its idle timeout ended its session and named it in its welcome on the next connection: a
+    /// fresh-clone run, s60q3). The messages of `ledger` up to `ack` still waiting on such connections are vouched for
+    /// now; those that their TCP acknowledgement then delivers are simply delivered. Only those waiting now: a later
+    /// doubt is settled by a later ack.
+    private func vouchForRetiring(_ ledger: StreamLedger, upTo ack: Int64) {
+        for id in retiring.ids {
+            guard let connection = connections[id] else { continue }
+            for message in connection.pipe(.delivered, ledger.direction).pending.waiting where message.stream.ledger === ledger {
+                guard let seq = message.seq, seq <= ack, !ledger.deniedAfterClose.contains(seq) else { continue }
+                ledger.confirmedAfterClose.insert(seq, through: seq)
+            }
+        }
     }
 
     @inline(__always)
@@ -590,7 +606,7 @@ extension AuditEngine {
         // Written and not acknowledged (yet: a late acknowledgement still delivers them): their seqs are cut in flight.
         // The consumer may have taken them all the same (its acknowledgement came after the proxy last read its
         // socket, or rode on the reset that ended it): like messages taken after a TLS close, its own ack may vouch.
-        for message in writePipe.pending.waiting { if let seq = message.seq { message.stream.ledger.takeAfterClose(seq) } }
+        for message in writePipe.pending.waiting { if let seq = message.seq { _ = message.stream.ledger.takenAfterClose.insert(seq) } }
         let slot = consumed == .upstream ? 0 : 1
         for stream in connection.streams[slot].values where !stream.inFlight.isEmpty {
             stream.ledger.cutInFlight.formUnion(stream.inFlight)

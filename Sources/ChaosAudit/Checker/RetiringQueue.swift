@@ -10,6 +10,9 @@ struct RetiringQueue {
 
     mutating func append(_ id: ConnectionID, closedAt: Int64) { items.append((id, closedAt)) }
 
+    /// The connections waiting to retire, oldest first.
+    var ids: some Sequence<ConnectionID> { items[head...].lazy.map(\.id) }
+
     mutating func removeFirst() {
         head += 1
         if head > 1024, head * 2 > items.count {

@@ -40,9 +40,6 @@ final class StreamLedger {
     var takenAfterClose = SeqRangeSet()
     /// The seqs of ``takenAfterClose`` the consumer's acks vouched for.
     var confirmedAfterClose = SeqRangeSet()
-    /// The highest ack of the consumer's that vouched (``confirmTakenAfterClose(upTo:)``): it named a seq nothing had
-    /// delivered. It vouches too for the seqs below it that are taken after a close later (``takeAfterClose(_:)``).
-    private(set) var vouchedUpTo: Int64?
     /// The seqs of ``takenAfterClose`` an ack the consumer wrote afterwards denied: it said it had processed less.
     var deniedAfterClose = SeqRangeSet()
     /// The seqs of ``takenAfterClose`` whose consumer's TCP did acknowledge them, on a connection that then ended
@@ -185,7 +182,6 @@ final class StreamLedger {
     /// earlier one had taken.
     func confirmTakenAfterClose(upTo ack: Int64) {
         guard namesUndelivered(ack) else { return }
-        vouchedUpTo = max(vouchedUpTo ?? ack, ack)
         for interval in takenAfterClose.intervals where interval.lower <= ack {
             let upper = min(interval.upper, ack)
             guard !deniedAfterClose.isEmpty else {
@@ -196,16 +192,6 @@ final class StreamLedger {
                 confirmedAfterClose.insert(kept.lower, through: kept.upper)
             }
         }
-    }
-
-    /// `seq` was taken after a close (or written to a connection that ended before its acknowledgement came): unconfirmed
-    /// until the consumer's ack vouches, or at once when an ack of its already did. The ack can come first: a message
-    /// written to a connection that both ends closed waits there for its TCP acknowledgement until the connection
-    /// retires, and the consumer, back on a new connection, resumes past it (a TLS server that read it as its idle
-    /// timeout ended its session, and named it in its welcome on the next connection: a fresh-clone run, s60q3).
-    func takeAfterClose(_ seq: Int64) {
-        guard takenAfterClose.insert(seq) else { return }
-        if let vouchedUpTo, seq <= vouchedUpTo, !deniedAfterClose.contains(seq) { confirmedAfterClose.insert(seq) }
     }
 
     /// Whether `ack` names a seq nothing delivered (only such an ack can vouch: ``confirmTakenAfterClose(upTo:)``).
