@@ -52,7 +52,7 @@ extension CaptureWriter {
         try emit(planned, on: connection[side], payload: bytes, time: time)
         if !fromPeer, connection[side].proxyFinIsDue {
             // The last of the bytes the relay held when the other leg's FIN came: its FIN follows them.
-            try emit(connection[side].finish(fromPeer: false), on: connection[side], payload: [], time: time)
+            try sendProxyFin(on: side, of: &connection, time: time)
             return storeOrForget(connection, id: id, keep: true)
         }
         connections[id] = connection
@@ -61,7 +61,11 @@ extension CaptureWriter {
     /// The proxy end's FIN that still waits on `side`'s leg goes now, before what the leg's next close shows (its peer's
     /// FIN or RST, a fault's cut): the relay wrote what it held before that, or the fault dropped it.
     private func sendWaitingFin(on side: Side, of connection: inout SynthesizedConnection, time: Int64) throws {
-        guard connection[side].proxyFinDue != nil, !connection[side].proxyFinished, !connection[side].reset else { return }
+        if connection[side].proxyFinDue != nil { try sendProxyFin(on: side, of: &connection, time: time) }
+    }
+
+    /// The proxy end's FIN on `side`'s leg (nothing when the leg is reset or the FIN went already).
+    private func sendProxyFin(on side: Side, of connection: inout SynthesizedConnection, time: Int64) throws {
         try emit(connection[side].finish(fromPeer: false), on: connection[side], payload: [], time: time)
     }
 
@@ -95,9 +99,7 @@ extension CaptureWriter {
             // else after the last of them (``transfer(_:on:fromPeer:id:time:)``).
             if !connection[side.other].proxyFinished, !connection[side.other].reset {
                 connection[side.other].proxyFinDue = sent
-                if connection[side.other].proxyFinIsDue {
-                    try emit(connection[side.other].finish(fromPeer: false), on: connection[side.other], payload: [], time: time)
-                }
+                if connection[side.other].proxyFinIsDue { try sendProxyFin(on: side.other, of: &connection, time: time) }
             }
             // Kept a while once over, as after a cut: a peer that closed while the proxy still held bytes for it (a
             // partition's) answers them with a RST, which the relay records after the FINs.
