@@ -111,7 +111,7 @@ extension AuditEngine {
             messageStats.unsequenced += 2
             sampleUnsequenced(frame, endingAt: end, direction: sent.direction, connection: connection.id)
         }
-        if let ack = fields.ack { stated(ack, on: connectionStream(sent).ledger) }
+        if let ack = fields.ack { stated(ack, on: connectionStream(sent).ledger, connection: connection.id) }
         guard let seq = fields.ignored ? nil : fields.seq else {
             if let ack = fields.ack {
                 written(

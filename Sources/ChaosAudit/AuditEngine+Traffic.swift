@@ -53,7 +53,7 @@ extension AuditEngine {
             if pipe.role == .sent { sampleUnsequenced(frame, endingAt: end, direction: pipe.direction, connection: connection.id) }
         }
         if let ack = fields.ack, pipe.role == .sent {
-            let acked = stated(ack, on: connectionStream().ledger)
+            let acked = stated(ack, on: connectionStream().ledger, connection: connection.id)
             // Kept only while messages wait for the consumer's TCP: an ack can then name one of them.
             let toward = connection.pipe(.delivered, pipe.direction.reversed)
             if !toward.pending.isEmpty { toward.statedAcks[acked.index] = ack }
@@ -365,9 +365,10 @@ extension AuditEngine {
     /// before a reset (see ``StreamLedger/denyTakenAfterClose(above:)``).
     /// Returns the ledger the ack is for.
     @discardableResult
-    func stated(_ ack: Int64, on ledger: StreamLedger) -> StreamLedger {
+    func stated(_ ack: Int64, on ledger: StreamLedger, connection id: ConnectionID) -> StreamLedger {
         let partner = ledger.partnerIndex.map { ledgers[$0] } ?? self.ledger(ledger.name, ledger.direction.reversed)
         partner.denyTakenAfterClose(above: ack)
+        partner.consumerStated(ack, on: id)
         return partner
     }
 
@@ -452,6 +453,7 @@ extension AuditEngine {
             return
         }
         if !ledger.cutInFlight.isEmpty, ledger.cutInFlight.remove(seq), !late { ledger.counts.recovered += 1 }
+        if connection < ledger.consumerAckedOn { ledger.deliveredAfterMove(seq, on: connection, stream) }
         judgeOrder(seq, ledger, connection: connection, time: time)
     }
 
@@ -542,6 +544,7 @@ extension AuditEngine {
                 for stream in connection.streams[direction == .upstream ? 0 : 1].values { stream.ledger.unconfirmAborted(stream.deliveredHere) }
             }
         }
+        if !isStopping { consumerLeft(connection, side: side) }
         let carried =
             synthetic
             ? []
@@ -567,6 +570,18 @@ extension AuditEngine {
             // a latency queue) may be written after their FINs: the connection retires a grace later.
             retiring.append(id, closedAt: time)
             nextRetirement = min(nextRetirement, time + Self.retireGrace)
+        }
+    }
+
+    /// The consumer on `side` ended `connection`: what it delivered there after that consumer had moved to a newer
+    /// connection is unconfirmed (``SupersededDeliveries``).
+    private func consumerLeft(_ connection: ConnectionState, side: Side) {
+        let slot = side == .server ? 0 : 1
+        for stream in connection.streams[slot].values where !stream.superseded.isEmpty {
+            let others = connections.values.compactMap { other in
+                other === connection ? nil : other.streams[slot][stream.ledger.index]
+            }
+            stream.ledger.consumerLeft(stream, others: others)
         }
     }
 

@@ -278,20 +278,16 @@ package final class TLSConversation {
         self.suite = suite
         let random = clientHello.random.map { byte in (byte < 16 ? "0" : "") + String(byte, radix: 16) }.joined()
         guard let secrets = keyLog.secrets(for: clientHello.random) else {
-            let reason = "TLS, no keys for client random \(random) in the key log: not decrypted"
-            // Records the client sent past its hello (read before the ServerHello, or already buffered) show it went on.
-            guard !clientWentOn else { return stop(reason) }
-            stopped = true
-            missingKeys = reason
-            heldClientRecords = []
-            return watchForClientProgress([])
+            return keysMissing("TLS, no keys for client random \(random) in the key log: not decrypted")
         }
         self.secrets = secrets
         if suite.isTLS13 {
             guard let serverSecret = secrets.serverHandshake, let clientSecret = secrets.clientHandshake,
                 serverSecret.count == suite.hashLength, clientSecret.count == suite.hashLength
             else {
-                return stop("TLS 1.3, no handshake traffic secrets for client random \(random) in the key log: not decrypted")
+                // A TLS 1.3 client logs the server's handshake secret as it reads the ServerHello and its own as it
+                // writes its Finished: a client cut between the two left one line, and a handshake it abandoned.
+                return keysMissing("TLS 1.3, no handshake traffic secrets for client random \(random) in the key log: not decrypted")
             }
             let serverKeys = KeyDerivation.trafficKeys(serverSecret, suite: suite)
             direction.cipher = RecordCipher(suite: suite, key: serverKeys.key, iv: serverKeys.iv)
@@ -311,6 +307,17 @@ package final class TLSConversation {
             client.pendingCipher = RecordCipher(suite: suite, key: keys.client.key, iv: keys.client.iv)
             announce(alpn: hello.alpn)
         }
+    }
+
+    /// No keys for this conversation: a problem if the client went on past its hello, else a handshake it abandoned
+    /// (killed while connecting, a connection cut mid-handshake), unless its next records show it went on after all.
+    private func keysMissing(_ reason: String) {
+        // Records the client sent past its hello (read before the ServerHello, or already buffered) show it went on.
+        guard !clientWentOn else { return stop(reason) }
+        stopped = true
+        missingKeys = reason
+        heldClientRecords = []
+        watchForClientProgress([])
     }
 
     private func replayHeldClientRecords() {

@@ -124,6 +124,39 @@ struct TakenAfterCloseTests {
         #expect(notVouched.totals.ok == total - 2 && notVouched.totals.lost == 2, "\(notVouched.totals)")
     }
 
+    @Test(
+        "seqs an old connection delivers after its consumer resumed on a new one below them are unconfirmed once it ends the old one; a resend or an ack naming one settles them (s60bq1's naive gRPC run)",
+        arguments: ["nothing", "resend", "named", "namedFirst"]
+    )
+    func deliveredAfterTheConsumerMoved(settledBy: String) throws {
+        var s = TrafficScript()
+        s.open(1)
+        s.relay(1, [1, 2, 3])
+        s.consumerAcks(1, upTo: 3)
+        s.send(1, [4, 5])
+        // The consumer takes the stream over on connection 2 and says it holds 3; the proxy then writes 4 and 5 to the
+        // old connection, whose TCP takes them, and the consumer ends it.
+        s.at(1)
+        s.open(2)
+        s.consumerAcks(2, upTo: 3)
+        s.at(1.1)
+        s.deliver(1, [4, 5])
+        if settledBy == "namedFirst" { s.consumerAcks(2, upTo: 5) }
+        s.at(1.4)
+        s.add(1, .closed(.client, .fin))
+        s.add(1, .closed(.server, .fin))
+        s.at(2)
+        if settledBy == "resend" { s.relay(2, [4, 5]) }
+        if settledBy == "named" { s.consumerAcks(2, upTo: 5) }
+        s.relay(2, [6])
+        s.consumerAcks(2, upTo: 6)
+        let result = try TrafficScript.auditWithAcks(s)
+        let settled = settledBy != "nothing"
+        #expect(result.totals.ok == (settled ? 6 : 4) && result.totals.lost == 0, "\(result.totals)")
+        #expect(result.totals.unconfirmed == (settled ? 0 : 2), "\(result.totals)")
+        #expect(result.totals.duplicated == 0 && result.totals.reordered == 0, "\(result.totals)")
+    }
+
     @Test("what the consumer never acknowledges and nobody resends is lost (a TLS stack that drops after its close_notify)")
     func notCoveredIsLost() throws {
         var s = closedWithTwoTakenAfter()

@@ -134,8 +134,16 @@ struct PairTests {
         let client = pair.client(port: try await relay.start(), naive: true)
         try await client.start()
         #expect(await eventually(within: 10) { await client.status().lastProcessedDown >= 20 })
+        let upBefore = await client.status().lastAssignedUp
+        let downBefore = await pair.server.status(ofStream: "c1")?.lastAssignedDown ?? 0
         try await relay.blackhole()  // messages sent now go nowhere…
-        try await Task.sleep(for: .milliseconds(300))
+        // Twelve each way at least, however slowly a loaded machine runs the pair (not a fixed time: 300 ms gave 5).
+        #expect(
+            await eventually(within: 10) {
+                let down = await pair.server.status(ofStream: "c1")?.lastAssignedDown ?? 0
+                return await client.status().lastAssignedUp >= upBefore + 12 && down >= downBefore + 12
+            }
+        )
         try await relay.cutAll()  // …and the naive pair never asks for them again
         let after = await client.status().lastProcessedDown
         #expect(await eventually(within: 10) { await client.status().lastProcessedDown >= after + 30 })

@@ -124,6 +124,27 @@ struct TLSConversationProblemTests {
         #expect(tls.receive(Self.record(23, [1, 2, 3]), towardServer: true).isEmpty, "nothing more once stopped")
     }
 
+    @Test(
+        "TLS 1.3 with only the server's handshake secret logged (a client cut after reading the ServerHello, before its Finished): abandoned; the client's next protected record makes it a problem"
+    )
+    func serverHandshakeSecretOnly() throws {
+        var keyLog = KeyLog()
+        let random = String(repeating: "01", count: 32)
+        try keyLog.add(text: Array("SERVER_HANDSHAKE_TRAFFIC_SECRET \(random) \(String(repeating: "ab", count: 32))\n".utf8), source: "keys.log")
+        for goesOn in [false, true] {
+            let tls = TLSConversation(keyLog: keyLog, client: "10.0.0.1:5000", server: "10.0.0.2:443")
+            _ = tls.receive(Self.record(22, Self.clientHello(suite: 0x1303)), towardServer: true)
+            let flight = Self.record(22, Self.serverHello(suite: 0x1303)) + Self.record(20, [1]) + Self.record(23, [UInt8](repeating: 4, count: 40))
+            #expect(Self.problems(tls.receive(flight, towardServer: false)).isEmpty)
+            #expect(Self.problems(tls.receive(Self.record(20, [1]), towardServer: true)).isEmpty)
+            #expect(tls.abandonedHandshake && !tls.hadProblem)
+            guard goesOn else { continue }
+            let problems = Self.problems(tls.receive(Self.record(23, [UInt8](repeating: 5, count: 30)), towardServer: true))
+            #expect(problems.count == 1 && problems[0].contains("no handshake traffic secrets for client random 0101"), "\(problems)")
+            #expect(!tls.abandonedHandshake && tls.hadProblem)
+        }
+    }
+
     @Test("no keys, and the client's protected records came before the ServerHello: a problem at once")
     func clientRecordsBeforeServerHello() {
         let tls = Self.conversation()

@@ -52,6 +52,13 @@ final class StreamLedger {
     var disowned = SeqRangeSet()
     /// The connection that gave the last resume point: deliveries on it or on later connections settle ``disowned``.
     var resumedOn: ConnectionID = 0
+    /// The newest connection on which the consumer stated an ack of this stream (0: none yet), and the highest ack it
+    /// stated there: a consumer that moved to a newer connection may never read what an older one still delivers.
+    var consumerAckedOn: ConnectionID = 0
+    var consumerAckThere: Int64 = .min
+    /// Seqs first delivered on a connection older than ``consumerAckedOn``, above the ack stated there, and not yet
+    /// vouched for (``SupersededDeliveries``).
+    var superseded = SeqRangeSet()
     /// The ledger of the same stream in the other direction (where acks for this one travel).
     var partnerIndex: Int?
     /// A `seq jump` was already reported for this stream.
@@ -264,6 +271,8 @@ final class ConnectionStream {
     var deliveredHere = SeqRangeSet()
     /// Seqs read from the producer on this connection and not yet written to the consumer.
     var inFlight = SeqRangeSet()
+    /// Seqs this connection delivered after the consumer had moved to a newer one (``StreamLedger/superseded``).
+    var superseded = SeqRangeSet()
     /// In-flight seqs read as retained state sent again (``ProtocolEvent/retained``).
     var retainedInFlight = SeqRangeSet()
     /// Read times of in-flight messages, oldest first, for transit latency.

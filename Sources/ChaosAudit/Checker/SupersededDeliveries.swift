@@ -1,0 +1,52 @@
+import ChaosCore
+
+/// Deliveries on a connection the consumer has left.
+///
+/// A consumer that takes its stream over on a new connection states there what it holds (a resume ack), and ends the
+/// old connection soon after; what the proxy still writes to the old one meanwhile its TCP takes, but its application
+/// may never read: a server that ends the old call when a new one takes the stream over drops what that call had not
+/// read yet (a fresh-clone run, s60bq1: seqs 265 and 266 written to the old connection 0.3 s before the server ended
+/// its call there, counted delivered, absent from its log), while one that drains the old connection first reads them.
+/// Which one it was, only the consumer can say: when it ends the old connection, those seqs become unconfirmed (as
+/// those a consumer's TCP took before a reset), settled by a resend, an ack that names one of them, or a lower one.
+extension StreamLedger {
+    /// The most seqs one stream holds as superseded; past it, deliveries on an old connection count as they come.
+    static let supersededLimit: Int64 = 4096
+
+    /// The consumer stated `ack` of this stream on connection `id`. An ack naming a superseded seq vouches for it and
+    /// those before it: the consumer read them from the old connection.
+    func consumerStated(_ ack: Int64, on id: ConnectionID) {
+        if id > consumerAckedOn {
+            consumerAckedOn = id
+            consumerAckThere = ack
+        } else if id == consumerAckedOn, ack > consumerAckThere {
+            consumerAckThere = ack
+        }
+        guard !superseded.isEmpty, superseded.contains(ack) else { return }
+        for interval in superseded.intervals where interval.lower <= ack {
+            for seq in interval.lower...min(interval.upper, ack) { _ = superseded.remove(seq) }
+        }
+    }
+
+    /// Whether a first delivery of `seq` on connection `id` comes after the consumer moved to a newer connection
+    /// without saying it holds `seq`; if so, `stream` (the old connection's) and this ledger remember it.
+    @inline(__always)
+    func deliveredAfterMove(_ seq: Int64, on id: ConnectionID, _ stream: ConnectionStream) {
+        guard id < consumerAckedOn, seq > consumerAckThere, superseded.count < Self.supersededLimit else { return }
+        superseded.insert(seq)
+        stream.superseded.insert(seq)
+    }
+
+    /// The consumer ended the old connection whose `stream` delivered superseded seqs: those not vouched for since,
+    /// nor delivered by another of `others` (the same stream on the connections still open), are unconfirmed.
+    func consumerLeft(_ stream: ConnectionStream, others: [ConnectionStream]) {
+        defer { stream.superseded = SeqRangeSet() }
+        for interval in stream.superseded.intervals {
+            for seq in interval.lower...interval.upper where superseded.remove(seq) {
+                guard !others.contains(where: { $0.deliveredHere.contains(seq) }), deliveredSeqs.remove(seq) else { continue }
+                takenAfterClose.insert(seq)
+                takenBeforeReset.insert(seq)
+            }
+        }
+    }
+}
