@@ -26,6 +26,8 @@ extension AuditEngine {
                     self.audit(body, endingAt: start + Int64(end), pipe: pipe, connection: connection, time: time, stream: stream)
                 case .callMessage(let body, let end, let call):
                     self.audit(body, endingAt: start + Int64(end), pipe: pipe, connection: connection, time: time, call: call)
+                case .callEnded(let call, _):
+                    if role == .sent { self.callEnded(call, by: direction.producer, of: connection) }
                 case .event(let event, let at):
                     self.protocolEvent(event, at: start + Int64(at), pipe: pipe, connection: connection, time: time)
                 case .problem(.framing(let problem), _):

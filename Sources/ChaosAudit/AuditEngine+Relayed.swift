@@ -59,6 +59,9 @@ extension AuditEngine {
                 case .callMessage:
                     // No framing with calls audits in lockstep (its proxy writes frames of its own).
                     stepped = false
+                case .callEnded(let call, _):
+                    self.callEnded(call, by: direction.producer, of: connection)
+                    stepped = false
                 }
             }
         }

@@ -78,6 +78,7 @@ extension AuditEngine {
         }
         let connectionStream = connectionStream()
         if pipe.role == .sent { fanoutSender(connectionStream, pipe.direction, connection) }
+        if let call, pipe.role == .delivered { connectionStream.lastCall = ObjectIdentifier(call) }
         if let contract = pipe.contract { connectionStream.ledger.carried(contract) }
         if retained, pipe.role == .sent { connectionStream.retainedInFlight.insert(seq) }
         if copies, pipe.role == .sent {
@@ -369,6 +370,9 @@ extension AuditEngine {
         let partner = ledger.partnerIndex.map { ledgers[$0] } ?? self.ledger(ledger.name, ledger.direction.reversed)
         partner.denyTakenAfterClose(above: ack)
         partner.consumerStated(ack, on: id)
+        if let here = connections[id]?.streams[partner.direction == .upstream ? 0 : 1][partner.index] {
+            here.consumerAck = max(here.consumerAck ?? .min, ack)
+        }
         return partner
     }
 
@@ -573,15 +577,28 @@ extension AuditEngine {
         }
     }
 
+    /// The consumer on `side` ended `call` on `connection`: what the call delivered to it past the last ack it stated on
+    /// the connection is unconfirmed (``SupersededDeliveries``).
+    func callEnded(_ call: RPCCall, by side: Side, of connection: ConnectionState) {
+        guard !isStopping else { return }
+        let slot = side == .server ? 0 : 1
+        let id = ObjectIdentifier(call)
+        for stream in connection.streams[slot].values where stream.lastCall == id {
+            stream.ledger.consumerEndedCall(stream, others: otherStreams(of: stream.ledger, besides: connection, slot: slot))
+        }
+    }
+
+    /// The same stream's state on every other connection still known.
+    private func otherStreams(of ledger: StreamLedger, besides connection: ConnectionState, slot: Int) -> [ConnectionStream] {
+        connections.values.compactMap { other in other === connection ? nil : other.streams[slot][ledger.index] }
+    }
+
     /// The consumer on `side` ended `connection`: what it delivered there after that consumer had moved to a newer
     /// connection is unconfirmed (``SupersededDeliveries``).
     private func consumerLeft(_ connection: ConnectionState, side: Side) {
         let slot = side == .server ? 0 : 1
         for stream in connection.streams[slot].values where !stream.superseded.isEmpty {
-            let others = connections.values.compactMap { other in
-                other === connection ? nil : other.streams[slot][stream.ledger.index]
-            }
-            stream.ledger.consumerLeft(stream, others: others)
+            stream.ledger.consumerLeft(stream, others: otherStreams(of: stream.ledger, besides: connection, slot: slot))
         }
     }
 

@@ -157,6 +157,27 @@ struct TakenAfterCloseTests {
         #expect(result.totals.duplicated == 0 && result.totals.reordered == 0, "\(result.totals)")
     }
 
+    @Test(
+        "an ack vouches only for the doubts in the unbroken run of seqs that ends at it: below a seq no connection delivered, they stay doubted (s61's naive gRPC run: 222-231 vouched for by an ack of 587)"
+    )
+    func vouchStopsAtAHole() throws {
+        var s = closedWithTwoTakenAfter()
+        // Connection 2: 4 never comes; 5 and 6 delivered, 7 taken after the consumer's close.
+        s.at(2)
+        s.open(2)
+        s.send(2, [5, 6, 7])
+        s.write(2, [5, 6, 7])
+        s.acknowledge(2, .downstream, upTo: Int64(TrafficScript.messages([5, 6]).count))
+        s.add(2, .acknowledgedAfterClose(.client, upTo: Int64(TrafficScript.messages([5, 6, 7]).count)))
+        s.at(3)
+        s.close(2)
+        s.at(4)
+        s.open(3)
+        s.consumerAcks(3, upTo: 7)
+        let result = try TrafficScript.auditWithAcks(s)
+        #expect(result.totals.ok == 4 && result.totals.lost == 3, "1, 5, 6 and 7 ok; 2 and 3 still doubted, 4 lost: \(result.totals)")
+    }
+
     @Test("what the consumer never acknowledges and nobody resends is lost (a TLS stack that drops after its close_notify)")
     func notCoveredIsLost() throws {
         var s = closedWithTwoTakenAfter()

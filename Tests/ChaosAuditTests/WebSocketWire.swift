@@ -127,6 +127,7 @@ enum Decoded: Equatable, CustomStringConvertible {
                         if case .oversized(let bytes, let end) = event { event = .oversized(bytes: bytes, end: base + end) }
                         seen.append(.event(event, at: base + at))
                     case .problem(let problem, let at): seen.append(.problem(problem, at: base + at))
+                    case .callEnded: break
                     }
                 }
             }

@@ -49,6 +49,13 @@ package struct SeqRangeSet: Sendable, Equatable, Codable {
         return index < intervals.count && intervals[index].lower <= value
     }
 
+    /// The interval that holds `value`, if it is a member.
+    package func interval(containing value: Int64) -> Interval? {
+        let index = firstIndex(reaching: value)
+        guard index < intervals.count, intervals[index].lower <= value else { return nil }
+        return intervals[index]
+    }
+
     /// Adds `value`; returns false when it was already a member. The next seq of the last interval (a stream in
     /// order) is inlined at the caller: one comparison and one store.
     @discardableResult @inline(__always)

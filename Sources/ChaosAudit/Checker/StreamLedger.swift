@@ -187,15 +187,22 @@ final class StreamLedger {
     /// It does not vouch for seqs an earlier ack denied (``denyTakenAfterClose(above:)``): the consumer said it never
     /// processed them, and its ack naming a seq it took since, on a later connection, says nothing of the bytes an
     /// earlier one had taken.
+    /// Only the doubts in the unbroken run of seqs, delivered or taken after a close, that ends at `ack`: below a seq
+    /// no connection ever delivered, what the consumer took came to a different reader (an earlier call it ended with
+    /// those unread: a fresh-clone run, s61, seqs 222-231 vouched for by an ack of 587), and a consumer whose ack is
+    /// the highest seq it processed says nothing of them.
     func confirmTakenAfterClose(upTo ack: Int64) {
         guard namesUndelivered(ack) else { return }
-        for interval in takenAfterClose.intervals where interval.lower <= ack {
-            let upper = min(interval.upper, ack)
+        var reached = deliveredSeqs
+        reached.formUnion(takenAfterClose)
+        guard let run = reached.interval(containing: ack) else { return }
+        for interval in takenAfterClose.intervals where interval.lower <= ack && interval.upper >= run.lower {
+            let (lower, upper) = (max(interval.lower, run.lower), min(interval.upper, ack))
             guard !deniedAfterClose.isEmpty else {
-                confirmedAfterClose.insert(interval.lower, through: upper)
+                confirmedAfterClose.insert(lower, through: upper)
                 continue
             }
-            for kept in deniedAfterClose.holes(from: interval.lower, through: upper) {
+            for kept in deniedAfterClose.holes(from: lower, through: upper) {
                 confirmedAfterClose.insert(kept.lower, through: kept.upper)
             }
         }
@@ -273,6 +280,10 @@ final class ConnectionStream {
     var inFlight = SeqRangeSet()
     /// Seqs this connection delivered after the consumer had moved to a newer one (``StreamLedger/superseded``).
     var superseded = SeqRangeSet()
+    /// The highest ack of this stream the consumer stated on this connection.
+    var consumerAck: Int64?
+    /// The RPC call that last delivered a message of this stream here (its identity only).
+    var lastCall: ObjectIdentifier?
     /// In-flight seqs read as retained state sent again (``ProtocolEvent/retained``).
     var retainedInFlight = SeqRangeSet()
     /// Read times of in-flight messages, oldest first, for transit latency.

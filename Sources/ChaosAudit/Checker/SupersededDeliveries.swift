@@ -37,6 +37,32 @@ extension StreamLedger {
         stream.superseded.insert(seq)
     }
 
+    /// The consumer ended the RPC call that last delivered `stream`'s messages on its connection: it reads nothing more
+    /// of it, and its stack drops what the call had taken and its application had not read (a handler that returns, or
+    /// is cancelled when a new call takes its stream over, with messages unread: a fresh-clone run, s61, 222-231
+    /// taken by the server's TCP on the old call 40 ms before it ended it, in no log). The seqs delivered there past the
+    /// last ack the consumer stated on that connection (at most ``supersededLimit``), and not delivered by another of
+    /// `others` nor vouched for, are unconfirmed. Only for a consumer that acknowledges: one that never does is judged
+    /// by its TCP.
+    func consumerEndedCall(_ stream: ConnectionStream, others: [ConnectionStream]) {
+        guard ackedUpTo != nil else { return }
+        let floor = stream.consumerAck ?? (owedFrom - 1)
+        var looked: Int64 = 0
+        for interval in stream.deliveredHere.intervals.reversed() where interval.upper > floor {
+            for seq in max(interval.lower, floor + 1)...interval.upper {
+                looked += 1
+                if looked > Self.supersededLimit { return }
+                _ = superseded.remove(seq)
+                guard !confirmedAfterClose.contains(seq), !others.contains(where: { $0.deliveredHere.contains(seq) }),
+                    deliveredSeqs.remove(seq)
+                else { continue }
+                takenAfterClose.insert(seq)
+                takenBeforeReset.insert(seq)
+            }
+        }
+        stream.superseded = SeqRangeSet()
+    }
+
     /// The consumer ended the old connection whose `stream` delivered superseded seqs: those not vouched for since,
     /// nor delivered by another of `others` (the same stream on the connections still open), are unconfirmed.
     func consumerLeft(_ stream: ConnectionStream, others: [ConnectionStream]) {

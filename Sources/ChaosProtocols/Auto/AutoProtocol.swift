@@ -127,6 +127,7 @@ final class AutoLegDecoder: LegDecoder {
         switch output {
         case .message(let body, let end, let binary, let stream): .message(body, end: end - shift, binary: binary, stream: stream)
         case .callMessage(let body, let end, let call): .callMessage(body, end: end - shift, call: call)
+        case .callEnded(let call, let at): .callEnded(call, at: at - shift)
         case .event(.oversized(let bytes, let end), let at): .event(.oversized(bytes: bytes, end: end - shift), at: at - shift)
         case .event(let event, let at): .event(event, at: at - shift)
         case .problem(let problem, let at): .problem(problem, at: at - shift)

@@ -41,7 +41,8 @@ final class GRPCDecoder: LegDecoder {
             switch event {
             case .data(let stream, let payload, let endStream, let endOffset):
                 let end = Int(endOffset - base)
-                if endStream, slot == 1 { session.call(stream)?.ended = true }
+                // The frame's messages first: a server's last DATA frame ends its call once they are handed over.
+                defer { if endStream { ended(stream, at: end, output) } }
                 if stream <= lastProcessedStream, let call = session.call(stream), call.audited,
                     resetStreams.isEmpty || !resetStreams.contains(stream)
                 {
@@ -64,11 +65,13 @@ final class GRPCDecoder: LegDecoder {
                 }
             case .headers(let stream, let fields, let endStream):
                 headers(stream, fields, at: input.count, output)
-                if endStream { splitters[stream] = nil }
-                if endStream, slot == 1 { session.call(stream)?.ended = true }
+                if endStream {
+                    splitters[stream] = nil
+                    ended(stream, at: input.count, output)
+                }
             case .reset(let stream, let code):
                 splitters[stream] = nil
-                session.call(stream)?.ended = true
+                ended(stream, at: input.count, reset: true, output)
                 resetStreams.insert(stream)
                 if resetStreams.count > Self.resetStreamLimit, let oldest = resetStreams.min() { resetStreams.remove(oldest) }
                 output(.event(.coded("streamResets", code: HTTP2ErrorCode.name(code)), at: input.count))
@@ -92,6 +95,14 @@ final class GRPCDecoder: LegDecoder {
                 output(.problem(.protocolError(reason), at: max(0, min(input.count, Int(offset - base)))))
             }
         }
+    }
+
+    /// This leg's sender ended its side of `stream` (END_STREAM) or reset it. The server's end, or either side's reset,
+    /// ends the call: its sender reads nothing more of it (a client's END_STREAM only ends its requests).
+    private func ended(_ stream: UInt32, at: Int, reset: Bool = false, _ output: (DecoderOutput) -> Void) {
+        guard slot == 1 || reset, let call = session.call(stream), !call.ended else { return }
+        call.ended = true
+        if call.audited { output(.callEnded(call, at: at)) }
     }
 
     private func headers(_ stream: UInt32, _ fields: [HTTP2HeaderField], at: Int, _ output: (DecoderOutput) -> Void) {

@@ -135,13 +135,13 @@ final class MQTTDecoder: LegDecoder {
                 decodePackets(bytes) { inner in
                     switch inner {
                     case .message(let message, _, let binary, let stream): output(.message(message, end: end, binary: binary, stream: stream))
-                    case .callMessage: break
+                    case .callMessage, .callEnded: break
                     case .event(.oversized(let size, _), _): output(.event(.oversized(bytes: size, end: end), at: end))
                     case .event(let event, _): output(.event(event, at: end))
                     case .problem(let problem, _): output(.problem(problem, at: end))
                     }
                 }
-            case .callMessage:
+            case .callMessage, .callEnded:
                 break
             case .event(.counted("upgrades"), let at):
                 output(.event(.counted("mqttWebSocketUpgrades"), at: at))

@@ -9,6 +9,10 @@ package enum DecoderOutput {
     case message(UnsafeBufferPointer<UInt8>, end: Int, binary: Bool, stream: UnsafeBufferPointer<UInt8>? = nil)
     /// A complete message of an RPC's `call` (which names its RPC, metadata and stream), as for `message`.
     case callMessage(UnsafeBufferPointer<UInt8>, end: Int, call: RPCCall)
+    /// The leg's sender ended `call` (a server's trailers, either side's reset): it reads nothing more of the call, and
+    /// what its stack had taken of the other direction and its application had not read is dropped (a server whose
+    /// handler returns, or is cancelled when another call takes its stream over, with requests still unread).
+    case callEnded(RPCCall, at: Int)
     /// A protocol event (a close frame, a ping, the upgrade handshake…) at `at`, a position in the input.
     case event(ProtocolEvent, at: Int)
     /// The bytes do not fit the protocol: the decoder stops there and ignores the rest of the leg.

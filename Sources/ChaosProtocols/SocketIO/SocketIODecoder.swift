@@ -279,7 +279,7 @@ final class SocketIODecoder: LegDecoder {
         webSocket.decode(input) { found in
             switch found {
             case .message(let bytes, let end, let binary, _): engineIO(bytes, binary: binary, end: base + end, output)
-            case .callMessage: break
+            case .callMessage, .callEnded: break
             case .event(let event, let at):
                 if case .oversized(let bytes, let end) = event {
                     output(.event(.oversized(bytes: bytes, end: base + end), at: base + at))

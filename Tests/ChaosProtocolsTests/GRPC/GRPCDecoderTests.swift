@@ -97,7 +97,8 @@ struct GRPCDecoderTests {
                 ),
                 .event(.oversized(bytes: 5000, end: dataEnd)),
                 .event(.keepalive(ack: true, opaque: 3)),
-                .event(.coded("grpcStatuses", code: "DEADLINE_EXCEEDED")),
+                // The server ends the call: it reads nothing more of it.
+                .event(.coded("grpcStatuses", code: "DEADLINE_EXCEEDED")), .ended(stream: 1),
                 .event(.coded("goaways", code: "NO_ERROR", proxyMayWrite: true)),
             ]
         )
@@ -121,10 +122,9 @@ struct GRPCDecoderTests {
             let cut = bytes.count - frames.count + 12 + 9 + 5
             let first = leg.feed(Array(bytes[..<cut]))
             #expect(!first.contains { $0.isMessage }, "\(first)")
-            #expect(
-                leg.feed(Array(bytes[cut...])) == [.message(stream: 1, bytes: Self.message, end: Int64(bytes.count))],
-                "\(direction)"
-            )
+            // The server's last DATA frame, with END_STREAM, ends the call once its message is handed over.
+            let message = GRPCLegProbe.Seen.message(stream: 1, bytes: Self.message, end: Int64(bytes.count))
+            #expect(leg.feed(Array(bytes[cut...])) == (direction == .upstream ? [message] : [message, .ended(stream: 1)]), "\(direction)")
         }
     }
 
@@ -144,10 +144,31 @@ struct GRPCDecoderTests {
         let next = Self.call(&encoder, stream: 3) + Frames.data(stream: 3, Frames.grpc([7, 7, 7]), endStream: true)
         #expect(
             leg.feed(reset + late + next) == [
-                .event(.coded("streamResets", code: "CANCEL")), .event(.counted("calls")),
+                .ended(stream: 1), .event(.coded("streamResets", code: "CANCEL")), .event(.counted("calls")),
                 .message(stream: 3, bytes: [7, 7, 7], end: Int64(start.count + reset.count + late.count + next.count)),
             ]
         )
         #expect(HTTP2ErrorCode.name(8) == "CANCEL")
     }
+
+    @Test("the server's trailers or reset end a call, and either side's reset before them; the client's END_STREAM does not; each call once")
+    func endedCalls() {
+        var client = Frames.Encoder()
+        var server = Frames.Encoder()
+        let session = GRPCSession(auditedMethods: nil)
+        let up = GRPCLegProbe(session, .upstream)
+        let down = GRPCLegProbe(session, .downstream)
+        // Call 1 ends its request stream; the client resets call 5.
+        var requests = Frames.preface + Frames.settings() + Self.call(&client, stream: 1) + Self.call(&client, stream: 3)
+        requests += Self.call(&client, stream: 5) + Frames.data(stream: 1, Frames.grpc([1]), endStream: true)
+        #expect(up.feed(requests).allSatisfy { !$0.isEnded }, "a client's END_STREAM ends its requests only")
+        func trailers(_ stream: UInt32) -> [UInt8] { Frames.frame(1, flags: 5, stream: stream, server.block([("grpc-status", "0")])) }
+        let ok = Event.coded("grpcStatuses", code: "OK")
+        #expect(down.feed(Frames.settings() + trailers(1)) == [.event(ok), .ended(stream: 1)])
+        #expect(down.feed(Frames.frame(3, stream: 3, Frames.word(2))) == [.ended(stream: 3), .event(.coded("streamResets", code: "INTERNAL_ERROR"))])
+        #expect(up.feed(Frames.frame(3, stream: 5, Frames.word(8))) == [.ended(stream: 5), .event(.coded("streamResets", code: "CANCEL"))])
+        #expect(up.feed(Frames.frame(3, stream: 3, Frames.word(8))) == [.event(.coded("streamResets", code: "CANCEL"))], "call 3 had ended")
+    }
+
+    private typealias Event = ProtocolEvent
 }

@@ -9,8 +9,11 @@ final class GRPCLegProbe {
         case message(stream: UInt32, bytes: [UInt8], end: Int64)
         case event(ProtocolEvent)
         case problem(DecoderProblem)
+        /// The leg's sender ended the call on this HTTP/2 stream (the server's trailers, either side's reset).
+        case ended(stream: UInt32)
 
         var isMessage: Bool { if case .message = self { true } else { false } }
+        var isEnded: Bool { if case .ended = self { true } else { false } }
     }
 
     private let decoder: any LegDecoder
@@ -32,6 +35,7 @@ final class GRPCLegProbe {
                     seen.append(.message(stream: call.streamID, bytes: Array(body), end: base + Int64(end)))
                 case .event(let event, _): seen.append(.event(event))
                 case .problem(let problem, _): seen.append(.problem(problem))
+                case .callEnded(let call, _): seen.append(.ended(stream: call.streamID))
                 }
             }
         }
