@@ -59,6 +59,9 @@ final class StreamLedger {
     /// Seqs first delivered on a connection older than ``consumerAckedOn``, above the ack stated there, and not yet
     /// vouched for (``SupersededDeliveries``).
     var superseded = SeqRangeSet()
+    /// Seqs a reader the consumer has since left took and may never have read (an old connection or call it ended:
+    /// ``SupersededDeliveries``): an ack vouches for them only by naming one of them.
+    var leftUnread = SeqRangeSet()
     /// The ledger of the same stream in the other direction (where acks for this one travel).
     var partnerIndex: Int?
     /// A `seq jump` was already reported for this stream.
@@ -187,22 +190,26 @@ final class StreamLedger {
     /// It does not vouch for seqs an earlier ack denied (``denyTakenAfterClose(above:)``): the consumer said it never
     /// processed them, and its ack naming a seq it took since, on a later connection, says nothing of the bytes an
     /// earlier one had taken.
-    /// Only the doubts in the unbroken run of seqs, delivered or taken after a close, that ends at `ack`: below a seq
-    /// no connection ever delivered, what the consumer took came to a different reader (an earlier call it ended with
-    /// those unread: a fresh-clone run, s61, seqs 222-231 vouched for by an ack of 587), and a consumer whose ack is
-    /// the highest seq it processed says nothing of them.
+    /// Nor for those a reader the consumer has left took (``leftUnread``): only an ack naming one of them vouches,
+    /// for it and those of them before it.
     func confirmTakenAfterClose(upTo ack: Int64) {
         guard namesUndelivered(ack) else { return }
-        var reached = deliveredSeqs
-        reached.formUnion(takenAfterClose)
-        guard let run = reached.interval(containing: ack) else { return }
-        for interval in takenAfterClose.intervals where interval.lower <= ack && interval.upper >= run.lower {
-            let (lower, upper) = (max(interval.lower, run.lower), min(interval.upper, ack))
-            guard !deniedAfterClose.isEmpty else {
-                confirmedAfterClose.insert(lower, through: upper)
+        var excluded = deniedAfterClose
+        if !leftUnread.isEmpty {
+            excluded.formUnion(leftUnread)
+            if let named = leftUnread.interval(containing: ack) {
+                for kept in deniedAfterClose.holes(from: named.lower, through: ack) {
+                    confirmedAfterClose.insert(kept.lower, through: kept.upper)
+                }
+            }
+        }
+        for interval in takenAfterClose.intervals where interval.lower <= ack {
+            let upper = min(interval.upper, ack)
+            guard !excluded.isEmpty else {
+                confirmedAfterClose.insert(interval.lower, through: upper)
                 continue
             }
-            for kept in deniedAfterClose.holes(from: lower, through: upper) {
+            for kept in excluded.holes(from: interval.lower, through: upper) {
                 confirmedAfterClose.insert(kept.lower, through: kept.upper)
             }
         }

@@ -58,6 +58,7 @@ extension StreamLedger {
                 else { continue }
                 takenAfterClose.insert(seq)
                 takenBeforeReset.insert(seq)
+                leftUnread.insert(seq)
             }
         }
         stream.superseded = SeqRangeSet()
@@ -72,6 +73,7 @@ extension StreamLedger {
                 guard !others.contains(where: { $0.deliveredHere.contains(seq) }), deliveredSeqs.remove(seq) else { continue }
                 takenAfterClose.insert(seq)
                 takenBeforeReset.insert(seq)
+                leftUnread.insert(seq)
             }
         }
     }
