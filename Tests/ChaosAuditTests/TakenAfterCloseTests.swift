@@ -124,27 +124,33 @@ struct TakenAfterCloseTests {
         #expect(notVouched.totals.ok == total - 2 && notVouched.totals.lost == 2, "\(notVouched.totals)")
     }
 
-    @Test(
-        "seqs an old connection delivers after its consumer resumed on a new one below them are unconfirmed once it ends the old one; a resend or an ack naming one settles them (s60bq1's naive gRPC run)",
-        arguments: ["nothing", "resend", "named", "namedFirst"]
-    )
-    func deliveredAfterTheConsumerMoved(settledBy: String) throws {
+    /// Seqs 1-3 delivered on connection 1 and acknowledged; the consumer takes the stream over on connection 2 and says
+    /// it holds 3; the proxy then writes 4 and 5 to the old connection, whose TCP takes them (`meanwhile` runs then),
+    /// and the consumer ends it.
+    private func movedWithTwoOnTheOldConnection(meanwhile: (inout TrafficScript) -> Void = { _ in }) -> TrafficScript {
         var s = TrafficScript()
         s.open(1)
         s.relay(1, [1, 2, 3])
         s.consumerAcks(1, upTo: 3)
         s.send(1, [4, 5])
-        // The consumer takes the stream over on connection 2 and says it holds 3; the proxy then writes 4 and 5 to the
-        // old connection, whose TCP takes them, and the consumer ends it.
         s.at(1)
         s.open(2)
         s.consumerAcks(2, upTo: 3)
         s.at(1.1)
         s.deliver(1, [4, 5])
-        if settledBy == "namedFirst" { s.consumerAcks(2, upTo: 5) }
+        meanwhile(&s)
         s.at(1.4)
         s.add(1, .closed(.client, .fin))
         s.add(1, .closed(.server, .fin))
+        return s
+    }
+
+    @Test(
+        "seqs an old connection delivers after its consumer resumed on a new one below them are unconfirmed once it ends the old one; a resend or an ack naming one settles them (s60bq1's naive gRPC run)",
+        arguments: ["nothing", "resend", "named", "namedFirst"]
+    )
+    func deliveredAfterTheConsumerMoved(settledBy: String) throws {
+        var s = movedWithTwoOnTheOldConnection { s in if settledBy == "namedFirst" { s.consumerAcks(2, upTo: 5) } }
         s.at(2)
         if settledBy == "resend" { s.relay(2, [4, 5]) }
         if settledBy == "named" { s.consumerAcks(2, upTo: 5) }
@@ -161,17 +167,7 @@ struct TakenAfterCloseTests {
         "seqs a reader the consumer left took are vouched for only by an ack naming one of them; a later ack vouching for another doubt leaves them unconfirmed (s61's naive gRPC run: 222-231 vouched for by an ack of 587), while other doubts below it are vouched for as before"
     )
     func leftUnreadNeedsItsOwnAck() throws {
-        var s = TrafficScript()
-        s.open(1)
-        s.relay(1, [1, 2, 3])
-        s.consumerAcks(1, upTo: 3)
-        s.send(1, [4, 5])
-        s.at(1)
-        s.open(2)
-        s.consumerAcks(2, upTo: 3)
-        s.deliver(1, [4, 5])
-        s.add(1, .closed(.client, .fin))
-        s.add(1, .closed(.server, .fin))
+        var s = movedWithTwoOnTheOldConnection()
         // Connection 2: 6 and 7 delivered, 8 and 9 taken after the consumer's close; its resume ack on connection 3
         // names 9.
         s.at(2)
