@@ -64,6 +64,9 @@ struct QUICCaptureAuditTests {
                 "python3", "\(Self.folder)/through_proxy.py", "\(Self.folder)/aioquic-lines.pcap", "\(work)/proxied.pcap",
                 "--server-port", "\(port)", "--proxy-port", "40400", "--move-after", "\(moveAfter)",
             ],
+            // A guard against a hang, not a time limit: scapy's 3 CPU seconds took over 60 s beside the other lanes of
+            // a fresh-clone run (s61bq1, killed).
+            timeout: 600,
             program: "/usr/bin/env"
         )
         try #require(made.status == 0, "\(made.stdout)\n\(made.stderr)")
