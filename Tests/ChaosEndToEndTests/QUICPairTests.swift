@@ -52,7 +52,10 @@ struct QUICPairTests {
         // client answered, so both connections migrated, their streams stalled a while across the handoff's blackout.
         #expect(extra["quic.paths_changed"] as? String == "2", "\(extra)")
         #expect(extra["quic.migrated"] as? String == "2" && extra["quic.died_on_path_change"] as? String == "0", "\(extra)")
-        #expect(extra["quic.path_validations"] as? String == "4 of 4", "\(extra)")
+        // Every path change the audit judged was validated: at least one per connection, at most its two moves (fresh-clone
+        // runs on a loaded machine judged 3 and 2 of the 4 moves as changes, every one answered: s61q1, s61cq1).
+        let validations = (extra["quic.path_validations"] as? String ?? "").split(separator: " ").compactMap { Int($0) }
+        #expect(validations.count == 2 && validations[0] == validations[1] && (2...4).contains(validations[1]), "\(extra)")
         #expect(Double(extra["quic.migration_stall_s"] as? String ?? "") ?? 0 > 0, "\(extra)")
         #expect(extra["quic.finding"] == nil, "\(extra)")
         #expect(extra["quic.packets_unopened"] as? String == "0", "every packet opened: \(extra)")
