@@ -584,7 +584,7 @@ extension AuditEngine {
         let slot = side == .server ? 0 : 1
         let id = ObjectIdentifier(call)
         for stream in connection.streams[slot].values where stream.lastCall == id {
-            stream.ledger.consumerEndedCall(stream, others: otherStreams(of: stream.ledger, besides: connection, slot: slot))
+            stream.ledger.consumerEndedCall(stream) { self.otherStreams(of: stream.ledger, besides: connection, slot: slot) }
         }
     }
 

@@ -44,9 +44,11 @@ extension StreamLedger {
     /// last ack the consumer stated on that connection (at most ``supersededLimit``), and not delivered by another of
     /// `others` nor vouched for, are unconfirmed. Only for a consumer that acknowledges: one that never does is judged
     /// by its TCP.
-    func consumerEndedCall(_ stream: ConnectionStream, others: [ConnectionStream]) {
-        guard ackedUpTo != nil else { return }
+    /// `others` is asked only when a seq is past that ack (every call's end comes here; few leave anything unread).
+    func consumerEndedCall(_ stream: ConnectionStream, others findOthers: () -> [ConnectionStream]) {
         let floor = stream.consumerAck ?? (owedFrom - 1)
+        guard ackedUpTo != nil, let highest = stream.deliveredHere.max, highest > floor else { return }
+        let others = findOthers()
         var looked: Int64 = 0
         for interval in stream.deliveredHere.intervals.reversed() where interval.upper > floor {
             for seq in max(interval.lower, floor + 1)...interval.upper {
