@@ -23,13 +23,15 @@ struct ChaosCLI {
     }
 
     /// Runs `chaos arguments…` to completion on its own thread (never blocking the cooperative pool).
-    /// `signalOnceExists`: the signal waits, past its `after`, for these files to exist (a run's first checkpoint).
+    /// `signalOnceExists`: the signal waits, past its `after`, for these files to exist (a run's first checkpoint);
+    /// `signalOnceLogged`: for each of these logs of the demo pair to hold a processed message (a line with a `seq`).
     static func run(
         _ arguments: [String],
         timeout: Double = 60,
         environment: [String: String]? = nil,
         signal: (after: Double, number: Int32)? = nil,
         signalOnceExists: [String] = [],
+        signalOnceLogged: [String] = [],
         program: String? = nil,
         directory: URL? = nil
     ) async throws -> Result {
@@ -43,6 +45,7 @@ struct ChaosCLI {
                             environment: environment,
                             signal: signal,
                             signalOnceExists: signalOnceExists,
+                            signalOnceLogged: signalOnceLogged,
                             program: program,
                             directory: directory
                         )
@@ -60,6 +63,7 @@ struct ChaosCLI {
         environment: [String: String]? = nil,
         signal: (after: Double, number: Int32)? = nil,
         signalOnceExists: [String] = [],
+        signalOnceLogged: [String] = [],
         program: String? = nil,
         directory: URL? = nil
     ) throws -> Result {
@@ -85,7 +89,8 @@ struct ChaosCLI {
         while process.isRunning {
             let elapsed = Date().timeIntervalSince(started)
             if let signal, !signalled, elapsed >= signal.after,
-                signalOnceExists.allSatisfy({ FileManager.default.fileExists(atPath: $0) })
+                signalOnceExists.allSatisfy({ FileManager.default.fileExists(atPath: $0) }),
+                signalOnceLogged.allSatisfy(holdsAProcessedMessage)
             {
                 kill(process.processIdentifier, signal.number)
                 signalled = true
@@ -109,6 +114,12 @@ struct ChaosCLI {
             seconds: Date().timeIntervalSince(started),
             secondsAfterSignal: signalledAt.map { Date().timeIntervalSince($0) }
         )
+    }
+
+    /// Whether the demo pair's log at `path` holds a processed message (`{"t":…,"dir":…,"stream":…,"seq":7}`).
+    private static func holdsAProcessedMessage(_ path: String) -> Bool {
+        guard let data = FileManager.default.contents(atPath: path) else { return false }
+        return String(decoding: data, as: UTF8.self).contains(#""seq":"#)
     }
 
     /// Ports handed out by ``freePort()`` in this process: never twice.

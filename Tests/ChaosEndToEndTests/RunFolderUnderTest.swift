@@ -10,13 +10,15 @@ struct RunFolderUnderTest {
 
     /// `chaos run ARGUMENTS --out FOLDER --set proxies.stream.listen=… --set proxies.stream.upstream=…`.
     /// `signalOnceCheckpointed`: the signal waits for the run's first report.json checkpoint (a loaded machine may
-    /// start the pair later than the signal's time); `signalOnce`: for these files of the run folder to exist.
+    /// start the pair later than the signal's time); `signalOnce`: for these files of the run folder to exist;
+    /// `signalOnceLogged`: for these logs of the run folder to hold a processed message each.
     static func run(
         _ arguments: [String],
         timeout: Double = 90,
         signal: (after: Double, number: Int32)? = nil,
         signalOnceCheckpointed: Bool = false,
-        signalOnce files: [String] = []
+        signalOnce files: [String] = [],
+        signalOnceLogged logs: [String] = []
     ) async throws -> RunFolderUnderTest {
         let listen = ChaosCLI.freePort()
         var upstream = ChaosCLI.freePort()
@@ -29,7 +31,8 @@ struct RunFolderUnderTest {
             ],
             timeout: timeout,
             signal: signal,
-            signalOnceExists: (signalOnceCheckpointed ? ["report.json"] : files).map { folder.appendingPathComponent($0).path }
+            signalOnceExists: (signalOnceCheckpointed ? ["report.json"] : files).map { folder.appendingPathComponent($0).path },
+            signalOnceLogged: logs.map { folder.appendingPathComponent($0).path }
         )
         return RunFolderUnderTest(folder: folder, result: result, listenPort: listen, upstreamPort: upstream)
     }

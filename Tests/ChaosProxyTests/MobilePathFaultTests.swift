@@ -165,7 +165,10 @@ struct MobilePathFaultTests {
             deadWiFi: .milliseconds(1_500),
             newAddress: ["127.0.0.2", "127.0.0.3"]
         )
-        let start = ChaosDuration(nanoseconds: harness.clock.now()) + .milliseconds(500)
+        // The injector runs on a clock the test steps through the phases: 0.5 s the dead WiFi, 2 s the blackout, 3.5 s
+        // the end (the second handoff: 4.5 s to 7.5 s).
+        let clock = SteppedClock()
+        let start = ChaosDuration.milliseconds(500)
         let occurrences = [0, 1].map { index in
             FaultOccurrence(
                 index: index,
@@ -181,7 +184,7 @@ struct MobilePathFaultTests {
         let injector = FaultInjector(
             timeline: Timeline(seed: 1, duration: .seconds(Int64(20)), occurrences: occurrences),
             proxies: [harness.proxy],
-            clock: harness.clock,
+            clock: clock,
             sink: harness.events
         )
         let (old, oldServer) = try harness.connectPair()
@@ -189,17 +192,15 @@ struct MobilePathFaultTests {
         let running = Task { await injector.run() }
         try await offPool {
             // Dead WiFi (0.5 s to 2 s): a new connection is accepted, and its request never answered.
-            Thread.sleep(forTimeInterval: 0.9)
+            clock.advance(to: start.nanoseconds)
+            try blockingAwait { try await waitUntil("the dead WiFi began") { injector.appliedSoFar.count == 1 } }
             let hanging = try TestSocket.connect(port: harness.port)
             let hangingServer = try harness.upstream.accept()
             try hanging.sendAll(Array("GET".utf8))
             hangingServer.setTimeout(0.5)
-            // Nothing crosses while the WiFi is dead; a thread a loaded machine held past the dead WiFi's end (2 s)
-            // sees the request cross after it, as it should.
-            let heard = hangingServer.receive()
-            let deadWiFiOver = harness.clock.now() >= (start + .milliseconds(1_500)).nanoseconds
-            #expect(heard == .error(EAGAIN) || deadWiFiOver, "a request crossed the dead WiFi: \(heard)")
+            #expect(hangingServer.receive() == .error(EAGAIN), "a request crossed the dead WiFi")
             // Blackout (2 s to 3.5 s): no network, a connection attempt fails.
+            clock.advance(to: (start + .milliseconds(1_500)).nanoseconds)
             try blockingAwait { try await waitUntil("the blackout refuses") { harness.proxy.isRefusing } }
             // The listening socket closes a moment after the refusal begins: a connection may still get in first.
             var early: [TestSocket] = []
@@ -211,6 +212,7 @@ struct MobilePathFaultTests {
             defer { for socket in early { socket.close() } }
             #expect(refused, "a connection attempt in the blackout was refused (\(early.count) got in before the listener closed)")
             // After it: both connections that went the old way are reset on the client side.
+            clock.advance(to: (start + .seconds(Int64(3))).nanoseconds)
             try blockingAwait { try await waitUntil("the handoff ended") { !harness.proxy.isRefusing && harness.proxy.sourceAddress != nil } }
             old.setTimeout(5)
             hanging.setTimeout(5)
@@ -221,6 +223,7 @@ struct MobilePathFaultTests {
             let (fresh, freshServer) = try Self.connectPair(harness, saying: "hi")
             #expect(freshServer.peerAddress == "127.0.0.2", "the server sees the client's new address")
             // The next handoff moves on to the pool's next address.
+            clock.advance(to: (start + .seconds(Int64(7))).nanoseconds)
             try blockingAwait { try await waitUntil("the second handoff ended") { harness.proxy.sourceAddress == "127.0.0.3" } }
             let (later, laterServer) = try Self.connectPair(harness, saying: "again")
             #expect(laterServer.peerAddress == "127.0.0.3")
