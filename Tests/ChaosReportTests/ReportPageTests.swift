@@ -100,7 +100,7 @@ struct ReportPageTests {
         // The DOM goes to a file (a pipe would fill with the page's megabytes of JSON while nobody reads it).
         try FileManager.default.createDirectory(at: profile, withIntermediateDirectories: true)
         let dump = profile.appendingPathComponent("dom.html")
-        FileManager.default.createFile(atPath: dump.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: dump.path, contents: nil)
         let output = try FileHandle(forWritingTo: dump)
         defer { try? output.close() }
         process.standardOutput = output
