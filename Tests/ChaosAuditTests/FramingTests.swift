@@ -121,5 +121,16 @@ struct FramingTests {
         #expect(set.remove(4) && set.intervals.count == 4)
         set.insert(1, through: 20)
         #expect(set.intervals.count == 1 && set.count == 20 && set.count(above: 15) == 5)
+        // A range removed from inside one interval splits it; across several, it trims the ends and drops the middle.
+        set.remove(from: 5, through: 8)
+        #expect(set.intervals.map { [$0.lower, $0.upper] } == [[1, 4], [9, 20]] && set.count == 16)
+        set.insert(30, through: 40)
+        set.remove(from: 3, through: 32)
+        #expect(set.intervals.map { [$0.lower, $0.upper] } == [[1, 2], [33, 40]] && set.count == 10)
+        set.remove(from: 41, through: 50)
+        set.remove(from: 9, through: 8)
+        #expect(set.count == 10)
+        set.remove(from: 0, through: 100)
+        #expect(set.isEmpty && set.count == 0)
     }
 }

@@ -172,6 +172,22 @@ package struct SeqRangeSet: Sendable, Equatable, Codable {
         return true
     }
 
+    /// Removes every member in `lower...upper`.
+    package mutating func remove(from lower: Int64, through upper: Int64) {
+        guard lower <= upper else { return }
+        let first = firstIndex(reaching: lower)
+        var end = first
+        var kept: [Interval] = []
+        while end < intervals.count, intervals[end].lower <= upper {
+            let interval = intervals[end]
+            count -= Swift.min(interval.upper, upper) - Swift.max(interval.lower, lower) + 1
+            if interval.lower < lower { kept.append(Interval(lower: interval.lower, upper: lower - 1)) }
+            if interval.upper > upper { kept.append(Interval(lower: upper + 1, upper: interval.upper)) }
+            end += 1
+        }
+        intervals.replaceSubrange(first..<end, with: kept)
+    }
+
     /// Removes every member.
     package mutating func removeAll() {
         intervals.removeAll()

@@ -191,17 +191,18 @@ final class StreamLedger {
     /// processed them, and its ack naming a seq it took since, on a later connection, says nothing of the bytes an
     /// earlier one had taken.
     /// Nor for those a reader the consumer has left took (``leftUnread``): only an ack naming one of them vouches,
-    /// for it and those of them before it.
+    /// for it and those of them before it (which then leave ``leftUnread``: settled, they need no more excluding).
     func confirmTakenAfterClose(upTo ack: Int64) {
         guard namesUndelivered(ack) else { return }
         var excluded = deniedAfterClose
         if !leftUnread.isEmpty {
-            excluded.formUnion(leftUnread)
             if let named = leftUnread.interval(containing: ack) {
                 for kept in deniedAfterClose.holes(from: named.lower, through: ack) {
                     confirmedAfterClose.insert(kept.lower, through: kept.upper)
                 }
+                leftUnread.remove(from: named.lower, through: ack)
             }
+            excluded.formUnion(leftUnread)
         }
         for interval in takenAfterClose.intervals where interval.lower <= ack {
             let upper = min(interval.upper, ack)
