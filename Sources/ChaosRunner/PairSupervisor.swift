@@ -92,14 +92,19 @@ package final class PairSupervisor: Sendable {
         return text
     }
 
-    /// Starts the server and waits for it, then the clients. A command that is missing, or exits
-    /// at once, or a server that never gets ready, is a `pair` error naming its output file.
+    /// How long a server may take to pass its `ready:` check: a JVM warming up, or an interpreter importing its web
+    /// stack on a loaded CI machine (a Python Socket.IO server took more than 20 s in a fresh-clone `make test`).
+    static let serverReadyTimeout = 60.0
+
+    /// Starts the server and waits for it (up to ``serverReadyTimeout``), then the clients (`ready: connected`: up to
+    /// `connectedTimeout`). A command that is missing, or exits at once, or a server that never gets ready, is a
+    /// `pair` error naming its output file.
     /// `interrupted` is polled while waiting: when it turns true (a signal), start-up stops with an error.
-    package func start(readyTimeout: Double = 20, interrupted: @escaping @Sendable () -> Bool = { false }) async throws {
+    package func start(connectedTimeout: Double = 20, interrupted: @escaping @Sendable () -> Bool = { false }) async throws {
         if let server = pair.server {
             let member = try launch(name: "server", command: command(server.run, index: 1))
             if let ready = server.ready {
-                try await waitReady(command(ready, index: 1), member: member, timeout: readyTimeout, interrupted: interrupted)
+                try await waitReady(command(ready, index: 1), member: member, timeout: Self.serverReadyTimeout, interrupted: interrupted)
             } else {
                 try await checkAlive([member], within: Self.startupWindow, interrupted: interrupted)
             }
@@ -112,7 +117,7 @@ package final class PairSupervisor: Sendable {
             }
             try await checkAlive(started, within: Self.startupWindow, interrupted: interrupted)
             if client.ready == ProcessSpec.connectedCheck {
-                try await waitConnected(started, from: opened, timeout: readyTimeout, interrupted: interrupted)
+                try await waitConnected(started, from: opened, timeout: connectedTimeout, interrupted: interrupted)
             }
         }
     }
@@ -207,7 +212,9 @@ package final class PairSupervisor: Sendable {
         guard let server = pair.server, !state.withLock({ $0.stopping }), runningServer == nil else { return }
         guard let member = try? launch(name: "server", command: command(server.run, index: 1), append: true) else { return }
         if let ready = server.ready {
-            Task.detached { [self] in try? await waitReady(command(ready, index: 1), member: member, timeout: 20, interrupted: { false }) }
+            Task.detached { [self] in
+                try? await waitReady(command(ready, index: 1), member: member, timeout: Self.serverReadyTimeout, interrupted: { false })
+            }
         }
     }
 
