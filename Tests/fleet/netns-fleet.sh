@@ -206,9 +206,18 @@ merged = {(s["stream"], s["direction"]): s for s in report["streams"]}
 # connections never lasted until the server's first message, as in s56h2: 5 of 600) matches when the audit's ok is 0
 # too. The run must still carry most of them (90 %), or it judged too little.
 keys = set(seqs) | set(merged)
-matching = sum(1 for key in keys if key in merged and merged[key]["ok"] == len(seqs.get(key, ())))
-mismatches = [(k, merged.get(k, {}).get("ok"), len(seqs.get(k, ()))) for k in sorted(keys)
-              if merged.get(k, {}).get("ok") != len(seqs.get(k, ()))][:5]
+# A stream matches when the consumer's log holds the seqs the audit counted ok, and at most those it counted
+# unconfirmed besides (taken by the consumer's TCP just before a reset, past its last ack: read or not, only its log can
+# say; a loaded machine's run, s62q1, had 37 such streams, each log one seq past the audit's ok).
+def matches(key):
+    stream = merged.get(key)
+    if stream is None:
+        return False
+    ok, logged = stream["ok"], len(seqs.get(key, ()))
+    return ok <= logged <= ok + stream.get("unconfirmed", 0)
+matching = sum(1 for key in keys if matches(key))
+mismatches = [(k, merged.get(k, {}).get("ok"), merged.get(k, {}).get("unconfirmed"), len(seqs.get(k, ())))
+              for k in sorted(keys) if not matches(k)][:5]
 totals = report["totals"]
 print(json.dumps({"streams": streams, "logged": len(seqs), "matching": matching, "mismatches": mismatches,
                   "lost": totals["lost"], "duplicated": totals["duplicated"], "ok": totals["ok"],
