@@ -93,7 +93,7 @@ package final class PairSupervisor: Sendable {
     }
 
     /// How long a server may take to pass its `ready:` check: a JVM warming up, or an interpreter importing its web
-    /// stack on a loaded CI machine (a Python Socket.IO server took more than 20 s in a fresh-clone `make test`).
+    /// stack on a loaded CI machine (a Python server of the tests took more than 20 s in a fresh-clone `make test`).
     static let serverReadyTimeout = 60.0
 
     /// Starts the server and waits for it (up to ``serverReadyTimeout``), then the clients (`ready: connected`: up to
