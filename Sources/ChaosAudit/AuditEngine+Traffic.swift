@@ -540,9 +540,9 @@ extension AuditEngine {
         // So does one whose FIN leaves its protocol's work open, for what it consumed (``LegDecoder/leavesWorkOpen``: an
         // RPC server or client that closes with a call nobody ended took the bytes into its protocol stack, and a call
         // torn down hands its application nothing more); and one whose leg a fault closed in order (a FIN cut: a
-        // `goaway`'s grace, a `disconnect` of mode close) with its work open, which tears its calls down as its own FIN
-        // would (the proxy records the cut, where a capture sees the consumer's FIN answer it: s62q1's naive gRPC run
-        // counted 242-250 delivered live and lost in its capture's audit).
+        // protocol fault's grace ending, a `disconnect` of mode close) with its work open, which tears its calls down as
+        // its own FIN would (the proxy records the cut, where a capture sees the consumer's FIN answer it: s62q1's naive
+        // RPC run counted 242-250 delivered live and lost in its capture's audit).
         let abandons = (how == .fin || how == .cutByFault) && connection.pipe(.sent, side.producing).decoder.leavesWorkOpen
         if how.isAbortive || abandons, !isStopping {
             let directions: [Direction] =
