@@ -95,12 +95,14 @@ package final class PairSupervisor: Sendable {
     /// How long a server may take to pass its `ready:` check: a JVM warming up, or an interpreter importing its web
     /// stack on a loaded CI machine (a Python server of the tests took more than 20 s in a fresh-clone `make test`).
     static let serverReadyTimeout = 60.0
+    /// How long the clients of `ready: connected` may take to hold their connections through the proxies.
+    static let connectedTimeout = 20.0
 
     /// Starts the server and waits for it (up to ``serverReadyTimeout``), then the clients (`ready: connected`: up to
-    /// `connectedTimeout`). A command that is missing, or exits at once, or a server that never gets ready, is a
+    /// ``connectedTimeout``). A command that is missing, or exits at once, or a server that never gets ready, is a
     /// `pair` error naming its output file.
     /// `interrupted` is polled while waiting: when it turns true (a signal), start-up stops with an error.
-    package func start(connectedTimeout: Double = 20, interrupted: @escaping @Sendable () -> Bool = { false }) async throws {
+    package func start(interrupted: @escaping @Sendable () -> Bool = { false }) async throws {
         if let server = pair.server {
             let member = try launch(name: "server", command: command(server.run, index: 1))
             if let ready = server.ready {
@@ -117,7 +119,7 @@ package final class PairSupervisor: Sendable {
             }
             try await checkAlive(started, within: Self.startupWindow, interrupted: interrupted)
             if client.ready == ProcessSpec.connectedCheck {
-                try await waitConnected(started, from: opened, timeout: connectedTimeout, interrupted: interrupted)
+                try await waitConnected(started, from: opened, timeout: Self.connectedTimeout, interrupted: interrupted)
             }
         }
     }
