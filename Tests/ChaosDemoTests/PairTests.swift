@@ -162,6 +162,46 @@ struct PairTests {
         #expect(up.events(named: "resumed").isEmpty)
     }
 
+    @Test("each side logs, as it stops, the seqs it still holds unacknowledged: every seq the other side never processed")
+    func stopLogsUnacknowledged() async throws {
+        let pair = try await PairHarness.start()
+        defer { pair.removeFiles() }
+        let relay = TestRelay(upstreamPort: pair.serverPort)
+        let client = pair.client(port: try await relay.start(), heartbeat: .seconds(Int64(30)), heartbeatTimeout: .seconds(Int64(30)))
+        try await client.start()
+        #expect(await eventually(within: 10) { await client.status().lastProcessedDown >= 5 })
+        try await relay.blackhole(newConnections: true)  // from now on nothing arrives and nothing is acknowledged
+        let upBefore = await client.status().lastAssignedUp
+        let downBefore = await pair.server.status(ofStream: "c1")?.lastAssignedDown ?? 0
+        #expect(
+            await eventually(within: 10) {
+                let down = await pair.server.status(ofStream: "c1")?.lastAssignedDown ?? 0
+                return await client.status().lastAssignedUp >= upBefore + 6 && down >= downBefore + 6
+            }
+        )
+        await client.stop()
+        let assignedUp = await client.status().lastAssignedUp
+        let assignedDown = await pair.server.status(ofStream: "c1")?.lastAssignedDown ?? 0
+        await pair.server.stop()
+        await relay.stop()
+
+        for (producer, consumer, direction, assigned) in [
+            (pair.clientLog, pair.serverLog, "up", assignedUp), (pair.serverLog, pair.clientLog, "down", assignedDown),
+        ] {
+            var held = Set<Int>()
+            for line in try GroundTruth(path: producer).events(named: "unacknowledged") where line["dir"] as? String == direction {
+                let from = try #require(line["from"] as? Int)
+                let to = try #require(line["to"] as? Int)
+                #expect(line["stream"] as? String == "c1" && from <= to && held.isDisjoint(with: from...to), "\(line)")
+                held.formUnion(from...to)
+            }
+            let processed = Set(try GroundTruth(path: consumer).seqs("c1"))
+            let undelivered = Set(1...assigned).subtracting(processed)
+            #expect(undelivered.count >= 6, "\(direction): the partition held back six at least")
+            #expect(held.isSuperset(of: undelivered) && held.isSubset(of: 1...assigned), "\(direction): \(held.sorted()) \(undelivered.sorted())")
+        }
+    }
+
     @Test("a restarted client resumes from its state file: the downstream continues with no loss and no duplicate")
     func restartResumes() async throws {
         let pair = try await PairHarness.start()

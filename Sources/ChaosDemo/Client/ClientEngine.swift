@@ -105,6 +105,7 @@ final class ClientEngine: WireConnectionDelegate, @unchecked Sendable {
             } ?? loop.makeSucceededVoidFuture()
         return closed.map {
             self.persist()
+            self.log?.unacknowledged(direction: "up", stream: self.stream, seqs: self.upstream.unacknowledged)
             self.log?.event("stopped", ["stream": self.stream])
             self.log?.close()
             self.stoppedPromise.succeed()

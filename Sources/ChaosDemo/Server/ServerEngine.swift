@@ -92,6 +92,9 @@ final class ServerEngine: WireConnectionDelegate, @unchecked Sendable {
         let closes = [listener].compactMap { $0 } + connections.values.map(\.channel)
         let all = closes.map { $0.close().recover { _ in } }
         return EventLoopFuture.andAllComplete(all, on: loop).map {
+            for stream in self.streams.values.sorted(by: { $0.name < $1.name }) {
+                self.log?.unacknowledged(direction: "down", stream: stream.name, seqs: stream.downstream.unacknowledged)
+            }
             self.log?.event("stopped")
             self.log?.close()
             self.stoppedPromise.succeed()

@@ -33,6 +33,19 @@ final class ProcessedLog: Sendable {
         write(#"{"t":\#(Self.now()),"dir":"\#(direction)","stream":\#(Self.quoted(stream)),"seq":\#(seq)}"#)
     }
 
+    /// Logs, as a producer stops, the seqs of `direction` it still holds unacknowledged: one
+    /// `{"event":"unacknowledged","dir":…,"stream":…,"from":…,"to":…}` line per run of consecutive seqs. A seq the audit
+    /// counts lost must be one of them that the consumer's log never processed.
+    func unacknowledged(direction: String, stream: String, seqs: [Int]) {
+        var index = seqs.startIndex
+        while index < seqs.endIndex {
+            var last = index
+            while last + 1 < seqs.endIndex, seqs[last + 1] == seqs[last] + 1 { last += 1 }
+            event("unacknowledged", ["dir": direction, "stream": stream, "from": seqs[index], "to": seqs[last]])
+            index = last + 1
+        }
+    }
+
     /// Logs an event with extra fields (values are strings or integers).
     func event(_ name: String, _ fields: KeyValuePairs<String, any Sendable> = [:]) {
         var line = #"{"t":\#(Self.now()),"event":\#(Self.quoted(name))"#
