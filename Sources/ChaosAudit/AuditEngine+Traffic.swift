@@ -76,6 +76,12 @@ extension AuditEngine {
             }
             return
         }
+        // Written to a consumer that had already ended its call (the relay read that end before this write): its
+        // application takes nothing more of the call, whatever its TCP acknowledges.
+        if let call, pipe.role == .delivered, call.endedBy == pipe.direction.consumer {
+            messageStats.afterCallEnded += 1
+            return
+        }
         let connectionStream = connectionStream()
         if pipe.role == .sent { fanoutSender(connectionStream, pipe.direction, connection) }
         if let call, pipe.role == .delivered { connectionStream.lastCall = ObjectIdentifier(call) }

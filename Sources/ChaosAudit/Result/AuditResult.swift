@@ -96,6 +96,8 @@ package struct MessageStats: Sendable, Codable, Equatable {
     package var unsequencedRead: Int64 = 0
     /// `fanout:`: messages written to a connection before it named its receiver (its first own message), not audited.
     package var unattributed: Int64 = 0
+    /// Messages written on an RPC call after its consumer had ended it (not delivered: its stack drops them).
+    package var afterCallEnded: Int64 = 0
     /// The first message read from a producer without a seq (nil: none): where it was and what it holds.
     package var firstUnsequenced: UnreadMessage? = nil
 
@@ -104,7 +106,7 @@ package struct MessageStats: Sendable, Codable, Equatable {
 
     private enum CodingKeys: String, CodingKey {
         case ignored, unsequenced, undecodable, framingErrors, belowStart, unconfirmed, seqJumps, unsequencedRead, firstUnsequenced
-        case unattributed
+        case unattributed, afterCallEnded
     }
 
     /// Decodes the counts; `unconfirmed` is absent from reports written before it existed.
@@ -119,6 +121,7 @@ package struct MessageStats: Sendable, Codable, Equatable {
         seqJumps = try container.decodeIfPresent(Int64.self, forKey: .seqJumps) ?? 0
         unsequencedRead = try container.decodeIfPresent(Int64.self, forKey: .unsequencedRead) ?? 0
         unattributed = try container.decodeIfPresent(Int64.self, forKey: .unattributed) ?? 0
+        afterCallEnded = try container.decodeIfPresent(Int64.self, forKey: .afterCallEnded) ?? 0
         firstUnsequenced = try container.decodeIfPresent(UnreadMessage.self, forKey: .firstUnsequenced)
     }
 }

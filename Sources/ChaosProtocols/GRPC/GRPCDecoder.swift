@@ -1,3 +1,5 @@
+import ChaosCore
+
 /// One leg of a gRPC connection (cleartext HTTP/2): an ``HTTP2DirectionDecoder`` for the frames and HPACK, and
 /// per HTTP/2 stream a ``GRPCMessageSplitter`` for the length-prefixed messages, whatever the DATA frames' and
 /// the reads' boundaries. Compressed messages are inflated (`gzip`, `deflate`). The calls themselves (path,
@@ -102,6 +104,7 @@ final class GRPCDecoder: LegDecoder {
     private func ended(_ stream: UInt32, at: Int, reset: Bool = false, _ output: (DecoderOutput) -> Void) {
         guard slot == 1 || reset, let call = session.call(stream), !call.ended else { return }
         call.ended = true
+        call.endedBy = slot == 1 ? .server : .client
         if call.audited { output(.callEnded(call, at: at)) }
     }
 

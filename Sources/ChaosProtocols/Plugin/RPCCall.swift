@@ -1,3 +1,5 @@
+package import ChaosCore
+
 /// One call of a framing with RPCs (``FramingTraits/hasRPCs``) on a connection, as its request named it: what the
 /// audit asks of it (its RPC, its request metadata) and what it keeps on it (its field readers, its stream names).
 /// The plug-in's own subclass holds what its decoders need besides.
@@ -11,6 +13,10 @@ package class RPCCall {
     /// Per direction: the stream name `stream: header:NAME` or `rpc` gives its messages, once worked out.
     package var streamNames: [[UInt8]?] = [nil, nil]
     package var streamNamed = [false, false]
+    /// The side whose end of the call was read (a server's end of its response, or either side's reset); nil while the
+    /// call is open. That side's application takes nothing more of the call: what reaches it on the call afterwards is
+    /// not delivered.
+    package var endedBy: Side?
 
     /// A call on stream `streamID` of RPC `path`.
     init(streamID: UInt32, path: String) {
