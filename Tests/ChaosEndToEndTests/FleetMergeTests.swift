@@ -137,7 +137,9 @@ struct FleetMergeTests {
         var checks = TLSCaptureAuditTests.Checks(folder: base)
         let fileA = try ChaosCLI.scenarioFile(Self.scenario(listen: listenA, upstream: upstream, other: listenB, schedule: schedule))
         let fileB = try ChaosCLI.scenarioFile(Self.scenario(listen: listenB, upstream: upstream, other: nil, schedule: schedule))
-        let start = Date().addingTimeInterval(3).ISO8601Format()
+        // Seven seconds ahead: two debug-build agents and a pair starting beside eleven other lanes took more than three
+        // (fresh-clone run s63q2: agent a came up after the start time, and did not wait).
+        let start = Date().addingTimeInterval(7).ISO8601Format()
         async let runB = ChaosCLI.run(["run", fileB, "--agent", "b", "--start-at", start, "--out", "\(base)/b"], timeout: 90)
         let runA = try await ChaosCLI.run(["run", fileA, "--agent", "a", "--start-at", start, "--out", "\(base)/a"], timeout: 90)
         _ = try await runB
