@@ -18,10 +18,11 @@ struct TimelineEncodingTests {
         // The quickstart gained an mtu and a loss fault (2026-11-26): its files changed with it, every other one did not.
         // The lte and 3g profiles gained their radio (2026-11-27): every file that names one changed with them; the
         // quickstart gained a radio and a nat fault. Every shipped pair's client says `ready: connected` (2026-11-28):
-        // each scenario.json changed with it, and no timeline.json did.
+        // each scenario.json changed with it, and no timeline.json did. websocket.yaml's partition lasts 8 s (2026-12-01):
+        // its two files changed with it.
         ("quickstart", nil, 0x01cd_f7d9_c09b_86af), ("quickstart", 7, 0xbb9d_ab19_e013_5567), ("quickstart", 42, 0x78c4_94f2_0784_cba1),
         ("soak-72h", nil, 0x2014_efa3_2ad3_d4bf), ("soak-72h", 7, 0x34a1_641b_3166_60b6), ("soak-72h", 1, 0x1f63_e305_df78_a276),
-        ("websocket", nil, 0x4699_82d6_dd2f_3713), ("websocket", 7, 0x5aa3_df51_01e6_34f5),
+        ("websocket", nil, 0x92eb_67fa_d67e_f43b), ("websocket", 7, 0xca59_aa86_bcd7_f1f3),
     ]
 
     static func fnv1a(_ bytes: Data) -> UInt64 {

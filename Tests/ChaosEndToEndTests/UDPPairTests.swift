@@ -8,12 +8,14 @@ import Testing
 struct UDPPairTests {
     static let pair = ChaosCLI.packageRoot.appendingPathComponent("Tests/Fixtures/pairs/udp_pair.py").path
 
-    /// The timeline starts once both clients are connected (their first datagrams, a second after they start): they
-    /// send for 8 s so that every fault, the partition at 5.2 s too, meets datagrams, and stop 3 s before the end.
+    /// The timeline starts once both clients are connected (their first datagrams reached the proxy): they send for
+    /// 12 s from their own start, so that every fault, the partition at 5.2 s too, meets datagrams however late the
+    /// timeline starts (up to 6.5 s after them: fresh-clone run s63q3's began 3.5-5 s after them, beside eleven lanes,
+    /// and 8 s of sending were over before the partition), and stop at least 2 s before the end (14 s).
     static func scenario(listen: Int, upstream: Int) -> String {
         """
         name: udp-pair
-        duration: 10s
+        duration: 14s
         seed: 3
         proxies:
           - {name: datagrams, listen: "udp://127.0.0.1:\(listen)", upstream: "udp://127.0.0.1:\(upstream)"}
@@ -22,7 +24,7 @@ struct UDPPairTests {
             run: python3 \(pair) server --listen 127.0.0.1:{upstream.port} --log {run_dir}/server.jsonl
             stop_grace: 1s
           client:
-            run: python3 \(pair) client --connect 127.0.0.1:{listen.port} --stream c{index} --send-for 8 --interval 0.01 --log {run_dir}/client-{index}.jsonl
+            run: python3 \(pair) client --connect 127.0.0.1:{listen.port} --stream c{index} --send-for 12 --interval 0.01 --log {run_dir}/client-{index}.jsonl
             count: 2
             ready: connected
             stop_grace: 1s
