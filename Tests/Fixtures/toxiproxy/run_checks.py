@@ -53,8 +53,9 @@ def run_metrics(_):
                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     url = "http://127.0.0.1:%d" % api
 
-    def sample(name, labels):
-        for family in text_string_to_metric_families(requests.get(url + "/metrics", timeout=5).text):
+    def sample(name, labels, text=None):
+        """The sample's value in `text` (one scrape, for figures compared with each other), else in a new scrape."""
+        for family in text_string_to_metric_families(text if text is not None else requests.get(url + "/metrics", timeout=5).text):
             for s in family.samples:
                 if s.name == name and s.labels == labels:
                     return s.value
@@ -85,11 +86,13 @@ def run_metrics(_):
         for kind in ("bandwidth", "stall"):
             check(sample("chaos_fault_occurrences_total", {"kind": kind}) == 1, "chaos_fault_occurrences_total{kind=%s} is 1" % kind)
         # The scenario's disconnect at about 3 s: the pair reconnects, and the histogram counts it while the run goes on.
-        reconnects = 0
+        # The count and the +Inf bucket from one scrape: a reconnect between two scrapes made them differ (s63q4).
+        reconnects, inf = 0, None
         while time.time() < deadline + 10 and not reconnects and run.poll() is None:
-            reconnects = sample("chaos_audit_reconnect_seconds_count", {}) or 0
+            scrape = requests.get(url + "/metrics", timeout=5).text
+            reconnects = sample("chaos_audit_reconnect_seconds_count", {}, scrape) or 0
+            inf = sample("chaos_audit_reconnect_seconds_bucket", {"le": "+Inf"}, scrape)
             time.sleep(0.2)
-        inf = sample("chaos_audit_reconnect_seconds_bucket", {"le": "+Inf"})
         check(reconnects > 0 and inf == reconnects, "reconnect histogram: %s reconnects so far, +Inf bucket %s" % (reconnects, inf))
         run.send_signal(signal.SIGINT)
         check(run.wait(timeout=60) in (0, 1), "the run stopped on SIGINT")
