@@ -60,25 +60,28 @@ struct GRPCPairTests {
     /// end cleanly.
     /// How long the pair produces: its clock starts at its first call's WELCOME (up to a second after the timeline's
     /// zero, the clients' connections, on a loaded machine), and the last messages must be read before the FIN cut at
-    /// 11.5 s. With 11 s, a slow start left messages in flight at the cut: the server's kernel took one grpcio never
+    /// 14 s. With 11 s, a slow start left messages in flight at the cut: the server's kernel took one grpcio never
     /// handed over, and the audit's ok was one over the log's (or, resent, redelivered one over it). With 9 s, fresh-clone
     /// run s49fh2 (beside a CPU hog, the server starved) had c1's seqs 240-254 taken by the server's kernel and unread
     /// at the cut: the buggy client's resume dropped 240, which the audit had counted delivered (ok 254 against the
-    /// log's 253, redelivered 15 against 0). 7.5 s leaves four seconds for a starved server to read the last ones,
+    /// log's 253, redelivered 15 against 0). 7.5 s leaves six seconds for a starved server to read the last ones,
     /// and still 1.5 s of production after the partition's resume.
+    /// The FIN cut is at 14 s (it was at 11.5 s): fresh-clone run s63q4's server, grpcio beside eleven lanes, read its
+    /// backlog from the partition at about 20 messages a second and was 38 behind at an 11.5 s cut (c1's 121-158 taken
+    /// by its kernel, never read, resent and counted redelivered against a log that read each once).
     static let producing = "--send-for 7.5"
 
     static let faults = """
           - partition: {at: 2s, for: 4s, direction: both}
-          - disconnect: {at: 11500ms, mode: close}
-          - goaway: {at: 12500ms, grace: 1s}
-          - disconnect: {at: 14500ms, mode: reset}
+          - disconnect: {at: 14s, mode: close}
+          - goaway: {at: 15s, grace: 1s}
+          - disconnect: {at: 17s, mode: reset}
         """
 
     static func scenario(listen: Int, upstream: Int, fields: Fields, flags: String, faults: String = faults) -> String {
         """
         name: grpc-pair
-        duration: 16s
+        duration: 19s
         seed: 11
         proxies:
           - {name: stream, listen: "127.0.0.1:\(listen)", upstream: "127.0.0.1:\(upstream)"}
