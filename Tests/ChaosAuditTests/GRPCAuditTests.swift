@@ -58,6 +58,14 @@ struct GRPCAuditTests {
         }
     }
 
+    /// Connection `id`: session c1's next call, whose first answer (WELCOME) says the server processed up to `ack`.
+    static func welcomed(_ s: inout TrafficScript, on id: ConnectionID, ack: Int) -> Connection {
+        var next = Connection(id, &s)
+        next.call(&s, 1, session: "c1")
+        next.relay(&s, G.data(1, G.grpc(G.update(ack: ack, kind: "WELCOME"))), .downstream)
+        return next
+    }
+
     static func audit(_ s: TrafficScript, _ spec: ProtocolSpec) throws -> AuditResult {
         let engine = try AuditEngine(spec: spec)
         engine.ingest(s.events)
@@ -166,9 +174,7 @@ struct GRPCAuditTests {
             s.add(1, .closed(.client, .fin))
         }
         s.at(2)
-        var second = Connection(2, &s)
-        second.call(&s, 1, session: "c1")
-        second.relay(&s, G.data(1, G.grpc(G.update(ack: 4, kind: "WELCOME"))), .downstream)
+        _ = Self.welcomed(&s, on: 2, ack: 4)
         s.close(2)
         return Self.counts(try Self.audit(s, Self.named), "c1", .upstream)
     }
@@ -220,9 +226,7 @@ struct GRPCAuditTests {
         s.add(1, .closed(.server, .fin))
         s.add(1, .closed(.client, .fin))
         s.at(2)
-        var second = Connection(2, &s)
-        second.call(&s, 1, session: "c1")
-        second.relay(&s, G.data(1, G.grpc(G.update(ack: 3, kind: "WELCOME"))), .downstream)
+        let second = Self.welcomed(&s, on: 2, ack: 3)
         if resent {
             for seq in 4...5 { second.relay(&s, G.data(1, G.grpc(G.request(seq: seq))), .upstream) }
             second.relay(&s, G.data(1, G.grpc(G.update(seq: 1, ack: 5))), .downstream)
