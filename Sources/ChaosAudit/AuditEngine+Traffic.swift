@@ -550,6 +550,10 @@ extension AuditEngine {
         // its own FIN would (the proxy records the cut, where a capture sees the consumer's FIN answer it: s62q1's naive
         // RPC run counted 242-250 delivered live and lost in its capture's audit).
         let abandons = (how == .fin || how == .cutByFault) && connection.pipe(.sent, side.producing).decoder.leavesWorkOpen
+        // What the abandoning consumer's TCP acknowledges from now on was taken before its close but handed to no
+        // reader either: a FIN that also acknowledges the last bytes written (one ACK+FIN segment, the FIN read first,
+        // live and in a capture) must not deliver them after the doubt was cast.
+        if abandons, !isStopping { connection.closingSides.insert(side) }
         if how.isAbortive || abandons, !isStopping {
             let directions: [Direction] =
                 connection.direct && !abandons ? [.upstream, .downstream] : [side == .server ? .upstream : .downstream]

@@ -196,6 +196,30 @@ struct GRPCAuditTests {
     }
 
     @Test(
+        "a FIN that leaves the server's call open and acknowledges its last request in the same segment (ACK+FIN, the FIN read first) abandoned that request too: its resume point says seq 5 never reached it, lost (the naive gRPC run s62q5: 567-569 counted ok live and in the capture, in no log); so does a fault's FIN cut acknowledged after it",
+        arguments: [false, true]
+    )
+    func acknowledgedWithTheFIN(cut: Bool) throws {
+        var s = TrafficScript()
+        var first = Connection(1, &s)
+        first.call(&s, 1, session: "c1")
+        for seq in 1...4 { first.relay(&s, G.data(1, G.grpc(G.request(seq: seq))), .upstream) }
+        first.relay(&s, G.data(1, G.grpc(G.update(seq: 1, ack: 4))), .downstream)
+        let last = G.data(1, G.grpc(G.request(seq: 5)))
+        s.sendBytes(1, .upstream, last)
+        s.writeBytes(1, .upstream, last)
+        s.at(1)
+        s.add(1, .closed(.server, cut ? .cutByFault : .fin))
+        s.acknowledge(1, .upstream)
+        s.add(1, .closed(.client, cut ? .cutByFault : .fin))
+        s.at(2)
+        _ = Self.welcomed(&s, on: 2, ack: 4)
+        s.close(2)
+        let up = try #require(Self.counts(try Self.audit(s, Self.named), "c1", .upstream))
+        #expect(up.ok == 4 && up.lost == 1 && up.unconfirmed == 0, "\(up)")
+    }
+
+    @Test(
         "a server that ended its call (trailers) may have dropped what it had not read, however the client ended its requests: past its last ack there, its resume point says, 3 and 4 processed, 5 lost (fresh-clone run s61: a GOAWAY's takeover)"
     )
     func serverEndsTheCallWithRequestsOpen() throws {

@@ -71,9 +71,10 @@ struct ShippedPairScenario {
             let (holes, processed) = (truth.holes(stream.key).count, truth.distinct(stream.key).count)
             let accounts = stream.accountsFor(holes: holes, processed: processed)
             accounted = accounted && accounts
+            let disagreement = accounts ? "" : try Self.disagreement(folder, stream.key, truth)
             #expect(
                 accounts,
-                "\(stream.key): audit lost \(stream.lost), ok \(stream.ok), unconfirmed \(stream.unconfirmed); log holes \(holes), processed \(processed)"
+                "\(stream.key): audit lost \(stream.lost), ok \(stream.ok), unconfirmed \(stream.unconfirmed); log holes \(holes), processed \(processed); \(disagreement)"
             )
         }
         try Self.checkFailures(folder)
@@ -125,6 +126,25 @@ struct ShippedPairScenario {
             }
         }
         #expect(json["first_failure_s"] as? Double == failures.compactMap { $0["at_s"] as? Double }.min())
+    }
+
+    /// Where the report's lost ranges and the consumer's log part (for a failed comparison's message, so that a CI run
+    /// whose folder is gone still names the seqs): the log's holes the report does not call lost, and the seqs it
+    /// calls lost that the log shows processed.
+    static func disagreement(_ folder: URL, _ key: GroundTruthLog.Key, _ truth: GroundTruthLog) throws -> String {
+        let json = try DeliveredMeansAcknowledgedTests.reportJSON(folder.path)
+        var lost = Set<Int>()
+        for anomaly in json["anomalies"] as? [[String: Any]] ?? []
+        where anomaly["class"] as? String == "lost" && anomaly["stream"] as? String == key.stream
+            && (anomaly["direction"] as? String).map({ $0 == key.direction }) ?? true
+        {
+            guard let from = anomaly["from_seq"] as? Int else { continue }
+            lost.formUnion(from...max(from, anomaly["to_seq"] as? Int ?? from))
+        }
+        let holes = Set(truth.holes(key))
+        let notLost = holes.subtracting(lost).sorted()
+        let processedLost = lost.intersection(truth.distinct(key)).sorted()
+        return "log holes not counted lost \(notLost.prefix(20)), counted lost but processed \(processedLost.prefix(20))"
     }
 
     /// How many clients logged their heartbeat's timeout firing more than an interval late (`heartbeat-overdue`): their
