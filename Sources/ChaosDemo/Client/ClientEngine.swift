@@ -118,8 +118,12 @@ final class ClientEngine: WireConnectionDelegate, @unchecked Sendable {
     /// messages the proxy and the server count as delivered. A peer that does not close within
     /// ``stopDrain`` is cut.
     private func drainAndClose(_ channel: any Channel) -> EventLoopFuture<Void> {
-        let cutoff = loop.scheduleTask(in: Self.stopDrain) {
-            channel.close(promise: nil)
+        let cutoff = loop.scheduleTask(in: Self.stopDrain) { [loop] in
+            // One more turn of the loop before the cut: what already sits in the socket (the server's last messages,
+            // its FIN) is read and processed first. NIO handles readiness before the tasks that are due, but a task
+            // due now that this one scheduled would run in the same turn. A starved client (fresh-clone run s64q2's
+            // 300-stream phone) otherwise cut with a WELCOME and a message its kernel had taken tens of ms before.
+            loop.scheduleTask(in: .milliseconds(1)) { channel.close(promise: nil) }
         }
         channel.close(mode: .output, promise: nil)
         return channel.closeFuture.always { _ in cutoff.cancel() }.recover { _ in }
