@@ -207,14 +207,16 @@ extension AuditEngine {
     func acknowledged(_ offset: Int64, by side: Side, connection id: ConnectionID, time: Int64) {
         guard let connection = connections[id] else { return }
         // A consumer that sent its close frame reads nothing more: what its TCP takes now is taken after close.
-        if !isStopping, connection.closingSides.contains(side) {
-            return acknowledgedAfterClose(offset, by: side, connection: id, time: time)
+        // So does one that abandoned its open calls (a FIN with a call open), with its taking in doubt.
+        if !isStopping, connection.closingSides.contains(side) || connection.abandonedBy.contains(side) {
+            return acknowledgedAfterClose(offset, by: side, connection: id, time: time, doubted: connection.abandonedBy.contains(side))
         }
         let pipe = connection.pipe(.delivered, side.other.producing)
         guard offset > pipe.acknowledged else { return }
         pipe.acknowledged = offset
         let late = connection.deliveriesEnded.contains(side)
         while let message = pipe.pending.popFirst(endingBy: offset) {
+            if message.callEndedFirst, !isStopping, let seq = message.seq, message.stream.ledger.takenAfterCallEnded(seq) { continue }
             delivered(seq: message.seq, ack: message.ack, message.stream, connection: id, time: time, late: late)
         }
     }
@@ -229,7 +231,9 @@ extension AuditEngine {
     /// every one written to it before, in order, though the proxy saw the TCP acknowledgement only after the
     /// consumer's close: a client that acks its last message and answers the proxy's closing handshake in one
     /// segment) is delivered with those before it.
-    func acknowledgedAfterClose(_ offset: Int64, by side: Side, connection id: ConnectionID, time: Int64) {
+    /// `doubted`: the consumer abandoned its open work rather than ending its session: what its TCP took is unconfirmed
+    /// (neither ok nor lost) unless its acks or a resend settle it, as what it took past its last ack before then.
+    func acknowledgedAfterClose(_ offset: Int64, by side: Side, connection id: ConnectionID, time: Int64, doubted: Bool = false) {
         if isStopping { return acknowledged(offset, by: side, connection: id, time: time) }
         guard let connection = connections[id] else { return }
         let pipe = connection.pipe(.delivered, side.other.producing)
@@ -244,6 +248,7 @@ extension AuditEngine {
                 delivered(seq: message.seq, ack: message.ack, message.stream, connection: id, time: time, late: late)
             } else if let seq = message.seq {
                 message.stream.ledger.takenAfterClose.insert(seq)
+                if doubted { message.stream.ledger.takenBeforeReset.insert(seq) }
             }
         }
     }
@@ -553,7 +558,7 @@ extension AuditEngine {
         // What the abandoning consumer's TCP acknowledges from now on was taken before its close but handed to no
         // reader either: a FIN that also acknowledges the last bytes written (one ACK+FIN segment, the FIN read first,
         // live and in a capture) must not deliver them after the doubt was cast.
-        if abandons, !isStopping { connection.closingSides.insert(side) }
+        if abandons, !isStopping { connection.abandonedBy.insert(side) }
         if how.isAbortive || abandons, !isStopping {
             let directions: [Direction] =
                 connection.direct && !abandons ? [.upstream, .downstream] : [side == .server ? .upstream : .downstream]
@@ -599,6 +604,10 @@ extension AuditEngine {
         for stream in connection.streams[slot].values where stream.lastCall == id {
             stream.ledger.consumerEndedCall(stream) { self.otherStreams(of: stream.ledger, besides: connection, slot: slot) }
         }
+        // Written to the call before its end was read, acknowledged after: the segment that carried the end (its
+        // trailers, its reset) usually acknowledged them too, and is read end first, live and in a capture.
+        let pipe = connection.pipe(.delivered, side.other.producing)
+        pipe.pending.markCallEnded { $0.seq != nil && $0.stream.lastCall == id }
     }
 
     /// The same stream's state on every other connection still known.

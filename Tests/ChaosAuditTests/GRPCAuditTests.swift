@@ -220,6 +220,30 @@ struct GRPCAuditTests {
     }
 
     @Test(
+        "a request written to a call before the server's trailers were read and acknowledged after them (the trailers' segment acknowledged it) is in doubt: the server's resume point settles it, lost below it, delivered when it names it",
+        arguments: [4, 5]
+    )
+    func acknowledgedWithTheTrailers(resumeAck: Int) throws {
+        var s = TrafficScript()
+        var first = Connection(1, &s)
+        first.call(&s, 1, session: "c1")
+        for seq in 1...4 { first.relay(&s, G.data(1, G.grpc(G.request(seq: seq))), .upstream) }
+        first.relay(&s, G.data(1, G.grpc(G.update(seq: 1, ack: 4))), .downstream)
+        let last = G.data(1, G.grpc(G.request(seq: 5)))
+        s.sendBytes(1, .upstream, last)
+        s.writeBytes(1, .upstream, last)
+        first.relay(&s, first.server.trailers(1, status: 14, message: "going away"), .downstream)
+        s.acknowledge(1, .upstream)
+        s.at(1)
+        s.close(1)
+        s.at(2)
+        _ = Self.welcomed(&s, on: 2, ack: resumeAck)
+        s.close(2)
+        let up = try #require(Self.counts(try Self.audit(s, Self.named), "c1", .upstream))
+        #expect(up.ok == Int64(resumeAck) && up.lost == Int64(5 - resumeAck) && up.unconfirmed == 0, "\(up)")
+    }
+
+    @Test(
         "a server that ended its call (trailers) may have dropped what it had not read, however the client ended its requests: past its last ack there, its resume point says, 3 and 4 processed, 5 lost (fresh-clone run s61: a GOAWAY's takeover)"
     )
     func serverEndsTheCallWithRequestsOpen() throws {

@@ -24,6 +24,9 @@ final class ConnectionState {
     /// The sides that began to end their session in their protocol (a close frame read from them): what their TCP
     /// takes from then on is taken after close (``ProtocolEvent/closing``).
     var closingSides: Set<Side> = []
+    /// The sides whose close abandoned the work their protocol had open (a FIN, theirs or a fault's, with a call open):
+    /// what their TCP acknowledges from then on is in doubt, as what it had taken past their last ack is.
+    var abandonedBy: Set<Side> = []
     /// A framing or decoding problem was already reported for this connection.
     var reportedFraming = false
     var reportedUndecodable = false

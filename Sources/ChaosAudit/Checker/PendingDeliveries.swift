@@ -10,6 +10,8 @@ struct PendingDelivery {
     /// The stream it belongs to on its connection. Unowned: the connection's `streams` keep it as long as the
     /// connection (and so these pending deliveries) live, and plain data costs no reference counting per message.
     unowned(unsafe) var stream: ConnectionStream
+    /// Its consumer ended the call it was written on before its TCP acknowledged it: its stack may have dropped it.
+    var callEndedFirst = false
 }
 
 /// Messages written to one consumer and waiting for its TCP's acknowledgement, oldest first (the
@@ -49,6 +51,11 @@ struct PendingDeliveries {
         guard head < entries.count else { return nil }
         defer { head += 1 }
         return entries[head]
+    }
+
+    /// Marks the entries still waiting that `matches` picks as written on a call their consumer then ended.
+    mutating func markCallEnded(where matches: (PendingDelivery) -> Bool) {
+        for index in head..<entries.count where matches(entries[index]) { entries[index].callEndedFirst = true }
     }
 
     /// The entries still waiting, oldest first.

@@ -66,6 +66,17 @@ extension StreamLedger {
         stream.superseded = SeqRangeSet()
     }
 
+    /// `seq` was written to a call before its consumer ended it and acknowledged by its TCP after: in doubt as those the
+    /// call delivered past the consumer's last ack (``consumerEndedCall(_:others:)``): only an ack naming it, or a resend,
+    /// settles it. Returns whether it is in doubt (only for a consumer that acknowledges, and a seq not delivered yet).
+    func takenAfterCallEnded(_ seq: Int64) -> Bool {
+        guard ackedUpTo != nil, !deliveredSeqs.contains(seq) else { return false }
+        takenAfterClose.insert(seq)
+        takenBeforeReset.insert(seq)
+        leftUnread.insert(seq)
+        return true
+    }
+
     /// The consumer ended the old connection whose `stream` delivered superseded seqs: those not vouched for since,
     /// nor delivered by another of `others` (the same stream on the connections still open), are unconfirmed.
     func consumerLeft(_ stream: ConnectionStream, others: [ConnectionStream]) {
