@@ -216,7 +216,10 @@ sed -n '/^build: where the time went/,$p' "$LOGS/build.log"
 for name in "${failures[@]}"; do
   echo
   echo "---- $name failed ($LOGS/$name.log): its failing tests and issues, then its last lines"
-  strip "$LOGS/$name.log" | grep -E '^✘ ' | head -n 40
+  # Each issue with the message lines that follow it (a check's numbers: `↳ ...` and their continuation lines), which
+  # the last lines alone lose when other tests ran after it (CI of e78dc54e: TLSCaptureAuditTests' numbers, cut).
+  strip "$LOGS/$name.log" | awk '/^✘ /{print; keep=/recorded an issue/; lines=0; next}
+    keep && !/^(◇|✔|✘)/ && lines < 16 {print; lines++; next} {keep=0}' | head -n 120
   strip "$LOGS/$name.log" | tail -n 40
 done
 echo

@@ -19,6 +19,8 @@ struct LoopbackTLSPair {
     let port: Int
     /// A scenario whose `protocol:` fits the pair (its proxies are never started: `chaos audit --protocol-from`).
     let scenario: String
+    /// How many clients ran.
+    let clients: Int
 
     var capture: String { "\(folder)/lo.pcap" }
     var keylog: String { "\(folder)/keys.log" }
@@ -122,7 +124,7 @@ struct LoopbackTLSPair {
             case .websocket: WebSocketPairTests.scenario(listen: port, upstream: upstream, bug: "")
             case .grpc: GRPCPairTests.scenario(listen: port, upstream: upstream, fields: .names, flags: "")
             }
-        return LoopbackTLSPair(folder: folder, port: port, scenario: try ChaosCLI.scenarioFile(scenario))
+        return LoopbackTLSPair(folder: folder, port: port, scenario: try ChaosCLI.scenarioFile(scenario), clients: clients)
     }
 
     /// Waits (at most 30 s) until every client's log says it connected.

@@ -5,7 +5,9 @@ import Testing
 /// clock started at its first client's connection produced nothing for a second client that a loaded machine started
 /// seconds later: that stream then had no downstream in the logs nor in the audit, and a test that expects both
 /// clients each way failed (fresh-clone run s57dq3, the WebSocket pair over wss).
-@Suite("Pair fixtures: --send-for counts from each stream's first connection", .timeLimit(.minutes(1)))
+/// Its own waits bound it (each client's connection at most 30 s, 5 s of production, 1.5 s per stop): the limit is for
+/// a hang, past the 72 s that two Python clients' start-up took beside the twelve other lanes (s65's loop).
+@Suite("Pair fixtures: --send-for counts from each stream's first connection", .timeLimit(.minutes(3)))
 struct PairProductionClockTests {
     @Test("a WebSocket pair's second client, started after the server's production time for the first ended, still gets messages")
     func lateClientStillServed() async throws {

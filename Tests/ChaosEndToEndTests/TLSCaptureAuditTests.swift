@@ -72,13 +72,16 @@ struct TLSCaptureAuditTests {
         checks.expect(handshakes.allSatisfy { $0 == (pins.suite, pins.tls13) }, "\(pins.name): the servers chose \(handshakes)")
         let events = json["protocol_events"] as? [String: Any] ?? [:]
         let abandoned = Self.checkTLSExtra(json, conversations: handshakes.count, &checks)
-        // Every WebSocket session the server logged was read in the decrypted bytes; a client that finished its TLS
-        // handshake as the run stopped, before its upgrade (s62q2: 8 conversations, 7 sessions), has a decrypted
-        // conversation and no session.
+        // Every WebSocket session the server logged was read in the decrypted bytes. Only a client's last conversation
+        // can lack a session (the server logs one once it read the client's HELLO): one that finished its TLS handshake
+        // as the run stopped, before its upgrade (s62q2: 8 conversations, 7 sessions), one upgraded and stopped before
+        // its HELLO (s65's loop: 8 upgrades decrypted, 7 sessions), or one abandoned in its handshake. The two clients
+        // cut and reconnect in step (both every 2.5 s from their start), so the stop can catch both.
         let serverLog = try String(contentsOfFile: pair.folder + "/server.jsonl", encoding: .utf8)
         let sessions = serverLog.components(separatedBy: #""event": "connected""#).count - 1
+        let upgrades = events["upgrades"] as? Int ?? 0
         checks.expect(
-            (events["upgrades"] as? Int ?? 0) == sessions && sessions >= handshakes.count - abandoned - 1,
+            sessions <= upgrades && upgrades <= handshakes.count && handshakes.count - sessions <= pair.clients,
             "every session decrypted: \(sessions) sessions, \(handshakes.count) handshakes, \(abandoned) abandoned: \(events)"
         )
         try Self.checkWebSocketCounts(pair, folder: folder, json: json, deflate: pins.deflate, &checks)
