@@ -463,7 +463,7 @@ extension AuditEngine {
             return
         }
         guard ledger.deliveredSeqs.insert(seq) else {
-            ledger.counts.redelivered += 1
+            ledger.countRedelivered(seq)
             record(.redelivered, ledger, direction: ledger.direction, from: seq, to: seq, time: time, connection: connection)
             return
         }
@@ -563,7 +563,14 @@ extension AuditEngine {
             let directions: [Direction] =
                 connection.direct && !abandons ? [.upstream, .downstream] : [side == .server ? .upstream : .downstream]
             for direction in directions {
-                for stream in connection.streams[direction == .upstream ? 0 : 1].values { stream.ledger.unconfirmAborted(stream.deliveredHere) }
+                let slot = direction == .upstream ? 0 : 1
+                for stream in connection.streams[slot].values {
+                    stream.ledger.unconfirmAborted(
+                        stream.deliveredHere,
+                        others: { self.otherStreams(of: stream.ledger, besides: connection, slot: slot) },
+                        withdrawn: { self.withdrawRedelivery($0, of: stream.ledger) }
+                    )
+                }
             }
         }
         if !isStopping { consumerLeft(connection, side: side) }
@@ -602,7 +609,11 @@ extension AuditEngine {
         let slot = side == .server ? 0 : 1
         let id = ObjectIdentifier(call)
         for stream in connection.streams[slot].values where stream.lastCall == id {
-            stream.ledger.consumerEndedCall(stream) { self.otherStreams(of: stream.ledger, besides: connection, slot: slot) }
+            stream.ledger.consumerEndedCall(
+                stream,
+                others: { self.otherStreams(of: stream.ledger, besides: connection, slot: slot) },
+                withdrawn: { self.withdrawRedelivery($0, of: stream.ledger) }
+            )
         }
         // Written to the call before its end was read, acknowledged after: the segment that carried the end (its
         // trailers, its reset) usually acknowledged them too, and is read end first, live and in a capture.
@@ -620,7 +631,19 @@ extension AuditEngine {
     private func consumerLeft(_ connection: ConnectionState, side: Side) {
         let slot = side == .server ? 0 : 1
         for stream in connection.streams[slot].values where !stream.superseded.isEmpty {
-            stream.ledger.consumerLeft(stream, others: otherStreams(of: stream.ledger, besides: connection, slot: slot))
+            stream.ledger.consumerLeft(
+                stream,
+                others: otherStreams(of: stream.ledger, besides: connection, slot: slot),
+                withdrawn: { self.withdrawRedelivery($0, of: stream.ledger) }
+            )
+        }
+    }
+
+    /// A redelivery of `seq` counted on `ledger` is withdrawn (``StreamLedger/copyInDoubt(_:others:withdrawn:)``): so is
+    /// its anomaly.
+    private func withdrawRedelivery(_ seq: Int64, of ledger: StreamLedger) {
+        anomalies.withdraw(.redelivered) {
+            $0.stream == ledger.name && $0.direction == ledger.direction && $0.receiver == ledger.receiver && $0.fromSeq == seq
         }
     }
 

@@ -291,6 +291,35 @@ struct GRPCAuditTests {
         #expect(result.messages.afterCallEnded == 2)
     }
 
+    @Test(
+        "the old connection's reset, read after the resends on the new one were delivered, casts doubt on its own copies only: each seq the server read once is ok once, not redelivered then lost, as when the reset is read first (s65's loop: 104-108 counted redelivered, then lost, by a correct pair)",
+        arguments: [false, true]
+    )
+    func resetOfTheOldConnectionAfterTheResends(resetFirst: Bool) throws {
+        var s = TrafficScript()
+        var first = Connection(1, &s)
+        first.call(&s, 1, session: "c1")
+        // Requests 1-5 taken by the server's TCP; its application read 1-3 and said so, then the client gave the call up.
+        for seq in 1...5 { first.relay(&s, G.data(1, G.grpc(G.request(seq: seq))), .upstream) }
+        first.relay(&s, G.data(1, G.grpc(G.update(seq: 1, ack: 3))), .downstream)
+        first.relay(&s, G.reset(1, code: 8), .upstream)
+        s.at(1)
+        s.add(1, .closed(.client, .fin))
+        s.add(1, .closed(.server, .fin))
+        // The server's socket closed with 4 and 5 unread: its kernel answers what still comes with a reset.
+        if resetFirst { s.add(1, .closed(.server, .reset)) }
+        s.at(2)
+        let second = Self.welcomed(&s, on: 2, ack: 3)
+        for seq in 4...5 { second.relay(&s, G.data(1, G.grpc(G.request(seq: seq))), .upstream) }
+        if !resetFirst { s.add(1, .closed(.server, .reset)) }
+        for ack in 4...5 { second.relay(&s, G.data(1, G.grpc(G.update(ack: ack, kind: "ACK"))), .downstream) }
+        s.close(2)
+        let result = try Self.audit(s, Self.named)
+        let up = try #require(Self.counts(result, "c1", .upstream))
+        #expect(up.ok == 5 && up.lost == 0 && up.redelivered == 0 && up.unconfirmed == 0, "\(up)")
+        #expect(result.anomalyCounts["redelivered"] == nil && result.anomalies.isEmpty, "\(result.anomalies)")
+    }
+
     @Test("a field name that no audited RPC has is bad input, however the protocol arrived (a false PASS otherwise)")
     func unresolvedName() {
         var spec = Self.named

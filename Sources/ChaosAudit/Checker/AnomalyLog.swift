@@ -13,6 +13,13 @@ struct AnomalyLog {
         if kept.count < limit { kept.append(anomaly()) }
     }
 
+    /// One anomaly of `kind` counted earlier is withdrawn: the count drops, and the last kept one `matches` picks goes.
+    mutating func withdraw(_ kind: Anomaly.Class, matching matches: (Anomaly) -> Bool) {
+        guard let count = counts[kind], count > 0 else { return }
+        counts[kind] = count == 1 ? nil : count - 1
+        if let index = kept.lastIndex(where: { $0.kind == kind && matches($0) }) { kept.remove(at: index) }
+    }
+
     var countsByName: [String: Int64] {
         Dictionary(uniqueKeysWithValues: counts.map { ($0.key.rawValue, $0.value) })
     }

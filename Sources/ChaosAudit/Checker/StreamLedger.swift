@@ -22,6 +22,8 @@ final class StreamLedger {
     var counts = DeliveryCounts()
     /// Seqs delivered at least once.
     var deliveredSeqs = SeqRangeSet()
+    /// Seqs counted redelivered, while the copy that made them so may still fall into doubt (``DoubtedCopies``).
+    var redeliveredSeqs = SeqRangeSet()
     /// Seqs that were read from the producer on a connection that ended before writing them.
     var cutInFlight = SeqRangeSet()
     /// Seqs first delivered as retained state sent again (``ProtocolEvent/retained``), whose live copy has not come yet.
@@ -230,13 +232,16 @@ final class StreamLedger {
     /// acknowledges (``ackedUpTo`` set). Past the last ack that reached the producer: one the proxy had read but not
     /// yet passed on (a latency held it) may be seen or not by a capture, whose wire shows bytes the proxy never read
     /// before its reset; what it would have said, the consumer's next ack says again (or the seqs stay unconfirmed).
-    func unconfirmAborted(_ here: SeqRangeSet) {
-        guard let ackedUpTo, here.count(above: ackedUpTo) <= Self.abortedLimit else { return }
+    /// A seq another connection delivered too stays delivered (``copyInDoubt(_:others:withdrawn:)``): `others` finds the
+    /// stream's states on the other connections, asked only when a seq is past the last ack.
+    func unconfirmAborted(_ here: SeqRangeSet, others findOthers: () -> [ConnectionStream], withdrawn: (Int64) -> Void) {
+        guard let ackedUpTo, let highest = here.max, highest > ackedUpTo, here.count(above: ackedUpTo) <= Self.abortedLimit else { return }
+        let others = findOthers()
         // The highest delivered seq stays: the consumer's TCP did take them in order, so a resume past them (its ack
         // vouching) is no gap, and their resend no reordering.
         for interval in here.intervals where interval.upper > ackedUpTo {
-            for seq in max(interval.lower, ackedUpTo + 1)...interval.upper
-            where !confirmedAfterClose.contains(seq) && deliveredSeqs.remove(seq) {
+            for seq in max(interval.lower, ackedUpTo + 1)...interval.upper where !confirmedAfterClose.contains(seq) {
+                guard !copyInDoubt(seq, others: others, withdrawn: withdrawn), deliveredSeqs.remove(seq) else { continue }
                 takenAfterClose.insert(seq)
                 takenBeforeReset.insert(seq)
             }

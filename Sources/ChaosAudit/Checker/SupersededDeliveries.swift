@@ -44,8 +44,9 @@ extension StreamLedger {
     /// last ack the consumer stated on that connection (at most ``supersededLimit``), and not delivered by another of
     /// `others` nor vouched for, are unconfirmed. Only for a consumer that acknowledges: one that never does is judged
     /// by its TCP.
-    /// `others` is asked only when a seq is past that ack (every call's end comes here; few leave anything unread).
-    func consumerEndedCall(_ stream: ConnectionStream, others findOthers: () -> [ConnectionStream]) {
+    /// `others` is asked only when a seq is past that ack (every call's end comes here; few leave anything unread). A seq
+    /// one of them delivered stays delivered (``copyInDoubt(_:others:withdrawn:)``).
+    func consumerEndedCall(_ stream: ConnectionStream, others findOthers: () -> [ConnectionStream], withdrawn: (Int64) -> Void) {
         let floor = stream.consumerAck ?? (owedFrom - 1)
         guard ackedUpTo != nil, let highest = stream.deliveredHere.max, highest > floor else { return }
         let others = findOthers()
@@ -55,7 +56,7 @@ extension StreamLedger {
                 looked += 1
                 if looked > Self.supersededLimit { return }
                 _ = superseded.remove(seq)
-                guard !confirmedAfterClose.contains(seq), !others.contains(where: { $0.deliveredHere.contains(seq) }),
+                guard !confirmedAfterClose.contains(seq), !copyInDoubt(seq, others: others, withdrawn: withdrawn),
                     deliveredSeqs.remove(seq)
                 else { continue }
                 takenAfterClose.insert(seq)
@@ -79,11 +80,11 @@ extension StreamLedger {
 
     /// The consumer ended the old connection whose `stream` delivered superseded seqs: those not vouched for since,
     /// nor delivered by another of `others` (the same stream on the connections still open), are unconfirmed.
-    func consumerLeft(_ stream: ConnectionStream, others: [ConnectionStream]) {
+    func consumerLeft(_ stream: ConnectionStream, others: [ConnectionStream], withdrawn: (Int64) -> Void) {
         defer { stream.superseded = SeqRangeSet() }
         for interval in stream.superseded.intervals {
             for seq in interval.lower...interval.upper where superseded.remove(seq) {
-                guard !others.contains(where: { $0.deliveredHere.contains(seq) }), deliveredSeqs.remove(seq) else { continue }
+                guard !copyInDoubt(seq, others: others, withdrawn: withdrawn), deliveredSeqs.remove(seq) else { continue }
                 takenAfterClose.insert(seq)
                 takenBeforeReset.insert(seq)
                 leftUnread.insert(seq)
