@@ -379,11 +379,15 @@ extension AuditEngine {
     @discardableResult
     func stated(_ ack: Int64, on ledger: StreamLedger, connection id: ConnectionID) -> StreamLedger {
         let partner = ledger.partnerIndex.map { ledgers[$0] } ?? self.ledger(ledger.name, ledger.direction.reversed)
-        partner.denyTakenAfterClose(above: ack)
-        partner.consumerStated(ack, on: id)
-        if let here = connections[id]?.streams[partner.direction == .upstream ? 0 : 1][partner.index] {
-            here.consumerAck = max(here.consumerAck ?? .min, ack)
+        let here = connections[id]?.streams[partner.direction == .upstream ? 0 : 1][partner.index]
+        if let here, !here.endedUnread.isEmpty {
+            partner.denyTakenAfterClose(above: ack, sparing: here.endedUnread)
+            partner.stated(ack, afterResetOf: here)
+        } else {
+            partner.denyTakenAfterClose(above: ack)
         }
+        partner.consumerStated(ack, on: id)
+        if let here { here.consumerAck = max(here.consumerAck ?? .min, ack) }
         return partner
     }
 
@@ -604,21 +608,30 @@ extension AuditEngine {
 
     /// The consumer on `side` ended `call` on `connection`: what the call delivered to it past the last ack it stated on
     /// the connection is unconfirmed (``SupersededDeliveries``).
+    /// A reset ends the call for the other side's consumer too: a client that cancels its call (resets it) has the
+    /// server's stack drop the requests its handler had not read (s65's loop: a buggy RPC pair's cancelled call, whose
+    /// 117 the server's TCP took and its handler never read, counted ok; its resend skipped, the loss was missed). That
+    /// consumer's acks still read on the connection were written before it learnt of the reset: they vouch for what
+    /// they name, and deny nothing of the call's (``ConnectionStream/endedUnread``).
     func callEnded(_ call: RPCCall, by side: Side, of connection: ConnectionState) {
         guard !isStopping else { return }
-        let slot = side == .server ? 0 : 1
         let id = ObjectIdentifier(call)
-        for stream in connection.streams[slot].values where stream.lastCall == id {
-            stream.ledger.consumerEndedCall(
-                stream,
-                others: { self.otherStreams(of: stream.ledger, besides: connection, slot: slot) },
-                withdrawn: { self.withdrawRedelivery($0, of: stream.ledger) }
-            )
+        for consumer in call.endedAbortively ? [side, side.other] : [side] {
+            let slot = consumer == .server ? 0 : 1
+            for stream in connection.streams[slot].values where stream.lastCall == id {
+                stream.ledger.consumerEndedCall(
+                    stream,
+                    byReset: consumer != side,
+                    others: { self.otherStreams(of: stream.ledger, besides: connection, slot: slot) },
+                    withdrawn: { self.withdrawRedelivery($0, of: stream.ledger) }
+                )
+            }
+            // Written to the call before its end was read, acknowledged after: the segment that carried the end (its
+            // trailers, its reset) usually acknowledged them too, and is read end first, live and in a capture.
+            guard consumer == side else { continue }
+            let pipe = connection.pipe(.delivered, side.other.producing)
+            pipe.pending.markCallEnded { $0.seq != nil && $0.stream.lastCall == id }
         }
-        // Written to the call before its end was read, acknowledged after: the segment that carried the end (its
-        // trailers, its reset) usually acknowledged them too, and is read end first, live and in a capture.
-        let pipe = connection.pipe(.delivered, side.other.producing)
-        pipe.pending.markCallEnded { $0.seq != nil && $0.stream.lastCall == id }
     }
 
     /// The same stream's state on every other connection still known.

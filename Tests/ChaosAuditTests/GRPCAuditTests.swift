@@ -320,6 +320,35 @@ struct GRPCAuditTests {
         #expect(result.anomalyCounts["redelivered"] == nil && result.anomalies.isEmpty, "\(result.anomalies)")
     }
 
+    @Test(
+        "a client that cancels its call (RST_STREAM) has the server's stack drop the requests its handler had not read: the server's acks still in flight vouch for what they name, its resume point denies the rest, a resend delivers it once (s65's loop: a buggy pair's skipped 117 counted ok, its resends redelivered)",
+        arguments: [false, true]
+    )
+    func requestsUnreadWhenTheClientCancels(skipsOnResume: Bool) throws {
+        var s = TrafficScript()
+        var first = Connection(1, &s)
+        first.call(&s, 1, session: "c1")
+        // Requests 1-6 taken by the server's TCP; its handler had said 2 when the client cancelled the call.
+        for seq in 1...6 { first.relay(&s, G.data(1, G.grpc(G.request(seq: seq))), .upstream) }
+        first.relay(&s, G.data(1, G.grpc(G.update(ack: 2, kind: "ACK"))), .downstream)
+        first.relay(&s, G.reset(1, code: 8), .upstream)
+        // Its ack of 3, written before the cancel reached it, read after.
+        first.relay(&s, G.data(1, G.grpc(G.update(ack: 3, kind: "ACK"))), .downstream)
+        s.at(1)
+        s.add(1, .closed(.client, .fin))
+        s.add(1, .closed(.server, .fin))
+        s.at(2)
+        let second = Self.welcomed(&s, on: 2, ack: 3)
+        // A buggy client skips 4 on resume.
+        for seq in (skipsOnResume ? 5 : 4)...6 { second.relay(&s, G.data(1, G.grpc(G.request(seq: seq))), .upstream) }
+        second.relay(&s, G.data(1, G.grpc(G.update(ack: 6, kind: "ACK"))), .downstream)
+        s.close(2)
+        let result = try Self.audit(s, Self.named)
+        let up = try #require(Self.counts(result, "c1", .upstream))
+        let lost: Int64 = skipsOnResume ? 1 : 0
+        #expect(up.ok == 6 - lost && up.lost == lost && up.redelivered == 0 && up.unconfirmed == 0, "\(up)")
+    }
+
     @Test("a field name that no audited RPC has is bad input, however the protocol arrived (a false PASS otherwise)")
     func unresolvedName() {
         var spec = Self.named

@@ -168,10 +168,17 @@ final class StreamLedger {
     }
 
     /// The consumer wrote an ack of `ack` after seqs above it were taken after a close: it says it never processed them.
-    func denyTakenAfterClose(above ack: Int64) {
+    /// Not those of `spared`: the call it acks on ended by the other side's reset, and its acks still read there were
+    /// written before it learnt of that end (``ConnectionStream/endedUnread``).
+    func denyTakenAfterClose(above ack: Int64, sparing spared: SeqRangeSet = SeqRangeSet()) {
         guard let highest = takenAfterClose.max, highest > ack else { return }
         for interval in takenAfterClose.intervals where interval.upper > ack {
-            deniedAfterClose.insert(max(interval.lower, ack + 1), through: interval.upper)
+            let lower = max(interval.lower, ack + 1)
+            guard !spared.isEmpty else {
+                deniedAfterClose.insert(lower, through: interval.upper)
+                continue
+            }
+            for kept in spared.holes(from: lower, through: interval.upper) { deniedAfterClose.insert(kept.lower, through: kept.upper) }
         }
     }
 
@@ -297,6 +304,10 @@ final class ConnectionStream {
     var consumerAck: Int64?
     /// The RPC call that last delivered a message of this stream here (its identity only).
     var lastCall: ObjectIdentifier?
+    /// Seqs delivered here that the call's end put in doubt when the other side reset it (its producer cancelled it):
+    /// the consumer's acks read here afterwards were written before it learnt of the reset, and vouch for what they
+    /// name (``StreamLedger/consumerEndedCall(_:others:withdrawn:)``).
+    var endedUnread = SeqRangeSet()
     /// In-flight seqs read as retained state sent again (``ProtocolEvent/retained``).
     var retainedInFlight = SeqRangeSet()
     /// Read times of in-flight messages, oldest first, for transit latency.

@@ -46,7 +46,14 @@ extension StreamLedger {
     /// by its TCP.
     /// `others` is asked only when a seq is past that ack (every call's end comes here; few leave anything unread). A seq
     /// one of them delivered stays delivered (``copyInDoubt(_:others:withdrawn:)``).
-    func consumerEndedCall(_ stream: ConnectionStream, others findOthers: () -> [ConnectionStream], withdrawn: (Int64) -> Void) {
+    /// `byReset`: the other side reset the call (its producer cancelled it), so the consumer's acks still read on the
+    /// connection vouch for what they name (``ConnectionStream/endedUnread``).
+    func consumerEndedCall(
+        _ stream: ConnectionStream,
+        byReset: Bool = false,
+        others findOthers: () -> [ConnectionStream],
+        withdrawn: (Int64) -> Void
+    ) {
         let floor = stream.consumerAck ?? (owedFrom - 1)
         guard ackedUpTo != nil, let highest = stream.deliveredHere.max, highest > floor else { return }
         let others = findOthers()
@@ -62,9 +69,22 @@ extension StreamLedger {
                 takenAfterClose.insert(seq)
                 takenBeforeReset.insert(seq)
                 leftUnread.insert(seq)
+                if byReset { stream.endedUnread.insert(seq) }
             }
         }
         stream.superseded = SeqRangeSet()
+    }
+
+    /// The consumer stated `ack` on the connection of `stream`, whose call the other side had reset: what it names of the
+    /// seqs that end put in doubt it did read (the call's bytes reach it in order), and they are delivered.
+    func stated(_ ack: Int64, afterResetOf stream: ConnectionStream) {
+        guard let lowest = stream.endedUnread.min, lowest <= ack else { return }
+        for interval in stream.endedUnread.intervals where interval.lower <= ack {
+            let upper = min(interval.upper, ack)
+            confirmedAfterClose.insert(interval.lower, through: upper)
+            leftUnread.remove(from: interval.lower, through: upper)
+        }
+        stream.endedUnread.remove(from: lowest, through: ack)
     }
 
     /// `seq` was written to a call before its consumer ended it and acknowledged by its TCP after: in doubt as those the

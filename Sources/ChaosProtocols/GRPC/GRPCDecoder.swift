@@ -105,6 +105,7 @@ final class GRPCDecoder: LegDecoder {
         guard slot == 1 || reset, let call = session.call(stream), !call.ended else { return }
         call.ended = true
         call.endedBy = slot == 1 ? .server : .client
+        call.endedAbortively = reset
         if call.audited { output(.callEnded(call, at: at)) }
     }
 

@@ -17,6 +17,9 @@ package class RPCCall {
     /// call is open. That side's application takes nothing more of the call: what reaches it on the call afterwards is
     /// not delivered.
     package var endedBy: Side?
+    /// The call ended in a reset (either side's): it is gone for both applications, and each side's stack drops what
+    /// it had taken of the call and not handed over (a cancelled call's unread requests, a reset call's unread responses).
+    package var endedAbortively = false
 
     /// A call on stream `streamID` of RPC `path`.
     init(streamID: UInt32, path: String) {
