@@ -348,6 +348,7 @@ extension AuditEngine {
             result = ConnectionStream(ledger: ledger)
             result.name = name.map(Array.init)
             connection.streams[slot][ledger.index] = result
+            carried(ledger, on: connection.id)
         }
         pipe.cached = result
         pipe.cachedCall = nil
@@ -386,9 +387,24 @@ extension AuditEngine {
         } else {
             partner.denyTakenAfterClose(above: ack)
         }
+        if id > partner.consumerAckedOn { carried(partner, on: id) }
         partner.consumerStated(ack, on: id)
         if let here { here.consumerAck = max(here.consumerAck ?? .min, ack) }
         return partner
+    }
+
+    /// Stream `ledger` showed up on connection `id` (its first message there, or its consumer's first ack): an older
+    /// connection still half-open in a fault that carried it (either way) is one the pair has left
+    /// (``RecoveryTracker/movedOn(from:at:)``).
+    func carried(_ ledger: StreamLedger, on id: ConnectionID) {
+        guard recovery.holdsHalfOpen else { return }
+        let partner = ledger.partnerIndex.map { ledgers[$0] }
+        for (other, state) in connections where other < id {
+            let carriedThere = [ledger, partner].contains { stream in
+                stream.map { state.streams[$0.direction == .upstream ? 0 : 1][$0.index] != nil } ?? false
+            }
+            if carriedThere { recovery.movedOn(from: other, at: now) }
+        }
     }
 
     /// A cumulative ack delivered with stream `ledger`'s messages on `connection` covers the other direction's seqs.

@@ -42,6 +42,15 @@ extension ProxyServer {
             return Array(state.connections.values) + Array(state.lingering.values)
         }
         if let relay = datagramRelay { try? await relay.loop.submit { relay.removeShaping(key: key) }.get() }
+        // A dead path in the kernel comes back before the bytes the fault held go out: released into rules not yet
+        // gone, their first flight would be dropped and wait a retransmission timeout more.
+        if KernelDeadPath.isInUse {
+            var revived = false
+            for connection in connections {
+                if (try? await connection.eventLoop.submit { connection.reviveDeadPath(endingFault: key) }.get()) == true { revived = true }
+            }
+            if revived { await KernelDeadPath.shared.installed() }
+        }
         for connection in connections {
             try? await connection.eventLoop.submit { connection.removeShaping(key: key) }.get()
         }

@@ -229,6 +229,33 @@ struct RecoveryTests {
         #expect(record.connections == 2 && record.noticed == 1 && record.unnoticed == 1)
     }
 
+    @Test(
+        "a pair that takes a half-open connection's stream up on a new one noticed the old one then, though no close of it reached the proxy (on a dead path in the kernel an end's FIN waits behind its unacknowledged bytes)"
+    )
+    func movingOnIsNoticing() throws {
+        var s = TrafficScript()
+        s.open(1)
+        s.relay(1, [1, 2])
+        s.at(20)
+        s.fault("partition", 1, started: true)
+        s.at(23)
+        s.open(2)
+        s.send(2, [1], .upstream)  // the client's first message on its new connection (the old one carried downstream)
+        s.at(40)
+        s.fault("partition", 1, started: false)
+        s.at(41)
+        s.relay(2, [3, 4])
+        s.add(1, .closed(.client, .fin))  // its FIN, once the path came back
+        s.add(1, .closed(.server, .fin))
+        let engine = try AuditEngine(spec: ProtocolSpec())
+        engine.ingest(s.events)
+        let result = engine.finish()
+        let record = try #require(result.recovery.halfOpen.first)
+        #expect(record.connections == 1 && record.noticed == 1 && record.unnoticed == 0, "\(record)")
+        #expect(result.recovery.halfOpenS.count == 1 && abs(result.recovery.halfOpenS.max - 3) < 0.01)
+        #expect(result.recovery.noticedWithinS.map { abs($0 - 3) < 0.01 } == true)
+    }
+
     /// How many connections a partition of `mark` from 20 s to 40 s left half-open (and unnoticed), of `count` opened
     /// before it through proxy `p`.
     static func halfOpens(_ mark: FaultMark, of count: ConnectionID) throws -> (connections: Int, unnoticed: Int) {

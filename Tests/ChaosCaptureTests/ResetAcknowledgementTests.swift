@@ -52,4 +52,34 @@ struct ResetAcknowledgementTests {
         #expect(Self.cuts(events).isEmpty, "\(events.map(\.kind))")
         #expect(events.contains { if case .closed(_, .reset) = $0.kind { true } else { false } }, "the reset is still seen")
     }
+
+    @Test(
+        "bytes sent again and never acknowledged (a dead path dropped them) did not go ahead of a reset, the receiver's or the sender's: neither cut nor acknowledged"
+    )
+    func retransmittedBytesAreNotAheadOfAReset() throws {
+        for serverResets in [true, false] {
+            let script = ScriptedTCP()
+            var flow = script.open(serverResets ? 40003 : 40004, to: 7001)
+            script.send(Array("first\n".utf8), on: &flow, fromClient: true)
+            script.sendUnacknowledged(Array("second\n".utf8), on: &flow, times: 2)
+            script.reset(&flow, fromClient: !serverResets)
+            let events = try Self.read(script)
+            let acknowledged = events.compactMap { event -> Int64? in
+                if case .acknowledged(_, let upTo) = event.kind { upTo } else { nil }
+            }
+            #expect(acknowledged.max() == 6, "acknowledged: \(acknowledged)")
+            #expect(Self.cuts(events).isEmpty, "\(events.map(\.kind))")
+            #expect(events.contains { if case .closed(_, .reset) = $0.kind { true } else { false } }, "the reset is still seen")
+        }
+        // Sent once, the same bytes went ahead of the sender's reset.
+        let script = ScriptedTCP()
+        var flow = script.open(40005, to: 7001)
+        script.send(Array("first\n".utf8), on: &flow, fromClient: true)
+        script.sendUnacknowledged(Array("second\n".utf8), on: &flow, times: 1)
+        script.reset(&flow, fromClient: true)
+        let acknowledged = try Self.read(script).compactMap { event -> Int64? in
+            if case .acknowledged(_, let upTo) = event.kind { upTo } else { nil }
+        }
+        #expect(acknowledged.max() == 13, "acknowledged: \(acknowledged)")
+    }
 }

@@ -56,6 +56,26 @@ final class ScriptedTCP {
         add(flow, fromClient: false, flags: 0x14, sequence: flow.serverNext, acknowledgement: flow.clientNext)
     }
 
+    /// A segment from the client carrying `payload`, sent `times` times (the first flight, then retransmissions 200 ms
+    /// apart, as into a dead path) and never acknowledged.
+    func sendUnacknowledged(_ payload: some Collection<UInt8>, on flow: inout Flow, times: Int) {
+        let bytes = Array(payload)
+        for attempt in 0..<times {
+            if attempt > 0 { wait(milliseconds: 200) }
+            add(flow, fromClient: true, flags: 0x18, sequence: flow.clientNext, acknowledgement: flow.serverNext, payload: bytes)
+        }
+        flow.clientNext &+= UInt32(bytes.count)
+    }
+
+    /// A reset: the client's (RST), or the server's (RST+ACK, as Linux answers a segment reaching a socket it closed).
+    func reset(_ flow: inout Flow, fromClient: Bool) {
+        if fromClient {
+            add(flow, fromClient: true, flags: 0x04, sequence: flow.clientNext, acknowledgement: 0)
+        } else {
+            add(flow, fromClient: false, flags: 0x14, sequence: flow.serverNext, acknowledgement: flow.clientNext)
+        }
+    }
+
     /// The server's FIN alone (a half-close, or a socket it closed), and the client's ACK of it.
     func serverFIN(_ flow: inout Flow) {
         add(flow, fromClient: false, flags: 0x11, sequence: flow.serverNext, acknowledgement: flow.clientNext)

@@ -3,9 +3,9 @@ import Testing
 
 /// A dead path as the pair's own TCP sees it (issue: a dead path acknowledges nothing): `chaos proxy --api` between a
 /// client that uploads and its server (`Tests/deadpath/dead-path-peer.py`), a partition posted to the control API, and
-/// the client's own TCP_INFO read while it lasts. The kernel path is asked for (`CHAOS_DEAD_PATH=kernel`) and needs
-/// root and nft (Debian's nftables, which `make deps` installs); without them each of its tests says so and is skipped,
-/// and the default's own test still runs.
+/// the client's own TCP_INFO read while it lasts. The kernel path is chaos's default where it has CAP_NET_ADMIN and
+/// nft (Debian's nftables, which `make deps` installs); without them each of its tests says so and is skipped, and the
+/// fallback's own tests still run.
 @Suite("Dead path: a partition drops the pair's segments in the kernel", .timeLimit(.minutes(3)))
 struct DeadPathTests {
     static let peer = ChaosCLI.packageRoot.appendingPathComponent("Tests/deadpath/dead-path-peer.py").path
@@ -33,21 +33,24 @@ struct DeadPathTests {
     static func partition(
         _ seconds: Double,
         userTimeoutMs: Int = 0,
-        environment: [String: String]? = ["CHAOS_DEAD_PATH": "kernel"]
+        environment: [String: String]? = nil,
+        launcher: [String] = []
     ) async throws -> Outcome {
         let (api, listen, upstream) = (ChaosCLI.freePort(), ChaosCLI.freePort(), ChaosCLI.freePort())
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("dead-path-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         let out = folder.appendingPathComponent("peer.json").path
+        let proxy = [
+            "proxy", "--api", "127.0.0.1:\(api)", "--listen", "127.0.0.1:\(listen)", "--upstream", "127.0.0.1:\(upstream)",
+        ]
         async let chaos = ChaosCLI.run(
-            [
-                "proxy", "--api", "127.0.0.1:\(api)", "--listen", "127.0.0.1:\(listen)", "--upstream", "127.0.0.1:\(upstream)",
-            ],
+            launcher.isEmpty ? proxy : launcher.dropFirst() + [ChaosCLI.executable] + proxy,
             timeout: 120,
             environment: environment,
             signal: (after: 0, number: SIGINT),
-            signalOnceExists: [out]
+            signalOnceExists: [out],
+            program: launcher.first
         )
         let peer = try await ChaosCLI.run(
             [
@@ -101,19 +104,90 @@ struct DeadPathTests {
         #expect(outcome.received == [outcome.sent] && outcome.sent > 0, "\(outcome.peer)")
     }
 
-    @Test("by default (no CHAOS_DEAD_PATH=kernel) the run says the proxy held the bytes, and its kernel acknowledged them")
+    @Test("asked to hold in the proxy (CHAOS_DEAD_PATH=proxy), the run says so, and the proxy's kernel acknowledged the bytes")
     func fallbackIsNamed() async throws {
-        let outcome = try await Self.partition(3, environment: ["CHAOS_DEAD_PATH": ""])
+        let outcome = try await Self.partition(3, environment: ["CHAOS_DEAD_PATH": "proxy"])
         #expect(
-            outcome.chaos.stdout.contains(
-                "dead path: held in the proxy: the sender's TCP saw acknowledgements (the default; CHAOS_DEAD_PATH=kernel drops"
-            ),
+            outcome.chaos.stdout.contains("dead path: held in the proxy: the sender's TCP saw acknowledgements (CHAOS_DEAD_PATH=proxy)"),
             "\(outcome.chaos.stdout)"
         )
         // The proxy holds up to 1 MiB and its socket buffers more: the client saw far more than a window acknowledged
         // from the partition's start (within its first tenth of a second, at the client's pace).
         #expect(outcome.ackedSincePost > 1 << 20, "\(outcome.peer)")
         #expect(outcome.received == [outcome.sent], "\(outcome.peer)")
+    }
+
+    /// `setpriv` dropping CAP_NET_ADMIN from what chaos may hold, where this process may drop it (root).
+    static let withoutNetAdmin: [String]? =
+        getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
+        ? ["/usr/bin/setpriv", "--inh-caps", "-net_admin", "--bounding-set", "-net_admin", "--"] : nil
+
+    @Test(
+        "without CAP_NET_ADMIN (root without it) the proxy holds the partition's bytes, its kernel acknowledges them, and it says why",
+        .enabled(if: withoutNetAdmin != nil, "needs root and setpriv (util-linux) to drop CAP_NET_ADMIN")
+    )
+    func withoutTheCapabilityTheProxyHolds() async throws {
+        let outcome = try await Self.partition(3, launcher: Self.withoutNetAdmin!)
+        #expect(
+            outcome.chaos.stdout.contains(
+                "dead path: held in the proxy: the sender's TCP saw acknowledgements (no CAP_NET_ADMIN (root without it): the kernel path needs it)"
+            ),
+            "\(outcome.chaos.stdout)"
+        )
+        #expect(outcome.ackedSincePost > 1 << 20, "\(outcome.peer)")
+        #expect(outcome.received == [outcome.sent] && outcome.sent > 0, "\(outcome.peer)")
+    }
+
+    /// A run whose scenario has a partition, against a pair that only sleeps (nothing to judge: exit 1), through
+    /// `launcher`: what it printed at start-up and what its report's `extra.dead_path` says.
+    static func runSummary(launcher: [String] = []) async throws -> (printed: String, reported: String?) {
+        let scenario = try ChaosCLI.scenarioFile(
+            """
+            name: dead-path-summary
+            duration: 2s
+            proxies:
+              - name: stream
+                listen: 127.0.0.1:7000
+                upstream: 127.0.0.1:7001
+            pair:
+              server:
+                run: sleep 30
+              client:
+                run: sleep 30
+            faults:
+              - partition: {at: 500ms, for: 1s, direction: both}
+            """
+        )
+        let run = try await RunFolderUnderTest.run([scenario], timeout: 60, launcher: launcher)
+        #expect(run.result.status == 1, "exit \(run.result.status): \(run.result.stderr)")
+        let report = try run.report()
+        run.remove()
+        let line = run.result.stdout.split(separator: "\n").first { $0.hasPrefix("dead path: ") }
+        return (line.map { String($0.dropFirst("dead path: ".count)) } ?? "", report.extra?["dead_path"])
+    }
+
+    @Test(
+        "by default, with CAP_NET_ADMIN and nft, a run drops a dead path's segments in the kernel, and says so at start and in its report",
+        .enabled(if: kernelPath, "needs root and nft (Debian's nftables): the kernel dead path")
+    )
+    func kernelPathIsTheDefault() async throws {
+        let summary = try await Self.runSummary()
+        #expect(summary.printed.hasPrefix("dropped in the kernel (nftables table inet chaos_"), "\(summary.printed)")
+        #expect(summary.reported == summary.printed, "report: \(summary.reported ?? "none")")
+    }
+
+    @Test(
+        "without CAP_NET_ADMIN a run holds a dead path's bytes in the proxy, and says why at start and in its report",
+        .enabled(if: withoutNetAdmin != nil, "needs root and setpriv (util-linux) to drop CAP_NET_ADMIN")
+    )
+    func fallbackIsInTheReport() async throws {
+        let summary = try await Self.runSummary(launcher: Self.withoutNetAdmin!)
+        #expect(
+            summary.printed
+                == "held in the proxy: the sender's TCP saw acknowledgements (no CAP_NET_ADMIN (root without it): the kernel path needs it)",
+            "\(summary.printed)"
+        )
+        #expect(summary.reported == summary.printed, "report: \(summary.reported ?? "none")")
     }
 
     @Test(

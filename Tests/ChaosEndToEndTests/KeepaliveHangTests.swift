@@ -94,7 +94,7 @@ struct KeepaliveHangTests {
             closes: events.filter { $0["event"] as? String == "closed" }.count
         )
         print(
-            "websockets \(version), dead path \(deadPath.isEmpty ? "held in the proxy" : deadPath): \(outcome.upload), read \(outcome.read), connections \(outcome.connections) (\(run.folder))"
+            "websockets \(version), dead path \(deadPath == "proxy" ? "held in the proxy" : deadPath): \(outcome.upload), read \(outcome.read), connections \(outcome.connections) (\(run.folder))"
         )
         // Every message the server read is one the audit counts ok, and the other way round.
         #expect(upload["ok"] == Int64(outcome.read), "ok \(upload["ok"] ?? -1) vs \(outcome.read) read (\(run.folder))")

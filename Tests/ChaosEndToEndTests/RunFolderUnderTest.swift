@@ -11,28 +11,33 @@ struct RunFolderUnderTest {
     /// `chaos run ARGUMENTS --out FOLDER --set proxies.stream.listen=… --set proxies.stream.upstream=…`.
     /// `signalOnceCheckpointed`: the signal waits for the run's first report.json checkpoint (a loaded machine may
     /// start the pair later than the signal's time); `signalOnce`: for these files of the run folder to exist;
-    /// `signalOnceLogged`: for these logs of the run folder to hold a processed message each.
+    /// `signalOnceLogged`: for these logs of the run folder to hold a processed message each. `launcher`: a program and
+    /// its arguments that run chaos (`setpriv …`), chaos's path and arguments after them.
     static func run(
         _ arguments: [String],
         timeout: Double = 90,
         signal: (after: Double, number: Int32)? = nil,
         signalOnceCheckpointed: Bool = false,
         signalOnce files: [String] = [],
-        signalOnceLogged logs: [String] = []
+        signalOnceLogged logs: [String] = [],
+        launcher: [String] = []
     ) async throws -> RunFolderUnderTest {
         let listen = ChaosCLI.freePort()
         var upstream = ChaosCLI.freePort()
         while upstream == listen { upstream = ChaosCLI.freePort() }
         let folder = newFolder()
-        let result = try await ChaosCLI.run(
+        let chaosArguments =
             ["run"] + arguments + [
                 "--out", folder.path, "--set", "proxies.stream.listen=127.0.0.1:\(listen)",
                 "--set", "proxies.stream.upstream=127.0.0.1:\(upstream)",
-            ],
+            ]
+        let result = try await ChaosCLI.run(
+            launcher.isEmpty ? chaosArguments : launcher.dropFirst() + [ChaosCLI.executable] + chaosArguments,
             timeout: timeout,
             signal: signal,
             signalOnceExists: (signalOnceCheckpointed ? ["report.json"] : files).map { folder.appendingPathComponent($0).path },
-            signalOnceLogged: logs.map { folder.appendingPathComponent($0).path }
+            signalOnceLogged: logs.map { folder.appendingPathComponent($0).path },
+            program: launcher.first
         )
         return RunFolderUnderTest(folder: folder, result: result, listenPort: listen, upstreamPort: upstream)
     }

@@ -44,6 +44,28 @@ struct AcknowledgementTrackerTests {
         #expect(tracker.sentUnacknowledged == nil)
     }
 
+    @Test(
+        "what went out into a dead path in the kernel, and was not acknowledged since it ended, is not taken at a reset: it was dropped, and waits in the retransmission backoff"
+    )
+    func deadPathDrops() {
+        var tracker = AcknowledgementTracker(dialled: false)
+        tracker.wrote(100)
+        #expect(tracker.update(kernelBytesAcked: 40) == 40)
+        tracker.deadPath(true)
+        tracker.wrote(50)
+        tracker.sawSent(150)
+        #expect(tracker.sentUnacknowledged == nil, "a peer's reset while the path drops")
+        #expect(tracker.update(kernelBytesAcked: 40, notSentBeforeReset: 0) == nil, "the proxy's reset while it drops")
+        tracker.deadPath(false)
+        tracker.wrote(10)
+        tracker.sawSent(160)
+        #expect(tracker.sentUnacknowledged == nil, "its drops not yet acknowledged after it")
+        #expect(tracker.update(kernelBytesAcked: 40, notSentBeforeReset: 0) == nil)
+        #expect(tracker.update(kernelBytesAcked: 150) == 150, "the retransmissions got through")
+        #expect(tracker.sentUnacknowledged == 160, "what went out since counts again")
+        #expect(tracker.update(kernelBytesAcked: 150, notSentBeforeReset: 0) == 160)
+    }
+
     @Test("the kernel's count of bytes sent once (which outlives a reset) says what went out; never more than was written")
     func sentOnce() {
         var tracker = AcknowledgementTracker(dialled: true)

@@ -116,14 +116,12 @@ struct RecoveryTracker {
             let lasted = max(0, time - from)
             if proxyCut {
                 watch.halfOpenUnnoticed += 1
+                watch.halfOpenLongest = max(watch.halfOpenLongest, lasted)
             } else {
-                watch.halfOpenNoticed += 1
-                halfOpenDurations.record(nanoseconds: lasted)
                 // Only a heartbeat notices a partition or a stall; after a handoff the server may drop the old
                 // session as soon as the client is back, which says nothing of its heartbeat.
-                if watch.mark.kind != "handoff" { fastestNotice = min(fastestNotice ?? .max, lasted) }
+                noticed(in: watch, after: lasted, byHeartbeat: watch.mark.kind != "handoff")
             }
-            watch.halfOpenLongest = max(watch.halfOpenLongest, lasted)
         }
         guard first, let watch = blamed(at: time, openedAt: openedAt) else { return }
         watch.connectionsClosed += 1
@@ -133,6 +131,27 @@ struct RecoveryTracker {
             watch.streamsAffected += 1
             watch.waitingStreams += 1
         }
+    }
+
+    /// Whether a fault still holds a connection half-open that the pair has not been seen to notice.
+    var holdsHalfOpen: Bool { open.contains { !$0.halfOpen.isEmpty } }
+
+    /// The pair carried a stream of half-open connection `id` on another connection at `time`: it left the old one, so
+    /// it noticed it was dead, even though no close of it reached the proxy (on a dead path in the kernel an end's FIN
+    /// waits behind its own unacknowledged bytes until the path comes back, as on a real network). Not for a handoff,
+    /// whose client always moves on: only a close says the other end noticed.
+    mutating func movedOn(from id: ConnectionID, at time: Int64) {
+        advance(to: time)
+        for watch in open where watch.mark.kind != "handoff" && watch.halfOpen.remove(id) != nil {
+            noticed(in: watch, after: max(0, time - watch.start), byHeartbeat: true)
+        }
+    }
+
+    private mutating func noticed(in watch: FaultWatch, after lasted: Int64, byHeartbeat: Bool) {
+        watch.halfOpenNoticed += 1
+        halfOpenDurations.record(nanoseconds: lasted)
+        if byHeartbeat { fastestNotice = min(fastestNotice ?? .max, lasted) }
+        watch.halfOpenLongest = max(watch.halfOpenLongest, lasted)
     }
 
     /// A NAT forgot a connection at `time` (the first byte sent into the dead mapping): each of the `streams` it

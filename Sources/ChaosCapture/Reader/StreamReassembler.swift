@@ -30,6 +30,13 @@ struct StreamReassembler {
     private var acknowledged: Int64 = 0
     /// The acknowledged count of reported bytes last handed out by ``takeAcknowledgedBytes()``.
     private var acknowledgedReported: Int64 = 0
+    /// The end of the highest retransmission seen: bytes sent again before the receiver acknowledged them had gone
+    /// unacknowledged for a retransmission timeout (a dead path dropped them after the capture saw them, or the
+    /// network lost them).
+    private var retransmittedUpTo: Int64 = 0
+    /// Whether bytes seen sent and never seen acknowledged may have reached the receiver: not while a retransmission
+    /// of them waits for its acknowledgement (as the live relay judges a leg after a dead path in the kernel).
+    private var sentMayHaveArrived: Bool { acknowledged >= retransmittedUpTo }
 
     var retransmittedBytes = 0
     var outOfOrderSegments = 0
@@ -67,9 +74,11 @@ struct StreamReassembler {
         if payload.count > 0 {
             if end <= next {
                 retransmittedBytes += payload.count
+                retransmittedUpTo = max(retransmittedUpTo, end)
             } else if start <= next {
                 let skip = Int(next - start)
                 retransmittedBytes += skip
+                if skip > 0 { retransmittedUpTo = max(retransmittedUpTo, next) }
                 try emit(Array(payload[skip...]), deliver)
                 try drain(deliver)
             } else {
@@ -102,8 +111,10 @@ struct StreamReassembler {
     }
 
     /// Every reported byte, when not all were handed out as acknowledged yet: the sender reset the
-    /// flow, and what it sent travelled ahead of its RST (the receiver's kernel keeps it readable).
+    /// flow, and what it sent travelled ahead of its RST (the receiver's kernel keeps it readable). Not while a
+    /// retransmission waits for its acknowledgement: then the receiver took what it acknowledged.
     mutating func takeAllAsAcknowledged() -> Int64? {
+        guard sentMayHaveArrived else { return takeAcknowledgedBytes() }
         let covered = Int64(deliveredBytes)
         guard covered > acknowledgedReported else { return nil }
         acknowledgedReported = covered
@@ -112,8 +123,10 @@ struct StreamReassembler {
 
     /// Every reported byte, when the receiver has not acknowledged them all: its reset (with no FIN of its own first)
     /// ends the flow, and what went out to it ahead of the RST its application may have read (see
-    /// ``FlowEvent/acknowledgementsCut(towardServer:bytes:time:)``).
+    /// ``FlowEvent/acknowledgementsCut(towardServer:bytes:time:)``). None while a retransmission waits for its
+    /// acknowledgement: the RST answered bytes that reached a socket it had closed.
     var unacknowledgedDelivered: Int64? {
+        guard sentMayHaveArrived else { return nil }
         let covered = Int64(deliveredBytes)
         return covered > acknowledgedReported ? covered : nil
     }

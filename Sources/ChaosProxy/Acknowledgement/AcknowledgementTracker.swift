@@ -21,9 +21,27 @@ struct AcknowledgementTracker: Sendable {
     /// Bytes the kernel is known to have sent: its count of bytes sent at least once, or (on a kernel without it)
     /// what it had written less what it still held unsent when last read on a live connection.
     private(set) var sent: Int64 = 0
+    /// Whether a dead path in the kernel drops what the proxy sends on this leg now.
+    private var inDeadPath = false
+    /// The bytes written up to the end of the last dead path in the kernel on this leg: what went out of them and was
+    /// not acknowledged then was dropped, and waits in the backoff of its retransmission.
+    private var deadPathUpTo: Int64 = 0
+
+    /// Whether what went out and was never seen acknowledged may have reached the peer (the kernel's sent counts say
+    /// so): not while a dead path in the kernel drops this leg's segments, nor after one until the peer acknowledged
+    /// every byte written before it ended. Those bytes went into the path's drops and then into the retransmission
+    /// backoff, so a reset (the proxy's, or the peer's answer to a retransmission reaching a socket it had closed)
+    /// does not follow them: the peer took only what it acknowledged.
+    private var sentMayHaveArrived: Bool { !inDeadPath && acknowledged >= deadPathUpTo }
 
     /// A tracker for a leg the proxy dialled (`dialled`, the server leg) or accepted (the client leg).
     init(dialled: Bool) { base = dialled ? 1 : 0 }
+
+    /// A dead path in the kernel began (`dead`) or ended on this leg's way out.
+    mutating func deadPath(_ dead: Bool) {
+        if !dead, inDeadPath { deadPathUpTo = written }
+        inDeadPath = dead
+    }
 
     /// Whether bytes were written that the peer has not taken yet.
     var isOutstanding: Bool { acknowledged < written }
@@ -36,7 +54,7 @@ struct AcknowledgementTracker: Sendable {
     mutating func update(kernelBytesAcked: UInt64, notSentBeforeReset notSent: UInt32? = nil) -> Int64? {
         if let notSent { sawUnsent(notSent) }
         var covered = min(kernelBytesAcked > base ? Int64(clamping: kernelBytesAcked - base) : 0, written)
-        if let notSent { covered = max(covered, written - Int64(notSent)) }
+        if let notSent, sentMayHaveArrived { covered = max(covered, written - Int64(notSent)) }
         guard covered > acknowledged else { return nil }
         acknowledged = covered
         return covered
@@ -53,7 +71,8 @@ struct AcknowledgementTracker: Sendable {
     /// (without a FIN first): its kernel took them, ahead of its RST, and its application may have read them (a
     /// consumer's ACK waits up to 40 ms for a reply to ride on, and one that then closes its socket with later bytes
     /// unread answers with a RST, whose acknowledgement number no TCP counts). Nil when there are none.
-    var sentUnacknowledged: Int64? { sent > acknowledged ? sent : nil }
+    /// None after a dead path in the kernel whose drops the peer has not all acknowledged since (``deadPath(_:)``).
+    var sentUnacknowledged: Int64? { sent > acknowledged && sentMayHaveArrived ? sent : nil }
 
     /// Reads socket `fd`'s acknowledgements (`beforeReset`: the proxy is about to reset it): the new
     /// offset when it moved, and whether more may come (false once the connection is over or the

@@ -6,8 +6,8 @@ import Synchronization
 /// NAT that forgot the connection holds a connection, the kernel drops its legs' segments (nftables rules in a table
 /// of chaos's own, scoped to the legs' 4-tuples), so no TCP acknowledges what was sent into the dead path: windows
 /// stall, retransmissions back off, `TCP_USER_TIMEOUT` fires. When the fault ends the rules go and the same TCP
-/// connection carries on. Asked for with `CHAOS_DEAD_PATH=kernel`; by default, or without the privilege (root or
-/// CAP_NET_ADMIN) or without `nft`, the hold stays in the proxy, named as such (``Availability/proxy(reason:)``).
+/// connection carries on. The default where the process has CAP_NET_ADMIN (root has it) and `nft`; without either, or
+/// asked to (`CHAOS_DEAD_PATH=proxy`), the hold stays in the proxy, named as such (``Availability/proxy(reason:)``).
 ///
 /// One per process (``shared``): its table is `inet chaos_<pid>`, removed at exit; a table left by a chaos that was
 /// killed is removed when the next one starts. Changes are applied in order on a queue of their own, coalesced: a
@@ -150,23 +150,21 @@ package final class KernelDeadPath: Sendable {
 
     // MARK: the system
 
-    /// `nft` when the kernel path is asked for (`CHAOS_DEAD_PATH=kernel`) and this process may use it, or why the proxy
-    /// holds instead; and `nft` whenever the process may use it (`privileged`: to remove a killed chaos's table).
-    ///
-    /// The proxy's hold is the default for now: the audit judges delivery by what the consumer's TCP acknowledged, and
-    /// through a dead path in the kernel a producer that gave up on a connection leaves its unacknowledged bytes to be
-    /// retransmitted into it after the fault, where a consumer that gave up too can acknowledge bytes it never reads.
+    /// `nft` when this process may use it (CAP_NET_ADMIN, which root has) and the proxy's hold is not asked for
+    /// (`CHAOS_DEAD_PATH=proxy`), or why the proxy holds instead; and `nft` whenever the process may use it
+    /// (`privileged`: to remove a killed chaos's table).
     static func probe(environment: [String: String]) -> (nft: String?, privileged: String?, reason: String) {
         let candidates = ["/usr/sbin/nft", "/sbin/nft", "/usr/bin/nft", "/bin/nft"]
         let installed = candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
-        let privileged = geteuid() == 0 || hasNetAdmin() ? installed : nil
+        let mayAdminister = hasNetAdmin()
+        let privileged = mayAdminister ? installed : nil
         switch environment["CHAOS_DEAD_PATH"] {
-        case "kernel": break
-        case nil, "", "proxy": return (nil, privileged, "the default; CHAOS_DEAD_PATH=kernel drops the segments in the kernel")
+        case nil, "", "kernel": break
+        case "proxy": return (nil, privileged, "CHAOS_DEAD_PATH=proxy")
         case let other?: return (nil, privileged, "CHAOS_DEAD_PATH=\(other) is neither kernel nor proxy")
         }
-        guard geteuid() == 0 || hasNetAdmin() else {
-            return (nil, nil, "not root and no CAP_NET_ADMIN: the kernel path needs them")
+        guard mayAdminister else {
+            return (nil, nil, "no CAP_NET_ADMIN (\(geteuid() == 0 ? "root without it" : "not root")): the kernel path needs it")
         }
         guard let installed else { return (nil, nil, "nft is not installed (Debian: apt-get install nftables)") }
         return (installed, installed, "")

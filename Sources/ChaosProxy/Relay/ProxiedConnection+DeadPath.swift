@@ -12,6 +12,8 @@ extension ProxiedConnection {
         guard let flows = legFlows(), flows.client != nil || flows.server != nil else { return }
         let kernel = KernelDeadPath.shared
         guard kernel.availability == .kernel else { return }
+        // What the proxy sends a dead way's consumer is dropped: its unacknowledged bytes are not on their way.
+        for direction in Direction.allCases { acknowledgements[direction.consumer.slot].deadPath(directions.contains(direction)) }
         kernel.want(KernelDrop.drops(dead: directions, client: flows.client, server: flows.server))
     }
 

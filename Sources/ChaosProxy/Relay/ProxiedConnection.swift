@@ -205,8 +205,7 @@ final class ProxiedConnection: @unchecked Sendable {
     }
 
     func applyShaping() {
-        // The link profile first, then the faults in the order they began.
-        let effects = (baseline.map { [FaultEffect.link($0)] } ?? []) + shaping.sorted { $0.key < $1.key }.map(\.value)
+        let effects = shapingEffects()
         var dead: Set<Direction> = path?.isDead == true ? Set(Direction.allCases) : []
         for direction in Direction.allCases {
             let settings = ShapingSettings.combining(effects, direction: direction)
@@ -214,6 +213,28 @@ final class ProxiedConnection: @unchecked Sendable {
             if settings.deadPath { dead.insert(direction) }
         }
         setDeadPath(deadPathLifted ? [] : dead)
+    }
+
+    /// The link profile first, then the faults in the order they began (but `excluded`).
+    private func shapingEffects(excluding excluded: ShapingKey? = nil) -> [FaultEffect] {
+        (baseline.map { [FaultEffect.link($0)] } ?? []) + shaping.filter { $0.key != excluded }.sorted { $0.key < $1.key }.map(\.value)
+    }
+
+    /// The fault named `key` is about to end: the ways it alone made dead come back to life now, before it releases
+    /// what it held (``removeShaping(key:)``), so that those bytes do not meet the kernel's drops on their way out (the
+    /// proxy's ``ProxyServer/removeShaping(key:)`` waits for the rules to go in between). Returns whether it changed any.
+    func reviveDeadPath(endingFault key: ShapingKey) -> Bool {
+        eventLoop.preconditionInEventLoop()
+        guard !deadDirections.isEmpty, !deadPathLifted, shaping[key] != nil else { return false }
+        let effects = shapingEffects(excluding: key)
+        var stillDead: Set<Direction> = path?.isDead == true ? Set(Direction.allCases) : []
+        for direction in Direction.allCases where ShapingSettings.combining(effects, direction: direction).deadPath {
+            stillDead.insert(direction)
+        }
+        let remaining = deadDirections.intersection(stillDead)
+        guard remaining != deadDirections else { return false }
+        setDeadPath(remaining)
+        return true
     }
 
     // MARK: faults that cut
