@@ -256,14 +256,21 @@ extension AuditEngine {
     /// No acknowledgement of the first `offset` bytes written to `side` can come any more (its way back was cut: see
     /// ``TrafficEvent/PathEvent/acknowledgementsCut(_:upTo:)``): the messages they complete that still wait are
     /// unconfirmed, as those a consumer's TCP took before a reset are: a later delivery, the consumer's own ack
-    /// above them, or one below them (its resume point) settles them; nothing else counts them lost.
+    /// above them, or one below them (its resume point) settles them; nothing else counts them lost. A resume point
+    /// the consumer had already named on a newer connection settles those past it too: it said it would take them
+    /// there, and then reset this connection with bytes unread (a server taking a stream over drops the old
+    /// connection's unread bytes: through a dead path in the kernel they reach it as it does).
     func acknowledgementsCut(_ offset: Int64, to side: Side, connection id: ConnectionID) {
         guard let connection = connections[id] else { return }
         let pipe = connection.pipe(.delivered, side.other.producing)
         while let message = pipe.pending.popFirst(endingBy: offset) {
             guard let seq = message.seq else { continue }
-            message.stream.ledger.takenAfterClose.insert(seq)
-            message.stream.ledger.takenBeforeReset.insert(seq)
+            let ledger = message.stream.ledger
+            ledger.takenAfterClose.insert(seq)
+            ledger.takenBeforeReset.insert(seq)
+            // A consumer that had named its resume point on a newer connection, and then reset this one with these
+            // bytes unread, threw away what it said it would take there: denied, as an ack below them denies.
+            if id < ledger.consumerAckedOn, seq > ledger.consumerAckThere { ledger.deniedAfterClose.insert(seq) }
         }
     }
 

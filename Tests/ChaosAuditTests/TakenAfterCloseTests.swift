@@ -282,4 +282,35 @@ struct TakenAfterCloseTests {
         let result = try TrafficScript.auditWithAcks(s)
         #expect(result.totals.ok == 3 && result.totals.lost == 1, "\(result.totals)")
     }
+
+    @Test(
+        "a consumer that named its resume point on a new connection and then reset the old one, unread bytes past that point in it, threw them away: lost when nobody resends them; without that resume point they stay unconfirmed"
+    )
+    func resetAfterTheResumePointElsewhere() throws {
+        for named in [true, false] {
+            var s = TrafficScript()
+            s.open(1)
+            s.relay(1, [1, 2])
+            s.consumerAcks(1, upTo: 2)
+            s.send(1, [3])
+            s.write(1, [3])  // held by a dead path, released when it came back: the consumer's TCP never said it took it
+            s.at(1)
+            s.open(2)
+            if named { s.consumerAcks(2, upTo: 2) }  // its resume point, on the new connection
+            s.at(1.1)
+            // Its reset of the old connection (a socket closed with bytes unread): what went out to it is cut.
+            s.add(1, .path(.acknowledgementsCut(.client, upTo: Int64(TrafficScript.messages([1, 2, 3]).count))))
+            s.add(1, .closed(.client, .reset))
+            s.add(1, .closed(.server, .reset))
+            s.at(1.2)
+            s.relay(2, [4, 5])  // the producer skipped 3 on resume
+            s.consumerAcks(2, upTo: 5)
+            let result = try TrafficScript.auditWithAcks(s)
+            if named {
+                #expect(result.totals.ok == 4 && result.totals.lost == 1 && result.totals.unconfirmed == 0, "\(result.totals)")
+            } else {
+                #expect(result.totals.ok == 4 && result.totals.lost == 0 && result.totals.unconfirmed == 1, "\(result.totals)")
+            }
+        }
+    }
 }

@@ -114,7 +114,8 @@ struct WebSocketPairTests {
         arguments: [("--drop-on-resume 1", "lost"), ("--dup-every 25", "duplicated")]
     )
     func buggyPair(bug: String, wrong: String) async throws {
-        let run = try await Self.run(bug: bug)
+        // Captured, so that a run whose counts differ from its logs can be traced on the wire (session 66's were).
+        let run = try await Self.run(bug: bug, capture: true)
         #expect(run.status == 1, "the run must fail (\(run.folder))")
         let (lost, duplicated, _) = try Self.compare(run.folder)
         #expect((wrong == "lost" ? lost : duplicated) > 0, "\(wrong) must show the bug")

@@ -1,0 +1,150 @@
+import ChaosCore
+import Foundation
+import Glibc
+import Testing
+
+@testable import ChaosProxy
+
+/// A partition's and a loss fault's timing on real sockets, for `Benchmarks/fault-accuracy.sh`: records written at a
+/// steady pace through the proxy, their arrival times read at the server.
+extension FaultAccuracyBenchmarks {
+    /// Prints `accuracy: NAME: measured M UNIT (WHAT)`, for a figure with a bound rather than a target.
+    static func note(_ name: String, measured: Double, unit: String, _ what: String) {
+        print("accuracy: \(name): measured \(String(format: "%.2f", measured)) \(unit) (\(what))")
+    }
+
+    /// The size of one paced record: a 4-byte index and padding.
+    static let recordBytes = 64
+
+    /// Writes `count` records from `client`, one every `spacing` milliseconds from `start` (uptime nanoseconds), and
+    /// reads them at `server`: when each record was written and when it arrived, in milliseconds after `start` (fewer
+    /// when the writes or the reads stopped).
+    static func paced(
+        client: TestSocket,
+        server: TestSocket,
+        count: Int,
+        spacing: Double,
+        start: UInt64
+    ) -> (sent: [Double], arrived: [Double]) {
+        let writer = Background { () -> [Double] in
+            var sent: [Double] = []
+            for index in 0..<count {
+                let due = start + UInt64(Double(index) * spacing * 1e6)
+                let now = DispatchTime.now().uptimeNanoseconds
+                if due > now { usleep(UInt32((due - now) / 1_000)) }
+                var record = [UInt8](repeating: 0, count: recordBytes)
+                withUnsafeBytes(of: UInt32(index).littleEndian) { record.replaceSubrange(0..<4, with: $0) }
+                sent.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
+                guard (try? client.sendAll(record)) != nil else { break }
+            }
+            return sent
+        }
+        var arrived: [Double] = []
+        server.setTimeout(15)
+        while arrived.count < count {
+            guard server.receive(exactly: recordBytes).count == recordBytes else { break }
+            arrived.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
+        }
+        return (writer.join(timeout: 15) ?? [], arrived)
+    }
+
+    /// What the peer of `socket` acknowledged (`tcpi_bytes_acked`, offset 120 of Linux's `struct tcp_info`, which
+    /// glibc's declaration stops short of), or -1.
+    static func bytesAcknowledged(_ socket: TestSocket) -> Int64 {
+        var info = [UInt8](repeating: 0, count: 232)
+        var length = socklen_t(info.count)
+        guard getsockopt(socket.fd, Int32(IPPROTO_TCP), TCP_INFO, &info, &length) == 0, length >= 128 else { return -1 }
+        return info.withUnsafeBytes { Int64($0.loadUnaligned(fromByteOffset: 120, as: UInt64.self)) }
+    }
+
+    @Test(
+        "a 2 s partition: the receiver's gap is 2 s (±100 ms); on the kernel path the sender sees no acknowledgement during it",
+        .enabled(if: FaultAccuracyBenchmarks.enabled)
+    )
+    func partitionTiming() async throws {
+        let harness = try await ProxyHarness()
+        try await offPool {
+            let (client, server) = try harness.connectPair()
+            let key = ShapingKey(occurrence: 1)
+            let start = DispatchTime.now().uptimeNanoseconds + 100_000_000
+            let milliseconds: @Sendable () -> Double = { Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6 }
+            // The fault's own thread: on 1 s after the start, off 2 s later, each when the proxy says it is done.
+            let fault = Background { () -> (on: Double, lift: Double, acked: Int64) in
+                usleep(1_100_000)
+                _ = try? blockingAwait { await harness.proxy.addShaping(.partition(direction: .both), key: key, to: nil) }
+                let on = milliseconds()
+                let ackedAtOn = Self.bytesAcknowledged(client)
+                usleep(UInt32(max(0, 3_000 - milliseconds()) * 1_000))
+                let acked = Self.bytesAcknowledged(client) - ackedAtOn
+                let lift = milliseconds()
+                _ = try? blockingAwait { await harness.proxy.removeShaping(key: key) }
+                return (on, lift, acked)
+            }
+            let (sent, arrivals) = Self.paced(client: client, server: server, count: 600, spacing: 10, start: start)
+            let (on, lift, acked) = try #require(fault.join(timeout: 30))
+            #expect(arrivals.count == 600 && sent.count == 600, "every record arrived, once the path came back")
+            let gaps = zip(arrivals, arrivals.dropFirst()).map { $1 - $0 }
+            let gap = gaps.max() ?? 0
+            let firstAfter = arrivals.first { $0 >= lift } ?? .infinity
+            // Back on schedule: the first record after the lift that arrives within 50 ms of when it was written.
+            let onSchedule = zip(sent, arrivals).first { $0.1 >= lift && $0.1 - $0.0 < 50 }.map(\.1)
+            let kernel = KernelDeadPath.shared.availability == .kernel
+            FaultAccuracyBenchmarks.report("partition 2 s, the receiver's longest gap", measured: gap, target: lift - on, unit: "ms")
+            Self.note("partition 2 s, first byte after the lift", measured: firstAfter - lift, unit: "ms", "what the proxy held")
+            Self.note(
+                "partition 2 s, the stream back on schedule",
+                measured: (onSchedule ?? .infinity) - lift,
+                unit: "ms after the lift",
+                "the sender's retransmission backoff"
+            )
+            Self.note(
+                "partition 2 s, acknowledged to the sender during it",
+                measured: Double(acked),
+                unit: "B",
+                kernel ? "dropped in the kernel: at most one window" : "held in the proxy: its kernel acknowledges"
+            )
+            #expect(abs(gap - (lift - on)) <= 100, "gap \(gap) ms, partition \(lift - on) ms")
+            if kernel { #expect((0...65_536).contains(acked), "acknowledged during the partition: \(acked) B") }
+            client.close()
+            server.close()
+        }
+        await harness.shutdown()
+    }
+
+    @Test(
+        "a 5 % loss upstream: about 5 % of the pieces wait a retransmission timeout (200 ms), each stalling the records behind it",
+        .enabled(if: FaultAccuracyBenchmarks.enabled)
+    )
+    func lossTiming() async throws {
+        let harness = try await ProxyHarness()
+        try await offPool {
+            let (client, server) = try harness.connectPair()
+            try blockingAwait {
+                await harness.proxy.addShaping(.loss(rate: 0.05, burst: 1, direction: .upstream), key: ShapingKey(occurrence: 1), to: nil)
+            }
+            let count = 1_000
+            let start = DispatchTime.now().uptimeNanoseconds + 100_000_000
+            let (sent, arrivals) = Self.paced(client: client, server: server, count: count, spacing: 10, start: start)
+            #expect(arrivals.count == count && sent.count == count)
+            // A lost piece arrives a retransmission timeout (200 ms, more if lost again) after it was written; those
+            // behind it wait for it (order is kept) and arrive with it, less late than that. Loopback adds well under
+            // 10 ms.
+            let delays = zip(sent, arrivals).map { $1 - $0 }
+            var stalls = delays.filter { $0 >= 190 }
+            let losses = stalls.count
+            stalls.sort()
+            FaultAccuracyBenchmarks.report("loss 5 %, pieces lost", measured: Double(losses), target: 0.05 * Double(count), unit: "pieces")
+            Self.note(
+                "loss 5 %, median stall of a loss",
+                measured: stalls.isEmpty ? 0 : stalls[stalls.count / 2],
+                unit: "ms",
+                "a retransmission timeout: 200 ms, doubling for a piece lost again"
+            )
+            // 50 expected; a binomial's spread is about 7.
+            #expect((25...75).contains(losses), "\(losses) losses of \(count) pieces")
+            client.close()
+            server.close()
+        }
+        await harness.shutdown()
+    }
+}
