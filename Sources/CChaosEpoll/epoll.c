@@ -32,6 +32,18 @@ uint32_t chaos_tcp_info_notsent_bytes(const chaos_tcp_info *info) {
     return notsent;
 }
 
+uint64_t chaos_tcp_info_bytes_received(const chaos_tcp_info *info) {
+    uint64_t received;
+    memcpy(&received, info->bytes + offsetof(struct tcp_info, tcpi_bytes_received), sizeof received);
+    return received;
+}
+
+uint32_t chaos_tcp_info_total_retrans(const chaos_tcp_info *info) {
+    uint32_t retransmitted;
+    memcpy(&retransmitted, info->bytes + offsetof(struct tcp_info, tcpi_total_retrans), sizeof retransmitted);
+    return retransmitted;
+}
+
 uint64_t chaos_tcp_info_bytes_acked(const chaos_tcp_info *info) {
     uint64_t acked;
     memcpy(&acked, info->bytes + offsetof(struct tcp_info, tcpi_bytes_acked), sizeof acked);

@@ -89,6 +89,9 @@ package struct TrafficEvent: Hashable, Sendable {
         /// What `side` took of them no one can confirm or deny: unconfirmed, unless a later delivery or the consumer's
         /// own ack settles them.
         case acknowledgementsCut(Side, upTo: Int64)
+        /// The connection's path was dead and now is not (or the connection ended while it was): what each end's TCP met
+        /// meanwhile.
+        case deadPathSeen(DeadPathSeen)
     }
 
     /// How one leg of a connection ended.

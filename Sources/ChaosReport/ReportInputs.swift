@@ -121,7 +121,7 @@ extension RunReport {
             } else if let agents = inputs.faultAgents {
                 detail["agents"] = agents.joined(separator: ", ")
             }
-            return FaultRecord(
+            var record = FaultRecord(
                 kind: occurrence.kind.rawValue,
                 occurrence: occurrence.index,
                 atS: (origin + inputs.timeline.begin(of: occurrence)).seconds,
@@ -134,6 +134,8 @@ extension RunReport {
                 openedWhileOn: inputs.faultOpenedWhileOn[occurrence.index],
                 neverResumed: impact.flatMap { $0.neverResumed > 0 ? $0.neverResumed : nil }
             )
+            record.deadPath = impact?.deadPath
+            return record
         }
         // Faults and toxics added through the control API are not in the timeline: their marks tell what they were.
         let added = audit.faults.filter { $0.occurrence >= FaultMark.apiOccurrence(id: 1, index: 0) }.map { impact in
@@ -147,6 +149,7 @@ extension RunReport {
                 reconnectS: impact.reconnectS,
                 resumeS: impact.resumeS
             )
+            .with(deadPath: impact.deadPath)
         }
         let formatter = RunReport.timestampFormatter
         self.init(
@@ -185,5 +188,14 @@ extension RunReport {
         let failures = failureRecords(window: inputs.failureWindowS)
         self.failures = failures.isEmpty ? nil : failures
         firstFailureS = failures.first?.atS
+    }
+}
+
+extension FaultRecord {
+    /// This record with `deadPath`.
+    func with(deadPath: DeadPathFigures?) -> FaultRecord {
+        var record = self
+        record.deadPath = deadPath
+        return record
     }
 }

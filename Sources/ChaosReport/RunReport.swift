@@ -110,6 +110,9 @@ package struct FaultRecord: Sendable, Codable, Equatable {
     package var reconnectS: Double?
     /// Time until the slowest interrupted stream delivered a new message, in seconds.
     package var resumeS: Double?
+    /// What the ends' TCPs met on the connections it made dead (a partition, a stall, a NAT's death, an offline link, a
+    /// handoff's blackout; absent otherwise).
+    package var deadPath: DeadPathFigures? = nil
 
     /// Creates a record.
     package init(

@@ -256,6 +256,41 @@ struct RecoveryTests {
         #expect(result.recovery.noticedWithinS.map { abs($0 - 3) < 0.01 } == true)
     }
 
+    @Test(
+        "what each end's TCP met on a partition's dead paths counts for that partition: bytes sent into it, none acknowledged on the kernel path, the proxy's retransmissions, and which end gave up first"
+    )
+    func deadPathFiguresPerFault() throws {
+        var s = TrafficScript()
+        s.open(1)
+        s.open(2)
+        s.at(20)
+        s.fault("partition", 1, started: true)
+        s.at(24)
+        // Connection 1: the client reset it 3 s in; connection 2: nobody closed it, the path came back at 29 s.
+        let reset = DeadPathLeg(sent: 4_000, acknowledged: 0, retransmissions: 0, closedAfter: 3_000_000_000, closedHow: .reset)
+        let quiet = DeadPathLeg(sent: 0, acknowledged: 0, retransmissions: 5)
+        s.add(1, .path(.deadPathSeen(DeadPathSeen(lasted: 4_000_000_000, inKernel: true, client: reset, server: quiet))))
+        s.at(29)
+        let rode = DeadPathLeg(sent: 1_000, acknowledged: 512, retransmissions: 2)
+        s.add(2, .path(.deadPathSeen(DeadPathSeen(lasted: 9_000_000_000, inKernel: true, client: rode, server: quiet))))
+        s.fault("partition", 1, started: false)
+        s.at(40)
+        s.fault("latency", 2, started: true)
+        s.at(41)
+        // A NAT of the baseline (no fault of its kind on): counted for none.
+        s.add(2, .path(.deadPathSeen(DeadPathSeen(lasted: 500_000_000, inKernel: true, client: rode, server: quiet))))
+        let engine = try AuditEngine(spec: ProtocolSpec())
+        engine.ingest(s.events)
+        let result = engine.finish()
+        let figures = try #require(result.faults.first { $0.kind == "partition" }?.deadPath)
+        #expect(figures.connections == 2 && figures.inKernel)
+        #expect(figures.client.sentBytes == 5_000 && figures.client.acknowledgedToThemBytes == 0)
+        #expect(figures.client.acknowledgedByThemBytes == 512 && figures.server.proxyRetransmissions == 10)
+        #expect(figures.client.closedReset == 1 && figures.client.closedFirst == 1 && figures.server.closedFirst == 0)
+        #expect(figures.neitherClosed == 1)
+        #expect(result.faults.first { $0.kind == "latency" }?.deadPath == nil)
+    }
+
     /// How many connections a partition of `mark` from 20 s to 40 s left half-open (and unnoticed), of `count` opened
     /// before it through proxy `p`.
     static func halfOpens(_ mark: FaultMark, of count: ConnectionID) throws -> (connections: Int, unnoticed: Int) {

@@ -36,7 +36,18 @@ struct EventFileTests {
         .faultEnded(FaultMark(kind: "stall", occurrence: 6, detail: "", proxy: "p", draw: ConnectionDraw(probability: 0.25, seed: .max))),
         .path(.radioPromotion(waited: 2_000_000)), .path(.natExpired(idleTimeout: 30, idleFor: 4)),
         .path(.retransmission(.downstream, delay: -5)), .path(.rebound),
-        .path(.acknowledgementsCut(.server, upTo: 1234)), .tls(.negotiated(alpn: nil, version: "TLS 1.3", suite: "TLS_AES_128_GCM_SHA256")),
+        .path(.acknowledgementsCut(.server, upTo: 1234)),
+        .path(
+            .deadPathSeen(
+                DeadPathSeen(
+                    lasted: 9_000_000_000,
+                    inKernel: true,
+                    client: DeadPathLeg(sent: 1 << 33, acknowledged: 0, retransmissions: 7, closedAfter: 3_300_000_000, closedHow: .reset),
+                    server: DeadPathLeg(sent: 0, acknowledged: 65_536, retransmissions: 0)
+                )
+            )
+        ),
+        .tls(.negotiated(alpn: nil, version: "TLS 1.3", suite: "TLS_AES_128_GCM_SHA256")),
         .tls(.negotiated(alpn: "h2", version: "TLS 1.2", suite: "x")), .tls(.problem("no keys")),
     ]
 

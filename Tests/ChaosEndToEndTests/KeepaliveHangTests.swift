@@ -73,6 +73,15 @@ struct KeepaliveHangTests {
         /// The client's connections, and how many ended with an error it saw.
         var connections: Int
         var closes: Int
+
+        /// The report's `dead_path` figures of the NAT fault (what each end's TCP met on the dead mappings).
+        var deadPath: [String: Any] {
+            let faults = report["faults"] as? [[String: Any]] ?? []
+            return faults.first { $0["kind"] as? String == "nat" }?["dead_path"] as? [String: Any] ?? [:]
+        }
+
+        /// One side's figures of ``deadPath``.
+        func deadPath(_ side: String) -> [String: Int] { deadPath[side] as? [String: Int] ?? [:] }
     }
 
     static func run(version: String, deadPath: String) async throws -> Outcome {
@@ -93,6 +102,7 @@ struct KeepaliveHangTests {
             connections: events.filter { $0["event"] as? String == "connected" }.count,
             closes: events.filter { $0["event"] as? String == "closed" }.count
         )
+        print("dead path figures of the NAT fault: \(outcome.deadPath)")
         print(
             "websockets \(version), dead path \(deadPath == "proxy" ? "held in the proxy" : deadPath): \(outcome.upload), read \(outcome.read), connections \(outcome.connections) (\(run.folder))"
         )
@@ -115,6 +125,10 @@ struct KeepaliveHangTests {
         #expect((outcome.upload["lost"] ?? 0) > 0, "what it wrote into the dead path never arrived: \(outcome.upload)")
         let reason = outcome.report["verdict_reason"] as? String ?? ""
         #expect(reason.contains("1 stream never resumed after a fault"), "the report says the stream never resumed: \(reason)")
+        // What its TCP met: it sent into the dead mapping and saw nothing of it acknowledged.
+        let client = outcome.deadPath("client")
+        #expect(outcome.deadPath["in_kernel"] as? Bool == true, "\(outcome.deadPath)")
+        #expect((client["sent_bytes"] ?? 0) > 0 && client["acknowledged_to_them_bytes"] == 0, "\(outcome.deadPath)")
     }
 
     @Test(
@@ -128,6 +142,11 @@ struct KeepaliveHangTests {
         #expect(outcome.connections >= 2 && outcome.closes >= 1, "the client reconnected (\(outcome.folder))")
         #expect(outcome.read > 200, "it uploaded on after the dead mapping: \(outcome.read) read (\(outcome.folder))")
         #expect(outcome.upload["lost"] == 0 && outcome.upload["duplicated"] == 0, "\(outcome.upload)")
+        // What its TCP met: nothing acknowledged of what it sent into the dead mapping. Its abort's FIN waits behind
+        // those bytes, as on a real network: the close that reaches the proxy first is the server's.
+        let client = outcome.deadPath("client")
+        #expect(outcome.deadPath["in_kernel"] as? Bool == true, "\(outcome.deadPath)")
+        #expect((client["sent_bytes"] ?? 0) > 0 && client["acknowledged_to_them_bytes"] == 0, "\(outcome.deadPath)")
         try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: outcome.folder).deletingLastPathComponent().path)
     }
 }

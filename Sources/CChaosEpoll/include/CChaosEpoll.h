@@ -49,6 +49,10 @@ uint32_t chaos_tcp_info_notsent_bytes(const chaos_tcp_info *info);
 /// `tcpi_bytes_sent` less `tcpi_bytes_retrans` of `info`: the payload bytes TCP sent at least once (0 where the
 /// kernel does not say). It outlives a reset, which empties the send queue that `tcpi_notsent_bytes` counts.
 uint64_t chaos_tcp_info_bytes_sent_once(const chaos_tcp_info *info);
+/// `tcpi_bytes_received` of `info`: the payload bytes the socket received (and its TCP acknowledged).
+uint64_t chaos_tcp_info_bytes_received(const chaos_tcp_info *info);
+/// `tcpi_total_retrans` of `info`: the segments its TCP retransmitted.
+uint32_t chaos_tcp_info_total_retrans(const chaos_tcp_info *info);
 /// Whether `info` describes a connection that is over (`TCP_CLOSE`: reset, or closed both ways).
 int chaos_tcp_info_is_closed(const chaos_tcp_info *info);
 /// Reads `tcpi_bytes_acked`, `tcpi_notsent_bytes` and the bytes sent at least once

@@ -24,9 +24,13 @@ final class FaultWatch {
     var halfOpenNoticed = 0
     var halfOpenUnnoticed = 0
     var halfOpenLongest: Int64 = 0
+    /// What the ends' TCPs met on the connections it made dead.
+    var deadPath: DeadPathFigures?
 
     static let disruptiveKinds: Set<String> = ["disconnect", "handoff", "partition", "stall", "refuse", "handshake", "mtu", "restart"]
     static let halfOpenKinds: Set<String> = ["partition", "stall", "handoff"]
+    /// The kinds that make a connection's path dead.
+    static let deadPathKinds: Set<String> = ["partition", "stall", "handoff", "nat", "link"]
 
     init(mark: FaultMark, start: Int64) {
         self.mark = mark
@@ -56,7 +60,7 @@ final class FaultWatch {
     }
 
     var impact: FaultImpact {
-        FaultImpact(
+        var impact = FaultImpact(
             occurrence: mark.occurrence,
             kind: mark.kind,
             atS: Double(start) / 1e9,
@@ -68,5 +72,7 @@ final class FaultWatch {
             neverResumed: neverResumed + waitingStreams,
             detail: mark.addedThroughAPI ? mark.detail : nil
         )
+        impact.deadPath = deadPath
+        return impact
     }
 }

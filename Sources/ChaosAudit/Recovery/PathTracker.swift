@@ -60,7 +60,7 @@ struct PathTracker {
         // A flow's move is the QUIC path watch's (a datagram flow has no connection to follow), and what it cut the
         // audit's.
         switch event {
-        case .rebound, .acknowledgementsCut: return
+        case .rebound, .acknowledgementsCut, .deadPathSeen: return
         default: break
         }
         seenPathEvent = true
@@ -84,7 +84,7 @@ struct PathTracker {
             record.retransmissionStallS += Double(delay) / 1e9
             summary.retransmissions += 1
             summary.retransmissionStallS += Double(delay) / 1e9
-        case .rebound, .acknowledgementsCut:
+        case .rebound, .acknowledgementsCut, .deadPathSeen:
             break
         }
         connection.record = record

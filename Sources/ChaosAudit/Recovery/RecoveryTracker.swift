@@ -23,6 +23,10 @@ struct RecoveryTracker {
     private var open: [FaultWatch] = []
     /// Impacts of settled watches.
     private var settled: [FaultImpact] = []
+    /// The last settled watches of the kinds that kill paths, with their index in ``settled``: a connection whose path
+    /// such a fault killed may come back to life, or end, long after the fault did (a NAT's mapping stays dead), and what
+    /// its ends met still counts for it.
+    private var settledDeadPathWatches: [(watch: FaultWatch, index: Int)] = []
     private var halfOpenRecords: [HalfOpenRecord] = []
     private var spreads: [ReconnectSpread] = []
     private var neverResumed = 0
@@ -154,6 +158,27 @@ struct RecoveryTracker {
         watch.halfOpenLongest = max(watch.halfOpenLongest, lasted)
     }
 
+    /// A connection's path was dead for `seen.lasted` up to `time`: what its ends' TCPs met counts for the fault that made it
+    /// so (the latest of the kinds that kill paths that was on when it died; none: a baseline's NAT, not a fault's).
+    mutating func deadPathSeen(_ seen: DeadPathSeen, at time: Int64) {
+        advance(to: time)
+        let died = time - seen.lasted
+        // The fault's mark is recorded as the proxy applies it: its start may follow the first drop by a little.
+        func killed(_ watch: FaultWatch) -> Bool {
+            FaultWatch.deadPathKinds.contains(watch.mark.kind) && watch.start <= died + Self.deadPathSlack
+                && (watch.end.map { $0 + Self.deadPathSlack >= died } ?? true)
+        }
+        if let watch = open.last(where: killed) {
+            watch.deadPath = watch.deadPath.map { $0.adding(seen) } ?? DeadPathFigures().adding(seen)
+        } else if let (watch, index) = settledDeadPathWatches.last(where: { killed($0.watch) }) {
+            watch.deadPath = watch.deadPath.map { $0.adding(seen) } ?? DeadPathFigures().adding(seen)
+            settled[index].deadPath = watch.deadPath
+        }
+    }
+
+    /// How far a dead path's start and its fault's mark may lie apart.
+    static let deadPathSlack: Int64 = 1_000_000_000
+
     /// A NAT forgot a connection at `time` (the first byte sent into the dead mapping): each of the `streams` it
     /// carried waits for a message past what it had delivered. The death is silent (no close), so it disrupts nothing
     /// by itself: a stream that went quiet and stayed so was not interrupted. It never resumed only if its producer
@@ -227,6 +252,10 @@ struct RecoveryTracker {
         }
         if final { neverResumed += watch.waitingStreams }
         settled.append(watch.impact)
+        if FaultWatch.deadPathKinds.contains(watch.mark.kind) {
+            settledDeadPathWatches.append((watch, settled.count - 1))
+            if settledDeadPathWatches.count > Self.openLimit { settledDeadPathWatches.removeFirst() }
+        }
     }
 
     /// The summary so far; `final` closes every open measurement (streams still waiting never resumed).

@@ -126,6 +126,8 @@ package struct FaultImpact: Sendable, Codable, Equatable {
     package var neverResumed: Int
     /// For a fault or toxic added through the control API (not in the timeline): what it was.
     package var detail: String?
+    /// What the ends' TCPs met on the connections it made dead (nil: it made none dead).
+    package var deadPath: DeadPathFigures? = nil
 
     /// Creates an impact record.
     package init(

@@ -125,6 +125,18 @@ package enum EventRecordCoding {
             writer.byte(5)
             writer.side(side)
             writer.int(upTo)
+        case .path(.deadPathSeen(let seen)):
+            head(11)
+            writer.byte(6)
+            writer.int(seen.lasted)
+            writer.byte(seen.inKernel ? 1 : 0)
+            for leg in [seen.client, seen.server] {
+                writer.int(leg.sent)
+                writer.int(leg.acknowledged)
+                writer.int(leg.retransmissions)
+                writer.int(leg.closedAfter ?? -1)
+                writer.string(leg.closedHow?.rawValue ?? "")
+            }
         case .tls(.negotiated(let alpn, let version, let suite)):
             head(12)
             writer.byte(1)
@@ -166,6 +178,28 @@ package enum EventRecordCoding {
                 return .path(.retransmission(direction, delay: try reader.int()))
             case 4: return .path(.rebound)
             case 5: return .path(.acknowledgementsCut(try reader.side(), upTo: try reader.int()))
+            case 6:
+                let lasted = try reader.int()
+                let inKernel = try reader.byte() == 1
+                var legs: [DeadPathLeg] = []
+                for _ in 0..<2 {
+                    let (sent, acknowledged) = (try reader.int(), try reader.int())
+                    let (retransmissions, closedAfter) = (try reader.int(), try reader.int())
+                    let how = try reader.string()
+                    guard how.isEmpty || TrafficEvent.CloseKind(rawValue: how) != nil else {
+                        throw Malformed(reason: "an unknown close kind '\(how)'")
+                    }
+                    legs.append(
+                        DeadPathLeg(
+                            sent: sent,
+                            acknowledged: acknowledged,
+                            retransmissions: retransmissions,
+                            closedAfter: closedAfter < 0 ? nil : closedAfter,
+                            closedHow: TrafficEvent.CloseKind(rawValue: how)
+                        )
+                    )
+                }
+                return .path(.deadPathSeen(DeadPathSeen(lasted: lasted, inKernel: inKernel, client: legs[0], server: legs[1])))
             case let other: throw Malformed(reason: "an unknown path event \(other)")
             }
         case 12:

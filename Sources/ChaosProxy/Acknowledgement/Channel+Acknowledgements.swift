@@ -23,3 +23,31 @@ extension Channel {
         return result
     }
 }
+
+/// What a leg's TCP counted so far: bytes received from its peer, bytes the peer acknowledged, segments retransmitted.
+struct TCPCounters: Sendable {
+    var received: UInt64
+    var acknowledged: UInt64
+    var retransmissions: UInt32
+}
+
+extension Channel {
+    /// This channel's socket's ``TCPCounters``, read on its event loop without a hop (nil when it is not a TCP socket, or
+    /// the kernel does not say). Call on the event loop; a socket whose connection is over still answers.
+    func tcpCounters() -> TCPCounters? {
+        eventLoop.preconditionInEventLoop()
+        guard let provider = self as? any SocketOptionProvider else { return nil }
+        var result: TCPCounters?
+        provider.unsafeGetSocketOption(level: SocketOptionLevel(IPPROTO_TCP), name: SocketOptionName(TCP_INFO))
+            .assumeIsolated()
+            .whenSuccess { (info: chaos_tcp_info) in
+                var info = info
+                result = TCPCounters(
+                    received: chaos_tcp_info_bytes_received(&info),
+                    acknowledged: chaos_tcp_info_bytes_acked(&info),
+                    retransmissions: chaos_tcp_info_total_retrans(&info)
+                )
+            }
+        return result
+    }
+}

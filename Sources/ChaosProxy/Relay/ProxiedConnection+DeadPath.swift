@@ -8,6 +8,11 @@ extension ProxiedConnection {
     /// drops that way's segments but pure acknowledgements, so the other way's bytes still flow and are acknowledged.
     func setDeadPath(_ directions: Set<Direction>) {
         guard directions != deadDirections else { return }
+        if deadDirections.isEmpty {
+            beginDeadPathEpisode()
+        } else if directions.isEmpty {
+            endDeadPathEpisode()
+        }
         deadDirections = directions
         guard let flows = legFlows(), flows.client != nil || flows.server != nil else { return }
         let kernel = KernelDeadPath.shared

@@ -52,6 +52,8 @@ final class ProxiedConnection: @unchecked Sendable {
     var kernelFlows: (client: KernelFlow?, server: KernelFlow?)?
     /// A fault's cut lifted the dead path: the kernel drops nothing of this connection any more.
     var deadPathLifted = false
+    /// The dead path on it now, and what its legs' TCPs counted when it began (see `DeadPathEpisode.swift`).
+    var deadPathEpisode: DeadPathEpisode?
     /// The emulated mobile path both directions share (its NAT may die).
     private(set) var path: ConnectionPath?
 
@@ -95,6 +97,11 @@ final class ProxiedConnection: @unchecked Sendable {
         self.counters = counters
         self.onFinished = onFinished
         self.onCut = onCut
+    }
+
+    /// Records what the connection's path did (the audit's `path` events).
+    func recordPath(_ event: TrafficEvent.PathEvent) {
+        sink?.record(TrafficEvent(time: clock.now(), connection: id, kind: .path(event)))
     }
 
     /// Wires the relays and starts reading both legs. Call on the event loop. An `adopted`
@@ -315,6 +322,7 @@ final class ProxiedConnection: @unchecked Sendable {
         for action in actions {
             switch action {
             case .recordClose(let side, let kind, let beforeReset):
+                deadPathLegClosed(side, kind, byProxy: beforeReset)
                 pollAcknowledgements(side, beforeReset: beforeReset)
                 if kind == .reset, !beforeReset { recordAcknowledgementsCutByPeerReset(side) }
                 sink?.record(TrafficEvent(time: clock.now(), connection: id, kind: .closed(side, kind)))

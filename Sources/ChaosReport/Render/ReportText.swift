@@ -43,6 +43,15 @@ enum ReportText {
         return (value < 0 ? "-" : "") + out
     }
 
+    /// A byte count: `812 B`, `37.2 KB`, `1.71 MB` (decimal units).
+    static func bytes(_ value: Int64) -> String {
+        switch value {
+        case ..<1_000: "\(value) B"
+        case ..<1_000_000: String(format: "%.1f KB", Double(value) / 1e3)
+        default: String(format: "%.2f MB", Double(value) / 1e6)
+        }
+    }
+
     static func percent(_ ratio: Double) -> String {
         guard ratio.isFinite else { return "?" }
         return ratio >= 1 ? "100%" : String(format: "%.3f%%", ratio * 100)
