@@ -594,7 +594,6 @@ extension AuditEngine {
                 for stream in connection.streams[slot].values {
                     stream.ledger.unconfirmAborted(
                         stream.deliveredHere,
-                        on: connection.id,
                         others: { self.otherStreams(of: stream.ledger, besides: connection, slot: slot) },
                         withdrawn: { self.withdrawRedelivery($0, of: stream.ledger) }
                     )

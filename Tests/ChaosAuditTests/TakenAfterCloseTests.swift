@@ -313,28 +313,4 @@ struct TakenAfterCloseTests {
             }
         }
     }
-
-    @Test(
-        "bytes an old connection delivered after its consumer named its resume point on a new one, then the old one reset (the proxy passing on its producer's reset): lost when nobody resends them, not unconfirmed"
-    )
-    func deliveredAfterTheResumePointThenReset() throws {
-        var s = TrafficScript()
-        s.open(1)
-        s.relay(1, [1, 2])
-        s.consumerAcks(1, upTo: 2)
-        s.send(1, [3])  // held by a dead path
-        s.at(1)
-        s.open(2)
-        s.consumerAcks(2, upTo: 2)  // the consumer takes the stream over, resuming after 2
-        s.at(1.05)
-        s.deliver(1, [3])  // the old connection's 3 arrives once the path is back, and its TCP takes it
-        s.at(1.1)
-        s.add(1, .closed(.server, .reset))  // the producer's end reset: the proxy passes it on
-        s.add(1, .closed(.client, .reset))
-        s.at(1.2)
-        s.relay(2, [4, 5])  // the producer skipped 3 on resume
-        s.consumerAcks(2, upTo: 5)
-        let result = try TrafficScript.auditWithAcks(s)
-        #expect(result.totals.ok == 4 && result.totals.lost == 1 && result.totals.unconfirmed == 0, "\(result.totals)")
-    }
 }

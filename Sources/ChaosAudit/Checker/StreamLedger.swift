@@ -241,20 +241,9 @@ final class StreamLedger {
     /// before its reset; what it would have said, the consumer's next ack says again (or the seqs stay unconfirmed).
     /// A seq another connection delivered too stays delivered (``copyInDoubt(_:others:withdrawn:)``): `others` finds the
     /// stream's states on the other connections, asked only when a seq is past the last ack.
-    /// `on`: the connection that ended; when the consumer had already named its resume point on a newer one
-    /// (``consumerAckedOn``), the seqs past that point are denied (lost unless resent), not unconfirmed: it said it would
-    /// take them there, and this connection's bytes died with its reset (a consumer taking its stream over drops what
-    /// the old connection still held: through a dead path in the kernel, what the proxy held reaches the old connection
-    /// just as the consumer resumes on the new one).
-    func unconfirmAborted(
-        _ here: SeqRangeSet,
-        on id: ConnectionID,
-        others findOthers: () -> [ConnectionStream],
-        withdrawn: (Int64) -> Void
-    ) {
+    func unconfirmAborted(_ here: SeqRangeSet, others findOthers: () -> [ConnectionStream], withdrawn: (Int64) -> Void) {
         guard let ackedUpTo, let highest = here.max, highest > ackedUpTo, here.count(above: ackedUpTo) <= Self.abortedLimit else { return }
         let others = findOthers()
-        let resumedPast = id < consumerAckedOn ? consumerAckThere : nil
         // The highest delivered seq stays: the consumer's TCP did take them in order, so a resume past them (its ack
         // vouching) is no gap, and their resend no reordering.
         for interval in here.intervals where interval.upper > ackedUpTo {
@@ -262,7 +251,6 @@ final class StreamLedger {
                 guard !copyInDoubt(seq, others: others, withdrawn: withdrawn), deliveredSeqs.remove(seq) else { continue }
                 takenAfterClose.insert(seq)
                 takenBeforeReset.insert(seq)
-                if let resumedPast, seq > resumedPast { deniedAfterClose.insert(seq) }
             }
         }
     }
