@@ -3,9 +3,9 @@ import Testing
 
 /// A dead path as the pair's own TCP sees it (issue: a dead path acknowledges nothing): `chaos proxy --api` between a
 /// client that uploads and its server (`Tests/deadpath/dead-path-peer.py`), a partition posted to the control API, and
-/// the client's own TCP_INFO read while it lasts. The kernel path is chaos's default where it has CAP_NET_ADMIN and
-/// nft (Debian's nftables, which `make deps` installs); without them each of its tests says so and is skipped, and the
-/// fallback's own tests still run.
+/// the client's own TCP_INFO read while it lasts. The kernel path is asked for (`CHAOS_DEAD_PATH=kernel`) and needs
+/// CAP_NET_ADMIN (root) and nft (Debian's nftables, which `make deps` installs); without them each of its tests says so
+/// and is skipped, and the fallback's own tests still run.
 @Suite("Dead path: a partition drops the pair's segments in the kernel", .timeLimit(.minutes(3)))
 struct DeadPathTests {
     static let peer = ChaosCLI.packageRoot.appendingPathComponent("Tests/deadpath/dead-path-peer.py").path
@@ -33,7 +33,7 @@ struct DeadPathTests {
     static func partition(
         _ seconds: Double,
         userTimeoutMs: Int = 0,
-        environment: [String: String]? = nil,
+        environment: [String: String]? = ["CHAOS_DEAD_PATH": "kernel"],
         launcher: [String] = []
     ) async throws -> Outcome {
         let (api, listen, upstream) = (ChaosCLI.freePort(), ChaosCLI.freePort(), ChaosCLI.freePort())
@@ -104,11 +104,13 @@ struct DeadPathTests {
         #expect(outcome.received == [outcome.sent] && outcome.sent > 0, "\(outcome.peer)")
     }
 
-    @Test("asked to hold in the proxy (CHAOS_DEAD_PATH=proxy), the run says so, and the proxy's kernel acknowledged the bytes")
+    @Test("by default (no CHAOS_DEAD_PATH=kernel) the run says the proxy held the bytes, and its kernel acknowledged them")
     func fallbackIsNamed() async throws {
-        let outcome = try await Self.partition(3, environment: ["CHAOS_DEAD_PATH": "proxy"])
+        let outcome = try await Self.partition(3, environment: ["CHAOS_DEAD_PATH": ""])
         #expect(
-            outcome.chaos.stdout.contains("dead path: held in the proxy: the sender's TCP saw acknowledgements (CHAOS_DEAD_PATH=proxy)"),
+            outcome.chaos.stdout.contains(
+                "dead path: held in the proxy: the sender's TCP saw acknowledgements (the default; CHAOS_DEAD_PATH=kernel drops"
+            ),
             "\(outcome.chaos.stdout)"
         )
         // The proxy holds up to 1 MiB and its socket buffers more: the client saw far more than a window acknowledged
@@ -141,6 +143,8 @@ struct DeadPathTests {
     /// A run whose scenario has a partition, against a pair that only sleeps (nothing to judge: exit 1), through
     /// `launcher`: what it printed at start-up and what its report's `extra.dead_path` says.
     static func runSummary(launcher: [String] = []) async throws -> (printed: String, reported: String?) {
+        // The kernel path asked for, through `env` (the launcher runs chaos).
+        let launcher = ["/usr/bin/env", "CHAOS_DEAD_PATH=kernel"] + launcher
         let scenario = try ChaosCLI.scenarioFile(
             """
             name: dead-path-summary
@@ -167,17 +171,17 @@ struct DeadPathTests {
     }
 
     @Test(
-        "by default, with CAP_NET_ADMIN and nft, a run drops a dead path's segments in the kernel, and says so at start and in its report",
+        "asked for (CHAOS_DEAD_PATH=kernel), with CAP_NET_ADMIN and nft, a run drops a dead path's segments in the kernel, and says so at start and in its report",
         .enabled(if: kernelPath, "needs root and nft (Debian's nftables): the kernel dead path")
     )
-    func kernelPathIsTheDefault() async throws {
+    func kernelPathIsTaken() async throws {
         let summary = try await Self.runSummary()
         #expect(summary.printed.hasPrefix("dropped in the kernel (nftables table inet chaos_"), "\(summary.printed)")
         #expect(summary.reported == summary.printed, "report: \(summary.reported ?? "none")")
     }
 
     @Test(
-        "without CAP_NET_ADMIN a run holds a dead path's bytes in the proxy, and says why at start and in its report",
+        "asked for the kernel path without CAP_NET_ADMIN, a run holds a dead path's bytes in the proxy, and says why at start and in its report",
         .enabled(if: withoutNetAdmin != nil, "needs root and setpriv (util-linux) to drop CAP_NET_ADMIN")
     )
     func fallbackIsInTheReport() async throws {
