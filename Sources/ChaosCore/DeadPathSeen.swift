@@ -19,9 +19,6 @@ package struct DeadPathSeen: Hashable, Sendable {
         self.client = client
         self.server = server
     }
-
-    /// The end on `side`.
-    package subscript(side: Side) -> DeadPathLeg { side == .client ? client : server }
 }
 
 /// One end of a connection on a dead path.
