@@ -56,15 +56,15 @@ struct DatagramBatchTests {
     @Test("a message carries at most 64 datagrams and 65,000 bytes")
     func messagesAreBounded() {
         let address = try! SocketAddress(ipAddress: "127.0.0.1", port: 9)
-        var message = DatagramBatch.Message(AddressedEnvelope(remoteAddress: address, data: ByteBuffer(repeating: 1, count: 100)))
+        var message = DatagramBatch.Message(AddressedEnvelope(remoteAddress: address, data: ByteBuffer(repeating: 1, count: 100)), segmented: true)
         var taken = 1
         while message.append(AddressedEnvelope(remoteAddress: address, data: ByteBuffer(repeating: 1, count: 100))) { taken += 1 }
         #expect(taken == DatagramBatch.segmentsPerMessage && message.envelope.metadata?.segmentSize == 100)
-        var large = DatagramBatch.Message(AddressedEnvelope(remoteAddress: address, data: ByteBuffer(repeating: 1, count: 9_000)))
+        var large = DatagramBatch.Message(AddressedEnvelope(remoteAddress: address, data: ByteBuffer(repeating: 1, count: 9_000)), segmented: true)
         taken = 1
         while large.append(AddressedEnvelope(remoteAddress: address, data: ByteBuffer(repeating: 1, count: 9_000))) { taken += 1 }
         #expect(taken == 7 && large.bytes.readableBytes <= DatagramBatch.bytesPerMessage)
-        let single = DatagramBatch.Message(AddressedEnvelope(remoteAddress: address, data: ByteBuffer(repeating: 1, count: 10)))
+        let single = DatagramBatch.Message(AddressedEnvelope(remoteAddress: address, data: ByteBuffer(repeating: 1, count: 10)), segmented: false)
         #expect(single.envelope.metadata == nil, "one datagram goes as it is")
     }
 

@@ -204,6 +204,36 @@ struct ReportTests {
         #expect(html.contains("class=\"reconnect\""))
     }
 
+    @Test("what each end's TCP met on a fault's dead paths is one table in report.md and report.html, absent when no fault made one")
+    func deadPathTable() throws {
+        var report = try ReportFixtures.report()
+        #expect(!report.faults.isEmpty)
+        var figures = DeadPathFigures()
+        figures.connections = 3
+        figures.inKernel = true
+        figures.client.sentBytes = 1_500_000
+        figures.server.sentBytes = 640
+        figures.client.proxyRetransmissions = 4
+        figures.server.proxyRetransmissions = 2
+        figures.client.closedFirst = 2
+        figures.neitherClosed = 1
+        report.faults[0].deadPath = figures
+        let row = "| \(report.faults[0].occurrence) | \(report.faults[0].kind) | dropped in the kernel | 3 | 1.50 MB / 640 B | 0 B | 6 | 2 / 0 / 1 |"
+        let text = MarkdownRenderer().render(report)
+        #expect(text.contains("What each end's TCP met while the path was dead (from the proxy's legs):\n\n| # | fault | path |"), "\(text)")
+        #expect(text.contains("|--:|---|---|--:|--:|--:|--:|---|\n" + row + "\n"), "\(text)")
+        let html = HTMLRenderer().render(report)
+        #expect(html.contains("<table id=dead-paths><tr><th>#</th><th class=l>fault</th><th class=l>path</th>"), "\(html)")
+        #expect(
+            html.contains(
+                "<tr><td>\(report.faults[0].occurrence)</td><td class=l>\(report.faults[0].kind)</td><td class=l>dropped in the kernel</td><td>3</td>"
+                    + "<td>1.50 MB / 640 B</td><td>0 B</td><td>6</td><td class=l>2 / 0 / 1</td></tr></table>"
+            )
+        )
+        let plain = try ReportFixtures.report()
+        #expect(!MarkdownRenderer().render(plain).contains("What each end's TCP met") && !HTMLRenderer().render(plain).contains("dead-paths"))
+    }
+
     @Test("what people did through the live page (pause, resume, a fault, a stop) is listed in report.md and report.html, escaped")
     func manualActions() throws {
         var report = try ReportFixtures.report()

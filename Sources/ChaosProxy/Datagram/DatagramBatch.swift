@@ -34,10 +34,12 @@ struct DatagramBatch {
         /// A shorter datagram came last: the run is over.
         var ended = false
 
-        init(_ envelope: AddressedEnvelope<ByteBuffer>) {
+        init(_ envelope: AddressedEnvelope<ByteBuffer>, segmented: Bool) {
             address = envelope.remoteAddress
             segmentSize = envelope.data.readableBytes
-            bytes = ByteBufferAllocator().buffer(capacity: segmentSize)
+            // Room for the run it may start, at once (growing it datagram by datagram copies it again and again).
+            let room = segmented ? min(DatagramBatch.bytesPerMessage, segmentSize * DatagramBatch.segmentsPerMessage) : segmentSize
+            bytes = ByteBufferAllocator().buffer(capacity: max(segmentSize, room))
             bytes.writeImmutableBuffer(envelope.data)
         }
 
@@ -77,12 +79,12 @@ struct DatagramBatch {
     /// then has the loop run ``flushAll()`` once the turn's events are handled).
     mutating func write(_ envelope: AddressedEnvelope<ByteBuffer>, to channel: any Channel) -> Bool {
         guard let index = unflushed.firstIndex(where: { $0.channel === channel }) else {
-            unflushed.append((channel, [Message(envelope)]))
+            unflushed.append((channel, [Message(envelope, segmented: segments)]))
             return unflushed.count == 1
         }
         let last = unflushed[index].messages.count - 1
         if !segments || envelope.data.readableBytes == 0 || !unflushed[index].messages[last].append(envelope) {
-            unflushed[index].messages.append(Message(envelope))
+            unflushed[index].messages.append(Message(envelope, segmented: segments))
         }
         return false
     }

@@ -32,6 +32,9 @@ final class DatagramFlow: @unchecked Sendable {
     var heldBack: [HeldDatagram?] = [nil, nil]
     /// Whether the flow has ended (idle, a NAT forgot it, the proxy stopped): nothing more passes.
     var isClosed = false
+    /// The shortest idle timeout of a NAT watching the flow either way (nil: none), kept with the settings so that
+    /// each datagram asks one property, not both shapers.
+    private(set) var natIdleTimeout: Int64?
 
     init(id: ConnectionID, client: SocketAddress, shapers: [DatagramShaper], path: ConnectionPath, now: Int64) {
         self.id = id
@@ -55,9 +58,13 @@ final class DatagramFlow: @unchecked Sendable {
     /// `now`; a NAT that starts watching starts its idle clock here.
     func applyEffects(at now: Int64) {
         let ordered = effects.sorted { $0.key < $1.key }.map(\.value)
+        natIdleTimeout = nil
         for direction in Direction.allCases {
             let settings = ShapingSettings.combining(ordered, direction: direction)
-            if settings.natIdleTimeout != nil { path.natBegan(at: now) }
+            if let timeout = settings.natIdleTimeout {
+                path.natBegan(at: now)
+                natIdleTimeout = min(natIdleTimeout ?? .max, timeout)
+            }
             shapers[shaperIndex(direction)].settings = settings
         }
     }

@@ -27,12 +27,19 @@ final class DatagramRelay: @unchecked Sendable {
     /// The live flows' ids, readable from any thread.
     let liveIDs = Mutex<Set<ConnectionID>>([])
     private let recordsTraffic: Bool
+    // The server's, held here: every datagram reads them (an `unowned` reference costs a check per read).
+    private let clock: RunClock
+    private let counters: ProxyCounters
+    private let sink: (any TrafficEventSink)?
     /// The sockets written to since the loop last flushed them (see ``DatagramBatch``).
     private var batch: DatagramBatch
 
     init(server: ProxyServer, loop: any EventLoop) {
         self.server = server
         self.loop = loop
+        clock = server.clock
+        counters = server.counters
+        sink = server.sink
         recordsTraffic = server.sink?.recordsTraffic == true
         batch = DatagramBatch(segments: DatagramBatch.segmentsWanted(recording: recordsTraffic))
     }
@@ -80,7 +87,7 @@ final class DatagramRelay: @unchecked Sendable {
     private func openFlow(for client: SocketAddress, at now: Int64) -> DatagramFlow? {
         let options = server.options
         guard byID.count < options.maxFlows else {
-            server.counters.dropped(.flowLimit)
+            counters.dropped(.flowLimit)
             return nil
         }
         let id = server.ids.next()
@@ -92,12 +99,12 @@ final class DatagramRelay: @unchecked Sendable {
         flows[client] = flow
         byID[id] = flow
         liveIDs.withLock { _ = $0.insert(id) }
-        server.counters.connectionOpened()
+        counters.connectionOpened()
         let (baseline, shaping) = server.state.withLock { ($0.baseline, $0.shaping) }
         if let baseline { flow.effects[ShapingKey(timeline: Int.min, occurrence: 0)] = .link(baseline) }
         for (key, shaped) in shaping where shaped.reaches(id) { flow.effects[key] = shaped.effect }
         flow.applyEffects(at: now)
-        if let sink = server.sink {
+        if let sink {
             let clock = server.clock
             flow.path.onEvent = { _, event in sink.record(TrafficEvent(time: clock.now(), connection: id, kind: .path(event))) }
         }
@@ -148,8 +155,8 @@ final class DatagramRelay: @unchecked Sendable {
                     // A rebinding: the new mapping carries the flow from now on; the old port is gone.
                     flow.upstream = channel
                     old.close(promise: nil)
-                    server.counters.flowRebound()
-                    server.sink?.record(TrafficEvent(time: server.clock.now(), connection: flow.id, kind: .path(.rebound)))
+                    counters.flowRebound()
+                    sink?.record(TrafficEvent(time: clock.now(), connection: flow.id, kind: .path(.rebound)))
                     return
                 }
                 flow.upstream = channel
@@ -157,7 +164,7 @@ final class DatagramRelay: @unchecked Sendable {
                 // What came while the socket opened passes now, after the flow's opening in the events.
                 let pending = flow.pending
                 flow.pending = []
-                for datagram in pending { arrived(datagram, from: .client, of: flow, at: server.clock.now()) }
+                for datagram in pending { arrived(datagram, from: .client, of: flow, at: clock.now()) }
             case .failure(let error):
                 server.upstreamFailed(datagramFlow: flow.id, reason: "upstream udp://\(upstream): \(error)")
                 if flow.upstream == nil { end(flow) }  // a failed rebinding keeps the old mapping
@@ -166,7 +173,7 @@ final class DatagramRelay: @unchecked Sendable {
     }
 
     private func recordOpened(_ flow: DatagramFlow, upstream: any Channel) {
-        guard let sink = server.sink else { return }
+        guard let sink else { return }
         let endpoints =
             recordsTraffic
             ? ConnectionEndpoints(
@@ -177,7 +184,7 @@ final class DatagramRelay: @unchecked Sendable {
                 server: flow.upstreamAddress?.hostPort ?? "?"
             )
             : ConnectionEndpoints(proxy: server.spec.name, client: "", listen: "", proxyLocal: "", server: "")
-        sink.record(TrafficEvent(time: server.clock.now(), connection: flow.id, kind: .opened(endpoints)))
+        sink.record(TrafficEvent(time: clock.now(), connection: flow.id, kind: .opened(endpoints)))
     }
 
     /// Ends a flow: its socket is closed (the server's later answers to that port find nothing), both sides closed
@@ -194,14 +201,14 @@ final class DatagramRelay: @unchecked Sendable {
         byID[flow.id] = nil
         liveIDs.withLock { _ = $0.remove(flow.id) }
         flow.upstream?.close(promise: nil)
-        guard let sink = server.sink, flow.upstream != nil else { return }
-        let now = server.clock.now()
+        guard let sink, flow.upstream != nil else { return }
+        let now = clock.now()
         for side in [Side.client, .server] { sink.record(TrafficEvent(time: now, connection: flow.id, kind: .closed(side, how))) }
     }
 
     /// Ends the flows idle for the idle timeout.
     private func sweepIdle() {
-        let now = server.clock.now()
+        let now = clock.now()
         let timeout = server.options.udpIdleTimeout
         for flow in Array(byID.values) where now - flow.lastActivity >= timeout { end(flow) }
     }
@@ -209,7 +216,7 @@ final class DatagramRelay: @unchecked Sendable {
     // MARK: datagrams
 
     private func fromClient(_ envelope: AddressedEnvelope<ByteBuffer>) {
-        let now = server.clock.now()
+        let now = clock.now()
         var existing = flows[envelope.remoteAddress]
         if let current = existing, natForgot(current, at: now) {
             // The NAT forgot the mapping: the client's next datagram makes a new one, from a new port.
@@ -218,7 +225,7 @@ final class DatagramRelay: @unchecked Sendable {
         }
         guard let flow = existing ?? openFlow(for: envelope.remoteAddress, at: now) else { return }
         guard flow.upstream != nil else {
-            guard flow.pending.count < Self.pendingLimit else { return server.counters.dropped(.queue) }
+            guard flow.pending.count < Self.pendingLimit else { return counters.dropped(.queue) }
             flow.pending.append(Self.kept(envelope.data))
             return
         }
@@ -227,10 +234,10 @@ final class DatagramRelay: @unchecked Sendable {
 
     private func fromServer(_ datagram: ByteBuffer, flow: DatagramFlow) {
         guard !flow.isClosed else { return }
-        let now = server.clock.now()
+        let now = clock.now()
         if natForgot(flow, at: now) {
             // An answer to a forgotten mapping goes nowhere; the flow ends.
-            server.counters.dropped(.nat)
+            counters.dropped(.nat)
             end(flow, how: .cutByFault)
             return
         }
@@ -239,8 +246,7 @@ final class DatagramRelay: @unchecked Sendable {
 
     /// Whether a NAT watching the flow has forgotten it by `now` (reported once, as a TCP connection's death is).
     private func natForgot(_ flow: DatagramFlow, at now: Int64) -> Bool {
-        let timeouts = flow.shapers.compactMap(\.settings.natIdleTimeout)
-        guard let timeout = timeouts.min() else { return false }
+        guard let timeout = flow.natIdleTimeout else { return false }
         flow.path.natSaw(at: now, idleTimeout: timeout)
         return flow.path.isDead
     }
@@ -248,15 +254,15 @@ final class DatagramRelay: @unchecked Sendable {
     private func arrived(_ datagram: ByteBuffer, from side: Side, of flow: DatagramFlow, at now: Int64) {
         flow.lastActivity = now
         let size = datagram.readableBytes
-        server.counters.add(bytes: size, producedBy: side == .client)
-        server.counters.datagramRead()
-        if recordsTraffic, let sink = server.sink {
+        counters.add(bytes: size, producedBy: side == .client)
+        counters.datagramRead()
+        if recordsTraffic, let sink {
             sink.record(TrafficEvent(time: now, connection: flow.id, kind: .read(side, Array(datagram.readableBytesView))))
         }
         let index = flow.shaperIndex(side.producing)
         switch flow.shapers[index].admit(size: size, at: now, radio: flow.path.radioAdmit) {
         case .drop(let reason):
-            server.counters.dropped(reason)
+            counters.dropped(reason)
         case .send(let at, let copies, let heldBack) where at <= now:
             release(datagram, to: side.other, of: flow, direction: index, copies: copies, heldBack: heldBack)
         case .send(let at, let copies, let heldBack):
@@ -264,7 +270,7 @@ final class DatagramRelay: @unchecked Sendable {
             loop.scheduleTask(in: .nanoseconds(at - now)) { [self] in
                 flow.shapers[index].released(size: size)
                 guard !flow.isClosed else {
-                    if flow.path.isDead { server.counters.dropped(.nat) }
+                    if flow.path.isDead { counters.dropped(.nat) }
                     return
                 }
                 release(delayed, to: side.other, of: flow, direction: index, copies: copies, heldBack: heldBack)
@@ -277,7 +283,7 @@ final class DatagramRelay: @unchecked Sendable {
     private func release(_ datagram: ByteBuffer, to side: Side, of flow: DatagramFlow, direction index: Int, copies: Int, heldBack: Bool) {
         if heldBack {
             releaseHeldBack(of: flow, direction: index)
-            server.counters.altered(.heldBack)
+            counters.altered(.heldBack)
             let timer = loop.scheduleTask(in: .nanoseconds(Self.longestHoldBack)) { [self] in
                 releaseHeldBack(of: flow, direction: index)
             }
@@ -299,7 +305,7 @@ final class DatagramRelay: @unchecked Sendable {
     private func send(_ datagram: ByteBuffer, copies: Int, to side: Side, of flow: DatagramFlow) {
         for copy in 0..<copies {
             let went = deliver(datagram, to: side, of: flow)
-            if went, copy > 0 { server.counters.altered(.duplicated) }  // counted as it went, as the audit sees it
+            if went, copy > 0 { counters.altered(.duplicated) }  // counted as it went, as the audit sees it
         }
     }
 
@@ -310,21 +316,21 @@ final class DatagramRelay: @unchecked Sendable {
         switch side {
         case .server:
             guard let upstream = flow.upstream, let address = flow.upstreamAddress, upstream.isActive, upstream.isWritable else {
-                server.counters.dropped(.sendBuffer)
+                counters.dropped(.sendBuffer)
                 return false
             }
             write(AddressedEnvelope(remoteAddress: address, data: datagram), to: upstream)
         case .client:
             guard let listener, listener.isActive, listener.isWritable else {
-                server.counters.dropped(.sendBuffer)
+                counters.dropped(.sendBuffer)
                 return false
             }
             write(AddressedEnvelope(remoteAddress: flow.client, data: datagram), to: listener)
         }
-        let slot = side == .client ? 0 : 1
-        flow.written[slot] += Int64(datagram.readableBytes)
-        if recordsTraffic, let sink = server.sink {
-            let now = server.clock.now()
+        if recordsTraffic, let sink {
+            let slot = side == .client ? 0 : 1
+            flow.written[slot] += Int64(datagram.readableBytes)
+            let now = clock.now()
             sink.record(TrafficEvent(time: now, connection: flow.id, kind: .written(side, Array(datagram.readableBytesView))))
             sink.record(TrafficEvent(time: now, connection: flow.id, kind: .acknowledged(side, upTo: flow.written[slot])))
         }
@@ -349,7 +355,7 @@ final class DatagramRelay: @unchecked Sendable {
     /// Shapes the given flows, or every flow when `ids` is nil (those `draw` reaches), with `effect` under `key`.
     /// Returns how many it reached.
     func addShaping(_ effect: FaultEffect, key: ShapingKey, to ids: [ConnectionID]?, draw: ConnectionDraw?) -> Int {
-        let now = server.clock.now()
+        let now = clock.now()
         var reached = 0
         for flow in ids.map({ $0.compactMap { byID[$0] } }) ?? Array(byID.values) where ids != nil || draw?.reaches(flow.id) ?? true {
             flow.effects[key] = effect
@@ -373,7 +379,7 @@ final class DatagramRelay: @unchecked Sendable {
 
     /// Lifts the shaping named `key` from every flow.
     func removeShaping(key: ShapingKey) {
-        let now = server.clock.now()
+        let now = clock.now()
         for flow in byID.values where flow.effects.removeValue(forKey: key) != nil { flow.applyEffects(at: now) }
     }
 

@@ -220,7 +220,7 @@ package struct HTMLRenderer: Sendable {
             out +=
                 "<tr><td class=l>\(name)</td><td>\(s.count)</td><td>\(ReportText.seconds(s.p50))</td><td>\(ReportText.seconds(s.p95))</td><td>\(ReportText.seconds(s.p99))</td><td>\(ReportText.seconds(s.max))</td></tr>"
         }
-        out += "</table>\n" + recoveryHistogram(report)
+        out += "</table>\n" + recoveryHistogram(report) + deadPathTable(report)
         if let events = report.protocolEvents {
             out +=
                 "<h2>Protocol events</h2><ul>"

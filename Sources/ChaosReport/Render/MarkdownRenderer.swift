@@ -182,25 +182,14 @@ package struct MarkdownRenderer: Sendable {
         return lines + deadPaths(report)
     }
 
-    /// What the ends' TCPs met on the faults' dead paths, a row per fault that made any.
+    /// What the ends' TCPs met on the faults' dead paths, a row per fault that made any (``DeadPathTable``).
     private func deadPaths(_ report: RunReport) -> [String] {
-        let rows = report.faults.prefix(rowLimit).compactMap { fault in fault.deadPath.map { (fault, $0) } }
+        let rows = DeadPathTable.rows(report, limit: rowLimit)
         guard !rows.isEmpty else { return [] }
-        var lines = [
-            "", "What each end's TCP met while the path was dead (from the proxy's legs):", "",
-            "| # | fault | path | connections | sent into it: client / server | acknowledged to them | proxy's retransmissions | closed first: client / server / neither |",
-            "|--:|---|---|--:|--:|--:|--:|---|",
-        ]
-        for (fault, d) in rows {
-            let acknowledged = d.client.acknowledgedToThemBytes + d.server.acknowledgedToThemBytes
-            lines.append(
-                "| \(fault.occurrence) | \(fault.kind) | \(d.inKernel ? "dropped in the kernel" : "held in the proxy") | \(d.connections) | "
-                    + "\(ReportText.bytes(d.client.sentBytes)) / \(ReportText.bytes(d.server.sentBytes)) | \(ReportText.bytes(acknowledged)) | "
-                    + "\(d.client.proxyRetransmissions + d.server.proxyRetransmissions) | "
-                    + "\(d.client.closedFirst) / \(d.server.closedFirst) / \(d.neitherClosed) |"
-            )
-        }
-        return lines
+        let columns = DeadPathTable.columns
+        let alignment = columns.indices.map { index in index == 0 ? "--:" : DeadPathTable.textColumns.contains(index) ? "---" : "--:" }
+        return ["", DeadPathTable.caption, "", "| " + columns.joined(separator: " | ") + " |", "|" + alignment.joined(separator: "|") + "|"]
+            + rows.map { "| " + $0.joined(separator: " | ") + " |" }
     }
 
     /// What people did through the control API while the run ran (the live page's buttons), one line each.
