@@ -48,13 +48,9 @@ extension FaultAccuracyBenchmarks {
         return (writer.join(timeout: 15) ?? [], arrived)
     }
 
-    /// What the peer of `socket` acknowledged (`tcpi_bytes_acked`, offset 120 of Linux's `struct tcp_info`, which
-    /// glibc's declaration stops short of), or -1.
+    /// What the peer of `socket` acknowledged (`tcpi_bytes_acked`), or -1.
     static func bytesAcknowledged(_ socket: TestSocket) -> Int64 {
-        var info = [UInt8](repeating: 0, count: 232)
-        var length = socklen_t(info.count)
-        guard getsockopt(socket.fd, Int32(IPPROTO_TCP), TCP_INFO, &info, &length) == 0, length >= 128 else { return -1 }
-        return info.withUnsafeBytes { Int64($0.loadUnaligned(fromByteOffset: 120, as: UInt64.self)) }
+        TCPCounters(socket: socket.fd).map { Int64($0.acknowledged) } ?? -1
     }
 
     @Test(

@@ -29,6 +29,30 @@ struct TCPCounters: Sendable {
     var received: UInt64
     var acknowledged: UInt64
     var retransmissions: UInt32
+
+    init(received: UInt64, acknowledged: UInt64, retransmissions: UInt32) {
+        self.received = received
+        self.acknowledged = acknowledged
+        self.retransmissions = retransmissions
+    }
+
+    /// The counters of the TCP socket `fd` (any socket, not only a channel's: the tests' own), or nil when it is not one.
+    init?(socket fd: Int32) {
+        var info = chaos_tcp_info()
+        var length = socklen_t(MemoryLayout<chaos_tcp_info>.size)
+        guard getsockopt(fd, Int32(IPPROTO_TCP), TCP_INFO, &info, &length) == 0 else { return nil }
+        self.init(info)
+    }
+
+    /// The counters `info` holds.
+    init(_ info: chaos_tcp_info) {
+        var info = info
+        self.init(
+            received: chaos_tcp_info_bytes_received(&info),
+            acknowledged: chaos_tcp_info_bytes_acked(&info),
+            retransmissions: chaos_tcp_info_total_retrans(&info)
+        )
+    }
 }
 
 extension Channel {
@@ -40,14 +64,7 @@ extension Channel {
         var result: TCPCounters?
         provider.unsafeGetSocketOption(level: SocketOptionLevel(IPPROTO_TCP), name: SocketOptionName(TCP_INFO))
             .assumeIsolated()
-            .whenSuccess { (info: chaos_tcp_info) in
-                var info = info
-                result = TCPCounters(
-                    received: chaos_tcp_info_bytes_received(&info),
-                    acknowledged: chaos_tcp_info_bytes_acked(&info),
-                    retransmissions: chaos_tcp_info_total_retrans(&info)
-                )
-            }
+            .whenSuccess { (info: chaos_tcp_info) in result = TCPCounters(info) }
         return result
     }
 }
