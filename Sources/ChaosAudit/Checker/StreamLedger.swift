@@ -201,6 +201,9 @@ final class StreamLedger {
     /// earlier one had taken.
     /// Nor for those a reader the consumer has left took (``leftUnread``): only an ack naming one of them vouches,
     /// for it and those of them before it (which then leave ``leftUnread``: settled, they need no more excluding).
+    /// And only for the doubted run that holds the named seq (or the last one below it): the consumer read its socket
+    /// in order up to it there, which says nothing of a run an earlier connection took and was torn down with (s67: a
+    /// gRPC server's ack of 380 vouched for 228-234, taken on a call a goaway had closed, and in no log).
     func confirmTakenAfterClose(upTo ack: Int64) {
         guard namesUndelivered(ack) else { return }
         var excluded = deniedAfterClose
@@ -213,15 +216,15 @@ final class StreamLedger {
             }
             excluded.formUnion(leftUnread)
         }
-        for interval in takenAfterClose.intervals where interval.lower <= ack {
-            let upper = min(interval.upper, ack)
-            guard !excluded.isEmpty else {
-                confirmedAfterClose.insert(interval.lower, through: upper)
-                continue
-            }
-            for kept in excluded.holes(from: interval.lower, through: upper) {
-                confirmedAfterClose.insert(kept.lower, through: kept.upper)
-            }
+        // What it read in order on its socket ends at the named seq: the doubted run that holds it (or the last one
+        // below it, when the ack names one still in flight). An earlier run was taken on an earlier connection, whose
+        // reader it may have left with them unread.
+        guard let interval = takenAfterClose.interval(containing: ack) ?? takenAfterClose.intervals.last(where: { $0.upper < ack })
+        else { return }
+        let upper = min(interval.upper, ack)
+        guard !excluded.isEmpty else { return confirmedAfterClose.insert(interval.lower, through: upper) }
+        for kept in excluded.holes(from: interval.lower, through: upper) {
+            confirmedAfterClose.insert(kept.lower, through: kept.upper)
         }
     }
 
