@@ -202,8 +202,8 @@ final class StreamLedger {
     /// Nor for those a reader the consumer has left took (``leftUnread``): only an ack naming one of them vouches,
     /// for it and those of them before it (which then leave ``leftUnread``: settled, they need no more excluding).
     /// And only for the doubted run that holds the named seq (or the last one below it): the consumer read its socket
-    /// in order up to it there, which says nothing of a run an earlier connection took and was torn down with (s67: a
-    /// gRPC server's ack of 380 vouched for 228-234, taken on a call a goaway had closed, and in no log).
+    /// in order up to it there, which says nothing of a run an earlier connection took and was torn down with (s67: an
+    /// RPC server's ack of 380 vouched for 228-234, taken on a call a protocol fault's grace had closed, in no log).
     func confirmTakenAfterClose(upTo ack: Int64) {
         guard namesUndelivered(ack) else { return }
         var excluded = deniedAfterClose
