@@ -129,23 +129,9 @@ struct AbortedConnectionTests {
         #expect(result.totals.ok == 4 && result.totals.redelivered == 1, "\(result.totals)")
     }
 
-    /// Seqs 1-3 delivered to the client's TCP through a proxy, the client's acks up to 2, then `closes` on connection 1.
-    private func proxiedPastTheLastAck(_ closes: [(Side, TrafficEvent.CloseKind)]) -> TrafficScript {
-        var s = TrafficScript()
-        s.open(1)
-        s.relay(1, [1, 2])
-        s.consumerAcks(1, upTo: 2)
-        s.relay(1, [3])
-        s.at(1)
-        for (side, how) in closes { s.add(1, .closed(side, how)) }
-        s.at(2)
-        s.open(2)
-        return s
-    }
-
-    /// ``proxiedPastTheLastAck(_:)``, then on connection 2 the consumer's resume ack 2 and the producer's resend of 3, and 4.
+    /// ``TrafficScript/proxiedPastTheLastAck(_:)``, then on connection 2 the consumer's resume ack 2 and the producer's resend of 3, and 4.
     private func resentAfter(_ closes: [(Side, TrafficEvent.CloseKind)]) throws -> DeliveryCounts {
-        var s = proxiedPastTheLastAck(closes)
+        var s = TrafficScript.proxiedPastTheLastAck(closes)
         s.consumerAcks(2, upTo: 2)
         s.relay(2, [3, 4])
         return try TrafficScript.auditWithAcks(s).totals
@@ -193,7 +179,7 @@ struct AbortedConnectionTests {
 
     @Test("through a proxy, seq 3 taken by the consumer's TCP before its leg was reset and never resent nor vouched for: lost")
     func proxiedResetNeverResentIsLost() throws {
-        var s = proxiedPastTheLastAck([(.server, .resetByFault), (.client, .resetByFault)])
+        var s = TrafficScript.proxiedPastTheLastAck([(.server, .resetByFault), (.client, .resetByFault)])
         s.consumerAcks(2, upTo: 2)
         s.relay(2, [4])
         let result = try TrafficScript.auditWithAcks(s)
@@ -204,7 +190,7 @@ struct AbortedConnectionTests {
         "through a proxy, seq 3 taken by the consumer's TCP before its leg was reset, then neither acked, denied nor resent: unconfirmed, not lost, not ok"
     )
     func proxiedResetUnsettledIsUnconfirmed() throws {
-        var s = proxiedPastTheLastAck([(.client, .resetByFault), (.server, .resetByFault)])
+        var s = TrafficScript.proxiedPastTheLastAck([(.client, .resetByFault), (.server, .resetByFault)])
         s.relay(2, [4])
         let result = try TrafficScript.auditWithAcks(s)
         #expect(result.totals.ok == 3 && result.totals.lost == 0 && result.totals.unconfirmed == 1, "\(result.totals)")

@@ -321,16 +321,7 @@ struct TakenAfterCloseTests {
         // s67's whole-suite run: a gRPC server's stack took 228-234 on a call a goaway's grace then closed (doubted,
         // past its last ack, 227); later, on another connection, it took 368-380 past its ack of 367 before that one
         // was cut too; its ack naming 380 on a third connection vouched for 228-234 as well, which its log never had.
-        var s = TrafficScript()
-        s.open(1)
-        s.relay(1, [1, 2])
-        s.consumerAcks(1, upTo: 2)
-        s.relay(1, [3])
-        s.at(1)
-        s.add(1, .closed(.client, .reset))
-        s.add(1, .closed(.server, .reset))
-        s.at(2)
-        s.open(2)
+        var s = TrafficScript.proxiedPastTheLastAck([(.client, .reset), (.server, .reset)])
         s.relay(2, [5])
         s.consumerAcks(2, upTo: 5)
         s.relay(2, [6, 7])

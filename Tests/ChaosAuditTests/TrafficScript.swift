@@ -100,3 +100,20 @@ extension TrafficScript {
         return engine.finish()
     }
 }
+
+extension TrafficScript {
+    /// Seqs 1-3 delivered to the client's TCP through a proxy, the client's acks up to 2, then `closes` on connection 1;
+    /// connection 2 opens at 2 s.
+    static func proxiedPastTheLastAck(_ closes: [(Side, TrafficEvent.CloseKind)]) -> TrafficScript {
+        var s = TrafficScript()
+        s.open(1)
+        s.relay(1, [1, 2])
+        s.consumerAcks(1, upTo: 2)
+        s.relay(1, [3])
+        s.at(1)
+        for (side, how) in closes { s.add(1, .closed(side, how)) }
+        s.at(2)
+        s.open(2)
+        return s
+    }
+}

@@ -105,8 +105,7 @@ final class DatagramRelay: @unchecked Sendable {
         for (key, shaped) in shaping where shaped.reaches(id) { flow.effects[key] = shaped.effect }
         flow.applyEffects(at: now)
         if let sink {
-            let clock = server.clock
-            flow.path.onEvent = { _, event in sink.record(TrafficEvent(time: clock.now(), connection: id, kind: .path(event))) }
+            flow.path.onEvent = { [clock] _, event in sink.record(TrafficEvent(time: clock.now(), connection: id, kind: .path(event))) }
         }
         connectUpstream(flow)
         return flow
