@@ -216,7 +216,9 @@ extension AuditEngine {
         pipe.acknowledged = offset
         let late = connection.deliveriesEnded.contains(side)
         while let message = pipe.pending.popFirst(endingBy: offset) {
-            if message.callEndedFirst, !isStopping, let seq = message.seq, message.stream.ledger.takenAfterCallEnded(seq) { continue }
+            if message.callEndedFirst, !isStopping, let seq = message.seq, message.stream.ledger.takenAfterCallEnded(seq, on: message.stream) {
+                continue
+            }
             delivered(seq: message.seq, ack: message.ack, message.stream, connection: id, time: time, late: late)
         }
     }

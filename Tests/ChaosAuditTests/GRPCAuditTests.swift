@@ -245,6 +245,34 @@ struct GRPCAuditTests {
     }
 
     @Test(
+        "a server that names the last request in its next call's answer on the same connection, read before its TCP's acknowledgement of the request (a loaded machine), read it: delivered, not in doubt, though the old call's trailers were read first (the GOAWAY pair's loop, s68: seq 195 unconfirmed, in the server's log)"
+    )
+    func namedOnTheNextCallBeforeTheAcknowledgement() throws {
+        var s = TrafficScript()
+        var first = Self.lastRequestUnacknowledged(&s)
+        // The client ends call 1 after request 5; the server ends it (trailers), the client opens call 3 on the same
+        // connection, and the server answers its HELLO with a WELCOME naming 5, all before the proxy learns that the
+        // server's TCP took 5.
+        let upstream = [
+            G.data(1, [], endStream: true), first.client.request(3, path: G.race, session: "c1"), G.data(3, G.grpc(G.request(ack: 4, kind: "HELLO"))),
+        ]
+        s.sendBytes(1, .upstream, upstream[0])
+        s.writeBytes(1, .upstream, upstream[0])
+        first.relay(&s, first.server.trailers(1, status: 0, message: ""), .downstream)
+        for frame in upstream.dropFirst() {
+            s.sendBytes(1, .upstream, frame)
+            s.writeBytes(1, .upstream, frame)
+        }
+        first.relay(&s, first.server.response(3), .downstream)
+        first.relay(&s, G.data(3, G.grpc(G.update(ack: 5, kind: "WELCOME"))), .downstream)
+        s.acknowledge(1, .upstream)
+        s.at(1)
+        s.close(1)
+        let up = try #require(Self.counts(try Self.audit(s, Self.named), "c1", .upstream))
+        #expect(up.ok == 5 && up.lost == 0 && up.unconfirmed == 0, "\(up)")
+    }
+
+    @Test(
         "a server that ended its call (trailers) may have dropped what it had not read, however the client ended its requests: past its last ack there, its resume point says, 3 and 4 processed, 5 lost (fresh-clone run s61: a GOAWAY's takeover)"
     )
     func serverEndsTheCallWithRequestsOpen() throws {

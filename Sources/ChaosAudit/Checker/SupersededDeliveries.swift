@@ -90,8 +90,11 @@ extension StreamLedger {
     /// `seq` was written to a call before its consumer ended it and acknowledged by its TCP after: in doubt as those the
     /// call delivered past the consumer's last ack (``consumerEndedCall(_:others:)``): only an ack naming it, or a resend,
     /// settles it. Returns whether it is in doubt (only for a consumer that acknowledges, and a seq not delivered yet).
-    func takenAfterCallEnded(_ seq: Int64) -> Bool {
-        guard ackedUpTo != nil, !deliveredSeqs.contains(seq) else { return false }
+    /// Not when the consumer already named it in an ack stated on the call's connection (`stream`'s): its answer on a
+    /// later call there can be read before its TCP's acknowledgement of the request on a loaded machine, and said then
+    /// that it read it (an RPC pair's loop, s68: 195 unconfirmed, in the server's log).
+    func takenAfterCallEnded(_ seq: Int64, on stream: ConnectionStream) -> Bool {
+        guard ackedUpTo != nil, !deliveredSeqs.contains(seq), seq > stream.consumerAck ?? .min else { return false }
         takenAfterClose.insert(seq)
         takenBeforeReset.insert(seq)
         leftUnread.insert(seq)
