@@ -81,4 +81,65 @@ struct CutReadsTests {
         await harness.shutdown()
         return true
     }
+
+    @Test(
+        "a reset cut: what the server's leg held unread (the proxy had stopped reading it: the client read nothing) is read and recorded before its end, every byte the proxy's TCP acknowledged to the server (a fresh-clone run, s67: a server's message in the proxy's receive queue as a disconnect reset the leg, sent on the wire, never in the live audit)",
+        arguments: [true, false]
+    )
+    func resetCutReadsWhatTheLegHeld(epollRelay: Bool) async throws {
+        let harness = try await ProxyHarness(epollRelay: epollRelay)
+        let (client, server) = try await offPool { try harness.connectPair() }
+        defer {
+            client.close()
+            server.close()
+        }
+        try await harness.waitForConnections(1)
+        // The server writes until its kernel takes no more (the client reads nothing: the proxy stops reading the
+        // server's leg, whose socket then holds what the proxy's TCP acknowledged), at most 64 MiB.
+        let written = try await offPool { try Self.writeUntilBlocked(server, limit: 64 << 20) }
+        let acknowledged = try #require(TCPCounters(socket: server.fd)?.acknowledged)
+        let readBefore = Self.bytesRead(harness.events.all, from: .server)
+        try #require(
+            readBefore < Int(acknowledged),
+            "the server's leg must hold bytes the proxy has not read (read \(readBefore) of \(acknowledged) acknowledged, \(written) written)"
+        )
+        _ = await harness.proxy.disconnect(nil, mode: .reset, linger: .seconds(Int64(1)))
+        try await waitUntil("the server leg's end is recorded") { !harness.events.closes(.server).isEmpty }
+        let acknowledgedAtReset = try #require(TCPCounters(socket: server.fd)?.acknowledged)
+        #expect(
+            Self.bytesRead(harness.events.all, from: .server) == Int(acknowledgedAtReset),
+            "every byte the proxy's TCP acknowledged is recorded read (\(readBefore) read before the cut; epoll relay: \(epollRelay))"
+        )
+        #expect(harness.events.closes(.server) == [.resetByFault])
+        await harness.shutdown()
+    }
+
+    /// Bytes the proxy recorded read from `side`.
+    static func bytesRead(_ events: [TrafficEvent], from side: Side) -> Int {
+        events.reduce(0) { total, event in
+            guard case .read(side, let bytes) = event.kind else { return total }
+            return total + bytes.count
+        }
+    }
+
+    /// Writes to `socket` without blocking until it has taken nothing for 300 ms (or `limit` bytes went); returns the
+    /// bytes it took.
+    static func writeUntilBlocked(_ socket: TestSocket, limit: Int) throws -> Int {
+        let chunk = [UInt8](repeating: 0x61, count: 65536)
+        var written = 0
+        var idle = 0
+        while written < limit, idle < 15 {
+            let n = chunk.withUnsafeBytes { send(socket.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+            if n > 0 {
+                written += n
+                idle = 0
+            } else if errno == EAGAIN || errno == EWOULDBLOCK {
+                idle += 1
+                usleep(20_000)
+            } else {
+                throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+            }
+        }
+        return written
+    }
 }

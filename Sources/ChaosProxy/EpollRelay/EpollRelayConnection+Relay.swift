@@ -193,6 +193,7 @@ extension EpollRelayConnection {
         for (index, action) in actions.enumerated() {
             switch action {
             case .recordClose(let side, let kind, let beforeReset):
+                if beforeReset, !terminating { readWhatTheResetDrops(side.slot) }
                 _ = pollAcknowledgements(side.slot, beforeReset: beforeReset)
                 if kind == .reset, !beforeReset { recordAcknowledgementsCutByPeerReset(side) }
                 recordClose(side.slot, kind)
@@ -327,6 +328,26 @@ extension EpollRelayConnection {
     /// Records a byte event when the sink wants them; only then are the bytes copied.
     /// Whether traffic events are recorded at all (a `chaos proxy` without an audit records none).
     var recordsTraffic: Bool { route.trafficSink != nil }
+
+    /// What `slot`'s socket still holds as the proxy resets it, read to drop and recorded before the leg's close: its
+    /// peer's TCP had those bytes acknowledged (a capture of the leg shows them sent), and unread the audit would never
+    /// count them sent (the NIO relay's reads before a reset: `ProxiedConnection+ResetDrain.swift`). At most
+    /// ``resetDrainReads`` reads, to the socket's end.
+    func readWhatTheResetDrops(_ slot: Int) {
+        guard recordsTraffic, legs[slot].fd >= 0 else { return }
+        let side = Self.side(slot)
+        var reads = 0
+        while reads < Self.resetDrainReads {
+            let (count, read) = readRecorded(slot, capacity: loop.scratch.count)
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { return }
+            reads += 1
+            recordTraffic(.read(side, read))
+        }
+    }
+
+    /// The most reads before a reset: a receive buffer's worth and more.
+    static let resetDrainReads = 256
 
     func recordTraffic(_ kind: @autoclosure () -> TrafficEvent.Kind) {
         guard let sink = route.trafficSink else { return }

@@ -25,6 +25,8 @@ final class EpollRelayConnection: EpollRelaySelectable, @unchecked Sendable {
     var machine = RelayStateMachine()
     /// Taken out of the loop: handed over to NIO, or finished.
     var isDone = false
+    /// The proxy is stopping: its resets read nothing first (``readWhatTheResetDrops(_:)``).
+    var terminating = false
     /// Asked to detach while the upstream connect was under way.
     private var detachWaiters: [(DetachedConnection?) -> Void] = []
     /// Cut by a fault while the upstream connect was under way: done once it answers.
@@ -207,6 +209,7 @@ final class EpollRelayConnection: EpollRelaySelectable, @unchecked Sendable {
     /// Resets whatever is still open (the proxy is stopping).
     func terminate() {
         guard !isDone else { return }
+        terminating = true
         perform(machine.terminate())
     }
 

@@ -56,6 +56,8 @@ final class ProxiedConnection: @unchecked Sendable {
     var deadPathEpisode: DeadPathEpisode?
     /// The emulated mobile path both directions share (its NAT may die).
     private(set) var path: ConnectionPath?
+    /// What the legs about to be reset still hold, read first (see `ProxiedConnection+ResetDrain.swift`).
+    var resetDrain = ResetDrain()
 
     /// One leg: its channel, relay and the shaper of bytes written to it.
     struct Leg {
@@ -258,6 +260,8 @@ final class ProxiedConnection: @unchecked Sendable {
     /// Ends whatever is still open with RST (the proxy is stopping), whether or not a fault cut it.
     func terminate() {
         eventLoop.preconditionInEventLoop()
+        resetDrain.terminating = true
+        finishResetDrain()
         perform(machine.terminate())
     }
 
@@ -267,7 +271,8 @@ final class ProxiedConnection: @unchecked Sendable {
     /// fault swallows them). A limit_data fault may shorten `buffer`.
     func didRead(_ buffer: inout ByteBuffer, from side: Side) -> Bool {
         if machine.leg(side).discardsReads {
-            if machine.recordsDroppedReads(side) {
+            if resetDrain.draining.contains(side) { drainRead(buffer.readableBytes) }
+            if machine.recordsDroppedReads(side) || resetDrain.draining.contains(side) {
                 trafficSink?.record(TrafficEvent(time: clock.now(), connection: id, kind: .read(side, Array(buffer.readableBytesView))))
             }
             return false
@@ -287,7 +292,7 @@ final class ProxiedConnection: @unchecked Sendable {
     }
 
     /// Whether `side` may be read now (the machine's backpressure rule).
-    func mayRead(_ side: Side) -> Bool { machine.mayRead(side) }
+    func mayRead(_ side: Side) -> Bool { machine.mayRead(side) || resetDrain.draining.contains(side) }
 
     /// Whether `side` takes more bytes (its channel's writability, its shaper's pressure) changed.
     func acceptanceChanged(_ side: Side) {
@@ -319,9 +324,10 @@ final class ProxiedConnection: @unchecked Sendable {
 
     /// Performs the machine's actions on the channels, in order.
     func perform(_ actions: [RelayStateMachine.Action]) {
-        for action in actions {
+        for (index, action) in actions.enumerated() {
             switch action {
             case .recordClose(let side, let kind, let beforeReset):
+                if beforeReset, readsBeforeReset(side) { return drainBeforeReset(then: Array(actions[index...])) }
                 deadPathLegClosed(side, kind, byProxy: beforeReset)
                 pollAcknowledgements(side, beforeReset: beforeReset)
                 if kind == .reset, !beforeReset { recordAcknowledgementsCutByPeerReset(side) }
