@@ -91,6 +91,33 @@ struct AcknowledgementRelayTests {
         #expect(conclusive == 1, "an attempt whose delayed ACK had not gone out when the client reset")
     }
 
+    /// A consumer that reads a message and answers at once (its delayed ACK riding on the answer): the relay records
+    /// the acknowledgement of what it read before the answer, never after (a WebSocket client's close frame read before
+    /// the polled acknowledgement of the message it had read first made that message "taken after close": a naive
+    /// WebSocket run, s68). Without a poll before the read, the acknowledgement waits for the next poll.
+    @Test("a peer's acknowledgement of what it read is recorded before what it wrote after reading it", arguments: [true, false])
+    func acknowledgementBeforeTheAnswer(epollRelay: Bool) async throws {
+        let harness = try await ProxyHarness(epollRelay: epollRelay)
+        let (client, server) = try await offPool { try harness.connectPair() }
+        client.delayAcknowledgements()
+        try await offPool {
+            try server.sendAll(Array("message\n".utf8))
+            #expect(client.receive(exactly: 8) == Array("message\n".utf8))
+            try client.sendAll(Array("close\n".utf8))  // at once: the ACK of the message rides on it
+            #expect(server.receive(exactly: 6) == Array("close\n".utf8))
+        }
+        let events = harness.events.all
+        let read = events.firstIndex { if case .read(.client, _) = $0.kind { true } else { false } }
+        let acknowledged = events.firstIndex { if case .acknowledged(.client, let upTo) = $0.kind { upTo >= 8 } else { false } }
+        #expect(
+            acknowledged != nil && read != nil && acknowledged! < read!,
+            "the acknowledgement of 8 bytes (event \(acknowledged.map(String.init) ?? "none")) comes before the read of the answer (event \(read.map(String.init) ?? "none")); epoll relay: \(epollRelay)"
+        )
+        client.close()
+        server.close()
+        await harness.shutdown()
+    }
+
     @Test("a reader that does not read holds the acknowledgements back until it does", arguments: [true, false])
     func slowReader(epollRelay: Bool) async throws {
         let harness = try await ProxyHarness(epollRelay: epollRelay)

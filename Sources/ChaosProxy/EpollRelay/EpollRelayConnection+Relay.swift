@@ -31,6 +31,8 @@ extension EpollRelayConnection {
                     continue
                 }
                 route.counters.add(bytes: count, producedBy: source == 0)
+                // The peer's acknowledgement of what it read before writing this is recorded first (as on NIO).
+                if recordsTraffic { _ = pollAcknowledgements(source) }
                 recordTraffic(.read(side, read))
                 let forwarded =
                     recordsTraffic

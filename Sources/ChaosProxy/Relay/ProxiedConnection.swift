@@ -279,6 +279,10 @@ final class ProxiedConnection: @unchecked Sendable {
         }
         if !machine.byteFaults.isEmpty, !applyByteFaults(&buffer, from: side) { return false }
         counters.add(bytes: buffer.readableBytes, producedBy: side == .client)
+        // What the peer writes comes after what it read: the acknowledgement of that reached the proxy's socket with
+        // these bytes or before them, and is recorded first (a polled acknowledgement recorded after a consumer's close
+        // frame made the message it read before closing "taken after close": a naive WebSocket run, s68).
+        pollAcknowledgements(side)
         trafficSink?.record(TrafficEvent(time: clock.now(), connection: id, kind: .read(side, Array(buffer.readableBytesView))))
         return true
     }
