@@ -37,7 +37,7 @@ package final class ProxyCounters: Sendable {
     /// UDP flows a `rebind` moved to a new upstream-facing port.
     package var flowsRebound: Int64 { reboundFlows.load(ordering: .relaxed) }
 
-    func datagramRead() { datagramsRead.wrappingAdd(1, ordering: .relaxed) }
+    func datagramRead(_ count: Int = 1) { datagramsRead.wrappingAdd(Int64(count), ordering: .relaxed) }
     func flowRebound() { reboundFlows.wrappingAdd(1, ordering: .relaxed) }
     /// Datagrams a UDP proxy's faults duplicated or held back (those that were never done are absent).
     package var datagramsAltered: [DatagramAlteration: Int64] { datagramAlterations.withLock { $0 } }

@@ -10,11 +10,14 @@ extension ProxyServer {
     enum Listener: Sendable {
         case nio(any Channel)
         case epollRelay(EpollRelayListener)
+        /// A UDP proxy's socket while its datagrams take the fast path (closing it ends the fast path's flows).
+        case datagramFastPath(DatagramFastPath)
 
         var address: SocketAddress? {
             switch self {
             case .nio(let channel): channel.localAddress
             case .epollRelay(let listener): listener.address
+            case .datagramFastPath(let fast): fast.address
             }
         }
 
@@ -22,6 +25,7 @@ extension ProxyServer {
             switch self {
             case .nio(let channel): try? await channel.close()
             case .epollRelay(let listener): await listener.close()
+            case .datagramFastPath(let fast): await fast.stop()
             }
         }
     }

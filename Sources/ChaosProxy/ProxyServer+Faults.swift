@@ -18,6 +18,7 @@ extension ProxyServer {
     package func addShaping(_ effect: FaultEffect, key: ShapingKey, to ids: [ConnectionID]?, draw: ConnectionDraw?) async -> Int {
         let shaped = ShapingOnAll(effect: effect, draw: draw)
         if let relay = datagramRelay {
+            await leaveDatagramFastPath()
             if ids == nil { state.withLock { $0.shaping[key] = shaped } }
             return (try? await relay.loop.submit { relay.addShaping(effect, key: key, to: ids, draw: draw) }.get()) ?? 0
         }
@@ -154,11 +155,14 @@ extension ProxyServer {
     /// The link profile new connections start with from now on.
     package func setBaseline(_ profile: LinkProfile?) {
         state.withLock { $0.baseline = profile }
+        // A UDP proxy's new flows take it once they are off the fast path (a handoff, which sets it, moved them already).
+        if datagramRelay?.fastPath.withLock({ $0 != nil }) == true { Task { await leaveDatagramFastPath() } }
     }
 
     /// Stops accepting: the listening socket is closed so that clients get ECONNREFUSED.
     /// Nested calls are counted; the last ``endRefusing()`` listens again.
     package func beginRefusing() async {
+        await leaveDatagramFastPath()
         let listener = state.withLock { state -> Listener? in
             state.refusing += 1
             guard state.refusing == 1 else { return nil }

@@ -92,6 +92,8 @@ package final class ProxyServer: Sendable {
         var addressChanges = 0
         /// The relay of a `udp://` proxy, made when it starts.
         var datagram: DatagramRelay?
+        /// The move of a UDP proxy's datagrams off the fast path, once begun (``ProxyServer/leaveDatagramFastPath()``).
+        var leavingFastPath: Task<Void, Never>?
     }
 
     /// A proxy for `spec`; events go to `sink`, times come from `clock`, connection numbers from `ids`.
@@ -149,7 +151,7 @@ package final class ProxyServer: Sendable {
     private func bind(_ address: SocketAddress) async throws -> Listener {
         if let relay = datagramRelay {
             do {
-                return .nio(try await relay.bind(address))
+                return try await relay.bind(address)
             } catch {
                 throw ChaosError(.network, "proxy '\(spec.name)': cannot listen on \(spec.listenText): \(error)")
             }

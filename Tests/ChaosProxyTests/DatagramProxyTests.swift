@@ -12,10 +12,18 @@ final class DatagramHarness: Sendable {
     let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     let server: UDPTestSocket
     let proxy: ProxyServer
-    let events = EventRecorder()
+    let events: EventRecorder
+    /// The epoll relay threads of a proxy whose datagrams may take the fast path.
+    let epollRelay: EpollRelayLoopGroup?
 
-    init(options: ProxyServer.Options = ProxyServer.Options(), seed: UInt64 = 7) async throws {
+    /// With `fastPath`, the proxy records no bytes and has epoll relay threads, as `chaos proxy` runs: its datagrams
+    /// take ``DatagramFastPath`` until a fault touches them.
+    init(options: ProxyServer.Options = ProxyServer.Options(), seed: UInt64 = 7, fastPath: Bool = false) async throws {
         server = try UDPTestSocket()
+        events = EventRecorder(recordsTraffic: !fastPath)
+        epollRelay = fastPath ? try EpollRelayLoopGroup(threads: 1, busyPoll: .zero) : nil
+        var options = options
+        if let epollRelay { options.epollRelay = epollRelay }
         proxy = ProxyServer(
             spec: ProxySpec(
                 name: "udp",
@@ -38,8 +46,12 @@ final class DatagramHarness: Sendable {
 
     func shutdown() async throws {
         await proxy.stop()
+        epollRelay?.shutdown()
         try await group.shutdownGracefully()
     }
+
+    /// How many `.closed` events the proxy recorded.
+    var closed: Int { events.all.filter { if case .closed = $0.kind { true } else { false } }.count }
 
     /// How many events of each kind the proxy recorded for `side` (`read`, `written`), and its flows opened.
     func count(_ what: String, _ side: Side) -> Int {
@@ -54,6 +66,48 @@ final class DatagramHarness: Sendable {
     }
 
     var opened: Int { events.all.filter { if case .opened = $0.kind { true } else { false } }.count }
+
+    /// Two clients through the proxy: A sends, B sends, A sends again, and the server answers each at the port it saw;
+    /// checks that each client is a flow with its own mapping, kept, and that the answers come back from the proxy's
+    /// address. With `stranger`, a third socket also sends to A's mapping, and nothing of it reaches A (a NAT that
+    /// filters by endpoint).
+    func twoClientsExchange(stranger: Bool = false) async throws {
+        let port = self.port
+        let server = self.server
+        let (fromA, fromB, againA) = try await offPool {
+            let a = try UDPTestSocket()
+            let b = try UDPTestSocket()
+            a.send("a1", to: port)
+            let first = server.receiveText()
+            b.send("b1", to: port)
+            let second = server.receiveText()
+            a.send("a2", to: port)
+            let third = server.receiveText()
+            if let first { server.send("to-a", to: first.fromPort) }
+            if let second { server.send("to-b", to: second.fromPort) }
+            if stranger, let first { try UDPTestSocket().send("not the server", to: first.fromPort) }
+            let answerA = a.receiveText()
+            let answerB = b.receiveText()
+            #expect(answerA?.text == "to-a" && answerA?.fromPort == port, "the answer comes from the address the client sent to")
+            #expect(answerB?.text == "to-b" && answerB?.fromPort == port)
+            if stranger { #expect(a.drain(quiet: 0.3).isEmpty, "nothing from elsewhere reaches the client") }
+            #expect(first?.fromPort != a.port, "the server sees the proxy's port, not the client's")
+            return (first, second, third)
+        }
+        #expect(fromA?.text == "a1" && fromB?.text == "b1" && againA?.text == "a2")
+        #expect(fromA?.fromPort != fromB?.fromPort, "two clients, two mappings")
+        #expect(fromA?.fromPort == againA?.fromPort, "one client keeps its mapping")
+    }
+
+    /// `client` sends one datagram through the proxy; returns the port the server saw it come from (its mapping).
+    func mapping(of client: UDPTestSocket, text: String = "before") async throws -> Int {
+        let port = self.port
+        let server = self.server
+        return try await offPool { () -> Int in
+            client.send(text, to: port)
+            return server.receiveText()?.fromPort ?? 0
+        }
+    }
 
     /// Waits (at most 5 s, polling every 100 µs) until `condition` holds.
     static func waitFor(_ condition: () -> Bool) {
@@ -70,29 +124,7 @@ struct DatagramProxyTests {
         var options = ProxyServer.Options()
         options.udpIdleTimeout = 3_600_000_000_000
         let harness = try await DatagramHarness(options: options)
-        let port = harness.port
-        let server = harness.server
-        let (fromA, fromB, againA) = try await offPool {
-            let a = try UDPTestSocket()
-            let b = try UDPTestSocket()
-            a.send("a1", to: port)
-            let first = server.receiveText()
-            b.send("b1", to: port)
-            let second = server.receiveText()
-            a.send("a2", to: port)
-            let third = server.receiveText()
-            if let first { server.send("to-a", to: first.fromPort) }
-            if let second { server.send("to-b", to: second.fromPort) }
-            let answerA = a.receiveText()
-            let answerB = b.receiveText()
-            #expect(answerA?.text == "to-a" && answerA?.fromPort == port, "the answer comes from the address the client sent to")
-            #expect(answerB?.text == "to-b" && answerB?.fromPort == port)
-            #expect(first?.fromPort != a.port, "the server sees the proxy's port, not the client's")
-            return (first, second, third)
-        }
-        #expect(fromA?.text == "a1" && fromB?.text == "b1" && againA?.text == "a2")
-        #expect(fromA?.fromPort != fromB?.fromPort, "two clients, two mappings")
-        #expect(fromA?.fromPort == againA?.fromPort, "one client keeps its mapping")
+        try await harness.twoClientsExchange()
         // The proxy records a write just after the kernel took it: the receiver may have read it first.
         try await waitUntil("the proxy's events of the last write") { harness.count("acknowledged", .client) == 2 }
         #expect(harness.proxy.liveConnections.count == 2)

@@ -67,6 +67,30 @@ int chaos_splice_pipe(int fds[2], int capacity);
 /// (`splice(2)`); the bytes moved, 0 at the end of `from`'s input, or -errno.
 long chaos_splice(int from, int to, unsigned long count);
 
+/// A datagram peer's address as the kernel gives it (a `sockaddr_in` or `sockaddr_in6` in `bytes`) and its length.
+typedef struct {
+    uint8_t bytes[28];
+    uint32_t length;
+} chaos_address;
+
+/// The most datagrams one `chaos_udp_read` or `chaos_udp_send` moves.
+enum { CHAOS_UDP_BATCH = 64 };
+
+/// A non-blocking, close-on-exec UDP socket bound to `address` (its port 0: the system picks one), with SO_REUSEADDR
+/// when `reuse`; or -errno.
+int chaos_udp_socket(const chaos_address *address, int reuse);
+/// The local address of socket `fd` into `address`; 0, or -errno.
+int chaos_local_address(int fd, chaos_address *address);
+/// Reads up to `count` (at most ``CHAOS_UDP_BATCH``) datagrams from `fd` in one `recvmmsg`: datagram i lands at
+/// `buffer + i * slot`, its length in `lengths[i]` and its sender in `senders[i]`. Returns how many, or -errno
+/// (-EAGAIN: none was waiting).
+int chaos_udp_read(int fd, uint8_t *buffer, int slot, int count, uint32_t *lengths, chaos_address *senders);
+/// Sends datagrams `first ..< first + count` of a read (as `chaos_udp_read` left them) to `to` in one `sendmmsg`; with
+/// `segment`, each run of datagrams of one size (the last may be shorter) as one message the kernel cuts into them
+/// again (UDP GSO: the receiver reads the same datagrams). Returns how many datagrams the kernel took, or -errno.
+int chaos_udp_send(int fd, const uint8_t *buffer, int slot, const uint32_t *lengths, int first, int count, const chaos_address *to,
+                   int segment);
+
 /// Names the calling thread (at most 15 characters are kept).
 void chaos_name_thread(const char *name);
 

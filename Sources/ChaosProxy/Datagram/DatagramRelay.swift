@@ -1,4 +1,6 @@
 import ChaosCore
+import Glibc
+import Logging
 import NIOCore
 import NIOPosix
 import Synchronization
@@ -24,6 +26,8 @@ final class DatagramRelay: @unchecked Sendable {
     private var flows: [SocketAddress: DatagramFlow] = [:]
     private var byID: [ConnectionID: DatagramFlow] = [:]
     private var sweeper: RepeatedTask?
+    /// The proxy stopped: flows the fast path hands over now end at once.
+    private var isStopped = false
     /// The live flows' ids, readable from any thread.
     let liveIDs = Mutex<Set<ConnectionID>>([])
     private let recordsTraffic: Bool
@@ -33,6 +37,11 @@ final class DatagramRelay: @unchecked Sendable {
     private let sink: (any TrafficEventSink)?
     /// The sockets written to since the loop last flushed them (see ``DatagramBatch``).
     private var batch: DatagramBatch
+    /// The relay on an epoll relay thread, while nothing has touched the proxy's datagrams (``DatagramFastPath``).
+    let fastPath = Mutex<DatagramFastPath?>(nil)
+    /// The datagrams left the fast path: they never go back (a refuse fault's listening again stays here, with the
+    /// flows).
+    private let leftFastPath = Atomic<Bool>(false)
 
     init(server: ProxyServer, loop: any EventLoop) {
         self.server = server
@@ -46,11 +55,34 @@ final class DatagramRelay: @unchecked Sendable {
 
     // MARK: the listening socket
 
-    /// Binds the listening socket at `address` and starts the idle sweep.
-    func bind(_ address: SocketAddress) async throws -> any Channel {
-        // Every client's datagrams come in here: one `recvmmsg` takes up to ``DatagramBatch/vectorRead`` of them, each
-        // into a slot with room for UDP's largest (one buffer for the proxy, not per flow).
-        let channel = try await DatagramBootstrap(group: loop)
+    /// Binds the listening socket at `address` and starts the idle sweep: on an epoll relay thread while nothing
+    /// touches the proxy's datagrams (``DatagramFastPath``), else here.
+    func bind(_ address: SocketAddress) async throws -> ProxyServer.Listener {
+        if let fast = try await fastPath(at: address) { return .datagramFastPath(fast) }
+        let channel = try await listenerBootstrap().bind(to: address).get()
+        try await listen(on: channel)
+        return .nio(channel)
+    }
+
+    /// The fast path at `address`, when the proxy may start on it: epoll relay threads to run it, no audit or capture,
+    /// nothing shaping new flows, the proxy's own source address, an upstream address known now.
+    private func fastPath(at address: SocketAddress) async throws -> DatagramFastPath? {
+        guard let loops = server.options.epollRelay, !recordsTraffic, !leftFastPath.load(ordering: .acquiring),
+            let upstream = server.upstreamAddress
+        else { return nil }
+        let shaped = server.state.withLock { $0.baseline != nil || !$0.shaping.isEmpty || $0.sourceAddress != nil }
+        guard !shaped else { return nil }
+        let fast = try DatagramFastPath(listen: address, upstream: upstream, loop: loops.loops[0], server: server, relay: self)
+        try await fast.start()
+        fastPath.withLock { $0 = fast }
+        return fast
+    }
+
+    /// The listening socket's bootstrap: every client's datagrams come in there, one `recvmmsg` taking up to
+    /// ``DatagramBatch/vectorRead`` of them, each into a slot with room for UDP's largest (one buffer for the proxy,
+    /// not per flow).
+    private func listenerBootstrap() -> DatagramBootstrap {
+        DatagramBootstrap(group: loop)
             .channelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
             .channelOption(
                 ChannelOptions.recvAllocator,
@@ -62,8 +94,10 @@ final class DatagramRelay: @unchecked Sendable {
                     try channel.pipeline.syncOperations.addHandler(DatagramInbound { [self] envelope in fromClient(envelope) })
                 }
             }
-            .bind(to: address)
-            .get()
+    }
+
+    /// `channel` is the listening socket from now on; the idle sweep starts.
+    private func listen(on channel: any Channel) async throws {
         try await loop.submit { [self] in
             listener = channel
             if sweeper == nil {
@@ -71,11 +105,46 @@ final class DatagramRelay: @unchecked Sendable {
                 sweeper = loop.scheduleRepeatedTask(initialDelay: every, delay: every) { [self] _ in sweepIdle() }
             }
         }.get()
+    }
+
+    /// Takes the proxy's datagrams over from the fast path, before a fault touches them: its listening socket and each
+    /// flow's socket, with its port (the mapping the server knows), go on here as they were. Returns the listening
+    /// socket's channel (nil when there was no fast path, or it had stopped).
+    func leaveFastPath() async -> (any Channel)? {
+        guard let fast = fastPath.withLock({ $0 }) else { return nil }
+        leftFastPath.store(true, ordering: .releasing)
+        defer { fastPath.withLock { $0 = nil } }
+        guard let detached = await fast.detach() else { return nil }
+        let channel: any Channel
+        do {
+            channel = try await listenerBootstrap().withBoundSocket(descriptor: detached.listener).get()
+            try await listen(on: channel)
+        } catch {
+            close(detached.listener)
+            for flow in detached.flows { close(flow.fd) }
+            liveIDs.withLock { $0.subtract(detached.flows.map(\.id)) }
+            server.logger.error("UDP flows could not move off the fast path", metadata: ["proxy.name": "\(server.spec.name)", "error": "\(error)"])
+            return nil
+        }
+        try? await loop.submit { [self] in
+            guard !isStopped else {
+                for flow in detached.flows { close(flow.fd) }
+                liveIDs.withLock { $0.subtract(detached.flows.map(\.id)) }
+                return
+            }
+            let now = clock.now()
+            for handed in detached.flows {
+                let flow = makeFlow(id: handed.id, client: handed.client, now: now)
+                flow.lastActivity = handed.lastActivity
+                adoptUpstream(flow, socket: handed.fd)
+            }
+        }.get()
         return channel
     }
 
-    /// Ends every flow (the proxy stops).
+    /// Ends every flow (the proxy stops). The fast path, if any, is stopped by its listener's close.
     func stop() {
+        isStopped = true
         sweeper?.cancel()
         sweeper = nil
         for flow in Array(byID.values) { end(flow) }
@@ -91,15 +160,22 @@ final class DatagramRelay: @unchecked Sendable {
             return nil
         }
         let id = server.ids.next()
+        let flow = makeFlow(id: id, client: client, now: now)
+        liveIDs.withLock { _ = $0.insert(id) }
+        counters.connectionOpened()
+        connectUpstream(flow)
+        return flow
+    }
+
+    /// A flow numbered `id` for `client`, known by both, with the faults that reach it.
+    private func makeFlow(id: ConnectionID, client: SocketAddress, now: Int64) -> DatagramFlow {
         let generator = server.seed.fork("connection", id)
         let shapers = [Side.server, .client].map {
-            DatagramShaper(maxHeldBytes: options.maxHeldBytes, generator: generator.fork($0.rawValue))
+            DatagramShaper(maxHeldBytes: server.options.maxHeldBytes, generator: generator.fork($0.rawValue))
         }
         let flow = DatagramFlow(id: id, client: client, shapers: shapers, path: ConnectionPath(proxyRadio: server.radio), now: now)
         flows[client] = flow
         byID[id] = flow
-        liveIDs.withLock { _ = $0.insert(id) }
-        counters.connectionOpened()
         let (baseline, shaping) = server.state.withLock { ($0.baseline, $0.shaping) }
         if let baseline { flow.effects[ShapingKey(timeline: Int.min, occurrence: 0)] = .link(baseline) }
         for (key, shaped) in shaping where shaped.reaches(id) { flow.effects[key] = shaped.effect }
@@ -107,8 +183,42 @@ final class DatagramRelay: @unchecked Sendable {
         if let sink {
             flow.path.onEvent = { [clock] _, event in sink.record(TrafficEvent(time: clock.now(), connection: id, kind: .path(event))) }
         }
-        connectUpstream(flow)
         return flow
+    }
+
+    /// The fast path's socket of `flow` toward the upstream (its port the mapping) carries it on here.
+    private func adoptUpstream(_ flow: DatagramFlow, socket fd: Int32) {
+        guard let address = server.upstreamAddress else {
+            close(fd)
+            return end(flow)
+        }
+        flow.upstreamAddress = address
+        upstreamBootstrap(for: flow, address: address).withBoundSocket(descriptor: fd).whenComplete { [self] result in
+            switch result {
+            case .success(let channel):
+                guard !flow.isClosed else { return channel.close(promise: nil) }
+                flow.upstream = channel
+            case .failure:
+                close(fd)
+                end(flow)
+            }
+        }
+    }
+
+    /// The bootstrap of `flow`'s socket toward the upstream at `address`: it takes datagrams from that address only.
+    private func upstreamBootstrap(for flow: DatagramFlow, address: SocketAddress) -> DatagramBootstrap {
+        DatagramBootstrap(group: loop)
+            .channelOption(ChannelOptions.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: Self.largestDatagram))
+            .channelOption(ChannelOptions.maxMessagesPerRead, value: DatagramBatch.readsPerWakeUp)
+            .channelInitializer { [self] channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(
+                        DatagramInbound { [self] envelope in
+                            if envelope.remoteAddress == address { fromServer(envelope.data, flow: flow) }
+                        }
+                    )
+                }
+            }
     }
 
     /// Opens the flow's own socket toward the upstream: its local port is the mapping the server sees. The socket is
@@ -126,18 +236,7 @@ final class DatagramRelay: @unchecked Sendable {
             return
         }
         flow.upstreamAddress = address
-        let bootstrap = DatagramBootstrap(group: loop)
-            .channelOption(ChannelOptions.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: Self.largestDatagram))
-            .channelOption(ChannelOptions.maxMessagesPerRead, value: DatagramBatch.readsPerWakeUp)
-            .channelInitializer { [self] channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(
-                        DatagramInbound { [self] envelope in
-                            if envelope.remoteAddress == address { fromServer(envelope.data, flow: flow) }
-                        }
-                    )
-                }
-            }
+        let bootstrap = upstreamBootstrap(for: flow, address: address)
         // From the address a handoff's `new_address` gave the proxy (the phone's new network), when it is of the
         // upstream's family; else from the system's choice.
         let inet6 = address.protocol == .inet6

@@ -1,0 +1,108 @@
+import ChaosCore
+import Foundation
+import Synchronization
+import Testing
+
+@testable import ChaosProxy
+
+/// A UDP proxy that records no bytes and has epoll relay threads (`chaos proxy`) relays on ``DatagramFastPath`` until a
+/// fault touches its datagrams, by the same rules as ``DatagramRelay``; the first fault moves every flow, with its
+/// mapping, to the relay where faults act.
+@Suite("UDP proxies: the fast path", .serialized, .timeLimit(.minutes(2)))
+struct DatagramFastPathTests {
+    @Test("nothing recorded or shaped: a flow per client address with its own upstream port, answers back to the client that asked, counted")
+    func flowsOnTheFastPath() async throws {
+        let harness = try await DatagramHarness(fastPath: true)
+        #expect(harness.proxy.datagramRelay?.fastPath.withLock { $0 != nil } == true, "the datagrams take the fast path")
+        try await harness.twoClientsExchange(stranger: true)
+        #expect(harness.proxy.liveConnections.count == 2)
+        #expect(harness.opened == 2)
+        #expect(harness.proxy.counters.datagrams == 5)
+        #expect(harness.proxy.counters.upstream == 6 && harness.proxy.counters.downstream == 8)
+        try await harness.shutdown()
+        #expect(harness.closed == 4, "both sides of both flows end with the proxy")
+    }
+
+    @Test(
+        "the first fault moves every flow off the fast path with its mapping: the server sees the same port, answers reach the client, and the fault acts"
+    )
+    func aFaultMovesTheFlows() async throws {
+        let harness = try await DatagramHarness(fastPath: true)
+        let port = harness.port
+        let server = harness.server
+        let client = try UDPTestSocket()
+        let before = try await harness.mapping(of: client)
+        let flow = harness.proxy.liveConnections
+        #expect(await harness.proxy.addShaping(.duplicate(rate: 1, direction: .upstream), key: ShapingKey(occurrence: 1), to: nil) == 1)
+        #expect(harness.proxy.datagramRelay?.fastPath.withLock { $0 == nil } == true, "off the fast path")
+        let (copies, answer) = try await offPool {
+            client.send("after", to: port)
+            let copies = server.drain(quiet: 0.3)
+            server.send("answer", to: before)
+            return (copies, client.receiveText())
+        }
+        #expect(
+            copies.count == 2 && copies.allSatisfy { $0.fromPort == before },
+            "duplicated, from the same mapping: \(copies.map(\.fromPort)) vs \(before)"
+        )
+        #expect(answer?.text == "answer" && answer?.fromPort == port)
+        #expect(harness.proxy.liveConnections == flow, "the same flow")
+        #expect(harness.opened == 1)
+        // New clients come to the relay where faults act, from the same listening socket.
+        let newcomer = try await offPool { () -> String? in
+            let other = try UDPTestSocket()
+            other.send("new", to: port)
+            return server.drain(quiet: 0.3).first.map { String(decoding: $0.bytes, as: UTF8.self) }
+        }
+        #expect(newcomer == "new")
+        #expect(harness.proxy.liveConnections.count == 2)
+        try await harness.shutdown()
+    }
+
+    @Test("a quiet flow ends after the idle timeout (the next datagram makes a new mapping); past the cap on flows a new address is dropped, counted")
+    func idleAndCap() async throws {
+        var options = ProxyServer.Options()
+        options.udpIdleTimeout = 400_000_000
+        options.maxFlows = 1
+        let harness = try await DatagramHarness(options: options, fastPath: true)
+        let port = harness.port
+        let server = harness.server
+        let a = try UDPTestSocket()
+        let (first, refused) = try await offPool { () -> (Int, Int) in
+            let b = try UDPTestSocket()
+            a.send("a", to: port)
+            let first = server.receiveText()?.fromPort ?? 0
+            b.send("b", to: port)
+            return (first, server.drain(quiet: 0.2).count)
+        }
+        #expect(first != 0 && refused == 0, "a second address past the cap of 1 is dropped")
+        #expect(harness.proxy.counters.datagramsDropped[.flowLimit] == 1)
+        #expect(harness.proxy.counters.datagrams == 1, "the dropped one is no read")
+        try await waitUntil("the quiet flow ended") { harness.proxy.liveConnections.isEmpty }
+        #expect(harness.closed == 2)
+        let again = try await harness.mapping(of: a, text: "again")
+        #expect(again != 0 && again != first, "a new mapping: \(first) then \(again)")
+        try await harness.shutdown()
+    }
+
+    @Test("a refuse fault moves the flows off the fast path first; listening again keeps them there, with their mappings")
+    func refuseAndListenAgain() async throws {
+        let harness = try await DatagramHarness(fastPath: true)
+        let port = harness.port
+        let server = harness.server
+        let client = try UDPTestSocket()
+        let before = try await harness.mapping(of: client)
+        await harness.proxy.beginRefusing()
+        await harness.proxy.endRefusing()
+        #expect(harness.proxy.datagramRelay?.fastPath.withLock { $0 == nil } == true, "off the fast path for good")
+        let (after, answer) = try await offPool {
+            client.send("after", to: port)
+            let after = server.receiveText()?.fromPort ?? 0
+            server.send("answer", to: after)
+            return (after, client.receiveText()?.text)
+        }
+        #expect(after == before, "the same mapping")
+        #expect(answer == "answer")
+        try await harness.shutdown()
+    }
+}
