@@ -149,10 +149,13 @@ final class DatagramFastPath: EpollRelaySelectable, @unchecked Sendable {
                 let sender = AddressKey(senders[first])
                 var end = first + 1
                 while end < count, AddressKey(senders[end]) == sender { end += 1 }
-                // Past the cap on flows, a new address's datagrams go nowhere (counted as drops, not as reads).
                 if let flow = flows[sender] ?? openFlow(from: senders[first], key: sender, at: now) {
                     flow.lastActivity = now
                     relay(first..<end, from: .client, to: flow.fd, address: upstream)
+                } else {
+                    // Past the cap on flows (or the system's own), a new address's datagrams go nowhere: each counted
+                    // as a drop, none as a read.
+                    for _ in first..<end { counters.dropped(.flowLimit) }
                 }
                 first = end
             }
@@ -205,23 +208,18 @@ final class DatagramFastPath: EpollRelaySelectable, @unchecked Sendable {
 
     // MARK: flows
 
+    /// A new flow for `client`, with its own socket toward the upstream; nil past the cap on flows, or when the system
+    /// refuses a socket.
     private func openFlow(from client: chaos_address, key: AddressKey, at now: Int64) -> Flow? {
-        guard flows.count < maxFlows else {
-            counters.dropped(.flowLimit)
-            return nil
-        }
+        guard flows.count < maxFlows else { return nil }
         var source = flowSource
         let fd = chaos_udp_socket(&source, 0)
-        guard fd >= 0 else {
-            counters.dropped(.flowLimit)  // the system's own limit
-            return nil
-        }
+        guard fd >= 0 else { return nil }
         let flow = Flow(id: ids.next(), client: client, fd: fd, now: now, path: self)
         do {
             flow.key = try loop.register(flow, descriptors: [fd], exclusive: true)
         } catch {
             close(fd)
-            counters.dropped(.flowLimit)
             return nil
         }
         flows[key] = flow
