@@ -118,6 +118,42 @@ struct ProxyLegPairingTests {
         #expect(read.traffic["40002"]?.writtenToServer == request2)
     }
 
+    @Test(
+        "the same when the server speaks first on each server leg (HTTP/2's SETTINGS, which the partition holds from the clients too): its greeting tells nothing, the requests do (the gRPC pair's tcpdump, s68: two reconnects paired crosswise, streams mixed)",
+        arguments: pairings
+    )
+    func serverSpeaksFirstAfterCrosswiseDials(pairing: CaptureReadOptions.Pairing) throws {
+        let common = TestSupport.bytes(count: 40, seed: 11)
+        let request1 = common + Array("PING one\n".utf8)
+        let request2 = common + Array("PING two\n".utf8)
+        let greeting = Array("SETTINGS\n".utf8)
+        let script = ScriptedTCP()
+        var c1 = script.open(40001, to: 7000)
+        var c2 = script.open(40002, to: 7000)
+        var s2 = script.open(50002, to: 7001)  // the dials overtook each other
+        var s1 = script.open(50001, to: 7001)
+        script.send(greeting, on: &s2, fromClient: false)
+        script.send(greeting, on: &s1, fromClient: false)
+        script.send(request1, on: &c1, fromClient: true)
+        script.send(request2, on: &c2, fromClient: true)
+        script.wait(milliseconds: 1_400)  // the partition holds both ways past the 1 s window
+        script.send(request1, on: &s1, fromClient: true)
+        script.send(request2, on: &s2, fromClient: true)
+        script.send(greeting, on: &c1, fromClient: false)
+        script.send(greeting, on: &c2, fromClient: false)
+        for flow in [c1, c2, s1, s2] {
+            var flow = flow
+            script.close(&flow)
+        }
+
+        let read = try Self.read(script, pairing: pairing)
+        #expect(read.statistics.pairedConnections == 2)
+        #expect(read.endpoints["40001"]?.proxyLocal.hasSuffix(":50001") == true, "\(read.endpoints)")
+        #expect(read.endpoints["40002"]?.proxyLocal.hasSuffix(":50002") == true)
+        #expect(read.traffic["40001"]?.writtenToServer == request1)
+        #expect(read.traffic["40002"]?.writtenToServer == request2)
+    }
+
     @Test("legs whose payload cannot tell them apart fall back to the oldest client leg", arguments: pairings)
     func indistinguishableLegs(pairing: CaptureReadOptions.Pairing) throws {
         let request = Array("the same request\n".utf8)

@@ -24,6 +24,12 @@ struct PayloadPrefix {
         Self.agree(towardServer, other.towardServer) && Self.agree(towardClient, other.towardClient)
     }
 
+    /// Whether comparing with `other` can tell anything: in some direction both carried bytes. A server leg's greeting
+    /// (HTTP/2's SETTINGS) that the proxy has not yet written to any client leg agrees with every one of them.
+    func overlaps(_ other: PayloadPrefix) -> Bool {
+        (!towardServer.isEmpty && !other.towardServer.isEmpty) || (!towardClient.isEmpty && !other.towardClient.isEmpty)
+    }
+
     /// Whether, in one direction, this prefix and each of `others` are full: more payload cannot tell
     /// them apart.
     func isExhausted(against others: [PayloadPrefix]) -> Bool {

@@ -44,7 +44,7 @@ extension TrafficReconstructor {
             // One agrees: found. None agrees (the proxy changed bytes?): more payload will not help.
             choice = agreeing.first ?? oldest
         } else if force || leg.finished || leg.firstBytes.isExhausted(against: agreeing.map(\.firstBytes))
-            || (time - leg.firstTime > activeWindow && (leg.carriedPayload || Self.holdsTooMuch(agreeing)))
+            || (time - leg.firstTime > activeWindow && (Self.told(leg, agreeing) || Self.holdsTooMuch(agreeing)))
         {
             choice = agreeing[0]
         } else {
@@ -54,6 +54,15 @@ extension TrafficReconstructor {
         pendingClientLegs.removeAll { $0 === choice }
         try pair(choice, with: leg, time: leg.firstTime)
         return true
+    }
+
+    /// Whether the payload `leg` carried was compared with some of `candidates`' (in a direction both carried bytes):
+    /// only then is the oldest of those that agree a guess from payload. A server leg that carried only its server's
+    /// greeting, which the proxy holds from every client leg (a partition), waits for more, as one that carried
+    /// nothing does (the gRPC pair's tcpdump, s68: two reconnects dialled crosswise in a partition, paired by the
+    /// window's guess, their streams mixed).
+    static func told(_ leg: TCPFlow, _ candidates: [TCPFlow]) -> Bool {
+        leg.carriedPayload && candidates.contains { leg.firstBytes.overlaps($0.firstBytes) }
     }
 
     /// The most payload the candidates of a server leg that has carried nothing yet may hold before it is
