@@ -195,7 +195,7 @@ extension EpollRelayConnection {
         for (index, action) in actions.enumerated() {
             switch action {
             case .recordClose(let side, let kind, let beforeReset):
-                if beforeReset, !terminating { readWhatTheResetDrops(side.slot) }
+                if beforeReset, kind == .resetByFault, !terminating { readWhatTheResetDrops(side.slot) }
                 _ = pollAcknowledgements(side.slot, beforeReset: beforeReset)
                 if kind == .reset, !beforeReset { recordAcknowledgementsCutByPeerReset(side) }
                 recordClose(side.slot, kind)

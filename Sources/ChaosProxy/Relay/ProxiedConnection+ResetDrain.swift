@@ -6,8 +6,9 @@ import NIOCore
 /// The leg's peer wrote those bytes and the proxy's kernel acknowledged them: a capture of the leg shows them sent, and
 /// the reset drops them. Unread, the live audit never counted them sent, so a message a fault's reset cut there, which
 /// a buggy producer then skipped on resume, was lost on the wire and nowhere in the live audit (a fresh-clone run, s67:
-/// a server's seq 294 written 12 ms before a `disconnect`, tcpdump's audit lost 2, the live audit 1). Before a reset
-/// (a fault's, a linger's end, a reset passed on; not the proxy's stop), the legs about to be reset are read to drop,
+/// a server's seq 294 written 12 ms before a `disconnect`, tcpdump's audit lost 2, the live audit 1). Before a fault's
+/// reset (its cut, its linger's end, a reset passed on in a cut connection; not a peer's reset passed on outside a
+/// fault, which the pair's own stop makes, nor the proxy's stop), the legs about to be reset are read to drop,
 /// their reads recorded, until a turn reads nothing (at most ``ResetDrain/turns`` turns of ``ResetDrain/turn``); then
 /// their closes are recorded and the resets go out. The epoll relay reads its sockets in place instead.
 struct ResetDrain {
@@ -41,7 +42,7 @@ extension ProxiedConnection {
     /// `actions`.
     func drainBeforeReset(then actions: [RelayStateMachine.Action]) {
         let sides = actions.compactMap { action -> Side? in
-            guard case .recordClose(let side, _, beforeReset: true) = action, readsBeforeReset(side) else { return nil }
+            guard case .recordClose(let side, .resetByFault, beforeReset: true) = action, readsBeforeReset(side) else { return nil }
             return side
         }
         resetDrain.draining.formUnion(sides)

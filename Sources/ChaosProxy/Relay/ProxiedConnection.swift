@@ -331,7 +331,7 @@ final class ProxiedConnection: @unchecked Sendable {
         for (index, action) in actions.enumerated() {
             switch action {
             case .recordClose(let side, let kind, let beforeReset):
-                if beforeReset, readsBeforeReset(side) { return drainBeforeReset(then: Array(actions[index...])) }
+                if beforeReset, kind == .resetByFault, readsBeforeReset(side) { return drainBeforeReset(then: Array(actions[index...])) }
                 deadPathLegClosed(side, kind, byProxy: beforeReset)
                 pollAcknowledgements(side, beforeReset: beforeReset)
                 if kind == .reset, !beforeReset { recordAcknowledgementsCutByPeerReset(side) }
