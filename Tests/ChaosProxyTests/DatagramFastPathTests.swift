@@ -59,6 +59,36 @@ struct DatagramFastPathTests {
         try await harness.shutdown()
     }
 
+    @Test(
+        "a client sending all the while a fault moves its flow keeps its one mapping: no datagram of it opens a new flow, and those sent while its socket moved arrive"
+    )
+    func movedUnderLoad() async throws {
+        let harness = try await DatagramHarness(fastPath: true)
+        let port = harness.port
+        let server = harness.server
+        let client = try UDPTestSocket()
+        let before = try await harness.mapping(of: client)
+        // The server reads all the while; 2,000 datagrams, one every 100 µs, while the fault moves the flow.
+        let reading = Background { server.drain(quiet: 0.5) }
+        let sending = Background {
+            for index in 0..<2_000 {
+                client.send("\(index)", to: port)
+                usleep(100)
+            }
+        }
+        try await Task.sleep(nanoseconds: 50_000_000)
+        #expect(await harness.proxy.addShaping(.loss(rate: 0, burst: 1, direction: .upstream), key: ShapingKey(occurrence: 1), to: nil) == 1)
+        let received = try await offPool {
+            _ = sending.join()
+            return reading.join() ?? []
+        }
+        #expect(Set(received.map(\.fromPort)) == [before], "one mapping: \(Set(received.map(\.fromPort)))")
+        #expect(harness.proxy.counters.opened == 1, "one flow")
+        let dropped = harness.proxy.counters.datagramsDropped.values.reduce(0, +)
+        #expect(received.count + Int(dropped) == 2_000, "\(received.count) arrived, \(dropped) dropped")
+        try await harness.shutdown()
+    }
+
     @Test("a quiet flow ends after the idle timeout (the next datagram makes a new mapping); past the cap on flows a new address is dropped, counted")
     func idleAndCap() async throws {
         var options = ProxyServer.Options()

@@ -115,31 +115,34 @@ final class DatagramRelay: @unchecked Sendable {
         leftFastPath.store(true, ordering: .releasing)
         defer { fastPath.withLock { $0 = nil } }
         guard let detached = await fast.detach() else { return nil }
-        let channel: any Channel
-        do {
-            channel = try await listenerBootstrap().withBoundSocket(descriptor: detached.listener).get()
-            try await listen(on: channel)
-        } catch {
+        // The flows first, so that the listening socket's first datagrams find them (not new flows from new ports).
+        let adopted =
+            (try? await loop.submit { [self] () -> Bool in
+                guard !isStopped else { return false }
+                let now = clock.now()
+                for handed in detached.flows {
+                    let flow = makeFlow(id: handed.id, client: handed.client, now: now)
+                    flow.lastActivity = handed.lastActivity
+                    adoptUpstream(flow, socket: handed.fd)
+                }
+                return true
+            }.get()) ?? false
+        guard adopted else {
             close(detached.listener)
             for flow in detached.flows { close(flow.fd) }
             liveIDs.withLock { $0.subtract(detached.flows.map(\.id)) }
+            return nil
+        }
+        do {
+            let channel = try await listenerBootstrap().withBoundSocket(descriptor: detached.listener).get()
+            try await listen(on: channel)
+            return channel
+        } catch {
+            close(detached.listener)
+            try? await loop.submit { [self] in for flow in Array(byID.values) { end(flow) } }.get()
             server.logger.error("UDP flows could not move off the fast path", metadata: ["proxy.name": "\(server.spec.name)", "error": "\(error)"])
             return nil
         }
-        try? await loop.submit { [self] in
-            guard !isStopped else {
-                for flow in detached.flows { close(flow.fd) }
-                liveIDs.withLock { $0.subtract(detached.flows.map(\.id)) }
-                return
-            }
-            let now = clock.now()
-            for handed in detached.flows {
-                let flow = makeFlow(id: handed.id, client: handed.client, now: now)
-                flow.lastActivity = handed.lastActivity
-                adoptUpstream(flow, socket: handed.fd)
-            }
-        }.get()
-        return channel
     }
 
     /// Ends every flow (the proxy stops). The fast path, if any, is stopped by its listener's close.
@@ -198,6 +201,10 @@ final class DatagramRelay: @unchecked Sendable {
             case .success(let channel):
                 guard !flow.isClosed else { return channel.close(promise: nil) }
                 flow.upstream = channel
+                // What came while the socket moved passes now.
+                let pending = flow.pending
+                flow.pending = []
+                for datagram in pending { arrived(datagram, from: .client, of: flow, at: clock.now()) }
             case .failure:
                 close(fd)
                 end(flow)
