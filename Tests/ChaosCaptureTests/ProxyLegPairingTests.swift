@@ -92,30 +92,7 @@ struct ProxyLegPairingTests {
         arguments: pairings
     )
     func heldRequestsAfterCrosswiseDials(pairing: CaptureReadOptions.Pairing) throws {
-        let common = TestSupport.bytes(count: 40, seed: 9)
-        let request1 = common + Array("GET / stream one\n".utf8)
-        let request2 = common + Array("GET / stream two\n".utf8)
-        let script = ScriptedTCP()
-        var c1 = script.open(40001, to: 7000)
-        var c2 = script.open(40002, to: 7000)
-        var s2 = script.open(50002, to: 7001)  // the dials overtook each other
-        var s1 = script.open(50001, to: 7001)
-        script.send(request1, on: &c1, fromClient: true)
-        script.send(request2, on: &c2, fromClient: true)
-        script.wait(milliseconds: 1_400)  // the partition: the proxy holds both requests past the 1 s window
-        script.send(request1, on: &s1, fromClient: true)
-        script.send(request2, on: &s2, fromClient: true)
-        for flow in [c1, c2, s1, s2] {
-            var flow = flow
-            script.close(&flow)
-        }
-
-        let read = try Self.read(script, pairing: pairing)
-        #expect(read.statistics.pairedConnections == 2)
-        #expect(read.endpoints["40001"]?.proxyLocal.hasSuffix(":50001") == true, "\(read.endpoints)")
-        #expect(read.endpoints["40002"]?.proxyLocal.hasSuffix(":50002") == true)
-        #expect(read.traffic["40001"]?.writtenToServer == request1)
-        #expect(read.traffic["40002"]?.writtenToServer == request2)
+        try Self.heldCrosswise(pairing: pairing, greeting: nil, seed: 9, requests: ("GET / stream one\n", "GET / stream two\n"))
     }
 
     @Test(
@@ -123,24 +100,34 @@ struct ProxyLegPairingTests {
         arguments: pairings
     )
     func serverSpeaksFirstAfterCrosswiseDials(pairing: CaptureReadOptions.Pairing) throws {
-        let common = TestSupport.bytes(count: 40, seed: 11)
-        let request1 = common + Array("PING one\n".utf8)
-        let request2 = common + Array("PING two\n".utf8)
-        let greeting = Array("SETTINGS\n".utf8)
+        try Self.heldCrosswise(pairing: pairing, greeting: Array("SETTINGS\n".utf8), seed: 11, requests: ("PING one\n", "PING two\n"))
+    }
+
+    /// Two clients' requests, equal for 40 bytes, held by a partition past the 1 s window, the proxy's dials crossed;
+    /// with `greeting`, the server speaks first on each server leg and the partition holds that from the clients too.
+    /// Each client leg must be paired with the server leg that carries its request.
+    static func heldCrosswise(pairing: CaptureReadOptions.Pairing, greeting: [UInt8]?, seed: UInt64, requests: (String, String)) throws {
+        let common = TestSupport.bytes(count: 40, seed: seed)
+        let request1 = common + Array(requests.0.utf8)
+        let request2 = common + Array(requests.1.utf8)
         let script = ScriptedTCP()
         var c1 = script.open(40001, to: 7000)
         var c2 = script.open(40002, to: 7000)
         var s2 = script.open(50002, to: 7001)  // the dials overtook each other
         var s1 = script.open(50001, to: 7001)
-        script.send(greeting, on: &s2, fromClient: false)
-        script.send(greeting, on: &s1, fromClient: false)
+        if let greeting {
+            script.send(greeting, on: &s2, fromClient: false)
+            script.send(greeting, on: &s1, fromClient: false)
+        }
         script.send(request1, on: &c1, fromClient: true)
         script.send(request2, on: &c2, fromClient: true)
-        script.wait(milliseconds: 1_400)  // the partition holds both ways past the 1 s window
+        script.wait(milliseconds: 1_400)  // the partition: the proxy holds what it read past the 1 s window
         script.send(request1, on: &s1, fromClient: true)
         script.send(request2, on: &s2, fromClient: true)
-        script.send(greeting, on: &c1, fromClient: false)
-        script.send(greeting, on: &c2, fromClient: false)
+        if let greeting {
+            script.send(greeting, on: &c1, fromClient: false)
+            script.send(greeting, on: &c2, fromClient: false)
+        }
         for flow in [c1, c2, s1, s2] {
             var flow = flow
             script.close(&flow)
