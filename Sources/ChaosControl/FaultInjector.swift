@@ -166,6 +166,12 @@ package final class FaultInjector: Sendable {
                 let due = timelineOrigin + action.at.nanoseconds
                 do { try await clock.sleep(until: paused ? min(due, clock.now() + Self.pausedPoll) : due) } catch { break }
                 if schedule != nil { continue }
+            } else {
+                // Behind the timeline (a fault every millisecond on a loaded machine): what is due is applied without
+                // a sleep, so the loop lets the rest of its executor run between actions, or it would hold a thread
+                // of the shared pool for as long as it stays behind (the control API's answers waited on it).
+                await Task.yield()
+                if Task.isCancelled { break }
             }
             switch action {
             case .end(let pending):
