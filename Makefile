@@ -8,7 +8,7 @@ PEERS ?= $(HOME)/.cache/chaos-peers
 AMQTT_VENV ?= $(PEERS)/amqtt
 # prometheus (and its promtool): PrometheusScrapeTests scrapes a running chaos with it, on a port of its own (the
 # package's service, where a system starts it, listens on 9090 and is not used).
-APT_PACKAGES := libpcap-dev zlib1g-dev tshark tcpdump socat haproxy iperf3 iproute2 jq python3 nftables mosquitto python3-venv chromium prometheus
+APT_PACKAGES := libpcap-dev zlib1g-dev tshark tcpdump socat haproxy iperf3 iproute2 jq python3 nftables iptables mosquitto python3-venv chromium prometheus
 CHAOS := .build/debug/chaos
 # No debug info in the debug build: less to compile and link (the tests need no debugger); `make demo` and `make test`
 # build with the same flags, so they share one build. (Not --disable-index-store: Linux finds the tests through the

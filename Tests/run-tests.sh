@@ -37,7 +37,7 @@ PAIR_LANES=(
   "ShippedWebSocketScenarioTests FleetMergeTests MQTTTransportPairTests DeadPathTests"
   "GRPCPairTests LoopbackCaptureTests QUICHTTP3PairTests"
   "TLSPairTests \.CaptureAuditTests QUICNoMigrationPairTests"
-  "TLSCaptureAuditTests KeepaliveHangTests PrometheusScrapeTests"
+  "TLSCaptureAuditTests KeepaliveHangTests KernelLossPathTests PrometheusScrapeTests"
   "ShrinkCommandTests SocketIORoomPairTests"
   "QuickstartShrinkTests FleetNamespaceTests RepeatRunTests ChatFanoutPairTests"
   "WebSocketPairTests MobilePathPairTests LivePageTests"

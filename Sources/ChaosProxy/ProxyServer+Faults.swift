@@ -29,8 +29,8 @@ extension ProxyServer {
         for connection in connections {
             try? await connection.eventLoop.submit { connection.addShaping(effect, key: key) }.get()
         }
-        // A dead path is dead when this returns: its segments are dropped.
-        if effect.makesDeadPath, !connections.isEmpty { await KernelDeadPath.shared.installed() }
+        // A dead path is dead when this returns: its segments are dropped; a lossy one's are drawn.
+        if !connections.isEmpty, effect.makesDeadPath || KernelDeadPath.isInUse { await KernelDeadPath.shared.installed() }
         return connections.count
     }
 

@@ -33,6 +33,7 @@ struct DeadPathTests {
     static func partition(
         _ seconds: Double,
         userTimeoutMs: Int = 0,
+        fault: String? = nil,
         environment: [String: String]? = ["CHAOS_DEAD_PATH": "kernel"],
         launcher: [String] = []
     ) async throws -> Outcome {
@@ -56,7 +57,7 @@ struct DeadPathTests {
             [
                 "python3", Self.peer, "--api", "127.0.0.1:\(api)", "--proxy", "\(listen)", "--server", "\(upstream)",
                 "--partition", "\(seconds)", "--user-timeout", "\(userTimeoutMs)", "--out", out,
-            ],
+            ] + (fault.map { ["--fault", $0] } ?? []),
             timeout: 100,
             program: "/usr/bin/env"
         )

@@ -8,7 +8,10 @@ The client paces itself at about 32 MB/s (a 64 KiB write every 2 ms): far more t
 spending the machine's cores on loopback copies before and after. Once the partition is over it writes until
 everything it wrote before the end has arrived (the same TCP connection carrying on), then closes.
 
-usage: dead-path-peer.py --api HOST:PORT --proxy PORT --server PORT --partition SECONDS [--user-timeout MS] --out FILE
+usage: dead-path-peer.py --api HOST:PORT --proxy PORT --server PORT --partition SECONDS [--user-timeout MS]
+       [--fault JSON] --out FILE
+
+With --fault (say '{"loss": {"rate": "5%"}}'), that fault is posted for the partition's length instead.
 """
 import argparse
 import json
@@ -78,6 +81,8 @@ def main():
     parser.add_argument("--server", type=int, required=True)
     parser.add_argument("--partition", type=float, required=True)
     parser.add_argument("--user-timeout", type=int, default=0)
+    # Another fault of that length instead of the partition (a JSON object as POST /faults takes it, without its 'for').
+    parser.add_argument("--fault", default=None)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
 
@@ -104,7 +109,10 @@ def main():
     time.sleep(1.0)
     before = tcp_info(client)
     posted = time.monotonic()
-    status = post_fault(args.api, {"partition": {"for": f"{args.partition}s"}})
+    fault = json.loads(args.fault) if args.fault else {"partition": {}}
+    for parameters in fault.values():
+        parameters["for"] = f"{args.partition}s"
+    status = post_fault(args.api, fault)
     answered = time.monotonic()
     # The partition's first moments: what was in flight when the rules went in may still be acknowledged.
     time.sleep(0.3)

@@ -91,6 +91,26 @@ int chaos_udp_read(int fd, uint8_t *buffer, int slot, int count, uint32_t *lengt
 int chaos_udp_send(int fd, const uint8_t *buffer, int slot, const uint32_t *lengths, int first, int count, const chaos_address *to,
                    int segment);
 
+/// How many first bytes of a queued packet are read: an IPv6 header and the longest TCP header.
+#define CHAOS_NFQ_HEADER_BYTES 104
+
+/// One packet waiting in the kernel's queue for its verdict: its id, and its first bytes (from the IP header on).
+typedef struct {
+    uint32_t id;
+    uint16_t captured;
+    uint8_t header[CHAOS_NFQ_HEADER_BYTES];
+} chaos_nfq_packet;
+
+/// A netlink socket bound to the kernel's packet queue `queue_num` (nftables' `queue num`), reading each packet's first
+/// ``CHAOS_NFQ_HEADER_BYTES``; at most `max_queued` wait, and a packet past them passes (the queue fails open).
+/// Returns the socket, or -errno (-EBUSY: another process holds that queue; -EPERM: no CAP_NET_ADMIN).
+int chaos_nfq_open(uint16_t queue_num, uint32_t max_queued);
+/// Waits for at least one queued packet, then takes what else is there, up to `max`. Returns how many, or -errno.
+int chaos_nfq_receive(int fd, chaos_nfq_packet *packets, int max);
+/// Gives `count` packets their verdicts (`accept[i]` nonzero: the packet goes on; zero: the kernel drops it), in
+/// batches of one send each. Returns 0, or -errno.
+int chaos_nfq_verdicts(int fd, uint16_t queue_num, const uint32_t *ids, const uint8_t *accept, int count);
+
 /// Names the calling thread (at most 15 characters are kept).
 void chaos_name_thread(const char *name);
 

@@ -28,12 +28,19 @@ package final class KernelDeadPath: Sendable {
 
     /// Whether the kernel path works here.
     package let availability: Availability
+    /// Where a lossy flow's segments get their verdicts, on the kernel path (``KernelLoss``); nil: loss is emulated in
+    /// the proxy (``lossUnavailable`` says why, on the kernel path).
+    package let loss: KernelLoss?
+    /// Why the kernel path has no loss queue (nil: it has one, or there is no kernel path).
+    package let lossUnavailable: String?
 
     /// Whether the process made its table (``shared`` was probed and the kernel path works): asked without probing.
     package static var isInUse: Bool { tableToRemoveAtExit.withLock { $0 != nil } }
     /// The process's table.
     package let table: String
     private let nft: String?
+    /// `iptables-restore` and `ip6tables-restore`, for the loss queue's rules (``LossQueueScript``).
+    private let iptables: (v4: String?, v6: String?)
     private let state = Mutex(State())
     private let queue = DispatchQueue(label: "chaos.kernel-dead-path")
 
@@ -49,13 +56,27 @@ package final class KernelDeadPath: Sendable {
         var failures: [String] = []
     }
 
+    /// What a run says at its end about the kernel's loss queue, once it drew for a segment (nil: it did not, or the
+    /// process has no kernel path): asked without probing.
+    package static var lossLine: String? {
+        guard isInUse, let total = shared.loss?.total, total.segments > 0 else { return nil }
+        return "loss in the kernel: \(total.dropped) of \(total.segments) segments dropped"
+    }
+
     /// What a run says at start-up and in its report about where a dead path's bytes stop.
     package var summary: String {
         switch availability {
         case .kernel:
             let failures = self.failures
             let refused = failures.first.map { "; nft refused \(failures.count) change(s), the first: \($0)" } ?? ""
-            return "dropped in the kernel (nftables table inet \(table)): the sender's TCP sees no acknowledgement\(refused)"
+            let lossNote: String
+            if let loss {
+                let total = loss.total
+                lossNote = "; loss dropped in the kernel (queue \(loss.queue)): \(total.dropped) of \(total.segments) segments drawn"
+            } else {
+                lossNote = "; loss emulated in the proxy (\(lossUnavailable ?? "no queue"))"
+            }
+            return "dropped in the kernel (nftables table inet \(table)): the sender's TCP sees no acknowledgement\(lossNote)\(refused)"
         case .proxy(let reason): return "held in the proxy: the sender's TCP saw acknowledgements (\(reason))"
         }
     }
@@ -65,21 +86,38 @@ package final class KernelDeadPath: Sendable {
         table = NftScript.tableName(pid: pid)
         let probe = Self.probe(environment: environment)
         // A killed chaos's rules go whichever path this run takes, wherever this process may remove them.
-        if let nft = probe.privileged { Self.removeStaleTables(nft: nft) }
+        if let nft = probe.privileged {
+            Self.removeStaleTables(nft: nft)
+            Self.removeLossRules(probe.iptables) { pid in !FileManager.default.fileExists(atPath: "/proc/\(pid)") }
+        }
         nft = probe.nft
         guard let nft = probe.nft else {
             availability = .proxy(reason: probe.reason)
+            (loss, lossUnavailable, iptables) = (nil, nil, (nil, nil))
             return
         }
+        if probe.iptables.v4 == nil || probe.iptables.v6 == nil {
+            (loss, lossUnavailable) = (nil, "iptables is not installed (Debian: apt-get install iptables): the loss queue's rules need it")
+        } else {
+            switch KernelLoss.open(pid: pid) {
+            case .success(let opened): (loss, lossUnavailable) = (opened, nil)
+            case .failure(let failure): (loss, lossUnavailable) = (nil, failure.reason)
+            }
+        }
+        iptables = probe.iptables
         if let error = Self.run(nft, script: NftScript.create(table: table)) {
             availability = .proxy(reason: "nft could not add table inet \(table): \(error)")
             return
         }
         availability = .kernel
         tableToRemoveAtExit.withLock { $0 = (nft, table) }
+        lossRulesToRemoveAtExit.withLock { $0 = loss == nil ? nil : probe.iptables }
         atexit {
             guard let (nft, table) = tableToRemoveAtExit.withLock({ $0 }) else { return }
             _ = KernelDeadPath.run(nft, script: NftScript.delete(table: table))
+            if let iptables = lossRulesToRemoveAtExit.withLock({ $0 }) {
+                KernelDeadPath.removeLossRules(iptables) { $0 == getpid() }
+            }
         }
     }
 
@@ -126,9 +164,15 @@ package final class KernelDeadPath: Sendable {
         }
         var error: String?
         if !changes.isEmpty, let nft {
+            let queued: (ipv4: String?, ipv6: String?) =
+                loss.map { LossQueueScript.change(changes, queue: $0.queue, comment: table) } ?? (nil, nil)
             // Another nft changing the ruleset at the same moment can make a batch fail once: it is tried again.
             for attempt in 1...Self.attempts {
                 error = Self.run(nft, script: NftScript.change(table: table, changes))
+                for (program, script) in [(iptables.v4, queued.ipv4), (iptables.v6, queued.ipv6)] where error == nil {
+                    guard let program, let script else { continue }
+                    error = Self.run(program, script: script, arguments: ["--noflush", "--wait"])
+                }
                 guard let failed = error else { break }
                 FileHandle.standardError.write(
                     Data("chaos: nft refused the dead path's rules (try \(attempt) of \(Self.attempts)): \(failed)\n".utf8)
@@ -155,22 +199,27 @@ package final class KernelDeadPath: Sendable {
     /// `nft` when the kernel path is asked for (`CHAOS_DEAD_PATH=kernel`) and this process may use it (CAP_NET_ADMIN,
     /// which root has), or why the proxy holds instead; and `nft` whenever the process may use it (`privileged`: to
     /// remove a killed chaos's table).
-    static func probe(environment: [String: String]) -> (nft: String?, privileged: String?, reason: String) {
-        let candidates = ["/usr/sbin/nft", "/sbin/nft", "/usr/bin/nft", "/bin/nft"]
-        let installed = candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
+    static func probe(
+        environment: [String: String]
+    ) -> (nft: String?, privileged: String?, reason: String, iptables: (v4: String?, v6: String?)) {
+        func find(_ name: String) -> String? {
+            ["/usr/sbin/", "/sbin/", "/usr/bin/", "/bin/"].map { $0 + name }.first { FileManager.default.isExecutableFile(atPath: $0) }
+        }
+        let installed = find("nft")
         let mayAdminister = hasNetAdmin()
         let privileged = mayAdminister ? installed : nil
+        let iptables = mayAdminister ? (find("iptables-restore"), find("ip6tables-restore")) : (nil, nil)
         switch environment["CHAOS_DEAD_PATH"] {
         case "kernel": break
-        case nil, "": return (nil, privileged, "the default; CHAOS_DEAD_PATH=kernel drops the segments in the kernel")
-        case "proxy": return (nil, privileged, "CHAOS_DEAD_PATH=proxy")
-        case let other?: return (nil, privileged, "CHAOS_DEAD_PATH=\(other) is neither kernel nor proxy")
+        case nil, "": return (nil, privileged, "the default; CHAOS_DEAD_PATH=kernel drops the segments in the kernel", iptables)
+        case "proxy": return (nil, privileged, "CHAOS_DEAD_PATH=proxy", iptables)
+        case let other?: return (nil, privileged, "CHAOS_DEAD_PATH=\(other) is neither kernel nor proxy", iptables)
         }
         guard mayAdminister else {
-            return (nil, nil, "no CAP_NET_ADMIN (\(geteuid() == 0 ? "root without it" : "not root")): the kernel path needs it")
+            return (nil, nil, "no CAP_NET_ADMIN (\(geteuid() == 0 ? "root without it" : "not root")): the kernel path needs it", (nil, nil))
         }
-        guard let installed else { return (nil, nil, "nft is not installed (Debian: apt-get install nftables)") }
-        return (installed, installed, "")
+        guard let installed else { return (nil, nil, "nft is not installed (Debian: apt-get install nftables)", (nil, nil)) }
+        return (installed, installed, "", iptables)
     }
 
     /// Whether the process's effective capabilities hold CAP_NET_ADMIN (bit 12 of CapEff in /proc/self/status).
@@ -190,11 +239,25 @@ package final class KernelDeadPath: Sendable {
         for table in stale { _ = run(nft, script: NftScript.delete(table: table)) }
     }
 
-    /// Runs `nft -f -` with `script`; returns its error (stderr, or how it ended), nil when it succeeded.
-    static func run(_ nft: String, script: String) -> String? {
+    /// Removes the loss queue's rules (``LossQueueScript``) whose process `remove` names: a killed chaos's, or at exit
+    /// this one's.
+    static func removeLossRules(_ iptables: (v4: String?, v6: String?), remove: (Int32) -> Bool) {
+        for restore in [iptables.v4, iptables.v6].compactMap({ $0 }) {
+            let save = restore.replacingOccurrences(of: "-restore", with: "-save")
+            guard FileManager.default.isExecutableFile(atPath: save), let saved = try? capture(save, ["-t", "raw"]),
+                let script = LossQueueScript.removal(in: saved, remove: remove)
+            else { continue }
+            _ = run(restore, script: script, arguments: ["--noflush", "--wait"])
+        }
+    }
+
+    /// Runs `program` (`nft -f -` by default) with `script` on its input; returns its error (stderr, or how it ended),
+    /// nil when it succeeded.
+    static func run(_ program: String, script: String, arguments: [String] = ["-f", "-"]) -> String? {
+        let nft = program
         let process = Process()
         process.executableURL = URL(fileURLWithPath: nft)
-        process.arguments = ["-f", "-"]
+        process.arguments = arguments
         let input = Pipe()
         let errors = Pipe()
         process.standardInput = input
@@ -230,3 +293,5 @@ package final class KernelDeadPath: Sendable {
 
 /// The nft binary and the table `atexit` removes (set once the table is made).
 private let tableToRemoveAtExit = Mutex<(String, String)?>(nil)
+/// The `iptables-restore` binaries whose loss queue rules of this process `atexit` removes (set once the queue is open).
+private let lossRulesToRemoveAtExit = Mutex<(v4: String?, v6: String?)?>(nil)

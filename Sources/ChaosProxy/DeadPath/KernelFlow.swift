@@ -63,6 +63,8 @@ package enum KernelDrop: String, Sendable, CaseIterable {
     /// Every segment but a pure acknowledgement: the path is dead this way only, so the other way's bytes are still
     /// acknowledged (a one-way partition).
     case data
+    /// None for good: each segment waits in the kernel's queue for the seeded loss model's verdict (``KernelLoss``).
+    case queued
 }
 
 extension KernelDrop {
@@ -74,13 +76,28 @@ extension KernelDrop {
     /// (its first flight, then its retransmissions), and the proxy reads it and holds it as it always did, so that what
     /// each end does in the dead path (a heartbeat, a FIN, a reset) is seen when it does it. One way dead: that way's
     /// segments but pure acknowledgements are dropped on both legs, so the other way still flows and is acknowledged.
-    package static func drops(dead: Set<Direction>, client: KernelFlow?, server: KernelFlow?) -> [(flow: KernelFlow, drop: KernelDrop?)] {
+    ///
+    /// A lossy direction (`lossy`) is lost on the client's leg, the phone's own link: its flow there (client to proxy
+    /// going up, proxy to client going down) is queued for the loss model's verdicts, unless a dead path drops it.
+    package static func drops(
+        dead: Set<Direction>,
+        lossy: Set<Direction> = [],
+        client: KernelFlow?,
+        server: KernelFlow?
+    ) -> [(flow: KernelFlow, drop: KernelDrop?)] {
         let up = [client, server].compactMap { $0 }
         let down = up.map(\.reversed)
-        guard dead.count < Direction.allCases.count else {
+        var drops: [(flow: KernelFlow, drop: KernelDrop?)]
+        if dead.count < Direction.allCases.count {
+            drops = up.map { ($0, dead.contains(.upstream) ? .data : nil) } + down.map { ($0, dead.contains(.downstream) ? .data : nil) }
+        } else {
             let fromProxy = [client?.reversed, server].compactMap { $0 }
-            return (up + down).map { flow in (flow, fromProxy.contains(flow) ? .everything : nil) }
+            drops = (up + down).map { flow in (flow, fromProxy.contains(flow) ? .everything : nil) }
         }
-        return up.map { ($0, dead.contains(.upstream) ? .data : nil) } + down.map { ($0, dead.contains(.downstream) ? .data : nil) }
+        guard let client else { return drops }
+        for (direction, flow) in [(Direction.upstream, client), (.downstream, client.reversed)] where lossy.contains(direction) {
+            if let index = drops.firstIndex(where: { $0.flow == flow }), drops[index].drop == nil { drops[index].drop = .queued }
+        }
+        return drops
     }
 }

@@ -14,12 +14,15 @@ package enum NftScript {
         (drop == .everything ? "dead" : "data") + (ipv6 ? "6" : "4")
     }
 
+    /// What the sets drop (a queued flow is not in them: ``LossQueueScript``'s rules queue it).
+    static let dropped: [KernelDrop] = [.everything, .data]
+
     /// Makes `table` with its sets, chain and rules (empty sets: nothing is dropped yet).
     package static func create(table: String) -> String {
         var lines = ["add table inet \(table)"]
         for ipv6 in [false, true] {
             let family = ipv6 ? "ipv6_addr" : "ipv4_addr"
-            for drop in KernelDrop.allCases {
+            for drop in dropped {
                 lines.append(
                     "add set inet \(table) \(setName(drop, ipv6: ipv6)) { type \(family) . inet_service . \(family) . inet_service; }"
                 )
@@ -57,7 +60,7 @@ package enum NftScript {
         for (verb, pick) in [("delete", { (c: (flow: KernelFlow, from: KernelDrop?, to: KernelDrop?)) in c.from }), ("add", { $0.to })] {
             var bySet: [String: [String]] = [:]
             for change in changes where change.from != change.to {
-                guard let drop = pick(change) else { continue }
+                guard let drop = pick(change), dropped.contains(drop) else { continue }
                 bySet[setName(drop, ipv6: change.flow.isIPv6), default: []].append(change.flow.setElement)
             }
             for set in bySet.keys.sorted() {

@@ -19,7 +19,31 @@ extension ProxiedConnection {
         guard kernel.availability == .kernel else { return }
         // What the proxy sends a dead way's consumer is dropped: its unacknowledged bytes are not on their way.
         for direction in Direction.allCases { acknowledgements[direction.consumer.slot].deadPath(directions.contains(direction)) }
-        kernel.want(KernelDrop.drops(dead: directions, client: flows.client, server: flows.server))
+        kernel.want(KernelDrop.drops(dead: directions, lossy: Set(kernelLossModels.keys), client: flows.client, server: flows.server))
+    }
+
+    /// Whether this connection's loss goes to the kernel's loss queue: the kernel path is on, with its queue, and the
+    /// client's leg has IP addresses.
+    var takesKernelLoss: Bool {
+        let kernel = KernelDeadPath.shared
+        guard kernel.availability == .kernel, kernel.loss != nil else { return false }
+        return legFlows(needed: true)?.client != nil
+    }
+
+    /// The kernel's loss queue draws the segments of `models`' directions on the client's leg (none: it draws none of
+    /// this connection's): the chains are set before the segments are queued, and forgotten after.
+    func setKernelLoss(_ models: [Direction: LossModel]) {
+        guard models != kernelLossModels else { return }
+        let before = kernelLossModels
+        kernelLossModels = models
+        guard let loss = KernelDeadPath.shared.loss, let client = legFlows(needed: true)?.client else { return }
+        let flows: [Direction: KernelFlow] = [.upstream: client, .downstream: client.reversed]
+        for (direction, model) in models {
+            loss.set(flows[direction]!, model: model, seed: legs[direction.consumer]!.shaper.kernelLossSeed)
+        }
+        let server = kernelFlows?.server
+        KernelDeadPath.shared.want(KernelDrop.drops(dead: deadDirections, lossy: Set(models.keys), client: client, server: server))
+        for direction in before.keys where models[direction] == nil { loss.set(flows[direction]!, model: nil, seed: 0) }
     }
 
     /// A fault is about to cut the connection: what it sends the ends (a reset, a FIN) must reach them, so the kernel
@@ -34,9 +58,9 @@ extension ProxiedConnection {
 
     /// The flows of the bytes going up: client to proxy on the client leg, proxy to server on the server leg (looked up
     /// once, when a dead path first needs them; nil before; a leg without IP addresses has none).
-    private func legFlows() -> (client: KernelFlow?, server: KernelFlow?)? {
+    private func legFlows(needed: Bool = false) -> (client: KernelFlow?, server: KernelFlow?)? {
         if let kernelFlows { return kernelFlows }
-        guard !deadDirections.isEmpty else { return nil }
+        guard needed || !deadDirections.isEmpty else { return nil }
         let client = legs[.client]!.channel
         let server = legs[.server]!.channel
         kernelFlows = (

@@ -49,6 +49,8 @@ final class ProxiedConnection: @unchecked Sendable {
     /// The directions whose path is dead now (see `ProxiedConnection+DeadPath.swift`), and the legs' flows the kernel
     /// was asked to drop (kept: a closed channel no longer knows its addresses).
     var deadDirections: Set<Direction> = []
+    /// The directions whose segments the kernel's loss queue draws (``KernelLoss``), with their models.
+    var kernelLossModels: [Direction: LossModel] = [:]
     var kernelFlows: (client: KernelFlow?, server: KernelFlow?)?
     /// A fault's cut lifted the dead path: the kernel drops nothing of this connection any more.
     var deadPathLifted = false
@@ -216,11 +218,18 @@ final class ProxiedConnection: @unchecked Sendable {
     func applyShaping() {
         let effects = shapingEffects()
         var dead: Set<Direction> = path?.isDead == true ? Set(Direction.allCases) : []
+        var lossy: [Direction: LossModel] = [:]
         for direction in Direction.allCases {
-            let settings = ShapingSettings.combining(effects, direction: direction)
+            var settings = ShapingSettings.combining(effects, direction: direction)
+            // On the kernel path, loss is real: the segments are dropped there, not delayed here.
+            if let model = settings.loss, !deadPathLifted, takesKernelLoss {
+                lossy[direction] = model
+                settings.loss = nil
+            }
             legs[direction.consumer]!.shaper.apply(settings)
             if settings.deadPath { dead.insert(direction) }
         }
+        setKernelLoss(lossy)
         setDeadPath(deadPathLifted ? [] : dead)
     }
 
@@ -378,6 +387,7 @@ final class ProxiedConnection: @unchecked Sendable {
                 protocolFrames?.grace?.cancel()
                 cancelFaultTimers()
                 stopAcknowledgementPolls()
+                setKernelLoss([:])
                 setDeadPath([])
                 onFinished(id)
             }

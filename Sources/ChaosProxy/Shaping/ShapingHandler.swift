@@ -32,9 +32,15 @@ package final class ShapingHandler: ChannelOutboundHandler, RemovableChannelHand
     var finReadAt: Int64?
     private var reportedHolding = false
 
+    /// The seed of the chain that draws, on the kernel path, which of the segments of the bytes written here are lost
+    /// (``KernelLoss``): the loss emulated here otherwise.
+    let kernelLossSeed: UInt64
+
     /// A handler with its own shaper; `generator` draws jitter and slice delays.
     package init(highWater: Int = 1 << 20, generator: SeededGenerator) {
         self.shaper = Shaper(highWater: highWater, generator: generator)
+        var lossGenerator = generator.fork("kernel-loss")
+        kernelLossSeed = lossGenerator.next()
     }
 
     /// Bytes held right now.

@@ -159,6 +159,7 @@ struct Proxy: AsyncParsableCommand {
                     + "\(traffic.downstream) bytes downstream"
             )
         }
+        if let line = KernelDeadPath.lossLine { Console.line(line) }
         if let folder = outcome.folder {
             Console.line("verdict: \(outcome.verdict.uppercased())")
             Console.line("report: \(folder.appendingPathComponent("report.json").path)")

@@ -1,5 +1,6 @@
 import ArgumentParser
 import ChaosCore
+import ChaosProxy
 import ChaosRunner
 import Foundation
 
@@ -139,6 +140,7 @@ enum RunSummary {
                     + "\(traffic.upstream) bytes upstream, \(traffic.downstream) bytes downstream"
             )
         }
+        if let line = KernelDeadPath.lossLine { Console.line(line) }
         if let folder = outcome.folder {
             Console.line("verdict: \(outcome.verdict.uppercased())" + (outcome.verdictReason.map { " (\($0))" } ?? ""))
             Console.line("report: \(folder.appendingPathComponent("report.md").path)")
