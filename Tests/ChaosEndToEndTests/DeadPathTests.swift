@@ -196,7 +196,7 @@ struct DeadPathTests {
     }
 
     @Test(
-        "a chaos killed (SIGKILL) mid-partition leaves its rules behind, and the next chaos to start removes them",
+        "a chaos killed (SIGKILL) mid-partition and mid-loss leaves its rules behind, and the next chaos to start removes them",
         .enabled(if: kernelPath, "needs root and nft (Debian's nftables): the kernel dead path")
     )
     func killedChaosRulesAreRemovedAtTheNextStart() async throws {
@@ -237,6 +237,9 @@ struct DeadPathTests {
             request = urllib.request.Request("http://127.0.0.1:\(api)/faults", data=b'{"partition": {"for": "60s"}}', method="POST")
             # What the partition reached, for a failure to show.
             said("POST /faults: " + urllib.request.urlopen(request, timeout=30).read().decode())
+            # And a loss: what the client sends the proxy is queued for its draws (iptables' rules, not the table's).
+            request = urllib.request.Request("http://127.0.0.1:\(api)/faults", data=b'{"loss": {"rate": "1%", "for": "60s"}}', method="POST")
+            said("POST /faults: " + urllib.request.urlopen(request, timeout=30).read().decode())
             time.sleep(0.5)
             open(sys.argv[1], "w").close()
             time.sleep(20)
@@ -246,10 +249,12 @@ struct DeadPathTests {
         while !FileManager.default.fileExists(atPath: partitioned), Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
         // The rules go in as the fault starts; under a CPU hog `nft` was seen to take longer than the holder's 0.5 s.
         var ours = try Self.tablesDropping(port: listen)
+        var queued = try Self.lossRules(port: listen)
         let rulesDeadline = Date().addingTimeInterval(10)
-        while ours.isEmpty, Date() < rulesDeadline {
+        while ours.isEmpty || queued.isEmpty, Date() < rulesDeadline {
             try await Task.sleep(for: .milliseconds(100))
             ours = try Self.tablesDropping(port: listen)
+            queued = try Self.lossRules(port: listen)
         }
         FileManager.default.createFile(atPath: kill, contents: nil)
         let killed = try await chaos
@@ -260,6 +265,7 @@ struct DeadPathTests {
             ours.count == 1,
             "one chaos table drops the partitioned connection's segments: \(ours)\n\(killed.stdout)\n\(killed.stderr)\nholder: \(held?.stdout ?? "")\n\(held?.stderr ?? "")"
         )
+        #expect(queued.count == 1, "one loss rule queues what the client sends the proxy: \(queued)")
         #expect(killed.signalled, "chaos was killed: \(killed.status)")
         // Its rules outlive it (no atexit for a SIGKILL) until a chaos starts: this one below, or any other on the
         // machine first (the test lanes start chaos processes all the time, and a fresh-clone run saw one win).
@@ -272,6 +278,15 @@ struct DeadPathTests {
         )
         #expect(next.status == 0, "\(next.stderr)")
         #expect(try Self.tablesDropping(port: listen).isEmpty, "the next start removed the killed chaos's table")
+        #expect(try Self.lossRules(port: listen).isEmpty, "the next start removed the killed chaos's loss rules")
+    }
+
+    /// The kernel loss queue's rules (`iptables-save -t raw`, named `chaos_<pid>`) of a flow to or from `port`.
+    static func lossRules(port: Int) throws -> [String] {
+        let saved = try ChaosCLI.runBlocking(["iptables-save", "-t", "raw"], timeout: 20, program: "/usr/bin/env").stdout
+        return saved.split(separator: "\n").map(String.init).filter {
+            $0.contains("--comment chaos_") && ($0.contains("--sport \(port) ") || $0.contains("--dport \(port) "))
+        }
     }
 
     /// The chaos tables (`inet chaos_<pid>`) whose sets hold a flow of `port`.
