@@ -172,7 +172,12 @@ extension FaultAccuracyBenchmarks {
     /// 5 ms on loopback is a stall; on a busy machine some are the scheduler's, so the count is a bound, not a match).
     static func kernelLoss(_ total: KernelLoss.Counts, since before: KernelLoss.Counts, sent: [Double], arrived: [Double], count: Int) {
         let (dropped, drawn) = (total.dropped - before.dropped, total.segments - before.segments)
-        note("loss 5 % in the kernel, segments the queue dropped", measured: Double(dropped), unit: "segments", "of \(drawn) drawn: target \(drawn / 20)")
+        note(
+            "loss 5 % in the kernel, segments the queue dropped",
+            measured: Double(dropped),
+            unit: "segments",
+            "of \(drawn) drawn: target \(drawn / 20)"
+        )
         let delays = zip(sent, arrived).map { $1 - $0 }
         var stalls: [Double] = []
         for (index, delay) in delays.enumerated() where delay >= 5 && (index == 0 || delay > delays[index - 1] - 5) {
