@@ -41,8 +41,12 @@ deps:
 	@python3 -c 'import paho.mqtt' 2>/dev/null || python3 -m pip install -q 'paho-mqtt>=2'
 	@python3 -c 'import socketio' 2>/dev/null || python3 -m pip install -q 'python-socketio[asyncio_client]'
 	@# amqtt, the second MQTT broker of the tests, in a venv of its own: it pins websockets 15.0.1, which would replace
-	@# the WebSocket peers' websockets.
-	@test -x $(AMQTT_VENV)/bin/amqtt || { python3 -m venv $(AMQTT_VENV) && $(AMQTT_VENV)/bin/python -m pip install -q amqtt; }
+	@# the WebSocket peers' websockets. The venv is made from the interpreter's real path: a venv's python is a link to
+	@# the python3 that made it, and `make test` puts a link of its own (in the clone's .build, gone with the clone) first
+	@# on PATH; a venv whose python no longer runs (made so by an earlier clone) is made again.
+	@$(AMQTT_VENV)/bin/python -c 'import amqtt' 2>/dev/null || { rm -rf $(AMQTT_VENV) && \
+	  "$$(python3 -c 'import os, sys; print(os.path.realpath(sys.executable))')" -m venv $(AMQTT_VENV) && \
+	  $(AMQTT_VENV)/bin/python -m pip install -q amqtt; }
 	@# websockets 14.1 (keepalive hang, websockets #1527) and 14.2 (fixed), each in a folder of its own: KeepaliveHangTests
 	@# imports one or the other into its client, beside the WebSocket peers' current release.
 	@# aioquic (the QUIC peers and the QUIC capture fixtures) in a folder of its own: it brings a newer cryptography than
