@@ -56,6 +56,19 @@ struct TCPCounters: Sendable {
 }
 
 extension Channel {
+    /// Whether the socket's receive queue holds anything not read yet (`SO_MEMINFO`'s receive memory); nil when the
+    /// socket cannot say.
+    func receiveQueueHolds() -> Bool? {
+        eventLoop.preconditionInEventLoop()
+        guard let provider = self as? any SocketOptionProvider else { return nil }
+        // SO_MEMINFO (55) fills as much of its array as asked: the first is the receive queue's memory.
+        var result: Bool?
+        provider.unsafeGetSocketOption(level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(55))
+            .assumeIsolated()
+            .whenSuccess { (receiveMemory: UInt32) in result = receiveMemory > 0 }
+        return result
+    }
+
     /// This channel's socket's ``TCPCounters``, read on its event loop without a hop (nil when it is not a TCP socket, or
     /// the kernel does not say). Call on the event loop; a socket whose connection is over still answers.
     func tcpCounters() -> TCPCounters? {

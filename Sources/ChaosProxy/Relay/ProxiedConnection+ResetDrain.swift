@@ -56,12 +56,17 @@ extension ProxiedConnection {
     /// Counts what a draining leg read (its bytes were recorded as dropped reads).
     func drainRead(_ count: Int) { resetDrain.readThisTurn += count }
 
+    /// A turn goes on while it read something or a leg's socket still holds bytes: on a loaded machine a turn's timer
+    /// can fire before the event loop handled the socket's readiness, and a turn that read nothing then ended the reads
+    /// with bytes still held (a fresh-clone run, s69d: 4,112,896 bytes recorded of 4,208,128 acknowledged).
     private func scheduleDrainTurn(_ turn: Int) {
         resetDrain.task = eventLoop.scheduleTask(in: ResetDrain.turn) { [self] in
             let readSome = resetDrain.readThisTurn > 0
             resetDrain.readThisTurn = 0
-            let open = resetDrain.draining.contains { legs[$0]?.channel.isActive == true }
-            guard readSome, open, turn < ResetDrain.turns else { return finishResetDrain() }
+            let open = resetDrain.draining.filter { legs[$0]?.channel.isActive == true }
+            let holding = open.filter { legs[$0]!.channel.receiveQueueHolds() ?? false }
+            guard readSome || !holding.isEmpty, !open.isEmpty, turn < ResetDrain.turns else { return finishResetDrain() }
+            for side in holding { legs[side]!.relay.startReading() }
             scheduleDrainTurn(turn + 1)
         }
     }
