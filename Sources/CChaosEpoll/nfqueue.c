@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 enum { NFQ_BUFFER = 8192 };
+_Static_assert(NFQ_BUFFER / CHAOS_NFQ_PER_DATAGRAM <= 64, "a packet's message takes more than 64 bytes");
 
 /// Appends attribute `type` with `length` bytes of `data` at `*at` in `buffer`; returns the attribute's aligned size.
 static size_t put_attribute(char *buffer, size_t at, uint16_t type, const void *data, uint16_t length) {
@@ -49,8 +50,9 @@ static int configure(int fd, char *message, size_t length) {
     for (int tries = 0; tries < 16; tries++) {
         ssize_t got = recv(fd, answer, sizeof(answer), 0);
         if (got < 0) return errno == EINTR ? 0 : -errno;
-        for (struct nlmsghdr *header = (struct nlmsghdr *)answer; NLMSG_OK(header, (size_t)got);
-             header = NLMSG_NEXT(header, got)) {
+        int remaining = (int)got;
+        for (struct nlmsghdr *header = (struct nlmsghdr *)answer; NLMSG_OK(header, remaining);
+             header = NLMSG_NEXT(header, remaining)) {
             if (header->nlmsg_type == NLMSG_ERROR) {
                 struct nlmsgerr *error = NLMSG_DATA(header);
                 return error->error;
@@ -106,11 +108,13 @@ int chaos_nfq_open(uint16_t queue_num, uint32_t max_queued) {
     return fd;
 }
 
-/// Reads the packets of one netlink datagram into `packets` (at most `max`); returns how many.
+/// Reads the packets of one netlink datagram into `packets` (at most `max`); returns how many. The length left is
+/// signed: a datagram's last message has no padding after it, so stepping past it takes the length below zero.
 static int parse_packets(char *buffer, ssize_t got, chaos_nfq_packet *packets, int max) {
     int count = 0;
-    for (struct nlmsghdr *header = (struct nlmsghdr *)buffer; NLMSG_OK(header, (size_t)got) && count < max;
-         header = NLMSG_NEXT(header, got)) {
+    int remaining = (int)got;
+    for (struct nlmsghdr *header = (struct nlmsghdr *)buffer; NLMSG_OK(header, remaining) && count < max;
+         header = NLMSG_NEXT(header, remaining)) {
         if ((header->nlmsg_type & 0xff) != NFQNL_MSG_PACKET || (header->nlmsg_type >> 8) != NFNL_SUBSYS_QUEUE) continue;
         chaos_nfq_packet *packet = &packets[count];
         memset(packet, 0, sizeof(*packet));
@@ -143,7 +147,8 @@ static int parse_packets(char *buffer, ssize_t got, chaos_nfq_packet *packets, i
 int chaos_nfq_receive(int fd, chaos_nfq_packet *packets, int max) {
     char buffer[NFQ_BUFFER];
     int count = 0;
-    while (count < max) {
+    // A datagram is read only while every packet it could hold has a slot (none may be left without a verdict).
+    while (count == 0 || max - count >= CHAOS_NFQ_PER_DATAGRAM) {
         ssize_t got = recv(fd, buffer, sizeof(buffer), count == 0 ? 0 : MSG_DONTWAIT);
         if (got < 0) {
             if (errno == EINTR || errno == ENOBUFS) continue;

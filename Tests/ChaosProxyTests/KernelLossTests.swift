@@ -1,5 +1,6 @@
 import CChaosEpoll
 import ChaosCore
+import Glibc
 import Testing
 
 @testable import ChaosProxy
@@ -72,6 +73,48 @@ struct KernelLossTests {
         let parsed = try #require(KernelLoss.parse(&packet))
         #expect(parsed.0 == PacketFlow(KernelFlow(sourceIP: "::1", sourcePort: 40_000, destinationIP: "::1", destinationPort: 5_000)))
         #expect(parsed.1)
+    }
+
+    /// One queued packet's netlink message: its header, the queue's generic header, the packet's id and its bytes
+    /// (`payload` of them: a length that is not a multiple of 4 leaves the message unpadded at a datagram's end).
+    static func queueMessage(id: UInt32, payload: Int) -> [UInt8] {
+        func attribute(_ type: UInt16, _ data: [UInt8]) -> [UInt8] {
+            let length = UInt16(4 + data.count)
+            let padding = (4 - data.count % 4) % 4
+            return withUnsafeBytes(of: length.littleEndian, Array.init) + withUnsafeBytes(of: type.littleEndian, Array.init) + data
+                + [UInt8](repeating: 0, count: padding)
+        }
+        let packetHeader = withUnsafeBytes(of: id.bigEndian, Array.init) + [0x08, 0x00, 1]  // id, IPv4, hook
+        let body = [2, 0, 0, 0] + attribute(1, packetHeader) + Array(attribute(10, [UInt8](repeating: 0x45, count: payload)))
+        let unpadded = body.count - (4 - payload % 4) % 4
+        let length = UInt32(16 + unpadded)
+        let header =
+            withUnsafeBytes(of: length.littleEndian, Array.init) + withUnsafeBytes(of: UInt16(3 << 8).littleEndian, Array.init)
+            + [0, 0] + [UInt8](repeating: 0, count: 8)
+        return header + body.prefix(unpadded)
+    }
+
+    @Test("a datagram of queued packets is read to its last message, unpadded (a 53-byte packet), and no further; a read leaves no packet without a slot")
+    func queueDatagrams() throws {
+        var pair: [Int32] = [-1, -1]
+        try #require(socketpair(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0, &pair) == 0)
+        defer { for fd in pair { close(fd) } }
+        // Two messages in one datagram, the first padded (its payload 60 bytes), the last not (53).
+        let first = Self.queueMessage(id: 7, payload: 60)
+        let last = Self.queueMessage(id: 8, payload: 53)
+        let datagram = first + [UInt8](repeating: 0, count: (4 - first.count % 4) % 4) + last
+        #expect(datagram.count % 4 != 0, "the datagram ends unpadded")
+        for _ in 0..<3 { #expect(send(pair[1], datagram, datagram.count, 0) == datagram.count) }
+        var packets = [chaos_nfq_packet](repeating: chaos_nfq_packet(), count: Int(CHAOS_NFQ_PER_DATAGRAM) + 1)
+        // Room for one datagram's packets only: one datagram is read.
+        let count = chaos_nfq_receive(pair[0], &packets, Int32(packets.count))
+        #expect(count == 2)
+        #expect(packets[0].id == 7 && packets[0].captured == 60)
+        #expect(packets[1].id == 8 && packets[1].captured == 53)
+        // Room for all: the other two datagrams.
+        var more = [chaos_nfq_packet](repeating: chaos_nfq_packet(), count: Int(CHAOS_NFQ_PER_DATAGRAM) * 3)
+        #expect(chaos_nfq_receive(pair[0], &more, Int32(more.count)) == 4)
+        #expect(more.prefix(4).map(\.id) == [7, 8, 7, 8])
     }
 
     @Test("a lossy direction queues its flow on the client's leg, unless a dead path drops it; the server's leg is never queued")

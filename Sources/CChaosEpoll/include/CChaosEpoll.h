@@ -105,7 +105,11 @@ typedef struct {
 /// ``CHAOS_NFQ_HEADER_BYTES``; at most `max_queued` wait, and a packet past them passes (the queue fails open).
 /// Returns the socket, or -errno (-EBUSY: another process holds that queue; -EPERM: no CAP_NET_ADMIN).
 int chaos_nfq_open(uint16_t queue_num, uint32_t max_queued);
-/// Waits for at least one queued packet, then takes what else is there, up to `max`. Returns how many, or -errno.
+/// The most packets one netlink datagram of the queue can carry (each message is far more than 64 bytes).
+#define CHAOS_NFQ_PER_DATAGRAM 128
+
+/// Waits for at least one queued packet, then takes what else is there, up to `max` (at least
+/// ``CHAOS_NFQ_PER_DATAGRAM``: every packet read gets a slot). Returns how many, or -errno.
 int chaos_nfq_receive(int fd, chaos_nfq_packet *packets, int max);
 /// Gives `count` packets their verdicts (`accept[i]` nonzero: the packet goes on; zero: the kernel drops it), in
 /// batches of one send each. Returns 0, or -errno.

@@ -1,5 +1,5 @@
 import CChaosEpoll
-package import ChaosCore
+import ChaosCore
 import Foundation
 import Glibc
 import Synchronization
@@ -100,7 +100,7 @@ package final class KernelLoss: Sendable {
     /// The reader's loop: a batch of packets, their verdicts, again.
     private func readVerdicts() {
         chaos_name_thread("chaos-loss")
-        let batch = 64
+        let batch = Int(CHAOS_NFQ_PER_DATAGRAM) * 2
         var packets = [chaos_nfq_packet](repeating: chaos_nfq_packet(), count: batch)
         var ids = [UInt32](repeating: 0, count: batch)
         var accept = [UInt8](repeating: 1, count: batch)
