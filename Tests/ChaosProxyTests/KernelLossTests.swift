@@ -94,7 +94,9 @@ struct KernelLossTests {
         return header + body.prefix(unpadded)
     }
 
-    @Test("a datagram of queued packets is read to its last message, unpadded (a 53-byte packet), and no further; a read leaves no packet without a slot")
+    @Test(
+        "a datagram of queued packets is read to its last message, unpadded (a 53-byte packet), and no further; a read leaves no packet without a slot"
+    )
     func queueDatagrams() throws {
         var pair: [Int32] = [-1, -1]
         try #require(socketpair(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0, &pair) == 0)
