@@ -19,7 +19,15 @@ extension ProxiedConnection {
         guard kernel.availability == .kernel else { return }
         // What the proxy sends a dead way's consumer is dropped: its unacknowledged bytes are not on their way.
         for direction in Direction.allCases { acknowledgements[direction.consumer.slot].deadPath(directions.contains(direction)) }
-        kernel.want(KernelDrop.drops(dead: directions, lossy: Set(kernelLossModels.keys), client: flows.client, server: flows.server))
+        wantKernelDrops(flows)
+    }
+
+    /// Asks the kernel for what this connection's flows should have dropped or queued now: its dead directions and its
+    /// lossy ones together (a flow is in one set at a time).
+    private func wantKernelDrops(_ flows: (client: KernelFlow?, server: KernelFlow?)) {
+        KernelDeadPath.shared.want(
+            KernelDrop.drops(dead: deadDirections, lossy: Set(kernelLossModels.keys), client: flows.client, server: flows.server)
+        )
     }
 
     /// Whether this connection's loss goes to the kernel's loss queue: the kernel path is on, with its queue, and the
@@ -41,8 +49,7 @@ extension ProxiedConnection {
         for (direction, model) in models {
             loss.set(flows[direction]!, model: model, seed: legs[direction.consumer]!.shaper.kernelLossSeed)
         }
-        let server = kernelFlows?.server
-        KernelDeadPath.shared.want(KernelDrop.drops(dead: deadDirections, lossy: Set(models.keys), client: client, server: server))
+        wantKernelDrops((client, kernelFlows?.server))
         for direction in before.keys where models[direction] == nil { loss.set(flows[direction]!, model: nil, seed: 0) }
     }
 
