@@ -58,6 +58,39 @@ struct ControlAPITests {
         await harness.shutdown()
     }
 
+    @Test(
+        "POST /faults answers once a fault that starts now holds the live connections, however long that takes (the relay threads busy for 1.5 s: the answer waits)"
+    )
+    func answersOnceApplied() async throws {
+        let harness = try await ProxyHarness()
+        let api = ControlAPI(proxies: [harness.proxy], group: harness.group)
+        let address = try await api.start(host: "127.0.0.1", port: 0)
+        let apiPort = try #require(Int(address.split(separator: ":").last ?? ""))
+        let relay = try #require(harness.epollRelay)
+        try await offPool {
+            let (client, server) = try harness.connectPair()
+            #expect(harness.proxy.epollRelayConnections.count == 1, "unshaped, the connection starts on the epoll relay")
+            // Shaping moves the connection to NIO, which waits for its relay thread: each is held for 1.5 s.
+            for loop in relay.loops { loop.execute { usleep(1_500_000) } }
+            let posted = DispatchTime.now().uptimeNanoseconds
+            let (created, body) = try request(apiPort, "POST", "/faults", body: #"{"latency": {"add": "150ms", "direction": "upstream"}}"#)
+            let answeredAfter = Double(DispatchTime.now().uptimeNanoseconds - posted) / 1e9
+            #expect(created == 201, "\(body)")
+            #expect(
+                harness.proxy.epollRelayConnections.isEmpty && harness.proxy.liveConnections.count == 1,
+                "answered after \(answeredAfter) s with the connection not yet on the shaping path"
+            )
+            let start = DispatchTime.now().uptimeNanoseconds
+            try client.sendAll([1])
+            #expect(server.receive(exactly: 1) == [1])
+            #expect(DispatchTime.now().uptimeNanoseconds - start >= 150_000_000, "the first byte after the answer met the latency")
+            client.close()
+            server.close()
+        }
+        await api.stop()
+        await harness.shutdown()
+    }
+
     @Test("an instant fault with neither 'at' nor 'every' happens now, as a toxic does; an 'at' past ten years is 400")
     func instantFaultAndBounds() async throws {
         try await withControlAPI { harness, apiPort in

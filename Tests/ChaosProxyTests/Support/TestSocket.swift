@@ -218,12 +218,19 @@ final class Background<T: Sendable>: @unchecked Sendable {
 }
 
 /// Runs blocking socket work on its own thread and awaits it, so that a test never blocks one of
-/// the few threads of Swift's cooperative pool (other suites, and the proxy's own tasks, need them).
+/// the few threads of Swift's cooperative pool (other suites, and the proxy's own tasks, need them). The work runs in
+/// the calling task (on a thread of its own), so an expectation that fails in it is the test's: run on a bare thread,
+/// it was recorded against no test («unknown»), which passed (s70q3).
 func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread.detachNewThread {
-            do { continuation.resume(returning: try body()) } catch { continuation.resume(throwing: error) }
-        }
+    try await withTaskExecutorPreference(OwnThreadExecutor()) { try body() }
+}
+
+/// Runs each job it is given on a new thread of its own (``offPool(_:)``'s executor).
+private final class OwnThreadExecutor: TaskExecutor {
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let executor = asUnownedTaskExecutor()
+        Thread.detachNewThread { job.runSynchronously(on: executor) }
     }
 }
 
