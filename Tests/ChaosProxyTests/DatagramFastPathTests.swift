@@ -131,6 +131,16 @@ struct DatagramFastPathTests {
         options.udpIdleTimeout = 400_000_000
         options.maxFlows = 1
         let harness = try await DatagramHarness(options: options, fastPath: true)
+        // Whether each flow was still listed live as its close was recorded (s70bq4: the flow was gone from the live
+        // list before its second close was recorded, and a test that waited for the list saw 1 close of 2).
+        let liveAtClose = Mutex<[Bool]>([])
+        harness.events.observer.withLock {
+            $0 = { [proxy = harness.proxy] event in
+                guard case .closed = event.kind else { return }
+                let live = proxy.liveConnections.contains(event.connection)
+                liveAtClose.withLock { $0.append(live) }
+            }
+        }
         let port = harness.port
         let server = harness.server
         let a = try UDPTestSocket()
@@ -146,6 +156,7 @@ struct DatagramFastPathTests {
         #expect(harness.proxy.counters.datagrams == 1, "the dropped one is no read")
         try await waitUntil("the quiet flow ended") { harness.proxy.liveConnections.isEmpty }
         #expect(harness.closed == 2)
+        #expect(liveAtClose.withLock { $0 } == [true, true], "a flow's closes are recorded while it is still listed live")
         let again = try await harness.mapping(of: a, text: "again")
         #expect(again != 0 && again != first, "a new mapping: \(first) then \(again)")
         try await harness.shutdown()

@@ -240,10 +240,12 @@ final class DatagramFastPath: EpollRelaySelectable, @unchecked Sendable {
         flows[key] = nil
         loop.unregister(key: flow.key, descriptors: [flow.fd])
         close(flow.fd)
+        // Its ends are recorded before it stops being live: a flow no longer listed has its closes in the events.
+        if let sink {
+            let now = clock.now()
+            for side in [Side.client, .server] { sink.record(TrafficEvent(time: now, connection: flow.id, kind: .closed(side, .fin))) }
+        }
         relay.liveIDs.withLock { _ = $0.remove(flow.id) }
-        guard let sink else { return }
-        let now = clock.now()
-        for side in [Side.client, .server] { sink.record(TrafficEvent(time: now, connection: flow.id, kind: .closed(side, .fin))) }
     }
 
     /// Ends the flows idle for the idle timeout, now and then (as ``DatagramRelay`` sweeps).

@@ -304,11 +304,13 @@ final class DatagramRelay: @unchecked Sendable {
         }
         flows[flow.client] = flows[flow.client] === flow ? nil : flows[flow.client]
         byID[flow.id] = nil
-        liveIDs.withLock { _ = $0.remove(flow.id) }
         flow.upstream?.close(promise: nil)
-        guard let sink, flow.upstream != nil else { return }
-        let now = clock.now()
-        for side in [Side.client, .server] { sink.record(TrafficEvent(time: now, connection: flow.id, kind: .closed(side, how))) }
+        // Its ends are recorded before it stops being live: a flow no longer listed has its closes in the events.
+        if let sink, flow.upstream != nil {
+            let now = clock.now()
+            for side in [Side.client, .server] { sink.record(TrafficEvent(time: now, connection: flow.id, kind: .closed(side, how))) }
+        }
+        liveIDs.withLock { _ = $0.remove(flow.id) }
     }
 
     /// Ends the flows idle for the idle timeout.

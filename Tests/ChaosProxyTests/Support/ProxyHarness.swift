@@ -94,7 +94,12 @@ final class EventRecorder: TrafficEventSink {
     let recordsTraffic: Bool
     init(recordsTraffic: Bool = true) { self.recordsTraffic = recordsTraffic }
     private let events = Mutex<[TrafficEvent]>([])
-    func record(_ event: TrafficEvent) { events.withLock { $0.append(event) } }
+    /// Called with each event as it is recorded, on the recording thread (what else held at that moment).
+    let observer = Mutex<(@Sendable (TrafficEvent) -> Void)?>(nil)
+    func record(_ event: TrafficEvent) {
+        observer.withLock { $0 }?(event)
+        events.withLock { $0.append(event) }
+    }
     var all: [TrafficEvent] { events.withLock { $0 } }
 
     /// Every `.closed` event of `side`.
