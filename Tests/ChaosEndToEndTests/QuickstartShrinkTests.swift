@@ -79,10 +79,14 @@ struct QuickstartShrinkTests {
             let ids = ([seq - 1] + Array(seq...min(last, seq + 5))).map { "frame contains \"\\\"\(stream)-\(direction)-\($0)\\\"\"" }
             let carriers = Set(try Self.tshark(capture, ids.joined(separator: " || "), ["tcp.stream"]).compactMap(\.first))
             #expect(!carriers.isEmpty, "\(stream)-\(direction)-\(seq - 1)…\(seq) in the capture")
-            // One of the named faults is the reset whose RST ended one of them, at its time.
+            // One of the named faults is the reset whose RST ended one of them, at its time or after it: before a fault's
+            // reset the proxy reads what each leg still holds (up to 64 turns of its event loop, ProxiedConnection+ResetDrain),
+            // and a connection whose producer never stops writing (this client, 500 messages a second) is read for all of
+            // them, so its RST goes out later than an idle one's (s70cq5: the three connections' RSTs at 0, 63 and 342 ms
+            // after the fault's moment, on a loaded machine). The next reset comes 8 s or more later.
             let cutBy = named.filter { fault in
                 guard let at = fault["at_s"] as? Double, (fault["detail"] as? [String: String])?["mode"] == "reset" else { return false }
-                return rsts.contains { carriers.contains($0.stream) && abs($0.time - origin - at) < 0.25 }
+                return rsts.contains { carriers.contains($0.stream) && (-0.05..<2.0).contains($0.time - origin - at) }
             }
             let seen = rsts.map { "\($0.stream)@\(String(format: "%.3f", $0.time - origin))" }.joined(separator: " ")
             #expect(
