@@ -17,6 +17,11 @@ package protocol TrafficEventSink: Sendable {
 extension TrafficEventSink {
     /// By default a sink gets everything.
     package var recordsTraffic: Bool { true }
+
+    /// Records the end of UDP flow `id` at `time`: both its sides closed, as `how` says (a flow has no FIN of its own).
+    func recordFlowEnded(_ id: ConnectionID, at time: Int64, how: TrafficEvent.CloseKind) {
+        for side in [Side.client, .server] { record(TrafficEvent(time: time, connection: id, kind: .closed(side, how))) }
+    }
 }
 
 /// The run's monotonic clock: nanoseconds since the run started.

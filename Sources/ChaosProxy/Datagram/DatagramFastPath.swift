@@ -241,10 +241,7 @@ final class DatagramFastPath: EpollRelaySelectable, @unchecked Sendable {
         loop.unregister(key: flow.key, descriptors: [flow.fd])
         close(flow.fd)
         // Its ends are recorded before it stops being live: a flow no longer listed has its closes in the events.
-        if let sink {
-            let now = clock.now()
-            for side in [Side.client, .server] { sink.record(TrafficEvent(time: now, connection: flow.id, kind: .closed(side, .fin))) }
-        }
+        sink?.recordFlowEnded(flow.id, at: clock.now(), how: .fin)
         relay.liveIDs.withLock { _ = $0.remove(flow.id) }
     }
 

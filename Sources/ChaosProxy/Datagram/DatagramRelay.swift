@@ -306,10 +306,7 @@ final class DatagramRelay: @unchecked Sendable {
         byID[flow.id] = nil
         flow.upstream?.close(promise: nil)
         // Its ends are recorded before it stops being live: a flow no longer listed has its closes in the events.
-        if let sink, flow.upstream != nil {
-            let now = clock.now()
-            for side in [Side.client, .server] { sink.record(TrafficEvent(time: now, connection: flow.id, kind: .closed(side, how))) }
-        }
+        if flow.upstream != nil { sink?.recordFlowEnded(flow.id, at: clock.now(), how: how) }
         liveIDs.withLock { _ = $0.remove(flow.id) }
     }
 
