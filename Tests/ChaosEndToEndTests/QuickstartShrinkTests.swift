@@ -18,15 +18,45 @@ struct QuickstartShrinkTests {
         return run.stdout.split(separator: "\n").map { $0.split(separator: "\t", omittingEmptySubsequences: false).map(String.init) }
     }
 
-    /// Where the run's clock is on the capture's: the offset that puts the most RSTs within 50 ms of a reset fault's
-    /// moment. A reset fault cuts every connection at once, both legs of each; a peer's own reset (a naive client's on a
-    /// loaded machine, before any fault) is one connection's, so the first RST of the capture is not always a fault's.
+    /// How long after a reset fault's moment its RSTs go out: before it resets a connection the proxy reads what each leg
+    /// still holds (up to 64 turns of its event loop, ProxiedConnection+ResetDrain), connection after connection, and a
+    /// connection whose producer never stops writing (the naive client here, 500 messages a second) is read for all of
+    /// them (s70cq5: three connections' RSTs 0, 63 and 342 ms after the moment on a loaded machine). The next reset
+    /// comes 8 s or more later. The 50 ms before the moment allow for the two clocks' reading.
+    static let resetWindow = -0.05..<2.0
+
+    /// Where the run's clock is on the capture's: the offset that puts the most RSTs in a reset fault's window, the fewest
+    /// of them before its moment, and of those the latest, so that the first RST of each reset is at its moment (a
+    /// reset's RSTs come at or after it). A reset fault cuts every connection, both legs of each; a peer's own reset (a
+    /// naive client's on a loaded machine, before any fault) is one connection's, so the first RST of the capture is not
+    /// always a fault's; and an offset that centres a reset's later RSTs on its moment puts its first ones before it
+    /// (s71q3: connection 4's RSTs 59 ms before the others', which the proxy reset after draining them).
     static func clockOrigin(rsts: [Double], resets: [Double]) -> Double? {
         let candidates = rsts.flatMap { rst in resets.map { rst - $0 } }
-        func aligned(_ origin: Double) -> Int {
-            rsts.filter { rst in resets.contains { abs(rst - origin - $0) < 0.05 } }.count
+        // (RSTs in a window, less those in its 50 ms before the moment, the offset): the greatest.
+        func score(_ origin: Double) -> (Int, Int, Double) {
+            let offsets = rsts.compactMap { rst in resets.map { rst - origin - $0 }.first { resetWindow.contains($0) } }
+            return (offsets.count, -offsets.filter { $0 < 0 }.count, origin)
         }
-        return candidates.max { aligned($0) < aligned($1) || (aligned($0) == aligned($1) && $0 > $1) }
+        return candidates.max { score($0) < score($1) }
+    }
+
+    @Test(
+        "The run's clock on the capture's: a reset's first RST at its moment, its drained connections' later, a peer's own reset before any fault left out"
+    )
+    func clockOriginFromResets() throws {
+        // s71q3 (the capture's times less 1000 s): connection 4 reset at once, 2 and 3 after 57 ms, 0 and 1 after 69 ms.
+        let s71q3 = try #require(Self.clockOrigin(rsts: [1015.961, 1015.961, 1016.018, 1016.019, 1016.029, 1016.030], resets: [16.02]))
+        #expect(abs(s71q3 - 999.941) < 0.001, "\(s71q3)")
+        // s70cq5: the three connections' RSTs 0, 63 and 342 ms after the reset at 9 s, a second reset at 17 s.
+        let s70cq5 = try #require(
+            Self.clockOrigin(rsts: [1009.0, 1009.0, 1009.063, 1009.063, 1009.342, 1009.342, 1017.0, 1017.01], resets: [9.0, 17.0])
+        )
+        #expect(abs(s70cq5 - 1000.0) < 0.001, "\(s70cq5)")
+        // s69p: the naive client's own reset 3 s before the first fault is not a fault's.
+        let s69p = try #require(Self.clockOrigin(rsts: [1011.2, 1014.21, 1014.21, 1014.25, 1014.25], resets: [14.21]))
+        #expect(abs(s69p - 1000.0) < 0.001, "\(s69p)")
+        #expect(Self.clockOrigin(rsts: [], resets: [14.21]) == nil)
     }
 
     @Test(
@@ -79,14 +109,11 @@ struct QuickstartShrinkTests {
             let ids = ([seq - 1] + Array(seq...min(last, seq + 5))).map { "frame contains \"\\\"\(stream)-\(direction)-\($0)\\\"\"" }
             let carriers = Set(try Self.tshark(capture, ids.joined(separator: " || "), ["tcp.stream"]).compactMap(\.first))
             #expect(!carriers.isEmpty, "\(stream)-\(direction)-\(seq - 1)…\(seq) in the capture")
-            // One of the named faults is the reset whose RST ended one of them, at its time or after it: before a fault's
-            // reset the proxy reads what each leg still holds (up to 64 turns of its event loop, ProxiedConnection+ResetDrain),
-            // and a connection whose producer never stops writing (this client, 500 messages a second) is read for all of
-            // them, so its RST goes out later than an idle one's (s70cq5: the three connections' RSTs at 0, 63 and 342 ms
-            // after the fault's moment, on a loaded machine). The next reset comes 8 s or more later.
+            // One of the named faults is the reset whose RST ended one of them, in its window (resetWindow says why it is
+            // two seconds long).
             let cutBy = named.filter { fault in
                 guard let at = fault["at_s"] as? Double, (fault["detail"] as? [String: String])?["mode"] == "reset" else { return false }
-                return rsts.contains { carriers.contains($0.stream) && (-0.05..<2.0).contains($0.time - origin - at) }
+                return rsts.contains { carriers.contains($0.stream) && Self.resetWindow.contains($0.time - origin - at) }
             }
             let seen = rsts.map { "\($0.stream)@\(String(format: "%.3f", $0.time - origin))" }.joined(separator: " ")
             #expect(
