@@ -15,14 +15,36 @@ struct ChildProcess: Sendable {
     /// The process id (also the command's: the shell `exec`s it).
     let pid: pid_t
 
-    /// Starts `command` with standard input from /dev/null and standard output and error appended to the files.
+    /// Starts `command` with standard input from /dev/null and standard output and error appended to the files, as
+    /// the leader of a process group of its own (what it starts is in the group too, and a ``PairGuard`` stops the
+    /// whole group if chaos dies; a Ctrl-C reaches chaos, which stops the pair in its order).
     static func spawnShell(_ command: String, standardOutput: String, standardError: String) throws -> ChildProcess {
+        let words = ["/bin/sh", "-c", "exec " + command]
+        let pid = try spawn(words, named: command, output: (standardOutput, standardError), ownGroup: true)
+        return ChildProcess(pid: pid)
+    }
+
+    /// Starts `words` (the program's path first) with every signal at its default action and none blocked; standard
+    /// input from `standardInput` (a descriptor, passed on as 0) or /dev/null; standard output and error appended to
+    /// the files of `output`, or /dev/null; in a process group of its own when `ownGroup`. An error names it `name`.
+    static func spawn(
+        _ words: [String],
+        named name: String,
+        standardInput: Int32? = nil,
+        output: (standardOutput: String, standardError: String)? = nil,
+        ownGroup: Bool
+    ) throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, standardOutput, O_WRONLY | O_CREAT | O_APPEND, 0o644)
-        posix_spawn_file_actions_addopen(&actions, 2, standardError, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        if let standardInput {
+            posix_spawn_file_actions_adddup2(&actions, standardInput, 0)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        }
+        let append = O_WRONLY | O_CREAT | O_APPEND
+        posix_spawn_file_actions_addopen(&actions, 1, output?.standardOutput ?? "/dev/null", append, 0o644)
+        posix_spawn_file_actions_addopen(&actions, 2, output?.standardError ?? "/dev/null", append, 0o644)
         _ = closeFrom?(&actions, 3)
 
         var attributes = posix_spawnattr_t()
@@ -34,18 +56,22 @@ struct ChildProcess: Sendable {
         sigemptyset(&none)
         posix_spawnattr_setsigdefault(&attributes, &every)
         posix_spawnattr_setsigmask(&attributes, &none)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+        var flags = POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK
+        if ownGroup {
+            posix_spawnattr_setpgroup(&attributes, 0)
+            flags |= POSIX_SPAWN_SETPGROUP
+        }
+        posix_spawnattr_setflags(&attributes, Int16(flags))
 
-        let words: [String] = ["/bin/sh", "-c", "exec " + command]
         let arguments: [UnsafeMutablePointer<CChar>?] = words.map { (word: String) in strdup(word) }
         defer { for argument in arguments { free(argument) } }
         var argv = arguments + [nil]
         var pid: pid_t = 0
-        let status = posix_spawn(&pid, "/bin/sh", &actions, &attributes, &argv, environ)
+        let status = posix_spawn(&pid, words[0], &actions, &attributes, &argv, environ)
         guard status == 0 else {
-            throw ChaosError(.pair, "cannot start '\(command)': \(String(cString: strerror(status)))")
+            throw ChaosError(.pair, "cannot start '\(name)': \(String(cString: strerror(status)))")
         }
-        return ChildProcess(pid: pid)
+        return pid
     }
 
     private typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
@@ -62,7 +88,7 @@ struct ChildProcess: Sendable {
     func send(_ signal: Int32) { _ = kill(pid, signal) }
 
     /// Reaps every exited child of this process without waiting: each one's id and status (128 + the signal
-    /// for a process a signal ended). chaos starts no children but the pair's.
+    /// for a process a signal ended). chaos starts no children but the pair's and its ``PairGuard``.
     static func reapExited() -> [(pid: pid_t, status: Int32)] {
         var reaped: [(pid: pid_t, status: Int32)] = []
         while true {

@@ -2,6 +2,10 @@ package import ChaosCore
 package import Foundation
 import Synchronization
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Starts the scenario's `pair:` (server first, waits for its readiness check, then the clients),
 /// keeps their output in the run folder, notices unexpected exits, and stops them at the end
 /// (SIGTERM, then SIGKILL after the grace time).
@@ -47,6 +51,10 @@ package final class PairSupervisor: Sendable {
     private let state = Mutex<(running: [Running], exits: [Exit], stopping: Bool, reaper: Task<Void, Never>?, expected: Set<Int32>)>(
         ([], [], false, nil, [])
     )
+    /// Stops the pair if chaos dies without stopping it (started with the first member), and the process groups of
+    /// the members that still have a process in them (a member leads its own; an empty one is forgotten as soon as
+    /// the reaper sees it empty, so that its id, free again, is never signalled).
+    private let guardian = Mutex<(watcher: PairGuard?, groups: Set<pid_t>)>((nil, []))
     private static func check(_ interrupted: @Sendable () -> Bool) throws {
         if interrupted() { throw ChaosError(.pair, "stopped by a signal while the pair was starting") }
     }
@@ -161,7 +169,8 @@ package final class PairSupervisor: Sendable {
         }
     }
 
-    /// Stops every member: SIGTERM to clients, then the server; SIGKILL after `grace`.
+    /// Stops every member: SIGTERM to clients, then the server; SIGKILL after `grace`. Then what a member left in its
+    /// process group (a child it started and did not stop) gets SIGKILL, and the guard is told the pair is stopped.
     package func stop() async {
         let running = state.withLock { state -> [Running] in
             state.stopping = true
@@ -178,6 +187,9 @@ package final class PairSupervisor: Sendable {
             for item in group where isRunning(item.member) { item.process.send(SIGKILL) }
             await waitForExit(group, until: .distantFuture)
         }
+        let (watcher, groups) = guardian.withLock { ($0.watcher, $0.groups) }
+        for group in groups { kill(-group, SIGKILL) }
+        watcher?.release()
         state.withLock { $0.reaper }?.cancel()
     }
 
@@ -228,9 +240,10 @@ package final class PairSupervisor: Sendable {
         }
     }
 
-    /// Records the exit of every member that ended since the last look.
+    /// Records the exit of every member that ended since the last look, and forgets the process groups left empty.
     private func reap() {
         let reaped = ChildProcess.reapExited()
+        forgetEmptyGroups()
         guard !reaped.isEmpty else { return }
         let at = now()
         state.withLock { state in
@@ -238,6 +251,16 @@ package final class PairSupervisor: Sendable {
                 guard let member = state.running.first(where: { $0.member.pid == pid })?.member else { continue }
                 let unexpected = !state.stopping && !state.expected.contains(pid)
                 state.exits.append(Exit(name: member.name, status: status, at: at, unexpected: unexpected, pid: pid))
+            }
+        }
+    }
+
+    /// A group whose leader exited may still hold what it started; once none is left, the guard forgets it.
+    private func forgetEmptyGroups() {
+        guardian.withLock { guardian in
+            for group in guardian.groups where kill(-group, 0) == -1 && errno == ESRCH {
+                guardian.groups.remove(group)
+                guardian.watcher?.forget(group: group)
             }
         }
     }
@@ -250,7 +273,14 @@ package final class PairSupervisor: Sendable {
             _ = FileManager.default.createFile(atPath: out.path, contents: nil)
             _ = FileManager.default.createFile(atPath: err.path, contents: nil)
         }
+        let watcher = try guardian.withLock { guardian in
+            let watcher = try guardian.watcher ?? PairGuard()
+            guardian.watcher = watcher
+            return watcher
+        }
         let process = try ChildProcess.spawnShell(command, standardOutput: out.path, standardError: err.path)
+        guardian.withLock { _ = $0.groups.insert(process.pid) }
+        watcher.watch(group: process.pid)
         let member = Member(name: name, command: command, pid: process.pid)
         let startsReaper = state.withLock { state -> Bool in
             state.running.append(Running(member: member, process: process))

@@ -95,6 +95,83 @@ struct LifecycleTests {
         run.remove()
     }
 
+    /// A pair whose every member leaves a child of its own running (a server's worker, a client's helper) and then
+    /// `exec`s a process that runs until it is stopped; each process's command line names the run folder (its file),
+    /// so that ``PairProcesses`` finds them. `{run_dir}/NAME-started` exists once NAME and its child run.
+    static func pairWithChildren(duration: String) -> String {
+        let member = { (name: String) in
+            "sh -c 'touch {run_dir}/\(name)-child {run_dir}/\(name)-running; tail -f {run_dir}/\(name)-child & "
+                + "touch {run_dir}/\(name)-started; exec tail -f {run_dir}/\(name)-running'"
+        }
+        return """
+            name: children
+            duration: \(duration)
+            proxies:
+              - name: stream
+                listen: 127.0.0.1:7000
+                upstream: 127.0.0.1:7001
+            pair:
+              server:
+                run: \(member("server"))
+              client:
+                run: \(member("client-{index}"))
+                count: 2
+            """
+    }
+
+    /// The processes that mention `folder`, waited for (at most `seconds`) to be gone.
+    static func remaining(in folder: URL, within seconds: Double) async -> [Int32] {
+        let deadline = Date().addingTimeInterval(seconds)
+        while true {
+            let alive = PairProcesses.alive(mentioning: folder.path)
+            if alive.isEmpty || Date() > deadline { return alive }
+            try? await Task.sleep(nanoseconds: 50_000_000)
+        }
+    }
+
+    @Test("at the run's end nothing the pair started is left: a member's children go with it")
+    func pairChildrenStopWithTheRun() async throws {
+        let scenario = try ChaosCLI.scenarioFile(Self.pairWithChildren(duration: "2s"))
+        let run = try await RunFolderUnderTest.run([scenario], timeout: 60)
+        #expect(run.result.status == 1, "nothing went through the proxy: inconclusive; exit \(run.result.status): \(run.result.stderr)")
+        for name in ["server", "client-1", "client-2"] {
+            #expect(FileManager.default.fileExists(atPath: run.folder.appendingPathComponent("\(name)-started").path), "\(name) ran")
+        }
+        let report = try run.report()
+        #expect(report.pairExits == ["server": 128 + SIGTERM, "client-1": 128 + SIGTERM, "client-2": 128 + SIGTERM])
+        // chaos stopped them before it exited: each child was sent SIGKILL with its group; their ends may take a moment.
+        let left = await Self.remaining(in: run.folder, within: 10)
+        #expect(left.isEmpty, "still running after the run: \(left.map { Self.commandLine($0) })")
+        for pid in left { kill(pid, SIGKILL) }
+        run.remove()
+    }
+
+    @Test("a chaos killed with SIGKILL mid-run leaves no pair process behind: its guard stops every member and their children")
+    func killedChaosLeavesNoPair() async throws {
+        let scenario = try ChaosCLI.scenarioFile(Self.pairWithChildren(duration: "60s"))
+        let run = try await RunFolderUnderTest.run(
+            [scenario],
+            timeout: 90,
+            signal: (after: 0, number: SIGKILL),
+            signalOnce: ["server-started", "client-1-started", "client-2-started"]
+        )
+        #expect(run.result.status == 128 + SIGKILL, "killed: exit \(run.result.status), \(run.result.seconds) s")
+        let started = ["server", "client-1", "client-2"].filter {
+            FileManager.default.fileExists(atPath: run.folder.appendingPathComponent("\($0)-started").path)
+        }
+        #expect(started.count == 3, "the pair ran when chaos was killed: \(started)")
+        // The guard sends SIGTERM at once and SIGKILL 2 s later; a loaded machine gets 20 s.
+        let left = await Self.remaining(in: run.folder, within: 20)
+        #expect(left.isEmpty, "still running after chaos was killed: \(left.map { Self.commandLine($0) })")
+        for pid in left { kill(pid, SIGKILL) }
+        run.remove()
+    }
+
+    static func commandLine(_ pid: Int32) -> String {
+        let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") ?? Data()
+        return "\(pid): " + String(decoding: data.map { $0 == 0 ? UInt8(ascii: " ") : $0 }, as: UTF8.self)
+    }
+
     /// `SigIgn:\t0000000000001000` lines as numbers.
     static func masks(_ text: String) -> [String: UInt64] {
         var masks: [String: UInt64] = [:]
