@@ -1,4 +1,4 @@
-package import ChaosCore
+import ChaosCore
 import NIOCore
 import NIOPosix
 import Synchronization

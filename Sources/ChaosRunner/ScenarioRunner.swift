@@ -3,7 +3,7 @@ import ChaosCapture
 package import ChaosControl
 package import ChaosCore
 package import ChaosProtocols
-package import ChaosProxy
+import ChaosProxy
 import ChaosReport
 package import Foundation
 package import Logging

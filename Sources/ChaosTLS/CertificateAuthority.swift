@@ -1,5 +1,5 @@
 package import ChaosCore
-package import Crypto
+import Crypto
 import Foundation
 import SwiftASN1
 package import X509

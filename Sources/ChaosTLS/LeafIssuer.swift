@@ -1,4 +1,4 @@
-package import ChaosCore
+import ChaosCore
 import Crypto
 import Foundation
 package import NIOSSL
@@ -121,7 +121,8 @@ package final class LeafIssuer: Sendable {
         }
         var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
         return bytes.withUnsafeBytes { raw in
-            inet_ntop(family, raw.baseAddress, &text, socklen_t(text.count)) != nil ? String(cString: text) : nil
+            inet_ntop(family, raw.baseAddress, &text, socklen_t(text.count)) != nil
+                ? String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : nil
         }
     }
 

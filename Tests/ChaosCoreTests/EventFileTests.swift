@@ -151,7 +151,7 @@ struct EventFileTests {
         while FileManager.default.fileExists(atPath: EventFileWriter.path(folder: folder, segment: Int(cursor.split(separator: ":")[0])!)) {
             let page = try EventFilePage.read(folder: folder, cursor: cursor, limit: 70_000)
             let path = EventFileWriter.path(folder: copy, segment: page.segment)
-            if page.offset == 0 { FileManager.default.createFile(atPath: path, contents: nil) }
+            if page.offset == 0 { try #require(FileManager.default.createFile(atPath: path, contents: nil)) }
             let handle = try #require(FileHandle(forWritingAtPath: path))
             try handle.seekToEnd()
             try handle.write(contentsOf: page.bytes)

@@ -256,7 +256,7 @@ struct DeadPathTests {
             ours = try Self.tablesDropping(port: listen)
             queued = try Self.lossRules(port: listen)
         }
-        FileManager.default.createFile(atPath: kill, contents: nil)
+        try #require(FileManager.default.createFile(atPath: kill, contents: nil))
         let killed = try await chaos
         let held = try? await holding
         // Its output says where its dead path's bytes stop (in the kernel, or held in the proxy, and why), and the

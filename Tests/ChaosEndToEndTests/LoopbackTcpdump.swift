@@ -21,7 +21,7 @@ struct LoopbackTcpdump {
                 ports.map { "\(transport) port \($0)" }.joined(separator: " or "),
             ]
         let messages = file + ".tcpdump.txt"
-        FileManager.default.createFile(atPath: messages, contents: nil)
+        try #require(FileManager.default.createFile(atPath: messages, contents: nil), "cannot create \(messages)")
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: messages))
         process.standardOutput = FileHandle.nullDevice
         try process.run()

@@ -123,11 +123,11 @@ enum TLSPair {
             var moved = false
             while let bytes = try a.readOutbound(as: ByteBuffer.self) {
                 moved = true
-                try? b.writeInbound(bytes)
+                _ = try? b.writeInbound(bytes)
             }
             while let bytes = try b.readOutbound(as: ByteBuffer.self) {
                 moved = true
-                try? a.writeInbound(bytes)
+                _ = try? a.writeInbound(bytes)
             }
             if !moved { break }
         }

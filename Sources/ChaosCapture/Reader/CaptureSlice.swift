@@ -1,5 +1,5 @@
 import CPcap
-package import ChaosCore
+import ChaosCore
 import Foundation
 
 /// The packets of a capture file between two instants, written to a new file of the same link type (libpcap reads

@@ -1,4 +1,4 @@
-package import ChaosCore
+import ChaosCore
 import Foundation
 
 /// Who may use the control API. Bound to loopback it is open, as Toxiproxy's is (test code on the same machine).

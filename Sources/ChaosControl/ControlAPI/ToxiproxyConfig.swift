@@ -1,5 +1,5 @@
 package import ChaosCore
-package import ChaosProxy
+import ChaosProxy
 import Foundation
 
 /// Toxiproxy's config file (`toxiproxy-server -config FILE`, `chaos proxy --config FILE`): a JSON list of

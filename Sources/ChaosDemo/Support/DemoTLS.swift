@@ -1,4 +1,4 @@
-package import ChaosCore
+import ChaosCore
 import NIOSSL
 
 /// The reference client's TLS (`chaos demo client --tls`): the roots it trusts (chaos's CA, as a phone app under test

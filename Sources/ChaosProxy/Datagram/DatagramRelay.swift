@@ -134,7 +134,7 @@ final class DatagramRelay: @unchecked Sendable {
             return nil
         }
         do {
-            let channel = try await listenerBootstrap().withBoundSocket(descriptor: detached.listener).get()
+            let channel = try await listenerBootstrap().withBoundSocket(detached.listener).get()
             try await listen(on: channel)
             return channel
         } catch {
@@ -196,7 +196,7 @@ final class DatagramRelay: @unchecked Sendable {
             return end(flow)
         }
         flow.upstreamAddress = address
-        upstreamBootstrap(for: flow, address: address).withBoundSocket(descriptor: fd).whenComplete { [self] result in
+        upstreamBootstrap(for: flow, address: address).withBoundSocket(fd).whenComplete { [self] result in
             switch result {
             case .success(let channel):
                 guard !flow.isClosed else { return channel.close(promise: nil) }

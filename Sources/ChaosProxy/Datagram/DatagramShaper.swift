@@ -1,4 +1,4 @@
-package import ChaosCore
+import ChaosCore
 
 /// Why the proxy dropped a datagram. A UDP path loses instead of holding: nothing retransmits below the application.
 package enum DatagramDrop: String, Sendable, CaseIterable, Hashable {

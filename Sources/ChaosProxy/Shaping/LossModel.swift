@@ -1,4 +1,4 @@
-package import ChaosCore
+import ChaosCore
 
 /// Packet loss as TCP under it looks to the application: a direction's bytes are cut into MSS-sized pieces, each
 /// lost or not by a two-state Gilbert-Elliott model (a good state that loses nothing, a bad one that loses every

@@ -49,7 +49,7 @@ final class ClientHelloReader: ChannelInboundHandler, RemovableChannelHandler {
         guard let context else { return }
         onGone = nil
         let alert: [UInt8] = [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28]  // alert record: fatal (2), handshake_failure (40)
-        context.writeAndFlush(NIOAny(context.channel.allocator.buffer(bytes: alert))).whenComplete { _ in
+        context.writeAndFlush(NIOAny(context.channel.allocator.buffer(bytes: alert))).assumeIsolated().whenComplete { _ in
             context.close(promise: nil)
         }
     }

@@ -80,7 +80,8 @@ extension ProxyServer {
                     let context = try tls.serverContext(name: name, protocols: answer, upstreamNames: upstreamNames)
                     let accepted = loop.makePromise(of: String?.self)
                     let watcher = HandshakeWatcher(done: accepted)
-                    let late = loop.scheduleTask(in: .nanoseconds(options.connectTimeout.nanoseconds)) {
+                    // On the client's loop (the upstream leg shares it), where the watcher lives in its pipeline.
+                    let late = loop.assumeIsolated().scheduleTask(in: .nanoseconds(options.connectTimeout.nanoseconds)) {
                         watcher.fail(ChaosError.badInput("no TLS handshake from the client in \(self.options.connectTimeout)"))
                     }
                     try Self.addTLSHandlers(NIOSSLServerHandler(context: context), to: client, watcher: watcher)

@@ -1,7 +1,7 @@
 import ChaosCapture
-package import ChaosCore
-package import ChaosReport
-package import Foundation
+import ChaosCore
+import ChaosReport
+import Foundation
 
 /// `chaos bundle`: one `.tar.gz` that hands a failed run over (to a colleague, from CI to a laptop): what
 /// `chaos replay` and `chaos shrink` need (scenario.json, timeline.json, report.json), the reports, the tails of the

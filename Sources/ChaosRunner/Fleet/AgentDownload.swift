@@ -28,8 +28,12 @@ package enum AgentDownload {
             if !answer.body.isEmpty {
                 if handles[segment] == nil {
                     let path = EventFileWriter.path(folder: folder, segment: segment)
-                    FileManager.default.createFile(atPath: path, contents: nil)
-                    handles[segment] = FileHandle(forWritingAtPath: path)
+                    guard FileManager.default.createFile(atPath: path, contents: nil),
+                        let handle = FileHandle(forWritingAtPath: path)
+                    else {
+                        throw ChaosError(.io, "agent URL \(url): cannot write its events to \(path)")
+                    }
+                    handles[segment] = handle
                 }
                 try handles[segment]?.write(contentsOf: answer.body)
             }

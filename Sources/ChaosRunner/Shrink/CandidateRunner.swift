@@ -38,7 +38,9 @@ package struct CandidateRunner: Sendable {
         try inputs.saveReplayInputs(scenario: scenario, timeline: timeline)
         let runFolder = folder.appendingPathComponent("run")
         let log = folder.appendingPathComponent("chaos.log")
-        FileManager.default.createFile(atPath: log.path, contents: nil)
+        guard FileManager.default.createFile(atPath: log.path, contents: nil) else {
+            throw ChaosError(.io, "cannot create \(log.path) for a candidate's run")
+        }
         let handle = try FileHandle(forWritingTo: log)
         defer { try? handle.close() }
         let started = Date()

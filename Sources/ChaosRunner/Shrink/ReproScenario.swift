@@ -1,5 +1,5 @@
 package import ChaosCore
-package import Foundation
+import Foundation
 
 /// `repro.yaml`: the shrunk failure as a scenario of its own: the original scenario file with its `faults:` section
 /// replaced by the reproducer's faults, each at an explicit `at:` (its original occurrence number in a comment), and

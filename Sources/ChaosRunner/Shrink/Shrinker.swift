@@ -1,5 +1,5 @@
 package import ChaosCore
-package import ChaosReport
+import ChaosReport
 package import Foundation
 
 /// `chaos shrink`: from a failed run, the smallest set of its faults, in the shortest run, that still fails the same
