@@ -63,7 +63,7 @@ final class PairGuard: Sendable {
     /// Tells the guard that a group has no process left: its id may be another's some day, never to be signalled.
     func forget(group: pid_t) { send("-\(group)\n") }
 
-    /// The pair is stopped: the guard exits without signalling anyone, and is reaped with the pair's exits.
+    /// The pair is stopped: the guard exits without signalling anyone (chaos's child until chaos reaps it or exits).
     func release() {
         send("done\n")
         writeEnd.withLock { end in
