@@ -35,8 +35,11 @@ struct FleetNamespaceTests {
             environment: ["HERD_AT": "12", "HEARTBEAT": "2s"],
             program: "/usr/bin/env"
         )
-        let summary = result.stdout.split(separator: "\n").last.map(String.init) ?? ""
-        #expect(result.status == 0, "\(summary)\n\(result.stderr) (\(out))")
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        let summary = lines.last ?? ""
+        // The script prints the evidence of the first mismatched streams before its summary: logs and anomalies.
+        let evidence = lines.drop { !$0.hasPrefix("evidence ") }.dropLast().joined(separator: "\n")
+        #expect(result.status == 0, "\(summary)\n\(evidence)\n\(result.stderr) (\(out))")
         let json = try JSONSerialization.jsonObject(with: Data(summary.utf8)) as? [String: Any] ?? [:]
         // A pair starved enough may end with messages it never delivered: the audit must then count lost exactly seqs
         // its producer logged unacknowledged as it stopped and its consumer never processed (none unexplained).

@@ -168,8 +168,7 @@ struct LifecycleTests {
     }
 
     static func commandLine(_ pid: Int32) -> String {
-        let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") ?? Data()
-        return "\(pid): " + String(decoding: data.map { $0 == 0 ? UInt8(ascii: " ") : $0 }, as: UTF8.self)
+        "\(pid): " + (PairProcesses.commandLine(pid) ?? "(gone)")
     }
 
     /// `SigIgn:\t0000000000001000` lines as numbers.

@@ -230,11 +230,14 @@ enum PairProcesses {
     static func alive(mentioning text: String) -> [Int32] {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
         return entries.compactMap { entry -> Int32? in
-            guard let pid = Int32(entry), pid != getpid(),
-                let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline")
-            else { return nil }
-            let command = String(decoding: data.map { $0 == 0 ? UInt8(ascii: " ") : $0 }, as: UTF8.self)
+            guard let pid = Int32(entry), pid != getpid(), let command = commandLine(pid) else { return nil }
             return command.contains(text) ? pid : nil
         }
+    }
+
+    /// A live process's command line, its arguments joined by spaces (nil once it is gone).
+    static func commandLine(_ pid: Int32) -> String? {
+        guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { return nil }
+        return String(decoding: data.map { $0 == 0 ? UInt8(ascii: " ") : $0 }, as: UTF8.self)
     }
 }

@@ -235,6 +235,26 @@ matching = sum(1 for key in keys if matches(key))
 mismatches = [(k, merged.get(k, {}).get("ok"), merged.get(k, {}).get("unconfirmed"), len(seqs.get(k, ())))
               for k in sorted(keys) if not matches(k)][:5]
 totals = report["totals"]
+# The evidence for the first mismatches, before the summary (a CI run's folder is gone once it ends): what the consumer
+# processed and when, what its producer held unacknowledged at its stop, the stream's connection events in the phone's
+# log, and the audit's anomalies for it.
+for key in [m[0] for m in mismatches[:2]]:
+    name, direction = key
+    stream = merged.get(key, {})
+    lines = []
+    for path in glob.glob(out + "/phone/*.jsonl") + glob.glob(out + "/server-*.jsonl"):
+        side = "phone" if "/phone/" in path else "server"
+        for line in open(path):
+            o = json.loads(line)
+            if o.get("stream") == name and ("dir" not in o or o["dir"] == ("up" if direction == "upstream" else "down")):
+                lines.append((o.get("t", 0), side, {k: v for k, v in o.items() if k not in ("t", "stream")}))
+    print(f"evidence {name} {direction}: audit ok {stream.get('ok')} lost {stream.get('lost')} unconfirmed {stream.get('unconfirmed')}; "
+          f"consumer logged {sorted(seqs.get(key, ()))}; producer unacknowledged at its stop {sorted(unacknowledged.get(key, ()))}")
+    for t, side, o in sorted(lines, key=lambda l: l[0])[-40:]:
+        print(f"  {t} {side} {json.dumps(o)}")
+    for anomaly in report["anomalies"]:
+        if anomaly.get("stream") == name and anomaly.get("direction") == direction:
+            print(f"  anomaly {json.dumps(anomaly)}")
 print(json.dumps({"streams": streams, "logged": len(seqs), "matching": matching, "mismatches": mismatches,
                   "lost": totals["lost"], "unexplained_lost": unexplained, "duplicated": totals["duplicated"], "ok": totals["ok"],
                   "connections": report["connections"]["opened"], "verdict": report["verdict"], "merge_exit": status,
