@@ -27,6 +27,11 @@ struct BadInputCommandTests {
             (["run", "Scenarios/quickstart.yaml", "--agent", "a", "--start-at", "noon"], "--start-at must be an RFC 3339"),
             (["run", "Scenarios/quickstart.yaml", "--start-at", "2026-11-27T12:00:00Z"], "add --agent NAME"),
             (["run", "Scenarios/quickstart.yaml", "--agent", "a", "--event-ring", "1KB"], "--event-ring must be"),
+            (["demo", "client", "--connect", "127.0.0.1:1", "--send-until", "noon"], "--send-until expects an RFC 3339 time"),
+            (
+                ["demo", "server", "--listen", "127.0.0.1:0", "--transport", "grpc", "--send-until", "2026-11-27T12:00:00Z"],
+                "--send-until works with --transport tcp or websocket"
+            ),
             (["report", "--merge"], "--merge"),
             (["report", "Reports/x", "--merge", "Reports/y"], "not both"),
             (["proxy", "--listen", "udp://127.0.0.1:0", "--upstream", "127.0.0.1:1"], "--listen is udp but --upstream is tcp"),

@@ -102,15 +102,17 @@ expect:
 YAML
 "$CHAOS" validate "$OUT/agent.yaml" >/dev/null
 
-# The pair produces until the run's last QUIET seconds (--send-for), then only heartbeats and acknowledgements, so nothing
-# is in flight when it stops: a message the audit counts as sent is then either read or lost, never cut off unread.
+# The pair produces until the run's last QUIET seconds (--send-until, one moment for every process: a length would count
+# from each one's own start, late by however long a loaded machine took to start it), then only heartbeats and
+# acknowledgements, so nothing is in flight when it stops: a message the audit counts as sent is then either read or
+# lost, never cut off unread.
 START=$(date -u -d "+6 seconds" +%Y-%m-%dT%H:%M:%SZ)
 END_AT=$(( $(date -u -d "$START" +%s) + SECONDS_RUN ))
-send_for() { echo "$(( END_AT - QUIET - $(date +%s) ))s"; }
+SEND_UNTIL=$(date -u -d "@$(( END_AT - QUIET ))" +%Y-%m-%dT%H:%M:%SZ)
 SERVER_PIDS=()
 for k in $(seq 1 "$GROUPS_N"); do
   ip netns exec "$SERVER" "$CHAOS" demo server --listen "$SERVER_IP:$(( 7000 + k ))" --rate "$RATE" --log "$OUT/server-$k.jsonl" \
-    --heartbeat "$HEARTBEAT" --heartbeat-timeout "$HEARTBEAT_TIMEOUT" --send-for "$(send_for)" \
+    --heartbeat "$HEARTBEAT" --heartbeat-timeout "$HEARTBEAT_TIMEOUT" --send-until "$SEND_UNTIL" \
     > "$OUT/server-$k.out" 2>&1 & PIDS+=($!); SERVER_PIDS+=($!)
 done
 AGENT_PIDS=()
@@ -132,7 +134,7 @@ for p in $(seq 1 "$GROUPS_N"); do
     CONNECT+=("$([ "$j" = 0 ] && echo --connect || echo --also-connect)" "$(address $(( agent + 1 ))):$(( 9000 + p ))")
   done
   ip netns exec "$PHONE" "$CHAOS" demo client "${CONNECT[@]}" --stream "p$p" --streams "$count" --rate "$RATE" \
-    --heartbeat "$HEARTBEAT" --heartbeat-timeout "$HEARTBEAT_TIMEOUT" --send-for "$(send_for)" \
+    --heartbeat "$HEARTBEAT" --heartbeat-timeout "$HEARTBEAT_TIMEOUT" --send-until "$SEND_UNTIL" \
     --backoff-base 200ms --backoff-cap "$BACKOFF_CAP" --log "$OUT/phone/p$p.jsonl" > "$OUT/phone-$p.out" 2>&1 & PIDS+=($!); PHONE_PIDS+=($!)
 done
 # The phones stop (SIGTERM: each stream sends FIN, reads what is still coming until the server closes, logs it) in the

@@ -56,7 +56,7 @@ final class ClientEngine: WireConnectionDelegate, @unchecked Sendable {
         self.configuration = configuration
         self.loop = loop
         self.stoppedPromise = loop.makePromise()
-        self.sendWindow = SendWindow(sendFor: configuration.sendFor)
+        self.sendWindow = SendWindow(sendFor: configuration.sendFor, sendUntil: configuration.sendUntil)
         self.upstream = OutboundQueue(capacity: configuration.queueCapacity)
         self.downstream = InboundSequencer(deduplicates: !configuration.naive)
         self.schedule = ReconnectSchedule(

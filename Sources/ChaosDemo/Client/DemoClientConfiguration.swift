@@ -1,4 +1,5 @@
 package import ChaosCore
+package import Foundation
 package import Logging
 
 /// Settings of the reference client (`chaos demo client`).
@@ -28,6 +29,8 @@ package struct DemoClientConfiguration: Sendable {
     /// retransmissions after a reconnect) with nothing new: a soak's quiet end, so nothing is in flight when the
     /// pair stops. nil: produce until stopped. Set it after `init`.
     package var sendFor: ChaosDuration?
+    /// Produce new upstream messages only until this wall-clock moment (with ``sendFor``: whichever comes first).
+    package var sendUntil: Date?
     /// Seed of the reconnect jitter; nil derives one from the stream name.
     package var seed: UInt64?
     /// Reconnect backoff (full jitter).

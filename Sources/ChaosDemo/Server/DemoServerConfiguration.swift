@@ -1,4 +1,5 @@
 package import ChaosCore
+package import Foundation
 package import Logging
 
 /// Settings of the reference server (`chaos demo server`).
@@ -48,6 +49,8 @@ package struct DemoServerConfiguration: Sendable {
     /// Produce new downstream messages only this long after starting, then keep every stream (heartbeats,
     /// acknowledgements, retransmissions on resume) with nothing new; nil: produce until stopped. Set it after `init`.
     package var sendFor: ChaosDuration?
+    /// Produce new downstream messages only until this wall-clock moment (with ``sendFor``: whichever comes first).
+    package var sendUntil: Date?
 
     /// A planted bug (for trying `chaos shrink` on a sequence-dependent failure): when a HELLO takes a stream over from
     /// a connection the server has not yet seen die (a half-open one), it believes every message it wrote there

@@ -28,7 +28,7 @@ final class ServerEngine: WireConnectionDelegate, @unchecked Sendable {
         self.configuration = configuration
         self.loop = loop
         self.stoppedPromise = loop.makePromise()
-        self.sendWindow = SendWindow(sendFor: configuration.sendFor)
+        self.sendWindow = SendWindow(sendFor: configuration.sendFor, sendUntil: configuration.sendUntil)
     }
 
     /// Opens the log and listens; a failure (a port in use, a log that cannot be written) fails ``stoppedPromise`` too,

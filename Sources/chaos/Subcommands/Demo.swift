@@ -39,6 +39,11 @@ struct DemoServerCommand: AsyncParsableCommand {
     var sendFor: String?
     @Option(
         help:
+            "Produce new messages only until this RFC 3339 moment (e.g. 2026-11-27T12:09:00Z), then as --send-for: a quiet end shared by processes that start one after another (tcp or websocket)."
+    )
+    var sendUntil: String?
+    @Option(
+        help:
             "tcp (NDJSON lines), websocket (one text message per line, WebSocket pings as heartbeats) or grpc (one bidirectional-streaming call, HTTP/2 keepalive)."
     )
     var transport = "tcp"
@@ -68,6 +73,7 @@ struct DemoServerCommand: AsyncParsableCommand {
         )
         config.transport = try DemoTransportFlag.parse(transport)
         config.sendFor = try DemoDurationFlag.sendFor(sendFor, transport: config.transport)
+        config.sendUntil = try DemoDurationFlag.sendUntil(sendUntil, transport: config.transport)
         config.takeoverBug = takeoverBug
         if tlsKey != nil, tlsCert == nil { throw ValidationError("--tls-key needs --tls-cert") }
         config.tls = tlsCert.map { DemoServerTLS(certificate: $0, key: tlsKey ?? $0) }
@@ -128,6 +134,8 @@ struct DemoClientCommand: AsyncParsableCommand {
             "Produce new messages only this long after starting (e.g. 9m), then stay connected with nothing new: a soak's quiet end, nothing in flight when the pair stops (tcp or websocket)."
     )
     var sendFor: String?
+    @Option(help: "Produce new messages only until this RFC 3339 moment, then as --send-for (tcp or websocket).")
+    var sendUntil: String?
     @Option(
         help:
             "tcp (NDJSON lines), websocket (the stream named in an X-Chaos-Stream upgrade header) or grpc (x-chaos-stream metadata, HTTP/2 keepalive)."
@@ -160,6 +168,7 @@ struct DemoClientCommand: AsyncParsableCommand {
         )
         config.transport = try DemoTransportFlag.parse(transport)
         config.sendFor = try DemoDurationFlag.sendFor(sendFor, transport: config.transport)
+        config.sendUntil = try DemoDurationFlag.sendUntil(sendUntil, transport: config.transport)
         config.alsoConnect = try alsoConnect.map { try DemoAddress(parsing: $0) }
         if !config.alsoConnect.isEmpty, config.transport == .grpc {
             throw ValidationError("--also-connect works with --transport tcp or websocket")
@@ -228,6 +237,16 @@ enum DemoDurationFlag {
         guard let text else { return nil }
         guard transport != .grpc else { throw ValidationError("--send-for works with --transport tcp or websocket") }
         return try parse(text, flag: "--send-for")
+    }
+
+    /// `--send-until`: an RFC 3339 moment, for the tcp and websocket transports.
+    static func sendUntil(_ text: String?, transport: DemoTransport) throws -> Date? {
+        guard let text else { return nil }
+        guard transport != .grpc else { throw ValidationError("--send-until works with --transport tcp or websocket") }
+        guard let date = AgentOptions.date(text) else {
+            throw ChaosError.badInput("--send-until expects an RFC 3339 time such as 2026-11-27T12:09:00Z, got '\(text)'")
+        }
+        return date
     }
 }
 
