@@ -113,7 +113,7 @@ extension AuditEngine {
             guard read, let name = connection.handshakeStreams[other] else { return }
             let direction = pipe.direction.reversed
             let receiver = direction == .downstream ? receiver(of: connection) : nil
-            ledger(String(decoding: name, as: UTF8.self), direction, receiver: receiver).resumed(after: point, on: connection.id)
+            ledger(String(decoding: name, as: UTF8.self), direction, receiver: receiver).resumed(after: point, on: connection.order)
         case .counted(let name):
             if read { protocolStats[counter: name] += 1 }
         case .coded(let family, let code, let proxyMayWrite):

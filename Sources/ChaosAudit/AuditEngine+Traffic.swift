@@ -272,7 +272,7 @@ extension AuditEngine {
             ledger.takenBeforeReset.insert(seq)
             // A consumer that had named its resume point on a newer connection, and then reset this one with these
             // bytes unread, threw away what it said it would take there: denied, as an ack below them denies.
-            if id < ledger.consumerAckedOn, seq > ledger.consumerAckThere { ledger.deniedAfterClose.insert(seq) }
+            if connection.order < ledger.consumerAckedOn, seq > ledger.consumerAckThere { ledger.deniedAfterClose.insert(seq) }
         }
     }
 
@@ -354,10 +354,10 @@ extension AuditEngine {
         if let existing = connection.streams[slot][ledger.index] {
             result = existing
         } else {
-            result = ConnectionStream(ledger: ledger)
+            result = ConnectionStream(ledger: ledger, connectionOrder: connection.order)
             result.name = name.map(Array.init)
             connection.streams[slot][ledger.index] = result
-            carried(ledger, on: connection.id)
+            carried(ledger, on: connection.order)
         }
         pipe.cached = result
         pipe.cachedCall = nil
@@ -396,19 +396,20 @@ extension AuditEngine {
         } else {
             partner.denyTakenAfterClose(above: ack)
         }
-        if id > partner.consumerAckedOn { carried(partner, on: id) }
-        partner.consumerStated(ack, on: id)
+        let order = connections[id]?.order ?? 0
+        if order > partner.consumerAckedOn { carried(partner, on: order) }
+        partner.consumerStated(ack, on: order)
         if let here { here.consumerAck = max(here.consumerAck ?? .min, ack) }
         return partner
     }
 
-    /// Stream `ledger` showed up on connection `id` (its first message there, or its consumer's first ack): an older
-    /// connection still half-open in a fault that carried it (either way) is one the pair has left
-    /// (``RecoveryTracker/movedOn(from:at:)``).
-    func carried(_ ledger: StreamLedger, on id: ConnectionID) {
+    /// Stream `ledger` showed up on the connection `order` (``ConnectionState/order``: its first message there, or its
+    /// consumer's first ack): an older connection still half-open in a fault that carried it (either way) is one the
+    /// pair has left (``RecoveryTracker/movedOn(from:at:)``).
+    func carried(_ ledger: StreamLedger, on order: ConnectionOrder) {
         guard recovery.holdsHalfOpen else { return }
         let partner = ledger.partnerIndex.map { ledgers[$0] }
-        for (other, state) in connections where other < id {
+        for (other, state) in connections where state.order < order {
             let carriedThere = [ledger, partner].contains { stream in
                 stream.map { state.streams[$0.direction == .upstream ? 0 : 1][$0.index] != nil } ?? false
             }
@@ -471,7 +472,7 @@ extension AuditEngine {
         }
         ledger.counts.delivered += 1
         activity.count(.delivered, at: time)
-        if !ledger.disowned.isEmpty { ledger.settleDisowned(seq, on: connection) }
+        if !ledger.disowned.isEmpty { ledger.settleDisowned(seq, on: stream.connectionOrder) }
         if !stream.inFlight.isEmpty {
             stream.inFlight.remove(seq)
             if let readAt = stream.transit.pop(seq) { transit.record(nanoseconds: time - readAt) }
@@ -497,7 +498,7 @@ extension AuditEngine {
             return
         }
         if !ledger.cutInFlight.isEmpty, ledger.cutInFlight.remove(seq), !late { ledger.counts.recovered += 1 }
-        if connection < ledger.consumerAckedOn { ledger.deliveredAfterMove(seq, on: connection, stream) }
+        if stream.connectionOrder < ledger.consumerAckedOn { ledger.deliveredAfterMove(seq, stream) }
         judgeOrder(seq, ledger, connection: connection, time: time)
     }
 

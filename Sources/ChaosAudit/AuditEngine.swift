@@ -51,6 +51,8 @@ package final class AuditEngine {
     /// subscribed: its copy of a stream is owed the seqs after that.
     var receiverBaselines: [String: [String: Int64]] = [:]
     var connections: [ConnectionID: ConnectionState] = [:]
+    /// Connections seen so far (the last one's ``ConnectionState/order``).
+    var connectionsSeen: ConnectionOrder = 0
     /// Connections closed on both sides, oldest first, waiting out ``retireGrace`` before they are dropped.
     var retiring = RetiringQueue()
     /// When the oldest retiring connection is due (kept apart so that the hot path reads one integer).
@@ -273,7 +275,8 @@ package final class AuditEngine {
 
     func state(of id: ConnectionID) -> ConnectionState {
         if let existing = connections[id] { return existing }
-        let created = ConnectionState(id: id, layer: layer)
+        connectionsSeen += 1
+        let created = ConnectionState(id: id, order: connectionsSeen, layer: layer)
         connections[id] = created
         return created
     }

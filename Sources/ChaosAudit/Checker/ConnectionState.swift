@@ -1,10 +1,18 @@
 import ChaosCore
 import ChaosProtocols
 
+/// The place of a connection in the order the audit first saw connections (``ConnectionState/order``), from 1.
+typealias ConnectionOrder = UInt64
+
 /// The audit's view of one live connection: a leg decoder per direction and role, and the streams it carries.
 /// Dropped when both legs have closed.
 final class ConnectionState {
     let id: ConnectionID
+    /// Its place among the connections in the order the audit first saw them (their opening, as a rule): the audit's
+    /// "newer connection" (a consumer that moved on, a resume point given since). Not its ``id``: a fleet's merge
+    /// numbers each agent's connections apart (``FleetMerge``), so a later connection through one agent can have a
+    /// lower number than an earlier one through another.
+    let order: ConnectionOrder
     /// Indexed by ``pipeIndex(_:_:)``: sent/delivered × upstream/downstream.
     let pipes: [FramePipe]
     /// Per direction (upstream 0, downstream 1): ledger index → the stream's state on this connection.
@@ -55,8 +63,9 @@ final class ConnectionState {
     /// relayed pair (``AuditEngine/relayed(_:_:)``): the delivered pipe's decoder was skipped and stands behind.
     var lockstep = [false, false]
 
-    init(id: ConnectionID, layer: ProtocolLayer) {
+    init(id: ConnectionID, order: ConnectionOrder, layer: ProtocolLayer) {
         self.id = id
+        self.order = order
         let session = layer.framer.makeSession()
         self.session = session
         var pipes: [FramePipe] = []

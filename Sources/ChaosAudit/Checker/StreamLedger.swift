@@ -52,11 +52,13 @@ final class StreamLedger {
     /// Seqs an earlier connection delivered above a resume point the consumer gave since (``resumed(after:on:)``),
     /// not delivered again on that connection or a later one: its application never had them.
     var disowned = SeqRangeSet()
-    /// The connection that gave the last resume point: deliveries on it or on later connections settle ``disowned``.
-    var resumedOn: ConnectionID = 0
-    /// The newest connection on which the consumer stated an ack of this stream (0: none yet), and the highest ack it
-    /// stated there: a consumer that moved to a newer connection may never read what an older one still delivers.
-    var consumerAckedOn: ConnectionID = 0
+    /// The connection (its ``ConnectionState/order``) that gave the last resume point: deliveries on it or on later
+    /// connections settle ``disowned``.
+    var resumedOn: ConnectionOrder = 0
+    /// The newest connection (its ``ConnectionState/order``) on which the consumer stated an ack of this stream (0: none
+    /// yet), and the highest ack it stated there: a consumer that moved to a newer connection may never read what an
+    /// older one still delivers.
+    var consumerAckedOn: ConnectionOrder = 0
     var consumerAckThere: Int64 = .min
     /// Seqs first delivered on a connection older than ``consumerAckedOn``, above the ack stated there, and not yet
     /// vouched for (``SupersededDeliveries``).
@@ -258,10 +260,11 @@ final class StreamLedger {
         }
     }
 
-    /// The consumer, on connection `id`, says it holds the stream up to `point` and resumes after it: what earlier
-    /// connections delivered above it (at most ``abortedLimit`` seqs) is disowned until delivered again.
-    func resumed(after point: Int64, on id: ConnectionID) {
-        resumedOn = max(resumedOn, id)
+    /// The consumer, on the connection `order` (``ConnectionState/order``), says it holds the stream up to `point` and
+    /// resumes after it: what earlier connections delivered above it (at most ``abortedLimit`` seqs) is disowned until
+    /// delivered again.
+    func resumed(after point: Int64, on order: ConnectionOrder) {
+        resumedOn = max(resumedOn, order)
         guard highestDelivered > point else { return }
         var looked: Int64 = 0
         for interval in deliveredSeqs.intervals where interval.upper > point {
@@ -273,10 +276,10 @@ final class StreamLedger {
         }
     }
 
-    /// A delivery of `seq` on connection `id` settles it if it was disowned.
+    /// A delivery of `seq` on the connection `order` settles it if it was disowned.
     @inline(__always)
-    func settleDisowned(_ seq: Int64, on id: ConnectionID) {
-        if id >= resumedOn { _ = disowned.remove(seq) }
+    func settleDisowned(_ seq: Int64, on order: ConnectionOrder) {
+        if order >= resumedOn { _ = disowned.remove(seq) }
     }
 
     /// The seqs the consumer has: those delivered, and those taken after its TLS close that its acks vouched for, but
@@ -295,6 +298,8 @@ final class StreamLedger {
 /// One stream in one direction on one connection: what this connection delivered and what it holds in flight.
 final class ConnectionStream {
     let ledger: StreamLedger
+    /// Its connection's ``ConnectionState/order``.
+    let connectionOrder: ConnectionOrder
     /// The name a message gave it (its bytes as read), or nil for the connection's default stream.
     var name: [UInt8]? = nil
     /// Seqs delivered on this connection (for duplicates within a connection).
@@ -316,7 +321,10 @@ final class ConnectionStream {
     /// Read times of in-flight messages, oldest first, for transit latency.
     var transit = TransitQueue()
 
-    init(ledger: StreamLedger) { self.ledger = ledger }
+    init(ledger: StreamLedger, connectionOrder: ConnectionOrder) {
+        self.ledger = ledger
+        self.connectionOrder = connectionOrder
+    }
 
     /// Whether this connection carried any message of the stream.
     var carriedTraffic: Bool { !deliveredHere.isEmpty || !inFlight.isEmpty }

@@ -13,13 +13,13 @@ extension StreamLedger {
     /// The most seqs one stream holds as superseded; past it, deliveries on an old connection count as they come.
     static let supersededLimit: Int64 = 4096
 
-    /// The consumer stated `ack` of this stream on connection `id`. An ack naming a superseded seq vouches for it and
-    /// those before it: the consumer read them from the old connection.
-    func consumerStated(_ ack: Int64, on id: ConnectionID) {
-        if id > consumerAckedOn {
-            consumerAckedOn = id
+    /// The consumer stated `ack` of this stream on the connection `order` (``ConnectionState/order``). An ack naming a
+    /// superseded seq vouches for it and those before it: the consumer read them from the old connection.
+    func consumerStated(_ ack: Int64, on order: ConnectionOrder) {
+        if order > consumerAckedOn {
+            consumerAckedOn = order
             consumerAckThere = ack
-        } else if id == consumerAckedOn, ack > consumerAckThere {
+        } else if order == consumerAckedOn, ack > consumerAckThere {
             consumerAckThere = ack
         }
         guard !superseded.isEmpty, superseded.contains(ack) else { return }
@@ -28,11 +28,11 @@ extension StreamLedger {
         }
     }
 
-    /// Whether a first delivery of `seq` on connection `id` comes after the consumer moved to a newer connection
+    /// Whether a first delivery of `seq` on `stream`'s connection comes after the consumer moved to a newer connection
     /// without saying it holds `seq`; if so, `stream` (the old connection's) and this ledger remember it.
     @inline(__always)
-    func deliveredAfterMove(_ seq: Int64, on id: ConnectionID, _ stream: ConnectionStream) {
-        guard id < consumerAckedOn, seq > consumerAckThere, superseded.count < Self.supersededLimit else { return }
+    func deliveredAfterMove(_ seq: Int64, _ stream: ConnectionStream) {
+        guard stream.connectionOrder < consumerAckedOn, seq > consumerAckThere, superseded.count < Self.supersededLimit else { return }
         superseded.insert(seq)
         stream.superseded.insert(seq)
     }
