@@ -18,9 +18,11 @@ lets them do, in every release: the keepalive never fires. The bug needs data qu
 
 Once, --quiet-at seconds after the first connection, the app sends nothing for --quiet-for seconds (an app in the
 background: a carrier NAT forgets the idle connection), then uploads again until --send-for. The log (NDJSON) has
-an event per connection and per close, and the library's version:
+an event per connection and per close, and the library's version, and one when it goes quiet with the last seq it
+had sent:
 
   {"t": 9.1, "event": "closed", "stream": "c1", "conn": 1, "error": "ConnectionClosedError(...)"}
+  {"t": 1.5, "event": "quiet", "stream": "c1", "last_seq": 71}
 
 With WS_DEBUG set in its environment it also logs, every 0.5 s, what the library has buffered, the protocol's state and
 the socket's send buffer size.
@@ -40,11 +42,13 @@ from resumable_pair import Log, stop_event
 class Upload:
     """The messages of the stream: numbered, kept until the server says it processed them."""
 
-    def __init__(self, args):
+    def __init__(self, args, log):
         self.args = args
+        self.log = log
         self.next_seq = 1
         self.unacked = {}  # seq -> text, in seq order
         self.first = None
+        self.went_quiet = False
 
     def acked(self, ack):
         for seq in [seq for seq in self.unacked if seq <= ack]:
@@ -57,6 +61,9 @@ class Upload:
             self.first = now
         elapsed = now - self.first
         quiet = self.args.quiet_at <= elapsed < self.args.quiet_at + self.args.quiet_for
+        if quiet and not self.went_quiet:
+            self.went_quiet = True
+            self.log.write(event="quiet", stream=self.args.stream, last_seq=self.next_seq - 1)
         return elapsed < self.args.send_for and not quiet
 
     def make(self):
@@ -86,7 +93,7 @@ async def watch(ws, log, conn):
 async def run(args, connect, ConnectionClosed, version):
     log = Log(args.log)
     stop = stop_event()
-    upload = Upload(args)
+    upload = Upload(args, log)
     conn = 0
     options = dict(
         additional_headers={"X-Stream": args.stream},
