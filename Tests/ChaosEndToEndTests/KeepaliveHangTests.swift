@@ -148,7 +148,11 @@ struct KeepaliveHangTests {
         let outcome = try await Self.run(version: "14.2", deadPath: "kernel")
         #expect(outcome.status == 0, "the run must pass (\(outcome.folder))")
         #expect(outcome.connections >= 2 && outcome.closes >= 1, "the client reconnected (\(outcome.folder))")
-        #expect(outcome.read > 200, "it uploaded on after the dead mapping: \(outcome.read) read (\(outcome.folder))")
+        // It uploaded on after the dead mapping (how much depends on its pace on a busy machine; with nothing lost, all of it).
+        #expect(
+            outcome.read > outcome.sentBeforeQuiet,
+            "it uploaded on after the dead mapping: \(outcome.read) read, \(outcome.sentBeforeQuiet) before the quiet (\(outcome.folder))"
+        )
         #expect(outcome.upload["lost"] == 0 && outcome.upload["duplicated"] == 0, "\(outcome.upload)")
         // What its TCP met: nothing acknowledged of what it sent into the dead mapping. Its abort's FIN waits behind
         // those bytes, as on a real network: the close that reaches the proxy first is the server's.
