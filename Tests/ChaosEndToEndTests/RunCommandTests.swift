@@ -135,19 +135,29 @@ struct RunCommandTests {
         // And an interrupted run still agrees with the pair's logs, but for the seqs the stop left unconfirmed: a client
         // that exits with acks unread is reset, the proxy passes the reset on to the server's leg, and what the
         // server's TCP took before it may or may not have been read (one fresh-clone run: ok 28, the server's log 29).
+        // And but for the lost seqs past the end of the consumer's log: a fault cut them in flight and the stop came
+        // before the consumer resumed (fresh-clone run s75q1: a client started late under load had its connection
+        // reset by the disconnect at 7.4 s as it read its 6th message, and was stopped while it waited to reconnect:
+        // ok 6, lost 2, its log 6 processed and no hole). The stop excuses nothing, as a capture of the run could not
+        // tell it (SequenceCheckerTests), so they count lost; what the log cannot show is past its end.
         let truth = try GroundTruthLog(folder: run.folder)
+        var accounted = true
         for stream in report.streams {
             let holes = truth.holes(stream.key).count
             let processed = truth.distinct(stream.key).count
-            #expect(
-                stream.accountsFor(holes: holes, processed: processed),
-                "\(stream.key): ok \(stream.ok), lost \(stream.lost), unconfirmed \(stream.unconfirmed); log \(processed) processed, \(holes) holes"
+            var judged = stream
+            judged.lost -= Int64(report.lostSeqs(stream.key).count { $0 > truth.highest(stream.key) })
+            guard !judged.accountsFor(holes: holes, processed: processed) else { continue }
+            accounted = false
+            Issue.record(
+                "\(stream.key): ok \(stream.ok), lost \(stream.lost), unconfirmed \(stream.unconfirmed); log \(processed) processed, \(holes) holes (run folder kept: \(run.folder.path))"
             )
         }
         for name in ["report.md", "junit.xml", "report.html"] {
             #expect(FileManager.default.fileExists(atPath: run.folder.appendingPathComponent(name).path), "\(name)")
         }
-        run.remove()
+        // A run whose counts the logs do not explain is kept for a look (its pair's logs, the report's anomalies).
+        if accounted { run.remove() }
     }
 
     @Test(
