@@ -1,6 +1,6 @@
 import ChaosCore
 import GRPCCore
-import GRPCNIOTransportHTTP2
+import GRPCNIOTransportHTTP2Posix
 import Synchronization
 
 /// `chaos demo client --transport grpc`: the reference client over one bidirectional-streaming gRPC call at a

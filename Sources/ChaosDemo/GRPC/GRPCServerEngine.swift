@@ -1,6 +1,6 @@
 import ChaosCore
 import GRPCCore
-import GRPCNIOTransportHTTP2
+import GRPCNIOTransportHTTP2Posix
 import Synchronization
 
 /// `chaos demo server --transport grpc`: the reference server as a gRPC service (grpc-swift 2 over HTTP/2,
