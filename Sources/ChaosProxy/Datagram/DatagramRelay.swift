@@ -133,12 +133,17 @@ final class DatagramRelay: @unchecked Sendable {
             liveIDs.withLock { $0.subtract(detached.flows.map(\.id)) }
             return nil
         }
+        // NIO closes a socket it took and then failed to register; a number closed twice may name someone else's
+        // socket by then, so what NIO took is closed through its channel, and the rest only while it is still ours.
+        let listenerIdentity = RawSocket.identity(detached.listener)
+        var taken: (any Channel)?
         do {
             let channel = try await listenerBootstrap().withBoundSocket(detached.listener).get()
+            taken = channel
             try await listen(on: channel)
             return channel
         } catch {
-            close(detached.listener)
+            if let taken { try? await taken.close() } else { Self.closeIfStill(detached.listener, identity: listenerIdentity) }
             try? await loop.submit { [self] in for flow in Array(byID.values) { end(flow) } }.get()
             server.logger.error("UDP flows could not move off the fast path", metadata: ["proxy.name": "\(server.spec.name)", "error": "\(error)"])
             return nil
@@ -196,6 +201,7 @@ final class DatagramRelay: @unchecked Sendable {
             return end(flow)
         }
         flow.upstreamAddress = address
+        let identity = RawSocket.identity(fd)
         upstreamBootstrap(for: flow, address: address).withBoundSocket(fd).whenComplete { [self] result in
             switch result {
             case .success(let channel):
@@ -206,10 +212,17 @@ final class DatagramRelay: @unchecked Sendable {
                 flow.pending = []
                 for datagram in pending { arrived(datagram, from: .client, of: flow, at: clock.now()) }
             case .failure:
-                close(fd)
+                Self.closeIfStill(fd, identity: identity)
                 end(flow)
             }
         }
+    }
+
+    /// Closes `fd` when it is still the socket `identity` names (``RawSocket/identity(_:)``): after a hand-over to NIO
+    /// failed, NIO may have closed it, and the number may name another socket of the process by then.
+    private static func closeIfStill(_ fd: Int32, identity: UInt64?) {
+        guard let identity, RawSocket.identity(fd) == identity else { return }
+        Glibc.close(fd)
     }
 
     /// The bootstrap of `flow`'s socket toward the upstream at `address`: it takes datagrams from that address only.

@@ -53,19 +53,24 @@ final class UDPTestSocket: @unchecked Sendable {
     }
 
     /// Sends one datagram to `host`:`port` (an IPv4 address on this machine; 127.0.0.1 by default).
-    func send(_ bytes: [UInt8], to port: Int, host: String = "127.0.0.1") {
+    /// Returns 0 when the kernel took it, else the error (`errno`) it was refused with.
+    @discardableResult
+    func send(_ bytes: [UInt8], to port: Int, host: String = "127.0.0.1") -> Int32 {
         var address = Self.loopback(port: port, host: host)
-        _ = bytes.withUnsafeBytes { buffer in
+        let sent = bytes.withUnsafeBytes { buffer in
             withUnsafePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                     sendto(fd, buffer.baseAddress, buffer.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
                 }
             }
         }
+        return sent < 0 ? errno : 0
     }
 
-    /// Sends `text` as one datagram to `host`:`port`.
-    func send(_ text: String, to port: Int, host: String = "127.0.0.1") { send(Array(text.utf8), to: port, host: host) }
+    /// Sends `text` as one datagram to `host`:`port`; returns 0 when the kernel took it, else the error it was refused
+    /// with.
+    @discardableResult
+    func send(_ text: String, to port: Int, host: String = "127.0.0.1") -> Int32 { send(Array(text.utf8), to: port, host: host) }
 
     /// The next datagram and the address it came from; nil when none came within the timeout.
     private func receiveWithAddress() -> (bytes: [UInt8], from: sockaddr_in)? {
