@@ -171,10 +171,21 @@ struct FleetMergeTests {
         checks.expect(replayable == (schedule == "shared"), "the merged folder keeps a shared timeline, and no one of per-agent schedules")
         checks.expect(shrink.status == 2 && shrink.stderr.contains("nothing to shrink: the run's verdict is pass"), "\(shrink.stderr)")
         if schedule == "per-agent" {
-            // Made a failed merge, it shrinks agent a's run (a failure that run does not list stops it before it re-runs
-            // anything); with a's folder elsewhere, it says which to copy here.
+            // Made a failed merge, it shrinks the run of the agent whose connection carried the first failure, agent a's
+            // here (a failure that run does not list stops it before it re-runs anything); with a's folder elsewhere, it
+            // says which to copy here. The merge lists only agent a's failures (its connections are numbered below
+            // 1,000,000,000), or none (then the first agent's run is shrunk): a passing merge may list a reorder, which
+            // no expectation judges, on agent b's connections (s76h4, beside a CPU hog: three, all on b's). Listed first,
+            // an unnoticed half-open on agent b's connection is a finding, not the failure a shrink keeps: it does not
+            // choose the agent either.
             var report = try Self.report("\(base)/merged")
             report["verdict"] = "fail"
+            let failures = report["failures"] as? [[String: Any]] ?? []
+            let finding: [String: Any] = [
+                "kind": "half_open_unnoticed", "at_s": 1.0, "connection": 1_000_000_001, "faults": [0],
+                "account": "agent b's connection was half-open and nobody noticed",
+            ]
+            report["failures"] = [finding] + failures.filter { ($0["connection"] as? Int ?? 0) < 1_000_000_000 }
             try JSONSerialization.data(withJSONObject: report).write(to: URL(fileURLWithPath: "\(base)/merged/report.json"))
             let redirected = try await ChaosCLI.run(["shrink", "\(base)/merged", "--failure", "99"], timeout: 30)
             checks.expect(

@@ -54,7 +54,7 @@ struct Shrink: AsyncParsableCommand {
         let isBundle = RunBundle.isBundle(self.directory)
         let unpacked = try RunBundle.runFolder(self.directory)
         defer { RunBundle.discard(unpacked: unpacked) }
-        let directory = try Self.runToShrink(unpacked)
+        let directory = try Self.runToShrink(unpacked, failure: failure)
         let (scenario, timeline) = try RunFolder.loadReplayInputs(from: directory)
         guard let data = FileManager.default.contents(atPath: URL(fileURLWithPath: directory).appendingPathComponent("report.json").path) else {
             throw ChaosError.badInput("\(directory) is not a finished run folder: report.json is missing")
@@ -108,10 +108,11 @@ struct Shrink: AsyncParsableCommand {
     }
 
     /// The run to shrink for `directory`: itself, or, for a fleet merged from agents that each drew their own timeline
-    /// (`schedule: per-agent`, no one timeline), the run of the agent whose connection carried the first failure, whose
-    /// faults are the ones that failure went through. That run's folder is where the merge read it (as given, or beside
-    /// the merged folder); when it is not on this machine, bad input saying which to fetch.
-    static func runToShrink(_ directory: String) throws -> String {
+    /// (`schedule: per-agent`, no one timeline), the run of the agent whose connection carried the failure to keep
+    /// (``keptFailure(_:index:)``: `--failure`'s, else the first the shrink would keep), whose faults are the ones that
+    /// failure went through. That run's folder is where the merge read it (as given, or beside the merged folder); when
+    /// it is not on this machine, bad input saying which to fetch.
+    static func runToShrink(_ directory: String, failure index: Int? = nil) throws -> String {
         let folder = URL(fileURLWithPath: directory)
         guard !FileManager.default.fileExists(atPath: folder.appendingPathComponent("timeline.json").path),
             let report = try? RunReport.load(fromDirectory: directory),
@@ -120,7 +121,9 @@ struct Shrink: AsyncParsableCommand {
         guard report.verdict == .fail else {
             throw ChaosError.badInput("nothing to shrink: the run's verdict is \(report.verdict.rawValue), not fail")
         }
-        let connection = report.failures?.first?.connection ?? 0
+        let failures = report.failures ?? []
+        let kept = index.flatMap { failures.indices.contains($0) ? failures[$0] : nil } ?? Self.keptFailure(failures)
+        let connection = kept?.connection ?? 0
         let index = Int(connection / FleetMerge.connectionStride)
         let agent = agents.indices.contains(index) ? agents[index] : agents[0]
         let own = report.extra?["merge.agent.\(agent).folder"] ?? agent
@@ -150,8 +153,7 @@ struct Shrink: AsyncParsableCommand {
             }
             chosen = failures[index]
         } else {
-            let judged = failures.filter { $0.kind != "half_open_unnoticed" }
-            guard let first = judged.first(where: { !$0.faults.isEmpty }) ?? judged.first else {
+            guard let first = Self.keptFailure(failures) else {
                 return ShrinkTarget(
                     kind: nil,
                     atTimelineS: report.elapsedS - origin,
@@ -164,5 +166,13 @@ struct Shrink: AsyncParsableCommand {
             throw ChaosError.badInput("nothing to shrink: no fault came before \(chosen.account) The pair fails without chaos's faults.")
         }
         return ShrinkTarget(kind: chosen.kind, atTimelineS: chosen.atS - origin, account: chosen.account)
+    }
+
+    /// The failure a shrink keeps when `--failure` names none: the first loss, duplicate, reorder or stream that never
+    /// resumed that came after a fault, else the first of them (an unnoticed half-open is a finding, not one of them);
+    /// nil when the report lists none of them.
+    static func keptFailure(_ failures: [FailureRecord]) -> FailureRecord? {
+        let judged = failures.filter { $0.kind != "half_open_unnoticed" }
+        return judged.first(where: { !$0.faults.isEmpty }) ?? judged.first
     }
 }
