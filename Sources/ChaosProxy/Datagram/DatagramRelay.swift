@@ -143,7 +143,7 @@ final class DatagramRelay: @unchecked Sendable {
             try await listen(on: channel)
             return channel
         } catch {
-            if let taken { try? await taken.close() } else { Self.closeIfStill(detached.listener, identity: listenerIdentity) }
+            if let taken { try? await taken.close() } else { RawSocket.closeWithoutReset(detached.listener, ifStill: listenerIdentity) }
             try? await loop.submit { [self] in for flow in Array(byID.values) { end(flow) } }.get()
             server.logger.error("UDP flows could not move off the fast path", metadata: ["proxy.name": "\(server.spec.name)", "error": "\(error)"])
             return nil
@@ -212,17 +212,10 @@ final class DatagramRelay: @unchecked Sendable {
                 flow.pending = []
                 for datagram in pending { arrived(datagram, from: .client, of: flow, at: clock.now()) }
             case .failure:
-                Self.closeIfStill(fd, identity: identity)
+                RawSocket.closeWithoutReset(fd, ifStill: identity)
                 end(flow)
             }
         }
-    }
-
-    /// Closes `fd` when it is still the socket `identity` names (``RawSocket/identity(_:)``): after a hand-over to NIO
-    /// failed, NIO may have closed it, and the number may name another socket of the process by then.
-    private static func closeIfStill(_ fd: Int32, identity: UInt64?) {
-        guard let identity, RawSocket.identity(fd) == identity else { return }
-        Glibc.close(fd)
     }
 
     /// The bootstrap of `flow`'s socket toward the upstream at `address`: it takes datagrams from that address only.

@@ -33,6 +33,13 @@ enum RawSocket {
         closeWithReset(fd)
     }
 
+    /// Closes `fd` when it is still the socket `identity` names, as ``closeWithReset(_:ifStill:)`` does, for a socket
+    /// with no connection to reset (a UDP socket).
+    static func closeWithoutReset(_ fd: Int32, ifStill identity: UInt64?) {
+        guard let identity, Self.identity(fd) == identity else { return }
+        Glibc.close(fd)
+    }
+
     /// The lowest descriptor number that means "too close to the open-file limit": the kernel
     /// hands out the lowest free number, so a new descriptor numbered `n` means `n` others are
     /// open. The last quarter of the limit (at most 64) stays free for the rest of the process:

@@ -109,7 +109,7 @@ struct Shrink: AsyncParsableCommand {
 
     /// The run to shrink for `directory`: itself, or, for a fleet merged from agents that each drew their own timeline
     /// (`schedule: per-agent`, no one timeline), the run of the agent whose connection carried the failure to keep
-    /// (``keptFailure(_:index:)``: `--failure`'s, else the first the shrink would keep), whose faults are the ones that
+    /// (`--failure`'s, else ``keptFailure(_:)``), whose faults are the ones that
     /// failure went through. That run's folder is where the merge read it (as given, or beside the merged folder); when
     /// it is not on this machine, bad input saying which to fetch.
     static func runToShrink(_ directory: String, failure index: Int? = nil) throws -> String {
@@ -124,8 +124,8 @@ struct Shrink: AsyncParsableCommand {
         let failures = report.failures ?? []
         let kept = index.flatMap { failures.indices.contains($0) ? failures[$0] : nil } ?? Self.keptFailure(failures)
         let connection = kept?.connection ?? 0
-        let index = Int(connection / FleetMerge.connectionStride)
-        let agent = agents.indices.contains(index) ? agents[index] : agents[0]
+        let agentIndex = Int(connection / FleetMerge.connectionStride)
+        let agent = agents.indices.contains(agentIndex) ? agents[agentIndex] : agents[0]
         let own = report.extra?["merge.agent.\(agent).folder"] ?? agent
         let candidates = [own, folder.deletingLastPathComponent().appendingPathComponent(URL(fileURLWithPath: own).lastPathComponent).path]
         let why = "\(directory) merges agents that each applied their own timeline (schedule: per-agent)"
