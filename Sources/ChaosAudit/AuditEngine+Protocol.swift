@@ -1,5 +1,6 @@
 import ChaosCore
 import ChaosProtocols
+import Foundation
 
 extension AuditEngine {
     /// Decodes `bytes` on the connection's leg for (`role`, `direction`) and audits every complete message.
@@ -211,6 +212,21 @@ extension AuditEngine {
     func fanoutSender(_ stream: ConnectionStream, _ direction: Direction, _ connection: ConnectionState) {
         guard direction == .upstream, connection.fanoutReceiver == nil, let fanout = spec.fanout, !fanout.receiverFromHandshake else { return }
         receiverJoined(stream.ledger.name, on: connection)
+    }
+
+    /// `fanout.resume`: what the receiver of `connection` says its application holds of each sender's stream (`bytes`,
+    /// a JSON object of sender to seq, read as the proxy read it). Its copies an earlier connection delivered above
+    /// that seq were never its application's: unless delivered again, they are lost, not ok (a server that skips one on
+    /// resume, which a dead path delivered to the old connection just before the receiver left it). Nothing for a
+    /// sender whose copy it was never written; nothing at all for a value that is not an object of integers.
+    func fanoutResumed(_ bytes: UnsafeBufferPointer<UInt8>, on connection: ConnectionState) {
+        guard let receiver = receiver(of: connection),
+            let held = try? JSONDecoder().decode([String: Int64].self, from: Data(buffer: bytes))
+        else { return }
+        for (sender, seq) in held {
+            guard let index = ledgerIndex[StreamKey(name: sender, direction: .downstream, receiver: receiver)] else { continue }
+            ledgers[index].resumed(after: seq, on: connection.order)
+        }
     }
 
     /// `fanout:`: the connection delivers to `receiver` from now on.

@@ -108,6 +108,7 @@ extension AuditEngine {
             undecodable(frame, pipe: delivered, connection: connection, time: writtenTime)
             return
         }
+        if let resume = fields.resume, sent.direction == .upstream { fanoutResumed(resume, on: connection) }
         if fields.ignored {
             messageStats.ignored += 2
         } else if fields.seq == nil, fields.ack == nil {

@@ -45,6 +45,7 @@ extension AuditEngine {
             undecodable(frame, pipe: pipe, connection: connection, time: time)
             return
         }
+        if let resume = fields.resume, pipe.role == .sent, pipe.direction == .upstream { fanoutResumed(resume, on: connection) }
         let seq = fields.ignored ? nil : fields.seq
         if fields.ignored {
             messageStats.ignored += 1

@@ -52,4 +52,43 @@ struct FanoutAuditTests {
         #expect(result.messages.unattributed == 1)
         #expect(result.anomalies.contains { $0.kind == .lost && $0.receiver == "bob" && $0.fromSeq == 4 })
     }
+
+    /// Bob has alice's 1-3 on his first connection (his TCP took them), then says on his next that he holds only 1 and 2
+    /// of hers (`heldUpTo`), and the server hands him 4: what the audit makes of 3.
+    static func resumedCopy(resume: String?, heldUpTo: Int) throws -> DeliveryCounts? {
+        var spec = Self.spec
+        spec.fanout?.resume = resume
+        spec.ignore = ["type": ["hello"]]
+        var s = TrafficScript()
+        s.open(1)  // alice
+        s.open(2)  // bob
+        Self.relay(&s, 2, Self.line("bob", 1), .upstream)
+        for n in 1...3 {
+            Self.relay(&s, 1, Self.line("alice", n), .upstream)
+            Self.relay(&s, 2, Self.line("alice", n), .downstream)
+        }
+        s.close(2)
+        s.open(3)  // bob again
+        Self.relay(&s, 3, Self.line("bob", 2), .upstream)
+        Self.relay(&s, 3, Array(#"{"type":"hello","seen":{"alice":\#(heldUpTo),"carol":9}}"#.utf8) + [10], .upstream)
+        Self.relay(&s, 1, Self.line("alice", 4), .upstream)
+        Self.relay(&s, 3, Self.line("alice", 4), .downstream)
+        s.close(1)
+        s.close(3)
+        let engine = try AuditEngine(spec: spec)
+        engine.ingest(s.events)
+        return engine.finish().streams.first { $0.stream == "alice" && $0.receiver == "bob" }?.counts
+    }
+
+    @Test("a returning member's resume point (fanout.resume) disowns what an earlier connection delivered above it: lost, unless handed again")
+    func resumePointDisowns() throws {
+        let resumed = try #require(try Self.resumedCopy(resume: "seen", heldUpTo: 2))
+        #expect(resumed.ok == 3 && resumed.lost == 1, "3 was taken by the old connection's TCP, never by bob: \(resumed)")
+        // Without the path, the TCP view stands: bob's kernel took 3.
+        let unread = try #require(try Self.resumedCopy(resume: nil, heldUpTo: 2))
+        #expect(unread.ok == 4 && unread.lost == 0, "\(unread)")
+        // A resume point that holds 3 disowns nothing (and carol, whose copy bob was never written, makes none).
+        let held = try #require(try Self.resumedCopy(resume: "seen", heldUpTo: 3))
+        #expect(held.ok == 4 && held.lost == 0, "\(held)")
+    }
 }

@@ -30,7 +30,7 @@ struct ChatFanoutPairTests {
         protocol:
           framing: websocket
           format: json
-          fanout: {sender: from, seq: n, receiver: query:user}
+          fanout: {sender: from, seq: n, receiver: query:user, resume: seen}
           ack: ack
           ignore: {type: [hello]}
         faults:

@@ -31,7 +31,7 @@ struct SocketIORoomPairTests {
         protocol:
           framing: socketio
           format: json
-          fanout: {sender: 1.from, seq: 1.n, receiver: query:user}
+          fanout: {sender: 1.from, seq: 1.n, receiver: query:user, resume: 1.seen}
           ack: 1.ack
           ignore: {type: [hello]}
         faults:

@@ -10,6 +10,9 @@ struct MessageFields {
     /// The logical stream name's bytes: in place in the frame, or (escapes, text format, a protobuf number) in the
     /// extractor's scratch buffer. Valid only while the frame is and until the extractor reads the next message.
     var stream: UnsafeBufferPointer<UInt8>?
+    /// The bytes of the receiver's resume point (`fanout.resume`: a JSON object of each sender's highest seq), in place
+    /// in the frame and valid only while it is; nil when the message has none.
+    var resume: UnsafeBufferPointer<UInt8>?
     /// The message matched an `ignore` rule.
     var ignored = false
     /// The message could not be read in the declared format.
@@ -33,13 +36,15 @@ final class MessageExtractor {
     private unowned(unsafe) let jsonScanner: JSONFieldScanner?
     private let hasStream: Bool
     private let hasAck: Bool
+    /// The index among the scanned fields of `fanout.resume` (JSON only; nil: not read).
+    private let resumeField: Int?
     /// For each ignore rule: the field's index among the scanned fields and the values that exclude a message.
     private let ignoreRules: [(field: Int, values: [[UInt8]])]
     /// The same rules flat, for the JSON hot path (plain integers: no reference counting per value compared): per
     /// value, its field's index, and where its bytes lie in ``ignoreBytes``.
     private let ignoreValues: [(field: Int, start: Int, count: Int)]
     private let ignoreBytes: [UInt8]
-    /// Field names in scanning order: seq, stream, ack, then the ignore fields.
+    /// Field names in scanning order: seq, stream, ack, the ignore fields, then `fanout.resume`.
     private let fieldNames: [String]
     /// Stream names that had to be copied (escapes, text, protobuf numbers), one at a time; grown as needed.
     private var scratch = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: 64)
@@ -61,6 +66,12 @@ final class MessageExtractor {
             names.append(name)
         }
         ignoreRules = rules
+        if let resume = spec.fanout?.resume, spec.format == .json {
+            resumeField = names.count
+            names.append(resume)
+        } else {
+            resumeField = nil
+        }
         var flat: [(Int, Int, Int)] = []
         var flatBytes: [UInt8] = []
         for (field, values) in rules {
@@ -148,6 +159,10 @@ final class MessageExtractor {
             if fields.seq == nil, !fields.ignored { fields.undecodable = true }
         }
         if hasAck { fields.ack = JSONFieldScanner.integer(frame, spans[2]) }
+        if let resumeField, spans[resumeField].isPresent, !spans[resumeField].isString {
+            let span = spans[resumeField]
+            fields.resume = UnsafeBufferPointer(rebasing: frame[span.start..<span.end])
+        }
         if hasStream, spans[1].isPresent {
             let span = spans[1]
             fields.stream =

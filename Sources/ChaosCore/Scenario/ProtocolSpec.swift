@@ -65,12 +65,18 @@ package struct ProtocolSpec: Sendable, Codable, Equatable {
         /// What names the client a connection delivers to: `header:NAME` or `query:NAME` of its handshake; nil (or
         /// ``sender``): the sender name of the first message it sends.
         package var receiver: String?
+        /// The path of a receiver's resume point in a message it sends (format json): an object naming, per sender,
+        /// the highest seq its application holds (`{"u1": 45, "u3": 44}`, a chat client's hello after a reconnect).
+        /// Copies an earlier connection delivered above it were never its application's. nil: none is read.
+        package var resume: String?
 
-        /// A fan-out: `sender` and `seq` paths, the receiver named by `receiver` (nil: the connection's own sender name).
-        package init(sender: String, seq: String, receiver: String? = nil) {
+        /// A fan-out: `sender` and `seq` paths, the receiver named by `receiver` (nil: the connection's own sender name),
+        /// its resume point at `resume` (nil: none).
+        package init(sender: String, seq: String, receiver: String? = nil, resume: String? = nil) {
             self.sender = sender
             self.seq = seq
             self.receiver = receiver
+            self.resume = resume
         }
 
         /// Where the receiver's name comes from (nil: the connection's own first message).

@@ -199,9 +199,10 @@ extension ScenarioReader {
 
     /// `fanout: {sender: from, seq: n, receiver: query:user}`: the sender and seq paths name every message's stream and
     /// seq (so `stream:`/`seq:` may not be given too); the receiver a handshake key the framing gives, or the sender
-    /// path (a connection's own messages name its client: the default).
+    /// path (a connection's own messages name its client: the default); `resume`, the path of a receiver's resume point
+    /// per sender (format json).
     private func readFanout(_ value: YAMLValue, _ traits: any FramingTraits.Type, into spec: inout ProtocolSpec, map: YAMLMapping) throws {
-        let fanout = try value.mapping("protocol.fanout", allowed: ["sender", "seq", "receiver"])
+        let fanout = try value.mapping("protocol.fanout", allowed: ["sender", "seq", "receiver", "resume"])
         let sender = try fanout.required("sender").string("protocol.fanout.sender")
         let seq = try fanout.required("seq").string("protocol.fanout.seq")
         for key in ["stream", "seq"] {
@@ -225,7 +226,16 @@ extension ScenarioReader {
             }
             receiver = key
         }
-        spec.fanout = ProtocolSpec.Fanout(sender: sender, seq: seq, receiver: receiver)
+        var resume: String?
+        if let resumeValue = fanout["resume"] {
+            resume = try resumeValue.string("protocol.fanout.resume")
+            guard spec.format == .json else {
+                throw resumeValue.error(
+                    "protocol.fanout.resume needs format json: it names an object of each sender's highest seq the receiver holds (format is \(spec.format.rawValue))"
+                )
+            }
+        }
+        spec.fanout = ProtocolSpec.Fanout(sender: sender, seq: seq, receiver: receiver, resume: resume)
         spec.stream = sender
         spec.seq = seq
     }

@@ -28,6 +28,7 @@ extension ProtocolSpec {
         fields.id = id.map(path)
         fields.ack = ack.map(path)
         fields.type = path(type)
+        fields.fanout?.resume = fanout?.resume.map(path)
         fields.ignore = Dictionary(ignore.map { (path($0.key), $0.value) }, uniquingKeysWith: { first, _ in first })
         for keyPath in [\ProtocolSpec.upstream, \ProtocolSpec.downstream] {
             guard var override = self[keyPath: keyPath] else { continue }

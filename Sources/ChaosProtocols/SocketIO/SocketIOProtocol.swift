@@ -183,7 +183,7 @@ package enum SocketIOProtocol: ProtocolPlugin {
     /// `header:`, `auth:`).
     static func readsFirstArgumentOnly(_ spec: ProtocolSpec) -> Bool {
         let indexed = spec.rewritingPaths(arrayPath)
-        var paths = [indexed.seq] + [indexed.stream, indexed.id, indexed.ack].compactMap { $0 } + Array(indexed.ignore.keys)
+        var paths = [indexed.seq] + [indexed.stream, indexed.id, indexed.ack, indexed.fanout?.resume].compactMap { $0 } + Array(indexed.ignore.keys)
         for override in [indexed.upstream, indexed.downstream].compactMap({ $0 }) {
             paths += [override.seq, override.stream, override.ack].compactMap { $0 } + (override.ignore.map { Array($0.keys) } ?? [])
         }
