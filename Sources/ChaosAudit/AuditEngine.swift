@@ -221,7 +221,7 @@ package final class AuditEngine {
                 recovery.natExpired(at: event.time, streams: carried.sorted { $0.index < $1.index })
             }
             if case .acknowledgementsCut(let side, let offset) = pathEvent { acknowledgementsCut(offset, to: side, connection: event.connection) }
-            if case .deadPathSeen(let seen) = pathEvent { recovery.deadPathSeen(seen, at: event.time) }
+            if case .deadPathSeen(let seen) = pathEvent { recovery.deadPathSeen(seen, on: event.connection, at: event.time) }
         case .tls(.negotiated(let alpn, _, _)):
             state(of: event.connection).session.negotiated(alpn: alpn)
         case .tls(.problem(let reason)):

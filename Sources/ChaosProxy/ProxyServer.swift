@@ -53,6 +53,9 @@ package final class ProxyServer: Sendable {
         package var udpIdleTimeout: Int64 = 60_000_000_000
         /// The most UDP flows held at once: datagrams from a new client address past it are dropped (counted).
         package var maxFlows = 10_000
+        /// Whether this proxy's dead paths and loss go to the kernel (``KernelDeadPath``) where the process has that path;
+        /// false: held and emulated in the proxy, as where it lacks the privilege (a test of the emulation asks for it).
+        package var deadPathInKernel = true
         /// Creates default options.
         package init() {}
     }
@@ -325,6 +328,7 @@ package final class ProxyServer: Sendable {
                 sink: sink,
                 clock: clock,
                 counters: counters,
+                kernelDeadPath: options.deadPathInKernel && KernelDeadPath.shared.availability == .kernel ? KernelDeadPath.shared : nil,
                 onCut: { [weak self] id in
                     self?.state.withLock { state in
                         if let cut = state.connections.removeValue(forKey: id) { state.lingering[id] = cut }

@@ -257,6 +257,42 @@ struct RecoveryTests {
     }
 
     @Test(
+        "on a dead path in the kernel, what the pair did in a partition reaches the proxy after it: a close that comes once the path is back was a notice within the partition; a connection that shows nothing for as long again was ridden out"
+    )
+    func kernelDeadPathNoticeArrivesAfterTheEnd() throws {
+        func record(inKernel: Bool) throws -> HalfOpenRecord {
+            var s = TrafficScript()
+            for id: ConnectionID in 1...3 { s.open(id) }
+            s.at(20)
+            s.fault("partition", 1, started: true)
+            s.at(25)
+            // The path came back for 1 and 2 (3 was held in the proxy), then the fault's end was marked.
+            let quiet = DeadPathLeg(sent: 0, acknowledged: 0, retransmissions: 3)
+            for id: ConnectionID in [1, 2] {
+                s.add(id, .path(.deadPathSeen(DeadPathSeen(lasted: 5_000_000_000, inKernel: inKernel, client: quiet, server: quiet))))
+            }
+            s.fault("partition", 1, started: false)
+            s.at(25.3)
+            s.add(1, .closed(.client, .fin))  // its FIN, which waited behind its unacknowledged heartbeat
+            s.at(27)
+            s.add(3, .closed(.client, .fin))  // after a partition held in the proxy: not a notice in it
+            s.at(31)
+            s.open(4)
+            s.at(40)
+            let engine = try AuditEngine(spec: ProtocolSpec())
+            engine.ingest(s.events)
+            let result = engine.finish()
+            #expect(result.recovery.halfOpenS.max < 5.01, "a notice after the end is one within it: \(result.recovery.halfOpenS)")
+            return try #require(result.recovery.halfOpen.first)
+        }
+        let kernel = try record(inKernel: true)
+        #expect(kernel.connections == 3 && kernel.noticed == 1 && kernel.unnoticed == 2, "\(kernel)")
+        #expect(abs(kernel.longestS - 5) < 0.01, "\(kernel)")
+        let held = try record(inKernel: false)
+        #expect(held.connections == 3 && held.noticed == 0 && held.unnoticed == 3, "\(held)")
+    }
+
+    @Test(
         "what each end's TCP met on a partition's dead paths counts for that partition: bytes sent into it, none acknowledged on the kernel path, the proxy's retransmissions, and which end gave up first"
     )
     func deadPathFiguresPerFault() throws {

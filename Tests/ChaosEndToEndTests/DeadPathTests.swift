@@ -3,9 +3,9 @@ import Testing
 
 /// A dead path as the pair's own TCP sees it (issue: a dead path acknowledges nothing): `chaos proxy --api` between a
 /// client that uploads and its server (`Tests/deadpath/dead-path-peer.py`), a partition posted to the control API, and
-/// the client's own TCP_INFO read while it lasts. The kernel path is asked for (`CHAOS_DEAD_PATH=kernel`) and needs
-/// CAP_NET_ADMIN (root) and nft (Debian's nftables, which `make deps` installs); without them each of its tests says so
-/// and is skipped, and the fallback's own tests still run.
+/// the client's own TCP_INFO read while it lasts. The kernel path is chaos's default and needs CAP_NET_ADMIN (root) and
+/// nft (Debian's nftables, which `make deps` installs); without them each of its tests says so and is skipped, and the
+/// fallback's own tests still run.
 @Suite("Dead path: a partition drops the pair's segments in the kernel", .timeLimit(.minutes(3)))
 struct DeadPathTests {
     static let peer = ChaosCLI.packageRoot.appendingPathComponent("Tests/deadpath/dead-path-peer.py").path
@@ -34,7 +34,7 @@ struct DeadPathTests {
         _ seconds: Double,
         userTimeoutMs: Int = 0,
         fault: String? = nil,
-        environment: [String: String]? = ["CHAOS_DEAD_PATH": "kernel"],
+        environment: [String: String]? = ["CHAOS_DEAD_PATH": ""],
         launcher: [String] = []
     ) async throws -> Outcome {
         let (api, listen, upstream) = (ChaosCLI.freePort(), ChaosCLI.freePort(), ChaosCLI.freePort())
@@ -105,12 +105,12 @@ struct DeadPathTests {
         #expect(outcome.received == [outcome.sent] && outcome.sent > 0, "\(outcome.peer)")
     }
 
-    @Test("by default (no CHAOS_DEAD_PATH=kernel) the run says the proxy held the bytes, and its kernel acknowledged them")
+    @Test("asked for the proxy's hold (CHAOS_DEAD_PATH=proxy) the run says the proxy held the bytes, and its kernel acknowledged them")
     func fallbackIsNamed() async throws {
-        let outcome = try await Self.partition(3, environment: ["CHAOS_DEAD_PATH": ""])
+        let outcome = try await Self.partition(3, environment: ["CHAOS_DEAD_PATH": "proxy"])
         #expect(
             outcome.chaos.stdout.contains(
-                "dead path: held in the proxy: the sender's TCP saw acknowledgements (the default; CHAOS_DEAD_PATH=kernel drops"
+                "dead path: held in the proxy: the sender's TCP saw acknowledgements (CHAOS_DEAD_PATH=proxy)"
             ),
             "\(outcome.chaos.stdout)"
         )
@@ -144,8 +144,8 @@ struct DeadPathTests {
     /// A run whose scenario has a partition, against a pair that only sleeps (nothing to judge: exit 1), through
     /// `launcher`: what it printed at start-up and what its report's `extra.dead_path` says.
     static func runSummary(launcher: [String] = []) async throws -> (printed: String, reported: String?) {
-        // The kernel path asked for, through `env` (the launcher runs chaos).
-        let launcher = ["/usr/bin/env", "CHAOS_DEAD_PATH=kernel"] + launcher
+        // chaos's default, whatever this process's environment says (`env`, the launcher, runs chaos).
+        let launcher = ["/usr/bin/env", "-u", "CHAOS_DEAD_PATH"] + launcher
         let scenario = try ChaosCLI.scenarioFile(
             """
             name: dead-path-summary
@@ -172,7 +172,7 @@ struct DeadPathTests {
     }
 
     @Test(
-        "asked for (CHAOS_DEAD_PATH=kernel), with CAP_NET_ADMIN and nft, a run drops a dead path's segments in the kernel, and says so at start and in its report",
+        "by default, with CAP_NET_ADMIN and nft, a run drops a dead path's segments in the kernel, and says so at start and in its report",
         .enabled(if: kernelPath, "needs root and nft (Debian's nftables): the kernel dead path")
     )
     func kernelPathIsTaken() async throws {
@@ -182,7 +182,7 @@ struct DeadPathTests {
     }
 
     @Test(
-        "asked for the kernel path without CAP_NET_ADMIN, a run holds a dead path's bytes in the proxy, and says why at start and in its report",
+        "by default, without CAP_NET_ADMIN, a run holds a dead path's bytes in the proxy, and says why at start and in its report",
         .enabled(if: withoutNetAdmin != nil, "needs root and setpriv (util-linux) to drop CAP_NET_ADMIN")
     )
     func fallbackIsInTheReport() async throws {
@@ -208,7 +208,7 @@ struct DeadPathTests {
         async let chaos = ChaosCLI.run(
             ["proxy", "--api", "127.0.0.1:\(api)", "--listen", "127.0.0.1:\(listen)", "--upstream", "127.0.0.1:\(upstream)"],
             timeout: 120,
-            environment: ["CHAOS_DEAD_PATH": "kernel"],
+            environment: ["CHAOS_DEAD_PATH": ""],
             signal: (after: 0, number: SIGKILL),
             signalOnceExists: [kill]
         )

@@ -1,8 +1,8 @@
 import Foundation
 import Testing
 
-/// Loss as the kernel sees it (issue: a dead path acknowledges nothing, its loss part): on the kernel path
-/// (`CHAOS_DEAD_PATH=kernel`, CAP_NET_ADMIN and nft), a `loss` posted to `chaos proxy --api` drops the uploading client's
+/// Loss as the kernel sees it (issue: a dead path acknowledges nothing, its loss part): on the kernel path (the default
+/// where chaos has CAP_NET_ADMIN and nft), a `loss` posted to `chaos proxy --api` drops the uploading client's
 /// own segments in the kernel, so its TCP retransmits them; held in the proxy, the same loss only delays bytes the
 /// client's TCP already saw acknowledged. The client and server are `Tests/deadpath/dead-path-peer.py`.
 @Suite("Kernel loss: a loss drops the pair's segments in the kernel", .timeLimit(.minutes(3)))
@@ -28,9 +28,9 @@ struct KernelLossPathTests {
         #expect(outcome.received == [outcome.sent], "\(outcome.peer)")
     }
 
-    @Test("held in the proxy (the default), the same loss drops no segment: chaos drew none in the kernel, and every byte arrives once")
+    @Test("held in the proxy (CHAOS_DEAD_PATH=proxy), the same loss drops no segment: chaos drew none in the kernel, and every byte arrives once")
     func emulatedLossDropsNoSegment() async throws {
-        let outcome = try await DeadPathTests.partition(4, fault: Self.loss, environment: ["CHAOS_DEAD_PATH": ""])
+        let outcome = try await DeadPathTests.partition(4, fault: Self.loss, environment: ["CHAOS_DEAD_PATH": "proxy"])
         #expect(!outcome.chaos.stdout.contains("loss in the kernel"), "\(outcome.chaos.stdout)")
         #expect(outcome.chaos.stdout.contains("dead path: held in the proxy"), "\(outcome.chaos.stdout)")
         #expect(outcome.error == nil && outcome.sent > 1 << 20, "\(outcome.peer)")

@@ -24,6 +24,11 @@ final class FaultWatch {
     var halfOpenNoticed = 0
     var halfOpenUnnoticed = 0
     var halfOpenLongest: Int64 = 0
+    /// Connections whose path this fault had the kernel drop (a `dead_path` seen in the kernel).
+    var diedInKernel: Set<ConnectionID> = []
+    /// After a partition or stall ended: until when ``halfOpen`` (then only connections that died in the kernel) waits
+    /// for what the pair did during it to reach the proxy, now that the path is back (nil: not waiting).
+    var noticeDeadline: Int64?
     /// What the ends' TCPs met on the connections it made dead.
     var deadPath: DeadPathFigures?
 
@@ -52,6 +57,15 @@ final class FaultWatch {
     /// The pair is back from it: it ended, it hurt, every stream it interrupted has resumed since and no connection
     /// it left half-open is still waited on.
     var recovered: Bool { end != nil && disruption != nil && waitingStreams == 0 && halfOpen.isEmpty }
+
+    /// How long a connection it held half-open had been so at `time`. A partition's or a stall's span stops at its end:
+    /// what the pair is seen to notice after it (a close, a stream taken up elsewhere, that a dead path in the kernel
+    /// held back), it noticed in it.
+    func halfOpenLasted(at time: Int64) -> Int64 {
+        let lasted = max(0, time - start)
+        guard mark.kind != "handoff", let end else { return lasted }
+        return min(lasted, end - start)
+    }
 
     /// Whether anything is still being measured.
     var settled: Bool {

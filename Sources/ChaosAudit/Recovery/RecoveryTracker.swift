@@ -59,11 +59,16 @@ struct RecoveryTracker {
         for watch in open.reversed() where watch.mark.occurrence == mark.occurrence && watch.end == nil {
             watch.end = time
             // A partition or stall that ends before the pair noticed it was ridden out: those
-            // connections were half-open for exactly as long as it lasted, and are settled now.
+            // connections were half-open for exactly as long as it lasted, and are settled now. But on a dead path in
+            // the kernel what an end did in it reaches the proxy only now: its FIN waited behind its own
+            // unacknowledged bytes, its new connection's first messages in the fault's hold. Those connections wait
+            // for that, for as long again as the fault lasted (a retransmission's backoff), at least a second.
             if mark.kind == "partition" || mark.kind == "stall", !watch.halfOpen.isEmpty {
-                watch.halfOpenUnnoticed += watch.halfOpen.count
-                watch.halfOpenLongest = max(watch.halfOpenLongest, time - watch.start)
-                watch.halfOpen = []
+                let waiting = watch.halfOpen.intersection(watch.diedInKernel)
+                let riddenOut = watch.halfOpen.count - waiting.count
+                watch.halfOpen = waiting
+                if riddenOut > 0 { settleUnnoticed(watch, count: riddenOut, at: time) }
+                if !waiting.isEmpty { watch.noticeDeadline = time + min(max(time - watch.start, Self.noticeWaitFloor), Self.attributionGrace) }
             }
             break
         }
@@ -116,8 +121,7 @@ struct RecoveryTracker {
             let proxyCut = kind.isFaultCut
             if watch.mark.kind == "handoff", proxyCut, side == .client { continue }
             watch.halfOpen.remove(id)
-            let from = watch.mark.kind == "handoff" ? (watch.end ?? watch.start) : watch.start
-            let lasted = max(0, time - from)
+            let lasted = watch.mark.kind == "handoff" ? max(0, time - (watch.end ?? watch.start)) : watch.halfOpenLasted(at: time)
             if proxyCut {
                 watch.halfOpenUnnoticed += 1
                 watch.halfOpenLongest = max(watch.halfOpenLongest, lasted)
@@ -137,6 +141,15 @@ struct RecoveryTracker {
         }
     }
 
+    /// The least a dead path in the kernel waits, after its partition or stall ended, for what the pair did in it.
+    static let noticeWaitFloor: Int64 = 1_000_000_000
+
+    /// `count` of `watch`'s half-open connections were not noticed while it lasted.
+    private func settleUnnoticed(_ watch: FaultWatch, count: Int, at time: Int64) {
+        watch.halfOpenUnnoticed += count
+        watch.halfOpenLongest = max(watch.halfOpenLongest, watch.halfOpenLasted(at: time))
+    }
+
     /// Whether a fault still holds a connection half-open that the pair has not been seen to notice.
     var holdsHalfOpen: Bool { open.contains { !$0.halfOpen.isEmpty } }
 
@@ -147,7 +160,7 @@ struct RecoveryTracker {
     mutating func movedOn(from id: ConnectionID, at time: Int64) {
         advance(to: time)
         for watch in open where watch.mark.kind != "handoff" && watch.halfOpen.remove(id) != nil {
-            noticed(in: watch, after: max(0, time - watch.start), byHeartbeat: true)
+            noticed(in: watch, after: watch.halfOpenLasted(at: time), byHeartbeat: true)
         }
     }
 
@@ -160,7 +173,7 @@ struct RecoveryTracker {
 
     /// A connection's path was dead for `seen.lasted` up to `time`: what its ends' TCPs met counts for the fault that made it
     /// so (the latest of the kinds that kill paths that was on when it died; none: a baseline's NAT, not a fault's).
-    mutating func deadPathSeen(_ seen: DeadPathSeen, at time: Int64) {
+    mutating func deadPathSeen(_ seen: DeadPathSeen, on id: ConnectionID, at time: Int64) {
         advance(to: time)
         let died = time - seen.lasted
         // The fault's mark is recorded as the proxy applies it: its start may follow the first drop by a little.
@@ -170,6 +183,7 @@ struct RecoveryTracker {
         }
         if let watch = open.last(where: killed) {
             watch.deadPath = watch.deadPath.map { $0.adding(seen) } ?? DeadPathFigures().adding(seen)
+            if seen.inKernel { watch.diedInKernel.insert(id) }
         } else if let (watch, index) = settledDeadPathWatches.last(where: { killed($0.watch) }) {
             watch.deadPath = watch.deadPath.map { $0.adding(seen) } ?? DeadPathFigures().adding(seen)
             settled[index].deadPath = watch.deadPath
@@ -217,6 +231,13 @@ struct RecoveryTracker {
     /// Closes herd windows that have passed and settled watches.
     mutating func advance(to time: Int64) {
         guard !open.isEmpty else { return }
+        // Dead paths in the kernel that showed nothing of the pair noticing them since their fault ended: ridden out.
+        for watch in open {
+            guard let deadline = watch.noticeDeadline, time >= deadline else { continue }
+            watch.noticeDeadline = nil
+            if !watch.halfOpen.isEmpty { settleUnnoticed(watch, count: watch.halfOpen.count, at: time) }
+            watch.halfOpen = []
+        }
         for watch in open where !watch.spreadDone {
             if let disruption = watch.disruption, time - disruption > Self.spreadWindow { finishSpread(watch) }
         }
@@ -235,8 +256,7 @@ struct RecoveryTracker {
         if !watch.spreadDone { finishSpread(watch) }
         if watch.halfOpenTotal > 0 {
             if !watch.halfOpen.isEmpty {
-                watch.halfOpenUnnoticed += watch.halfOpen.count
-                watch.halfOpenLongest = max(watch.halfOpenLongest, time - watch.start)
+                settleUnnoticed(watch, count: watch.halfOpen.count, at: time)
                 watch.halfOpen = []
             }
             halfOpenRecords.append(
@@ -271,7 +291,7 @@ struct RecoveryTracker {
                 never += watch.waitingStreams
                 if watch.halfOpenTotal > 0 {
                     let unnoticed = watch.halfOpenUnnoticed + watch.halfOpen.count
-                    let longest = watch.halfOpen.isEmpty ? watch.halfOpenLongest : max(watch.halfOpenLongest, time - watch.start)
+                    let longest = watch.halfOpen.isEmpty ? watch.halfOpenLongest : max(watch.halfOpenLongest, watch.halfOpenLasted(at: time))
                     halfOpen.append(
                         HalfOpenRecord(
                             occurrence: watch.mark.occurrence,

@@ -6,10 +6,8 @@ import Synchronization
 /// NAT that forgot the connection holds a connection, the kernel drops its legs' segments (nftables rules in a table
 /// of chaos's own, scoped to the legs' 4-tuples), so no TCP acknowledges what was sent into the dead path: windows
 /// stall, retransmissions back off, `TCP_USER_TIMEOUT` fires. When the fault ends the rules go and the same TCP
-/// connection carries on. Asked for with `CHAOS_DEAD_PATH=kernel`, where the process has CAP_NET_ADMIN (root has it)
-/// and `nft`; by default, or without either, the hold stays in the proxy, named as such (``Availability/proxy(reason:)``).
-/// Not yet the default: through it, what the proxy held reaches an old connection's consumer just as it resumes on a new
-/// one, and some of the pair tests' buggy producers then have a skipped seq judged unconfirmed rather than lost.
+/// connection carries on. The default where the process has CAP_NET_ADMIN (root has it) and `nft`; without either, or
+/// with `CHAOS_DEAD_PATH=proxy`, the hold stays in the proxy, named as such (``Availability/proxy(reason:)``).
 ///
 /// One per process (``shared``): its table is `inet chaos_<pid>`, removed at exit; a table left by a chaos that was
 /// killed is removed when the next one starts. Changes are applied in order on a queue of their own, coalesced: a
@@ -209,7 +207,7 @@ package final class KernelDeadPath: Sendable {
 
     // MARK: the system
 
-    /// `nft` when the kernel path is asked for (`CHAOS_DEAD_PATH=kernel`) and this process may use it (CAP_NET_ADMIN,
+    /// `nft` when the kernel path is not declined (`CHAOS_DEAD_PATH=proxy`) and this process may use it (CAP_NET_ADMIN,
     /// which root has), or why the proxy holds instead; and `nft` whenever the process may use it (`privileged`: to
     /// remove a killed chaos's table).
     static func probe(
@@ -223,8 +221,7 @@ package final class KernelDeadPath: Sendable {
         let privileged = mayAdminister ? installed : nil
         let iptables = mayAdminister ? (find("iptables-restore"), find("ip6tables-restore")) : (nil, nil)
         switch environment["CHAOS_DEAD_PATH"] {
-        case "kernel": break
-        case nil, "": return (nil, privileged, "the default; CHAOS_DEAD_PATH=kernel drops the segments in the kernel", iptables)
+        case "kernel", nil, "": break
         case "proxy": return (nil, privileged, "CHAOS_DEAD_PATH=proxy", iptables)
         case let other?: return (nil, privileged, "CHAOS_DEAD_PATH=\(other) is neither kernel nor proxy", iptables)
         }

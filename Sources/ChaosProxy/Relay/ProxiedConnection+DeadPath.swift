@@ -15,8 +15,7 @@ extension ProxiedConnection {
         }
         deadDirections = directions
         guard let flows = legFlows(), flows.client != nil || flows.server != nil else { return }
-        let kernel = KernelDeadPath.shared
-        guard kernel.availability == .kernel else { return }
+        guard kernelDeadPath != nil else { return }
         // What the proxy sends a dead way's consumer is dropped: its unacknowledged bytes are not on their way.
         for direction in Direction.allCases { acknowledgements[direction.consumer.slot].deadPath(directions.contains(direction)) }
         wantKernelDrops(flows)
@@ -25,7 +24,7 @@ extension ProxiedConnection {
     /// Asks the kernel for what this connection's flows should have dropped or queued now: its dead directions and its
     /// lossy ones together (a flow is in one set at a time).
     private func wantKernelDrops(_ flows: (client: KernelFlow?, server: KernelFlow?)) {
-        KernelDeadPath.shared.want(
+        kernelDeadPath?.want(
             KernelDrop.drops(dead: deadDirections, lossy: Set(kernelLossModels.keys), client: flows.client, server: flows.server)
         )
     }
@@ -33,8 +32,7 @@ extension ProxiedConnection {
     /// Whether this connection's loss goes to the kernel's loss queue: the kernel path is on, with its queue, and the
     /// client's leg has IP addresses.
     var takesKernelLoss: Bool {
-        let kernel = KernelDeadPath.shared
-        guard kernel.availability == .kernel, kernel.loss != nil else { return false }
+        guard kernelDeadPath?.loss != nil else { return false }
         return legFlows(needed: true)?.client != nil
     }
 
@@ -44,7 +42,7 @@ extension ProxiedConnection {
         guard models != kernelLossModels else { return }
         let before = kernelLossModels
         kernelLossModels = models
-        guard let loss = KernelDeadPath.shared.loss, let client = legFlows(needed: true)?.client else { return }
+        guard let loss = kernelDeadPath?.loss, let client = legFlows(needed: true)?.client else { return }
         let flows: [Direction: KernelFlow] = [.upstream: client, .downstream: client.reversed]
         for (direction, model) in models {
             loss.set(flows[direction]!, model: model, seed: legs[direction.consumer]!.shaper.kernelLossSeed)

@@ -52,6 +52,8 @@ final class ProxiedConnection: @unchecked Sendable {
     /// The directions whose segments the kernel's loss queue draws (``KernelLoss``), with their models.
     var kernelLossModels: [Direction: LossModel] = [:]
     var kernelFlows: (client: KernelFlow?, server: KernelFlow?)?
+    /// Where the kernel drops this connection's dead path and loss (nil: the proxy holds and emulates them).
+    let kernelDeadPath: KernelDeadPath?
     /// A fault's cut lifted the dead path: the kernel drops nothing of this connection any more.
     var deadPathLifted = false
     /// The dead path on it now, and what its legs' TCPs counted when it began (see `DeadPathEpisode.swift`).
@@ -88,9 +90,11 @@ final class ProxiedConnection: @unchecked Sendable {
         sink: (any TrafficEventSink)?,
         clock: RunClock,
         counters: ProxyCounters,
+        kernelDeadPath: KernelDeadPath?,
         onCut: @escaping @Sendable (ConnectionID) -> Void,
         onFinished: @escaping @Sendable (ConnectionID) -> Void
     ) {
+        self.kernelDeadPath = kernelDeadPath
         self.id = id
         self.eventLoop = client.channel.eventLoop
         self.endpoints = endpoints

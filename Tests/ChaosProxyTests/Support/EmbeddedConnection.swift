@@ -75,6 +75,7 @@ final class EmbeddedConnection {
             sink: nil,
             clock: RunClock(),
             counters: ProxyCounters(),
+            kernelDeadPath: nil,
             onCut: { _ in },
             onFinished: { _ in }
         )

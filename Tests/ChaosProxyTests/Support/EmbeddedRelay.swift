@@ -41,6 +41,7 @@ final class EmbeddedRelay {
             sink: events,
             clock: RunClock(),
             counters: ProxyCounters(),
+            kernelDeadPath: nil,
             onCut: { _ in },
             onFinished: { _ in }
         )

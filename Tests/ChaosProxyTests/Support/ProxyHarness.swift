@@ -31,7 +31,8 @@ final class ProxyHarness: Sendable {
         connectTimeout: ChaosDuration? = nil,
         upstreamBacklog: Int32 = 128,
         recordsTraffic: Bool = true,
-        splice: SplicePolicy? = nil
+        splice: SplicePolicy? = nil,
+        deadPathInKernel: Bool = true
     ) async throws {
         group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
         upstream = try TestListener(backlog: upstreamBacklog)
@@ -43,6 +44,7 @@ final class ProxyHarness: Sendable {
         options.busyPolling = busyPolling
         options.epollRelay = self.epollRelay
         options.frames = frames
+        options.deadPathInKernel = deadPathInKernel
         if let connectTimeout { options.connectTimeout = connectTimeout }
         // Without recorded traffic, every byte is spliced: the splice path meets every rule the relay's tests check.
         options.splice = splice ?? (recordsTraffic ? .bulk : .always)
