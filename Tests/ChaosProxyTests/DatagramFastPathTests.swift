@@ -71,6 +71,7 @@ struct DatagramFastPathTests {
         // The server reads all the while; 2,000 datagrams, one every 100 µs, while the fault moves the flow.
         let ports = [port, before, server.port]
         let kernelDropsBefore = Self.kernelDrops(ports: ports)
+        let machineBefore = Self.machineUDPCounters()
         let reading = Background { server.drain(quiet: 0.5) }
         // A datagram the client's own kernel refused (its errno, kept by index) never left: it is not the proxy's to
         // deliver, and the test names it (a send was not checked before, so a refusal would have looked like a loss).
@@ -124,7 +125,7 @@ struct DatagramFastPathTests {
             """
             \(received.count) arrived, \(dropped) dropped by chaos, \(kernelDropped) by full receive buffers, \
             \(notSent.count) refused by the client's kernel; the proxy read \(harness.proxy.counters.datagrams); missing \
-            \(missing.prefix(40))
+            \(missing.prefix(40)); the machine's UDP meanwhile (every process's): \(Self.machineUDPCounters(since: machineBefore))
             """
         )
         try await harness.shutdown()
@@ -132,6 +133,28 @@ struct DatagramFastPathTests {
 
     /// The datagrams the kernel dropped at full receive buffers of the UDP sockets bound to `ports` on this host (the
     /// `drops` column of /proc/net/udp and udp6).
+    /// The machine's UDP counters that say where a datagram the kernel took went missing: no socket on its port
+    /// (`NoPorts`), a socket's full receive buffer (`RcvbufErrors`), and the loopback backlog's drops (softnet_stat's
+    /// second column); with `since`, the change from it. Every process's: a lead, not a count.
+    static func machineUDPCounters(since before: [String: Int] = [:]) -> [String: Int] {
+        var counters: [String: Int] = [:]
+        if let snmp = try? String(contentsOfFile: "/proc/net/snmp", encoding: .utf8) {
+            let lines = snmp.split(separator: "\n").filter { $0.hasPrefix("Udp: ") }.map { $0.split(separator: " ").dropFirst() }
+            if lines.count == 2 {
+                for (name, value) in zip(lines[0], lines[1]) where ["NoPorts", "RcvbufErrors", "InErrors"].contains(String(name)) {
+                    counters[String(name)] = Int(value) ?? 0
+                }
+            }
+        }
+        if let softnet = try? String(contentsOfFile: "/proc/net/softnet_stat", encoding: .utf8) {
+            counters["backlogDrops"] = softnet.split(separator: "\n").reduce(0) { total, line in
+                let fields = line.split(separator: " ")
+                return total + (fields.count > 1 ? Int(fields[1], radix: 16) ?? 0 : 0)
+            }
+        }
+        return counters.reduce(into: [:]) { result, entry in result[entry.key] = entry.value - (before[entry.key] ?? 0) }
+    }
+
     static func kernelDrops(ports: [Int]) -> Int {
         var drops = 0
         for table in ["/proc/net/udp", "/proc/net/udp6"] {
