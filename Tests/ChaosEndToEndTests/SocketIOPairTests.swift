@@ -85,7 +85,10 @@ struct SocketIOPairTests {
         #expect(lost == 0 && duplicated == 0)
         let totals = try #require(json["totals"] as? [String: Any])
         #expect((totals["ok"] as? Int ?? 0) >= 100, "two clients, a tick every 50 ms for 9 s: \(totals)")
-        try Self.expectReached("eio-session-unknown", json)
+        // The fault's count is the polls it struck at its instant; a client between two polls then meets it on its next
+        // (the fault lies in wait for a restarted server's sessions), which its 400 below counts (s77q2: 1 struck, 2
+        // answered 400).
+        try Self.expectReached("eio-session-unknown", json, atLeast: 1)
         let events = try #require(json["protocol_events"] as? [String: Any])
         let refusals = events["eio_refusals"] as? [String: Any] ?? [:]
         #expect((refusals["400"] as? Int ?? 0) >= 2, "the proxy's 400 reached both clients: \(events)")
@@ -128,11 +131,11 @@ struct SocketIOPairTests {
         #expect((events["eio_opens"] as? Int ?? 0) > (events["eio_upgrades"] as? Int ?? 0), "upgrades that never completed: \(events)")
     }
 
-    /// The fault named `kind` reached at least one connection (a polling connection of a client).
-    static func expectReached(_ kind: String, _ json: [String: Any]) throws {
+    /// The fault named `kind` reached at least `least` connections (the clients' polling connections).
+    static func expectReached(_ kind: String, _ json: [String: Any], atLeast least: Int = 2) throws {
         let impacts = try #require(json["faults"] as? [[String: Any]])
         let reached = impacts.filter { $0["kind"] as? String == kind }.reduce(0) { $0 + ($1["connections"] as? Int ?? 0) }
-        #expect(reached >= 2, "\(kind) reached the clients' polling connections: \(impacts)")
+        #expect(reached >= least, "\(kind) reached the clients' polling connections: \(impacts)")
     }
 
     @Test(
