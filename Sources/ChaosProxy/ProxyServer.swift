@@ -328,7 +328,7 @@ package final class ProxyServer: Sendable {
                 sink: sink,
                 clock: clock,
                 counters: counters,
-                kernelDeadPath: options.deadPathInKernel && KernelDeadPath.shared.availability == .kernel ? KernelDeadPath.shared : nil,
+                deadPathInKernel: options.deadPathInKernel,
                 onCut: { [weak self] id in
                     self?.state.withLock { state in
                         if let cut = state.connections.removeValue(forKey: id) { state.lingering[id] = cut }

@@ -39,7 +39,7 @@ extension ProxiedConnection {
         guard let episode = deadPathEpisode else { return }
         deadPathEpisode = nil
         let now = clock.now()
-        let inKernel = kernelDeadPath != nil && (kernelFlows?.client != nil || kernelFlows?.server != nil)
+        let inKernel = deadPathInKernel && KernelDeadPath.isInUse && (kernelFlows?.client != nil || kernelFlows?.server != nil)
         func leg(_ side: Side) -> DeadPathLeg {
             let closed = episode.atClose[side.slot]
             let start = episode.atStart[side.slot]

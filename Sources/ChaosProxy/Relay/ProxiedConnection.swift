@@ -52,8 +52,15 @@ final class ProxiedConnection: @unchecked Sendable {
     /// The directions whose segments the kernel's loss queue draws (``KernelLoss``), with their models.
     var kernelLossModels: [Direction: LossModel] = [:]
     var kernelFlows: (client: KernelFlow?, server: KernelFlow?)?
-    /// Where the kernel drops this connection's dead path and loss (nil: the proxy holds and emulates them).
-    let kernelDeadPath: KernelDeadPath?
+    /// Whether this connection's dead path and loss may go to the kernel (``ProxyServer/Options/deadPathInKernel``).
+    let deadPathInKernel: Bool
+    /// Where the kernel drops this connection's dead path and loss (nil: the proxy holds and emulates them). Probed
+    /// the first time a fault asks, not as the connection is accepted: a run no fault kills a path of runs no `nft`.
+    var kernelDeadPath: KernelDeadPath? {
+        guard deadPathInKernel else { return nil }
+        let kernel = KernelDeadPath.shared
+        return kernel.availability == .kernel ? kernel : nil
+    }
     /// A fault's cut lifted the dead path: the kernel drops nothing of this connection any more.
     var deadPathLifted = false
     /// The dead path on it now, and what its legs' TCPs counted when it began (see `DeadPathEpisode.swift`).
@@ -90,11 +97,11 @@ final class ProxiedConnection: @unchecked Sendable {
         sink: (any TrafficEventSink)?,
         clock: RunClock,
         counters: ProxyCounters,
-        kernelDeadPath: KernelDeadPath?,
+        deadPathInKernel: Bool,
         onCut: @escaping @Sendable (ConnectionID) -> Void,
         onFinished: @escaping @Sendable (ConnectionID) -> Void
     ) {
-        self.kernelDeadPath = kernelDeadPath
+        self.deadPathInKernel = deadPathInKernel
         self.id = id
         self.eventLoop = client.channel.eventLoop
         self.endpoints = endpoints

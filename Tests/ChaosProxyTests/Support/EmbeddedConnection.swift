@@ -75,7 +75,7 @@ final class EmbeddedConnection {
             sink: nil,
             clock: RunClock(),
             counters: ProxyCounters(),
-            kernelDeadPath: nil,
+            deadPathInKernel: false,
             onCut: { _ in },
             onFinished: { _ in }
         )

@@ -41,7 +41,7 @@ final class EmbeddedRelay {
             sink: events,
             clock: RunClock(),
             counters: ProxyCounters(),
-            kernelDeadPath: nil,
+            deadPathInKernel: false,
             onCut: { _ in },
             onFinished: { _ in }
         )
