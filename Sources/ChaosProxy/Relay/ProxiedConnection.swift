@@ -334,8 +334,13 @@ final class ProxiedConnection: @unchecked Sendable {
             return
         }
         let ownTruncate = (truncating || machine.isCut) && unclean
-        if recordMaps[side.slot] != nil, !ownTruncate, error is NIOSSLError || error is BoringSSLError { onTLSFailure?(side, error) }
-        let reset = (error as? IOError).map { $0.errnoCode == ECONNRESET || $0.errnoCode == EPIPE } ?? false
+        // A socket that ended with no FIN from its peer was reset (a peer whose socket closed with bytes unread answers
+        // the next ones with a RST): NIO closes it without an error event, and the TLS handler calls it unclean.
+        let resetUnderTLS = unclean && recordMaps[side.slot]?.receivedTCPFIN == false
+        if recordMaps[side.slot] != nil, !ownTruncate, !resetUnderTLS, error is NIOSSLError || error is BoringSSLError {
+            onTLSFailure?(side, error)
+        }
+        let reset = resetUnderTLS || ((error as? IOError).map { $0.errnoCode == ECONNRESET || $0.errnoCode == EPIPE } ?? false)
         pollAcknowledgements(side)
         perform(machine.failed(side, reset: reset))
     }
@@ -367,7 +372,7 @@ final class ProxiedConnection: @unchecked Sendable {
                 legs[side]!.relay.startReading()  // read to drop, so that its peer's FIN or reset is seen
             case .reset(let side):
                 legs[side]!.shaper.discardHeld()
-                legs[side]!.channel.closeWithReset()
+                if let map = recordMaps[side.slot] { map.resetBelowTLS(legs[side]!.channel) } else { legs[side]!.channel.closeWithReset() }
             case .close(let side):
                 if truncating, let map = recordMaps[side.slot] {
                     map.shutdownBelowTLS(all: true)

@@ -1,3 +1,4 @@
+import Glibc
 import NIOCore
 import NIOSSL
 import NIOTLS
@@ -22,6 +23,10 @@ final class TLSRecordMap {
     /// The peer's TCP connection ended after its close_notify (NIO's TLS handler calls that EOF unclean when chaos had
     /// not answered with its own yet): an orderly close, whenever the relay learns of it.
     var endedAfterCloseNotify = false
+    /// The peer's TCP FIN reached the socket (seen below the TLS handler). A socket that closed without one was reset
+    /// (NIO closes it on the socket's error or hang-up, or a failed write, with no error event first), which the TLS
+    /// handler also calls an unclean shutdown: that is TCP's end, not the peer's TLS.
+    var receivedTCPFIN = false
     /// (plaintext end, wire end, written after the peer closed) points not yet covered by an acknowledgement, oldest first.
     private var points: [(plaintext: Int64, wire: Int64, afterClose: Bool)] = []
     private var pointsStart = 0
@@ -38,6 +43,13 @@ final class TLSRecordMap {
         guard let context = belowTLS else { return }
         context.flush()
         context.close(mode: all ? .all : .output, promise: nil)
+    }
+
+    /// Resets the leg under its TLS handler: a RST and no close_notify, as a reset is on the wire (through the handler,
+    /// a close sends close_notify and waits for the peer's before the socket closes).
+    func resetBelowTLS(_ channel: any Channel) {
+        guard let context = belowTLS, let provider = channel as? any SocketOptionProvider else { return channel.closeWithReset() }
+        provider.setSoLinger(linger(l_onoff: 1, l_linger: 0)).whenComplete { _ in context.close(mode: .all, promise: nil) }
     }
 
     func wroteWire(_ count: Int) {
@@ -95,8 +107,9 @@ final class TLSRecordMap {
     private var coveredAfterClose: Int64 = 0
 }
 
-/// Below a leg's TLS handler: counts the wire bytes written.
-final class TLSWireMeter: ChannelOutboundHandler, RemovableChannelHandler {
+/// Below a leg's TLS handler: counts the wire bytes written, and notes the peer's TCP FIN.
+final class TLSWireMeter: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
     typealias OutboundIn = ByteBuffer
     let map: TLSRecordMap
 
@@ -108,6 +121,11 @@ final class TLSWireMeter: ChannelOutboundHandler, RemovableChannelHandler {
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         map.wroteWire(unwrapOutboundIn(data).readableBytes)
         context.write(data, promise: promise)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case ChannelEvent.inputClosed = event { map.receivedTCPFIN = true }
+        context.fireUserInboundEventTriggered(event)
     }
 
     func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {

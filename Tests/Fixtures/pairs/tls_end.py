@@ -7,13 +7,23 @@
       "clean"      the peer sent close_notify, then FIN (read returned b"")
       "truncated"  a FIN with no close_notify (ssl.SSLEOFError: EOF occurred in violation of protocol)
       "reset"      a TCP reset
+  --reset (either role)  once the client's first line is through, that end resets its TCP connection (SO_LINGER 0,
+                         no close_notify), as a peer whose socket closed with bytes unread does; the client then
+                         writes "reset sent"
 """
 import argparse
 import asyncio
 import signal
 import socket
 import ssl
+import struct
 import sys
+import time
+
+
+def reset(sock):
+    """Closes `sock` with a TCP reset: no close_notify, no FIN."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 
 
 async def serve(args):
@@ -24,6 +34,11 @@ async def serve(args):
         context.load_verify_locations(cafile=args.client_ca)
 
     async def hold(reader, writer):
+        if args.reset:
+            await reader.readline()
+            reset(writer.get_extra_info("socket"))
+            writer.transport.abort()
+            return
         await reader.read()  # until the client's end
         writer.close()
 
@@ -31,6 +46,13 @@ async def serve(args):
     server = await asyncio.start_server(hold, host, int(port), ssl=context)
     async with server:
         await server.serve_forever()
+
+
+TCP_CLOSE = 7  # tcp_info's state once a RST arrived (after a FIN, CLOSE_WAIT)
+
+
+def tcp_state(sock):
+    return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0]
 
 
 def client(args):
@@ -42,12 +64,19 @@ def client(args):
         with context.wrap_socket(socket.create_connection((host, int(port))), server_hostname="localhost",
                                  suppress_ragged_eofs=False) as tls:
             tls.sendall(b"hello\n")
-            while True:
-                if not tls.recv(4096):
-                    end = "clean"
-                    break
-    except ssl.SSLEOFError:
-        end = "truncated"
+            if args.reset:
+                time.sleep(0.5)  # the line reaches the server first
+                reset(tls)
+                end = "reset sent"
+            else:
+                try:
+                    while True:
+                        if not tls.recv(4096):
+                            end = "clean"
+                            break
+                except ssl.SSLEOFError:
+                    # OpenSSL reports a RST it meets in a read as an EOF too: the socket's state tells them apart.
+                    end = "reset" if tcp_state(tls) == TCP_CLOSE else "truncated"
     except ConnectionResetError:
         end = "reset"
     except (ssl.SSLError, OSError) as error:
@@ -66,6 +95,7 @@ def main():
     parser.add_argument("--tls-ca")
     parser.add_argument("--log")
     parser.add_argument("--client-ca", help="server: require a client certificate from this CA (mTLS)")
+    parser.add_argument("--reset", action="store_true", help="reset the connection once the first line is through")
     args = parser.parse_args()
     if args.role == "server":
         asyncio.run(serve(args))
