@@ -314,6 +314,34 @@ struct TakenAfterCloseTests {
         }
     }
 
+    /// s78h1 (grpcio through a partition on the kernel dead path, beside a CPU hog): the server's acks on its new call
+    /// went past the seq its client skipped on resume before the old connection's reset reached the audit; the rule
+    /// compared with the highest of them, and the skipped seq stayed unconfirmed.
+    @Test(
+        "a resume point named on a newer connection denies what the old one took past it, even when the consumer's later acks there, read before the old connection's reset, went past the skipped seq"
+    )
+    func resetAfterTheResumePointElsewhereAndLaterAcks() throws {
+        var s = TrafficScript()
+        s.open(1)
+        s.relay(1, [1, 2])
+        s.consumerAcks(1, upTo: 2)
+        s.send(1, [3])  // read from the producer in a partition, held
+        s.at(1)
+        s.open(2)
+        s.consumerAcks(2, upTo: 2)  // its resume point
+        s.relay(2, [4, 5])  // the producer skipped 3 on resume
+        s.consumerAcks(2, upTo: 5)  // the highest seq it processed, on the new connection
+        s.at(1.05)
+        s.write(1, [3])  // the held bytes reach the old connection's dead socket
+        s.at(1.1)
+        s.add(1, .path(.acknowledgementsCut(.client, upTo: Int64(TrafficScript.messages([1, 2, 3]).count))))
+        s.add(1, .closed(.client, .reset))
+        s.add(1, .closed(.server, .reset))
+        s.close(2)
+        let totals = try TrafficScript.auditWithAcks(s).totals
+        #expect(totals.ok == 4 && totals.lost == 1 && totals.unconfirmed == 0, "\(totals)")
+    }
+
     @Test(
         "an ack naming a seq the consumer took on one connection before resetting it vouches for that connection's doubted run, not for what an earlier connection it also reset had taken"
     )

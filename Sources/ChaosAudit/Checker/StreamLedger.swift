@@ -60,6 +60,9 @@ final class StreamLedger {
     /// older one still delivers.
     var consumerAckedOn: ConnectionOrder = 0
     var consumerAckThere: Int64 = .min
+    /// The first ack the consumer stated on ``consumerAckedOn``: its resume point there. Its later acks there name what
+    /// it took there since (its highest seq processed), nothing about what only an older connection carried.
+    var consumerResumedAt: Int64 = .min
     /// Seqs first delivered on a connection older than ``consumerAckedOn``, above the ack stated there, and not yet
     /// vouched for (``SupersededDeliveries``).
     var superseded = SeqRangeSet()

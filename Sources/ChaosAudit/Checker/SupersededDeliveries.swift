@@ -19,6 +19,7 @@ extension StreamLedger {
         if order > consumerAckedOn {
             consumerAckedOn = order
             consumerAckThere = ack
+            consumerResumedAt = ack
         } else if order == consumerAckedOn, ack > consumerAckThere {
             consumerAckThere = ack
         }
