@@ -274,7 +274,7 @@ extension AuditEngine {
             // A consumer that had named its resume point on a newer connection, and then reset this one with these
             // bytes unread, threw away what it said it would take there: denied, as an ack below them denies. The
             // resume point, not its later acks there: those name what the new connection carried since (s78h1: a
-            // grpcio server's acks of 75-97 on its new call came before the old connection's reset was read, and seq
+            // server's acks of 75-97 on its new connection came before the old connection's reset was read, and seq
             // 74, which only the old one carried and the client skipped on resume, stayed unconfirmed, not lost).
             if connection.order < ledger.consumerAckedOn, seq > ledger.consumerResumedAt { ledger.deniedAfterClose.insert(seq) }
         }
