@@ -293,6 +293,31 @@ struct RecoveryTests {
     }
 
     @Test(
+        "the run's stop inside a kernel dead path's wait for a notice is not the pair noticing: its closes settle nothing, and the connections count as never noticed"
+    )
+    func stopInsideTheNoticeWait() throws {
+        var s = TrafficScript()
+        for id: ConnectionID in 1...2 { s.open(id) }
+        s.at(20)
+        s.fault("partition", 1, started: true)
+        s.at(25)
+        let quiet = DeadPathLeg(sent: 0, acknowledged: 0, retransmissions: 3)
+        for id: ConnectionID in [1, 2] {
+            s.add(id, .path(.deadPathSeen(DeadPathSeen(lasted: 5_000_000_000, inKernel: true, client: quiet, server: quiet))))
+        }
+        s.fault("partition", 1, started: false)
+        s.at(27)  // the run ends 2 s after the partition, inside the 5 s it waits for what the pair did in it
+        s.add(0, .stopping)
+        s.at(27.2)
+        s.add(1, .closed(.client, .fin))
+        s.add(2, .closed(.client, .reset))
+        let engine = try AuditEngine(spec: ProtocolSpec())
+        engine.ingest(s.events)
+        let record = try #require(engine.finish().recovery.halfOpen.first)
+        #expect(record.connections == 2 && record.noticed == 0 && record.unnoticed == 2, "\(record)")
+    }
+
+    @Test(
         "what each end's TCP met on a partition's dead paths counts for that partition: bytes sent into it, none acknowledged on the kernel path, the proxy's retransmissions, and which end gave up first"
     )
     func deadPathFiguresPerFault() throws {

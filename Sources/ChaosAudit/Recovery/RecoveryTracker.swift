@@ -117,7 +117,11 @@ struct RecoveryTracker {
         streams: [StreamLedger]
     ) {
         advance(to: time)
-        for watch in open where watch.halfOpen.contains(id) {
+        // The run stopping the pair closes its connections: that is not the pair noticing a dead path (s78q4: the naive
+        // client's run stopped 2 s after its partition, inside the kernel path's wait for a notice, and the stop's
+        // closes counted as notices). What is still half-open then is settled as never noticed at the end.
+        let stopped = stoppedAt.map { time >= $0 } ?? false
+        for watch in open where !stopped && watch.halfOpen.contains(id) {
             let proxyCut = kind.isFaultCut
             if watch.mark.kind == "handoff", proxyCut, side == .client { continue }
             watch.halfOpen.remove(id)
