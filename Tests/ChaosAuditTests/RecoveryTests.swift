@@ -256,22 +256,30 @@ struct RecoveryTests {
         #expect(result.recovery.noticedWithinS.map { abs($0 - 3) < 0.01 } == true)
     }
 
+    /// `connections` connections open, then a partition (occurrence 1) over `seconds`; at its end the paths of
+    /// `deadPaths` come back (``DeadPathSeen``, in the kernel or held in the proxy), then the fault's end is marked.
+    static func partition(_ seconds: ClosedRange<Double>, connections: Int, deadPaths: [ConnectionID], inKernel: Bool) -> TrafficScript {
+        var s = TrafficScript()
+        for id in 1...ConnectionID(connections) { s.open(id) }
+        s.at(seconds.lowerBound)
+        s.fault("partition", 1, started: true)
+        s.at(seconds.upperBound)
+        let quiet = DeadPathLeg(sent: 0, acknowledged: 0, retransmissions: 3)
+        let lasted = Int64((seconds.upperBound - seconds.lowerBound) * 1e9)
+        for id in deadPaths {
+            s.add(id, .path(.deadPathSeen(DeadPathSeen(lasted: lasted, inKernel: inKernel, client: quiet, server: quiet))))
+        }
+        s.fault("partition", 1, started: false)
+        return s
+    }
+
     @Test(
         "on a dead path in the kernel, what the pair did in a partition reaches the proxy after it: a close that comes once the path is back was a notice within the partition; a connection that shows nothing for as long again was ridden out"
     )
     func kernelDeadPathNoticeArrivesAfterTheEnd() throws {
         func record(inKernel: Bool) throws -> HalfOpenRecord {
-            var s = TrafficScript()
-            for id: ConnectionID in 1...3 { s.open(id) }
-            s.at(20)
-            s.fault("partition", 1, started: true)
-            s.at(25)
             // The path came back for 1 and 2 (3 was held in the proxy), then the fault's end was marked.
-            let quiet = DeadPathLeg(sent: 0, acknowledged: 0, retransmissions: 3)
-            for id: ConnectionID in [1, 2] {
-                s.add(id, .path(.deadPathSeen(DeadPathSeen(lasted: 5_000_000_000, inKernel: inKernel, client: quiet, server: quiet))))
-            }
-            s.fault("partition", 1, started: false)
+            var s = Self.partition(20...25, connections: 3, deadPaths: [1, 2], inKernel: inKernel)
             s.at(25.3)
             s.add(1, .closed(.client, .fin))  // its FIN, which waited behind its unacknowledged heartbeat
             s.at(27)
@@ -296,16 +304,7 @@ struct RecoveryTests {
         "the run's stop inside a kernel dead path's wait for a notice is not the pair noticing: its closes settle nothing, and the connections count as never noticed"
     )
     func stopInsideTheNoticeWait() throws {
-        var s = TrafficScript()
-        for id: ConnectionID in 1...2 { s.open(id) }
-        s.at(20)
-        s.fault("partition", 1, started: true)
-        s.at(25)
-        let quiet = DeadPathLeg(sent: 0, acknowledged: 0, retransmissions: 3)
-        for id: ConnectionID in [1, 2] {
-            s.add(id, .path(.deadPathSeen(DeadPathSeen(lasted: 5_000_000_000, inKernel: true, client: quiet, server: quiet))))
-        }
-        s.fault("partition", 1, started: false)
+        var s = Self.partition(20...25, connections: 2, deadPaths: [1, 2], inKernel: true)
         s.at(27)  // the run ends 2 s after the partition, inside the 5 s it waits for what the pair did in it
         s.add(0, .stopping)
         s.at(27.2)
