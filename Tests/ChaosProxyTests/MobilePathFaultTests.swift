@@ -122,10 +122,32 @@ struct MobilePathFaultTests {
     /// Connects through the proxy once it listens again (it binds its socket again a moment after a refusal ends).
     static func connectPair(_ harness: ProxyHarness) throws -> (client: TestSocket, server: TestSocket) {
         for _ in 0..<50 {
-            if let client = try? TestSocket.connect(port: harness.port, timeout: 1) { return (client, try harness.upstream.accept()) }
+            if let client = try? TestSocket.connect(port: harness.port, timeout: 1) {
+                return (client, try Self.accept(harness, "the server leg of a new connection"))
+            }
             Thread.sleep(forTimeInterval: 0.1)
         }
         return try harness.connectPair()
+    }
+
+    /// The upstream's next connection (at most 10 s); when none comes, an error that names which one (s78q5: an accept
+    /// timed out, EAGAIN, and nothing said which step of the handoff it was).
+    static func accept(_ harness: ProxyHarness, _ what: String) throws -> TestSocket {
+        do {
+            return try harness.upstream.accept()
+        } catch {
+            throw AcceptFailed(what: what, error: error, refusing: harness.proxy.isRefusing, source: harness.proxy.sourceAddress)
+        }
+    }
+
+    struct AcceptFailed: Error, CustomStringConvertible {
+        let what: String
+        let error: any Error
+        let refusing: Bool
+        let source: String?
+        var description: String {
+            "no \(what) reached the upstream in 10 s (\(error); the proxy refusing: \(refusing), its source address: \(source ?? "none"))"
+        }
     }
 
     /// Connects through the proxy, sends `marker`, and returns the server leg that received it: server legs of
@@ -141,7 +163,7 @@ struct MobilePathFaultTests {
                 return (client, candidate)
             }
             candidate.close()
-            candidate = try harness.upstream.accept()
+            candidate = try Self.accept(harness, "the next server leg in the upstream's queue")
         }
         candidate.close()
         Issue.record("no server leg received \(marker) through the proxy")
@@ -195,7 +217,7 @@ struct MobilePathFaultTests {
             clock.advance(to: start.nanoseconds)
             try blockingAwait { try await waitUntil("the dead WiFi began") { injector.appliedSoFar.count == 1 } }
             let hanging = try TestSocket.connect(port: harness.port)
-            let hangingServer = try harness.upstream.accept()
+            let hangingServer = try Self.accept(harness, "the server leg of the connection made on the dead WiFi")
             try hanging.sendAll(Array("GET".utf8))
             hangingServer.setTimeout(0.5)
             #expect(hangingServer.receive() == .error(EAGAIN), "a request crossed the dead WiFi")
