@@ -55,7 +55,9 @@ struct RecordedReadBufferTests {
             guard case .read(.client, let bytes) = event.kind else { continue }
             #expect(bytes.capacity <= max(4 * bytes.count, 64), "a read of \(bytes.count) bytes holds a buffer of \(bytes.capacity)")
             #expect(event.queuedBytes >= bytes.capacity, "the queue counts the buffer it holds")
-            if bytes.count >= 16384 {
+            // A quarter of the 64 KiB read array and more (its allocation rounds up: s78h5's read of exactly 16,384 bytes
+            // held 65,544, past four times what it carried, before the relay compared with the array's own capacity).
+            if bytes.count > 16384 + 64 {
                 largeReads += 1
                 #expect(bytes.capacity >= 65536, "a large read is handed over in the 64 KiB array it was read into (no copy)")
             } else {

@@ -113,16 +113,17 @@ extension EpollRelayConnection {
     }
 
     /// One read from `source` into an array of its own, the read event's bytes (and, written whole, the written
-    /// event's): a large read is handed over in the array it was read into, with no copy; one under a quarter of
-    /// `capacity` is copied into an array of its size, so that a queued event holds about what it carries. Returns
-    /// what `read(2)` returned (errno set as it left it) and the bytes.
+    /// event's): a large read is handed over in the array it was read into, with no copy; one under a quarter of that
+    /// array's capacity (which the allocator rounds past `capacity`: 65,544 bytes for 64 KiB) is copied into an array
+    /// of its size, so that a queued event holds at most four times what it carries. Returns what `read(2)` returned
+    /// (errno set as it left it) and the bytes.
     private func readRecorded(_ source: Int, capacity: Int) -> (Int, [UInt8]) {
         var count = 0
         let read = [UInt8](unsafeUninitializedCapacity: capacity) { buffer, initialized in
             count = Glibc.read(legs[source].fd, buffer.baseAddress, capacity)
             initialized = max(count, 0)
         }
-        guard count > 0, count < capacity / 4 else { return (count, read) }
+        guard count > 0, count * 4 < read.capacity else { return (count, read) }
         return (count, read.withUnsafeBufferPointer { Array($0) })
     }
 
