@@ -44,14 +44,15 @@ struct SSEDecoderTests {
         let second = "retry: 3000\nfoo: bar\ndata: {\"seq\":2}\n\n"
         let bytes = head + Array((first + second + "data: partial\n").utf8)
         let seen = Self.decodeCut(upstream: false, bytes)
-        #expect(
-            seen == [
-                .event(.counted("sseStreams"), at: head.count),
-                .message("{\"seq\":1,\n \"x\":2}", end: head.count + first.utf8.count, binary: false),
-                .event(.counted("sseRetries"), at: head.count + first.utf8.count + 12),
-                .message("{\"seq\":2}", end: head.count + first.utf8.count + second.utf8.count, binary: false),
-            ]
-        )
+        let firstEnd: Int = head.count + first.utf8.count
+        let secondEnd: Int = firstEnd + second.utf8.count
+        let expected: [Decoded] = [
+            .event(.counted("sseStreams"), at: head.count),
+            .message("{\"seq\":1,\n \"x\":2}", end: firstEnd, binary: false),
+            .event(.counted("sseRetries"), at: firstEnd + 12),
+            .message("{\"seq\":2}", end: secondEnd, binary: false),
+        ]
+        #expect(seen == expected)
     }
 
     @Test("format: text sees the whole event as written (its field lines, comments left out), so a regex can read its id")
@@ -90,11 +91,12 @@ struct SSEDecoderTests {
         let body = Self.chunked(events, size: 5)
         let head = Self.response(chunked: true)
         let next = Array("HTTP/1.1 404 Not Found\r\nContent-Length: 12\r\n\r\ndata: no\n\n\n\n".utf8)
-        let bytes = head + body + next
+        let bytes: [UInt8] = head + body + next
         let seen = Self.decodeCut(upstream: false, bytes)
-        let messages = seen.compactMap { if case .message(let text, _, _) = $0 { text } else { nil } }
+        let messages: [String] = seen.compactMap { if case .message(let text, _, _) = $0 { text } else { nil } }
         #expect(messages == ["{\"seq\":1}", "{\"seq\":2}"])
-        #expect(seen.last == .event(.counted("sseRefused"), at: head.count + body.count + next.count - 12))
+        let refused: Decoded = .event(.counted("sseRefused"), at: bytes.count - 12)
+        #expect(seen.last == refused)
         // The first event ends at the chunk holding its blank line's LF (chunks of 5 bytes, 10-byte size lines).
         guard case .message(_, let end, _) = seen[1] else {
             Issue.record("no first message")

@@ -123,15 +123,19 @@ struct CaptureAuditTests {
         #expect(malformed.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, "tshark: \(malformed.prefix(500))")
     }
 
+    /// A pcap header and a packet record that promises 100 bytes and holds 3.
+    static let truncatedCapture: [UInt8] = {
+        let fileHeader: [UInt8] = [0xd4, 0xc3, 0xb2, 0xa1, 0x02, 0x00, 0x04, 0x00] + [UInt8](repeating: 0, count: 16)
+        let linkType: [UInt8] = [0x65, 0, 0, 0]
+        let record: [UInt8] = [0, 0, 0, 0, 0, 0, 0, 0, 100, 0, 0, 0, 100, 0, 0, 0, 1, 2, 3]
+        return fileHeader + linkType + record
+    }()
+
     @Test(
         "a garbage capture, a truncated one and a missing one exit 2 with the file and offset",
         arguments: [
             ("garbage", Array("this is not a capture at all, just text".utf8)),
-            (
-                "truncated",
-                [0xd4, 0xc3, 0xb2, 0xa1, 0x02, 0x00, 0x04, 0x00] + [UInt8](repeating: 0, count: 16)
-                    + [0x65, 0, 0, 0] + [0, 0, 0, 0, 0, 0, 0, 0, 100, 0, 0, 0, 100, 0, 0, 0, 1, 2, 3]
-            ),
+            ("truncated", CaptureAuditTests.truncatedCapture),
         ]
     )
     func badCaptures(name: String, bytes: [UInt8]) async throws {

@@ -51,7 +51,8 @@ struct RunCommandTests {
         #expect(report.totals.lost == 0)
         #expect(report.connections.cutByFault >= 5, "the disconnects hit the pair: \(report.connections)")
         #expect(report.faults.map(\.kind).filter { $0 == "disconnect" }.count == 5)
-        #expect(report.pairExits == ["server": 0, "client-1": 0, "client-2": 0, "client-3": 0])
+        let cleanExits: [String: Int32] = ["server": 0, "client-1": 0, "client-2": 0, "client-3": 0]
+        #expect(report.pairExits == cleanExits)
         #expect(report.streams.map(\.key).sorted() == truth.keys)
         #expect(report.streams.count == 6)
         for stream in report.streams {

@@ -78,19 +78,18 @@ struct KernelLossTests {
     /// One queued packet's netlink message: its header, the queue's generic header, the packet's id and its bytes
     /// (`payload` of them: a length that is not a multiple of 4 leaves the message unpadded at a datagram's end).
     static func queueMessage(id: UInt32, payload: Int) -> [UInt8] {
+        // Each piece typed on its own: one expression of them all took the type checker seconds.
+        func bytes<Integer: FixedWidthInteger>(_ value: Integer) -> [UInt8] { withUnsafeBytes(of: value, Array.init) }
         func attribute(_ type: UInt16, _ data: [UInt8]) -> [UInt8] {
-            let length = UInt16(4 + data.count)
-            let padding = (4 - data.count % 4) % 4
-            return withUnsafeBytes(of: length.littleEndian, Array.init) + withUnsafeBytes(of: type.littleEndian, Array.init) + data
-                + [UInt8](repeating: 0, count: padding)
+            let padding: [UInt8] = Array(repeating: 0, count: (4 - data.count % 4) % 4)
+            return bytes(UInt16(4 + data.count).littleEndian) + bytes(type.littleEndian) + data + padding
         }
-        let packetHeader = withUnsafeBytes(of: id.bigEndian, Array.init) + [0x08, 0x00, 1]  // id, IPv4, hook
-        let body = [2, 0, 0, 0] + attribute(1, packetHeader) + Array(attribute(10, [UInt8](repeating: 0x45, count: payload)))
+        let packetHeader: [UInt8] = bytes(id.bigEndian) + [0x08, 0x00, 1]  // id, IPv4, hook
+        let packet: [UInt8] = Array(repeating: 0x45, count: payload)
+        let body: [UInt8] = [2, 0, 0, 0] + attribute(1, packetHeader) + attribute(10, packet)
         let unpadded = body.count - (4 - payload % 4) % 4
-        let length = UInt32(16 + unpadded)
-        let header =
-            withUnsafeBytes(of: length.littleEndian, Array.init) + withUnsafeBytes(of: UInt16(3 << 8).littleEndian, Array.init)
-            + [0, 0] + [UInt8](repeating: 0, count: 8)
+        let zeros: [UInt8] = Array(repeating: 0, count: 10)
+        let header: [UInt8] = bytes(UInt32(16 + unpadded).littleEndian) + bytes(UInt16(3 << 8).littleEndian) + zeros
         return header + body.prefix(unpadded)
     }
 

@@ -243,8 +243,13 @@ package final class Shrinker {
     /// `items` in `parts` chunks of nearly equal size, in order.
     static func split<T>(_ items: [T], into parts: Int) -> [[T]] {
         let size = Double(items.count) / Double(parts)
-        return (0..<parts).map { part in Array(items[Int((Double(part) * size).rounded())..<Int((Double(part + 1) * size).rounded())]) }
-            .filter { !$0.isEmpty }
+        var chunks: [[T]] = []
+        for part in 0..<parts {
+            let lower = Int((Double(part) * size).rounded())
+            let upper = Int((Double(part + 1) * size).rounded())
+            if lower < upper { chunks.append(Array(items[lower..<upper])) }
+        }
+        return chunks
     }
 
     /// Shorter faults (halved while they still fail, down to 500 ms), then shorter gaps between them (halved).

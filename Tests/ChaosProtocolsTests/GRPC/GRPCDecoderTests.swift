@@ -136,18 +136,19 @@ struct GRPCDecoderTests {
         let wire = Frames.grpc(Self.message)
         let half = wire.count / 2
         let leg = GRPCLegProbe(GRPCSession(auditedMethods: nil), .upstream)
-        let start = Frames.preface + Frames.settings() + Self.call(&encoder) + Frames.data(stream: 1, Array(wire[..<half]))
+        let opening: [UInt8] = Frames.preface + Frames.settings() + Self.call(&encoder)
+        let start: [UInt8] = opening + Frames.data(stream: 1, Array(wire[..<half]))
         #expect(leg.feed(start) == [.event(.counted("calls"))])
         // The client cancels (CANCEL = 8); a whole message, already in flight, arrives after the reset.
         let reset = Frames.frame(3, stream: 1, Frames.word(8))
         let late = Frames.data(stream: 1, Frames.grpc([5, 5]), endStream: true)
-        let next = Self.call(&encoder, stream: 3) + Frames.data(stream: 3, Frames.grpc([7, 7, 7]), endStream: true)
-        #expect(
-            leg.feed(reset + late + next) == [
-                .ended(stream: 1), .event(.coded("streamResets", code: "CANCEL")), .event(.counted("calls")),
-                .message(stream: 3, bytes: [7, 7, 7], end: Int64(start.count + reset.count + late.count + next.count)),
-            ]
-        )
+        let next: [UInt8] = Self.call(&encoder, stream: 3) + Frames.data(stream: 3, Frames.grpc([7, 7, 7]), endStream: true)
+        let after: [UInt8] = reset + late + next
+        let expected: [GRPCLegProbe.Seen] = [
+            .ended(stream: 1), .event(.coded("streamResets", code: "CANCEL")), .event(.counted("calls")),
+            .message(stream: 3, bytes: [7, 7, 7], end: Int64(start.count + after.count)),
+        ]
+        #expect(leg.feed(after) == expected)
         #expect(HTTP2ErrorCode.name(8) == "CANCEL")
     }
 
