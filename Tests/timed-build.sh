@@ -11,9 +11,15 @@
 set -uo pipefail
 SWIFT=$1
 shift
-stamps=$(mktemp)
+# Each line with its time, kept beside make test's logs (for a closer look at a phase: the resolution, one module).
+if [ -d .build/test-logs ]; then
+  stamps=.build/test-logs/build-stamps.tsv
+  : >"$stamps"
+else
+  stamps=$(mktemp)
+  trap 'rm -f "$stamps"' EXIT
+fi
 began=$EPOCHREALTIME
-trap 'rm -f "$stamps"' EXIT
 "$SWIFT" build "$@" 2>&1 | while IFS= read -r line; do
   printf '%s\n' "$line"
   printf '%s\t%s\n' "$EPOCHREALTIME" "$line" >>"$stamps"
