@@ -266,6 +266,7 @@ extension AuditEngine {
     func acknowledgementsCut(_ offset: Int64, to side: Side, connection id: ConnectionID) {
         guard let connection = connections[id] else { return }
         let pipe = connection.pipe(.delivered, side.other.producing)
+        let slot = side == .server ? 0 : 1
         while let message = pipe.pending.popFirst(endingBy: offset) {
             guard let seq = message.seq else { continue }
             let ledger = message.stream.ledger
@@ -276,7 +277,11 @@ extension AuditEngine {
             // resume point, not its later acks there: those name what the new connection carried since (s78h1: a
             // server's acks of 75-97 on its new connection came before the old connection's reset was read, and seq
             // 74, which only the old one carried and the client skipped on resume, stayed unconfirmed, not lost).
-            if connection.order < ledger.consumerAckedOn, seq > ledger.consumerResumedAt { ledger.deniedAfterClose.insert(seq) }
+            // The denial is of this connection's copy: where another connection already delivered the seq, that copy
+            // is judged by its own connection's acks (``delivered(_:_:connection:time:late:)`` lifts a denial too).
+            guard connection.order < ledger.consumerAckedOn, seq > ledger.consumerResumedAt else { continue }
+            if otherStreams(of: ledger, besides: connection, slot: slot).contains(where: { $0.deliveredHere.contains(seq) }) { continue }
+            ledger.deniedAfterClose.insert(seq)
         }
     }
 
@@ -501,6 +506,11 @@ extension AuditEngine {
             record(.redelivered, ledger, direction: ledger.direction, from: seq, to: seq, time: time, connection: connection)
             return
         }
+        // A denial spoke of an earlier copy (one a reset connection took, or one an ack below it disowned): this copy is
+        // judged by its own connection's acks. (s79: a client's heartbeat reset the connection the resend of 421-431
+        // was delivered on, and its ack of 513 on the next one vouched for them; the denial of the copies its first
+        // connection had taken before the partition's end still held them back: 11 lost that its log processed.)
+        if !ledger.deniedAfterClose.isEmpty { _ = ledger.deniedAfterClose.remove(seq) }
         if !ledger.cutInFlight.isEmpty, ledger.cutInFlight.remove(seq), !late { ledger.counts.recovered += 1 }
         if stream.connectionOrder < ledger.consumerAckedOn { ledger.deliveredAfterMove(seq, stream) }
         judgeOrder(seq, ledger, connection: connection, time: time)

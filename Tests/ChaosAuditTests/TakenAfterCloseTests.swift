@@ -342,6 +342,57 @@ struct TakenAfterCloseTests {
         #expect(totals.ok == 4 && totals.lost == 1 && totals.unconfirmed == 0, "\(totals)")
     }
 
+    /// The old connection's copies of 3-4, taken in a partition and reset past a resume point named elsewhere, are
+    /// denied; the resend of 3-6 is delivered on the second connection, which the consumer then resets past its last
+    /// ack there (2); its ack of 6 on a third connection vouches for that run. `cutAt` is where the first connection's
+    /// cut comes: before the resend's delivery, after it, or after the second connection's reset.
+    enum FirstCut: String, CaseIterable, CustomTestStringConvertible {
+        case beforeTheResend, afterTheResend, afterTheSecondReset
+        var testDescription: String { rawValue }
+    }
+
+    @Test(
+        "a copy denied on a reset connection does not hold back the resend another connection delivered and a later ack vouched for, whichever the audit reads first",
+        arguments: FirstCut.allCases
+    )
+    func denialIsOfItsOwnCopy(cutAt: FirstCut) throws {
+        // s79 (the lines demo pair's phone's day on the kernel dead path): 421-431, taken by client-1's first connection
+        // before the partition ended, were denied when it reset; their resend, delivered on its second connection, was
+        // put in doubt when a heartbeat timeout reset that one too; its ack of 513 on the third vouched for 432-513 but
+        // not 421-431: 11 lost that its log processed.
+        var s = TrafficScript()
+        s.open(1)
+        s.relay(1, [1, 2])
+        s.consumerAcks(1, upTo: 2)
+        s.send(1, [3, 4])
+        s.write(1, [3, 4])
+        s.at(1)
+        s.open(2)
+        s.consumerAcks(2, upTo: 2)  // its resume point, on the newer connection
+        func cutFirst() {
+            s.add(1, .path(.acknowledgementsCut(.client, upTo: Int64(TrafficScript.messages([1, 2, 3, 4]).count))))
+            s.add(1, .closed(.client, .reset))
+            s.add(1, .closed(.server, .reset))
+        }
+        s.at(1.1)
+        if cutAt == .beforeTheResend { cutFirst() }
+        s.at(1.2)
+        s.relay(2, [3, 4, 5, 6])
+        if cutAt == .afterTheResend { cutFirst() }
+        s.at(1.3)
+        s.add(2, .closed(.client, .reset))
+        s.add(2, .closed(.server, .reset))
+        if cutAt == .afterTheSecondReset { cutFirst() }
+        s.at(2)
+        s.open(3)
+        s.consumerAcks(3, upTo: 6)
+        s.relay(3, [7])
+        s.consumerAcks(3, upTo: 7)
+        s.close(3)
+        let totals = try TrafficScript.auditWithAcks(s).totals
+        #expect(totals.ok == 7 && totals.lost == 0 && totals.unconfirmed == 0, "\(totals)")
+    }
+
     @Test(
         "an ack naming a seq the consumer took on one connection before resetting it vouches for that connection's doubted run, not for what an earlier connection it also reset had taken"
     )
