@@ -611,6 +611,7 @@ extension AuditEngine {
                 for stream in connection.streams[slot].values {
                     stream.ledger.unconfirmAborted(
                         stream.deliveredHere,
+                        on: connection.order,
                         others: { self.otherStreams(of: stream.ledger, besides: connection, slot: slot) },
                         withdrawn: { self.withdrawRedelivery($0, of: stream.ledger) }
                     )

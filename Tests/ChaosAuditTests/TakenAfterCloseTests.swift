@@ -342,6 +342,36 @@ struct TakenAfterCloseTests {
         #expect(totals.ok == 4 && totals.lost == 1 && totals.unconfirmed == 0, "\(totals)")
     }
 
+    /// s79 (a grpcio server through a partition on the kernel dead path): seq 95, acknowledged by its TCP on the old
+    /// call long before and never read, its resume point of 94 named on the new call before the old call's reset
+    /// reached the audit; the client skipped 95 on resume. Read the other way round (the reset first), it was lost.
+    @Test(
+        "a resume point named on a newer connection denies what the old one's TCP took past it and its reset left unread, whether the audit reads the reset before or after that point",
+        arguments: [false, true]
+    )
+    func resetAfterTheResumePointOfTakenBytes(resetFirst: Bool) throws {
+        var s = TrafficScript()
+        s.open(1)
+        s.relay(1, [1, 2])
+        s.consumerAcks(1, upTo: 2)
+        s.relay(1, [3])  // the consumer's TCP took 3; its application never read it
+        s.at(1)
+        s.open(2)
+        func resetFirstConnection() {
+            s.add(1, .closed(.client, .reset))
+            s.add(1, .closed(.server, .reset))
+        }
+        if resetFirst { resetFirstConnection() }
+        s.consumerAcks(2, upTo: 2)  // its resume point, on the newer connection
+        s.relay(2, [4, 5])  // the producer skipped 3 on resume
+        s.at(1.1)
+        if !resetFirst { resetFirstConnection() }
+        s.consumerAcks(2, upTo: 5)
+        s.close(2)
+        let totals = try TrafficScript.auditWithAcks(s).totals
+        #expect(totals.ok == 4 && totals.lost == 1 && totals.unconfirmed == 0, "\(totals)")
+    }
+
     /// The old connection's copies of 3-4, taken in a partition and reset past a resume point named elsewhere, are
     /// denied; the resend of 3-6 is delivered on the second connection, which the consumer then resets past its last
     /// ack there (2); its ack of 6 on a third connection vouches for that run. `cutAt` is where the first connection's

@@ -249,7 +249,15 @@ final class StreamLedger {
     /// before its reset; what it would have said, the consumer's next ack says again (or the seqs stay unconfirmed).
     /// A seq another connection delivered too stays delivered (``copyInDoubt(_:others:withdrawn:)``): `others` finds the
     /// stream's states on the other connections, asked only when a seq is past the last ack.
-    func unconfirmAborted(_ here: SeqRangeSet, others findOthers: () -> [ConnectionStream], withdrawn: (Int64) -> Void) {
+    /// Where the consumer had already named its resume point on a newer connection than `order` (the one that ended),
+    /// those past that point are denied, not doubted, as the in-flight ones of a cut are (``consumerResumedAt``): it
+    /// said it would take them there.
+    func unconfirmAborted(
+        _ here: SeqRangeSet,
+        on order: ConnectionOrder,
+        others findOthers: () -> [ConnectionStream],
+        withdrawn: (Int64) -> Void
+    ) {
         guard let ackedUpTo, let highest = here.max, highest > ackedUpTo, here.count(above: ackedUpTo) <= Self.abortedLimit else { return }
         let others = findOthers()
         // The highest delivered seq stays: the consumer's TCP did take them in order, so a resume past them (its ack
@@ -259,6 +267,10 @@ final class StreamLedger {
                 guard !copyInDoubt(seq, others: others, withdrawn: withdrawn), deliveredSeqs.remove(seq) else { continue }
                 takenAfterClose.insert(seq)
                 takenBeforeReset.insert(seq)
+                // s79 (an RPC server through a partition): seq 95, taken by its TCP on the old call and never read,
+                // its resume point of 94 named on the new call before the old one's reset reached the audit; the
+                // client skipped 95 on resume, and it stayed unconfirmed, where the reset read first denied it.
+                if order < consumerAckedOn, seq > consumerResumedAt { deniedAfterClose.insert(seq) }
             }
         }
     }
