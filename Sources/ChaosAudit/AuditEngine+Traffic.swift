@@ -406,7 +406,13 @@ extension AuditEngine {
             partner.denyTakenAfterClose(above: ack)
         }
         let order = connections[id]?.order ?? 0
-        if order > partner.consumerAckedOn { carried(partner, on: order) }
+        if order > partner.consumerAckedOn {
+            carried(partner, on: order)
+            let slot = partner.direction == .upstream ? 0 : 1
+            partner.resumePointNamed(ack, on: order) { closed in
+                connections.values.compactMap { $0.order == closed.connectionOrder ? nil : $0.streams[slot][partner.index] }
+            }
+        }
         partner.consumerStated(ack, on: order)
         if let here { here.consumerAck = max(here.consumerAck ?? .min, ack) }
         return partner
@@ -618,7 +624,10 @@ extension AuditEngine {
                 }
             }
         }
-        if !isStopping { consumerLeft(connection, side: side) }
+        if !isStopping {
+            consumerLeft(connection, side: side)
+            for stream in connection.streams[side == .server ? 0 : 1].values { stream.ledger.consumerClosed(stream) }
+        }
         let carried =
             synthetic
             ? []

@@ -55,6 +55,9 @@ final class StreamLedger {
     /// The connection (its ``ConnectionState/order``) that gave the last resume point: deliveries on it or on later
     /// connections settle ``disowned``.
     var resumedOn: ConnectionOrder = 0
+    /// Connections the consumer closed after they delivered past its last ack there, until it names its next resume
+    /// point (``resumePointNamed(_:on:deliveredElsewhere:)``).
+    var closedPastAck: [ConnectionStream] = []
     /// The newest connection (its ``ConnectionState/order``) on which the consumer stated an ack of this stream (0: none
     /// yet), and the highest ack it stated there: a consumer that moved to a newer connection may never read what an
     /// older one still delivers.
