@@ -56,7 +56,7 @@ final class StreamLedger {
     /// connections settle ``disowned``.
     var resumedOn: ConnectionOrder = 0
     /// Connections the consumer closed after they delivered past its last ack there, until it names its next resume
-    /// point (``resumePointNamed(_:on:deliveredElsewhere:)``).
+    /// point (``resumePointNamed(_:on:others:)``).
     var closedPastAck: [ConnectionStream] = []
     /// The newest connection (its ``ConnectionState/order``) on which the consumer stated an ack of this stream (0: none
     /// yet), and the highest ack it stated there: a consumer that moved to a newer connection may never read what an
