@@ -267,6 +267,8 @@ extension AuditEngine {
         guard let connection = connections[id] else { return }
         let pipe = connection.pipe(.delivered, side.other.producing)
         let slot = side == .server ? 0 : 1
+        // The stream's states on the other connections, looked up once per stream.
+        var others: [Int: [ConnectionStream]] = [:]
         while let message = pipe.pending.popFirst(endingBy: offset) {
             guard let seq = message.seq else { continue }
             let ledger = message.stream.ledger
@@ -280,7 +282,9 @@ extension AuditEngine {
             // The denial is of this connection's copy: where another connection already delivered the seq, that copy
             // is judged by its own connection's acks (``delivered(_:_:connection:time:late:)`` lifts a denial too).
             guard connection.order < ledger.consumerAckedOn, seq > ledger.consumerResumedAt else { continue }
-            if otherStreams(of: ledger, besides: connection, slot: slot).contains(where: { $0.deliveredHere.contains(seq) }) { continue }
+            let copies = others[ledger.index] ?? otherStreams(of: ledger, besides: connection, slot: slot)
+            others[ledger.index] = copies
+            if copies.contains(where: { $0.deliveredHere.contains(seq) }) { continue }
             ledger.deniedAfterClose.insert(seq)
         }
     }
