@@ -70,7 +70,7 @@ struct DatagramFastPathTests {
         let before = try await harness.mapping(of: client)
         // The server reads all the while; 2,000 datagrams, one every 100 µs, while the fault moves the flow.
         let ports = [port, before, server.port]
-        let kernelDropsBefore = Self.kernelDrops(ports: ports)
+        let kernelDropsBefore = Self.kernelDropsByPort(ports: ports)
         let machineBefore = Self.machineUDPCounters()
         let reading = Background { server.drain(quiet: 0.5) }
         // A datagram the client's own kernel refused (its errno, kept by index) never left: it is not the proxy's to
@@ -91,7 +91,7 @@ struct DatagramFastPathTests {
         let counters = harness.proxy.counters
         let refused = Mutex<[Int: Int32]>([:])
         let accounted: @Sendable () -> (dropped: Int, kernelDropped: Int) = {
-            (Int(counters.datagramsDropped.values.reduce(0, +)), Self.kernelDrops(ports: ports) - kernelDropsBefore)
+            (Int(counters.datagramsDropped.values.reduce(0, +)), Self.kernelDrops(ports: ports) - kernelDropsBefore.values.reduce(0, +))
         }
         let received = try await offPool { () -> [(bytes: [UInt8], fromPort: Int)] in
             refused.withLock { $0 = sending.join() ?? [:] }
@@ -125,14 +125,13 @@ struct DatagramFastPathTests {
             """
             \(received.count) arrived, \(dropped) dropped by chaos, \(kernelDropped) by full receive buffers, \
             \(notSent.count) refused by the client's kernel; the proxy read \(harness.proxy.counters.datagrams); missing \
-            \(missing.prefix(40)); the machine's UDP meanwhile (every process's): \(Self.machineUDPCounters(since: machineBefore))
+            \(missing.prefix(40)); dropped by full receive buffers at the proxy's listening socket, its mapping's and the \
+            server's: \(Self.dropsSince(kernelDropsBefore, ports: ports)); the machine's UDP meanwhile (every process's): \(Self.machineUDPCounters(since: machineBefore))
             """
         )
         try await harness.shutdown()
     }
 
-    /// The datagrams the kernel dropped at full receive buffers of the UDP sockets bound to `ports` on this host (the
-    /// `drops` column of /proc/net/udp and udp6).
     /// The machine's UDP counters that say where a datagram the kernel took went missing: no socket on its port
     /// (`NoPorts`), a socket's full receive buffer (`RcvbufErrors`), and the loopback backlog's drops (softnet_stat's
     /// second column); with `since`, the change from it. Every process's: a lead, not a count.
@@ -155,8 +154,19 @@ struct DatagramFastPathTests {
         return counters.reduce(into: [:]) { result, entry in result[entry.key] = entry.value - (before[entry.key] ?? 0) }
     }
 
-    static func kernelDrops(ports: [Int]) -> Int {
-        var drops = 0
+    /// The datagrams the kernel dropped at full receive buffers of the UDP sockets bound to `ports` on this host (the
+    /// `drops` column of /proc/net/udp and udp6).
+    static func kernelDrops(ports: [Int]) -> Int { kernelDropsByPort(ports: ports).values.reduce(0, +) }
+
+    /// The drops of ``kernelDrops(ports:)`` since `before`, port by port in the order of `ports`.
+    static func dropsSince(_ before: [Int: Int], ports: [Int]) -> [Int] {
+        let now = kernelDropsByPort(ports: ports)
+        return ports.map { (now[$0] ?? 0) - (before[$0] ?? 0) }
+    }
+
+    /// ``kernelDrops(ports:)`` by port.
+    static func kernelDropsByPort(ports: [Int]) -> [Int: Int] {
+        var drops: [Int: Int] = [:]
         for table in ["/proc/net/udp", "/proc/net/udp6"] {
             guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
             for line in text.split(separator: "\n").dropFirst() {
@@ -164,7 +174,7 @@ struct DatagramFastPathTests {
                 guard fields.count >= 13, let local = fields[1].split(separator: ":").last, let port = Int(local, radix: 16),
                     ports.contains(port), let count = Int(fields[fields.count - 1])
                 else { continue }
-                drops += count
+                drops[port, default: 0] += count
             }
         }
         return drops
