@@ -44,7 +44,7 @@ PAIR_LANES=(
   "TLSCaptureAuditTests KeepaliveHangTests KernelLossPathTests PrometheusScrapeTests"
   "ShrinkCommandTests SocketIORoomPairTests"
   "QuickstartShrinkTests FleetNamespaceTests RepeatRunTests ChatFanoutPairTests"
-  "WebSocketPairTests LivePageTests"
+  "WebSocketPairTests LivePageTests ShrinkInputTests"
   "MQTTPairTests"
   "SocketIOPairTests SSEPairTests DeadPathTests"
 )
