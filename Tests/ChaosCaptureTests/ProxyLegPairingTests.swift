@@ -209,4 +209,45 @@ struct ProxyLegPairingTests {
         #expect(read.traffic["40001"]?.writtenToServer == Array("HELLO!".utf8))
         #expect(read.events.first { if case .opened = $0.kind { true } else { false } }?.time == 3_000_000)
     }
+
+    @Test(
+        "after a handoff that gave the proxy a new loopback address, its server legs from there are paired with their client legs (Linux's loopback is all of 127/8): a run's own capture audits without --proxy-port"
+    )
+    func serverLegFromANewLoopbackAddress() throws {
+        let script = ScriptedTCP()
+        var before = script.open(40001, to: 7000)
+        var beforeUpstream = script.open(50001, to: 7001)
+        script.send(Array("one".utf8), on: &before, fromClient: true)
+        script.send(Array("one".utf8), on: &beforeUpstream, fromClient: true)
+        script.reset(&before, fromClient: true)
+        script.reset(&beforeUpstream, fromClient: true)
+        // The handoff: the proxy's new upstream connections come from 127.0.0.2.
+        var after = script.open(40002, to: 7000)
+        var afterUpstream = script.open(50002, to: 7001, from: [127, 0, 0, 2])
+        script.send(Array("two".utf8), on: &after, fromClient: true)
+        script.send(Array("two".utf8), on: &afterUpstream, fromClient: true)
+        script.close(&after)
+        script.close(&afterUpstream)
+
+        let read = try Self.read(script, pairing: .automatic)
+        #expect(read.statistics.connections == 2)
+        #expect(read.statistics.pairedConnections == 2)
+        #expect(read.endpoints["40002"]?.proxyLocal == "127.0.0.2:50002", "\(read.endpoints)")
+        #expect(read.traffic["40002"]?.writtenToServer == Array("two".utf8))
+    }
+
+    @Test("a flow from another host is no proxy's dial: automatic pairing leaves it a connection of its own")
+    func otherHostIsNoServerLeg() throws {
+        let script = ScriptedTCP()
+        var client = script.open(40001, to: 7000)
+        var stranger = script.open(50001, to: 7001, from: [10, 0, 0, 2])
+        script.send(Array("hello".utf8), on: &client, fromClient: true)
+        script.send(Array("hello".utf8), on: &stranger, fromClient: true)
+        script.close(&client)
+        script.close(&stranger)
+
+        let read = try Self.read(script, pairing: .automatic)
+        #expect(read.statistics.connections == 2)
+        #expect(read.statistics.pairedConnections == 0)
+    }
 }

@@ -1,12 +1,14 @@
 import Foundation
 
-/// A hand-written capture of TCP flows on 127.0.0.1: each call adds one packet, in capture order,
+/// A hand-written capture of TCP flows on loopback (to 127.0.0.1): each call adds one packet, in capture order,
 /// with the right sequence and acknowledgement numbers; ``write(to:)`` saves a raw-IP classic pcap.
 final class ScriptedTCP {
     /// One flow's state: its ports and the next sequence number each way.
     struct Flow {
         let clientPort: UInt16
         let serverPort: UInt16
+        /// The client's IPv4 address (the server's is 127.0.0.1).
+        var clientHost: [UInt8] = [127, 0, 0, 1]
         var clientNext: UInt32
         var serverNext: UInt32
     }
@@ -18,10 +20,11 @@ final class ScriptedTCP {
     private var clock: UInt64 = 0
 
     /// A flow whose three-way handshake is added now.
-    func open(_ clientPort: UInt16, to serverPort: UInt16) -> Flow {
+    func open(_ clientPort: UInt16, to serverPort: UInt16, from clientHost: [UInt8] = [127, 0, 0, 1]) -> Flow {
         var flow = Flow(
             clientPort: clientPort,
             serverPort: serverPort,
+            clientHost: clientHost,
             clientNext: UInt32(clientPort) << 12,
             serverNext: UInt32(serverPort) << 16
         )
@@ -130,10 +133,10 @@ final class ScriptedTCP {
     ) {
         let (source, destination) = fromClient ? (flow.clientPort, flow.serverPort) : (flow.serverPort, flow.clientPort)
         let total = 40 + payload.count
-        let ip: [UInt8] = [
-            0x45, 0, UInt8(total >> 8), UInt8(total & 0xFF), 0, 0, 0x40, 0, 64, 6, 0, 0,
-            127, 0, 0, 1, 127, 0, 0, 1,
-        ]
+        let server: [UInt8] = [127, 0, 0, 1]
+        let addresses: [UInt8] = fromClient ? flow.clientHost + server : server + flow.clientHost
+        let header: [UInt8] = [0x45, 0, UInt8(total >> 8), UInt8(total & 0xFF), 0, 0, 0x40, 0, 64, 6, 0, 0]
+        let ip: [UInt8] = header + addresses
         let tcp: [UInt8] =
             [UInt8(source >> 8), UInt8(source & 0xFF), UInt8(destination >> 8), UInt8(destination & 0xFF)]
             + withUnsafeBytes(of: sequence.bigEndian, Array.init) + withUnsafeBytes(of: acknowledgement.bigEndian, Array.init)

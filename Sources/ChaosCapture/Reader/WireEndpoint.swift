@@ -7,9 +7,17 @@ struct WireEndpoint: Hashable, Comparable {
     var isIPv6: Bool
     var port: UInt16
 
-    /// Whether both are the same host (ports aside).
+    /// Whether both are the same host (ports aside): the same address, or two loopback addresses (Linux answers for the
+    /// whole of 127.0.0.0/8 on its loopback interface, so a proxy that a handoff moved to a new loopback address, as
+    /// chaos's `new_address` does in a run on one machine, dials from the host its clients connected to).
     func sameHost(as other: WireEndpoint) -> Bool {
-        high == other.high && low == other.low && isIPv6 == other.isIPv6
+        (high == other.high && low == other.low && isIPv6 == other.isIPv6) || (isLoopback && other.isLoopback)
+    }
+
+    /// Whether the address is a loopback one: 127.0.0.0/8, ::1, or 127.0.0.0/8 mapped into IPv6.
+    var isLoopback: Bool {
+        guard isIPv6 else { return low >> 24 == 127 }
+        return high == 0 && (low == 1 || (low >> 32 == 0xFFFF && (low >> 24) & 0xFF == 127))
     }
 
     static func < (lhs: WireEndpoint, rhs: WireEndpoint) -> Bool {
