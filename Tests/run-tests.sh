@@ -4,13 +4,13 @@
 # The tests run straight from the built test binary (no `swift test`: it holds a lock on .build, so two could not run
 # at once, and costs seconds per call). They run in lanes at the same time:
 # - the unit lane: every suite outside ChaosEndToEndTests (EmbeddedChannel and virtual time for the most part, plus
-#   socket tests with no wall-clock tolerance), then the fuzz corpus replay and the shipped scenarios' validation. It
-#   is CPU-bound, so it runs at a low CPU priority (nice 10): it gives way to the other lanes but keeps about a tenth
+#   socket tests with no wall-clock tolerance). It is CPU-bound, so it runs at a low CPU priority (nice 10): it gives way to the other lanes but keeps about a tenth
 #   of a busy core (at nice 19, beside a CPU hog and the pair lanes, it got none for five minutes, and its suites'
 #   time limits fired on tests that had not run).
 # - the commands lane: the rest of ChaosEndToEndTests (the chaos binary run as a user runs it: bad input, validate,
 #   lifecycle, short runs). At normal priority: a child process of a niced lane is niced too, and a pair command that
-#   exits at once must be seen to exit within the start-up window.
+#   exits at once must be seen to exit within the start-up window. Then the fuzz corpus replay (niced as the unit lane)
+#   and the shipped Kubernetes scenarios' validation.
 # - the pair lanes: the suites whose runs take real time (a scenario of 15-60 s against a pair of processes, Python
 #   peers among them, tcpdump, network namespaces). Each lane runs its suites one after the other; the lanes run side
 #   by side. They wait on the clock far more than they use the CPU, and nice keeps the unit lane out of their way.
@@ -139,7 +139,7 @@ for check in manifests:$manifests_pid style:$style_pid; do
 done
 step docs Tests/docs/check-docs.sh .build/debug/chaos
 
-# End-to-end suites that run in the unit lane, after its own phases (none today: the fuzz replay fills it).
+# End-to-end suites that run in the unit lane, after its own suites (none today).
 UNIT_LANE_PAIR_SUITES=""
 
 lane_regexes=()
@@ -162,9 +162,6 @@ pids=()
   export CHAOS_TEST_PORTS
   phase unit unit nice -n 10 timeout --kill-after=10 900 "$TESTS" --testing-library swift-testing \
     --skip "ChaosEndToEndTests|$every_pair_suite"
-  phase fuzz-replay unit nice -n 10 .build/debug/chaos-fuzz replay Fuzz/corpus
-  phase validate-deploy unit sh -c '.build/debug/chaos validate deploy/kubernetes/base/scenario.yaml &&
-    .build/debug/chaos validate deploy/kubernetes/sidecar/scenario.yaml'
   for suite in $UNIT_LANE_PAIR_SUITES; do phase "$suite" unit swift_testing --filter "$(suite_regex "$suite")"; done
 ) &
 pids+=($!)
@@ -172,7 +169,16 @@ pids+=($!)
 # seconds after the one before, so that their first runs do not all start their peers in the same second. (What keeps
 # a slow start from mattering is in the scenarios: their clients say `ready: connected`, so the faults count from the
 # pair's connections, not from the proxies' start.) The commands lane once ran first, alone: 29 s on the critical path.
-(CHAOS_TEST_PORTS=$(lane_ports 1) phase commands commands swift_testing --filter ChaosEndToEndTests --skip "$every_pair_suite") &
+# Then the fuzz corpus replay and the Kubernetes scenarios' validation, at the unit lane's priority: at the end of the
+# unit lane they made it the longest (s80q1: 246 s of suites, then 85 s of replay).
+(
+  CHAOS_TEST_PORTS=$(lane_ports 1)
+  export CHAOS_TEST_PORTS
+  phase commands commands swift_testing --filter ChaosEndToEndTests --skip "$every_pair_suite"
+  phase fuzz-replay commands nice -n 10 .build/debug/chaos-fuzz replay Fuzz/corpus
+  phase validate-deploy commands sh -c '.build/debug/chaos validate deploy/kubernetes/base/scenario.yaml &&
+    .build/debug/chaos validate deploy/kubernetes/sidecar/scenario.yaml'
+) &
 pids+=($!)
 index=0
 for lane in "${PAIR_LANES[@]}"; do
