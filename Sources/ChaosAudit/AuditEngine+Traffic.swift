@@ -457,11 +457,16 @@ extension AuditEngine {
     /// server read it as its idle timeout ended its session and named it in its welcome on the next connection: a
     /// fresh-clone run, s60q3). The messages of `ledger` up to `ack` still waiting on such connections are vouched for
     /// now; those that their TCP acknowledgement then delivers are simply delivered. Only those waiting now: a later
-    /// doubt is settled by a later ack.
+    /// doubt is settled by a later ack. And only on a connection whose waiting run holds the seq the ack names (as
+    /// ``StreamLedger/confirmTakenAfterClose(upTo:)`` vouches only for the run holding it): an ack above all of them
+    /// names what a later connection carried, and says nothing of them (a consumer that a producer skipped past them
+    /// acknowledges what came after: a fresh-clone run, s80q2).
     private func vouchForRetiring(_ ledger: StreamLedger, upTo ack: Int64) {
         for id in retiring.ids {
             guard let connection = connections[id] else { continue }
-            for message in connection.pipe(.delivered, ledger.direction).pending.waiting where message.stream.ledger === ledger {
+            let waiting = connection.pipe(.delivered, ledger.direction).pending.waiting.filter { $0.stream.ledger === ledger }
+            guard let highest = waiting.compactMap(\.seq).max(), ack <= highest else { continue }
+            for message in waiting {
                 guard let seq = message.seq, seq <= ack, !ledger.deniedAfterClose.contains(seq) else { continue }
                 ledger.confirmedAfterClose.insert(seq, through: seq)
             }

@@ -124,6 +124,36 @@ struct TakenAfterCloseTests {
         #expect(notVouched.totals.ok == total - 2 && notVouched.totals.lost == 2, "\(notVouched.totals)")
     }
 
+    @Test(
+        "an ack above everything still waiting on a closed connection names what a later one carried: it does not vouch for them (s80q2's naive gRPC client: 587 waiting where the server's FIN acknowledged only 586, vouched for by an ack of 654 two connections later)"
+    )
+    func ackAboveTheWaitingRunDoesNotVouch() throws {
+        var s = TrafficScript()
+        s.open(1)
+        s.relay(1, [1, 2])
+        s.consumerAcks(1, upTo: 2)
+        s.send(1, [3])
+        s.write(1, [3])  // never acknowledged by the consumer's TCP
+        s.at(0.5)
+        s.close(1)
+        // The consumer resumes at 2; the naive producer goes on from 4, which a reset cuts past the consumer's ack.
+        s.at(1)
+        s.open(2)
+        s.consumerAcks(2, upTo: 2)
+        s.relay(2, [4, 5])
+        s.at(1.5)
+        s.close(2, .reset)
+        // Back again within connection 1's grace, the consumer names 5, which only connection 2 carried.
+        s.at(2)
+        s.open(3)
+        s.consumerAcks(3, upTo: 5)
+        s.at(3)
+        s.close(3)
+        let result = try TrafficScript.auditWithAcks(s)
+        #expect(result.totals.lost == 1 && result.totals.unconfirmed == 0, "\(result.totals)")
+        #expect(result.anomalies.contains { $0.kind == .lost && $0.fromSeq == 3 && $0.toSeq == 3 }, "seq 3 never reached the consumer")
+    }
+
     /// Seqs 1-3 delivered on connection 1 and acknowledged; the consumer takes the stream over on connection 2 and says
     /// it holds 3; the proxy then writes 4 and 5 to the old connection, whose TCP takes them (`meanwhile` runs then),
     /// and the consumer ends it.
