@@ -26,28 +26,27 @@ read -r -a BUILD_FLAGS <<<"${SWIFT_BUILD_FLAGS:-}"
 LOGS=.build/test-logs
 TESTS=.build/debug/chaosPackageTests.xctest
 
-# The pair lanes: one line each, the suites it runs in order, one phase each. The lanes share two cores with the unit lane and each other, and
-# together keep them busy (a fresh-clone run's table gives each phase's CPU seconds: the pairs' chaos processes are
-# debug builds), so each lane's time is set as much by the others as by its own suites, and the phase as a whole by
-# their CPU: a run with the gRPC pairs split over two lanes and every lane balanced to 270 s took as long (the lanes
-# stretched to 264-303 s, the tests' CPU 571 s). Balanced by the suites' times in fresh-clone runs (about 260-290 s a
-# lane; the longest suite, the gRPC pairs, takes 290 of it and runs alone but for a second's capture) and started
-# longest first: a lane starts LANE_STAGGER seconds after the one before, so the last starts 20 s late with the least
-# to do. Two of them run commands that run a pair again and again (chaos shrink, chaos run --repeat; the quickstart's
-# shrink with the fleet in network namespaces).
-PAIR_LANES=(
-  "ShippedGRPCScenarioTests AuditBackpressureTests MQTTRetainedPairTests DeliveredMeansAcknowledgedTests"
-  "ShippedMobileDayScenarioTests ToxiproxyClientTests QUICPairTests"
-  "ShippedWebSocketScenarioTests FleetMergeTests MQTTTransportPairTests"
-  "GRPCPairTests LoopbackCaptureTests"
-  "TLSPairTests CaptureAuditTests QUICNoMigrationPairTests QUICHTTP3PairTests"
-  "TLSCaptureAuditTests KeepaliveHangTests KernelLossPathTests PrometheusScrapeTests"
-  "ShrinkCommandTests SocketIORoomPairTests"
-  "QuickstartShrinkTests FleetNamespaceTests RepeatRunTests ChatFanoutPairTests"
-  "WebSocketPairTests LivePageTests ShrinkInputTests"
-  "MQTTPairTests"
-  "SocketIOPairTests SSEPairTests DeadPathTests"
+# The pair suites, longest first (their seconds in fresh-clone runs: the gRPC pairs about 300, chaos shrink 160-330,
+# the MQTT pairs 275, … the loopback capture 1). PAIR_LANES workers run them side by side, and each, when it ends a
+# suite, takes the next that no worker has taken: the longest start first, and the short ones fill in behind them
+# wherever a worker comes free, so a suite that runs long in one run (the shrink, whose runs follow the failure rate
+# it measures) holds one worker while the others share out the rest. (Fixed lanes, each its own list, waited on their
+# own longest member: s79q3's shrink lane took 380 s where the others took 265-301.) The workers share two cores with
+# the unit lane and each other, and together keep them busy (a fresh-clone run's table gives each phase's CPU seconds:
+# the pairs' chaos processes are debug builds), so a suite's time is set as much by the others as by itself, and the
+# phase as a whole by their CPU. A worker starts LANE_STAGGER seconds after the one before, so that the first runs do
+# not all start their peers in the same second. Two suites run commands that run a pair again and again (chaos shrink,
+# chaos run --repeat; the quickstart's shrink with the fleet in network namespaces).
+PAIR_SUITES=(
+  ShrinkCommandTests GRPCPairTests MQTTPairTests TLSPairTests TLSCaptureAuditTests SocketIOPairTests
+  ShippedMobileDayScenarioTests ShippedGRPCScenarioTests QuickstartShrinkTests ShippedWebSocketScenarioTests
+  WebSocketPairTests FleetMergeTests LivePageTests SocketIORoomPairTests ToxiproxyClientTests SSEPairTests
+  ShrinkInputTests DeliveredMeansAcknowledgedTests FleetNamespaceTests MQTTRetainedPairTests MQTTTransportPairTests
+  ChatFanoutPairTests RepeatRunTests KeepaliveHangTests DeadPathTests QUICPairTests QUICNoMigrationPairTests
+  CaptureAuditTests QUICHTTP3PairTests AuditBackpressureTests PrometheusScrapeTests KernelLossPathTests
+  LoopbackCaptureTests
 )
+PAIR_LANES=11
 
 # The test-ID regex of a suite. Swift Testing matches --filter and --skip against the whole ID, source file included,
 # so a bare name also takes in every test written in a file of that name: a phase named after a file that extends two
@@ -143,16 +142,14 @@ step docs Tests/docs/check-docs.sh .build/debug/chaos
 UNIT_LANE_PAIR_SUITES=""
 
 lane_regexes=()
-for lane in $UNIT_LANE_PAIR_SUITES "${PAIR_LANES[@]}"; do
-  for suite in $lane; do lane_regexes+=("$(suite_regex "$suite")"); done
-done
+for suite in $UNIT_LANE_PAIR_SUITES "${PAIR_SUITES[@]}"; do lane_regexes+=("$(suite_regex "$suite")"); done
 every_pair_suite=$(
   IFS='|'
   echo "${lane_regexes[*]}"
 )
 
 tests_started=$(date +%s.%N)
-echo "== tests: the unit lane, the commands lane and ${#PAIR_LANES[@]} pair lanes side by side (logs in $LOGS/)"
+echo "== tests: the unit lane, the commands lane and $PAIR_LANES pair lanes side by side (logs in $LOGS/)"
 pids=()
 # Each lane draws the ports of its tests' processes from a range of its own (ChaosCLI.freePort reads
 # CHAOS_TEST_PORTS): a port one lane checked free and handed to a process cannot be taken meanwhile by another lane's
@@ -180,14 +177,23 @@ pids+=($!)
     .build/debug/chaos validate deploy/kubernetes/sidecar/scenario.yaml'
 ) &
 pids+=($!)
-index=0
-for lane in "${PAIR_LANES[@]}"; do
-  index=$((index + 1))
+# The queue of pair suites: one per line, the next at the top; a worker takes it under a lock.
+QUEUE=$LOGS/pair-suites.queue
+printf '%s\n' "${PAIR_SUITES[@]}" >"$QUEUE"
+# Takes the next pair suite off the queue and prints it (nothing when none is left).
+next_pair_suite() {
+  (
+    flock 9
+    head -n 1 "$QUEUE"
+    sed -i 1d "$QUEUE"
+  ) 9>"$QUEUE.lock"
+}
+for index in $(seq 1 "$PAIR_LANES"); do
   (
     CHAOS_TEST_PORTS=$(lane_ports $((index + 1)))
     export CHAOS_TEST_PORTS
     sleep $(((index - 1) * LANE_STAGGER))
-    for suite in $lane; do
+    while suite=$(next_pair_suite) && [ -n "$suite" ]; do
       phase "$suite" "pairs-$index" swift_testing --filter "$(suite_regex "$suite")"
     done
   ) &
@@ -218,7 +224,7 @@ while read -r name lane t0 t1 status cpu; do
   fi
   printf '%-34s %-9s %8.1f %8s %6s  %s\n' "$name" "$lane" "$(echo "$t1 - $t0" | bc)" "$cpu" "${tests:--}" "$result"
 done < <(cat "$LOGS"/*.time | sort -k3,3n)
-for lane in unit commands $(seq -f 'pairs-%g' 1 ${#PAIR_LANES[@]}); do
+for lane in unit commands $(seq -f 'pairs-%g' 1 "$PAIR_LANES"); do
   total=$(cat "$LOGS"/*.time | awk -v lane="$lane" '$2 == lane { s += $4 - $3; c += $6 } END { printf "%.1f %.1f", s, c }')
   printf '%-34s %-9s %8s %8s\n' "lane $lane" "" $total
 done
