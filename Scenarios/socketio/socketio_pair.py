@@ -4,8 +4,8 @@ AsyncClient that resumes through its CONNECT auth (python-socketio 5.x has no co
 resumes, as its users do).
 
 server: each stream (the client's auth `stream`) is a timeline of `tick` events {"type": "TICK", "seq": N}, one every
---interval seconds for --send-for seconds from the first client's connect; a connection gets the events after its auth `offset` (the last seq the
-client saw), then the live ones. --skip-on-resume K: a resumed connection skips K events (a buggy server).
+--interval seconds for --send-for seconds from the connect of the --clients-th stream (1: the first); a connection gets the
+events after its auth `offset` (the last seq the client saw), then the live ones. --skip-on-resume K: a resumed connection skips K events (a buggy server).
 client: connects (--transports polling, websocket, or both: polling then the upgrade), logs every event it gets as
 {"stream", "dir": "down", "seq", "conn"} (one line each, flushed), and reconnects on its own with offset = the last seq it
 saw; --stale-resume K resumes from K events earlier (a buggy client that gets events again).
@@ -30,11 +30,13 @@ Payload.max_decode_packets = 1000
 
 
 def serve(args):
-    # The timeline starts with the first client's connect, not with this process: on a loaded machine the clients can
-    # connect seconds after the server started, and a run's faults count from its pair being ready (a fresh-clone run,
-    # s62q1: the clients connected 10 s after the server's start, all 180 events were out before the first fault, and
-    # the buggy server's resumes skipped events that never came).
+    # The timeline starts once --clients streams have connected, not with this process: on a loaded machine the clients
+    # can connect seconds after the server started, and a run's faults count from its pair being ready, every client
+    # connected (fresh-clone runs: s62q1's clients connected 10 s after the server's start; in s80q7 one client
+    # connected 6 s after the other, and from the first one's connect all 180 events were out before the first fault,
+    # so the buggy server's resumes skipped events that never came).
     start = None
+    connected_streams = set()
     total = int(args.send_for / args.interval)
     sio = socketio.AsyncServer(async_mode="aiohttp", ping_interval=1, ping_timeout=2)
     app = web.Application()
@@ -58,10 +60,11 @@ def serve(args):
     @sio.event
     async def connect(sid, environ, auth):
         nonlocal start
-        if start is None:
-            start = time.monotonic()
         auth = auth or {}
         stream = auth.get("stream", "default")
+        connected_streams.add(stream)
+        if start is None and len(connected_streams) >= args.clients:
+            start = time.monotonic()
         offset = int(auth.get("offset", 0))
         after = offset + args.skip_on_resume if offset > 0 else 0
         # What the tests read to know the resume (and its bug) happened.
@@ -132,6 +135,7 @@ def main():
     server.add_argument("--listen", required=True)
     server.add_argument("--interval", type=float, default=0.05)
     server.add_argument("--send-for", type=float, default=8)
+    server.add_argument("--clients", type=int, default=1, help="the streams whose connects start the timeline")
     server.add_argument("--skip-on-resume", type=int, default=0)
     server.add_argument("--stale-resume", type=int, default=0, help="a client's bug: ignored here")
     client = sub.add_parser("client")

@@ -26,7 +26,7 @@ struct SocketIOPairTests {
           - {name: events, listen: "127.0.0.1:\(listen)", upstream: "127.0.0.1:\(upstream)"}
         pair:
           server:
-            run: python3 \(pair) server --listen 127.0.0.1:{upstream.port} --send-for 9 --interval 0.05 \(bug)
+            run: python3 \(pair) server --listen 127.0.0.1:{upstream.port} --send-for 9 --interval 0.05 --clients 2 \(bug)
             ready: tcp 127.0.0.1:{upstream.port}
             stop_grace: 1s
           client:
