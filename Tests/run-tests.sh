@@ -12,8 +12,8 @@
 #   exits at once must be seen to exit within the start-up window. Then the fuzz corpus replay (niced as the unit lane)
 #   and the shipped Kubernetes scenarios' validation.
 # - the pair lanes: the suites whose runs take real time (a scenario of 15-60 s against a pair of processes, Python
-#   peers among them, tcpdump, network namespaces). Each lane runs its suites one after the other; the lanes run side
-#   by side. They wait on the clock far more than they use the CPU, and nice keeps the unit lane out of their way.
+#   peers among them, tcpdump, network namespaces). Eleven workers (the pair lanes) take them from one queue, longest
+#   first, each the next when it ends one; the workers run side by side. They wait on the clock far more than they use the CPU, and nice keeps the unit lane out of their way.
 # Nothing here asserts a wall-clock tolerance: timing is tested in virtual time, and measured by `make bench`.
 #
 # Usage: Tests/run-tests.sh (from make test; SWIFT and SWIFT_BUILD_FLAGS as the Makefile sets them).
