@@ -10,12 +10,10 @@
 
 _Static_assert(sizeof(struct sockaddr_in6) <= sizeof(((chaos_address *)0)->bytes), "chaos_address must hold a sockaddr_in6");
 
-int chaos_udp_socket(const chaos_address *address, int reuse) {
+int chaos_udp_socket(const chaos_address *address) {
     int family = ((const struct sockaddr *)address->bytes)->sa_family;
     int fd = socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_UDP);
     if (fd < 0) return -errno;
-    int on = 1;
-    if (reuse) (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
     if (bind(fd, (const struct sockaddr *)address->bytes, address->length) != 0) {
         int error = errno;
         close(fd);

@@ -136,6 +136,30 @@ struct DatagramProxyTests {
         try await harness.shutdown()
     }
 
+    @Test(
+        "a UDP proxy's port is its own: a socket with SO_REUSEADDR cannot bind it (and take its clients' datagrams), on the fast path or after a fault moved it to NIO",
+        arguments: [false, true]
+    )
+    func listeningPortIsItsOwn(fastPath: Bool) async throws {
+        let harness = try await DatagramHarness(fastPath: fastPath)
+        func sharing() -> Int32? {
+            do {
+                _ = try UDPTestSocket(port: harness.port, reuseAddress: true)
+                return nil
+            } catch {
+                return (error as? POSIXError)?.code.rawValue ?? -1
+            }
+        }
+        // s81q1: another test's socket with SO_REUSEADDR was given the listening port for port 0 and took 152 datagrams.
+        #expect(sharing() == EADDRINUSE)
+        #expect(await harness.proxy.addShaping(.loss(rate: 0, burst: 1, direction: .upstream), key: ShapingKey(occurrence: 1), to: nil) == 0)
+        let client = try UDPTestSocket()
+        #expect(client.send("after", to: harness.port) == 0)
+        #expect(harness.server.receive()?.bytes == Array("after".utf8))
+        #expect(sharing() == EADDRINUSE)
+        try await harness.shutdown()
+    }
+
     @Test("seeded loss drops datagrams, counted: what the server read plus the drops is what the client sent, and the same seed drops the same ones")
     func seededLoss() async throws {
         var runs: [[Int]] = []

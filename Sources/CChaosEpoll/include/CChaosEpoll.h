@@ -76,9 +76,10 @@ typedef struct {
 /// The most datagrams one `chaos_udp_read` or `chaos_udp_send` moves.
 enum { CHAOS_UDP_BATCH = 64 };
 
-/// A non-blocking, close-on-exec UDP socket bound to `address` (its port 0: the system picks one), with SO_REUSEADDR
-/// when `reuse`; or -errno.
-int chaos_udp_socket(const chaos_address *address, int reuse);
+/// A non-blocking, close-on-exec UDP socket bound to `address` (its port 0: the system picks one); or -errno. Never
+/// with SO_REUSEADDR: on UDP it lets another such socket bind the same port (even one the system picks for port 0) and
+/// take its datagrams.
+int chaos_udp_socket(const chaos_address *address);
 /// The local address of socket `fd` into `address`; 0, or -errno.
 int chaos_local_address(int fd, chaos_address *address);
 /// Reads up to `count` (at most ``CHAOS_UDP_BATCH``) datagrams from `fd` in one `recvmmsg`: datagram i lands at

@@ -82,7 +82,7 @@ final class DatagramFastPath: EpollRelaySelectable, @unchecked Sendable {
         server: ProxyServer,
         relay: DatagramRelay
     ) throws(RawSocketError) {
-        let fd = chaos_udp_socket([chaos_address(listen)], 1)
+        let fd = chaos_udp_socket([chaos_address(listen)])
         guard fd >= 0 else { throw RawSocketError(call: "bind", code: -fd) }
         var bound = chaos_address()
         _ = chaos_local_address(fd, &bound)
@@ -213,7 +213,7 @@ final class DatagramFastPath: EpollRelaySelectable, @unchecked Sendable {
     private func openFlow(from client: chaos_address, key: AddressKey, at now: Int64) -> Flow? {
         guard flows.count < maxFlows else { return nil }
         var source = flowSource
-        let fd = chaos_udp_socket(&source, 0)
+        let fd = chaos_udp_socket(&source)
         guard fd >= 0 else { return nil }
         let flow = Flow(id: ids.next(), client: client, fd: fd, now: now, path: self)
         do {

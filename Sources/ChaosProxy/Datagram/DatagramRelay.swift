@@ -80,10 +80,11 @@ final class DatagramRelay: @unchecked Sendable {
 
     /// The listening socket's bootstrap: every client's datagrams come in there, one `recvmmsg` taking up to
     /// ``DatagramBatch/vectorRead`` of them, each into a slot with room for UDP's largest (one buffer for the proxy,
-    /// not per flow).
+    /// not per flow). No SO_REUSEADDR: on UDP it would let another socket with it bind the proxy's port (the system even
+    /// hands such a socket the same port for port 0) and take the clients' datagrams (s81q1: 152 of a test's 2,000 went
+    /// to another test's socket that shared the port, and were dropped at its full buffer).
     private func listenerBootstrap() -> DatagramBootstrap {
         DatagramBootstrap(group: loop)
-            .channelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
             .channelOption(
                 ChannelOptions.recvAllocator,
                 value: FixedSizeRecvByteBufferAllocator(capacity: Self.largestDatagram * DatagramBatch.vectorRead)

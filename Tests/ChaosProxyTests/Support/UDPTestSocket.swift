@@ -12,9 +12,14 @@ final class UDPTestSocket: @unchecked Sendable {
     // Sendable: a test uses each socket from one thread at a time.
     let fd: Int32
 
-    /// A socket bound to 127.0.0.1:`port` (0: any free port).
-    init(port: Int = 0, timeout: Double = 2) throws {
+    /// A socket bound to 127.0.0.1:`port` (0: any free port); with `reuseAddress`, SO_REUSEADDR first (which lets it
+    /// share a port with another socket that has it).
+    init(port: Int = 0, timeout: Double = 2, reuseAddress: Bool = false) throws {
         fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        if reuseAddress {
+            var one: Int32 = 1
+            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = Self.loopback(port: port)
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
