@@ -42,7 +42,7 @@ package final class ProxyCounters: Sendable {
     /// Datagrams a UDP proxy's faults duplicated or held back (those that were never done are absent).
     package var datagramsAltered: [DatagramAlteration: Int64] { datagramAlterations.withLock { $0 } }
 
-    func dropped(_ reason: DatagramDrop) { datagramDrops.withLock { $0[reason, default: 0] += 1 } }
+    func dropped(_ reason: DatagramDrop, count: Int = 1) { datagramDrops.withLock { $0[reason, default: 0] += Int64(count) } }
     func altered(_ what: DatagramAlteration) { datagramAlterations.withLock { $0[what, default: 0] += 1 } }
     func add(bytes: Int, producedBy upstream: Bool) {
         if upstream {

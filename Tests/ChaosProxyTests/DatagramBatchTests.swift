@@ -2,6 +2,7 @@ import ChaosCore
 import Foundation
 import NIOCore
 import NIOPosix
+import Synchronization
 import Testing
 
 @testable import ChaosProxy
@@ -51,6 +52,31 @@ struct DatagramBatchTests {
             #expect(got.map(\.count) == sizes, "segments \(segments)")
             #expect(got.map { Int($0[0]) } == Array(0..<8), "segments \(segments)")
         }
+    }
+
+    @Test("a write that sends nothing (its socket closed meanwhile) is told with every datagram it carried: drops to count, not silence")
+    func failedWritesAreTold() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let channel = try await DatagramBootstrap(group: group).bind(host: "127.0.0.1", port: 0).get()
+        let target = try SocketAddress(ipAddress: "127.0.0.1", port: 9)
+        let failed = Mutex<[Int]>([])
+        for segments in [true, false] where segments == false || System.supportsUDPSegmentationOffload {
+            failed.withLock { $0 = [] }
+            let closed = try await DatagramBootstrap(group: group).bind(host: "127.0.0.1", port: 0).get()
+            try await closed.close()
+            try await channel.eventLoop.submit {
+                var batch = DatagramBatch(segments: segments) { count in failed.withLock { $0.append(count) } }
+                // Three of one size (a run when segmented), then a shorter one.
+                for size in [100, 100, 100, 40] {
+                    _ = batch.write(AddressedEnvelope(remoteAddress: target, data: ByteBuffer(repeating: 1, count: size)), to: closed)
+                }
+                batch.flushAll()
+            }.get()
+            try await waitUntil("every failed write told") { failed.withLock { $0.reduce(0, +) } == 4 }
+            #expect(failed.withLock { $0 } == (segments ? [4] : [1, 1, 1, 1]), "segments \(segments)")
+        }
+        try await channel.close()
+        try await group.shutdownGracefully()
     }
 
     @Test("a message carries at most 64 datagrams and 65,000 bytes")

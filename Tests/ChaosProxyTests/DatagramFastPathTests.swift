@@ -123,7 +123,7 @@ struct DatagramFastPathTests {
         #expect(
             received.count + dropped + kernelDropped == 2_000 - notSent.count,
             """
-            \(received.count) arrived, \(dropped) dropped by chaos, \(kernelDropped) by full receive buffers, \
+            \(received.count) arrived, \(dropped) dropped by chaos \(counters.datagramsDropped), \(kernelDropped) by full receive buffers, \
             \(notSent.count) refused by the client's kernel; the proxy read \(harness.proxy.counters.datagrams); missing \
             \(missing.prefix(40)); dropped by full receive buffers at the proxy's listening socket, its mapping's and the \
             server's: \(Self.dropsSince(kernelDropsBefore, ports: ports)); the machine's UDP meanwhile (every process's): \(Self.machineUDPCounters(since: machineBefore))
@@ -133,14 +133,14 @@ struct DatagramFastPathTests {
     }
 
     /// The machine's UDP counters that say where a datagram the kernel took went missing: no socket on its port
-    /// (`NoPorts`), a socket's full receive buffer (`RcvbufErrors`), and the loopback backlog's drops (softnet_stat's
+    /// (`NoPorts`), a socket's full receive buffer (`RcvbufErrors`), a send the kernel refused (`SndbufErrors`), and the loopback backlog's drops (softnet_stat's
     /// second column); with `since`, the change from it. Every process's: a lead, not a count.
     static func machineUDPCounters(since before: [String: Int] = [:]) -> [String: Int] {
         var counters: [String: Int] = [:]
         if let snmp = try? String(contentsOfFile: "/proc/net/snmp", encoding: .utf8) {
             let lines = snmp.split(separator: "\n").filter { $0.hasPrefix("Udp: ") }.map { $0.split(separator: " ").dropFirst() }
             if lines.count == 2 {
-                for (name, value) in zip(lines[0], lines[1]) where ["NoPorts", "RcvbufErrors", "InErrors"].contains(String(name)) {
+                for (name, value) in zip(lines[0], lines[1]) where ["NoPorts", "RcvbufErrors", "SndbufErrors", "InErrors"].contains(String(name)) {
                     counters[String(name)] = Int(value) ?? 0
                 }
             }

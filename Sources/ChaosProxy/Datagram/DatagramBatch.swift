@@ -5,8 +5,8 @@ import NIOCore
 /// go out together, after the turn: each socket's datagrams are handed to the kernel in one `sendmmsg`, and where the
 /// kernel segments UDP itself (Linux's UDP GSO), a run of equal-sized datagrams to the same address goes as one
 /// message that the kernel cuts into them again, so the receiver reads the same datagrams. A socket's writes keep
-/// their order; none waits past the turn that wrote it (the flush is the loop's next task), and a socket that closed
-/// meanwhile drops them. What a turn holds is bounded by what the turn read (``readsPerWakeUp`` per socket, times
+/// their order; none waits past the turn that wrote it (the flush is the loop's next task), and what a write does not
+/// send (the socket closed meanwhile, or the kernel refused it) is told to `writeFailed`, a drop to count. What a turn holds is bounded by what the turn read (``readsPerWakeUp`` per socket, times
 /// ``vectorRead`` on the listening socket) and what its timers released (within the held bytes' bound).
 struct DatagramBatch {
     /// The most datagrams a socket reads per wake-up (NIO's `maxMessagesPerRead`, 4 by default): a burst's worth to
@@ -63,8 +63,12 @@ struct DatagramBatch {
         }
     }
 
-    init(segments: Bool) {
+    /// Told how many datagrams a write that failed carried (its whole message: none of them went).
+    private let writeFailed: @Sendable (Int) -> Void
+
+    init(segments: Bool, writeFailed: @escaping @Sendable (Int) -> Void = { _ in }) {
         self.segments = segments
+        self.writeFailed = writeFailed
     }
 
     /// Whether a relay's runs go segmented: where the kernel can, and only where nothing records the datagrams (an
@@ -94,7 +98,10 @@ struct DatagramBatch {
         let pending = unflushed
         unflushed.removeAll(keepingCapacity: true)
         for (channel, messages) in pending {
-            for message in messages { channel.write(message.envelope, promise: nil) }
+            for message in messages {
+                let count = message.count
+                channel.write(message.envelope).whenFailure { [writeFailed] _ in writeFailed(count) }
+            }
             channel.flush()
         }
     }

@@ -50,7 +50,10 @@ final class DatagramRelay: @unchecked Sendable {
         counters = server.counters
         sink = server.sink
         recordsTraffic = server.sink?.recordsTraffic == true
-        batch = DatagramBatch(segments: DatagramBatch.segmentsWanted(recording: recordsTraffic))
+        // A write the kernel refused (or that found its socket closed) lost its datagrams: counted, as a full send buffer's.
+        batch = DatagramBatch(segments: DatagramBatch.segmentsWanted(recording: recordsTraffic)) { [counters] count in
+            counters.dropped(.sendBuffer, count: count)
+        }
     }
 
     // MARK: the listening socket

@@ -14,7 +14,7 @@ package enum DatagramDrop: String, Sendable, CaseIterable, Hashable {
     case nat
     /// A new client address found the proxy holding its most flows.
     case flowLimit = "flow-limit"
-    /// The kernel's send buffer toward the receiver was full.
+    /// The kernel's send buffer toward the receiver was full, or the kernel refused the write.
     case sendBuffer = "send-buffer"
 }
 
