@@ -15,20 +15,23 @@ final class UDPTestSocket: @unchecked Sendable {
     /// A socket bound to 127.0.0.1:`port` (0: any free port); with `reuseAddress`, SO_REUSEADDR first (which lets it
     /// share a port with another socket that has it).
     init(port: Int = 0, timeout: Double = 2, reuseAddress: Bool = false) throws {
-        fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        // The socket is ours to close until `fd` holds it: from then on deinit closes it, even when init throws (closing
+        // it here as well closed a number another test's socket had taken by then: s81t1's EBADF).
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
         if reuseAddress {
             var one: Int32 = 1
-            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+            setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
         }
         var address = Self.loopback(port: port)
         let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
         guard bound == 0 else {
             let code = errno
-            Glibc.close(fd)
+            Glibc.close(socket)
             throw POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO)
         }
+        fd = socket
         setTimeout(timeout)
     }
 
