@@ -126,7 +126,8 @@ struct DatagramFastPathTests {
             \(received.count) arrived, \(dropped) dropped by chaos \(counters.datagramsDropped), \(kernelDropped) by full receive buffers, \
             \(notSent.count) refused by the client's kernel; the proxy read \(harness.proxy.counters.datagrams); missing \
             \(missing.prefix(40)); dropped by full receive buffers at the proxy's listening socket, its mapping's and the \
-            server's: \(Self.dropsSince(kernelDropsBefore, ports: ports)); the machine's UDP meanwhile (every process's): \(Self.machineUDPCounters(since: machineBefore))
+            server's: \(Self.dropsSince(kernelDropsBefore, ports: ports)); the machine's UDP meanwhile (every process's): \(Self.machineUDPCounters(since: machineBefore)); every socket's drops by \
+            port now: \(Self.kernelDropsByPort(ports: nil).filter { $0.value > 0 })
             """
         )
         try await harness.shutdown()
@@ -164,15 +165,15 @@ struct DatagramFastPathTests {
         return ports.map { (now[$0] ?? 0) - (before[$0] ?? 0) }
     }
 
-    /// ``kernelDrops(ports:)`` by port.
-    static func kernelDropsByPort(ports: [Int]) -> [Int: Int] {
+    /// ``kernelDrops(ports:)`` by port (nil: every UDP socket's).
+    static func kernelDropsByPort(ports: [Int]?) -> [Int: Int] {
         var drops: [Int: Int] = [:]
         for table in ["/proc/net/udp", "/proc/net/udp6"] {
             guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
             for line in text.split(separator: "\n").dropFirst() {
                 let fields = line.split(separator: " ")
                 guard fields.count >= 13, let local = fields[1].split(separator: ":").last, let port = Int(local, radix: 16),
-                    ports.contains(port), let count = Int(fields[fields.count - 1])
+                    ports?.contains(port) ?? true, let count = Int(fields[fields.count - 1])
                 else { continue }
                 drops[port, default: 0] += count
             }

@@ -160,6 +160,27 @@ struct DatagramProxyTests {
         try await harness.shutdown()
     }
 
+    @Test(
+        "a burst sent while the relay's thread is busy waits in the listening socket's buffer: 2,000 datagrams, all read once it runs again (fast path and NIO)",
+        arguments: [false, true]
+    )
+    func burstWaitsForTheRelay(fastPath: Bool) async throws {
+        let harness = try await DatagramHarness(fastPath: fastPath)
+        let client = try UDPTestSocket()
+        _ = try await harness.mapping(of: client)
+        let dropsBefore = DatagramFastPathTests.kernelDrops(ports: [harness.port])
+        // The relay's thread sleeps for 300 ms while the client sends; the default 208 KiB buffer held about 256 of these.
+        let busy: @Sendable () -> Void = { usleep(300_000) }
+        if let relay = harness.epollRelay { relay.loops[0].execute(busy) } else { harness.group.next().execute(busy) }
+        try await offPool {
+            for index in 0..<2_000 { _ = client.send("\(index)", to: harness.port) }
+        }
+        try await waitUntil("every datagram read", seconds: 20) { harness.proxy.counters.datagrams >= 2_001 }
+        #expect(harness.proxy.counters.datagrams == 2_001)
+        #expect(DatagramFastPathTests.kernelDrops(ports: [harness.port]) == dropsBefore, "none dropped at the listening socket")
+        try await harness.shutdown()
+    }
+
     @Test("seeded loss drops datagrams, counted: what the server read plus the drops is what the client sent, and the same seed drops the same ones")
     func seededLoss() async throws {
         var runs: [[Int]] = []

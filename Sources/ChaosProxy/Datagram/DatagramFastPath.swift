@@ -84,6 +84,8 @@ final class DatagramFastPath: EpollRelaySelectable, @unchecked Sendable {
     ) throws(RawSocketError) {
         let fd = chaos_udp_socket([chaos_address(listen)])
         guard fd >= 0 else { throw RawSocketError(call: "bind", code: -fd) }
+        var size = DatagramRelay.listenerReceiveBuffer
+        _ = setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
         var bound = chaos_address()
         _ = chaos_local_address(fd, &bound)
         listener = fd

@@ -16,6 +16,11 @@ final class DatagramRelay: @unchecked Sendable {
     static let pendingLimit = 64
     /// The largest datagram read (UDP's own limit).
     static let largestDatagram = 65_536
+    /// The listening socket's receive buffer (the system caps it at `net.core.rmem_max`): every client's datagrams wait
+    /// there while the proxy's thread is not running, and the default 208 KiB holds only about 256 small ones, 26 ms of
+    /// a client sending every 100 µs, so a loaded machine's scheduling lost datagrams no fault asked for (s81u1: 113).
+    /// What waits is charged to the socket only while it waits.
+    static let listenerReceiveBuffer: Int32 = 4 << 20
     /// The longest a `reorder` fault holds a datagram back waiting for a later one to overtake it (nanoseconds).
     static let longestHoldBack: Int64 = 200_000_000
 
@@ -88,6 +93,7 @@ final class DatagramRelay: @unchecked Sendable {
     /// to another test's socket that shared the port, and were dropped at its full buffer).
     private func listenerBootstrap() -> DatagramBootstrap {
         DatagramBootstrap(group: loop)
+            .channelOption(ChannelOptions.socketOption(.so_rcvbuf), value: SocketOptionValue(Self.listenerReceiveBuffer))
             .channelOption(
                 ChannelOptions.recvAllocator,
                 value: FixedSizeRecvByteBufferAllocator(capacity: Self.largestDatagram * DatagramBatch.vectorRead)
