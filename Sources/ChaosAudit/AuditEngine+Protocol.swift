@@ -225,7 +225,7 @@ extension AuditEngine {
         else { return }
         for (sender, seq) in held {
             guard let index = ledgerIndex[StreamKey(name: sender, direction: .downstream, receiver: receiver)] else { continue }
-            ledgers[index].resumed(after: seq, on: connection.order)
+            ledgers[index].receiverResumed(after: seq, on: connection.order)
         }
     }
 

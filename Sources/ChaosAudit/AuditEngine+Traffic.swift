@@ -281,7 +281,7 @@ extension AuditEngine {
             // 74, which only the old one carried and the client skipped on resume, stayed unconfirmed, not lost).
             // The denial is of this connection's copy: where another connection already delivered the seq, that copy
             // is judged by its own connection's acks (``delivered(_:_:connection:time:late:)`` lifts a denial too).
-            guard connection.order < ledger.consumerAckedOn, seq > ledger.consumerResumedAt else { continue }
+            guard ledger.resumedBelow(seq, newerThan: connection.order) else { continue }
             let copies = others[ledger.index] ?? otherStreams(of: ledger, besides: connection, slot: slot)
             others[ledger.index] = copies
             if copies.contains(where: { $0.deliveredHere.contains(seq) }) { continue }

@@ -55,6 +55,10 @@ final class StreamLedger {
     /// The connection (its ``ConnectionState/order``) that gave the last resume point: deliveries on it or on later
     /// connections settle ``disowned``.
     var resumedOn: ConnectionOrder = 0
+    /// The newest connection on which a fan-out receiver named what it holds of this stream, and that point
+    /// (``receiverResumed(after:on:)``).
+    var receiverResumedOn: ConnectionOrder = 0
+    var receiverResumedAt: Int64 = .min
     /// Connections the consumer closed after they delivered past its last ack there, until it names its next resume
     /// point (``resumePointNamed(_:on:others:)``).
     var closedPastAck: [ConnectionStream] = []
@@ -273,7 +277,7 @@ final class StreamLedger {
                 // s79 (an RPC server through a partition): seq 95, taken by its TCP on the old call and never read,
                 // its resume point of 94 named on the new call before the old one's reset reached the audit; the
                 // client skipped 95 on resume, and it stayed unconfirmed, where the reset read first denied it.
-                if order < consumerAckedOn, seq > consumerResumedAt { deniedAfterClose.insert(seq) }
+                if resumedBelow(seq, newerThan: order) { deniedAfterClose.insert(seq) }
             }
         }
     }
@@ -292,6 +296,28 @@ final class StreamLedger {
             disowned.insert(lower, through: upper)
             looked += upper - lower + 1
         }
+    }
+
+    /// A fan-out receiver, on the connection `order`, says its application holds this stream up to `point`
+    /// (`fanout.resume`): besides disowning what earlier connections delivered above it (``resumed(after:on:)``), the
+    /// copies their TCP took past it unconfirmed (a cut or a reset) were never its application's: denied, lost unless
+    /// handed again (s81v2: u1's seq 42, written to u3's old connection into a partition, its acknowledgements cut; u3
+    /// came back saying it held 41, the buggy room server skipped 42, and it stayed unconfirmed, not lost).
+    func receiverResumed(after point: Int64, on order: ConnectionOrder) {
+        resumed(after: point, on: order)
+        if order > receiverResumedOn {
+            receiverResumedOn = order
+            receiverResumedAt = point
+        }
+        denyTakenAfterClose(above: point)
+    }
+
+    /// Whether the consumer, on a connection newer than `order`, has named a resume point below `seq` (a consumer's
+    /// first ack there, or a fan-out receiver's `fanout.resume`): a copy of `seq` that `order` took unconfirmed is
+    /// then denied, not doubted.
+    @inline(__always)
+    func resumedBelow(_ seq: Int64, newerThan order: ConnectionOrder) -> Bool {
+        (order < consumerAckedOn && seq > consumerResumedAt) || (order < receiverResumedOn && seq > receiverResumedAt)
     }
 
     /// A delivery of `seq` on the connection `order` settles it if it was disowned.
