@@ -166,6 +166,7 @@ final class TestListener: @unchecked Sendable {
     /// A listener whose accept queue holds about `backlog` connections.
     init(backlog: Int32 = 128) throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EMFILE) }
         self.fd = fd
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
@@ -176,7 +177,12 @@ final class TestListener: @unchecked Sendable {
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard bound == 0, Glibc.listen(fd, backlog) == 0 else { throw POSIXError(.EADDRINUSE) }
+        guard bound == 0, Glibc.listen(fd, backlog) == 0 else {
+            // The socket is this initializer's alone until it returns: closed here, or nothing ever closes it.
+            let code = POSIXErrorCode(rawValue: errno) ?? .EADDRINUSE
+            Glibc.close(fd)
+            throw POSIXError(code)
+        }
         port = TestSocket(fd: fd).localPort
         var tv = timeval(tv_sec: 10, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
