@@ -7,7 +7,8 @@ import Testing
 /// twin runs with the gRPC suites (ShippedGRPCScenarioTests).
 ///
 /// The naive runs last through the tunnel (a 5 s partition at 26 s): a client with no heartbeat never notices it,
-/// whatever the machine's load. Ended after the first handoff, a run's only finding could be the thundering herd of
+/// whatever the machine's load, and their server waits 60 s for a silent client (its own 6 s could notice the tunnel
+/// for the client when a loaded machine delays the client's first bytes after it). Ended after the first handoff, a run's only finding could be the thundering herd of
 /// its reconnects, which a loaded machine spread past the 50 ms window in one fresh-clone run over lines, and in one
 /// over WebSocket (s55q2: its 22 s run's report had no finding but 2 unconfirmed seqs).
 @Suite("Scenarios/mobile-day.yaml over lines and WebSocket", .serialized)
@@ -22,7 +23,8 @@ struct ShippedMobileDayScenarioTests {
         resilientDuration: "60s",
         naiveDuration: "33s",
         judgesFindings: true,
-        opensReportInBrowser: true
+        opensReportInBrowser: true,
+        naiveServerIdleTimeout: "60s"
     )
     static let websocket = ShippedPairScenario(
         file: "Scenarios/mobile-day-websocket.yaml",
@@ -31,7 +33,8 @@ struct ShippedMobileDayScenarioTests {
         streamPrefix: "w",
         resilientDuration: "36s",
         naiveDuration: "33s",
-        judgesFindings: true
+        judgesFindings: true,
+        naiveServerIdleTimeout: "60s"
     )
 
     @Test("the resilient pair passes a phone's day over lines: lost 0, duplicated 0, counts equal its logs")
