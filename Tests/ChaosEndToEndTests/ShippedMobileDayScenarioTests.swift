@@ -8,9 +8,10 @@ import Testing
 ///
 /// The naive runs last through the tunnel (a 5 s partition at 26 s): a client with no heartbeat never notices it,
 /// whatever the machine's load, and their server waits 60 s for a silent client (its own 6 s could notice the tunnel
-/// for the client when a loaded machine delays the client's first bytes after it). Ended after the first handoff, a run's only finding could be the thundering herd of
-/// its reconnects, which a loaded machine spread past the 50 ms window in one fresh-clone run over lines, and in one
-/// over WebSocket (s55q2: its 22 s run's report had no finding but 2 unconfirmed seqs).
+/// for the client when a loaded machine delays the client's first bytes after it). Ended after the first handoff, a
+/// run's only finding could be the thundering herd of its reconnects, which a loaded machine spread past the 50 ms
+/// window in one fresh-clone run over lines, and in one over WebSocket (s55q2: its 22 s run's report had no finding
+/// but 2 unconfirmed seqs).
 @Suite("Scenarios/mobile-day.yaml over lines and WebSocket", .serialized)
 struct ShippedMobileDayScenarioTests {
     /// The whole day over lines (both handoffs); its first 36 s over WebSocket (the dead-WiFi handoff to a new
